@@ -1,0 +1,53 @@
+# k3 — one static binary, libc + pthreads only.
+CC      ?= cc
+ifeq ($(origin CC),default)
+CC      := gcc
+endif
+CFLAGS  ?= -O2
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -ffp-contract=off -fno-fast-math -Iinclude -pthread
+LDFLAGS += -static -pthread
+LDLIBS  += -lm
+
+BUILD   ?= build
+BIN     ?= bin/k3
+SRC     := $(wildcard src/*.c)
+OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
+LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
+TESTSRC := $(wildcard tests/c/*.c)
+TESTBIN := $(TESTSRC:tests/c/%.c=$(BUILD)/tests/%)
+VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
+CFLAGS  += -DK3_VERSION='"$(VERSION)"'
+
+# Per-file ISA flags: SIMD twins are compiled for their ISA and chosen at run time.
+ARCH := $(shell $(CC) -dumpmachine)
+ifneq ($(findstring x86_64,$(ARCH)),)
+$(BUILD)/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c
+$(BUILD)/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mavx2
+endif
+
+.PHONY: all test clean asan aarch64 fuzz bench
+all: $(BIN)
+
+$(BIN): $(OBJ) | bin
+	$(CC) $(LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
+
+$(BUILD)/%.o: src/%.c $(wildcard include/*.h) | $(BUILD)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/c/%.c $(LIBOBJ) $(wildcard include/*.h) | $(BUILD)/tests
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBOBJ) $(LDLIBS)
+
+bin $(BUILD) $(BUILD)/tests:
+	mkdir -p $@
+
+# The whole suite, offline: C unit tests, then shell tests (end to end on bin/k3).
+test: bin/k3 $(TESTBIN)
+	@K3=./bin/k3 BUILD=$(BUILD) sh tests/run.sh $(TESTBIN)
+
+# Address/UB sanitizer build of the binary (bin/k3-asan), used by the refusal tests.
+asan:
+	$(MAKE) BUILD=build/asan BIN=bin/k3-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	  LDFLAGS="-fsanitize=address,undefined -pthread" bin/k3-asan
+
+clean:
+	rm -rf build bin

@@ -1,0 +1,78 @@
+/* kernels.h — every hot operation of k3 behind one small interface.
+ *
+ * The contract: scalar, AVX2, AVX-512 and NEON give the same bits, at any thread
+ * count. The scalar code in kernels.c *defines* the result; SIMD twins reproduce it.
+ *
+ * Canonical reduction order (K3_LANES = 16): a length-n reduction sum_i a[i]*b[i]
+ * keeps 16 lane accumulators, starting at +0.0f; element i goes to lane i % 16 with
+ * one fused multiply-add, acc[i%16] = fmaf(a[i], b[i], acc[i%16]), in increasing i.
+ * The lanes are then folded by a fixed tree: for w = 8,4,2,1: acc[l] += acc[l+w]
+ * (l < w). The result is acc[0]. Plain sums use the same lanes with additions.
+ *
+ * MXFP4 (K3_MODEL.md §4): row r, element c has nibble (packed[r][c/2] >> 4*(c&1)) & 15
+ * and scale 2^(scale[r][c/32] - 127). The weight is the exact product
+ * e2m1[nibble] * 2^(s-127) (exact in fp32), reduced in the canonical order above.
+ *
+ * Matrix products split work over output rows (and tokens), never over a reduction,
+ * so results do not depend on the thread count. k3_matmul on T tokens gives, for each
+ * token, exactly the bits of the T = 1 call.
+ */
+#ifndef K3_KERNELS_H
+#define K3_KERNELS_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define K3_LANES 16
+
+enum { K3_W_F32 = 0, K3_W_BF16 = 1, K3_W_MXFP4 = 2 };
+
+/* A weight matrix [rows][cols], y = W x. For MXFP4, w is packed [rows][cols/2] and
+ * scale is [rows][cols/32]; cols must be a multiple of 32. */
+typedef struct {
+    int type;
+    int rows, cols;
+    const void *w;
+    const uint8_t *scale;
+} K3Mat;
+
+/* Select the implementation: "auto", "scalar", "avx2", "avx512", "neon".
+ * Returns 0, or -1 with a message when the CPU (or this build) lacks it. */
+int k3_kernels_select(const char *which, char *err, size_t errlen);
+const char *k3_kernels_name(void);
+
+/* Y[t][r] = sum_c W[r][c] X[t][c] for t < T. Y is [T][rows], X is [T][cols]. */
+void k3_matmul(float *Y, const K3Mat *W, const float *X, int T);
+
+/* Canonical reductions (the order above). */
+float k3_dot(const float *a, const float *b, int n);
+float k3_sum(const float *a, int n);
+
+/* y[i] = fmaf(a, x[i], y[i]) — elementwise, so every path agrees trivially. */
+void k3_axpy(float *y, float a, const float *x, int n);
+
+/* One KDA delta-rule step for one head (K3_MODEL.md §3.2 step 7), S is [D][D]
+ * indexed [key i][value j]. Reductions over i are sequential fmaf in increasing i
+ * (vectorised over j):
+ *   S[i][j] *= alpha[i];  u[j] = sum_i S[i][j] k[i];  d[j] = beta (v[j] - u[j]);
+ *   S[i][j] = fmaf(k[i], d[j], S[i][j]);  o[j] = sum_i S[i][j] q[i]. */
+void k3_kda_step(float *S, const float *q, const float *k, const float *v,
+                 const float *alpha, float beta, float *o, int D);
+
+/* out = w * x / sqrt(mean(x^2) + eps)   (w may be NULL: no weight). out may alias x. */
+void k3_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
+/* In-place softmax over n (max-subtracted, canonical sum). */
+void k3_softmax(float *x, int n);
+/* out[i] = b1*tanh(g/b1)*sigmoid(g) * b2*tanh(u/b2)  (SiTU-GLU, K3_MODEL.md §3.6). */
+void k3_situ(float *out, const float *g, const float *u, int n, float b1, float b2);
+
+/* Transcendentals: our own, so every path and CPU gives the same bits. */
+float k3_expf(float x);
+float k3_tanhf(float x);
+float k3_sigmoidf(float x);     /* 1 / (1 + exp(-x)) */
+float k3_siluf(float x);        /* x * sigmoid(x) */
+
+/* bf16 <-> f32 (round to nearest even on narrowing). */
+static inline float k3_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v; v.u = (uint32_t)h << 16; return v.f;
+}
+#endif

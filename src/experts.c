@@ -1,0 +1,19 @@
+/* experts.c — routed experts are read on use, never held as a whole model. This
+ * version multiplies straight out of the shard mappings; the six tensors of an
+ * expert are located by their header offsets, never by arithmetic (pitfall 23). */
+#include "k3.h"
+
+int k3_expert_get(K3Model *m, int L, int e, K3Expert *out) {
+    const K3Config *c = &m->cfg;
+    const StTensor *const *t = m->layers[L].experts + (size_t)e * 6;
+    const int I = c->moe_intermediate_size, LAT = c->routed_expert_hidden_size;
+    K3Mat *w[3] = { &out->w1, &out->w2, &out->w3 };
+    const int rows[3] = { I, LAT, I }, cols[3] = { LAT, I, LAT };
+    for (int j = 0; j < 3; j++) {
+        const void *p = k3_tensor_data(m, t[2 * j]), *s = k3_tensor_data(m, t[2 * j + 1]);
+        if (!p || !s) { m->expert_failures++; return -1; }
+        w[j]->type = K3_W_MXFP4; w[j]->rows = rows[j]; w[j]->cols = cols[j];
+        w[j]->w = p; w[j]->scale = s;
+    }
+    return 0;
+}

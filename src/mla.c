@@ -1,0 +1,75 @@
+/* mla.c — gated Multi-head Latent Attention with NoPE (K3_MODEL.md §3.3,
+ * pitfalls 9-13), in the absorbed form over a latent cache.
+ *
+ * Only the normalised latent c' (kv_lora) and the shared k_pe (rope dims, never
+ * rotated, never normalised) are cached per position. kv_b's rows are head-major:
+ * per head nope key rows then v value rows. The key rows are folded into the query
+ * (q_lat = W_k^T q_nope) and the value rows are applied after the weighted sum of
+ * latents. Scores use all nope+rope dims and the scale (nope+rope)^-1/2. */
+#include "k3.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Row r of a BF16/F32 matrix as f32 (tmp holds the widened copy when needed). */
+static const float *row_f32(const K3Mat *W, int r, float *tmp) {
+    size_t o = (size_t)r * W->cols;
+    if (W->type == K3_W_F32) return (const float *)W->w + o;
+    for (int j = 0; j < W->cols; j++) tmp[j] = k3_bf16_to_f32(((const uint16_t *)W->w)[o + j]);
+    return tmp;
+}
+
+void k3_mla(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float *x, int T, float *out) {
+    const K3Config *c = &m->cfg;
+    const int NH = c->num_attention_heads, NOPE = c->qk_nope_head_dim, ROPE = c->qk_rope_head_dim;
+    const int VD = c->v_head_dim, R = c->kv_lora_rank, QH = NOPE + ROPE;
+    const float scale = 1.0f / sqrtf((float)QH);
+    const float mla_eps = 1e-6f;               /* q_a / kv_a norms: KimiRMSNorm default */
+    float *cq = malloc(sizeof(float) * (size_t)T * c->q_lora_rank);
+    float *q = malloc(sizeof(float) * (size_t)T * NH * QH);
+    float *kva = malloc(sizeof(float) * (size_t)T * (R + ROPE));
+    float *G = malloc(sizeof(float) * (size_t)T * NH * VD);
+    float *o = malloc(sizeof(float) * (size_t)T * NH * VD);
+    float *sc = malloc(sizeof(float) * (size_t)(s->pos + T));
+    float qlat[R], olat[R], tmp[R];
+
+    k3_matmul(cq, &ly->q_a, x, T);
+    for (int t = 0; t < T; t++) k3_rmsnorm(cq + (size_t)t * c->q_lora_rank, cq + (size_t)t * c->q_lora_rank, ly->q_a_norm, c->q_lora_rank, mla_eps);
+    k3_matmul(q, &ly->q_b, cq, T);
+    k3_matmul(kva, &ly->kv_a, x, T);
+    k3_matmul(G, &ly->g, x, T);
+    /* append this chunk's latents to the cache first: token t attends to 0..pos+t */
+    for (int t = 0; t < T; t++) {
+        const float *a = kva + (size_t)t * (R + ROPE);
+        k3_rmsnorm(s->mla_c[L] + (size_t)(s->pos + t) * R, a, ly->kv_a_norm, R, mla_eps);
+        memcpy(s->mla_pe[L] + (size_t)(s->pos + t) * ROPE, a + R, sizeof(float) * ROPE);
+    }
+    for (int t = 0; t < T; t++) {
+        int n = s->pos + t + 1;
+        for (int h = 0; h < NH; h++) {
+            const float *qn = q + ((size_t)t * NH + h) * QH, *qpe = qn + NOPE;
+            /* q_lat = sum_d q_nope[d] * kv_b[h*(NOPE+VD) + d][:] */
+            memset(qlat, 0, sizeof qlat);
+            for (int d = 0; d < NOPE; d++)
+                k3_axpy(qlat, qn[d], row_f32(&ly->kv_b, h * (NOPE + VD) + d, tmp), R);
+            for (int j = 0; j < n; j++)
+                sc[j] = (k3_dot(qlat, s->mla_c[L] + (size_t)j * R, R) +
+                         k3_dot(qpe, s->mla_pe[L] + (size_t)j * ROPE, ROPE)) * scale;
+            k3_softmax(sc, n);
+            memset(olat, 0, sizeof olat);
+            for (int j = 0; j < n; j++) k3_axpy(olat, sc[j], s->mla_c[L] + (size_t)j * R, R);
+            /* v_h = W_v^h olat, the head's value rows of kv_b */
+            K3Mat wv = ly->kv_b;
+            size_t off = (size_t)(h * (NOPE + VD) + NOPE) * R;
+            wv.rows = VD;
+            wv.w = wv.type == K3_W_F32 ? (const void *)((const float *)wv.w + off)
+                                       : (const void *)((const uint16_t *)wv.w + off);
+            float *oh = o + ((size_t)t * NH + h) * VD;
+            k3_matmul(oh, &wv, olat, 1);
+        }
+    }
+    /* output gate σ(W_g x) on the concatenated heads, before o_proj */
+    for (size_t i = 0; i < (size_t)T * NH * VD; i++) o[i] *= k3_sigmoidf(G[i]);
+    k3_matmul(out, &ly->o, o, T);
+    free(cq); free(q); free(kva); free(G); free(o); free(sc);
+}

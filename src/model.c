@@ -1,0 +1,313 @@
+/* model.c — binds the released tensor names (K3_MODEL.md §2) to the layers,
+ * checking every shape and dtype, and owns the per-sequence state (§3.8).
+ * Weights stay in read-only mappings of the shards (BF16/F32 used in place);
+ * small vectors are widened to f32. */
+#include "k3.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+typedef struct { K3Model *m; const char *prefix; char *err; size_t errlen; int failed; } Binder;
+
+static void bind_fail(Binder *b, const char *fmt, ...) {
+    if (b->failed) return;                 /* keep the first problem: it names the tensor */
+    va_list ap; va_start(ap, fmt);
+    vsnprintf(b->err, b->errlen, fmt, ap);
+    va_end(ap);
+    b->failed = 1;
+}
+
+static const char *shape_str(const StTensor *t, char *buf, size_t n) {
+    size_t o = snprintf(buf, n, "[");
+    for (int i = 0; i < t->ndim && o < n; i++) o += snprintf(buf + o, n - o, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+    return buf;
+}
+
+static const StTensor *find(Binder *b, const char *name) {
+    char full[512];
+    snprintf(full, sizeof full, "%s%s", b->prefix, name);
+    const StTensor *t = st_find(b->m->st, full);
+    if (!t) bind_fail(b, "%s: tensor '%s' is missing from the checkpoint (is this a Kimi K3 checkpoint? does config.json match it?)", b->m->dir, full);
+    return t;
+}
+
+static const void *data_of(Binder *b, const StTensor *t) {
+    if (!b->m->maps[t->shard]) {
+        StShard *sh = &b->m->st->shards[t->shard];
+        int fd = open(sh->path, O_RDONLY);
+        void *p = fd < 0 ? MAP_FAILED : mmap(NULL, sh->file_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (fd >= 0) close(fd);
+        if (p == MAP_FAILED) { bind_fail(b, "%s: cannot map: %s", sh->path, strerror(errno)); return NULL; }
+        b->m->maps[t->shard] = p; b->m->map_len[t->shard] = sh->file_size;
+    }
+    return (const char *)b->m->maps[t->shard] + t->offset;
+}
+
+const void *k3_tensor_data(K3Model *m, const StTensor *t) {
+    char err[512];
+    Binder b = { m, "", err, sizeof err, 0 };
+    const void *p = data_of(&b, t);
+    if (!p) fprintf(stderr, "k3: %s\n", err);
+    return p;
+}
+
+/* A matrix [rows][cols] in BF16 or F32, used in place. */
+static void bind_mat(Binder *b, K3Mat *M, const char *name, int rows, int cols) {
+    char s[96];
+    const StTensor *t = find(b, name);
+    if (!t) return;
+    if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols) {
+        bind_fail(b, "%s: tensor '%s%s' has shape %s, expected [%d, %d] from config.json", b->m->dir, b->prefix, name, shape_str(t, s, sizeof s), rows, cols);
+        return;
+    }
+    if (t->dtype != ST_BF16 && t->dtype != ST_F32) {
+        bind_fail(b, "%s: tensor '%s%s' is %s, expected BF16 or F32", b->m->dir, b->prefix, name, st_dtype_name(t->dtype));
+        return;
+    }
+    const void *p = data_of(b, t);
+    if (!p) return;
+    if ((uintptr_t)p % st_dtype_size(t->dtype)) {     /* misaligned in the file: copy */
+        void *q = malloc(t->nbytes);
+        if (!q) { bind_fail(b, "out of memory"); return; }
+        memcpy(q, p, t->nbytes); p = q;
+    }
+    M->type = t->dtype == ST_F32 ? K3_W_F32 : K3_W_BF16;
+    M->rows = rows; M->cols = cols; M->w = p; M->scale = NULL;
+}
+
+/* A vector of n values (stored as [n], [1, n] or [n, 1, k] flattened), widened to f32.
+ * want = number of values the model uses (<= stored count); the rest must be zero. */
+static float *bind_vec(Binder *b, const char *name, int64_t stored, int want) {
+    const StTensor *t = find(b, name);
+    if (!t) return NULL;
+    char s[96];
+    if (st_numel(t) != stored || (t->dtype != ST_BF16 && t->dtype != ST_F32)) {
+        bind_fail(b, "%s: tensor '%s%s' is %s %s, expected %lld values of BF16 or F32", b->m->dir, b->prefix, name,
+                  st_dtype_name(t->dtype), shape_str(t, s, sizeof s), (long long)stored);
+        return NULL;
+    }
+    const unsigned char *p = data_of(b, t);
+    float *v = malloc(sizeof(float) * (size_t)stored);
+    if (!p || !v) { free(v); bind_fail(b, "out of memory"); return NULL; }
+    for (int64_t i = 0; i < stored; i++) {
+        if (t->dtype == ST_F32) memcpy(&v[i], p + 4 * i, 4);
+        else { uint16_t h; memcpy(&h, p + 2 * i, 2); v[i] = k3_bf16_to_f32(h); }
+    }
+    for (int64_t i = want; i < stored; i++)
+        if (v[i] != 0.0f) {
+            fprintf(stderr, "k3: warning: %s%s: padding entry %lld is %g, expected 0; using the first %d values\n",
+                    b->prefix, name, (long long)i, v[i], want);
+            break;
+        }
+    return v;
+}
+
+/* w = norm ⊙ proj: only the product enters the Mix score (§3.1). */
+static float *bind_res(Binder *b, const char *norm, const char *proj, int H) {
+    float *w = bind_vec(b, norm, H, H), *p = bind_vec(b, proj, H, H);
+    if (w && p) for (int i = 0; i < H; i++) w[i] *= p[i];
+    free(p);
+    return w;
+}
+
+static const char *lname(char *buf, size_t n, int L, const char *suffix) {
+    snprintf(buf, n, "model.layers.%d.%s", L, suffix);
+    return buf;
+}
+
+static void bind_layer(Binder *b, int L) {
+    const K3Config *c = &b->m->cfg;
+    K3Layer *ly = &b->m->layers[L];
+    const int H = c->hidden_size;
+    char n[256];
+#define NM(s) lname(n, sizeof n, L, s)
+    ly->is_kda = c->is_kda[L];
+    ly->is_moe = c->is_moe[L];
+    ly->input_norm = bind_vec(b, NM("input_layernorm.weight"), H, H);
+    ly->post_norm = bind_vec(b, NM("post_attention_layernorm.weight"), H, H);
+    char n2[256];
+    ly->attn_res_w = bind_res(b, NM("self_attention_res_norm.weight"), lname(n2, sizeof n2, L, "self_attention_res_proj.weight"), H);
+    ly->mlp_res_w = bind_res(b, NM("mlp_res_norm.weight"), lname(n2, sizeof n2, L, "mlp_res_proj.weight"), H);
+    if (ly->is_kda) {
+        const int NH = c->kda_num_heads, D = c->kda_head_dim, C = NH * D, K = c->short_conv_kernel_size;
+        bind_mat(b, &ly->q, NM("self_attn.q_proj.weight"), C, H);
+        bind_mat(b, &ly->k, NM("self_attn.k_proj.weight"), C, H);
+        bind_mat(b, &ly->v, NM("self_attn.v_proj.weight"), C, H);
+        ly->q_conv = bind_vec(b, NM("self_attn.q_conv1d.weight"), (int64_t)C * K, C * K);
+        ly->k_conv = bind_vec(b, NM("self_attn.k_conv1d.weight"), (int64_t)C * K, C * K);
+        ly->v_conv = bind_vec(b, NM("self_attn.v_conv1d.weight"), (int64_t)C * K, C * K);
+        bind_mat(b, &ly->f_a, NM("self_attn.f_a_proj.weight"), D, H);
+        bind_mat(b, &ly->f_b, NM("self_attn.f_b_proj.weight"), C, D);
+        ly->dt_bias = bind_vec(b, NM("self_attn.dt_bias"), C, C);
+        const StTensor *al = b->failed ? NULL : find(b, NM("self_attn.A_log"));
+        /* A_log: one value per head, stored padded to head_dim (pitfall 2) */
+        if (al) ly->A_log = bind_vec(b, NM("self_attn.A_log"), st_numel(al) >= NH ? st_numel(al) : NH, NH);
+        bind_mat(b, &ly->b, NM("self_attn.b_proj.weight"), NH, H);
+        bind_mat(b, &ly->g, NM("self_attn.g_proj.weight"), C, H);
+        ly->o_norm = bind_vec(b, NM("self_attn.o_norm.weight"), D, D);
+        bind_mat(b, &ly->o, NM("self_attn.o_proj.weight"), H, C);
+    } else {
+        const int NH = c->num_attention_heads, QH = c->qk_nope_head_dim + c->qk_rope_head_dim;
+        bind_mat(b, &ly->q_a, NM("self_attn.q_a_proj.weight"), c->q_lora_rank, H);
+        ly->q_a_norm = bind_vec(b, NM("self_attn.q_a_layernorm.weight"), c->q_lora_rank, c->q_lora_rank);
+        bind_mat(b, &ly->q_b, NM("self_attn.q_b_proj.weight"), NH * QH, c->q_lora_rank);
+        bind_mat(b, &ly->kv_a, NM("self_attn.kv_a_proj_with_mqa.weight"), c->kv_lora_rank + c->qk_rope_head_dim, H);
+        ly->kv_a_norm = bind_vec(b, NM("self_attn.kv_a_layernorm.weight"), c->kv_lora_rank, c->kv_lora_rank);
+        bind_mat(b, &ly->kv_b, NM("self_attn.kv_b_proj.weight"), NH * (c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank);
+        bind_mat(b, &ly->g, NM("self_attn.g_proj.weight"), NH * c->v_head_dim, H);
+        bind_mat(b, &ly->o, NM("self_attn.o_proj.weight"), H, NH * c->v_head_dim);
+    }
+    if (!ly->is_moe) {
+        bind_mat(b, &ly->gate, NM("mlp.gate_proj.weight"), c->intermediate_size, H);
+        bind_mat(b, &ly->up, NM("mlp.up_proj.weight"), c->intermediate_size, H);
+        bind_mat(b, &ly->down, NM("mlp.down_proj.weight"), H, c->intermediate_size);
+    } else {
+        const int E = c->num_experts, LAT = c->routed_expert_hidden_size, I = c->moe_intermediate_size;
+        const int SI = I * c->num_shared_experts;
+        bind_mat(b, &ly->router, NM("block_sparse_moe.gate.weight"), E, H);
+        ly->router_bias = bind_vec(b, NM("block_sparse_moe.gate.e_score_correction_bias"), E, E);
+        bind_mat(b, &ly->lat_down, NM("block_sparse_moe.routed_expert_down_proj.weight"), LAT, H);
+        ly->lat_norm = bind_vec(b, NM("block_sparse_moe.routed_expert_norm.weight"), LAT, LAT);
+        bind_mat(b, &ly->lat_up, NM("block_sparse_moe.routed_expert_up_proj.weight"), H, LAT);
+        bind_mat(b, &ly->gate, NM("block_sparse_moe.shared_experts.gate_proj.weight"), SI, H);
+        bind_mat(b, &ly->up, NM("block_sparse_moe.shared_experts.up_proj.weight"), SI, H);
+        bind_mat(b, &ly->down, NM("block_sparse_moe.shared_experts.down_proj.weight"), H, SI);
+        /* routed experts: six U8 tensors each, shapes checked here, bytes read on use */
+        static const char *part[6] = { "w1.weight_packed", "w1.weight_scale", "w2.weight_packed",
+                                        "w2.weight_scale", "w3.weight_packed", "w3.weight_scale" };
+        const int64_t shp[6][2] = { { I, LAT / 2 }, { I, LAT / 32 }, { LAT, I / 2 }, { LAT, I / 32 }, { I, LAT / 2 }, { I, LAT / 32 } };
+        ly->experts = calloc((size_t)E * 6, sizeof(StTensor *));
+        if (!ly->experts) { bind_fail(b, "out of memory"); return; }
+        for (int e = 0; e < E && !b->failed; e++)
+            for (int j = 0; j < 6 && !b->failed; j++) {
+                char en[256], s[96];
+                snprintf(en, sizeof en, "model.layers.%d.block_sparse_moe.experts.%d.%s", L, e, part[j]);
+                const StTensor *t = find(b, en);
+                if (!t) break;
+                if (t->dtype != ST_U8 || t->ndim != 2 || t->shape[0] != shp[j][0] || t->shape[1] != shp[j][1])
+                    bind_fail(b, "%s: tensor '%s%s' is %s %s, expected U8 [%lld, %lld] (MXFP4, K3_MODEL.md §4)", b->m->dir, b->prefix, en,
+                              st_dtype_name(t->dtype), shape_str(t, s, sizeof s), (long long)shp[j][0], (long long)shp[j][1]);
+                ly->experts[(size_t)e * 6 + j] = t;
+            }
+    }
+#undef NM
+}
+
+static int check_dims(const K3Config *c, char *err, size_t errlen) {
+    if (c->routed_expert_hidden_size % 32 || c->moe_intermediate_size % 32) {
+        snprintf(err, errlen, "%s: routed_expert_hidden_size (%d) and moe_intermediate_size (%d) must be multiples of 32 (MXFP4 groups)",
+                 c->source, c->routed_expert_hidden_size, c->moe_intermediate_size);
+        return K3_ERR_USAGE;
+    }
+    return 0;
+}
+
+int k3_model_open(K3Model *m, const char *dir, const char *config_path, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    snprintf(m->dir, sizeof m->dir, "%s", dir);
+    char path[4200];
+    if (!config_path) { snprintf(path, sizeof path, "%s/config.json", dir); config_path = path; }
+    int rc = k3_config_load(config_path, &m->cfg, err, errlen);
+    if (rc) return rc;
+    if ((rc = check_dims(&m->cfg, err, errlen))) return rc;
+    m->st = st_open(dir, err, errlen);
+    if (!m->st) return K3_ERR_RUNTIME;
+    m->maps = calloc(m->st->n_shards, sizeof(void *));
+    m->map_len = calloc(m->st->n_shards, sizeof(uint64_t));
+    m->layers = calloc(m->cfg.num_hidden_layers, sizeof(K3Layer));
+    if (!m->maps || !m->map_len || !m->layers) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    Binder b = { m, "language_model.", err, errlen, 0 };
+    if (!st_find(m->st, "language_model.model.embed_tokens.weight") && st_find(m->st, "model.embed_tokens.weight"))
+        b.prefix = "";                         /* a text-only export without the wrapper prefix */
+    const int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
+    bind_mat(&b, &m->embed, "model.embed_tokens.weight", V, H);
+    bind_mat(&b, &m->lm_head, "lm_head.weight", V, H);
+    m->final_norm = bind_vec(&b, "model.norm.weight", H, H);
+    m->out_res_w = bind_res(&b, "model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", H);
+    for (int L = 0; L < m->cfg.num_hidden_layers && !b.failed; L++) bind_layer(&b, L);
+    return b.failed ? K3_ERR_RUNTIME : 0;
+}
+
+void k3_model_close(K3Model *m) {
+    if (m->layers)
+        for (int L = 0; L < m->cfg.num_hidden_layers; L++) {
+            K3Layer *ly = &m->layers[L];
+            float *v[] = { ly->input_norm, ly->post_norm, ly->attn_res_w, ly->mlp_res_w, ly->q_conv, ly->k_conv, ly->v_conv,
+                           ly->dt_bias, ly->A_log, ly->o_norm, ly->q_a_norm, ly->kv_a_norm, ly->router_bias, ly->lat_norm };
+            for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) free(v[i]);
+            free(ly->experts);
+        }
+    free(m->layers); free(m->final_norm); free(m->out_res_w);
+    if (m->maps) for (int i = 0; i < m->st->n_shards; i++) if (m->maps[i]) munmap(m->maps[i], m->map_len[i]);
+    free(m->maps); free(m->map_len);
+    if (m->st) st_close(m->st);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- per-sequence state ---- */
+
+K3State *k3_state_new(const K3Model *m) {
+    const K3Config *c = &m->cfg;
+    int NL = c->num_hidden_layers;
+    K3State *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->kda_S = calloc(NL, sizeof(float *)); s->kda_conv = calloc(NL, sizeof(float *));
+    s->mla_c = calloc(NL, sizeof(float *)); s->mla_pe = calloc(NL, sizeof(float *));
+    if (!s->kda_S || !s->kda_conv || !s->mla_c || !s->mla_pe) { k3_state_free(m, s); return NULL; }
+    size_t C = (size_t)c->kda_num_heads * c->kda_head_dim;
+    for (int L = 0; L < NL; L++)
+        if (c->is_kda[L]) {
+            s->kda_S[L] = calloc((size_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim, sizeof(float));
+            s->kda_conv[L] = calloc(3 * C * (c->short_conv_kernel_size - 1) + 1, sizeof(float));
+            if (!s->kda_S[L] || !s->kda_conv[L]) { k3_state_free(m, s); return NULL; }
+        }
+    return s;
+}
+
+/* Makes room in the MLA cache for n positions. */
+int k3_state_reserve(const K3Model *m, K3State *s, int n) {
+    const K3Config *c = &m->cfg;
+    if (n <= s->cap) return 0;
+    int cap = s->cap ? s->cap : 64;
+    while (cap < n) cap *= 2;
+    for (int L = 0; L < c->num_hidden_layers; L++) {
+        if (c->is_kda[L]) continue;
+        float *a = realloc(s->mla_c[L], sizeof(float) * (size_t)cap * c->kv_lora_rank);
+        if (!a) return -1;
+        s->mla_c[L] = a;
+        float *b = realloc(s->mla_pe[L], sizeof(float) * (size_t)cap * c->qk_rope_head_dim);
+        if (!b) return -1;
+        s->mla_pe[L] = b;
+    }
+    s->cap = cap;
+    return 0;
+}
+
+void k3_state_reset(const K3Model *m, K3State *s) {
+    const K3Config *c = &m->cfg;
+    size_t C = (size_t)c->kda_num_heads * c->kda_head_dim;
+    for (int L = 0; L < c->num_hidden_layers; L++)
+        if (c->is_kda[L]) {
+            memset(s->kda_S[L], 0, sizeof(float) * C * c->kda_head_dim);
+            memset(s->kda_conv[L], 0, sizeof(float) * 3 * C * (c->short_conv_kernel_size - 1));
+        }
+    s->pos = 0;
+}
+
+void k3_state_free(const K3Model *m, K3State *s) {
+    if (!s) return;
+    for (int L = 0; L < m->cfg.num_hidden_layers; L++) {
+        if (s->kda_S) free(s->kda_S[L]);
+        if (s->kda_conv) free(s->kda_conv[L]);
+        if (s->mla_c) free(s->mla_c[L]);
+        if (s->mla_pe) free(s->mla_pe[L]);
+    }
+    free(s->kda_S); free(s->kda_conv); free(s->mla_c); free(s->mla_pe);
+    free(s);
+}
