@@ -48,4 +48,7 @@ int64_t st_numel(const StTensor *t);
 int st_read(StIndex *ix, const StTensor *t, void *dst, char *err, size_t errlen);
 /* Read raw bytes [off, off+n) of a shard. */
 int st_pread(StIndex *ix, int shard, uint64_t off, void *dst, uint64_t n, char *err, size_t errlen);
+/* The shard's read-only fd, opened on first use (thread-safe) and kept until st_close;
+ * -1 with a message if it cannot be opened or shrank since st_open. */
+int st_shard_fd(StIndex *ix, int shard, char *err, size_t errlen);
 #endif
