@@ -1,0 +1,74 @@
+/* sampler.h — deterministic token sampling for batch and chat.
+ *
+ * Pipeline, for one row of logits (float[n]):
+ *   1. greedy (temperature == 0 or greedy flag): argmax, lowest id on ties; the
+ *      random stream is not advanced.
+ *   2. x_i = logit_i / temperature, in double; p_i = exp(x_i - max x) with our own
+ *      double exp (k3_exp_d: range reduction + fixed polynomial, no libm, no FMA),
+ *      so the probabilities are bit-identical on every CPU and build.
+ *   3. candidates sorted by p descending, ties by lower id first.
+ *   4. top-k (k <= 0: off) keeps the first k; min-p (0: off) keeps p_i >= min_p * p_max;
+ *      top-p (1: off) keeps the smallest prefix whose mass reaches top_p times the mass
+ *      left after steps 4a-4b (HF order: the nucleus is taken on the renormalised rest).
+ *   5. r = U * kept_mass with U in [0,1) from 53 bits of xoshiro256**; the first
+ *      candidate whose cumulative mass (summed in sorted order) exceeds r is chosen.
+ *
+ * Random stream: xoshiro256** (Blackman & Vigna), its 256-bit state filled from four
+ * successive splitmix64 outputs of the seed. Chat derives one stream per assistant
+ * turn: seed_turn = splitmix64(seed ^ (turn * 0x9e3779b97f4a7c15)), so replaying a
+ * conversation with the same --seed reproduces every reply, whatever came before.
+ * Same seed + same logits -> same tokens everywhere. */
+#ifndef K3_SAMPLER_H
+#define K3_SAMPLER_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    double temperature;   /* > 0; 0 = greedy */
+    int top_k;            /* <= 0: off */
+    double top_p;         /* (0, 1]; 1 = off */
+    double min_p;         /* [0, 1); 0 = off */
+    int greedy;           /* force argmax */
+} SamplerParams;
+
+typedef struct { uint64_t s[4]; } K3Rng;
+
+typedef struct {
+    SamplerParams p;
+    K3Rng rng;
+    int *idx;             /* workspace: candidate ids */
+    double *prob;         /* workspace: probabilities by id */
+    int cap;
+} Sampler;
+
+uint64_t k3_splitmix64(uint64_t *state);
+void k3_rng_seed(K3Rng *r, uint64_t seed);
+uint64_t k3_rng_next(K3Rng *r);
+double k3_rng_uniform(K3Rng *r);          /* [0,1), 53 bits */
+double k3_exp_d(double x);                /* deterministic exp, relative error < 1e-15 */
+
+/* Defaults: temperature 1, top_k 0, top_p 1, min_p 0, not greedy. */
+void sampler_defaults(SamplerParams *p);
+/* 0, or -1 with a message naming the flag (temperature < 0, top_p outside (0,1],
+ * min_p outside [0,1), NaN). */
+int sampler_check(const SamplerParams *p, char *err, size_t errlen);
+int sampler_is_greedy(const SamplerParams *p);
+
+void sampler_init(Sampler *s, const SamplerParams *p, uint64_t seed);
+void sampler_reseed(Sampler *s, uint64_t seed);
+uint64_t sampler_turn_seed(uint64_t seed, int turn);
+/* Picks an id from logits[0..n). Returns -1 only when out of memory. */
+int sampler_sample(Sampler *s, const float *logits, int n);
+/* The kept candidate distribution of the last non-greedy call is not exposed; this
+ * computes it for tests: probs[0..n) after filtering and renormalising (greedy: one-hot).
+ * Returns 0, or -1 when out of memory. */
+int sampler_probs(Sampler *s, const float *logits, int n, double *probs);
+void sampler_free(Sampler *s);
+
+/* Parses one of the sampling flags (--temperature --top-k --top-p --min-p --seed
+ * --greedy) at argv[*i]; value flags consume argv[*i+1] and advance *i.
+ * Returns 1 when consumed, 0 when argv[*i] is not a sampling flag, -1 on a bad value
+ * (message in err). *seed_set is set to 1 when --seed was given. */
+int sampler_parse_flag(int argc, char **argv, int *i, SamplerParams *p, uint64_t *seed,
+                       int *seed_set, char *err, size_t errlen);
+#endif

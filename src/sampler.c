@@ -1,0 +1,209 @@
+/* sampler.c — deterministic sampling (see include/sampler.h for the exact pipeline). */
+#include "sampler.h"
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint64_t k3_splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+void k3_rng_seed(K3Rng *r, uint64_t seed) {
+    uint64_t st = seed;
+    for (int i = 0; i < 4; i++) r->s[i] = k3_splitmix64(&st);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t k3_rng_next(K3Rng *r) {       /* xoshiro256** 1.0 */
+    uint64_t *s = r->s;
+    uint64_t res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
+    s[2] ^= t; s[3] = rotl(s[3], 45);
+    return res;
+}
+
+double k3_rng_uniform(K3Rng *r) { return (double)(k3_rng_next(r) >> 11) * 0x1.0p-53; }
+
+/* exp(x) = 2^k * e^r, r = x - k ln2 (Cody-Waite, fdlibm constants), |r| <= ln2/2,
+ * e^r by its Taylor series to degree 14 (truncation < 1e-18), Horner, no FMA
+ * (the build uses -ffp-contract=off). Only exact libm calls (floor, ldexp). */
+double k3_exp_d(double x) {
+    if (x != x) return x;
+    if (x > 709.0) return HUGE_VAL;
+    if (x < -745.2) return 0.0;
+    const double ln2hi = 6.93147180369123816490e-01, ln2lo = 1.90821492927058770002e-10;
+    const double inv_ln2 = 1.44269504088896338700e+00;
+    double k = floor(x * inv_ln2 + 0.5);
+    double r = (x - k * ln2hi) - k * ln2lo;
+    double p = 1.0 / 87178291200.0;                      /* 1/14! */
+    static const double c[14] = {
+        1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
+        1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
+        1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0 };
+    for (int i = 0; i < 14; i++) p = p * r + c[i];
+    return ldexp(p, (int)k);
+}
+
+void sampler_defaults(SamplerParams *p) {
+    p->temperature = 1.0; p->top_k = 0; p->top_p = 1.0; p->min_p = 0.0; p->greedy = 0;
+}
+
+int sampler_check(const SamplerParams *p, char *err, size_t errlen) {
+    if (!(p->temperature >= 0) || p->temperature > 1e6) {
+        snprintf(err, errlen, "--temperature must be a number >= 0 (0 = greedy), got %g", p->temperature);
+        return -1;
+    }
+    if (!(p->top_p > 0 && p->top_p <= 1)) {
+        snprintf(err, errlen, "--top-p must be in (0, 1] (1 = off), got %g", p->top_p);
+        return -1;
+    }
+    if (!(p->min_p >= 0 && p->min_p < 1)) {
+        snprintf(err, errlen, "--min-p must be in [0, 1) (0 = off), got %g", p->min_p);
+        return -1;
+    }
+    return 0;
+}
+
+int sampler_is_greedy(const SamplerParams *p) { return p->greedy || p->temperature == 0; }
+
+void sampler_init(Sampler *s, const SamplerParams *p, uint64_t seed) {
+    memset(s, 0, sizeof *s);
+    s->p = *p;
+    k3_rng_seed(&s->rng, seed);
+}
+
+void sampler_reseed(Sampler *s, uint64_t seed) { k3_rng_seed(&s->rng, seed); }
+
+uint64_t sampler_turn_seed(uint64_t seed, int turn) {
+    uint64_t st = seed ^ ((uint64_t)turn * 0x9e3779b97f4a7c15ULL);
+    return k3_splitmix64(&st);
+}
+
+void sampler_free(Sampler *s) {
+    free(s->idx); free(s->prob);
+    s->idx = NULL; s->prob = NULL; s->cap = 0;
+}
+
+static int argmax_f(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[b] || (x[b] != x[b] && x[i] == x[i])) b = i;
+    return b;
+}
+
+static const double *g_prob;        /* qsort has no context argument in C11 */
+static int cmp_cand(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    double pi = g_prob[i], pj = g_prob[j];
+    if (pi > pj) return -1;
+    if (pi < pj) return 1;
+    return (i > j) - (i < j);
+}
+
+/* Fills s->idx[0..K) (sorted) and s->prob (by id); returns K (>= 1), or -1 (OOM).
+ * *kept_mass = the mass of the K kept candidates, summed in sorted order. */
+static int candidates(Sampler *s, const float *logits, int n, double *kept_mass) {
+    if (n > s->cap) {
+        int *ni = realloc(s->idx, sizeof(int) * (size_t)n);
+        if (ni) s->idx = ni;
+        double *np = realloc(s->prob, sizeof(double) * (size_t)n);
+        if (np) s->prob = np;
+        if (!ni || !np) return -1;
+        s->cap = n;
+    }
+    const double invT = 1.0 / s->p.temperature;
+    int b = argmax_f(logits, n);
+    double mx = (double)logits[b] * invT;
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        double x = (double)logits[i] * invT - mx;
+        double p = x == x ? k3_exp_d(x) : 0.0;
+        s->prob[i] = p;
+        if (p > 0) s->idx[m++] = i;
+    }
+    if (m == 0) { s->idx[0] = b; s->prob[b] = 1.0; m = 1; }  /* all NaN: fall back */
+    g_prob = s->prob;
+    qsort(s->idx, (size_t)m, sizeof(int), cmp_cand);
+    int K = m;
+    if (s->p.top_k > 0 && s->p.top_k < K) K = s->p.top_k;
+    if (s->p.min_p > 0) {
+        double th = s->p.min_p * s->prob[s->idx[0]];
+        int k = 1;
+        while (k < K && s->prob[s->idx[k]] >= th) k++;
+        K = k;
+    }
+    double mass = 0;
+    for (int k = 0; k < K; k++) mass += s->prob[s->idx[k]];
+    if (s->p.top_p < 1) {
+        double th = s->p.top_p * mass, cum = 0;
+        int k = 0;
+        while (k < K) { cum += s->prob[s->idx[k]]; k++; if (cum >= th) break; }
+        K = k; mass = cum;
+    }
+    *kept_mass = mass;
+    return K;
+}
+
+int sampler_sample(Sampler *s, const float *logits, int n) {
+    if (sampler_is_greedy(&s->p)) return argmax_f(logits, n);
+    double mass;
+    int K = candidates(s, logits, n, &mass);
+    if (K < 0) return -1;
+    double r = k3_rng_uniform(&s->rng) * mass, cum = 0;
+    for (int k = 0; k < K; k++) {
+        cum += s->prob[s->idx[k]];
+        if (cum > r) return s->idx[k];
+    }
+    return s->idx[K - 1];
+}
+
+int sampler_probs(Sampler *s, const float *logits, int n, double *probs) {
+    for (int i = 0; i < n; i++) probs[i] = 0;
+    if (sampler_is_greedy(&s->p)) { probs[argmax_f(logits, n)] = 1; return 0; }
+    double mass;
+    int K = candidates(s, logits, n, &mass);
+    if (K < 0) return -1;
+    for (int k = 0; k < K; k++) probs[s->idx[k]] = s->prob[s->idx[k]] / mass;
+    return 0;
+}
+
+static int num(const char *flag, const char *v, double *out, char *err, size_t errlen) {
+    char *end;
+    errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || !*v || *end || errno || x != x) {
+        snprintf(err, errlen, "%s needs a number, got '%s'", flag, v ? v : "");
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int sampler_parse_flag(int argc, char **argv, int *i, SamplerParams *p, uint64_t *seed,
+                       int *seed_set, char *err, size_t errlen) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    double x;
+    if (!strcmp(a, "--greedy")) { p->greedy = 1; return 1; }
+    if (!strcmp(a, "--temperature")) { if (num(a, v, &x, err, errlen)) return -1; p->temperature = x; }
+    else if (!strcmp(a, "--top-p")) { if (num(a, v, &x, err, errlen)) return -1; p->top_p = x; }
+    else if (!strcmp(a, "--min-p")) { if (num(a, v, &x, err, errlen)) return -1; p->min_p = x; }
+    else if (!strcmp(a, "--top-k")) {
+        if (num(a, v, &x, err, errlen)) return -1;
+        if (x != floor(x) || x < 0 || x > 1e9) { snprintf(err, errlen, "--top-k must be an integer >= 0 (0 = off), got '%s'", v); return -1; }
+        p->top_k = (int)x;
+    } else if (!strcmp(a, "--seed")) {
+        char *end;
+        errno = 0;
+        unsigned long long s = v && *v && *v != '-' ? strtoull(v, &end, 10) : 0;
+        if (!v || !*v || *v == '-' || *end || errno) { snprintf(err, errlen, "--seed needs an unsigned integer, got '%s'", v ? v : ""); return -1; }
+        *seed = s;
+        if (seed_set) *seed_set = 1;
+    } else return 0;
+    (*i)++;
+    return 1;
+}
