@@ -51,3 +51,17 @@ asan:
 
 clean:
 	rm -rf build bin
+
+# Tokenizer fuzzing (tests/c/test_tok_fuzz.c): libFuzzer when clang has it, else the
+# built-in mutation fuzzer under ASan/UBSan. FUZZ_SECONDS=60 by default.
+FUZZ_SECONDS ?= 60
+TOKSRC := $(wildcard src/tok*.c src/unicode_*.c) src/json.c
+fuzz:
+	mkdir -p $(BUILD)/fuzz/corpus
+	if clang -DTOK_LIBFUZZER -fsanitize=fuzzer,address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
+	     -o $(BUILD)/fuzz/tok_libfuzzer tests/c/test_tok_fuzz.c $(TOKSRC) -lm 2>/dev/null; then \
+	  $(BUILD)/fuzz/tok_libfuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 $(BUILD)/fuzz/corpus; \
+	else \
+	  $(CC) -fsanitize=address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
+	     -o $(BUILD)/fuzz/tok_fuzz tests/c/test_tok_fuzz.c $(TOKSRC) -lm && $(BUILD)/fuzz/tok_fuzz $(FUZZ_SECONDS); \
+	fi
