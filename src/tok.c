@@ -62,6 +62,7 @@ static char *read_file(const char *path, size_t *n, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) { snprintf(err, errlen, "%s: cannot open: %s (fix: point --tok / K3_TOK_FILES at the tokenizer directory)", path, strerror(errno)); return NULL; }
     size_t cap = 1 << 16, len = 0;
+    if (!fseek(f, 0, SEEK_END)) { long sz = ftell(f); if (sz > 0) cap = (size_t)sz + 1; rewind(f); }
     char *buf = malloc(cap + 1);
     for (;;) {
         if (!buf) { fclose(f); snprintf(err, errlen, "%s: out of memory", path); return NULL; }
@@ -79,14 +80,19 @@ static char *read_file(const char *path, size_t *n, char *err, size_t errlen) {
     return buf;
 }
 
-static int b64val(unsigned char c) {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-}
+/* base64 alphabet: value + 1 (0 = not base64) */
+static const unsigned char B64[256] = {
+    ['A'] = 1, ['B'] = 2, ['C'] = 3, ['D'] = 4, ['E'] = 5, ['F'] = 6, ['G'] = 7, ['H'] = 8,
+    ['I'] = 9, ['J'] = 10, ['K'] = 11, ['L'] = 12, ['M'] = 13, ['N'] = 14, ['O'] = 15,
+    ['P'] = 16, ['Q'] = 17, ['R'] = 18, ['S'] = 19, ['T'] = 20, ['U'] = 21, ['V'] = 22,
+    ['W'] = 23, ['X'] = 24, ['Y'] = 25, ['Z'] = 26, ['a'] = 27, ['b'] = 28, ['c'] = 29,
+    ['d'] = 30, ['e'] = 31, ['f'] = 32, ['g'] = 33, ['h'] = 34, ['i'] = 35, ['j'] = 36,
+    ['k'] = 37, ['l'] = 38, ['m'] = 39, ['n'] = 40, ['o'] = 41, ['p'] = 42, ['q'] = 43,
+    ['r'] = 44, ['s'] = 45, ['t'] = 46, ['u'] = 47, ['v'] = 48, ['w'] = 49, ['x'] = 50,
+    ['y'] = 51, ['z'] = 52, ['0'] = 53, ['1'] = 54, ['2'] = 55, ['3'] = 56, ['4'] = 57,
+    ['5'] = 58, ['6'] = 59, ['7'] = 60, ['8'] = 61, ['9'] = 62, ['+'] = 63, ['/'] = 64,
+};
+#define b64val(c) ((int)B64[(unsigned char)(c)] - 1)
 /* Strict standard base64 with '=' padding. Returns decoded length or -1. */
 static long b64dec(const unsigned char *s, size_t n, unsigned char *out) {
     if (n == 0 || n % 4) return -1;
@@ -118,7 +124,7 @@ static int load_ranks(Tok *t, const char *path, char *err, size_t errlen) {
     uint32_t *line_of = NULL;
     if (!txt) return -1;
     size_t nlines = 0;
-    for (size_t i = 0; i < n; i++) if (txt[i] == '\n') nlines++;
+    for (const char *q = txt; (q = memchr(q, '\n', n - (size_t)(q - txt))); q++) nlines++;
     nlines++;
     t->arena = malloc(n + TOK_N_RESERVED * 48 + 1);
     t->start = malloc((nlines + TOK_N_RESERVED) * sizeof *t->start);
@@ -129,8 +135,8 @@ static int load_ranks(Tok *t, const char *path, char *err, size_t errlen) {
     size_t ar = 0, nr = 0, lineno = 0;
     const unsigned char *s = (const unsigned char *)txt;
     for (size_t i = 0; i < n;) {
-        size_t e = i;
-        while (e < n && s[e] != '\n') e++;
+        const unsigned char *nl = memchr(s + i, '\n', n - i);
+        size_t e = nl ? (size_t)(nl - s) : n;
         lineno++;
         size_t le = e;
         if (le > i && s[le - 1] == '\r') le--;
