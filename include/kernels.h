@@ -13,9 +13,16 @@
  * and scale 2^(scale[r][c/32] - 127). The weight is the exact product
  * e2m1[nibble] * 2^(s-127) (exact in fp32), reduced in the canonical order above.
  *
+ * The E8M0 byte 255 is NaN (OCP MX); every path then yields NaN weights.
+ *
  * Matrix products split work over output rows (and tokens), never over a reduction,
  * so results do not depend on the thread count. k3_matmul on T tokens gives, for each
  * token, exactly the bits of the T = 1 call.
+ *
+ * Elementwise ops (axpy, kda_step, rmsnorm scaling, softmax, situ) are single IEEE
+ * operations per element (fmaf where written), so vectorising them cannot change bits.
+ * Transcendentals (k3_expf, k3_tanhf) are our own, in plain double arithmetic (no libm,
+ * no contraction): identical on x86-64 and AArch64, within 1 ulp of the true value.
  */
 #ifndef K3_KERNELS_H
 #define K3_KERNELS_H
@@ -39,6 +46,10 @@ typedef struct {
  * Returns 0, or -1 with a message when the CPU (or this build) lacks it. */
 int k3_kernels_select(const char *which, char *err, size_t errlen);
 const char *k3_kernels_name(void);
+
+/* Threads used by k3_matmul (pool.h), caller included; n <= 0: online cores. */
+void k3_threads_set(int n);
+int k3_threads(void);
 
 /* Y[t][r] = sum_c W[r][c] X[t][c] for t < T. Y is [T][rows], X is [T][cols]. */
 void k3_matmul(float *Y, const K3Mat *W, const float *X, int T);
@@ -75,4 +86,30 @@ float k3_siluf(float x);        /* x * sigmoid(x) */
 static inline float k3_bf16_to_f32(uint16_t h) {
     union { uint32_t u; float f; } v; v.u = (uint32_t)h << 16; return v.f;
 }
+
+/* ---- Internal: one table of entry points per implementation (kernels*.c, tests). */
+typedef struct {
+    const char *name;
+    /* Y[t][r] for r in [r0, r1), t in [t0, t1); Y, X are the full [T][rows], [T][cols]. */
+    void (*matmul)(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1);
+    float (*dot)(const float *a, const float *b, int n);
+    float (*sum)(const float *a, int n);
+    void (*axpy)(float *y, float a, const float *x, int n);
+    void (*kda_step)(float *S, const float *q, const float *k, const float *v,
+                     const float *alpha, float beta, float *o, int D);
+} K3KernelOps;
+/* NULL when the implementation is not compiled into this build. */
+const K3KernelOps *k3_kernels_scalar(void);
+const K3KernelOps *k3_kernels_avx2(void);
+const K3KernelOps *k3_kernels_avx512(void);
+const K3KernelOps *k3_kernels_neon(void);
+/* Does this CPU run it? (compiled in and supported) */
+int k3_kernels_usable(const char *which);
+
+/* E8M0 scales as float bits: k3_e8m0_bits[s] = 2^(s-127), k3_e8m0_half_bits[s] =
+ * 2^(s-128) (both exact, subnormal for small s; s = 255: NaN). */
+extern const uint32_t k3_e8m0_bits[256];
+extern const uint32_t k3_e8m0_half_bits[256];
+/* E2M1 values by nibble (bit 3 = sign, so 8 is -0). */
+extern const float k3_e2m1[16];
 #endif

@@ -1,27 +1,41 @@
-/* kernels.c — the scalar reference of every kernel in kernels.h. These functions
- * define the bits; the SIMD twins (kernels_avx2.c, kernels_neon.c, ...) reproduce them. */
+/* kernels.c — the scalar reference of every kernel in kernels.h (these functions
+ * define the bits; kernels_avx2.c, kernels_avx512.c, kernels_neon.c reproduce them),
+ * the run-time dispatch, the threaded matmul driver and our own transcendentals. */
 #include "kernels.h"
+#include "pool.h"
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 #include <stdio.h>
 
-/* E2M1 magnitudes by nibble (bit 3 = sign), K3_MODEL.md §4. */
-static const float E2M1[16] = { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
-                               -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f };
+const float k3_e2m1[16] = { 0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                            -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f };
 
+#define E8(s)  ((s) == 0 ? 0x00400000u : (s) == 255 ? 0x7FC00000u : (uint32_t)(s) << 23)
+#define E8H(s) ((s) == 0 ? 0x00200000u : (s) == 1 ? 0x00400000u : (s) == 255 ? 0x7FC00000u \
+                : (uint32_t)((s) - 1) << 23)
+#define R4(M, s)   M(s), M(s + 1), M(s + 2), M(s + 3)
+#define R16(M, s)  R4(M, s), R4(M, s + 4), R4(M, s + 8), R4(M, s + 12)
+#define R64(M, s)  R16(M, s), R16(M, s + 16), R16(M, s + 32), R16(M, s + 48)
+const uint32_t k3_e8m0_bits[256] = { R64(E8, 0), R64(E8, 64), R64(E8, 128), R64(E8, 192) };
+const uint32_t k3_e8m0_half_bits[256] = { R64(E8H, 0), R64(E8H, 64), R64(E8H, 128), R64(E8H, 192) };
+
+static float f32_bits(uint32_t u) { union { uint32_t u; float f; } v; v.u = u; return v.f; }
+
+/* ------------------------------------------------------------------ scalar reference */
 static float fold(float acc[K3_LANES]) {
     for (int w = K3_LANES / 2; w >= 1; w /= 2)
         for (int l = 0; l < w; l++) acc[l] += acc[l + w];
     return acc[0];
 }
 
-float k3_dot(const float *a, const float *b, int n) {
+static float dot_s(const float *a, const float *b, int n) {
     float acc[K3_LANES] = {0};
     for (int i = 0; i < n; i++) acc[i % K3_LANES] = fmaf(a[i], b[i], acc[i % K3_LANES]);
     return fold(acc);
 }
 
-float k3_sum(const float *a, int n) {
+static float sum_s(const float *a, int n) {
     float acc[K3_LANES] = {0};
     for (int i = 0; i < n; i++) acc[i % K3_LANES] += a[i];
     return fold(acc);
@@ -33,50 +47,41 @@ static float dot_bf16(const uint16_t *w, const float *x, int n) {
     return fold(acc);
 }
 
-static float scale_e8m0(uint8_t s) {      /* 2^(s-127), exact; s = 0 gives 2^-127 */
-    return ldexpf(1.0f, (int)s - 127);
-}
-
 static float dot_mxfp4(const uint8_t *p, const uint8_t *sc, const float *x, int n) {
     float acc[K3_LANES] = {0};
-    for (int i = 0; i < n; i++) {
-        int nib = (p[i >> 1] >> ((i & 1) * 4)) & 15;
-        float w = E2M1[nib] * scale_e8m0(sc[i >> 5]);
-        acc[i % K3_LANES] = fmaf(w, x[i], acc[i % K3_LANES]);
+    for (int b = 0; b < n; b += 32) {              /* n is a multiple of 32 */
+        float s = f32_bits(k3_e8m0_bits[sc[b >> 5]]);
+        for (int i = b; i < b + 32; i++) {
+            int nib = (p[i >> 1] >> ((i & 1) * 4)) & 15;
+            float w = k3_e2m1[nib] * s;            /* exact */
+            acc[i % K3_LANES] = fmaf(w, x[i], acc[i % K3_LANES]);
+        }
     }
     return fold(acc);
 }
 
-static void matmul_scalar(float *Y, const K3Mat *W, const float *X, int T) {
-    for (int t = 0; t < T; t++) {
-        const float *x = X + (size_t)t * W->cols;
+static void matmul_s(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
+    int cols = W->cols;
+    for (int t = t0; t < t1; t++) {
+        const float *x = X + (size_t)t * cols;
         float *y = Y + (size_t)t * W->rows;
-        for (int r = 0; r < W->rows; r++) {
-            size_t ro = (size_t)r * W->cols;
+        for (int r = r0; r < r1; r++) {
+            size_t ro = (size_t)r * cols;
             switch (W->type) {
-            case K3_W_F32:  y[r] = k3_dot((const float *)W->w + ro, x, W->cols); break;
-            case K3_W_BF16: y[r] = dot_bf16((const uint16_t *)W->w + ro, x, W->cols); break;
-            default:        y[r] = dot_mxfp4((const uint8_t *)W->w + ro / 2, W->scale + ro / 32, x, W->cols); break;
+            case K3_W_F32:  y[r] = dot_s((const float *)W->w + ro, x, cols); break;
+            case K3_W_BF16: y[r] = dot_bf16((const uint16_t *)W->w + ro, x, cols); break;
+            default:        y[r] = dot_mxfp4((const uint8_t *)W->w + ro / 2, W->scale + ro / 32, x, cols); break;
             }
         }
     }
 }
 
-void k3_matmul(float *Y, const K3Mat *W, const float *X, int T) { matmul_scalar(Y, W, X, T); }
-
-int k3_kernels_select(const char *which, char *err, size_t errlen) {
-    if (!which || !strcmp(which, "auto") || !strcmp(which, "scalar")) return 0;
-    snprintf(err, errlen, "--kernels %s: not available in this build (have: scalar)", which);
-    return -1;
-}
-const char *k3_kernels_name(void) { return "scalar"; }
-
-void k3_axpy(float *y, float a, const float *x, int n) {
+static void axpy_s(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
 }
 
-void k3_kda_step(float *S, const float *q, const float *k, const float *v,
-                 const float *alpha, float beta, float *o, int D) {
+static void kda_step_s(float *S, const float *q, const float *k, const float *v,
+                       const float *alpha, float beta, float *o, int D) {
     float u[D], d[D];
     for (int j = 0; j < D; j++) u[j] = 0.0f;
     for (int i = 0; i < D; i++) {                 /* decay, then read the decayed state */
@@ -90,13 +95,135 @@ void k3_kda_step(float *S, const float *q, const float *k, const float *v,
     }
 }
 
+static const K3KernelOps OPS_SCALAR = { "scalar", matmul_s, dot_s, sum_s, axpy_s, kda_step_s };
+const K3KernelOps *k3_kernels_scalar(void) { return &OPS_SCALAR; }
+
+/* ------------------------------------------------------------------ dispatch */
+static const K3KernelOps *cur;
+static pthread_once_t auto_once = PTHREAD_ONCE_INIT;
+
+static int cpu_has(const char *which) {
+    if (!strcmp(which, "scalar")) return 1;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (!strcmp(which, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (!strcmp(which, "avx512"))
+        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+    return 0;
+#elif defined(__aarch64__)
+    return !strcmp(which, "neon");
+#else
+    (void)which; return 0;
+#endif
+}
+
+static const K3KernelOps *lookup(const char *which) {
+    if (!strcmp(which, "scalar")) return k3_kernels_scalar();
+    if (!strcmp(which, "avx2")) return k3_kernels_avx2();
+    if (!strcmp(which, "avx512")) return k3_kernels_avx512();
+    if (!strcmp(which, "neon")) return k3_kernels_neon();
+    return NULL;
+}
+
+int k3_kernels_usable(const char *which) {
+    return !strcmp(which, "scalar") || (lookup(which) && cpu_has(which));
+}
+
+static const K3KernelOps *best(void) {
+    static const char *order[] = { "avx512", "avx2", "neon" };
+    for (int i = 0; i < 3; i++) if (k3_kernels_usable(order[i])) return lookup(order[i]);
+    return k3_kernels_scalar();
+}
+static void auto_init(void) { if (!cur) cur = best(); }
+static const K3KernelOps *ops(void) {
+    if (!cur) pthread_once(&auto_once, auto_init);
+    return cur;
+}
+
+int k3_kernels_select(const char *which, char *err, size_t errlen) {
+    if (!which || !strcmp(which, "auto")) { cur = best(); return 0; }
+    const char *known[] = { "scalar", "avx2", "avx512", "neon" };
+    int ok = 0;
+    for (int i = 0; i < 4; i++) ok |= !strcmp(which, known[i]);
+    if (!ok) {
+        if (err) snprintf(err, errlen, "--kernels %s: unknown (use auto, scalar, avx2, avx512 or neon)", which);
+        return -1;
+    }
+    if (!lookup(which)) {
+        if (err) snprintf(err, errlen, "--kernels %s: not compiled into this build for this architecture "
+                          "(use auto or scalar)", which);
+        return -1;
+    }
+    if (!cpu_has(which)) {
+        if (err) snprintf(err, errlen, "--kernels %s: this CPU lacks the instructions "
+                          "(use auto, which picks %s here)", which, best()->name);
+        return -1;
+    }
+    cur = lookup(which);
+    return 0;
+}
+const char *k3_kernels_name(void) { return ops()->name; }
+
+/* ------------------------------------------------------------------ threaded matmul */
+/* Below this many multiply-adds a matmul runs inline (waking workers costs ~10 us). */
+#define K3_INLINE_MACS (1 << 17)
+
+typedef struct {
+    const K3KernelOps *o;
+    float *Y; const K3Mat *W; const float *X;
+    int rchunk, nrc, tchunk, T;
+} MatJob;
+
+static void mat_task(void *ctx, int i) {
+    MatJob *j = ctx;
+    int rc = i % j->nrc, tc = i / j->nrc;
+    int r0 = rc * j->rchunk, r1 = r0 + j->rchunk;
+    int t0 = tc * j->tchunk, t1 = t0 + j->tchunk;
+    if (r1 > j->W->rows) r1 = j->W->rows;
+    if (t1 > j->T) t1 = j->T;
+    if (r0 < r1 && t0 < t1) j->o->matmul(j->Y, j->W, j->X, r0, r1, t0, t1);
+}
+
+void k3_matmul(float *Y, const K3Mat *W, const float *X, int T) {
+    const K3KernelOps *o = ops();
+    int rows = W->rows, nt = k3_threads();
+    if (T <= 0 || rows <= 0) return;
+    if (nt <= 1 || (double)rows * W->cols * T < K3_INLINE_MACS) { o->matmul(Y, W, X, 0, rows, 0, T); return; }
+    MatJob j = { o, Y, W, X, 0, 0, T, T };
+    /* Row chunks (multiples of 16 rows), about 4 per thread for balance on a noisy
+     * machine; when rows are too few, split tokens as well. */
+    int want = 4 * nt;
+    int rchunk = (rows + want - 1) / want;
+    rchunk = (rchunk + 15) & ~15;
+    j.rchunk = rchunk;
+    j.nrc = (rows + rchunk - 1) / rchunk;
+    if (j.nrc < 2 * nt && T > 1) {
+        int ntc = (2 * nt + j.nrc - 1) / j.nrc;
+        if (ntc > T) ntc = T;
+        j.tchunk = (T + ntc - 1) / ntc;
+    }
+    int ntc = (T + j.tchunk - 1) / j.tchunk;
+    k3_pool_run(mat_task, &j, j.nrc * ntc);
+}
+
+/* ------------------------------------------------------------------ public reductions */
+float k3_dot(const float *a, const float *b, int n) { return ops()->dot(a, b, n); }
+float k3_sum(const float *a, int n) { return ops()->sum(a, n); }
+void k3_axpy(float *y, float a, const float *x, int n) { ops()->axpy(y, a, x, n); }
+void k3_kda_step(float *S, const float *q, const float *k, const float *v,
+                 const float *alpha, float beta, float *o, int D) {
+    ops()->kda_step(S, q, k, v, alpha, beta, o, D);
+}
+
 void k3_rmsnorm(float *out, const float *x, const float *w, int n, float eps) {
     float ss = k3_dot(x, x, n);
-    float r = 1.0f / sqrtf(ss / (float)n + eps);
+    float r = 1.0f / sqrtf(ss / (float)n + eps);   /* sqrtf is correctly rounded (IEEE) */
     for (int i = 0; i < n; i++) out[i] = w ? w[i] * (x[i] * r) : x[i] * r;
 }
 
 void k3_softmax(float *x, int n) {
+    if (n <= 0) return;
     float m = x[0];
     for (int i = 1; i < n; i++) if (x[i] > m) m = x[i];
     for (int i = 0; i < n; i++) x[i] = k3_expf(x[i] - m);
@@ -111,9 +238,62 @@ void k3_situ(float *out, const float *g, const float *u, int n, float b1, float 
     }
 }
 
-/* Placeholders until our own portable versions land: libm is not guaranteed to be
- * bit-identical across CPUs. */
-float k3_expf(float x) { return expf(x); }
-float k3_tanhf(float x) { return tanhf(x); }
+/* ------------------------------------------------------------------ transcendentals */
+/* exp in double for |x| <= 200: x = k ln2 + r, |r| <= ln2/2 (Cody-Waite split of ln2,
+ * k*LN2_HI exact), exp(r) by its Taylor series to degree 13 (truncation < 5e-18), then
+ * times 2^k built from bits. Plain double operations only: the same bits everywhere. */
+static double exp_d(double x) {
+    const double INV_LN2 = 1.4426950408889634074;
+    const double LN2_HI = 6.93147180369123816490e-01;   /* 0x3fe62e42fee00000 */
+    const double LN2_LO = 1.90821492927058770002e-10;   /* 0x3dea39ef35793c76 */
+    double t = x * INV_LN2;
+    long k = t >= 0 ? (long)(t + 0.5) : -(long)(0.5 - t);
+    double kd = (double)k;
+    double r = (x - kd * LN2_HI) - kd * LN2_LO;
+    double p = 1.0 / 6227020800.0;                      /* 1/13! */
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    union { uint64_t u; double d; } s;
+    s.u = (uint64_t)(k + 1023) << 52;
+    return p * s.d;
+}
+
+float k3_expf(float x) {
+    if (x != x) return x + x;
+    if (x > 89.0f) return HUGE_VALF;
+    if (x < -104.0f) return 0.0f;
+    return (float)exp_d((double)x);
+}
+
+float k3_tanhf(float x) {
+    if (x != x || x == 0) return x + x;
+    double d = (double)x, a = d < 0 ? -d : d, r;
+    if (a < 0.125) {             /* odd Taylor series; next term < 1e-12 relative */
+        double z = d * d;
+        double p = -929569.0 / 638512875.0;
+        p = p * z + 21844.0 / 6081075.0;
+        p = p * z - 1382.0 / 155925.0;
+        p = p * z + 62.0 / 2835.0;
+        p = p * z - 17.0 / 315.0;
+        p = p * z + 2.0 / 15.0;
+        p = p * z - 1.0 / 3.0;
+        return (float)(d + d * (z * p));
+    }
+    if (a >= 10.0) r = 1.0;
+    else r = 1.0 - 2.0 / (exp_d(2.0 * a) + 1.0);
+    return (float)(d < 0 ? -r : r);
+}
+
 float k3_sigmoidf(float x) { return 1.0f / (1.0f + k3_expf(-x)); }
 float k3_siluf(float x) { return x * k3_sigmoidf(x); }

@@ -1,0 +1,124 @@
+/* pool.c — pthread pool: workers sleep on a condition variable between runs; a run
+ * publishes (fn, ctx, ntasks) under a generation counter, everyone (caller included)
+ * takes task indices from an atomic counter, the caller waits for the workers. */
+#include "pool.h"
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    pthread_mutex_t busy;          /* held by the thread whose run is in flight */
+    pthread_t *th;
+    int nworkers;                  /* started workers (threads - 1) */
+    int want;                      /* configured threads, 0 = not yet decided */
+    unsigned gen;
+    int quit;
+    k3_task_fn fn;
+    void *ctx;
+    int ntasks;
+    atomic_int next;
+    int active;                    /* workers not yet finished with this generation */
+} P = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+        PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0, 0, NULL, NULL, 0, 0, 0 };
+
+static void drain(k3_task_fn fn, void *ctx, int n) {
+    for (;;) {
+        int i = atomic_fetch_add_explicit(&P.next, 1, memory_order_relaxed);
+        if (i >= n) break;
+        fn(ctx, i);
+    }
+}
+
+static void *worker(void *arg) {
+    unsigned seen = (unsigned)(uintptr_t)arg;   /* the generation current at creation */
+    pthread_mutex_lock(&P.mu);
+    for (;;) {
+        while (P.gen == seen && !P.quit) pthread_cond_wait(&P.wake, &P.mu);
+        if (P.quit) break;
+        seen = P.gen;
+        k3_task_fn fn = P.fn; void *ctx = P.ctx; int n = P.ntasks;
+        pthread_mutex_unlock(&P.mu);
+        drain(fn, ctx, n);
+        pthread_mutex_lock(&P.mu);
+        if (--P.active == 0) pthread_cond_signal(&P.done);
+    }
+    pthread_mutex_unlock(&P.mu);
+    return NULL;
+}
+
+static int online_cores(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 256 ? 256 : (int)n;
+}
+
+int k3_threads(void) {
+    if (P.want <= 0) P.want = online_cores();
+    return P.want;
+}
+
+static void stop_workers(void) {        /* caller holds P.busy */
+    if (!P.nworkers) return;
+    pthread_mutex_lock(&P.mu);
+    P.quit = 1;
+    pthread_cond_broadcast(&P.wake);
+    pthread_mutex_unlock(&P.mu);
+    for (int i = 0; i < P.nworkers; i++) pthread_join(P.th[i], NULL);
+    free(P.th);
+    P.th = NULL; P.nworkers = 0; P.quit = 0;
+}
+
+static void start_workers(void) {       /* caller holds P.busy */
+    int n = k3_threads() - 1;
+    if (n <= 0 || P.nworkers) return;
+    P.th = calloc((size_t)n, sizeof *P.th);
+    if (!P.th) return;                  /* no workers: runs stay inline */
+    pthread_mutex_lock(&P.mu);
+    for (int i = 0; i < n; i++) {
+        if (pthread_create(&P.th[i], NULL, worker, (void *)(uintptr_t)P.gen)) break;
+        P.nworkers++;
+    }
+    pthread_mutex_unlock(&P.mu);
+}
+
+void k3_threads_set(int n) {
+    pthread_mutex_lock(&P.busy);
+    stop_workers();
+    P.want = n > 0 ? (n > 256 ? 256 : n) : online_cores();
+    pthread_mutex_unlock(&P.busy);
+}
+
+void k3_pool_shutdown(void) {
+    pthread_mutex_lock(&P.busy);
+    stop_workers();
+    pthread_mutex_unlock(&P.busy);
+}
+
+void k3_pool_run(k3_task_fn fn, void *ctx, int ntasks) {
+    if (ntasks <= 0) return;
+    if (ntasks == 1 || k3_threads() <= 1 || pthread_mutex_trylock(&P.busy)) {
+        for (int i = 0; i < ntasks; i++) fn(ctx, i);
+        return;
+    }
+    start_workers();
+    if (!P.nworkers) {
+        pthread_mutex_unlock(&P.busy);
+        for (int i = 0; i < ntasks; i++) fn(ctx, i);
+        return;
+    }
+    pthread_mutex_lock(&P.mu);
+    P.fn = fn; P.ctx = ctx; P.ntasks = ntasks;
+    atomic_store(&P.next, 0);
+    P.active = P.nworkers;
+    P.gen++;
+    pthread_cond_broadcast(&P.wake);
+    pthread_mutex_unlock(&P.mu);
+    drain(fn, ctx, ntasks);
+    pthread_mutex_lock(&P.mu);
+    while (P.active > 0) pthread_cond_wait(&P.done, &P.mu);
+    pthread_mutex_unlock(&P.mu);
+    pthread_mutex_unlock(&P.busy);
+}

@@ -1,0 +1,266 @@
+/* test_kernels.c — conformance of every kernel path against the scalar reference,
+ * bit for bit, at several thread counts; the scalar reference against independent
+ * double-precision math; our transcendentals against libm in double. */
+#include "kernels.h"
+#include "pool.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fails;
+static uint64_t rs = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
+static float frand(void) {           /* mixed magnitudes, both signs */
+    float m = (float)(rnd() % 100000) / 100000.0f;
+    int e = (int)(rnd() % 9) - 4;
+    return (rnd() & 1 ? -1 : 1) * ldexpf(m, e);
+}
+static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static int same(float a, float b) { return bits(a) == bits(b) || (a != a && b != b); }
+
+#define CHECK(cond, ...) do { if (!(cond)) { if (fails++ < 20) { printf("FAIL: "); printf(__VA_ARGS__); printf("\n"); } } } while (0)
+
+static void fill_mat(K3Mat *m, int type, int rows, int cols, int special, void **buf) {
+    m->type = type; m->rows = rows; m->cols = cols; m->scale = NULL;
+    size_t n = (size_t)rows * cols;
+    if (type == K3_W_F32) {
+        float *w = malloc(n * 4 + 4);
+        for (size_t i = 0; i < n; i++) w[i] = frand();
+        *buf = w;
+    } else if (type == K3_W_BF16) {
+        uint16_t *w = malloc(n * 2 + 2);
+        for (size_t i = 0; i < n; i++) w[i] = (uint16_t)(bits(frand()) >> 16);
+        *buf = w;
+    } else {
+        uint8_t *p = malloc(n / 2 + n / 32 + 2);
+        uint8_t *s = p + n / 2;
+        for (size_t i = 0; i < n / 2; i++) p[i] = (uint8_t)rnd();
+        for (size_t i = 0; i < n / 32; i++) {
+            uint32_t r = rnd() % 8;   /* adversarial scale bytes: 0 (2^-127), 1, 254 */
+            s[i] = special == 1 ? 254 : r == 0 ? 0 : r == 1 ? 1 : (uint8_t)(110 + rnd() % 30);
+        }
+        for (size_t i = 0; i < n / 2; i += 7) p[i] = 0x88;     /* negative zeros */
+        m->scale = s;
+        *buf = p;
+    }
+    m->w = *buf;
+}
+
+static const char *TYPES[] = { "f32", "bf16", "mxfp4" };
+
+/* every matmul shape on the current path+threads vs the scalar reference */
+static void check_matmul(const char *path, int nth) {
+    static const int ROWS[] = { 1, 3, 7, 16, 33, 67 };
+    static const int COLS[] = { 1, 5, 16, 17, 31, 64, 100, 259 };
+    static const int MCOLS[] = { 32, 64, 96, 288 };
+    const K3KernelOps *ref = k3_kernels_scalar();
+    for (int type = 0; type < 3; type++)
+    for (int ri = 0; ri < 6; ri++)
+    for (int ci = 0; ci < (type == 2 ? 4 : 8); ci++)
+    for (int special = 0; special < (type == 2 ? 2 : 1); special++) {
+        int rows = ROWS[ri], cols = type == 2 ? MCOLS[ci] : COLS[ci], T = 1 + (int)(rnd() % 7);
+        K3Mat m; void *buf;
+        fill_mat(&m, type, rows, cols, special, &buf);
+        float *X = malloc(sizeof(float) * T * cols), *Y = malloc(sizeof(float) * T * rows);
+        float *R = malloc(sizeof(float) * T * rows), *Y1 = malloc(sizeof(float) * rows);
+        for (int i = 0; i < T * cols; i++) X[i] = special ? ldexpf(frand(), -12) : frand();
+        ref->matmul(R, &m, X, 0, rows, 0, T);
+        k3_matmul(Y, &m, X, T);
+        int bad = 0;
+        for (int i = 0; i < T * rows; i++) bad += !same(Y[i], R[i]);
+        CHECK(!bad, "%s threads=%d matmul %s %dx%d T=%d special=%d: %d outputs differ", path, nth,
+              TYPES[type], rows, cols, T, special, bad);
+        for (int t = 0; t < T; t++) {       /* T tokens == T calls with one token */
+            k3_matmul(Y1, &m, X + (size_t)t * cols, 1);
+            bad = 0;
+            for (int r = 0; r < rows; r++) bad += !same(Y1[r], Y[(size_t)t * rows + r]);
+            CHECK(!bad, "%s matmul %s %dx%d token %d of %d differs from T=1", path, TYPES[type], rows, cols, t, T);
+        }
+        free(X); free(Y); free(R); free(Y1); free(buf);
+    }
+    /* big enough to be split over the pool, odd row count, several tokens */
+    for (int type = 0; type < 3; type++) {
+        int rows = 301, cols = 1024 + (type == 2 ? 0 : 3), T = 5;
+        K3Mat m; void *buf;
+        fill_mat(&m, type, rows, cols, 0, &buf);
+        float *X = malloc(sizeof(float) * T * cols), *Y = malloc(sizeof(float) * T * rows), *R = malloc(sizeof(float) * T * rows);
+        for (int i = 0; i < T * cols; i++) X[i] = frand();
+        ref->matmul(R, &m, X, 0, rows, 0, T);
+        k3_matmul(Y, &m, X, T);
+        int bad = 0;
+        for (int i = 0; i < T * rows; i++) bad += !same(Y[i], R[i]);
+        CHECK(!bad, "%s threads=%d threaded matmul %s %dx%d T=%d: %d differ", path, nth, TYPES[type], rows, cols, T, bad);
+        free(X); free(Y); free(R); free(buf);
+    }
+}
+
+static void check_vec(const char *path) {
+    const K3KernelOps *ref = k3_kernels_scalar();
+    enum { N = 1100 };
+    static float a[N], b[N], y1[N], y2[N];
+    for (int n = 0; n < N; n += (n < 70 ? 1 : 257)) {
+        for (int i = 0; i < n; i++) { a[i] = frand(); b[i] = frand(); y1[i] = y2[i] = frand(); }
+        CHECK(same(k3_dot(a, b, n), ref->dot(a, b, n)), "%s dot n=%d", path, n);
+        CHECK(same(k3_sum(a, n), ref->sum(a, n)), "%s sum n=%d", path, n);
+        float s = frand();
+        k3_axpy(y1, s, a, n); ref->axpy(y2, s, a, n);
+        CHECK(!memcmp(y1, y2, sizeof(float) * n), "%s axpy n=%d", path, n);
+    }
+    static const int DS[] = { 1, 5, 16, 31, 64, 128 };
+    for (int di = 0; di < 6; di++) {
+        int D = DS[di];
+        float *S1 = malloc(sizeof(float) * D * D), *S2 = malloc(sizeof(float) * D * D);
+        float q[128], k[128], v[128], al[128], o1[128], o2[128];
+        for (int i = 0; i < D * D; i++) S1[i] = S2[i] = frand();
+        for (int i = 0; i < D; i++) { q[i] = frand(); k[i] = frand(); v[i] = frand(); al[i] = 0.5f + 0.5f * fabsf(frand()) / 16; }
+        for (int rep = 0; rep < 3; rep++) {
+            k3_kda_step(S1, q, k, v, al, 0.7f, o1, D);
+            ref->kda_step(S2, q, k, v, al, 0.7f, o2, D);
+        }
+        CHECK(!memcmp(S1, S2, sizeof(float) * D * D) && !memcmp(o1, o2, sizeof(float) * D), "%s kda_step D=%d", path, D);
+        free(S1); free(S2);
+    }
+}
+
+/* rmsnorm/softmax/situ: compared across paths via a fingerprint recorded on scalar */
+static uint32_t fp_misc(void) {
+    enum { N = 517 };
+    static float x[N], w[N], o[N], g[N];
+    uint64_t save = rs; rs = 12345;
+    uint32_t h = 2166136261u;
+    for (int i = 0; i < N; i++) { x[i] = frand(); w[i] = frand(); g[i] = frand(); }
+    k3_rmsnorm(o, x, w, N, 1e-6f);
+    for (int i = 0; i < N; i++) h = (h ^ bits(o[i])) * 16777619u;
+    memcpy(o, x, sizeof x); k3_softmax(o, N);
+    for (int i = 0; i < N; i++) h = (h ^ bits(o[i])) * 16777619u;
+    k3_situ(o, g, x, N, 3.0f, 4.0f);
+    for (int i = 0; i < N; i++) h = (h ^ bits(o[i])) * 16777619u;
+    rs = save;
+    return h;
+}
+
+/* ---------------------------------------------------------- independent checks */
+static double e2m1_indep(int nib) {          /* from the bit fields, not a table */
+    int sgn = nib >> 3, e = (nib >> 1) & 3, m = nib & 1;
+    double v = e == 0 ? m * 0.5 : (1.0 + m * 0.5) * ldexp(1.0, e - 1);
+    return sgn ? -v : v;
+}
+
+static void check_double_math(void) {
+    int rows = 13, cols = 96 * 2;
+    K3Mat m; void *buf;
+    fill_mat(&m, K3_W_MXFP4, rows, cols, 0, &buf);
+    uint8_t *p = buf;
+    uint8_t *sc = (uint8_t *)m.scale;
+    for (int i = 0; i < rows * cols / 32; i++) sc[i] = (uint8_t)(120 + rnd() % 14);
+    float x[192], y[13];
+    for (int i = 0; i < cols; i++) x[i] = frand();
+    k3_kernels_scalar()->matmul(y, &m, x, 0, rows, 0, 1);
+    int bad = 0;
+    for (int r = 0; r < rows; r++) {
+        double s = 0, sa = 0;
+        for (int c = 0; c < cols; c++) {
+            uint8_t byte = p[(r * cols + c) / 2];
+            int nib = c % 2 == 0 ? byte & 15 : byte >> 4;     /* low nibble = even element */
+            double w = e2m1_indep(nib) * ldexp(1.0, sc[(r * cols + c) / 32] - 127);
+            s += w * x[c]; sa += fabs(w * x[c]);
+        }
+        bad += fabs(y[r] - s) > 1e-6 * sa + 1e-30;
+    }
+    CHECK(!bad, "mxfp4 scalar vs double decoding: %d rows off", bad);
+    /* bf16 and f32 against double */
+    float wf[300], xb[300]; uint16_t wb[300];
+    for (int i = 0; i < 300; i++) { wf[i] = frand(); xb[i] = frand(); wb[i] = (uint16_t)(bits(wf[i]) >> 16); }
+    double s = 0, sb = 0, sa = 0;
+    for (int i = 0; i < 300; i++) {
+        s += (double)wf[i] * xb[i]; sa += fabs((double)wf[i] * xb[i]);
+        uint32_t u = (uint32_t)wb[i] << 16; float f; memcpy(&f, &u, 4); sb += (double)f * xb[i];
+    }
+    K3Mat mf = { K3_W_F32, 1, 300, wf, NULL }, mb = { K3_W_BF16, 1, 300, wb, NULL };
+    float yf, yb;
+    k3_kernels_scalar()->matmul(&yf, &mf, xb, 0, 1, 0, 1);
+    k3_kernels_scalar()->matmul(&yb, &mb, xb, 0, 1, 0, 1);
+    CHECK(fabs(yf - s) <= 1e-6 * sa && fabs(yb - sb) <= 1e-6 * sa, "f32/bf16 scalar vs double");
+    free(buf);
+    printf("ok   scalar reference vs double math (mxfp4 nibble order, e2m1, e8m0, bf16)\n");
+}
+
+static double ulps(float got, double want) {
+    if (isinf(want) || fabs(want) > 3.4028234663852886e38) return isinf(got) ? 0 : 1e9;
+    float w = (float)want;
+    double u = fabs(nextafterf(w, INFINITY) - w);
+    if (u == 0 || !isfinite(u)) u = ldexp(1.0, -149);
+    return fabs((double)got - want) / u;
+}
+
+static void check_transcendentals(void) {
+    double me = 0, mt = 0;
+    for (int i = 0; i < 400000; i++) {
+        float x = (float)(((double)rnd() / 65536.0 / 65536.0 * 2 - 1) * (i % 2 ? 110 : 12));
+        double e = ulps(k3_expf(x), exp((double)x)), t = ulps(k3_tanhf(x), tanh((double)x));
+        if (e > me) me = e;
+        if (t > mt) mt = t;
+        float z = ldexpf(frand(), -(int)(rnd() % 40));   /* tiny arguments */
+        t = ulps(k3_tanhf(z), tanh((double)z)); if (t > mt) mt = t;
+        e = ulps(k3_expf(z), exp((double)z)); if (e > me) me = e;
+    }
+    CHECK(me <= 1.0 && mt <= 1.0, "transcendental error: exp %.2f ulp, tanh %.2f ulp", me, mt);
+    CHECK(k3_expf(0) == 1 && k3_expf(-INFINITY) == 0 && isinf(k3_expf(INFINITY)) && isnan(k3_expf(NAN)) &&
+          k3_expf(-200) == 0 && isinf(k3_expf(100)), "expf special values");
+    CHECK(bits(k3_tanhf(-0.0f)) == 0x80000000u && k3_tanhf(INFINITY) == 1 && k3_tanhf(-INFINITY) == -1 &&
+          k3_tanhf(20) == 1 && isnan(k3_tanhf(NAN)), "tanhf special values");
+    /* fingerprint of a fixed sweep: must be the same number on every CPU and arch */
+    uint32_t h = 2166136261u;
+    for (int i = -20000; i <= 20000; i++) {
+        float x = (float)i * 0.00437f;
+        h = (h ^ bits(k3_expf(x))) * 16777619u;
+        h = (h ^ bits(k3_tanhf(x))) * 16777619u;
+        h = (h ^ bits(k3_sigmoidf(x))) * 16777619u;
+    }
+    printf("ok   transcendentals: exp max %.3f ulp, tanh max %.3f ulp; sweep fingerprint %08x\n", me, mt, h);
+}
+
+/* Teeth: a plausible but different order (one sequential accumulator) must be caught. */
+static void check_teeth(void) {
+    int caught = 0;
+    for (int rep = 0; rep < 50; rep++) {
+        float a[257], b[257];
+        for (int i = 0; i < 257; i++) { a[i] = frand(); b[i] = frand(); }
+        float seq = 0; for (int i = 0; i < 257; i++) seq = fmaf(a[i], b[i], seq);
+        caught += !same(seq, k3_kernels_scalar()->dot(a, b, 257));
+    }
+    CHECK(caught > 25, "teeth: a sequential-order dot matched the canonical one %d/50 times", 50 - caught);
+    printf("ok   teeth: a different summation order is detected in %d/50 random cases\n", caught);
+}
+
+int main(void) {
+    check_double_math();
+    check_transcendentals();
+    check_teeth();
+    char err[200];
+    k3_kernels_select("scalar", err, sizeof err);
+    uint32_t misc_ref = fp_misc();
+    const char *paths[] = { "scalar", "avx2", "avx512", "neon" };
+    static const int NTH[] = { 1, 2, 3, 5 };
+    for (int p = 0; p < 4; p++) {
+        if (!k3_kernels_usable(paths[p])) {
+            k3_kernels_select(paths[p], err, sizeof err);
+            printf("SKIP: %s\n", err);
+            continue;
+        }
+        CHECK(k3_kernels_select(paths[p], err, sizeof err) == 0, "select %s: %s", paths[p], err);
+        int f0 = fails;
+        for (int t = 0; t < 4; t++) { k3_threads_set(NTH[t]); check_matmul(paths[p], NTH[t]); }
+        check_vec(paths[p]);
+        CHECK(fp_misc() == misc_ref, "%s rmsnorm/softmax/situ differ from scalar", paths[p]);
+        printf("%s   %s: matmul f32/bf16/mxfp4, dot, sum, axpy, kda_step, rmsnorm, softmax, situ at threads 1,2,3,5\n",
+               fails == f0 ? "ok" : "FAIL", paths[p]);
+    }
+    CHECK(k3_kernels_select("bogus", err, sizeof err) == -1 && strstr(err, "unknown"), "bogus kernels accepted");
+    k3_kernels_select("auto", err, sizeof err);
+    printf("auto selects: %s\n", k3_kernels_name());
+    k3_pool_shutdown();
+    if (fails) { printf("%d failures\n", fails); return 1; }
+    return 0;
+}
