@@ -1,0 +1,74 @@
+/* chat.h — the interactive XTML chat (k3 MODEL_DIR --chat --tok DIR ...); see docs/CHAT.md.
+ * chat.c: flags, REPL, commands; chat_gen.c: one turn (render, prefix reuse, prefill,
+ * sampling, streamed output); chat_hist.c: JSONL history (validate, atomic write). */
+#ifndef K3_CHAT_H
+#define K3_CHAT_H
+#include <stddef.h>
+#include <stdio.h>
+#include <stdint.h>
+#include "k3.h"
+#include "sampler.h"
+#include "tok.h"
+#include "xtml.h"
+
+/* argv as given to k3 (argv[0] the program, MODEL_DIR among the rest, "--chat" ignored).
+ * Returns the process exit code: 0 ok, 1 runtime failure, 2 usage/config/history error,
+ * 4 finished but a routed expert failed to load. */
+int chat_main(int argc, char **argv);
+
+/* ---- internals shared by chat*.c ---- */
+
+#define CHAT_MAX_LINE ((size_t)16 << 20)        /* history line / message bytes */
+#define CHAT_MAX_FILE ((size_t)256 << 20)       /* history file bytes */
+#define CHAT_MAX_MSGS 1000000
+
+typedef struct {
+    char *role, *content, *reasoning;           /* reasoning: assistant only, may be NULL */
+    int32_t *gen_ids; int n_gen, gen_thinking, gen_state;   /* exact record (this session) */
+} ChatMsg;
+
+typedef struct {
+    ChatMsg *v; int n, cap;
+} ChatLog;
+
+typedef struct {
+    /* options */
+    const char *model_dir, *config, *tok_dir, *history, *kernels;
+    int threads, gen, ctx, thinking, hide_thinking, canonical, color;
+    char effort[8];
+    SamplerParams sp;
+    uint64_t seed;
+    /* engine */
+    K3Model m; int model_open;
+    K3State *st;
+    Tok *tok;
+    XtmlIds ids;
+    float *logits;
+    /* conversation and what the state holds */
+    ChatLog log;
+    int32_t *fed; size_t nfed, capfed;
+    /* stats */
+    long tot_prefill, tot_reused, tot_gen, reprefills, turns;
+    long last_reused, last_prefill, last_gen;
+    double t_prefill, t_decode, last_tp, last_td;
+} Chat;
+
+/* chat_hist.c */
+void chat_msg_free(ChatMsg *m);
+void chat_log_free(ChatLog *l);
+int chat_log_add(ChatLog *l, const char *role, const char *content, const char *reasoning);
+/* Loads and validates FILE into l (empty when the file does not exist and missing_ok).
+ * Returns 0, or 2 with "FILE line N: what; fix" in err (l untouched). */
+int chat_hist_load(const char *path, int missing_ok, ChatLog *l, char *err, size_t errlen);
+/* Writes l atomically (PATH.tmp, fsync, rename). 0, or -1 with err. */
+int chat_hist_save(const char *path, const ChatLog *l, char *err, size_t errlen);
+
+/* chat_gen.c */
+extern volatile int chat_interrupted;            /* set by SIGINT */
+/* Adds a user message and generates the reply (streamed to stdout). Returns 0 (reply
+ * added, possibly truncated), 1 when the turn was refused (context full; the user
+ * message is removed), or -1 on a runtime failure (message printed). */
+int chat_turn(Chat *c, const char *user_text);
+void chat_forget_state(Chat *c);                 /* reset the KDA/MLA state */
+void chat_print_stats(const Chat *c, FILE *f);
+#endif

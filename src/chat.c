@@ -1,0 +1,401 @@
+/* chat.c — k3 MODEL_DIR --chat: flags, the REPL loop, multi-line input, commands.
+ * See docs/CHAT.md. One turn is chat_gen.c, the history file chat_hist.c. */
+#include "chat.h"
+#include "util.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char CHAT_USAGE[] =
+"Usage: k3 MODEL_DIR --chat --tok DIR [options]\n"
+"  --tok DIR              tokenizer directory (default $K3_TOK_FILES)\n"
+"  --history FILE         JSONL history: loaded (validated) at start, rewritten after every turn\n"
+"  --system TEXT          system message (must equal a loaded history's system message)\n"
+"  --gen N                cap on each reply, in tokens (default 4096)\n"
+"  --ctx N                context limit in positions (default max_position_embeddings)\n"
+"  --no-think             thinking off: no effort message, no think channels\n"
+"  --think-effort E       low | high | max (default max)\n"
+"  --hide-thinking        do not print the think channel\n"
+"  --canonical-history    re-render earlier replies from their text only (see docs/CHAT.md)\n"
+"  --temperature X --top-k K --top-p P --min-p M --seed N --greedy\n"
+"                         sampling (default temperature 1, top-p 0.95, a drawn seed)\n"
+"  --no-color             no ANSI dim for the thinking text\n"
+"  --config PATH --threads N --kernels K   engine options as in batch mode\n";
+
+static const char HELP[] =
+"Type a message and press Enter. A line ending in \\ continues on the next line;\n"
+"a line \"\"\" starts a block that ends at the next \"\"\" line. A message starting with\n"
+"/ is a command; start it with // to send a literal /.\n"
+"  /help                  this text\n"
+"  /exit, /quit, Ctrl-D   leave (Ctrl-C twice at the prompt also leaves)\n"
+"  /reset                 forget the conversation, keep the system message\n"
+"  /system [TEXT]         show or set the system message\n"
+"  /think on|off|low|high|max   thinking mode and effort\n"
+"  /temp X                temperature (0 = greedy)\n"
+"  /seed N                base seed of the sampler\n"
+"  /stats                 tokens, speeds, peak RSS, reused positions\n"
+"  /history               the lines typed in this session\n"
+"  /save FILE, /load FILE write / read a JSONL history\n"
+"Ctrl-C during a reply stops it; the partial reply is kept (marked truncated).\n";
+
+static void on_sigint(int sig) { (void)sig; chat_interrupted = 1; }
+
+/* ---- input: own buffered reader on fd 0 (read() returns on SIGINT) ---- */
+static char ibuf[65536];
+static size_t ipos, ilen;
+
+/* 1 = a line in *out (malloc'd, no newline), 0 = EOF, -1 = interrupted. */
+static int read_line(char **out) {
+    size_t cap = 256, n = 0;
+    char *s = malloc(cap);
+    if (!s) return 0;
+    for (;;) {
+        if (ipos == ilen) {
+            ssize_t r = read(0, ibuf, sizeof ibuf);
+            if (r < 0 && errno == EINTR) {
+                if (chat_interrupted) { free(s); return -1; }
+                continue;
+            }
+            if (r <= 0) {
+                if (n == 0) { free(s); return 0; }
+                break;
+            }
+            ipos = 0; ilen = (size_t)r;
+        }
+        char c = ibuf[ipos++];
+        if (c == '\n') break;
+        if (n + 2 > cap) {
+            if (cap >= CHAT_MAX_LINE) continue;            /* drop the excess of a huge line */
+            char *ns = realloc(s, cap * 2);
+            if (!ns) break;
+            s = ns; cap *= 2;
+        }
+        s[n++] = c;
+    }
+    if (n && s[n - 1] == '\r') n--;
+    s[n] = 0;
+    *out = s;
+    return 1;
+}
+
+static int tty_in;
+static void prompt(const char *p) { if (tty_in) { fputs(p, stdout); fflush(stdout); } }
+
+/* Appends b to *a with a newline between. */
+static char *join(char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *r = realloc(a, la + lb + 2);
+    if (!r) return a;
+    r[la] = '\n';
+    memcpy(r + la + 1, b, lb + 1);
+    return r;
+}
+
+/* One message: handles \ continuation and """ blocks. Same return codes as read_line. */
+static int read_message(char **out) {
+    char *line;
+    prompt("> ");
+    int r = read_line(&line);
+    if (r <= 0) return r;
+    if (!strcmp(line, "\"\"\"")) {
+        char *acc = NULL, *l;
+        for (;;) {
+            prompt("... ");
+            r = read_line(&l);
+            if (r < 0) { free(acc); free(line); return -1; }
+            if (r == 0 || !strcmp(l, "\"\"\"")) { if (r) free(l); break; }
+            acc = acc ? join(acc, l) : strdup(l);
+            free(l);
+        }
+        free(line);
+        *out = acc ? acc : strdup("");
+        return 1;
+    }
+    size_t n;
+    while ((n = strlen(line)) && line[n - 1] == '\\') {
+        line[n - 1] = 0;
+        char *l;
+        prompt("... ");
+        r = read_line(&l);
+        if (r < 0) { free(line); return -1; }
+        if (r == 0) break;
+        line = join(line, l);
+        free(l);
+    }
+    *out = line;
+    return 1;
+}
+
+/* ---- commands ---- */
+
+static int save_history(Chat *c) {
+    char err[512];
+    if (!c->history) return 0;
+    if (chat_hist_save(c->history, &c->log, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return -1; }
+    return 0;
+}
+
+static int is_blank(const char *s) { while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++; return !*s; }
+
+typedef struct { char **v; int n, cap; } Lines;
+
+/* Returns 1 to leave the REPL, 0 otherwise. */
+static int command(Chat *c, char *text, const Lines *hist) {
+    char *arg = text + 1;
+    while (*arg && *arg != ' ' && *arg != '\t' && *arg != '\n') arg++;
+    size_t nl = (size_t)(arg - text);
+    while (*arg == ' ' || *arg == '\t') arg++;
+    char name[32];
+    snprintf(name, sizeof name, "%.*s", (int)(nl < 31 ? nl : 31), text);
+    char err[512];
+    if (!strcmp(name, "/exit") || !strcmp(name, "/quit")) return 1;
+    if (!strcmp(name, "/help")) fputs(HELP, stdout);
+    else if (!strcmp(name, "/reset")) {
+        ChatLog keep = { 0 };
+        if (c->log.n && !strcmp(c->log.v[0].role, "system")) chat_log_add(&keep, "system", c->log.v[0].content, NULL);
+        chat_log_free(&c->log);
+        c->log = keep;
+        chat_forget_state(c);
+        save_history(c);
+        printf("(conversation reset%s)\n", keep.n ? "; system message kept" : "");
+    } else if (!strcmp(name, "/system")) {
+        int has = c->log.n && !strcmp(c->log.v[0].role, "system");
+        if (!*arg) { printf("system: %s\n", has ? c->log.v[0].content : "(none)"); return 0; }
+        char *d = strdup(arg);
+        if (!d) return 0;
+        if (has) { free(c->log.v[0].content); c->log.v[0].content = d; }
+        else {
+            if (chat_log_add(&c->log, "system", d, NULL)) { free(d); return 0; }
+            ChatMsg m = c->log.v[c->log.n - 1];
+            memmove(c->log.v + 1, c->log.v, sizeof m * (size_t)(c->log.n - 1));
+            c->log.v[0] = m;
+            free(d);
+        }
+        save_history(c);
+        printf("(system message set; the next turn re-prefills)\n");
+    } else if (!strcmp(name, "/think")) {
+        if (!strcmp(arg, "on")) c->thinking = 1;
+        else if (!strcmp(arg, "off")) c->thinking = 0;
+        else if (xtml_effort_ok(arg)) { c->thinking = 1; snprintf(c->effort, sizeof c->effort, "%s", arg); }
+        else if (*arg) { printf("usage: /think on|off|low|high|max\n"); return 0; }
+        printf("thinking: %s\n", c->thinking ? c->effort : "off");
+    } else if (!strcmp(name, "/temp")) {
+        char *end;
+        double t = strtod(arg, &end);
+        if (!*arg || *end || !(t >= 0 && t <= 1e6)) { printf("usage: /temp X with X >= 0 (0 = greedy); now %g%s\n", c->sp.temperature, c->sp.greedy ? " (greedy)" : ""); return 0; }
+        c->sp.temperature = t; c->sp.greedy = 0;
+        if (t == 0) printf("temperature 0: greedy\n");
+        else printf("temperature %g (seed %llu)\n", t, (unsigned long long)c->seed);
+    } else if (!strcmp(name, "/seed")) {
+        char *end;
+        errno = 0;
+        unsigned long long s = strtoull(arg, &end, 10);
+        if (!*arg || *arg == '-' || *end || errno) { printf("usage: /seed N (unsigned); now %llu\n", (unsigned long long)c->seed); return 0; }
+        c->seed = s;
+        printf("seed %llu\n", s);
+    } else if (!strcmp(name, "/stats")) chat_print_stats(c, stdout);
+    else if (!strcmp(name, "/history")) {
+        for (int i = 0; i < hist->n; i++) printf("%4d  %s\n", i + 1, hist->v[i]);
+    } else if (!strcmp(name, "/save")) {
+        if (!*arg) { printf("usage: /save FILE\n"); return 0; }
+        if (chat_hist_save(arg, &c->log, err, sizeof err)) printf("k3: %s\n", err);
+        else printf("(saved %d messages to %s)\n", c->log.n, arg);
+    } else if (!strcmp(name, "/load")) {
+        ChatLog l;
+        if (!*arg) { printf("usage: /load FILE\n"); return 0; }
+        if (chat_hist_load(arg, 0, &l, err, sizeof err)) { printf("k3: %s (nothing changed)\n", err); return 0; }
+        chat_log_free(&c->log);
+        c->log = l;
+        save_history(c);
+        printf("(loaded %d messages from %s; the next turn prefills them)\n", l.n, arg);
+    } else printf("unknown command %s; /help lists them (start with // to send a literal /)\n", name);
+    fflush(stdout);
+    return 0;
+}
+
+/* ---- flags ---- */
+
+static int usage(const char *fmt, const char *a) {
+    fprintf(stderr, "k3: ");
+    fprintf(stderr, fmt, a);
+    fprintf(stderr, "\n%s", CHAT_USAGE);
+    return K3_ERR_USAGE;
+}
+
+static int int_flag(const char *f, const char *v, int lo, int *out) {
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || errno || x < lo || x > (1L << 30)) { fprintf(stderr, "k3: %s: '%s' is not an integer >= %d\n", f, v ? v : "", lo); return -1; }
+    *out = (int)x;
+    return 0;
+}
+
+static uint64_t draw_seed(void) {
+    uint64_t s = 0;
+    int fd = open("/dev/urandom", O_RDONLY);
+    if (fd >= 0) { if (read(fd, &s, sizeof s) != (ssize_t)sizeof s) s = 0; close(fd); }
+    if (!s) s = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(k3_now() * 1e9);
+    return s % 10000000000ULL;             /* short enough to retype */
+}
+
+static int parse_flags(int argc, char **argv, Chat *c, const char **system, int *seed_set) {
+    c->gen = 4096; c->thinking = 1; c->kernels = "auto";
+    snprintf(c->effort, sizeof c->effort, "max");
+    sampler_defaults(&c->sp);
+    c->sp.top_p = 0.95;
+    c->tok_dir = getenv("K3_TOK_FILES");
+    if (c->tok_dir && !*c->tok_dir) c->tok_dir = NULL;
+    c->color = isatty(1) && !getenv("NO_COLOR");
+    char err[256];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = sampler_parse_flag(argc, argv, &i, &c->sp, &c->seed, seed_set, err, sizeof err);
+        if (r < 0) return usage("%s", err);
+        if (r) continue;
+#define VAL() do { if (!v) return usage("%s needs a value", a); i++; } while (0)
+        if (!strcmp(a, "--chat")) continue;
+        else if (!strcmp(a, "--tok")) { VAL(); c->tok_dir = v; }
+        else if (!strcmp(a, "--history")) { VAL(); c->history = v; }
+        else if (!strcmp(a, "--system")) { VAL(); *system = v; }
+        else if (!strcmp(a, "--config")) { VAL(); c->config = v; }
+        else if (!strcmp(a, "--kernels")) { VAL(); c->kernels = v; }
+        else if (!strcmp(a, "--gen")) { VAL(); if (int_flag(a, v, 1, &c->gen)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--ctx")) { VAL(); if (int_flag(a, v, 1, &c->ctx)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--threads")) { VAL(); if (int_flag(a, v, 1, &c->threads)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--think-effort") || !strcmp(a, "--thinking-effort")) {
+            VAL();
+            if (!xtml_effort_ok(v)) return usage("--think-effort must be low, high or max (got '%s')", v);
+            snprintf(c->effort, sizeof c->effort, "%s", v);
+        }
+        else if (!strcmp(a, "--no-think")) c->thinking = 0;
+        else if (!strcmp(a, "--hide-thinking")) c->hide_thinking = 1;
+        else if (!strcmp(a, "--canonical-history")) c->canonical = 1;
+        else if (!strcmp(a, "--no-color")) c->color = 0;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(CHAT_USAGE, stdout); exit(0); }
+        else if (a[0] == '-' && a[1]) return usage("unknown chat option '%s'", a);
+        else if (!c->model_dir) c->model_dir = a;
+        else return usage("unexpected argument '%s' (MODEL_DIR was already given)", a);
+#undef VAL
+    }
+    if (!c->model_dir) return usage("%s", "missing MODEL_DIR");
+    if (!c->tok_dir) return usage("%s", "chat needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
+    if (sampler_check(&c->sp, err, sizeof err)) return usage("%s", err);
+    return 0;
+}
+
+static int setup(Chat *c, const char *system) {
+    char err[4096];
+    if (k3_kernels_select(c->kernels, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
+    if (c->threads) k3_threads_set(c->threads);
+    c->tok = tok_load(c->tok_dir, err, sizeof err);
+    if (!c->tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
+    if (xtml_ids(c->tok, &c->ids, err, sizeof err)) { fprintf(stderr, "k3: %s/%s\n", c->tok_dir, err); return K3_ERR_USAGE; }
+    if (c->history) {
+        int rc = chat_hist_load(c->history, 1, &c->log, err, sizeof err);
+        if (rc) { fprintf(stderr, "k3: %s\nk3: the file was left untouched; fix it or pass another --history FILE\n", err); return rc; }
+    }
+    if (system) {
+        int has = c->log.n && !strcmp(c->log.v[0].role, "system");
+        if (has && strcmp(c->log.v[0].content, system)) {
+            fprintf(stderr, "k3: --system differs from the system message stored in %s (line 1); "
+                    "drop --system to continue that conversation, or use another --history file\n", c->history);
+            return K3_ERR_USAGE;
+        }
+        if (!has && c->log.n) {
+            fprintf(stderr, "k3: %s has no system message, so --system cannot apply to it; "
+                    "drop --system or use another --history file\n", c->history);
+            return K3_ERR_USAGE;
+        }
+        if (!has && chat_log_add(&c->log, "system", system, NULL)) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
+    }
+    double t0 = k3_now();
+    int rc = k3_model_open(&c->m, c->model_dir, c->config, err, sizeof err);
+    c->model_open = 1;
+    if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
+    int V = c->m.cfg.vocab_size;
+    if (tok_vocab_size(c->tok) > V) {
+        fprintf(stderr, "k3: the tokenizer in %s has %d ids but the model only %d; use the checkpoint's own tokenizer\n",
+                c->tok_dir, tok_vocab_size(c->tok), V);
+        return K3_ERR_USAGE;
+    }
+    if (!c->ctx) c->ctx = c->m.cfg.max_position_embeddings > 0 ? c->m.cfg.max_position_embeddings : 32768;
+    c->st = k3_state_new(&c->m);
+    c->logits = malloc(sizeof(float) * (size_t)V);
+    if (!c->st || !c->logits) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
+    fprintf(stderr, "k3: chat on %s: %d layers, vocab %d, context %d; kernels %s; opened in %.2f s\n",
+            c->model_dir, c->m.cfg.num_hidden_layers, V, c->ctx, k3_kernels_name(), k3_now() - t0);
+    return 0;
+}
+
+int chat_main(int argc, char **argv) {
+    static Chat chat;
+    Chat *c = &chat;
+    const char *system = NULL;
+    int seed_set = 0;
+    int rc = parse_flags(argc, argv, c, &system, &seed_set);
+    if (!rc) rc = setup(c, system);
+    if (rc) goto done;
+    if (!seed_set) c->seed = draw_seed();
+    if (sampler_is_greedy(&c->sp)) fprintf(stderr, "k3: greedy decoding\n");
+    else fprintf(stderr, "k3: sampling: temperature %g, top-p %g, top-k %d, min-p %g, seed %llu (replay with --seed %llu)\n",
+                 c->sp.temperature, c->sp.top_p, c->sp.top_k, c->sp.min_p,
+                 (unsigned long long)c->seed, (unsigned long long)c->seed);
+    if (c->log.n) fprintf(stderr, "k3: %d messages from %s; the first turn prefills them\n", c->log.n, c->history);
+    tty_in = isatty(0);
+    if (tty_in) fprintf(stderr, "k3: type /help for commands, /exit or Ctrl-D to leave\n");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    Lines hist = { 0 };
+    int ctrlc = 0;
+    for (;;) {
+        char *text = NULL;
+        chat_interrupted = 0;
+        int r = read_message(&text);
+        if (r < 0) {
+            if (!tty_in || ++ctrlc >= 2) { if (tty_in) fputc('\n', stdout); break; }
+            printf("\n(Ctrl-C again to exit; /exit or Ctrl-D also leave)\n");
+            continue;
+        }
+        if (r == 0) { if (tty_in) fputc('\n', stdout); break; }
+        ctrlc = 0;
+        if (is_blank(text)) { free(text); continue; }
+        if (hist.n == hist.cap) {
+            int nc = hist.cap ? hist.cap * 2 : 32;
+            char **nv = realloc(hist.v, sizeof *nv * (size_t)nc);
+            if (nv) { hist.v = nv; hist.cap = nc; }
+        }
+        if (hist.n < hist.cap) hist.v[hist.n++] = strdup(text);
+        if (text[0] == '/' && text[1] != '/') {
+            int quit = command(c, text, &hist);
+            free(text);
+            if (quit) break;
+            continue;
+        }
+        int t = chat_turn(c, text[0] == '/' ? text + 1 : text);
+        free(text);
+        if (t < 0) { rc = K3_ERR_RUNTIME; break; }
+        if (t == 0) save_history(c);
+    }
+    for (int i = 0; i < hist.n; i++) free(hist.v[i]);
+    free(hist.v);
+    if (!rc && c->m.expert_failures) {
+        fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the replies are unsound\n", c->m.expert_failures);
+        rc = K3_ERR_EXPERT;
+    }
+done:
+    if (c->st) k3_state_free(&c->m, c->st);
+    if (c->model_open) k3_model_close(&c->m);
+    free(c->logits); free(c->fed);
+    chat_log_free(&c->log);
+    tok_free(c->tok);
+    return rc;
+}

@@ -1,0 +1,223 @@
+/* chat_gen.c — one chat turn: re-render the transcript, reuse the state when it holds
+ * an exact prefix (else reset and re-prefill, saying so), sample the reply and stream
+ * it (thinking dim or hidden, answer UTF-8-safe), record it. */
+#include "chat.h"
+#include "util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+volatile int chat_interrupted;
+
+#define DIM "\033[2m"
+#define RST "\033[0m"
+
+void chat_forget_state(Chat *c) {
+    k3_state_reset(&c->m, c->st);
+    c->nfed = 0;
+}
+
+static int fed_push(Chat *c, const int32_t *ids, size_t n) {
+    if (c->nfed + n > c->capfed) {
+        size_t nc = c->capfed ? c->capfed : 1024;
+        while (nc < c->nfed + n) nc *= 2;
+        int32_t *nv = realloc(c->fed, sizeof *nv * nc);
+        if (!nv) return -1;
+        c->fed = nv; c->capfed = nc;
+    }
+    memcpy(c->fed + c->nfed, ids, sizeof *ids * n);
+    c->nfed += n;
+    return 0;
+}
+
+static int forward(Chat *c, const int32_t *ids, size_t n) {
+    char err[512];
+    int *v = malloc(sizeof(int) * (n ? n : 1));
+    if (!v) { fprintf(stderr, "k3: out of memory\n"); return -1; }
+    for (size_t i = 0; i < n; i++) v[i] = ids[i];
+    int rc = k3_forward(&c->m, c->st, v, (int)n, c->logits, 0, err, sizeof err);
+    free(v);
+    if (rc) { fprintf(stderr, "\nk3: %s\n", err); return -1; }
+    return fed_push(c, ids, n);
+}
+
+/* Renders the whole transcript (+ generation prompt) to ids. */
+static int render(Chat *c, int32_t **ids, size_t *n) {
+    XtmlMsg *mm = calloc((size_t)c->log.n + 1, sizeof *mm);
+    if (!mm) return -1;
+    for (int i = 0; i < c->log.n; i++) {
+        const ChatMsg *s = &c->log.v[i];
+        mm[i] = (XtmlMsg){ s->role, s->content, s->reasoning, s->gen_ids, s->n_gen, s->gen_thinking, s->gen_state };
+    }
+    XtmlOpts o = { c->thinking, c->effort, 1, !c->canonical };
+    char err[256];
+    int rc = xtml_render_ids(c->tok, mm, c->log.n, &o, ids, n, err, sizeof err);
+    if (rc) fprintf(stderr, "k3: %s\n", err);
+    free(mm);
+    return rc;
+}
+
+typedef struct {
+    Chat *c;
+    TokStream think, resp;
+    int in_think;        /* the <think> wrapper is open on screen */
+} Out;
+
+static void out_bytes(Out *o, const char *b, size_t n, int think) {
+    if (think && o->c->hide_thinking) return;
+    fwrite(b, 1, n, stdout);
+}
+
+static void out_ids(Out *o, const int32_t *ids, int n, int think) {
+    for (int i = 0; i < n; i++) {
+        const char *b; size_t l;
+        if (tok_stream_put(think ? &o->think : &o->resp, o->c->tok, ids[i], &b, &l) == 0) out_bytes(o, b, l, think);
+    }
+    fflush(stdout);
+}
+
+static void close_think(Out *o) {
+    if (!o->in_think) return;
+    const char *b; size_t l;
+    tok_stream_flush(&o->think, &b, &l);
+    out_bytes(o, b, l, 1);
+    if (!o->c->hide_thinking) fputs(o->c->color ? "\n</think>" RST "\n" : "\n</think>\n", stdout);
+    o->in_think = 0;
+}
+
+static const char *state_name(int s) {
+    static const char *n[] = { "think", "between channels", "response", "after response", "after message", "done" };
+    return s >= 0 && s <= XP_DONE ? n[s] : "?";
+}
+
+int chat_turn(Chat *c, const char *user_text) {
+    if (chat_log_add(&c->log, "user", user_text, NULL)) { fprintf(stderr, "k3: out of memory\n"); return -1; }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (render(c, &ids, &n)) { chat_msg_free(&c->log.v[--c->log.n]); return -1; }
+    if ((long)n + 1 > c->ctx) {
+        fprintf(stderr, "k3: context full: this turn needs %zu positions before the reply, the limit is %d "
+                "(max_position_embeddings or --ctx). Nothing was generated; /reset starts over, keeping the system message.\n",
+                n + 1, c->ctx);
+        free(ids);
+        chat_msg_free(&c->log.v[--c->log.n]);
+        return 1;
+    }
+    /* Prefix reuse: the state holds fed[0..nfed); keep it only if the new render extends it. */
+    size_t reuse = 0;
+    if (c->nfed && c->nfed < n && !memcmp(ids, c->fed, sizeof *ids * c->nfed)) reuse = c->nfed;
+    else if (c->nfed) {
+        size_t d = 0;
+        while (d < c->nfed && d < n && ids[d] == c->fed[d]) d++;
+        fprintf(stderr, "k3: the transcript differs from the cached state at position %zu of %zu; "
+                "resetting and re-prefilling %zu tokens\n", d, c->nfed, n);
+        chat_forget_state(c);
+        c->reprefills++;
+    }
+    chat_interrupted = 0;
+    double t0 = k3_now();
+    if (forward(c, ids + reuse, n - reuse)) { free(ids); chat_msg_free(&c->log.v[--c->log.n]); chat_forget_state(c); return -1; }
+    double tp = k3_now() - t0;
+    c->last_reused = (long)reuse; c->last_prefill = (long)(n - reuse); c->last_tp = tp;
+    c->tot_reused += (long)reuse; c->tot_prefill += (long)(n - reuse); c->t_prefill += tp;
+    free(ids);
+
+    /* Generate. */
+    int turn = 0;
+    for (int i = 0; i < c->log.n; i++) turn += !strcmp(c->log.v[i].role, "assistant");
+    Sampler smp;
+    sampler_init(&smp, &c->sp, sampler_turn_seed(c->seed, turn));
+    XtmlParser p;
+    xtml_parser_init(&p, c->tok, &c->ids, c->thinking);
+    Out o = { c, { { 0 }, 0, NULL, 0 }, { { 0 }, 0, NULL, 0 }, 0 };
+    tok_stream_init(&o.think); tok_stream_init(&o.resp);
+    int32_t *rec = malloc(sizeof *rec * (size_t)(c->gen > 0 ? c->gen : 1));
+    int nrec = 0, rc = 0, state_before_end = p.state;
+    const char *why = NULL;
+    if (!rec) { fprintf(stderr, "k3: out of memory\n"); rc = -1; }
+    if (c->thinking && !c->hide_thinking) { fputs(c->color ? DIM "<think>\n" : "<think>\n", stdout); o.in_think = 1; }
+    else if (c->thinking) o.in_think = 1;
+    fflush(stdout);
+    double t1 = k3_now();
+    int V = c->m.cfg.vocab_size;
+    while (!rc) {
+        if (chat_interrupted) { why = "interrupted (Ctrl-C); the partial reply is kept"; break; }
+        if (nrec >= c->gen) { why = "reply cut at --gen"; break; }
+        if (c->st->pos >= c->ctx) { why = "context limit reached; /reset to start over"; break; }
+        int id = sampler_sample(&smp, c->logits, V);
+        if (id < 0) { fprintf(stderr, "k3: out of memory\n"); rc = -1; break; }
+        XtmlEvent ev[2];
+        int prev = p.state;
+        int ne = xtml_parser_put(&p, id, ev);
+        if (ne < 0) { fprintf(stderr, "k3: out of memory\n"); rc = -1; break; }
+        int ended = 0;
+        for (int e = 0; e < ne; e++) {
+            if (ev[e].kind == XE_THINK) out_ids(&o, ev[e].ids, ev[e].n, 1);
+            else if (ev[e].kind == XE_RESPONSE) out_ids(&o, ev[e].ids, ev[e].n, 0);
+            else if (ev[e].kind == XE_ANOMALY) {
+                if (prev == XP_THINK || prev == XP_RESPONSE) out_ids(&o, ev[e].ids, ev[e].n, prev == XP_THINK);
+            } else if (ev[e].kind == XE_CHANNEL && p.state == XP_BETWEEN) close_think(&o);
+            else if (ev[e].kind == XE_END) ended = 1;
+        }
+        if (ended) { state_before_end = prev; break; }
+        rec[nrec++] = id;
+        if (nrec >= c->gen || chat_interrupted) continue;     /* not fed: the loop ends */
+        int32_t id32 = id;
+        if (forward(c, &id32, 1)) rc = -1;
+    }
+    double td = k3_now() - t1;
+    int dropped = xtml_parser_finish(&p);
+    close_think(&o);
+    const char *b; size_t l;
+    tok_stream_flush(&o.resp, &b, &l);
+    fwrite(b, 1, l, stdout);
+    if (c->color) fputs(RST, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    if (rc) {
+        chat_forget_state(c);
+    } else {
+        int end_state = p.state == XP_DONE ? state_before_end : p.state;
+        char *reasoning = xtml_parser_reasoning(&p), *content = xtml_parser_content(&p);
+        if (!reasoning || !content || chat_log_add(&c->log, "assistant", content, c->thinking ? reasoning : NULL)) {
+            fprintf(stderr, "k3: out of memory\n"); rc = -1;
+        } else {
+            ChatMsg *m = &c->log.v[c->log.n - 1];
+            m->gen_ids = rec; rec = NULL;
+            m->n_gen = nrec - dropped;
+            m->gen_thinking = c->thinking;
+            m->gen_state = end_state;
+        }
+        free(reasoning); free(content);
+        c->last_gen = nrec; c->last_td = td;
+        c->tot_gen += nrec; c->t_decode += td; c->turns++;
+        if (p.anomalies)
+            fprintf(stderr, "k3: note: %d control-token sequence(s) in the reply were not valid XTML structure; kept as text\n", p.anomalies);
+        if (why) fprintf(stderr, "k3: %s (stopped in the %s channel)\n", why, state_name(end_state));
+        fprintf(stderr, "k3: [reused %ld positions, prefilled %ld tokens in %.2f s, generated %d tokens in %.2f s]\n",
+                c->last_reused, c->last_prefill, tp, nrec, td);
+    }
+    free(rec);
+    xtml_parser_free(&p);
+    sampler_free(&smp);
+    tok_stream_free(&o.think); tok_stream_free(&o.resp);
+    if (rc) chat_msg_free(&c->log.v[--c->log.n]);
+    return rc;
+}
+
+void chat_print_stats(const Chat *c, FILE *f) {
+    double ptp = c->last_tp > 0 ? c->last_prefill / c->last_tp : 0;
+    double dtp = c->last_td > 0 ? c->last_gen / c->last_td : 0;
+    fprintf(f, "messages: %d, replies this session: %ld\n", c->log.n, c->turns);
+    fprintf(f, "positions: %d in the state (limit %d)\n", c->st->pos, c->ctx);
+    fprintf(f, "last turn: reused %ld positions, prefilled %ld tokens in %.3f s (%.1f tok/s), generated %ld tokens in %.3f s (%.1f tok/s)\n",
+            c->last_reused, c->last_prefill, c->last_tp, ptp, c->last_gen, c->last_td, dtp);
+    fprintf(f, "session: prefilled %ld tokens (%.1f tok/s), reused %ld positions, generated %ld tokens (%.1f tok/s), re-prefills %ld\n",
+            c->tot_prefill, c->t_prefill > 0 ? c->tot_prefill / c->t_prefill : 0.0, c->tot_reused,
+            c->tot_gen, c->t_decode > 0 ? c->tot_gen / c->t_decode : 0.0, c->reprefills);
+    fprintf(f, "peak RSS: %.1f MiB\n", k3_peak_rss() / 1048576.0);
+    if (sampler_is_greedy(&c->sp)) fprintf(f, "sampling: greedy\n");
+    else fprintf(f, "sampling: temperature %g, top-k %d, top-p %g, min-p %g, seed %llu\n", c->sp.temperature,
+                 c->sp.top_k, c->sp.top_p, c->sp.min_p, (unsigned long long)c->seed);
+    fprintf(f, "thinking: %s\n", c->thinking ? c->effort : "off");
+}
