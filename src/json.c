@@ -16,6 +16,7 @@
 #include <string.h>
 #include <stdarg.h>
 #include <sys/mman.h>
+#include <pthread.h>
 
 #define JSON_MAX_DEPTH 512
 #define ARENA_MIN_CHUNK ((size_t)64 << 10)
@@ -28,8 +29,25 @@ typedef struct { Chunk *head; size_t next_cap; } Arena;
 /* The root node is the first member so json_free(root) finds the arena. */
 typedef struct { Json root; Arena arena; } JsonDoc;
 
+/* Freed chunks are kept (up to CACHE_MAX bytes) for the next document: indexing 96
+ * safetensors headers in a row then reuses warm memory instead of faulting in fresh
+ * pages for every header. */
+#define CACHE_MAX ((size_t)96 << 20)
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
+static Chunk *cache_head;
+static size_t cache_bytes;
+
 static Chunk *chunk_new(size_t cap) {
     Chunk *c = NULL;
+    pthread_mutex_lock(&cache_mu);
+    for (Chunk **pp = &cache_head; *pp; pp = &(*pp)->next) {
+        if ((*pp)->cap >= cap && (*pp)->cap <= cap * 8 + ((size_t)1 << 20)) {
+            c = *pp; *pp = c->next; cache_bytes -= c->cap;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&cache_mu);
+    if (c) { c->used = 0; c->next = NULL; return c; }
     size_t total = CHUNK_HDR + cap;
 #ifdef MADV_HUGEPAGE
     /* Large documents (a 60 MB safetensors index) are dominated by page faults on
@@ -65,6 +83,7 @@ static void *arena_alloc(Arena *a, size_t n) {
         }
         Chunk *nc = chunk_new(cap);
         if (!nc) return NULL;
+        cap = nc->cap;
         a->next_cap = cap * 2 > ARENA_MAX_CHUNK ? ARENA_MAX_CHUNK : cap * 2;
         nc->next = c; a->head = nc; c = nc;
     }
@@ -75,7 +94,15 @@ static void *arena_alloc(Arena *a, size_t n) {
 
 static void arena_free(Arena *a) {
     Chunk *c = a->head;
-    while (c) { Chunk *n = c->next; free(c); c = n; }
+    while (c) {
+        Chunk *n = c->next;
+        pthread_mutex_lock(&cache_mu);
+        int keep = cache_bytes + c->cap <= CACHE_MAX;
+        if (keep) { c->next = cache_head; cache_head = c; cache_bytes += c->cap; }
+        pthread_mutex_unlock(&cache_mu);
+        if (!keep) free(c);
+        c = n;
+    }
     a->head = NULL;
 }
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,13 +24,18 @@
 #define ST_MAX_INDEX ((uint64_t)1 << 30)
 #define POOL_CHUNK ((size_t)1 << 20)
 
+/* idx = tensor index + 1 (0 = empty); tag = 32 bits of the name's hash, which also
+ * gives the home slot, so probing and rehashing rarely touch the names themselves. */
+typedef struct { uint32_t idx, tag; } Slot;
+
 typedef struct PoolChunk { struct PoolChunk *next; size_t used, cap; char data[]; } PoolChunk;
 
 typedef struct {
-    uint32_t *slots;          /* tensor index + 1; 0 = empty */
+    Slot *slots;              /* open addressing, linear probing, load <= 1/2 */
     size_t mask;              /* nslots - 1 (power of two) */
     PoolChunk *pool;
     size_t cap_tensors, cap_shards;
+    char *hbuf; size_t hcap;  /* header read buffer, reused across files */
     pthread_mutex_t mu;       /* guards lazy opening of shard fds */
 } Priv;
 
@@ -81,11 +87,15 @@ static uint64_t hash_name(const char *s, size_t n) {
     return h;
 }
 
+static void *big_alloc(size_t bytes);
+
 static char *pool_strdup(Priv *pv, const char *s, size_t n) {
     PoolChunk *c = pv->pool;
     if (!c || c->cap - c->used < n + 1) {
-        size_t cap = n + 1 > POOL_CHUNK ? n + 1 : POOL_CHUNK;
-        PoolChunk *nc = malloc(sizeof *nc + cap);
+        size_t cap = c ? c->cap * 2 : POOL_CHUNK;
+        if (cap > 16 * POOL_CHUNK) cap = 16 * POOL_CHUNK;
+        if (cap < n + 1) cap = n + 1;
+        PoolChunk *nc = big_alloc(sizeof *nc + cap);
         if (!nc) return NULL;
         nc->cap = cap; nc->used = 0; nc->next = c; pv->pool = nc; c = nc;
     }
@@ -95,33 +105,66 @@ static char *pool_strdup(Priv *pv, const char *s, size_t n) {
     return d;
 }
 
+static uint32_t name_tag(const char *s, size_t n) { return (uint32_t)(hash_name(s, n) >> 32); }
+
+/* Slot lookups are cache/TLB misses; callers that know the next names prefetch their
+ * home slots a few iterations ahead so the misses overlap. */
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)0)
+#endif
+#define AHEAD 16
+
+/* Large blocks ask for 2 MB pages where the kernel allows it: indexing 497k tensors
+ * otherwise spends much of its time faulting in 4 KB pages. free() releases them. */
+static void *big_alloc(size_t bytes) {
+#ifdef MADV_HUGEPAGE
+    if (bytes >= ((size_t)4 << 20)) {
+        void *m = NULL;
+        size_t r = (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
+        if (posix_memalign(&m, (size_t)2 << 20, r) == 0) { madvise(m, r, MADV_HUGEPAGE); return m; }
+    }
+#endif
+    return malloc(bytes ? bytes : 1);
+}
+
+static Slot *slots_alloc(size_t ns) {
+    Slot *s = big_alloc(ns * sizeof(Slot));
+    if (s) memset(s, 0, ns * sizeof(Slot));
+    return s;
+}
+
 /* Returns the slot holding name, or the empty slot where it would go. */
-static size_t hash_slot(const StIndex *ix, const char *name, size_t n) {
+static size_t hash_slot(const StIndex *ix, const char *name, uint32_t tag) {
     const Priv *pv = ix->priv;
-    size_t i = (size_t)hash_name(name, n) & pv->mask;
+    size_t i = tag & pv->mask;
     for (;;) {
-        uint32_t v = pv->slots[i];
-        if (!v) return i;
-        if (strcmp(ix->tensors[v - 1].name, name) == 0) return i;
+        const Slot *sl = &pv->slots[i];
+        if (!sl->idx) return i;
+        if (sl->tag == tag && strcmp(ix->tensors[sl->idx - 1].name, name) == 0) return i;
         i = (i + 1) & pv->mask;
     }
 }
 
-/* Rebuild the table for the first ix->n_tensors tensors (growth, or rollback after a
- * failed file). Names are unique among them. */
-static int rehash(StIndex *ix, size_t want) {
+/* Rebuild the table for the first n_keep slots' tensors (growth, or rollback after a
+ * failed file: entries with idx > n_keep are dropped). Names are unique. */
+static int rehash(StIndex *ix, size_t want, size_t n_keep) {
     Priv *pv = ix->priv;
     size_t ns = 1024;
     while (ns < want * 2) ns <<= 1;
-    uint32_t *sl = calloc(ns, sizeof *sl);
-    if (!sl) return -1;
-    free(pv->slots);
-    pv->slots = sl; pv->mask = ns - 1;
-    for (size_t t = 0; t < ix->n_tensors; t++) {
-        const char *nm = ix->tensors[t].name;
-        size_t i = hash_slot(ix, nm, strlen(nm));
-        pv->slots[i] = (uint32_t)(t + 1);
+    Slot *nsl = slots_alloc(ns);
+    if (!nsl) return -1;
+    Slot *old = pv->slots;
+    size_t oldn = old ? pv->mask + 1 : 0;
+    for (size_t k = 0; k < oldn; k++) {
+        if (!old[k].idx || old[k].idx > n_keep) continue;
+        size_t i = old[k].tag & (ns - 1);
+        while (nsl[i].idx) i = (i + 1) & (ns - 1);
+        nsl[i] = old[k];
     }
+    free(old);
+    pv->slots = nsl; pv->mask = ns - 1;
     return 0;
 }
 
@@ -131,7 +174,7 @@ StIndex *st_new(void) {
     if (!ix || !pv) { free(ix); free(pv); return NULL; }
     pthread_mutex_init(&pv->mu, NULL);
     ix->priv = pv;
-    if (rehash(ix, 0)) { free(pv); free(ix); return NULL; }
+    if (rehash(ix, 0, 0)) { free(pv); free(ix); return NULL; }
     return ix;
 }
 
@@ -148,6 +191,7 @@ void st_close(StIndex *ix) {
         PoolChunk *c = pv->pool;
         while (c) { PoolChunk *n = c->next; free(c); c = n; }
         free(pv->slots);
+        free(pv->hbuf);
         pthread_mutex_destroy(&pv->mu);
         free(pv);
     }
@@ -157,7 +201,7 @@ void st_close(StIndex *ix) {
 const StTensor *st_find(const StIndex *ix, const char *name) {
     if (!ix || !name) return NULL;
     const Priv *pv = ix->priv;
-    uint32_t v = pv->slots[hash_slot(ix, name, strlen(name))];
+    uint32_t v = pv->slots[hash_slot(ix, name, name_tag(name, strlen(name)))].idx;
     return v ? &ix->tensors[v - 1] : NULL;
 }
 
@@ -281,18 +325,24 @@ static int add_parsed(StIndex *ix, int shard, const char *fn, const Json *root, 
     if (ix->n_tensors + n > pv->cap_tensors) {
         size_t nc = pv->cap_tensors ? pv->cap_tensors : 4096;
         while (nc < ix->n_tensors + n) nc *= 2;
-        StTensor *nt = realloc(ix->tensors, nc * sizeof *nt);
+        StTensor *nt = big_alloc(nc * sizeof *nt);
         if (!nt) { free(sp); seterr(err, errlen, "%s: out of memory", fn); return -1; }
+        if (ix->n_tensors) memcpy(nt, ix->tensors, ix->n_tensors * sizeof *nt);
+        free(ix->tensors);
         ix->tensors = nt; pv->cap_tensors = nc;
     }
     if (ix->n_tensors + n > UINT32_MAX - 1) { free(sp); seterr(err, errlen, "%s: too many tensors", fn); return -1; }
-    if ((ix->n_tensors + n) * 2 > pv->mask + 1 && rehash(ix, ix->n_tensors + n)) {
+    if ((ix->n_tensors + n) * 2 > pv->mask + 1 && rehash(ix, ix->n_tensors + n, ix->n_tensors)) {
         free(sp); seterr(err, errlen, "%s: out of memory", fn); return -1;
     }
     size_t base = ix->n_tensors, m = 0;
     int rc = 0;
+    uint32_t *tags = malloc((n ? n : 1) * sizeof *tags);
+    if (!tags) { free(sp); seterr(err, errlen, "%s: out of memory", fn); return -1; }
+    for (size_t i = 0; i < n; i++) tags[i] = name_tag(root->keys[i], strlen(root->keys[i]));
     for (size_t i = 0; i < n && !rc; i++) {
         const char *name = root->keys[i];
+        if (i + AHEAD < n) PREFETCH(&pv->slots[tags[i + AHEAD] & pv->mask]);
         if (!strcmp(name, "__metadata__")) continue;          /* free-form; ignored */
         StTensor *t = &ix->tensors[base + m];
         uint64_t b, e;
@@ -302,9 +352,10 @@ static int add_parsed(StIndex *ix, int shard, const char *fn, const Json *root, 
         if (!t->name) { seterr(err, errlen, "%s: out of memory", fn); rc = -1; break; }
         t->shard = shard;
         t->offset = data_start + b;
-        size_t s = hash_slot(ix, name, nl);
-        if (pv->slots[s]) {
-            const StTensor *o = &ix->tensors[pv->slots[s] - 1];
+        uint32_t tag = tags[i];
+        size_t s = hash_slot(ix, name, tag);
+        if (pv->slots[s].idx) {
+            const StTensor *o = &ix->tensors[pv->slots[s].idx - 1];
             if (o->shard == shard)
                 seterr(err, errlen, "%s: tensor '%s' is listed twice in the header; the file is corrupt — re-download it", fn, name);
             else
@@ -312,7 +363,8 @@ static int add_parsed(StIndex *ix, int shard, const char *fn, const Json *root, 
                        fn, name, base_name(ix->shards[o->shard].path));
             rc = -1; break;
         }
-        pv->slots[s] = (uint32_t)(base + m + 1);
+        pv->slots[s].idx = (uint32_t)(base + m + 1);
+        pv->slots[s].tag = tag;
         ix->n_tensors = base + m + 1;             /* so hash_slot can compare against it */
         sp[m].begin = b; sp[m].end = e; sp[m].k = base + m;
         m++;
@@ -328,8 +380,8 @@ static int add_parsed(StIndex *ix, int shard, const char *fn, const Json *root, 
             }
         }
     }
-    free(sp);
-    if (rc) { ix->n_tensors = base; rehash(ix, base); }   /* roll back this file */
+    free(sp); free(tags);
+    if (rc) { ix->n_tensors = base; rehash(ix, base, base); }   /* roll back this file */
     return rc;
 }
 
@@ -361,18 +413,23 @@ int st_add_file(StIndex *ix, const char *path, char *err, size_t errlen) {
                fn, (unsigned long long)hl, (unsigned long long)fsz);
         close(fd); return -1;
     }
-    char *buf = malloc((size_t)hl);
+    if (pv->hcap < hl) {
+        free(pv->hbuf);
+        pv->hcap = 0;
+        pv->hbuf = big_alloc((size_t)hl * 2);
+        if (pv->hbuf) pv->hcap = (size_t)hl * 2;
+    }
+    char *buf = pv->hbuf;
     if (!buf) { seterr(err, errlen, "%s: out of memory for a %llu-byte header", fn, (unsigned long long)hl); close(fd); return -1; }
     int64_t got = pread_full(fd, buf, hl, 8);
     close(fd);
     if (got != (int64_t)hl) {
         seterr(err, errlen, "%s: reading the %llu-byte header failed: %s", fn, (unsigned long long)hl,
                got < 0 ? strerror(errno) : "short read (file truncated?)");
-        free(buf); return -1;
+        return -1;
     }
     char jerr[200];
     Json *root = json_parse(buf, (size_t)hl, jerr, sizeof jerr);
-    free(buf);
     if (!root) {
         seterr(err, errlen, "%s: header JSON is malformed (%s); the file is corrupt — re-download it", fn, jerr);
         return -1;
@@ -479,7 +536,7 @@ static int read_file(const char *path, char **out, size_t *len, uint64_t limit, 
         close(fd); return -1;
     }
     size_t n = (size_t)stt.st_size;
-    char *b = malloc(n ? n : 1);
+    char *b = big_alloc(n);
     if (!b) { seterr(err, errlen, "%s: out of memory", path); close(fd); return -1; }
     int64_t got = pread_full(fd, b, n, 0);
     close(fd);
@@ -505,7 +562,7 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
     StIndex *ix = NULL;
     ShardName *sn = NULL; size_t nsn = 0;
     uint32_t *fslot = NULL; size_t fmask = 0;
-    int *map = NULL; unsigned char *seen = NULL;
+    int *map = NULL; unsigned char *seen = NULL; uint32_t *wtag = NULL;
     const Json *wm = json_get(root, "weight_map");
     if (root->type != JSON_OBJECT || !wm || wm->type != JSON_OBJECT) {
         seterr(err, errlen, "%s: missing the \"weight_map\" object; the index is corrupt — re-download it", ipath);
@@ -554,6 +611,12 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
 
     ix = st_new();
     if (!ix) { seterr(err, errlen, "out of memory"); goto fail; }
+    {   /* size the tables once from the weight_map */
+        Priv *p0 = ix->priv;
+        ix->tensors = big_alloc(wm->len * sizeof *ix->tensors);
+        if (!ix->tensors || rehash(ix, wm->len, 0)) { seterr(err, errlen, "out of memory"); goto fail; }
+        p0->cap_tensors = wm->len;
+    }
     for (size_t i = 0; i < nsn; i++) {
         char *p = path_join(dir, sn[i].file);
         if (!p) { seterr(err, errlen, "out of memory"); goto fail; }
@@ -570,9 +633,15 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
     /* weight_map -> headers: every mapped tensor is in the named shard, once */
     seen = calloc(ix->n_tensors ? ix->n_tensors : 1, 1);
     if (!seen) { seterr(err, errlen, "out of memory"); goto fail; }
+    wtag = malloc(wm->len * sizeof *wtag);
+    if (!wtag) { seterr(err, errlen, "out of memory"); goto fail; }
+    for (size_t i = 0; i < wm->len; i++) wtag[i] = name_tag(wm->keys[i], strlen(wm->keys[i]));
+    Priv *pv = ix->priv;
     for (size_t i = 0; i < wm->len; i++) {
         const char *name = wm->keys[i];
-        const StTensor *t = st_find(ix, name);
+        if (i + AHEAD < wm->len) PREFETCH(&pv->slots[wtag[i + AHEAD] & pv->mask]);
+        uint32_t v = pv->slots[hash_slot(ix, name, wtag[i])].idx;
+        const StTensor *t = v ? &ix->tensors[v - 1] : NULL;
         const char *want = sn[map[i]].file;
         if (!t) {
             seterr(err, errlen, "%s: %s maps tensor '%s' to it, but its header does not list that tensor; the index and shards disagree — re-download them",
@@ -596,11 +665,11 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
             goto fail;
         }
     }
-    free(seen); free(fslot); free(map); free(sn);
+    free(seen); free(fslot); free(map); free(sn); free(wtag);
     json_free(root);
     return ix;
 fail:
-    free(seen); free(fslot); free(map); free(sn);
+    free(seen); free(fslot); free(map); free(sn); free(wtag);
     json_free(root);
     st_close(ix);
     return NULL;
