@@ -1,0 +1,14 @@
+/* util.h — small helpers shared by the CLI and the engine. */
+#ifndef K3_UTIL_H
+#define K3_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+
+double k3_now(void);                 /* monotonic seconds */
+uint64_t k3_peak_rss(void);          /* getrusage ru_maxrss, in bytes */
+uint64_t k3_mem_available(void);     /* /proc/meminfo MemAvailable in bytes, 0 if unknown */
+/* Parses "1,2,3" (spaces allowed) into a malloc'd array; -1 with a message on error. */
+int k3_parse_ids(const char *s, int **ids, int *n, char *err, size_t errlen);
+/* Reads a whole file into a malloc'd NUL-terminated buffer; NULL with errno set. */
+char *k3_read_file(const char *path, size_t *len);
+#endif

@@ -1,0 +1,315 @@
+/* main.c — the k3 command line: batch completion, subcommands, reports.
+ * The engine (k3.h) knows nothing of flags; this file knows nothing of the math. */
+#include "k3.h"
+#include "chat.h"
+#include "sampler.h"
+#include "json.h"
+#include "tok.h"
+#include "util.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *USAGE =
+"k3 " K3_VERSION " — Kimi K3 inference on one CPU machine\n"
+"\n"
+"Usage:\n"
+"  k3 MODEL_DIR (--ids LIST | --prompt TEXT | --prompt-file PATH) [options]\n"
+"  k3 tokenize --tok DIR [--special] FILE...     one line of ids per FILE\n"
+"  k3 detokenize --tok DIR --ids LIST            decoded bytes to stdout\n"
+"  k3 --help | --version\n"
+"\n"
+"Input (exactly one):\n"
+"  --ids LIST           prompt token ids, e.g. 1,2,3\n"
+"  --prompt TEXT        prompt text (needs a tokenizer: --tok or $K3_TOK_FILES)\n"
+"  --prompt-file PATH   prompt text read from a file (any bytes)\n"
+"\n"
+"Generation:\n"
+"  --gen N              tokens to generate (default 16); 0 = prefill only\n"
+"  --incremental        carry KDA state and the MLA latent cache (the default)\n"
+"  --recompute          re-run the whole prefix for every new token (same ids)\n"
+"  Greedy decoding (argmax, lowest id on ties); stops at --gen or eos_token_id.\n"
+"  --temperature X --top-k K --top-p P --min-p M --seed N --greedy\n"
+"                       sample instead (any of these turns sampling on; defaults\n"
+"                       temperature 1, top-k off, top-p 1, min-p 0, seed 0)\n"
+"  k3 MODEL_DIR --chat --tok DIR ...   interactive XTML chat (docs/CHAT.md)\n"
+"\n"
+"Model and tokenizer:\n"
+"  --config PATH        config.json to use (default MODEL_DIR/config.json)\n"
+"  --tok DIR            directory with tiktoken.model and tokenizer_config.json;\n"
+"                       generated text is streamed to stdout (default $K3_TOK_FILES)\n"
+"\n"
+"Compute:\n"
+"  --threads N          worker threads (default: online cores)\n"
+"  --kernels K          auto|scalar|avx2|avx512|neon (default auto)\n"
+"\n"
+"Output:\n"
+"  --out FILE           JSON report: prompt_ids, generated_ids, n_prompt, n_generated,\n"
+"                       seconds_prefill, seconds_per_token, tokens_per_second,\n"
+"                       peak_rss_bytes, ...\n"
+"  --dump-logits FILE   float32 little-endian logits of every prompt position of the\n"
+"                       first forward, row-major [n_prompt][vocab]\n"
+"  --quiet              no progress or report on stderr\n"
+"\n"
+"Generated ids go to stdout (comma-separated, streamed), or the generated text when a\n"
+"tokenizer is given. Progress and the report go to stderr.\n"
+"\n"
+"Exit codes: 0 ok; 1 runtime failure; 2 usage or config error; 4 finished but a\n"
+"routed expert failed to load (the ids are unsound).\n";
+
+typedef struct {
+    const char *model_dir, *config, *tok_dir, *ids, *prompt, *prompt_file;
+    const char *out, *dump_logits, *kernels;
+    int gen, recompute, threads, quiet;
+    SamplerParams sp; uint64_t seed; int sampling;   /* sampling flags given */
+} Opts;
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "k3: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'k3 --help'.\n");
+    return K3_ERR_USAGE;
+}
+
+static int parse_int(const char *flag, const char *v, int lo, int *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > 1 << 30) {
+        fprintf(stderr, "k3: %s: '%s' is not an integer >= %d\n", flag, v, lo);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, Opts *o) {
+    memset(o, 0, sizeof *o);
+    o->gen = 16; o->kernels = "auto";
+    sampler_defaults(&o->sp);
+    o->tok_dir = getenv("K3_TOK_FILES");
+    if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define VAL() do { if (!v) return usage_error("%s needs a value", a); i++; } while (0)
+        char serr[256];
+        int sr = sampler_parse_flag(argc, argv, &i, &o->sp, &o->seed, NULL, serr, sizeof serr);
+        if (sr < 0) return usage_error("%s", serr);
+        if (sr) { o->sampling = 1; continue; }
+        if (!strcmp(a, "--ids")) { VAL(); o->ids = v; }
+        else if (!strcmp(a, "--prompt")) { VAL(); o->prompt = v; }
+        else if (!strcmp(a, "--prompt-file")) { VAL(); o->prompt_file = v; }
+        else if (!strcmp(a, "--tok")) { VAL(); o->tok_dir = v; }
+        else if (!strcmp(a, "--config")) { VAL(); o->config = v; }
+        else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
+        else if (!strcmp(a, "--dump-logits")) { VAL(); o->dump_logits = v; }
+        else if (!strcmp(a, "--kernels")) { VAL(); o->kernels = v; }
+        else if (!strcmp(a, "--gen")) { VAL(); if (parse_int(a, v, 0, &o->gen)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--threads")) { VAL(); if (parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--recompute")) o->recompute = 1;
+        else if (!strcmp(a, "--incremental")) o->recompute = 0;
+        else if (!strcmp(a, "--quiet")) o->quiet = 1;
+        else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
+        else if (!o->model_dir) o->model_dir = a;
+        else return usage_error("unexpected argument '%s' (MODEL_DIR was already given)", a);
+#undef VAL
+    }
+    if (!o->model_dir) return usage_error("%s", "missing MODEL_DIR");
+    int n_in = !!o->ids + !!o->prompt + !!o->prompt_file;
+    if (n_in != 1) return usage_error("%s", "give exactly one of --ids, --prompt, --prompt-file");
+    char serr[256];
+    if (sampler_check(&o->sp, serr, sizeof serr)) return usage_error("%s", serr);
+    if (!o->ids && !o->tok_dir) return usage_error("%s", "--prompt/--prompt-file need a tokenizer: pass --tok DIR or set K3_TOK_FILES");
+    return 0;
+}
+
+/* ---- output ---- */
+
+typedef struct {
+    FILE *f; int first;
+    Tok *tok; TokStream ts;
+} Emitter;
+
+static void emit(Emitter *e, int id) {
+    if (e->tok) {
+        const char *b; size_t n;
+        if (tok_stream_put(&e->ts, e->tok, id, &b, &n) == 0) fwrite(b, 1, n, e->f);
+    } else {
+        fprintf(e->f, e->first ? "%d" : ",%d", id);
+    }
+    e->first = 0;
+    fflush(e->f);
+}
+
+static void emit_end(Emitter *e) {
+    if (e->tok) {
+        const char *b; size_t n;
+        tok_stream_flush(&e->ts, &b, &n);
+        fwrite(b, 1, n, e->f);
+    }
+    fputc('\n', e->f);
+    fflush(e->f);
+}
+
+static void json_ids(FILE *f, const char *key, const int *ids, int n) {
+    fprintf(f, "  \"%s\": [", key);
+    for (int i = 0; i < n; i++) fprintf(f, i ? ", %d" : "%d", ids[i]);
+    fprintf(f, "],\n");
+}
+
+typedef struct {
+    const int *prompt; int n_prompt;
+    const int *gen; int n_gen;
+    double t_prefill, t_decode;
+    uint64_t peak_rss;
+    long expert_failures;
+} Report;
+
+static int write_json(const char *path, const Opts *o, const K3Model *m, const Report *r) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno)); return -1; }
+    double spt = r->n_gen > 1 ? r->t_decode / (r->n_gen - 1) : 0.0;
+    char *md = json_quote(o->model_dir, strlen(o->model_dir));
+    fprintf(f, "{\n  \"version\": \"%s\",\n  \"model_dir\": %s,\n", K3_VERSION, md ? md : "null");
+    free(md);
+    json_ids(f, "prompt_ids", r->prompt, r->n_prompt);
+    json_ids(f, "generated_ids", r->gen, r->n_gen);
+    fprintf(f, "  \"n_prompt\": %d,\n  \"n_generated\": %d,\n", r->n_prompt, r->n_gen);
+    fprintf(f, "  \"mode\": \"%s\",\n  \"kernels\": \"%s\",\n  \"threads\": %d,\n",
+            o->recompute ? "recompute" : "incremental", k3_kernels_name(), k3_threads());
+    fprintf(f, "  \"seconds_prefill\": %.6f,\n  \"seconds_decode\": %.6f,\n", r->t_prefill, r->t_decode);
+    fprintf(f, "  \"seconds_per_token\": %.6f,\n  \"tokens_per_second\": %.6f,\n", spt, spt > 0 ? 1.0 / spt : 0.0);
+    fprintf(f, "  \"prefill_tokens_per_second\": %.6f,\n", r->t_prefill > 0 ? r->n_prompt / r->t_prefill : 0.0);
+    fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", r->expert_failures, r->expert_failures ? "false" : "true");
+    fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", m->cfg.vocab_size, (unsigned long long)r->peak_rss);
+    if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
+        fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- batch completion ---- */
+
+static int run_batch(const Opts *o) {
+    char err[4096];
+    Tok *tok = NULL;
+    int *prompt = NULL, n_prompt = 0, rc = 0;
+    if (k3_kernels_select(o->kernels, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
+    k3_threads_set(o->threads);                /* 0 = online cores */
+    if (o->tok_dir && (o->prompt || o->prompt_file || !o->ids)) {
+        tok = tok_load(o->tok_dir, err, sizeof err);
+        if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
+    }
+    if (o->ids) {
+        if (k3_parse_ids(o->ids, &prompt, &n_prompt, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
+    } else {
+        size_t len = 0, n = 0;
+        char *text = o->prompt ? strdup(o->prompt) : k3_read_file(o->prompt_file, &len);
+        if (!text) { fprintf(stderr, "k3: --prompt-file %s: %s\n", o->prompt_file, strerror(errno)); tok_free(tok); return K3_ERR_USAGE; }
+        if (o->prompt) len = strlen(text);
+        int32_t *ids = tok_encode(tok, text, len, 0, &n);
+        free(text);
+        prompt = malloc(sizeof(int) * (n ? n : 1));
+        for (size_t i = 0; i < n; i++) prompt[i] = ids[i];
+        n_prompt = (int)n;
+        free(ids);
+    }
+    if (n_prompt == 0) { fprintf(stderr, "k3: the prompt is empty: give at least one token\n"); free(prompt); tok_free(tok); return K3_ERR_USAGE; }
+
+    K3Model m;
+    double t0 = k3_now();
+    rc = k3_model_open(&m, o->model_dir, o->config, err, sizeof err);
+    if (rc) { fprintf(stderr, "k3: %s\n", err); k3_model_close(&m); free(prompt); tok_free(tok); return rc; }
+    const int V = m.cfg.vocab_size;
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] >= V) {
+            fprintf(stderr, "k3: prompt id %d is outside the vocabulary (vocab_size %d)\n", prompt[i], V);
+            k3_model_close(&m); free(prompt); tok_free(tok); return K3_ERR_USAGE;
+        }
+    if (tok && tok_vocab_size(tok) > V)
+        fprintf(stderr, "k3: warning: the tokenizer has %d ids but the model only %d\n", tok_vocab_size(tok), V);
+    if (!o->quiet)
+        fprintf(stderr, "k3: %s: %d layers, hidden %d, %d experts (top %d), vocab %d; kernels %s; opened in %.2f s\n",
+                o->model_dir, m.cfg.num_hidden_layers, m.cfg.hidden_size, m.cfg.num_experts,
+                m.cfg.num_experts_per_token, V, k3_kernels_name(), k3_now() - t0);
+
+    int total = n_prompt + o->gen;
+    int *seq = malloc(sizeof(int) * total);
+    float *logits = malloc(sizeof(float) * (size_t)V * (o->dump_logits ? n_prompt : 1));
+    K3State *st = k3_state_new(&m);
+    if (!seq || !logits || !st) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
+    memcpy(seq, prompt, sizeof(int) * n_prompt);
+
+    Emitter em = { stdout, 1, tok, { { 0 }, 0, NULL, 0 } };
+    if (tok) tok_stream_init(&em.ts);
+    double tp = k3_now(), t_prefill = 0, t_decode = 0;
+    int n = n_prompt, n_gen = 0;
+    if (k3_forward(&m, st, seq, n, logits, o->dump_logits != NULL, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
+    t_prefill = k3_now() - tp;
+    if (o->dump_logits) {
+        FILE *f = fopen(o->dump_logits, "wb");
+        if (!f || fwrite(logits, sizeof(float), (size_t)V * n_prompt, f) != (size_t)V * n_prompt || fclose(f)) {
+            fprintf(stderr, "k3: --dump-logits %s: %s\n", o->dump_logits, strerror(errno));
+            rc = K3_ERR_RUNTIME; goto done;
+        }
+        memmove(logits, logits + (size_t)(n_prompt - 1) * V, sizeof(float) * V);
+    }
+    if (!o->quiet) fprintf(stderr, "k3: prefill %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
+    double td = k3_now();
+    Sampler smp;                               /* greedy unless a sampling flag is given */
+    sampler_init(&smp, &o->sp, o->seed);
+    if (!o->sampling) smp.p.greedy = 1;
+    while (n_gen < o->gen) {
+        int next = sampler_sample(&smp, logits, V);
+        if (next < 0) { fprintf(stderr, "\nk3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
+        seq[n++] = next; n_gen++;
+        emit(&em, next);
+        if (next == m.cfg.eos_token_id || n_gen == o->gen) break;
+        if (o->recompute) { k3_state_reset(&m, st); rc = k3_forward(&m, st, seq, n, logits, 0, err, sizeof err); }
+        else rc = k3_forward(&m, st, seq + n - 1, 1, logits, 0, err, sizeof err);
+        if (rc) { fprintf(stderr, "\nk3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
+    }
+    t_decode = k3_now() - td;
+    sampler_free(&smp);
+    if (o->gen > 0) emit_end(&em);
+
+    Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(), m.expert_failures };
+    if (!o->quiet) {
+        double spt = n_gen > 1 ? t_decode / (n_gen - 1) : 0;
+        fprintf(stderr, "k3: generated %d tokens; %.3f s/token (%.2f tok/s); peak RSS %.1f MiB (the figure to quote)\n",
+                n_gen, spt, spt > 0 ? 1 / spt : 0, r.peak_rss / 1048576.0);
+    }
+    if (o->out && write_json(o->out, o, &m, &r)) rc = K3_ERR_RUNTIME;
+    if (!rc && m.expert_failures) {
+        fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the generated ids are unsound\n", m.expert_failures);
+        rc = K3_ERR_EXPERT;
+    }
+    if (tok) tok_stream_free(&em.ts);
+done:
+    k3_state_free(&m, st);
+    free(seq); free(logits); free(prompt);
+    k3_model_close(&m);
+    tok_free(tok);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && (!strcmp(argv[1], "tokenize") || !strcmp(argv[1], "detokenize")))
+        return tok_cli(argc - 1, argv + 1);
+    for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(USAGE, stdout); return 0; }
+        if (!strcmp(argv[i], "--version")) { printf("k3 %s\n", K3_VERSION); return 0; }
+    }
+    if (argc < 2) { fputs(USAGE, stderr); return K3_ERR_USAGE; }
+    Opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    return run_batch(&o);
+}

@@ -1,0 +1,79 @@
+/* util.c — clocks, memory figures, id lists, whole-file reads. */
+#include "util.h"
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+double k3_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+uint64_t k3_peak_rss(void) {
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
+    return (uint64_t)ru.ru_maxrss * 1024u;          /* Linux reports KiB */
+}
+
+uint64_t k3_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024u;
+}
+
+int k3_parse_ids(const char *s, int **ids, int *n, char *err, size_t errlen) {
+    size_t cap = 16, k = 0;
+    int *v = malloc(cap * sizeof(int));
+    const char *p = s;
+    if (!v) { snprintf(err, errlen, "out of memory"); return -1; }
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT_MAX) {
+            snprintf(err, errlen, "--ids: '%.20s' is not a non-negative integer (expected a list like 1,2,3)", p);
+            free(v); return -1;
+        }
+        if (k == cap) { int *w = realloc(v, (cap *= 2) * sizeof(int)); if (!w) { free(v); return -1; } v = w; }
+        v[k++] = (int)x;
+        p = end;
+        while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+        if (*p == ',') p++;
+        else if (*p) { snprintf(err, errlen, "--ids: unexpected '%c' (expected a list like 1,2,3)", *p); free(v); return -1; }
+    }
+    *ids = v; *n = (int)k;
+    return 0;
+}
+
+char *k3_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    while (b) {
+        size_t r = fread(b + n, 1, cap - n, f);
+        n += r;
+        if (n < cap) break;
+        char *nb = realloc(b, (cap *= 2) + 1);
+        if (!nb) { free(b); b = NULL; break; }
+        b = nb;
+    }
+    int e = ferror(f);
+    fclose(f);
+    if (!b || e) { free(b); errno = e ? EIO : ENOMEM; return NULL; }
+    b[n] = 0;
+    if (len) *len = n;
+    return b;
+}
