@@ -38,6 +38,7 @@ static const char HELP[] =
 "  /think on|off|low|high|max   thinking mode and effort\n"
 "  /temp X                temperature (0 = greedy)\n"
 "  /seed N                base seed of the sampler\n"
+"  /gen N                 cap each reply at N tokens\n"
 "  /stats                 tokens, speeds, peak RSS, reused positions\n"
 "  /history               the lines typed in this session\n"
 "  /save FILE, /load FILE write / read a JSONL history\n"
@@ -198,6 +199,14 @@ static int command(Chat *c, char *text, const Lines *hist) {
         if (!*arg || *arg == '-' || *end || errno) { printf("usage: /seed N (unsigned); now %llu\n", (unsigned long long)c->seed); return 0; }
         c->seed = s;
         printf("seed %llu\n", s);
+    } else if (!strcmp(name, "/gen")) {
+        int g;
+        char *end;
+        long x = strtol(arg, &end, 10);
+        if (!*arg || *end || x < 1 || x > (1L << 30)) { printf("usage: /gen N (tokens per reply, >= 1); now %d\n", c->gen); return 0; }
+        g = (int)x;
+        c->gen = g;
+        printf("replies capped at %d tokens\n", g);
     } else if (!strcmp(name, "/stats")) chat_print_stats(c, stdout);
     else if (!strcmp(name, "/history")) {
         for (int i = 0; i < hist->n; i++) printf("%4d  %s\n", i + 1, hist->v[i]);

@@ -1,0 +1,55 @@
+#!/bin/sh
+# Chat through a pseudo-terminal (tmux): two turns, /stats showing reused positions,
+# Ctrl-C mid-reply returns to the prompt and keeps the partial reply, /reset, and a
+# second Ctrl-C at the prompt exits.
+K3=${K3:-./bin/k3}
+M=tests/models/tiny5; TK=tests/tok/tiny
+[ -d $M ] && [ -d $TK ] || { echo "SKIP: $M or $TK missing"; exit 0; }
+command -v tmux >/dev/null 2>&1 || { echo "SKIP: tmux is not installed"; exit 0; }
+T=$(mktemp -d)
+S=k3chat$$
+trap 'tmux -L $S kill-server 2>/dev/null; rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; echo "--- screen"; tmux -L $S capture-pane -p -t $S -S -200 2>/dev/null; echo "--- stderr"; cat -v "$T/err"; exit 1; }
+# waits until FILE has at least N lines matching RE (30 s)
+wait_for() { i=0; while n=$(grep -a -c -- "$2" "$1" 2>/dev/null); [ "${n:-0}" -lt "$3" ]; do i=$((i+1)); [ $i -gt 300 ] && return 1; sleep 0.1; done; }
+K3ABS=$(cd "$(dirname "$K3")" && pwd)/$(basename "$K3")
+tmux -L $S new-session -d -s $S -x 160 -y 50 \
+  "cd '$PWD' && '$K3ABS' $M --chat --tok $TK --no-think --gen 12 --seed 9 2>'$T/err'; echo EXITED \$? > '$T/done'; sleep 30"
+wait_for "$T/err" 'type /help' 1 || fail "no banner"
+tmux -L $S send-keys -t $S 'Hello there' Enter
+wait_for "$T/err" '^k3: \[reused' 1 || fail "turn 1 did not finish"
+tmux -L $S send-keys -t $S 'Tell me more' Enter
+wait_for "$T/err" '^k3: \[reused' 2 || fail "turn 2 did not finish"
+tmux -L $S send-keys -t $S '/stats' Enter
+sleep 0.5
+tmux -L $S capture-pane -p -t $S -S -200 > "$T/screen"
+grep -q '^last turn: reused [1-9][0-9]* positions' "$T/screen" || fail "/stats does not show reused positions"
+grep -q 're-prefills 0' "$T/screen" || fail "a re-prefill happened"
+echo "ok two turns in a terminal; /stats shows $(grep -o 'reused [0-9]* positions' "$T/screen" | head -1)"
+
+# a long message: its prefill alone takes seconds, so Ctrl-C lands inside the turn
+long=$(i=0; while [ $i -lt 120 ]; do printf 'words %d and more ' $i; i=$((i+1)); done)
+tmux -L $S send-keys -t $S '/gen 5000' Enter
+tmux -L $S send-keys -t $S -l "$long"
+tmux -L $S send-keys -t $S Enter
+sleep 0.5
+tmux -L $S send-keys -t $S C-c
+wait_for "$T/err" '^k3: \[reused' 3 || fail "the reply did not stop after Ctrl-C"
+grep -q 'interrupted (Ctrl-C)' "$T/err" || fail "the reply was not marked interrupted"
+tmux -L $S send-keys -t $S '/stats' Enter
+sleep 0.5
+tmux -L $S capture-pane -p -t $S -S -200 > "$T/screen"
+grep -q '^messages: 6' "$T/screen" || fail "the interrupted turn was not kept"
+echo "ok Ctrl-C stops the reply and returns to the prompt; the partial reply is kept"
+
+tmux -L $S send-keys -t $S '/reset' Enter
+sleep 0.5
+tmux -L $S capture-pane -p -t $S -S -200 > "$T/screen"
+grep -q 'conversation reset' "$T/screen" || fail "/reset"
+tmux -L $S send-keys -t $S C-c
+sleep 0.3
+[ -e "$T/done" ] && fail "one Ctrl-C at the prompt exited"
+tmux -L $S send-keys -t $S C-c
+i=0; while [ ! -e "$T/done" ]; do i=$((i+1)); [ $i -gt 100 ] && fail "second Ctrl-C did not exit"; sleep 0.1; done
+grep -q 'EXITED 0' "$T/done" || fail "exit status $(cat "$T/done")"
+echo "ok /reset; a second Ctrl-C at the prompt exits 0"
