@@ -65,3 +65,11 @@ fuzz:
 	  $(CC) -fsanitize=address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
 	     -o $(BUILD)/fuzz/tok_fuzz tests/c/test_tok_fuzz.c $(TOKSRC) -lm && $(BUILD)/fuzz/tok_fuzz $(FUZZ_SECONDS); \
 	fi
+
+# ---- AArch64 cross build (NEON kernels): static bin/k3-aarch64 and its kernel test,
+# run under qemu-aarch64 by tests/sh/kernels_aarch64.sh.
+AARCH64_CC ?= aarch64-linux-gnu-gcc
+aarch64:
+	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 bin/k3-aarch64 build/aarch64/tests/test_kernels
+aarch64-test:
+	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 build/aarch64/tests/test_kernels

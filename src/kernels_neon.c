@@ -1,3 +1,207 @@
-/* kernels_neon.c — placeholder */
+/* kernels_neon.c — AArch64 NEON twins of the scalar kernels (kernels.c), same bits.
+ *
+ * The 16 canonical lanes are four float32x4 registers (lanes 0-3, 4-7, 8-11, 12-15);
+ * every multiply-add is one vfmaq_f32 (fused, like fmaf); the fold is the same tree
+ * (8: v0+=v2, v1+=v3; 4: v0+=v1; 2; 1) — never vaddvq, whose pairing differs. Tails
+ * spill the lanes and finish with scalar fmaf. MXFP4: vqtbl1q_s8 of doubled E2M1 values,
+ * zip to element order, widen, convert (exact), times 2^(s-128) (exact), FMA.
+ * On other architectures this file has no code. */
 #include "kernels.h"
+
+#if defined(__aarch64__) && defined(__ARM_NEON)
+#include <arm_neon.h>
+
+#define INL static inline __attribute__((always_inline))
+
+INL float fold4(float32x4_t a0, float32x4_t a1, float32x4_t a2, float32x4_t a3) {
+    a0 = vaddq_f32(a0, a2); a1 = vaddq_f32(a1, a3);          /* w = 8 */
+    a0 = vaddq_f32(a0, a1);                                   /* w = 4 */
+    float32x2_t h = vadd_f32(vget_low_f32(a0), vget_high_f32(a0)); /* w = 2 */
+    return vget_lane_f32(h, 0) + vget_lane_f32(h, 1);          /* w = 1 */
+}
+
+static float fold_arr(float acc[16]) {
+    for (int w = 8; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+    return acc[0];
+}
+
+static float dot_neon(const float *a, const float *b, int n) {
+    float32x4_t z = vdupq_n_f32(0.0f), a0 = z, a1 = z, a2 = z, a3 = z;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = vfmaq_f32(a0, vld1q_f32(a + i), vld1q_f32(b + i));
+        a1 = vfmaq_f32(a1, vld1q_f32(a + i + 4), vld1q_f32(b + i + 4));
+        a2 = vfmaq_f32(a2, vld1q_f32(a + i + 8), vld1q_f32(b + i + 8));
+        a3 = vfmaq_f32(a3, vld1q_f32(a + i + 12), vld1q_f32(b + i + 12));
+    }
+    if (i == n) return fold4(a0, a1, a2, a3);
+    float acc[16];
+    vst1q_f32(acc, a0); vst1q_f32(acc + 4, a1); vst1q_f32(acc + 8, a2); vst1q_f32(acc + 12, a3);
+    for (int j = 0; i < n; i++, j++) acc[j] = __builtin_fmaf(a[i], b[i], acc[j]);
+    return fold_arr(acc);
+}
+
+static float sum_neon(const float *a, int n) {
+    float32x4_t z = vdupq_n_f32(0.0f), a0 = z, a1 = z, a2 = z, a3 = z;
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = vaddq_f32(a0, vld1q_f32(a + i));     a1 = vaddq_f32(a1, vld1q_f32(a + i + 4));
+        a2 = vaddq_f32(a2, vld1q_f32(a + i + 8)); a3 = vaddq_f32(a3, vld1q_f32(a + i + 12));
+    }
+    float acc[16];
+    vst1q_f32(acc, a0); vst1q_f32(acc + 4, a1); vst1q_f32(acc + 8, a2); vst1q_f32(acc + 12, a3);
+    for (int j = 0; i < n; i++, j++) acc[j] += a[i];
+    return fold_arr(acc);
+}
+
+static void axpy_neon(float *y, float a, const float *x, int n) {
+    float32x4_t va = vdupq_n_f32(a);
+    int i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_f32(vld1q_f32(y + i), va, vld1q_f32(x + i)));
+    for (; i < n; i++) y[i] = __builtin_fmaf(a, x[i], y[i]);
+}
+
+static void kda_step_neon(float *S, const float *q, const float *k, const float *v,
+                          const float *alpha, float beta, float *o, int D) {
+    float u[D], d[D];
+    int D4 = D & ~3;
+    for (int j = 0; j < D; j++) u[j] = 0.0f;
+    for (int i = 0; i < D; i++) {
+        float *Si = S + (size_t)i * D;
+        float32x4_t al = vdupq_n_f32(alpha[i]), ki = vdupq_n_f32(k[i]);
+        int j = 0;
+        for (; j < D4; j += 4) {
+            float32x4_t s = vmulq_f32(vld1q_f32(Si + j), al);
+            vst1q_f32(Si + j, s);
+            vst1q_f32(u + j, vfmaq_f32(vld1q_f32(u + j), s, ki));
+        }
+        for (; j < D; j++) { Si[j] *= alpha[i]; u[j] = __builtin_fmaf(Si[j], k[i], u[j]); }
+    }
+    for (int j = 0; j < D; j++) { d[j] = beta * (v[j] - u[j]); o[j] = 0.0f; }
+    for (int i = 0; i < D; i++) {
+        float *Si = S + (size_t)i * D;
+        float32x4_t ki = vdupq_n_f32(k[i]), qi = vdupq_n_f32(q[i]);
+        int j = 0;
+        for (; j < D4; j += 4) {
+            float32x4_t s = vfmaq_f32(vld1q_f32(Si + j), ki, vld1q_f32(d + j));
+            vst1q_f32(Si + j, s);
+            vst1q_f32(o + j, vfmaq_f32(vld1q_f32(o + j), s, qi));
+        }
+        for (; j < D; j++) { Si[j] = __builtin_fmaf(k[i], d[j], Si[j]); o[j] = __builtin_fmaf(Si[j], q[i], o[j]); }
+    }
+}
+
+/* ---- matmul: register tiles of R rows x TT tokens, 16 columns per step. */
+typedef struct {
+    int type, cols;
+    const float *wf; const uint16_t *wb; const uint8_t *wp, *ws;
+} M;
+
+INL float32x4_t ld_bf16(const uint16_t *p) {
+    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+}
+
+/* 16 MXFP4 weights of row r from column c (c % 16 == 0), doubled, as int8 in order */
+INL int8x16_t mx16(const M *m, int r, int c) {
+    static const int8_t T[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
+    uint8x8_t v = vld1_u8(m->wp + ((size_t)r * m->cols + c) / 2);
+    uint8x16_t nb = vcombine_u8(vand_u8(v, vdup_n_u8(15)), vshr_n_u8(v, 4));
+    int8x16_t t = vqtbl1q_s8(vld1q_s8(T), nb);              /* 0-7: even, 8-15: odd */
+    return vcombine_s8(vzip1_s8(vget_low_s8(t), vget_high_s8(t)), vzip2_s8(vget_low_s8(t), vget_high_s8(t)));
+}
+
+INL float32x4_t mx4(int8x16_t e, int q, float32x4_t s) {
+    int16x8_t h = q < 2 ? vmovl_s8(vget_low_s8(e)) : vmovl_high_s8(e);
+    int32x4_t w = (q & 1) ? vmovl_high_s16(h) : vmovl_s16(vget_low_s16(h));
+    return vmulq_f32(vcvtq_f32_s32(w), s);
+}
+
+INL float tail_finish(const M *m, int r, const float *x, int c0, const float32x4_t *a) {
+    float acc[16];
+    vst1q_f32(acc, a[0]); vst1q_f32(acc + 4, a[1]); vst1q_f32(acc + 8, a[2]); vst1q_f32(acc + 12, a[3]);
+    size_t ro = (size_t)r * m->cols;
+    for (int c = c0, j = 0; c < m->cols; c++, j++) {
+        float w = m->type == K3_W_F32 ? m->wf[ro + c] : k3_bf16_to_f32(m->wb[ro + c]);
+        acc[j] = __builtin_fmaf(w, x[c], acc[j]);
+    }
+    return fold_arr(acc);
+}
+
+INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *X, int r, int t) {
+    int cols = m->cols, n16 = cols & ~15;
+    float32x4_t acc[4][3][4];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 3
+        for (int j = 0; j < TT; j++)
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) acc[i][j][q] = vdupq_n_f32(0.0f);
+    for (int c = 0; c < n16; c += 16) {
+        int8x16_t e[4];
+        float32x4_t s[4];
+        if (type == K3_W_MXFP4) {
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                e[i] = mx16(m, r + i, c);
+                s[i] = vreinterpretq_f32_u32(vdupq_n_u32(k3_e8m0_half_bits[m->ws[((size_t)(r + i) * cols + c) / 32]]));
+            }
+        }
+#pragma GCC unroll 4
+        for (int q = 0; q < 4; q++) {
+            float32x4_t w[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                size_t o = (size_t)(r + i) * cols + c + 4 * q;
+                w[i] = type == K3_W_F32 ? vld1q_f32(m->wf + o)
+                     : type == K3_W_BF16 ? ld_bf16(m->wb + o) : mx4(e[i], q, s[i]);
+            }
+#pragma GCC unroll 3
+            for (int j = 0; j < TT; j++) {
+                float32x4_t x = vld1q_f32(X + (size_t)(t + j) * cols + c + 4 * q);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) acc[i][j][q] = vfmaq_f32(acc[i][j][q], w[i], x);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 3
+        for (int j = 0; j < TT; j++)
+            Y[(size_t)(t + j) * rows + r + i] = n16 == cols
+                ? fold4(acc[i][j][0], acc[i][j][1], acc[i][j][2], acc[i][j][3])
+                : tail_finish(m, r + i, X + (size_t)(t + j) * cols, n16, acc[i][j]);
+}
+
+#define TILES(TYPE, RA, TA)                                                               \
+    for (t = t0; t < t1;) {                                                               \
+        int tt = t1 - t >= TA ? TA : 1;                                                   \
+        for (r = r0; r < r1;) {                                                           \
+            if (tt == TA && r1 - r >= RA) { tile(&m, TYPE, RA, TA, Y, rows, X, r, t); r += RA; } \
+            else if (tt == TA) { tile(&m, TYPE, 1, TA, Y, rows, X, r, t); r += 1; }       \
+            else if (r1 - r >= RA) { tile(&m, TYPE, RA, 1, Y, rows, X, r, t); r += RA; }  \
+            else { tile(&m, TYPE, 1, 1, Y, rows, X, r, t); r += 1; }                      \
+        }                                                                                 \
+        t += tt;                                                                          \
+    }
+
+static void matmul_neon(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
+    M m = { W->type, W->cols, W->w, W->w, W->w, W->scale };
+    int rows = W->rows, r, t;
+    if (t1 - t0 == 1) {
+        if (W->type == K3_W_F32) TILES(K3_W_F32, 4, 1)
+        else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 4, 1)
+        else TILES(K3_W_MXFP4, 4, 1)
+    } else {
+        if (W->type == K3_W_F32) TILES(K3_W_F32, 2, 3)
+        else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 2, 3)
+        else TILES(K3_W_MXFP4, 2, 3)
+    }
+}
+
+static const K3KernelOps OPS = { "neon", matmul_neon, dot_neon, sum_neon, axpy_neon, kda_step_neon };
+const K3KernelOps *k3_kernels_neon(void) { return &OPS; }
+
+#else
 const K3KernelOps *k3_kernels_neon(void) { return 0; }
+#endif

@@ -1,0 +1,51 @@
+#!/bin/sh
+# Cross-path, cross-thread and cross-architecture bit identity of the kernels.
+# 1. The kernel conformance test built for AArch64 (make aarch64-test) under qemu-aarch64:
+#    NEON vs scalar bit for bit, and the reference fingerprints (transcendentals, scalar
+#    matmul) equal to the native x86 run's.
+# 2. --dump-logits on tests/models/tiny5 byte for byte: --kernels scalar / auto / every
+#    usable SIMD path, --threads 1 / 2, and bin/k3-aarch64 (scalar, neon) under qemu.
+K3=${K3:-./bin/k3}; BUILD=${BUILD:-build}
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+native=$BUILD/tests/test_kernels
+[ -x "$native" ] || make -s "$native" >/dev/null 2>&1
+[ -x "$native" ] || fail "no native $native"
+"$native" > "$tmp/native.txt" || { cat "$tmp/native.txt"; fail "native kernel test"; }
+
+if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || ! command -v qemu-aarch64 >/dev/null 2>&1; then
+  echo "SKIP: aarch64-linux-gnu-gcc or qemu-aarch64 not installed: NEON path not run"
+  QEMU=
+else
+  QEMU=qemu-aarch64
+  make -s aarch64-test >"$tmp/build.txt" 2>&1 || { tail -20 "$tmp/build.txt"; fail "make aarch64-test"; }
+  qemu-aarch64 build/aarch64/tests/test_kernels > "$tmp/arm.txt" || { cat "$tmp/arm.txt"; fail "kernel test under qemu-aarch64"; }
+  grep -q '^ok   neon:' "$tmp/arm.txt" || { cat "$tmp/arm.txt"; fail "neon path did not run under qemu"; }
+  a=$(grep fingerprint "$tmp/native.txt"); b=$(grep fingerprint "$tmp/arm.txt")
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "reference fingerprints differ: x86 [$a] aarch64 [$b]"
+  echo "ok   aarch64 under qemu: neon == scalar; fingerprints equal to x86"
+fi
+
+M=tests/models/tiny5
+[ -f "$M/ref/prompt.txt" ] || { echo "SKIP: $M missing: logits comparison not run"; exit 0; }
+ids=$(cat "$M/ref/prompt.txt")
+run() { "$@" "$M" --ids "$ids" --gen 0 --quiet --dump-logits "$tmp/out.f32" >"$tmp/run.txt" 2>&1; }
+if ! run "$K3" --kernels scalar --threads 1; then
+  echo "SKIP: $K3 cannot run $M yet: logits comparison not run ($(tail -1 "$tmp/run.txt"))"; exit 0
+fi
+mv "$tmp/out.f32" "$tmp/ref.f32"
+for k in auto avx2 avx512; do
+  for t in 1 2 3; do
+    run "$K3" --kernels "$k" --threads "$t" || { grep -q 'lacks\|not compiled' "$tmp/run.txt" && continue; cat "$tmp/run.txt"; fail "k3 --kernels $k --threads $t"; }
+    cmp -s "$tmp/ref.f32" "$tmp/out.f32" || fail "logits differ: --kernels $k --threads $t vs --kernels scalar --threads 1"
+    echo "ok   logits --kernels $k --threads $t == scalar"
+  done
+done
+[ -n "$QEMU" ] || exit 0
+make -s aarch64 >"$tmp/build.txt" 2>&1 || { tail -20 "$tmp/build.txt"; fail "make aarch64"; }
+for k in neon scalar; do
+  run qemu-aarch64 bin/k3-aarch64 --kernels "$k" --threads 2 || { cat "$tmp/run.txt"; fail "k3-aarch64 --kernels $k"; }
+  cmp -s "$tmp/ref.f32" "$tmp/out.f32" || fail "logits differ: aarch64 --kernels $k vs x86 scalar"
+  echo "ok   logits aarch64 (qemu) --kernels $k == x86 scalar"
+done
