@@ -73,3 +73,19 @@ aarch64:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 bin/k3-aarch64 build/aarch64/tests/test_kernels
 aarch64-test:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 build/aarch64/tests/test_kernels
+
+# Parser fuzzing (tests/c/test_fuzz_parsers.c: JSON, safetensors headers, config.json):
+# libFuzzer when clang has it, else the built-in deterministic mutator under ASan/UBSan.
+# `make fuzz` runs it too (as a prerequisite); `make fuzz-parsers` runs it alone.
+fuzz: fuzz-parsers
+.PHONY: fuzz-parsers
+fuzz-parsers:
+	mkdir -p $(BUILD)/fuzz/parsers_corpus
+	if clang -DK3_LIBFUZZER -fsanitize=fuzzer,address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
+	     -o $(BUILD)/fuzz/parsers_libfuzzer tests/c/test_fuzz_parsers.c src/json.c src/safetensors.c src/config.c -lm 2>/dev/null; then \
+	  $(BUILD)/fuzz/parsers_libfuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 $(BUILD)/fuzz/parsers_corpus; \
+	else \
+	  $(CC) -fsanitize=address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
+	     -o $(BUILD)/fuzz/parsers_fuzz tests/c/test_fuzz_parsers.c src/json.c src/safetensors.c src/config.c -lm && \
+	  $(BUILD)/fuzz/parsers_fuzz 100000; \
+	fi
