@@ -32,7 +32,7 @@ typedef struct { Json root; Arena arena; } JsonDoc;
 /* Freed chunks are kept (up to CACHE_MAX bytes) for the next document: indexing 96
  * safetensors headers in a row then reuses warm memory instead of faulting in fresh
  * pages for every header. */
-#define CACHE_MAX ((size_t)96 << 20)
+#define CACHE_MAX ((size_t)32 << 20)
 static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER;
 static Chunk *cache_head;
 static size_t cache_bytes;
