@@ -141,6 +141,22 @@ static int save_history(Chat *c) {
     return 0;
 }
 
+/* Typed text as valid UTF-8 (ill-formed bytes -> U+FFFD) so the JSONL history stays loadable. */
+static char *utf8_clean(const char *s) {
+    size_t n = strlen(s), j = 0;
+    char *o = malloc(n * 3 + 1);
+    if (!o) return NULL;
+    for (size_t i = 0; i < n;) {
+        uint32_t cp;
+        int l = tok_utf8_next((const unsigned char *)s + i, n - i, &cp);
+        if (cp == 0xFFFFFFFFu) { memcpy(o + j, "\xEF\xBF\xBD", 3); j += 3; }
+        else { memcpy(o + j, s + i, (size_t)l); j += (size_t)l; }
+        i += (size_t)l;
+    }
+    o[j] = 0;
+    return o;
+}
+
 static int is_blank(const char *s) { while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++; return !*s; }
 
 typedef struct { char **v; int n, cap; } Lines;
@@ -355,7 +371,7 @@ int chat_main(int argc, char **argv) {
     else fprintf(stderr, "k3: sampling: temperature %g, top-p %g, top-k %d, min-p %g, seed %llu (replay with --seed %llu)\n",
                  c->sp.temperature, c->sp.top_p, c->sp.top_k, c->sp.min_p,
                  (unsigned long long)c->seed, (unsigned long long)c->seed);
-    if (c->log.n) fprintf(stderr, "k3: %d messages from %s; the first turn prefills them\n", c->log.n, c->history);
+    if (c->history && c->log.n) fprintf(stderr, "k3: %d messages from %s; the first turn prefills them\n", c->log.n, c->history);
     tty_in = isatty(0);
     if (tty_in) fprintf(stderr, "k3: type /help for commands, /exit or Ctrl-D to leave\n");
     struct sigaction sa;
@@ -376,6 +392,8 @@ int chat_main(int argc, char **argv) {
         }
         if (r == 0) { if (tty_in) fputc('\n', stdout); break; }
         ctrlc = 0;
+        char *clean = utf8_clean(text);
+        if (clean) { free(text); text = clean; }
         if (is_blank(text)) { free(text); continue; }
         if (hist.n == hist.cap) {
             int nc = hist.cap ? hist.cap * 2 : 32;

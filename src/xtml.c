@@ -348,14 +348,25 @@ int xtml_parser_finish(XtmlParser *p) {
     return n;
 }
 
-/* Decoded body; NUL bytes (which a C string cannot hold) are dropped. */
+/* Decoded body as valid UTF-8 text: ill-formed bytes become U+FFFD (as Python's
+ * decode(errors="replace") in the reference tokenizer) and NUL bytes, which a C string
+ * cannot hold, are dropped. The exact ids stay in the turn's record. */
 static char *body_text(const Tok *t, const int32_t *ids, size_t n) {
     size_t len = 0, j = 0;
     char *s = tok_decode(t, ids, n, &len, NULL);
     if (!s) return NULL;
-    for (size_t i = 0; i < len; i++) if (s[i]) s[j++] = s[i];
-    s[j] = 0;
-    return s;
+    char *o = malloc(len * 3 + 1);
+    if (!o) { free(s); return NULL; }
+    for (size_t i = 0; i < len;) {
+        uint32_t cp;
+        int l = tok_utf8_next((const unsigned char *)s + i, len - i, &cp);
+        if (cp == 0xFFFFFFFFu) { memcpy(o + j, "\xEF\xBF\xBD", 3); j += 3; }
+        else if (cp != 0) { memcpy(o + j, s + i, (size_t)l); j += (size_t)l; }
+        i += (size_t)l;
+    }
+    o[j] = 0;
+    free(s);
+    return o;
 }
 char *xtml_parser_reasoning(const XtmlParser *p) { return body_text(p->tok, p->think_ids, p->n_think); }
 char *xtml_parser_content(const XtmlParser *p) { return body_text(p->tok, p->resp_ids, p->n_resp); }
