@@ -314,6 +314,8 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
     return 0;
 }
 
+static int n_loaded;
+
 static int setup(Chat *c, const char *system) {
     char err[4096];
     if (k3_kernels_select(c->kernels, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
@@ -324,6 +326,7 @@ static int setup(Chat *c, const char *system) {
     if (c->history) {
         int rc = chat_hist_load(c->history, 1, &c->log, err, sizeof err);
         if (rc) { fprintf(stderr, "k3: %s\nk3: the file was left untouched; fix it or pass another --history FILE\n", err); return rc; }
+        n_loaded = c->log.n;
     }
     if (system) {
         int has = c->log.n && !strcmp(c->log.v[0].role, "system");
@@ -371,7 +374,7 @@ int chat_main(int argc, char **argv) {
     else fprintf(stderr, "k3: sampling: temperature %g, top-p %g, top-k %d, min-p %g, seed %llu (replay with --seed %llu)\n",
                  c->sp.temperature, c->sp.top_p, c->sp.top_k, c->sp.min_p,
                  (unsigned long long)c->seed, (unsigned long long)c->seed);
-    if (c->history && c->log.n) fprintf(stderr, "k3: %d messages from %s; the first turn prefills them\n", c->log.n, c->history);
+    if (n_loaded) fprintf(stderr, "k3: %d messages from %s; the first turn prefills them\n", n_loaded, c->history);
     tty_in = isatty(0);
     if (tty_in) fprintf(stderr, "k3: type /help for commands, /exit or Ctrl-D to leave\n");
     struct sigaction sa;
