@@ -3,9 +3,10 @@ CC      ?= cc
 ifeq ($(origin CC),default)
 CC      := gcc
 endif
-CFLAGS  ?= -O2
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -ffp-contract=off -fno-fast-math -Iinclude -pthread
-LDFLAGS += -static -pthread
+OPT     ?= -O2
+LINK    ?= -static
+CFLAGS  += $(OPT) -std=c11 -D_GNU_SOURCE -Wall -Wextra -ffp-contract=off -fno-fast-math -Iinclude -pthread
+LDFLAGS += $(LINK) -pthread
 LDLIBS  += -lm
 
 BUILD   ?= build
@@ -46,8 +47,8 @@ test: bin/k3 $(TESTBIN)
 
 # Address/UB sanitizer build of the binary (bin/k3-asan), used by the refusal tests.
 asan:
-	$(MAKE) BUILD=build/asan BIN=bin/k3-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
-	  LDFLAGS="-fsanitize=address,undefined -pthread" bin/k3-asan
+	$(MAKE) BUILD=build/asan BIN=bin/k3-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
+	  LINK="-fsanitize=address,undefined" bin/k3-asan
 
 clean:
 	rm -rf build bin
@@ -89,3 +90,8 @@ fuzz-parsers:
 	     -o $(BUILD)/fuzz/parsers_fuzz tests/c/test_fuzz_parsers.c src/json.c src/safetensors.c src/config.c -lm && \
 	  $(BUILD)/fuzz/parsers_fuzz 100000; \
 	fi
+
+# ---- Kernel benchmark: bin/k3-bench (src/bench.c); results in docs/data/kernels_bench.txt.
+bench: bin/k3-bench
+bin/k3-bench: tools/bench_kernels.c $(LIBOBJ) | bin
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tools/bench_kernels.c $(LIBOBJ) $(LDLIBS)

@@ -37,7 +37,7 @@ void k3_mla(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float 
     for (int t = 0; t < T; t++) k3_rmsnorm(cq + (size_t)t * c->q_lora_rank, cq + (size_t)t * c->q_lora_rank, ly->q_a_norm, c->q_lora_rank, mla_eps);
     k3_matmul(q, &ly->q_b, cq, T);
     k3_matmul(kva, &ly->kv_a, x, T);
-    k3_matmul(G, &ly->g, x, T);
+    if (c->mla_use_output_gate) k3_matmul(G, &ly->g, x, T);
     /* append this chunk's latents to the cache first: token t attends to 0..pos+t */
     for (int t = 0; t < T; t++) {
         const float *a = kva + (size_t)t * (R + ROPE);
@@ -69,7 +69,8 @@ void k3_mla(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float 
         }
     }
     /* output gate σ(W_g x) on the concatenated heads, before o_proj */
-    for (size_t i = 0; i < (size_t)T * NH * VD; i++) o[i] *= k3_sigmoidf(G[i]);
+    if (c->mla_use_output_gate)
+        for (size_t i = 0; i < (size_t)T * NH * VD; i++) o[i] *= k3_sigmoidf(G[i]);
     k3_matmul(out, &ly->o, o, T);
     free(cq); free(q); free(kva); free(G); free(o); free(sc);
 }

@@ -12,14 +12,20 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+/* failed: 0, or the exit code — 2 when the checkpoint disagrees with config.json
+ * (missing or mis-shaped tensor: k3 declines to guess), 1 for I/O or memory. */
 typedef struct { K3Model *m; const char *prefix; char *err; size_t errlen; int failed; } Binder;
 
-static void bind_fail(Binder *b, const char *fmt, ...) {
+static void bind_fail_code(Binder *b, int code, const char *fmt, va_list ap) {
     if (b->failed) return;                 /* keep the first problem: it names the tensor */
-    va_list ap; va_start(ap, fmt);
     vsnprintf(b->err, b->errlen, fmt, ap);
-    va_end(ap);
-    b->failed = 1;
+    b->failed = code;
+}
+static void bind_fail(Binder *b, const char *fmt, ...) {          /* checkpoint vs config */
+    va_list ap; va_start(ap, fmt); bind_fail_code(b, K3_ERR_USAGE, fmt, ap); va_end(ap);
+}
+static void io_fail(Binder *b, const char *fmt, ...) {            /* I/O or memory */
+    va_list ap; va_start(ap, fmt); bind_fail_code(b, K3_ERR_RUNTIME, fmt, ap); va_end(ap);
 }
 
 static const char *shape_str(const StTensor *t, char *buf, size_t n) {
@@ -43,7 +49,7 @@ static const void *data_of(Binder *b, const StTensor *t) {
         int fd = open(sh->path, O_RDONLY);
         void *p = fd < 0 ? MAP_FAILED : mmap(NULL, sh->file_size, PROT_READ, MAP_SHARED, fd, 0);
         if (fd >= 0) close(fd);
-        if (p == MAP_FAILED) { bind_fail(b, "%s: cannot map: %s", sh->path, strerror(errno)); return NULL; }
+        if (p == MAP_FAILED) { io_fail(b, "%s: cannot map: %s", sh->path, strerror(errno)); return NULL; }
         b->m->maps[t->shard] = p; b->m->map_len[t->shard] = sh->file_size;
     }
     return (const char *)b->m->maps[t->shard] + t->offset;
@@ -74,7 +80,7 @@ static void bind_mat(Binder *b, K3Mat *M, const char *name, int rows, int cols) 
     if (!p) return;
     if ((uintptr_t)p % st_dtype_size(t->dtype)) {     /* misaligned in the file: copy */
         void *q = malloc(t->nbytes);
-        if (!q) { bind_fail(b, "out of memory"); return; }
+        if (!q) { io_fail(b, "out of memory"); return; }
         memcpy(q, p, t->nbytes); p = q;
     }
     M->type = t->dtype == ST_F32 ? K3_W_F32 : K3_W_BF16;
@@ -94,7 +100,7 @@ static float *bind_vec(Binder *b, const char *name, int64_t stored, int want) {
     }
     const unsigned char *p = data_of(b, t);
     float *v = malloc(sizeof(float) * (size_t)stored);
-    if (!p || !v) { free(v); bind_fail(b, "out of memory"); return NULL; }
+    if (!p || !v) { free(v); io_fail(b, "out of memory"); return NULL; }
     for (int64_t i = 0; i < stored; i++) {
         if (t->dtype == ST_F32) memcpy(&v[i], p + 4 * i, 4);
         else { uint16_t h; memcpy(&h, p + 2 * i, 2); v[i] = k3_bf16_to_f32(h); }
@@ -160,7 +166,7 @@ static void bind_layer(Binder *b, int L) {
         bind_mat(b, &ly->kv_a, NM("self_attn.kv_a_proj_with_mqa.weight"), c->kv_lora_rank + c->qk_rope_head_dim, H);
         ly->kv_a_norm = bind_vec(b, NM("self_attn.kv_a_layernorm.weight"), c->kv_lora_rank, c->kv_lora_rank);
         bind_mat(b, &ly->kv_b, NM("self_attn.kv_b_proj.weight"), NH * (c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank);
-        bind_mat(b, &ly->g, NM("self_attn.g_proj.weight"), NH * c->v_head_dim, H);
+        if (c->mla_use_output_gate) bind_mat(b, &ly->g, NM("self_attn.g_proj.weight"), NH * c->v_head_dim, H);
         bind_mat(b, &ly->o, NM("self_attn.o_proj.weight"), H, NH * c->v_head_dim);
     }
     if (!ly->is_moe) {
@@ -183,7 +189,7 @@ static void bind_layer(Binder *b, int L) {
                                         "w2.weight_scale", "w3.weight_packed", "w3.weight_scale" };
         const int64_t shp[6][2] = { { I, LAT / 2 }, { I, LAT / 32 }, { LAT, I / 2 }, { LAT, I / 32 }, { I, LAT / 2 }, { I, LAT / 32 } };
         ly->experts = calloc((size_t)E * 6, sizeof(StTensor *));
-        if (!ly->experts) { bind_fail(b, "out of memory"); return; }
+        if (!ly->experts) { io_fail(b, "out of memory"); return; }
         for (int e = 0; e < E && !b->failed; e++)
             for (int j = 0; j < 6 && !b->failed; j++) {
                 char en[256], s[96];
@@ -231,7 +237,7 @@ int k3_model_open(K3Model *m, const char *dir, const char *config_path, char *er
     m->final_norm = bind_vec(&b, "model.norm.weight", H, H);
     m->out_res_w = bind_res(&b, "model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", H);
     for (int L = 0; L < m->cfg.num_hidden_layers && !b.failed; L++) bind_layer(&b, L);
-    return b.failed ? K3_ERR_RUNTIME : 0;
+    return b.failed;
 }
 
 void k3_model_close(K3Model *m) {

@@ -545,7 +545,13 @@ static int read_file(const char *path, char **out, size_t *len, uint64_t limit, 
     return 0;
 }
 
-typedef struct { const char *file; const char *example; int id; } ShardName;
+typedef struct { const char *file; const char *example; int id; int text; } ShardName;
+
+/* Vision weights of the multimodal release: a text engine never reads them, so a
+ * shard holding nothing else is not even opened (a text-only download may lack it). */
+static int is_vision(const char *name) {
+    return !strncmp(name, "vision_tower.", 13) || !strncmp(name, "mm_projector.", 13);
+}
 
 static int shardname_cmp(const void *a, const void *b) {
     return strcmp(((const ShardName *)a)->file, ((const ShardName *)b)->file);
@@ -562,7 +568,7 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
     StIndex *ix = NULL;
     ShardName *sn = NULL; size_t nsn = 0;
     uint32_t *fslot = NULL; size_t fmask = 0;
-    int *map = NULL; unsigned char *seen = NULL; uint32_t *wtag = NULL;
+    int *map = NULL, *sidx = NULL; unsigned char *seen = NULL; uint32_t *wtag = NULL;
     const Json *wm = json_get(root, "weight_map");
     if (root->type != JSON_OBJECT || !wm || wm->type != JSON_OBJECT) {
         seterr(err, errlen, "%s: missing the \"weight_map\" object; the index is corrupt — re-download it", ipath);
@@ -592,10 +598,11 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
         while (fslot[h] && strcmp(sn[fslot[h] - 1].file, f)) h = (h + 1) & fmask;
         if (!fslot[h]) {
             if (nsn >= (fs >> 1)) { seterr(err, errlen, "%s: too many distinct shard files", ipath); goto fail; }
-            sn[nsn].file = f; sn[nsn].example = wm->keys[i];
+            sn[nsn].file = f; sn[nsn].example = wm->keys[i]; sn[nsn].text = 0;
             fslot[h] = (uint32_t)++nsn;
         }
         map[i] = (int)fslot[h] - 1;
+        if (!is_vision(wm->keys[i])) sn[map[i]].text = 1;
     }
     /* shard ids follow file-name order */
     for (size_t i = 0; i < nsn; i++) sn[i].id = (int)i;
@@ -617,7 +624,12 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
         if (!ix->tensors || rehash(ix, wm->len, 0)) { seterr(err, errlen, "out of memory"); goto fail; }
         p0->cap_tensors = wm->len;
     }
+    sidx = malloc(nsn * sizeof *sidx);
+    if (!sidx) { seterr(err, errlen, "out of memory"); goto fail; }
     for (size_t i = 0; i < nsn; i++) {
+        sidx[i] = -1;
+        if (!sn[i].text) continue;                /* vision only: skipped */
+        sidx[i] = ix->n_shards;
         char *p = path_join(dir, sn[i].file);
         if (!p) { seterr(err, errlen, "out of memory"); goto fail; }
         struct stat stt;
@@ -640,6 +652,7 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
     for (size_t i = 0; i < wm->len; i++) {
         const char *name = wm->keys[i];
         if (i + AHEAD < wm->len) PREFETCH(&pv->slots[wtag[i + AHEAD] & pv->mask]);
+        if (sidx[map[i]] < 0) continue;
         uint32_t v = pv->slots[hash_slot(ix, name, wtag[i])].idx;
         const StTensor *t = v ? &ix->tensors[v - 1] : NULL;
         const char *want = sn[map[i]].file;
@@ -648,7 +661,7 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
                    want, in, name);
             goto fail;
         }
-        if (t->shard != map[i]) {
+        if (t->shard != sidx[map[i]]) {
             seterr(err, errlen, "%s: maps tensor '%s' to %s, but it is stored in %s; the index and shards disagree — re-download them",
                    ipath, name, want, base_name(ix->shards[t->shard].path));
             goto fail;
@@ -665,11 +678,11 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
             goto fail;
         }
     }
-    free(seen); free(fslot); free(map); free(sn); free(wtag);
+    free(seen); free(fslot); free(map); free(sn); free(wtag); free(sidx);
     json_free(root);
     return ix;
 fail:
-    free(seen); free(fslot); free(map); free(sn); free(wtag);
+    free(seen); free(fslot); free(map); free(sn); free(wtag); free(sidx);
     json_free(root);
     st_close(ix);
     return NULL;
