@@ -72,6 +72,12 @@ void k3_state_free(const K3Model *m, K3State *s);
 int k3_forward(K3Model *m, K3State *s, const int *ids, int T, float *logits, int all_logits,
                char *err, size_t errlen);
 
+/* k3_forward over n tokens in chunks of at most `chunk` (<= 0: K3_PREFILL_CHUNK);
+ * identical bits for any chunk size. */
+#define K3_PREFILL_CHUNK 64
+int k3_prefill(K3Model *m, K3State *s, const int *ids, int n, int chunk, float *logits, int all_logits,
+               char *err, size_t errlen);
+
 /* Layer kinds (one file each). x is the normalised input [T][hidden]; out [T][hidden]. */
 void k3_kda(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float *x, int T, float *out);
 void k3_mla(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float *x, int T, float *out);

@@ -86,3 +86,17 @@ int k3_forward(K3Model *m, K3State *s, const int *ids, int T, float *logits, int
     (void)V;
     return 0;
 }
+
+/* Feeds n tokens in chunks of at most `chunk` (bounding activation memory; each chunk
+ * reads every weight and selected expert once). The bits do not depend on chunk. */
+int k3_prefill(K3Model *m, K3State *s, const int *ids, int n, int chunk, float *logits, int all_logits,
+               char *err, size_t errlen) {
+    const size_t V = (size_t)m->cfg.vocab_size;
+    if (chunk <= 0) chunk = K3_PREFILL_CHUNK;
+    for (int t = 0; t < n; t += chunk) {
+        int T = n - t < chunk ? n - t : chunk;
+        float *out = all_logits ? logits + (size_t)t * V : logits;
+        if (k3_forward(m, s, ids + t, T, out, all_logits, err, errlen)) return -1;
+    }
+    return 0;
+}

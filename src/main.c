@@ -30,6 +30,8 @@ static const char *USAGE =
 "  --gen N              tokens to generate (default 16); 0 = prefill only\n"
 "  --incremental        carry KDA state and the MLA latent cache (the default)\n"
 "  --recompute          re-run the whole prefix for every new token (same ids)\n"
+"  --prefill-chunk N    tokens per prefill forward (default 64; bounds activation\n"
+"                       memory; any value gives the same bits)\n"
 "  Greedy decoding (argmax, lowest id on ties); stops at --gen or eos_token_id.\n"
 "  --temperature X --top-k K --top-p P --min-p M --seed N --greedy\n"
 "                       sample instead (any of these turns sampling on; defaults\n"
@@ -62,7 +64,7 @@ static const char *USAGE =
 typedef struct {
     const char *model_dir, *config, *tok_dir, *ids, *prompt, *prompt_file;
     const char *out, *dump_logits, *kernels;
-    int gen, recompute, threads, quiet;
+    int gen, recompute, threads, quiet, chunk;
     SamplerParams sp; uint64_t seed; int sampling;   /* sampling flags given */
 } Opts;
 
@@ -108,6 +110,7 @@ static int parse_args(int argc, char **argv, Opts *o) {
         else if (!strcmp(a, "--dump-logits")) { VAL(); o->dump_logits = v; }
         else if (!strcmp(a, "--kernels")) { VAL(); o->kernels = v; }
         else if (!strcmp(a, "--gen")) { VAL(); if (parse_int(a, v, 0, &o->gen)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--prefill-chunk")) { VAL(); if (parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE; }
         else if (!strcmp(a, "--threads")) { VAL(); if (parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE; }
         else if (!strcmp(a, "--recompute")) o->recompute = 1;
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
@@ -250,7 +253,7 @@ static int run_batch(const Opts *o) {
     if (tok) tok_stream_init(&em.ts);
     double tp = k3_now(), t_prefill = 0, t_decode = 0;
     int n = n_prompt, n_gen = 0;
-    if (k3_forward(&m, st, seq, n, logits, o->dump_logits != NULL, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
+    if (k3_prefill(&m, st, seq, n, o->chunk, logits, o->dump_logits != NULL, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
     t_prefill = k3_now() - tp;
     if (o->dump_logits) {
         FILE *f = fopen(o->dump_logits, "wb");
@@ -271,7 +274,7 @@ static int run_batch(const Opts *o) {
         seq[n++] = next; n_gen++;
         emit(&em, next);
         if (next == m.cfg.eos_token_id || n_gen == o->gen) break;
-        if (o->recompute) { k3_state_reset(&m, st); rc = k3_forward(&m, st, seq, n, logits, 0, err, sizeof err); }
+        if (o->recompute) { k3_state_reset(&m, st); rc = k3_prefill(&m, st, seq, n, o->chunk, logits, 0, err, sizeof err); }
         else rc = k3_forward(&m, st, seq + n - 1, 1, logits, 0, err, sizeof err);
         if (rc) { fprintf(stderr, "\nk3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
     }
