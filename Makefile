@@ -42,7 +42,7 @@ bin $(BUILD) $(BUILD)/tests:
 	mkdir -p $@
 
 # The whole suite, offline: C unit tests, then shell tests (end to end on bin/k3).
-test: bin/k3 $(TESTBIN)
+test: bin/k3 asan $(TESTBIN)
 	@K3=./bin/k3 BUILD=$(BUILD) sh tests/run.sh $(TESTBIN)
 
 # Address/UB sanitizer build of the binary (bin/k3-asan), used by the refusal tests.
