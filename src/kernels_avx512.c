@@ -97,27 +97,35 @@ INL __m512 ld_w(const M *m, int type, size_t o, __mmask16 k) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
 }
 
-INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *X, int r, int t) {
+/* Columns [c0, c1) of a tile. With sc (column blocking for prefill), the 16 lanes of
+ * each accumulator continue from / are parked in sc[(i*SC_T + j)*16] between blocks:
+ * the lane sequence of fused multiply-adds is unchanged, so are the bits. */
+#define SC_R 32
+#define SC_T 60
+#define KC 512
+INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *X, int r, int t,
+              int c0, int c1, float *sc) {
     int cols = m->cols;
-    __m512 acc[4][6];
-#pragma GCC unroll 4
+    __m512 acc[8][6];
+#pragma GCC unroll 8
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 6
-        for (int j = 0; j < TT; j++) acc[i][j] = _mm512_setzero_ps();
+        for (int j = 0; j < TT; j++)
+            acc[i][j] = c0 ? _mm512_load_ps(sc + (i * SC_T + j) * 16) : _mm512_setzero_ps();
     if (type == K3_W_MXFP4) {
         const __m512 E2M1 = _mm512_loadu_ps(k3_e2m1);
         const __m512i SPREAD = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
         const __m512i SHIFT = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
-        for (int c = 0; c < cols; c += 32) {
-            __m512 tab[4];
-#pragma GCC unroll 4
+        for (int c = c0; c < c1; c += 32) {
+            __m512 tab[8];
+#pragma GCC unroll 8
             for (int i = 0; i < R; i++)
                 tab[i] = _mm512_mul_ps(E2M1, _mm512_castsi512_ps(_mm512_set1_epi32(
                     (int)k3_e8m0_bits[m->ws[((size_t)(r + i) * cols + c) / 32]])));
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
-                __m512 w[4];
-#pragma GCC unroll 4
+                __m512 w[8];
+#pragma GCC unroll 8
                 for (int i = 0; i < R; i++) {
                     const uint8_t *p = m->wp + ((size_t)(r + i) * cols + c) / 2 + 8 * h;
                     __m512i v = _mm512_permutexvar_epi32(SPREAD, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)p)));
@@ -126,59 +134,96 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
 #pragma GCC unroll 6
                 for (int j = 0; j < TT; j++) {
                     __m512 x = _mm512_loadu_ps(X + (size_t)(t + j) * cols + c + 16 * h);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                     for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(w[i], x, acc[i][j]);
                 }
             }
         }
     } else {
-        int c = 0;
-        for (; c + 16 <= cols; c += 16) {
+        int c = c0;
+        for (; c + 16 <= c1; c += 16) {
             __m512 w[4];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int i = 0; i < R; i++) w[i] = ld_w(m, type, (size_t)(r + i) * cols + c, 0xFFFF);
 #pragma GCC unroll 6
             for (int j = 0; j < TT; j++) {
                 __m512 x = _mm512_loadu_ps(X + (size_t)(t + j) * cols + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(w[i], x, acc[i][j]);
             }
         }
-        if (c < cols) {
-            __mmask16 k = tailmask(cols - c);
+        if (c < c1) {
+            __mmask16 k = tailmask(c1 - c);
             __m512 w[4];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
             for (int i = 0; i < R; i++) w[i] = ld_w(m, type, (size_t)(r + i) * cols + c, k);
 #pragma GCC unroll 6
             for (int j = 0; j < TT; j++) {
                 __m512 x = _mm512_maskz_loadu_ps(k, X + (size_t)(t + j) * cols + c);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int i = 0; i < R; i++) acc[i][j] = _mm512_mask3_fmadd_ps(w[i], x, acc[i][j], k);
             }
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 6
-        for (int j = 0; j < TT; j++) Y[(size_t)(t + j) * rows + r + i] = fold(acc[i][j]);
+        for (int j = 0; j < TT; j++) {
+            if (c1 == cols) Y[(size_t)(t + j) * rows + r + i] = fold(acc[i][j]);
+            else _mm512_store_ps(sc + (i * SC_T + j) * 16, acc[i][j]);
+        }
 }
 
 #define ROWS(TYPE, RA, TA)                                                                \
     for (r = r0; r < r1;) {                                                               \
-        if (r1 - r >= RA) { tile(&m, TYPE, RA, TA, Y, rows, X, r, t); r += RA; }          \
-        else { tile(&m, TYPE, 1, TA, Y, rows, X, r, t); r += 1; }                         \
+        if (r1 - r >= RA) { tile(&m, TYPE, RA, TA, Y, rows, X, r, t, 0, m.cols, 0); r += RA; } \
+        else { tile(&m, TYPE, 1, TA, Y, rows, X, r, t, 0, m.cols, 0); r += 1; }           \
     }
+
+/* Prefill with long rows: blocks of SC_R rows x SC_T tokens x KC columns, so the X block
+ * (SC_T x KC floats) stays in L2 while every row tile of the block runs over it. */
+#define BROWS(TYPE, RA, TA)                                                               \
+    for (r = rb; r < rbe;) {                                                              \
+        float *s_ = sc + ((r - rb) * SC_T + (t - tb)) * 16;                               \
+        if (rbe - r >= RA) { tile(&m, TYPE, RA, TA, Y, rows, X, r, t, c0, c1, s_); r += RA; } \
+        else { tile(&m, TYPE, 1, TA, Y, rows, X, r, t, c0, c1, s_); r += 1; }             \
+    }
+#define BLOCKED(TYPE)                                                                     \
+    for (int tb = t0; tb < t1; tb += SC_T) {                                              \
+        int tbe = t1 - tb > SC_T ? tb + SC_T : t1;                                        \
+        for (int rb = r0; rb < r1; rb += SC_R) {                                          \
+            int rbe = r1 - rb > SC_R ? rb + SC_R : r1;                                    \
+            for (int c0 = 0; c0 < m.cols; c0 += KC) {                                     \
+                int c1 = m.cols - c0 > KC ? c0 + KC : m.cols;                             \
+                for (t = tb; t < tbe;) {                                                  \
+                    int rem = tbe - t;                                                    \
+                    if (rem >= 6) { BROWS(TYPE, 4, 6) t += 6; }                           \
+                    else if (rem >= 3) { BROWS(TYPE, 4, 3) t += 3; }                      \
+                    else { BROWS(TYPE, 4, 1) t += 1; }                                    \
+                }                                                                         \
+            }                                                                             \
+        }                                                                                 \
+    }
+static _Thread_local float sc_buf[SC_R * SC_T * 16] __attribute__((aligned(64)));
 #define TILES(TYPE)                                                                       \
     for (t = t0; t < t1;) {                                                               \
         int rem = t1 - t;                                                                 \
         if (rem >= 6) { ROWS(TYPE, 4, 6) t += 6; }                                        \
         else if (rem >= 3) { ROWS(TYPE, 4, 3) t += 3; }                                   \
+        else if (TYPE == K3_W_MXFP4) { ROWS(TYPE, 8, 1) t += 1; }                         \
         else { ROWS(TYPE, 4, 1) t += 1; }                                                 \
     }
 
 static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     M m = { W->cols, W->w, W->w, W->w, W->scale };
     int rows = W->rows, r, t;
+    if (t1 - t0 >= 6 && m.cols > KC) {
+        float *sc = sc_buf;
+        if (W->type == K3_W_F32) BLOCKED(K3_W_F32)
+        else if (W->type == K3_W_BF16) BLOCKED(K3_W_BF16)
+        else BLOCKED(K3_W_MXFP4)
+        return;
+    }
     if (W->type == K3_W_F32) TILES(K3_W_F32)
     else if (W->type == K3_W_BF16) TILES(K3_W_BF16)
     else TILES(K3_W_MXFP4)

@@ -80,9 +80,10 @@ static void check_matmul(const char *path, int nth) {
         }
         free(X); free(Y); free(R); free(Y1); free(buf);
     }
-    /* big enough to be split over the pool, odd row count, several tokens */
+    /* big enough to be split over the pool and to take the column-blocked prefill path
+     * (cols > 512, T >= 6, more than one 60-token chunk and 32-row block), odd rows */
     for (int type = 0; type < 3; type++) {
-        int rows = 301, cols = 1024 + (type == 2 ? 0 : 3), T = 5;
+        int rows = 101, cols = 1024 + (type == 2 ? 0 : 3), T = type == 1 ? 62 : 7;
         K3Mat m; void *buf;
         fill_mat(&m, type, rows, cols, 0, &buf);
         float *X = malloc(sizeof(float) * T * cols), *Y = malloc(sizeof(float) * T * rows), *R = malloc(sizeof(float) * T * rows);

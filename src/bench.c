@@ -1,0 +1,240 @@
+/* bench.c — kernel benchmark (`k3-bench`, or k3_bench_kernels() from the CLI).
+ *
+ * Matvec (T = 1) effective GB/s of weight bytes consumed for the real shapes, weights
+ * in RAM (copies rotated so nothing is cached), next to the memory-read bandwidth of a
+ * streaming read measured in the same run; prefill (T = 16, 64) GFLOP/s next to the FMA
+ * peak of a register-only loop measured in the same run; and a baseline: the plain
+ * scalar kernel that accumulates in double. Medians of several runs. */
+#include "kernels.h"
+#include "pool.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+static double now(void) {
+    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+static double median(double *v, int n) { qsort(v, n, sizeof *v, cmpd); return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]); }
+
+static uint64_t brs = 88172645463325252ull;
+static uint64_t brnd(void) { brs ^= brs << 13; brs ^= brs >> 7; brs ^= brs << 17; return brs; }
+static float bfr(void) { return (float)((brnd() >> 40) & 0xFFFFFF) / 8388608.0f - 1.0f; }
+
+/* ---- memory read bandwidth: sum of 64-bit words over a buffer >> cache */
+typedef struct { const uint64_t *p; size_t n; int parts; volatile uint64_t sink; } RdJob;
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static uint64_t read_range_avx2(const uint64_t *p, size_t n) {
+    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+    for (size_t i = 0; i + 16 <= n; i += 16) {
+        a = _mm256_add_epi64(a, _mm256_loadu_si256((const __m256i *)(p + i)));
+        b = _mm256_add_epi64(b, _mm256_loadu_si256((const __m256i *)(p + i + 4)));
+        c = _mm256_add_epi64(c, _mm256_loadu_si256((const __m256i *)(p + i + 8)));
+        d = _mm256_add_epi64(d, _mm256_loadu_si256((const __m256i *)(p + i + 12)));
+    }
+    a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
+    return (uint64_t)_mm256_extract_epi64(a, 0) + (uint64_t)_mm256_extract_epi64(a, 3);
+}
+#endif
+static uint64_t read_range(const uint64_t *p, size_t n) {
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) return read_range_avx2(p, n);
+#endif
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i + 8 <= n; i += 8) { a += p[i] ^ p[i + 4]; b += p[i + 1] ^ p[i + 5]; c += p[i + 2] ^ p[i + 6]; d += p[i + 3] ^ p[i + 7]; }
+    return a + b + c + d;
+}
+static void rd_task(void *ctx, int i) {
+    RdJob *j = ctx;
+    size_t per = j->n / j->parts;
+    j->sink += read_range(j->p + per * i, per);
+}
+static double mem_bw(const uint64_t *buf, size_t n, int threads, int runs) {
+    double v[16];
+    RdJob j = { buf, n, threads, 0 };
+    for (int r = 0; r < runs; r++) {
+        double t0 = now();
+        k3_pool_run(rd_task, &j, threads);
+        v[r] = n * 8.0 / (now() - t0) / 1e9;
+    }
+    return median(v, runs);
+}
+
+/* ---- FMA peak: 12 independent register accumulators, no memory traffic */
+#define PEAK_BODY(T, FMA, SET)                                                            \
+    T a0 = SET(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0,       \
+      a8 = a0, a9 = a0, a10 = a0, a11 = a0, m = SET(0.9999999f), c = SET(1e-7f);           \
+    for (long i = 0; i < iters; i++) {                                                    \
+        a0 = FMA(a0, m, c); a1 = FMA(a1, m, c); a2 = FMA(a2, m, c); a3 = FMA(a3, m, c);    \
+        a4 = FMA(a4, m, c); a5 = FMA(a5, m, c); a6 = FMA(a6, m, c); a7 = FMA(a7, m, c);    \
+        a8 = FMA(a8, m, c); a9 = FMA(a9, m, c); a10 = FMA(a10, m, c); a11 = FMA(a11, m, c); \
+    }                                                                                     \
+    T s = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11;                     \
+    memcpy(&sink, &s, sizeof sink);
+static volatile float vsink;
+#if defined(__x86_64__)
+__attribute__((target("avx512f"))) static void peak512(long iters) { float sink; PEAK_BODY(__m512, _mm512_fmadd_ps, _mm512_set1_ps) vsink = sink; }
+__attribute__((target("avx2,fma"))) static void peak256(long iters) { float sink; PEAK_BODY(__m256, _mm256_fmadd_ps, _mm256_set1_ps) vsink = sink; }
+#elif defined(__aarch64__)
+static float32x4_t nfma(float32x4_t a, float32x4_t m, float32x4_t c) { return vfmaq_f32(c, a, m); }
+static void peakneon(long iters) { float sink; PEAK_BODY(float32x4_t, nfma, vdupq_n_f32) vsink = sink; }
+#endif
+static float sfma(float a, float m, float c) { return __builtin_fmaf(a, m, c); }
+static float sset(float x) { return x; }
+static void peakscalar(long iters) { float sink; PEAK_BODY(float, sfma, sset) vsink = sink; }
+
+typedef struct { int lanes; long iters; } PkJob;
+static void pk_task(void *ctx, int i) {
+    (void)i;
+    PkJob *j = ctx;
+#if defined(__x86_64__)
+    if (j->lanes == 16) { peak512(j->iters); return; }
+    if (j->lanes == 8) { peak256(j->iters); return; }
+#elif defined(__aarch64__)
+    if (j->lanes == 4) { peakneon(j->iters); return; }
+#endif
+    peakscalar(j->iters);
+}
+static double fma_peak(int lanes, int threads, int runs) {
+    double v[16];
+    PkJob j = { lanes, 20000000 };
+    for (int r = 0; r < runs; r++) {
+        double t0 = now();
+        k3_pool_run(pk_task, &j, threads);
+        v[r] = 2.0 * lanes * 12 * j.iters * threads / (now() - t0) / 1e9;
+    }
+    return median(v, runs);
+}
+
+/* ---- baseline: straightforward scalar kernels accumulating in double */
+static void base_matvec(float *y, const K3Mat *W, const float *x) {
+    for (int r = 0; r < W->rows; r++) {
+        double acc = 0;
+        size_t ro = (size_t)r * W->cols;
+        if (W->type == K3_W_BF16) {
+            const uint16_t *w = (const uint16_t *)W->w + ro;
+            for (int c = 0; c < W->cols; c++) acc += (double)k3_bf16_to_f32(w[c]) * x[c];
+        } else {
+            const uint8_t *p = (const uint8_t *)W->w + ro / 2;
+            for (int c = 0; c < W->cols; c++) {
+                int nib = (p[c >> 1] >> ((c & 1) * 4)) & 15;
+                union { uint32_t u; float f; } s; s.u = k3_e8m0_bits[W->scale[(ro + c) / 32]];
+                acc += (double)k3_e2m1[nib] * s.f * x[c];
+            }
+        }
+        y[r] = (float)acc;
+    }
+}
+
+typedef struct { int type, rows, cols; const char *name; } Shape;
+
+static size_t wbytes(const Shape *s) {
+    size_t n = (size_t)s->rows * s->cols;
+    return s->type == K3_W_BF16 ? n * 2 : s->type == K3_W_F32 ? n * 4 : n / 2 + n / 32;
+}
+
+/* copies: enough that the rotation covers >= min_bytes (so the weights come from RAM) */
+static K3Mat *make_copies(const Shape *s, size_t min_bytes, int *ncopy) {
+    size_t b = wbytes(s);
+    int n = (int)((min_bytes + b - 1) / b);
+    if (n < 1) n = 1;
+    K3Mat *m = calloc((size_t)n, sizeof *m);
+    size_t elems = (size_t)s->rows * s->cols;
+    for (int k = 0; k < n; k++) {
+        uint8_t *buf = malloc(b);
+        if (s->type == K3_W_BF16) {
+            uint16_t *w = (uint16_t *)buf;
+            for (size_t i = 0; i < elems; i++) { float f = bfr(); uint32_t u; memcpy(&u, &f, 4); w[i] = (uint16_t)(u >> 16); }
+        } else {
+            for (size_t i = 0; i < elems / 2; i++) buf[i] = (uint8_t)brnd();
+            for (size_t i = 0; i < elems / 32; i++) buf[elems / 2 + i] = (uint8_t)(118 + brnd() % 10);
+        }
+        m[k] = (K3Mat){ s->type, s->rows, s->cols, buf, s->type == K3_W_MXFP4 ? buf + elems / 2 : NULL };
+    }
+    *ncopy = n;
+    return m;
+}
+
+int k3_bench_kernels(int argc, char **argv) {
+    int runs = 7, all = k3_threads();
+    const char *kern = "auto";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) all = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kern = argv[++i];
+        else if (strcmp(argv[i], "bench-kernels")) {
+            fprintf(stderr, "usage: k3-bench [--kernels K] [--threads N] [--runs N]\n");
+            return 2;
+        }
+    }
+    if (runs < 3) runs = 3;
+    if (runs > 15) runs = 15;
+    char err[200];
+    if (k3_kernels_select(kern, err, sizeof err)) { fprintf(stderr, "k3-bench: %s\n", err); return 2; }
+    if (all < 1) all = 1;
+    const char *kn = k3_kernels_name();
+    int lanes = !strcmp(kn, "avx512") ? 16 : !strcmp(kn, "avx2") ? 8 : !strcmp(kn, "neon") ? 4 : 1;
+    printf("kernels %s, threads 1 and %d, medians of %d runs\n\n", kn, all, runs);
+
+    size_t big = (size_t)512 << 20;                 /* 512 MiB >> any cache */
+    uint64_t *buf = malloc(big);
+    for (size_t i = 0; i < big / 8; i++) buf[i] = i * 0x9E3779B97F4A7C15ull;
+    k3_threads_set(1);
+    double bw1 = mem_bw(buf, big / 8, 1, runs), pk1 = fma_peak(lanes, 1, runs);
+    k3_threads_set(all);
+    double bwn = mem_bw(buf, big / 8, all, runs), pkn = fma_peak(lanes, all, runs);
+    free(buf);
+    printf("memory read bandwidth (512 MiB stream): 1 thread %.1f GB/s, %d threads %.1f GB/s\n", bw1, all, bwn);
+    printf("FMA peak (register-only, %d-lane fp32): 1 thread %.1f GFLOP/s, %d threads %.1f GFLOP/s\n\n",
+           lanes, pk1, all, pkn);
+
+    static const Shape shapes[] = {
+        { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" }, { K3_W_MXFP4, 3584, 3072, "mxfp4 3584x3072" },
+        { K3_W_BF16, 12288, 7168, "bf16 12288x7168" }, { K3_W_BF16, 7168, 12288, "bf16 7168x12288" },
+    };
+    printf("%-17s %-9s %9s %7s %9s %7s %9s %7s %s\n", "matvec T=1", "", "1 thr", "%bw", "all thr", "%bw",
+           "dbl base", "", "(effective GB/s of weight bytes)");
+    for (int si = 0; si < 4; si++) {
+        const Shape *s = &shapes[si];
+        int nc;
+        K3Mat *m = make_copies(s, (size_t)384 << 20, &nc);
+        float *x = malloc(sizeof(float) * 64 * s->cols), *y = malloc(sizeof(float) * 64 * s->rows);
+        for (int i = 0; i < 64 * s->cols; i++) x[i] = bfr();
+        double v[16], g1, gn, gb;
+        int k = 0;
+        k3_threads_set(1);
+        for (int r = 0; r < runs; r++) { double t0 = now(); k3_matmul(y, &m[k++ % nc], x, 1); v[r] = wbytes(s) / (now() - t0) / 1e9; }
+        g1 = median(v, runs);
+        k3_threads_set(all);
+        for (int r = 0; r < runs; r++) { double t0 = now(); k3_matmul(y, &m[k++ % nc], x, 1); v[r] = wbytes(s) / (now() - t0) / 1e9; }
+        gn = median(v, runs);
+        int br = runs < 5 ? runs : 5;
+        for (int r = 0; r < br; r++) { double t0 = now(); base_matvec(y, &m[k++ % nc], x); v[r] = wbytes(s) / (now() - t0) / 1e9; }
+        gb = median(v, br);
+        printf("%-17s %-9s %9.2f %6.0f%% %9.2f %6.0f%% %9.2f   x%.1f vs baseline (1 thr)\n", s->name, "",
+               g1, 100 * g1 / bw1, gn, 100 * gn / bwn, gb, g1 / gb);
+        /* prefill: weights once per call, T tokens */
+        for (int T = 16; T <= 64; T *= 4) {
+            double flop = 2.0 * s->rows * s->cols * T;
+            int pr = runs < 5 ? runs : 5;
+            k3_threads_set(1);
+            for (int r = 0; r < pr; r++) { double t0 = now(); k3_matmul(y, &m[k++ % nc], x, T); v[r] = flop / (now() - t0) / 1e9; }
+            g1 = median(v, pr);
+            k3_threads_set(all);
+            for (int r = 0; r < pr; r++) { double t0 = now(); k3_matmul(y, &m[k++ % nc], x, T); v[r] = flop / (now() - t0) / 1e9; }
+            gn = median(v, pr);
+            printf("  prefill T=%-3d %-9s %9.1f %6.0f%% %9.1f %6.0f%%   (GFLOP/s, %% of FMA peak)\n", T, "",
+                   g1, 100 * g1 / pk1, gn, 100 * gn / pkn);
+        }
+        for (int i = 0; i < nc; i++) free((void *)m[i].w);
+        free(m); free(x); free(y);
+    }
+    return 0;
+}
