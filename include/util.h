@@ -9,6 +9,10 @@ uint64_t k3_peak_rss(void);          /* getrusage ru_maxrss, in bytes */
 uint64_t k3_mem_available(void);     /* /proc/meminfo MemAvailable in bytes, 0 if unknown */
 /* Parses "1,2,3" (spaces allowed) into a malloc'd array; -1 with a message on error. */
 int k3_parse_ids(const char *s, int **ids, int *n, char *err, size_t errlen);
+/* malloc/calloc that never return NULL: on exhaustion they print how much was asked
+ * for and exit 1 (a runtime failure), instead of crashing later. */
+void *k3_xmalloc(size_t n);
+void *k3_xcalloc(size_t n, size_t size);
 /* Reads a whole file into a malloc'd NUL-terminated buffer; NULL with errno set. */
 char *k3_read_file(const char *path, size_t *len);
 #endif

@@ -35,7 +35,7 @@ static int forward(Chat *c, const int32_t *ids, size_t n) {
     int *v = malloc(sizeof(int) * (n ? n : 1));
     if (!v) { fprintf(stderr, "k3: out of memory\n"); return -1; }
     for (size_t i = 0; i < n; i++) v[i] = ids[i];
-    int rc = k3_forward(&c->m, c->st, v, (int)n, c->logits, 0, err, sizeof err);
+    int rc = k3_prefill(&c->m, c->st, v, (int)n, 0, c->logits, 0, err, sizeof err);   /* chunked: long turns stay bounded */
     free(v);
     if (rc) { fprintf(stderr, "\nk3: %s\n", err); return -1; }
     return fed_push(c, ids, n);

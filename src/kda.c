@@ -6,6 +6,7 @@
  * (decay, read the decayed state, write, read the updated state); a gated per-head
  * RMSNorm with a sigmoid gate; then o_proj. */
 #include "k3.h"
+#include "util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,10 +38,10 @@ static void l2norm(float *x, int n, float scale) {
 void k3_kda(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float *x, int T, float *out) {
     const K3Config *c = &m->cfg;
     const int NH = c->kda_num_heads, D = c->kda_head_dim, C = NH * D, K = c->short_conv_kernel_size;
-    float *q = malloc(sizeof(float) * (size_t)T * C), *k = malloc(sizeof(float) * (size_t)T * C);
-    float *v = malloc(sizeof(float) * (size_t)T * C), *z = malloc(sizeof(float) * (size_t)T * C);
-    float *G = malloc(sizeof(float) * (size_t)T * C), *fa = malloc(sizeof(float) * (size_t)T * D);
-    float *bl = malloc(sizeof(float) * (size_t)T * NH), *o = malloc(sizeof(float) * (size_t)T * C);
+    float *q = k3_xmalloc(sizeof(float) * (size_t)T * C), *k = k3_xmalloc(sizeof(float) * (size_t)T * C);
+    float *v = k3_xmalloc(sizeof(float) * (size_t)T * C), *z = k3_xmalloc(sizeof(float) * (size_t)T * C);
+    float *G = k3_xmalloc(sizeof(float) * (size_t)T * C), *fa = k3_xmalloc(sizeof(float) * (size_t)T * D);
+    float *bl = k3_xmalloc(sizeof(float) * (size_t)T * NH), *o = k3_xmalloc(sizeof(float) * (size_t)T * C);
     float alpha[D];
 
     k3_matmul(q, &ly->q, x, T);

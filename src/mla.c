@@ -7,6 +7,7 @@
  * (q_lat = W_k^T q_nope) and the value rows are applied after the weighted sum of
  * latents. Scores use all nope+rope dims and the scale (nope+rope)^-1/2. */
 #include "k3.h"
+#include "util.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +26,12 @@ void k3_mla(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float 
     const int VD = c->v_head_dim, R = c->kv_lora_rank, QH = NOPE + ROPE;
     const float scale = 1.0f / sqrtf((float)QH);
     const float mla_eps = 1e-6f;               /* q_a / kv_a norms: KimiRMSNorm default */
-    float *cq = malloc(sizeof(float) * (size_t)T * c->q_lora_rank);
-    float *q = malloc(sizeof(float) * (size_t)T * NH * QH);
-    float *kva = malloc(sizeof(float) * (size_t)T * (R + ROPE));
-    float *G = malloc(sizeof(float) * (size_t)T * NH * VD);
-    float *o = malloc(sizeof(float) * (size_t)T * NH * VD);
-    float *sc = malloc(sizeof(float) * (size_t)(s->pos + T));
+    float *cq = k3_xmalloc(sizeof(float) * (size_t)T * c->q_lora_rank);
+    float *q = k3_xmalloc(sizeof(float) * (size_t)T * NH * QH);
+    float *kva = k3_xmalloc(sizeof(float) * (size_t)T * (R + ROPE));
+    float *G = k3_xmalloc(sizeof(float) * (size_t)T * NH * VD);
+    float *o = k3_xmalloc(sizeof(float) * (size_t)T * NH * VD);
+    float *sc = k3_xmalloc(sizeof(float) * (size_t)(s->pos + T));
     float qlat[R], olat[R], tmp[R];
 
     k3_matmul(cq, &ly->q_a, x, T);

@@ -8,13 +8,14 @@
  * Each selected expert is fetched once per chunk for all tokens that chose it, and
  * experts are accumulated in increasing id so a chunk and a single token agree. */
 #include "k3.h"
+#include "util.h"
 #include <stdlib.h>
 #include <string.h>
 
 void k3_dense_mlp(const K3Model *m, const K3Mat *gate, const K3Mat *up, const K3Mat *down,
                   const float *x, int T, float *out) {
     size_t n = (size_t)T * gate->rows;
-    float *g = malloc(sizeof(float) * n), *u = malloc(sizeof(float) * n);
+    float *g = k3_xmalloc(sizeof(float) * n), *u = k3_xmalloc(sizeof(float) * n);
     k3_matmul(g, gate, x, T);
     k3_matmul(u, up, x, T);
     k3_situ(g, g, u, (int)n, m->cfg.situ_beta, m->cfg.situ_linear_beta);
@@ -22,16 +23,15 @@ void k3_dense_mlp(const K3Model *m, const K3Mat *gate, const K3Mat *up, const K3
     free(g); free(u);
 }
 
-/* Top-k of choice[] (ties: lower id first); writes ids in selection order. */
+/* Top-k of choice[] by insertion into a sorted list: O(E k). Ties keep the lower
+ * id first (it was inserted earlier and an equal value never overtakes it). */
 static void topk(const float *choice, int E, int k, int *ids) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int e = 0; e < E; e++) {
-            int taken = 0;
-            for (int i = 0; i < j; i++) if (ids[i] == e) { taken = 1; break; }
-            if (!taken && (best < 0 || choice[e] > choice[best])) best = e;
-        }
-        ids[j] = best;
+    int n = 0;
+    for (int e = 0; e < E; e++) {
+        if (n == k && !(choice[e] > choice[ids[k - 1]])) continue;
+        int i = n < k ? n++ : k - 1;
+        while (i > 0 && choice[e] > choice[ids[i - 1]]) { ids[i] = ids[i - 1]; i--; }
+        ids[i] = e;
     }
 }
 
@@ -39,12 +39,13 @@ void k3_moe(K3Model *m, const K3Layer *ly, int L, const float *x, int T, float *
     const K3Config *c = &m->cfg;
     const int H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_token;
     const int LAT = c->routed_expert_hidden_size, I = c->moe_intermediate_size;
-    float *logit = malloc(sizeof(float) * (size_t)T * E);
-    float *wsel = calloc((size_t)T * E, sizeof(float));      /* [T][E] routing weight, 0 = not chosen */
-    float *xl = malloc(sizeof(float) * (size_t)T * LAT), *r = calloc((size_t)T * LAT, sizeof(float));
-    float *xe = malloc(sizeof(float) * (size_t)T * LAT), *g = malloc(sizeof(float) * (size_t)T * I);
-    float *u = malloc(sizeof(float) * (size_t)T * I), *y = malloc(sizeof(float) * (size_t)T * LAT);
-    int *tok = malloc(sizeof(int) * T), ids[K];
+    float *logit = k3_xmalloc(sizeof(float) * (size_t)T * E);
+    float *wsel = k3_xcalloc((size_t)T * E, sizeof(float));      /* [T][E] routing weight */
+    unsigned char *sel = k3_xcalloc((size_t)T * E, 1);            /* [T][E] chosen */
+    float *xl = k3_xmalloc(sizeof(float) * (size_t)T * LAT), *r = k3_xcalloc((size_t)T * LAT, sizeof(float));
+    float *xe = k3_xmalloc(sizeof(float) * (size_t)T * LAT), *g = k3_xmalloc(sizeof(float) * (size_t)T * I);
+    float *u = k3_xmalloc(sizeof(float) * (size_t)T * I), *y = k3_xmalloc(sizeof(float) * (size_t)T * LAT);
+    int *tok = k3_xmalloc(sizeof(int) * T), ids[K];
     float choice[E];
 
     k3_matmul(logit, &ly->router, x, T);
@@ -54,12 +55,15 @@ void k3_moe(K3Model *m, const K3Layer *ly, int L, const float *x, int T, float *
         topk(choice, E, K, ids);
         for (int j = 0; j < K; j++) sum += s[ids[j]];
         float inv = c->moe_renormalize ? 1.0f / (sum + 1e-20f) : 1.0f;
-        for (int j = 0; j < K; j++) wsel[(size_t)t * E + ids[j]] = s[ids[j]] * inv * c->routed_scaling_factor;
+        for (int j = 0; j < K; j++) {
+            wsel[(size_t)t * E + ids[j]] = s[ids[j]] * inv * c->routed_scaling_factor;
+            sel[(size_t)t * E + ids[j]] = 1;
+        }
     }
     k3_matmul(xl, &ly->lat_down, x, T);
     for (int e = 0; e < E; e++) {                /* the union of this chunk's experts */
         int nt = 0;
-        for (int t = 0; t < T; t++) if (wsel[(size_t)t * E + e] != 0.0f) tok[nt++] = t;
+        for (int t = 0; t < T; t++) if (sel[(size_t)t * E + e]) tok[nt++] = t;
         if (!nt) continue;
         K3Expert ex;
         if (k3_expert_get(m, L, e, &ex) != 0) continue;       /* counted; run reported invalid */
@@ -74,8 +78,8 @@ void k3_moe(K3Model *m, const K3Layer *ly, int L, const float *x, int T, float *
     for (int t = 0; t < T; t++)
         if (c->latent_moe_use_norm) k3_rmsnorm(r + (size_t)t * LAT, r + (size_t)t * LAT, ly->lat_norm, LAT, c->rms_norm_eps);
     k3_matmul(out, &ly->lat_up, r, T);
-    float *sh = malloc(sizeof(float) * (size_t)T * H);
+    float *sh = k3_xmalloc(sizeof(float) * (size_t)T * H);
     k3_dense_mlp(m, &ly->gate, &ly->up, &ly->down, x, T, sh);   /* shared experts, full width */
     for (size_t i = 0; i < (size_t)T * H; i++) out[i] += sh[i];
-    free(sh); free(logit); free(wsel); free(xl); free(r); free(xe); free(g); free(u); free(y); free(tok);
+    free(sh); free(logit); free(wsel); free(sel); free(xl); free(r); free(xe); free(g); free(u); free(y); free(tok);
 }

@@ -77,3 +77,20 @@ char *k3_read_file(const char *path, size_t *len) {
     if (len) *len = n;
     return b;
 }
+
+static void out_of_memory(size_t n) {
+    fprintf(stderr, "k3: out of memory (asked for %zu bytes); lower --prefill-chunk or the memory budget\n", n);
+    exit(1);
+}
+
+void *k3_xmalloc(size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p) out_of_memory(n);
+    return p;
+}
+
+void *k3_xcalloc(size_t n, size_t size) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) out_of_memory(n * size);
+    return p;
+}
