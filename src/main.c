@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+int k3_bench_kernels(int argc, char **argv);      /* bench.c */
+
 static const char *USAGE =
 "k3 " K3_VERSION " — Kimi K3 inference on one CPU machine\n"
 "\n"
@@ -19,6 +21,7 @@ static const char *USAGE =
 "  k3 MODEL_DIR (--ids LIST | --prompt TEXT | --prompt-file PATH) [options]\n"
 "  k3 tokenize --tok DIR [--special] FILE...     one line of ids per FILE\n"
 "  k3 detokenize --tok DIR --ids LIST            decoded bytes to stdout\n"
+"  k3 bench-kernels [--help]                     kernel GB/s and GFLOP/s vs this machine\n"
 "  k3 --help | --version\n"
 "\n"
 "Input (exactly one):\n"
@@ -305,6 +308,8 @@ done:
 int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "tokenize") || !strcmp(argv[1], "detokenize")))
         return tok_cli(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "bench-kernels"))
+        return k3_bench_kernels(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(USAGE, stdout); return 0; }
