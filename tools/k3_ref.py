@@ -9,12 +9,14 @@ snapshots, sigmoid router with bias-only selection, latent MoE, SiTU, final Mix 
 lm_head.  float64 by default (--f32 for float32).  No bf16 activation rounding.
 
     /usr/bin/python3 tools/k3_ref.py MODEL_DIR --ids 768,5,6 [--gen N] [--f32]
-        [--dump-logits FILE] [--out-ids FILE]
+        [--dump-logits FILE] [--out-ids FILE] [--dump-ops DIR]
 
 Prints the teacher-forced argmax of every prompt position, then the greedy continuation
 (argmax, lowest id on ties; stops after N tokens or on eos_token_id), each new token
 computed by re-running the full sequence.  --dump-logits writes float32 LE
-[n_prompt][vocab].  --out-ids writes the greedy ids, comma-separated.
+[n_prompt][vocab].  --out-ids writes the greedy ids, comma-separated.  --dump-ops DIR
+writes the prompt forward's per-layer intermediates (float32/int32 LE, see op()) and
+DIR/manifest.txt (name dtype shape), for the op-level tests (tests/c/test_ops.c).
 
 Every step is a small method so tools/ref_pitfalls.py can override one step at a time.
 """
@@ -115,6 +117,12 @@ class K3Ref:
         self.eos = c.get("eos_token_id", top.get("eos_token_id"))
         self.ck = Checkpoint(d)
         self.cache = {}
+        self.ops = None         # --dump-ops: list of (name, array) while recording
+
+    def op(self, name, a):
+        """--dump-ops hook: record an intermediate (no effect unless self.ops is a list)."""
+        if self.ops is not None:
+            self.ops.append((name, np.array(a)))
 
     # ---- loading -------------------------------------------------------------------
     def w(self, name):
@@ -272,6 +280,9 @@ class K3Ref:
         choice = s + self.vec(L, m + "gate.e_score_correction_bias")
         idx = np.argsort(-choice, axis=-1, kind="stable")[:, :self.topk]
         w = self.router_weights(s, choice, idx)
+        o = np.argsort(idx, axis=-1, kind="stable")           # dump ids ascending, weights alike
+        self.op("L%02d_moe_ids" % L, np.take_along_axis(idx, o, axis=-1))
+        self.op("L%02d_moe_w" % L, np.take_along_axis(w, o, axis=-1))
         return idx, w
 
     def router_weights(self, s, choice, idx):
@@ -315,16 +326,23 @@ class K3Ref:
     def layers(self, e):
         """AttnRes depth loop (§3.1). returns (p, B)."""
         p, B = e, []
+        self.op("embed", e)
         for L in range(self.N):
             h = self.mix(p, B, self.vec(L, "self_attention_res_norm.weight"),
                          self.vec(L, "self_attention_res_proj.weight")) if B else p
             if L % self.block == 0:
                 B.append(p)
                 p = None
-            a = self.attn(L, self.rmsnorm(h, self.vec(L, "input_layernorm.weight"), self.eps))
+            x = self.rmsnorm(h, self.vec(L, "input_layernorm.weight"), self.eps)
+            a = self.attn(L, x)
             p = a if p is None else p + a
             h2 = self.mix(p, B, self.vec(L, "mlp_res_norm.weight"), self.vec(L, "mlp_res_proj.weight"))
-            p = p + self.ffn(L, self.rmsnorm(h2, self.vec(L, "post_attention_layernorm.weight"), self.eps))
+            x2 = self.rmsnorm(h2, self.vec(L, "post_attention_layernorm.weight"), self.eps)
+            f = self.ffn(L, x2)
+            p = p + f
+            for n, v in (("mix_attn", h), ("attn_in", x), ("attn_out", a), ("mix_mlp", h2),
+                         ("ffn_in", x2), ("ffn_out", f)):
+                self.op("L%02d_%s" % (L, n), v)
         return p, B
 
     def final(self, p, B):
@@ -334,7 +352,10 @@ class K3Ref:
     def forward(self, ids):
         e = self.w("model.embed_tokens.weight")[np.asarray(ids)]
         p, B = self.layers(e)
-        z = self.rmsnorm(self.final(p, B), self.w("model.norm.weight").reshape(-1), self.eps)
+        z = self.final(p, B)
+        self.op("final_mix", z)
+        z = self.rmsnorm(z, self.w("model.norm.weight").reshape(-1), self.eps)
+        self.op("final_norm", z)
         return z @ self.w("lm_head.weight").T
 
     def greedy(self, ids, n):
@@ -350,6 +371,18 @@ class K3Ref:
         return out
 
 
+def dump_ops(ops, d):
+    """Writes each recorded op as DIR/NAME.f32 (float32 LE) or NAME.i32 (int32 LE)."""
+    os.makedirs(d, exist_ok=True)
+    lines = []
+    for name, a in ops:
+        dt, ext = ("<i4", "i32") if a.dtype.kind in "iu" else ("<f4", "f32")
+        a.astype(dt).tofile(os.path.join(d, "%s.%s" % (name, ext)))
+        lines.append("%s %s %s\n" % (name, ext, "x".join(str(n) for n in a.shape)))
+    with open(os.path.join(d, "manifest.txt"), "w") as f:
+        f.writelines(sorted(lines))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model")
@@ -358,12 +391,18 @@ def main(argv=None):
     ap.add_argument("--f32", action="store_true")
     ap.add_argument("--dump-logits")
     ap.add_argument("--out-ids")
+    ap.add_argument("--dump-ops", metavar="DIR")
     a = ap.parse_args(argv)
     ids = [int(x) for x in a.ids.split(",") if x.strip()]
     m = K3Ref(a.model, np.float32 if a.f32 else np.float64)
     if any(i < 0 or i >= m.V for i in ids):
         sys.exit("k3_ref: token id out of range [0,%d)" % m.V)
+    if a.dump_ops:
+        m.ops = []
     lg = m.forward(ids)
+    if a.dump_ops:
+        dump_ops(m.ops, a.dump_ops)
+        m.ops = None
     print("argmax:", ",".join(str(int(i)) for i in lg.argmax(-1)))
     if a.dump_logits:
         lg.astype("<f4").tofile(a.dump_logits)
