@@ -5,6 +5,7 @@
  * depth (attention residuals). All activations are fp32; T tokens go through each
  * layer together so every weight is read once per chunk. */
 #include "k3.h"
+#include "mem.h"
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
@@ -46,7 +47,7 @@ int k3_forward(K3Model *m, K3State *s, const int *ids, int T, float *logits, int
 
     if (ok) embed_rows(&m->embed, ids, T, p);             /* p = e, B = [] */
     for (int L = 0; ok && L < c->num_hidden_layers; L++) {
-        const K3Layer *ly = &m->layers[L];
+        const K3Layer *ly = k3_layer_acquire(m, L);   /* pinned or a ring slot (mem.h) */
         int p_empty = 0;
         /* 1. attention-site mix (skipped only while no snapshot exists) */
         if (nb > 0) k3_attnres_mix(h, (const float *const *)B, nb, p, ly->attn_res_w, T, H, eps);
@@ -55,7 +56,7 @@ int k3_forward(K3Model *m, K3State *s, const int *ids, int T, float *logits, int
         if (L % c->attn_res_block_size == 0) {
             B[nb] = p; nb++;
             p = malloc(n * sizeof(float));
-            if (!p) { ok = 0; break; }
+            if (!p) { ok = 0; k3_layer_release(m, L); break; }
             p_empty = 1;
         }
         /* 3-4. attention sublayer on RMSNorm(h) */
@@ -71,6 +72,7 @@ int k3_forward(K3Model *m, K3State *s, const int *ids, int T, float *logits, int
         if (ly->is_moe) k3_moe(m, ly, L, x, T, a);
         else            k3_dense_mlp(m, &ly->gate, &ly->up, &ly->down, x, T, a);
         add_rows(p, a, n);
+        k3_layer_release(m, L);
     }
     if (ok) {
         /* final Mix over the snapshots and p, then the final norm, then lm_head */

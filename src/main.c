@@ -1,6 +1,7 @@
 /* main.c — the k3 command line: batch completion, subcommands, reports.
  * The engine (k3.h) knows nothing of flags; this file knows nothing of the math. */
 #include "k3.h"
+#include "mem.h"
 #include "chat.h"
 #include "sampler.h"
 #include "json.h"
@@ -21,6 +22,8 @@ static const char *USAGE =
 "  k3 MODEL_DIR (--ids LIST | --prompt TEXT | --prompt-file PATH) [options]\n"
 "  k3 tokenize --tok DIR [--special] FILE...     one line of ids per FILE\n"
 "  k3 detokenize --tok DIR --ids LIST            decoded bytes to stdout\n"
+"  k3 pack MODEL_DIR TRUNK_DIR [--verify]      pack the trunk for --trunk streaming\n"
+"  k3 --list-presets                             memory presets and what they need\n"
 "  k3 bench-kernels [--help]                     kernel GB/s and GFLOP/s vs this machine\n"
 "  k3 --help | --version\n"
 "\n"
@@ -50,6 +53,20 @@ static const char *USAGE =
 "  --threads N          worker threads (default: online cores)\n"
 "  --kernels K          auto|scalar|avx2|avx512|neon (default auto)\n"
 "\n"
+"Memory (docs/PERFORMANCE.md; budgets decide where bytes live, never the bits):\n"
+"  --trunk DIR          stream the trunk from DIR/trunk.k3 (made by k3 pack): the\n"
+"                       first layers that fit --trunk-gb are pinned, the rest cycle\n"
+"                       through a 2-slot ring read ahead by a background thread\n"
+"  --trunk-gb G         trunk budget in GB (pinned layers + ring)\n"
+"  --cache-gb G         routed-expert cache in GB (fixed slots, LFU with ageing)\n"
+"  --preset P           laptop|desktop|workstation|server|max|auto (sets both; a\n"
+"                       later flag wins; default auto = largest that fits)\n"
+"  --ctx N              positions the MLA cache is planned for (default prompt+gen)\n"
+"  --verbose            one line per step: seconds, bytes read, experts resident\n"
+"  --dump-cache-trace DIR  record every expert request (tools/cache_replay.py)\n"
+"  The plan is printed first; the run is refused (exit 1) if it does not fit\n"
+"  MemAvailable or the cgroup limit.\n"
+"\n"
 "Output:\n"
 "  --out FILE           JSON report: prompt_ids, generated_ids, n_prompt, n_generated,\n"
 "                       seconds_prefill, seconds_per_token, tokens_per_second,\n"
@@ -68,6 +85,7 @@ typedef struct {
     const char *model_dir, *config, *tok_dir, *ids, *prompt, *prompt_file;
     const char *out, *dump_logits, *kernels;
     int gen, recompute, threads, quiet, chunk;
+    const char *trunk_dir, *trace_dir; double trunk_gb, cache_gb; int ctx, verbose;
     SamplerParams sp; uint64_t seed; int sampling;   /* sampling flags given */
 } Opts;
 
@@ -93,6 +111,7 @@ static int parse_int(const char *flag, const char *v, int lo, int *out) {
 static int parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
     o->gen = 16; o->kernels = "auto";
+    o->trunk_gb = o->cache_gb = K3_BUDGET_UNSET;
     sampler_defaults(&o->sp);
     o->tok_dir = getenv("K3_TOK_FILES");
     if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
@@ -115,6 +134,20 @@ static int parse_args(int argc, char **argv, Opts *o) {
         else if (!strcmp(a, "--gen")) { VAL(); if (parse_int(a, v, 0, &o->gen)) return K3_ERR_USAGE; }
         else if (!strcmp(a, "--prefill-chunk")) { VAL(); if (parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE; }
         else if (!strcmp(a, "--threads")) { VAL(); if (parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--trunk")) { VAL(); o->trunk_dir = v; }
+        else if (!strcmp(a, "--dump-cache-trace")) { VAL(); o->trace_dir = v; }
+        else if (!strcmp(a, "--trunk-gb") || !strcmp(a, "--cache-gb")) {
+            VAL();
+            char *end; double g = strtod(v, &end);
+            if (!*v || *end || !(g >= 0) || g > 1e9) return usage_error("--trunk-gb/--cache-gb: '%s' is not a number of GB >= 0", v);
+            if (a[2] == 't') o->trunk_gb = g; else o->cache_gb = g;
+        }
+        else if (!strcmp(a, "--preset")) {
+            VAL();
+            if (k3_preset_apply(v, &o->trunk_gb, &o->cache_gb)) return usage_error("--preset: unknown preset '%s' (laptop, desktop, workstation, server, max, auto; see --list-presets)", v);
+        }
+        else if (!strcmp(a, "--ctx")) { VAL(); if (parse_int(a, v, 1, &o->ctx)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--verbose")) o->verbose = 1;
         else if (!strcmp(a, "--recompute")) o->recompute = 1;
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
@@ -192,6 +225,7 @@ static int write_json(const char *path, const Opts *o, const K3Model *m, const R
     fprintf(f, "  \"seconds_per_token\": %.6f,\n  \"tokens_per_second\": %.6f,\n", spt, spt > 0 ? 1.0 / spt : 0.0);
     fprintf(f, "  \"prefill_tokens_per_second\": %.6f,\n", r->t_prefill > 0 ? r->n_prompt / r->t_prefill : 0.0);
     fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", r->expert_failures, r->expert_failures ? "false" : "true");
+    k3_mem_json(m, f, r->t_prefill + r->t_decode);
     fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", m->cfg.vocab_size, (unsigned long long)r->peak_rss);
     if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
         fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno));
@@ -240,6 +274,16 @@ static int run_batch(const Opts *o) {
         }
     if (tok && tok_vocab_size(tok) > V)
         fprintf(stderr, "k3: warning: the tokenizer has %d ids but the model only %d\n", tok_vocab_size(tok), V);
+    {
+        int pc = o->chunk > 0 ? o->chunk : K3_PREFILL_CHUNK;
+        K3MemOpts mo = { o->trunk_dir, o->trunk_gb, o->cache_gb, o->ctx > 0 ? o->ctx : n_prompt + o->gen,
+                         o->recompute ? pc : (n_prompt < pc ? n_prompt : pc), o->dump_logits ? n_prompt : 1,
+                         o->trace_dir, o->verbose, o->quiet };
+        if (o->ctx > 0 && o->ctx < n_prompt + o->gen && !o->quiet)
+            fprintf(stderr, "k3: note: --ctx %d is less than prompt + gen (%d); the MLA cache grows past the plan\n", o->ctx, n_prompt + o->gen);
+        rc = k3_mem_setup(&m, &mo, err, sizeof err);
+        if (rc) { fprintf(stderr, "k3: %s\n", err); k3_mem_close(&m); k3_model_close(&m); free(prompt); tok_free(tok); return rc; }
+    }
     if (!o->quiet)
         fprintf(stderr, "k3: %s: %d layers, hidden %d, %d experts (top %d), vocab %d; kernels %s; opened in %.2f s\n",
                 o->model_dir, m.cfg.num_hidden_layers, m.cfg.hidden_size, m.cfg.num_experts,
@@ -258,6 +302,7 @@ static int run_batch(const Opts *o) {
     int n = n_prompt, n_gen = 0;
     if (k3_prefill(&m, st, seq, n, o->chunk, logits, o->dump_logits != NULL, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
     t_prefill = k3_now() - tp;
+    k3_mem_step(&m, 0, n_prompt, t_prefill, o->verbose && !o->quiet);
     if (o->dump_logits) {
         FILE *f = fopen(o->dump_logits, "wb");
         if (!f || fwrite(logits, sizeof(float), (size_t)V * n_prompt, f) != (size_t)V * n_prompt || fclose(f)) {
@@ -267,7 +312,7 @@ static int run_batch(const Opts *o) {
         memmove(logits, logits + (size_t)(n_prompt - 1) * V, sizeof(float) * V);
     }
     if (!o->quiet) fprintf(stderr, "k3: prefill %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
-    double td = k3_now();
+    double td = k3_now(), td_step = td;
     Sampler smp;                               /* greedy unless a sampling flag is given */
     sampler_init(&smp, &o->sp, o->seed);
     if (!o->sampling) smp.p.greedy = 1;
@@ -280,6 +325,9 @@ static int run_batch(const Opts *o) {
         if (o->recompute) { k3_state_reset(&m, st); rc = k3_prefill(&m, st, seq, n, o->chunk, logits, 0, err, sizeof err); }
         else rc = k3_forward(&m, st, seq + n - 1, 1, logits, 0, err, sizeof err);
         if (rc) { fprintf(stderr, "\nk3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
+        double ts = k3_now();
+        k3_mem_step(&m, n_gen, o->recompute ? n : 1, ts - td_step, o->verbose && !o->quiet);
+        td_step = ts;
     }
     t_decode = k3_now() - td;
     sampler_free(&smp);
@@ -290,6 +338,7 @@ static int run_batch(const Opts *o) {
         double spt = n_gen > 1 ? t_decode / (n_gen - 1) : 0;
         fprintf(stderr, "k3: generated %d tokens; %.3f s/token (%.2f tok/s); peak RSS %.1f MiB (the figure to quote)\n",
                 n_gen, spt, spt > 0 ? 1 / spt : 0, r.peak_rss / 1048576.0);
+        k3_mem_summary(&m, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
     }
     if (o->out && write_json(o->out, o, &m, &r)) rc = K3_ERR_RUNTIME;
     if (!rc && m.expert_failures) {
@@ -300,6 +349,7 @@ static int run_batch(const Opts *o) {
 done:
     k3_state_free(&m, st);
     free(seq); free(logits); free(prompt);
+    k3_mem_close(&m);
     k3_model_close(&m);
     tok_free(tok);
     return rc;
@@ -308,6 +358,9 @@ done:
 int main(int argc, char **argv) {
     if (argc >= 2 && (!strcmp(argv[1], "tokenize") || !strcmp(argv[1], "detokenize")))
         return tok_cli(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "pack"))
+        return k3_pack_main(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "--list-presets")) { k3_presets_print(stdout); return 0; }
     if (argc >= 2 && !strcmp(argv[1], "bench-kernels"))
         return k3_bench_kernels(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);

@@ -8,6 +8,7 @@
  * Each selected expert is fetched once per chunk for all tokens that chose it, and
  * experts are accumulated in increasing id so a chunk and a single token agree. */
 #include "k3.h"
+#include "mem.h"
 #include "util.h"
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,12 @@ void k3_moe(K3Model *m, const K3Layer *ly, int L, const float *x, int T, float *
             sel[(size_t)t * E + ids[j]] = 1;
         }
     }
+    int nu = 0;                                  /* the union, in compute order: all its reads in flight */
+    int *uni = k3_xmalloc(sizeof(int) * E);
+    for (int e = 0; e < E; e++)
+        for (int t = 0; t < T; t++) if (sel[(size_t)t * E + e]) { uni[nu++] = e; break; }
+    k3_experts_prefetch(m, L, uni, nu);
+    free(uni);
     k3_matmul(xl, &ly->lat_down, x, T);
     for (int e = 0; e < E; e++) {                /* the union of this chunk's experts */
         int nt = 0;

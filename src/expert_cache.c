@@ -1,0 +1,383 @@
+/* expert_cache.c — routed experts streamed from the shards into a cache of fixed
+ * slots (--cache-gb), read by a pthread I/O pool with several reads in flight.
+ *
+ * Each expert is one coalesced pread when its six tensors are back to back in the
+ * file (checked from the header offsets, never computed, K3_MODEL.md §4), O_DIRECT
+ * where the filesystem allows it (aligned window around the expert), buffered
+ * otherwise. k3_ecache_prefetch() queues a chunk's whole expert union (as many as
+ * the slots allow, then a sliding window as experts are consumed), so prefill reads
+ * each (layer, expert) at most once per chunk; the queue is served in file-offset
+ * order. A failed or short read is retried once, then counted in m->expert_failures
+ * (the run is reported invalid). Eviction: k3_policy (LFU with ageing). */
+#include "mem.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { SL_EMPTY, SL_FLIGHT, SL_READY, SL_FAILED };
+
+typedef struct { int shard, contig; uint64_t off, n; uint64_t t_off[6], t_n[6], rel[6]; } ELoc;
+typedef struct { int key, state, pin, protect, fresh; unsigned char *buf; const unsigned char *data; } Slot;
+
+struct K3ECache {
+    K3Model *m; K3Mem *mem;
+    int NL, E, nslots, nth, quit, pinned;
+    ELoc *loc; int *key_slot;
+    Slot *slot; unsigned char *arena; size_t arena_len; uint64_t slot_bytes;
+    K3Policy pol;
+    pthread_mutex_t mu; pthread_cond_t cv_job, cv_done;
+    int *queue, qn;
+    pthread_t *th;
+    int *dfd, *dstate;                       /* per shard O_DIRECT fd; 0 untried, 1 ok, 2 unavailable */
+    int *pend, npend, pend_next, nprotect;
+    uint64_t nreads;
+    long fault_n, fault_once_n;
+};
+
+static uint64_t up4k(uint64_t x) { return (x + 4095) & ~(uint64_t)4095; }
+
+uint64_t k3_ecache_slot_bytes(const K3Model *m) {
+    const K3Config *c = &m->cfg;
+    uint64_t I = c->moe_intermediate_size, LAT = c->routed_expert_hidden_size;
+    uint64_t n = 2 * (I * LAT / 2 + I * LAT / 32) + LAT * I / 2 + LAT * I / 32;
+    return up4k(n) + 4096;                   /* room for the O_DIRECT alignment window */
+}
+
+static void note_buffered(K3ECache *c, int shard, const char *why) {
+    if (c->dstate[shard] == 2) return;
+    c->dstate[shard] = 2;
+    fprintf(stderr, "k3: note: O_DIRECT is not available for %s (%s); expert reads use buffered I/O (page cache)\n",
+            c->m->st->shards[shard].path, why);
+}
+
+/* O_DIRECT fd of a shard, or -1 (buffered). Called with the lock held. */
+static int direct_fd(K3ECache *c, int shard) {
+    if (c->dstate[shard] == 1) return c->dfd[shard];
+    if (c->dstate[shard] == 2) return -1;
+    const StShard *sh = &c->m->st->shards[shard];
+    int fd = open(sh->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    struct stat s;
+    if (fd < 0) { note_buffered(c, shard, strerror(errno)); return -1; }
+    if (fstat(fd, &s) || (uint64_t)s.st_size < sh->file_size) { close(fd); note_buffered(c, shard, "file shrank since it was indexed"); return -1; }
+    c->dfd[shard] = fd; c->dstate[shard] = 1;
+    return fd;
+}
+
+static int64_t pread_all(int fd, void *dst, uint64_t n, uint64_t off) {
+    uint64_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(off + got));
+        if (r < 0) { if (errno == EINTR) continue; return -1; }
+        if (r == 0) break;
+        got += (uint64_t)r;
+    }
+    return (int64_t)got;
+}
+
+/* One attempt at reading expert l into slot s. Returns bytes transferred or -1. */
+static int64_t read_once(K3ECache *c, Slot *s, const ELoc *l, int dfd, char *err, size_t errlen) {
+    const StShard *sh = &c->m->st->shards[l->shard];
+    if (l->contig && dfd >= 0) {
+        uint64_t a0 = l->off & ~(uint64_t)4095, need = l->off + l->n - a0, len = up4k(need);
+        int64_t got = pread_all(dfd, s->buf, len, a0);
+        if (got < 0 && errno == EINVAL) return -2;                /* caller falls back to buffered */
+        if (got < 0 || (uint64_t)got < need) {
+            snprintf(err, errlen, "%s: expert read of %llu bytes at offset %llu: %s", sh->path, (unsigned long long)l->n,
+                     (unsigned long long)l->off, got < 0 ? strerror(errno) : "short read (file truncated?)");
+            return -1;
+        }
+        s->data = s->buf + (l->off - a0);
+        return (int64_t)len;
+    }
+    int fd = st_shard_fd(c->m->st, l->shard, err, errlen);
+    if (fd < 0) return -1;
+    int parts = l->contig ? 1 : 6;
+    for (int j = 0; j < parts; j++) {
+        uint64_t off = l->contig ? l->off : l->t_off[j], n = l->contig ? l->n : l->t_n[j];
+        int64_t got = pread_all(fd, s->buf + l->rel[j], n, off);
+        if (got < 0 || (uint64_t)got != n) {
+            snprintf(err, errlen, "%s: expert read of %llu bytes at offset %llu: %s", sh->path, (unsigned long long)n,
+                     (unsigned long long)off, got < 0 ? strerror(errno) : "short read (file truncated?)");
+            return -1;
+        }
+    }
+    s->data = s->buf;
+    return (int64_t)l->n;
+}
+
+static void *worker(void *arg) {
+    K3ECache *c = arg;
+    char err[600];
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->quit && c->qn == 0) pthread_cond_wait(&c->cv_job, &c->mu);
+        if (c->quit) break;
+        int si = c->queue[0];
+        memmove(c->queue, c->queue + 1, sizeof(int) * --c->qn);
+        Slot *s = &c->slot[si];
+        const ELoc *l = &c->loc[s->key];
+        uint64_t nr = ++c->nreads;
+        int dfd = l->contig ? direct_fd(c, l->shard) : -1;
+        pthread_mutex_unlock(&c->mu);
+
+        double t0 = k3_mono();
+        int64_t got = -1;
+        for (int attempt = 0; attempt < 2 && got < 0; attempt++) {
+            if ((long)nr == c->fault_n || ((long)nr == c->fault_once_n && attempt == 0)) {
+                snprintf(err, sizeof err, "%s: injected failure of expert read %llu (K3_FAULT_EXPERT_READ)",
+                         c->m->st->shards[l->shard].path, (unsigned long long)nr);
+                got = -1;
+            } else {
+                got = read_once(c, s, l, dfd, err, sizeof err);
+                if (got == -2) {
+                    pthread_mutex_lock(&c->mu); note_buffered(c, l->shard, "pread: EINVAL"); pthread_mutex_unlock(&c->mu);
+                    dfd = -1;
+                    got = read_once(c, s, l, -1, err, sizeof err);
+                }
+            }
+            if (got < 0 && attempt == 0) {
+                fprintf(stderr, "k3: %s; retrying once\n", err);
+                pthread_mutex_lock(&c->mu); c->mem->st.expert_retries++; pthread_mutex_unlock(&c->mu);
+            }
+        }
+        double t1 = k3_mono();
+        pthread_mutex_lock(&c->mu);
+        c->mem->st.expert_read_s += t1 - t0;
+        if (got >= 0) { s->state = SL_READY; c->mem->st.expert_bytes += (uint64_t)got; c->mem->st.expert_reads++; }
+        else { s->state = SL_FAILED; c->mem->st.expert_failed++; fprintf(stderr, "k3: %s; expert counted as failed\n", err); }
+        pthread_cond_broadcast(&c->cv_done);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* ---- slot management (lock held) ---- */
+
+static int take_slot(K3ECache *c) {
+    size_t cand_key[64]; int cand_slot[64], n = 0, best = -1;
+    for (int i = 0; i < c->nslots; i++) {
+        Slot *s = &c->slot[i];
+        if (s->state == SL_EMPTY) return i;
+        if (s->state != SL_READY || s->pin || s->protect) continue;
+        cand_key[n] = (size_t)s->key; cand_slot[n] = i; n++;
+        if (n == 64) {                        /* fold: keep the best so far as a candidate */
+            int v = k3_policy_victim(&c->pol, cand_key, n);
+            cand_key[0] = cand_key[v]; cand_slot[0] = cand_slot[v]; n = 1;
+        }
+    }
+    if (n) best = cand_slot[k3_policy_victim(&c->pol, cand_key, n)];
+    if (best >= 0) { c->key_slot[c->slot[best].key] = -1; c->slot[best].state = SL_EMPTY; }
+    return best;
+}
+
+static void issue(K3ECache *c, int si, int key) {
+    Slot *s = &c->slot[si];
+    s->key = key; s->state = SL_FLIGHT; s->fresh = 1;
+    c->key_slot[key] = si;
+    const ELoc *l = &c->loc[key];
+    int pos = c->qn;                          /* sorted by (shard, offset): served in file order */
+    while (pos > 0) {
+        const ELoc *p = &c->loc[c->slot[c->queue[pos - 1]].key];
+        if (p->shard < l->shard || (p->shard == l->shard && p->off <= l->off)) break;
+        c->queue[pos] = c->queue[pos - 1]; pos--;
+    }
+    c->queue[pos] = si; c->qn++;
+    pthread_cond_signal(&c->cv_job);
+}
+
+static void top_up(K3ECache *c) {
+    const int W = c->nslots - 1;
+    while (c->nprotect < W && c->pend_next < c->npend) {
+        int key = c->pend[c->pend_next], si = c->key_slot[key];
+        if (si >= 0) {
+            Slot *s = &c->slot[si];
+            if (!s->pin && !s->protect) { s->protect = 1; c->nprotect++; }
+            c->pend_next++;
+            continue;
+        }
+        if ((si = take_slot(c)) < 0) break;
+        issue(c, si, key);
+        c->slot[si].protect = 1; c->nprotect++;
+        c->pend_next++;
+    }
+}
+
+static void unpin(K3ECache *c) {
+    if (c->pinned >= 0) c->slot[c->pinned].pin = 0;
+    c->pinned = -1;
+}
+
+void k3_ecache_prefetch(K3Model *m, K3ECache *c, int L, const int *ids, int n) {
+    (void)m;
+    pthread_mutex_lock(&c->mu);
+    unpin(c);
+    for (int i = 0; i < c->nslots; i++) c->slot[i].protect = 0;
+    c->nprotect = 0;
+    c->npend = c->pend_next = 0;
+    for (int i = 0; i < n && i < c->E; i++) c->pend[c->npend++] = L * c->E + ids[i];
+    top_up(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+int k3_ecache_get(K3Model *m, K3ECache *c, int L, int e, K3Expert *out) {
+    const int key = L * c->E + e;
+    K3Mem *mem = c->mem;
+    pthread_mutex_lock(&c->mu);
+    unpin(c);
+    mem->st.expert_req++;
+    int si = c->key_slot[key], hit = 0;
+    if (si >= 0 && c->slot[si].state == SL_READY && !c->slot[si].fresh) hit = 1;
+    if (si < 0) {
+        si = take_slot(c);
+        if (si < 0) {                         /* every slot protected: give up the window */
+            for (int i = 0; i < c->nslots; i++) c->slot[i].protect = 0;
+            c->nprotect = 0;
+            si = take_slot(c);
+        }
+        while (si < 0) { pthread_cond_wait(&c->cv_done, &c->mu); si = take_slot(c); }
+        issue(c, si, key);
+    }
+    Slot *s = &c->slot[si];
+    s->pin = 1; c->pinned = si;
+    if (s->protect) { s->protect = 0; c->nprotect--; }
+    top_up(c);
+    if (s->state == SL_FLIGHT) {
+        double t0 = k3_mono();
+        while (s->state == SL_FLIGHT) pthread_cond_wait(&c->cv_done, &c->mu);
+        mem->st.io_wait_s += k3_mono() - t0;
+    }
+    s->fresh = 0;
+    if (hit) mem->st.expert_hits++;
+    if (mem->trace) fprintf(mem->trace, "%d %d %d %d\n", mem->step, L, e, hit);
+    k3_policy_touch(&c->pol, (size_t)key);
+    if (s->state == SL_FAILED) {
+        s->state = SL_EMPTY; s->pin = 0; c->pinned = -1; c->key_slot[key] = -1;
+        m->expert_failures++;
+        pthread_mutex_unlock(&c->mu);
+        return -1;
+    }
+    const unsigned char *d = s->data;
+    const ELoc *l = &c->loc[key];
+    pthread_mutex_unlock(&c->mu);
+    const K3Config *cf = &m->cfg;
+    const int I = cf->moe_intermediate_size, LAT = cf->routed_expert_hidden_size;
+    K3Mat *w[3] = { &out->w1, &out->w2, &out->w3 };
+    const int rows[3] = { I, LAT, I }, cols[3] = { LAT, I, LAT };
+    for (int j = 0; j < 3; j++) {
+        w[j]->type = K3_W_MXFP4; w[j]->rows = rows[j]; w[j]->cols = cols[j];
+        w[j]->w = d + l->rel[2 * j]; w[j]->scale = d + l->rel[2 * j + 1];
+    }
+    return 0;
+}
+
+/* ---- setup ---- */
+
+K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3Mem *mem, char *err, size_t errlen) {
+    const K3Config *cf = &m->cfg;
+    K3ECache *c = calloc(1, sizeof *c);
+    if (!c) { snprintf(err, errlen, "out of memory"); return NULL; }
+    c->m = m; c->mem = mem; c->NL = cf->num_hidden_layers; c->E = cf->num_experts;
+    c->nslots = nslots; c->pinned = -1;
+    size_t nk = (size_t)c->NL * c->E;
+    c->loc = calloc(nk, sizeof(ELoc)); c->key_slot = malloc(nk * sizeof(int));
+    c->slot = calloc(nslots, sizeof(Slot)); c->queue = malloc(sizeof(int) * nslots);
+    c->pend = malloc(sizeof(int) * c->E);
+    c->dfd = malloc(sizeof(int) * m->st->n_shards); c->dstate = calloc(m->st->n_shards, sizeof(int));
+    if (!c->loc || !c->key_slot || !c->slot || !c->queue || !c->pend || !c->dfd || !c->dstate ||
+        k3_policy_init(&c->pol, nk, nslots)) { snprintf(err, errlen, "out of memory (expert cache index)"); k3_ecache_free(c); return NULL; }
+    for (size_t k = 0; k < nk; k++) c->key_slot[k] = -1;
+    for (int i = 0; i < m->st->n_shards; i++) c->dfd[i] = -1;
+    c->slot_bytes = k3_ecache_slot_bytes(m);
+    for (int L = 0; L < c->NL; L++) {
+        if (!m->layers[L].is_moe || !m->layers[L].experts) continue;
+        for (int e = 0; e < c->E; e++) {
+            const StTensor *const *t = m->layers[L].experts + (size_t)e * 6;
+            ELoc *l = &c->loc[(size_t)L * c->E + e];
+            l->shard = t[0]->shard; l->off = t[0]->offset; l->contig = 1;
+            uint64_t sum = 0;
+            for (int j = 0; j < 6; j++) {
+                l->t_off[j] = t[j]->offset; l->t_n[j] = t[j]->nbytes;
+                if (j && (t[j]->shard != t[0]->shard || t[j]->offset != t[j - 1]->offset + t[j - 1]->nbytes)) l->contig = 0;
+                sum += t[j]->nbytes;
+            }
+            l->n = sum;
+            for (int j = 0, acc = 0; j < 6; acc += (int)t[j]->nbytes, j++)
+                l->rel[j] = l->contig ? t[j]->offset - t[0]->offset : (uint64_t)acc;
+            if (sum + 4096 > c->slot_bytes) { snprintf(err, errlen, "expert %d of layer %d is %llu bytes, more than a cache slot", e, L, (unsigned long long)sum); k3_ecache_free(c); return NULL; }
+        }
+    }
+    c->arena_len = (size_t)nslots * c->slot_bytes;
+    c->arena = mmap(NULL, c->arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (c->arena == MAP_FAILED) { c->arena = NULL; snprintf(err, errlen, "cannot reserve the expert cache (%d slots, %.3f GB): %s", nslots, c->arena_len / K3_GB, strerror(errno)); k3_ecache_free(c); return NULL; }
+    for (int i = 0; i < nslots; i++) c->slot[i].buf = c->arena + (size_t)i * c->slot_bytes;
+    const char *f = getenv("K3_FAULT_EXPERT_READ"), *f1 = getenv("K3_FAULT_EXPERT_READ_ONCE");
+    c->fault_n = f ? atol(f) : 0; c->fault_once_n = f1 ? atol(f1) : 0;
+    pthread_mutex_init(&c->mu, NULL); pthread_cond_init(&c->cv_job, NULL); pthread_cond_init(&c->cv_done, NULL);
+    c->nth = qdepth;
+    c->th = calloc(qdepth, sizeof(pthread_t));
+    for (int i = 0; c->th && i < qdepth; i++)
+        if (pthread_create(&c->th[i], NULL, worker, c)) { c->nth = i; break; }
+    if (!c->th || c->nth == 0) { snprintf(err, errlen, "cannot start the expert I/O threads"); k3_ecache_free(c); return NULL; }
+    return c;
+}
+
+void k3_ecache_free(K3ECache *c) {
+    if (!c) return;
+    if (c->th) {
+        pthread_mutex_lock(&c->mu); c->quit = 1; pthread_cond_broadcast(&c->cv_job); pthread_mutex_unlock(&c->mu);
+        for (int i = 0; i < c->nth; i++) pthread_join(c->th[i], NULL);
+        pthread_mutex_destroy(&c->mu); pthread_cond_destroy(&c->cv_job); pthread_cond_destroy(&c->cv_done);
+    }
+    if (c->dfd && c->dstate) for (int i = 0; i < c->m->st->n_shards; i++) if (c->dstate[i] == 1) close(c->dfd[i]);
+    if (c->arena) munmap(c->arena, c->arena_len);
+    k3_policy_free(&c->pol);
+    free(c->th); free(c->loc); free(c->key_slot); free(c->slot); free(c->queue); free(c->pend); free(c->dfd); free(c->dstate);
+    free(c);
+}
+
+void k3_ecache_describe(const K3ECache *c, char *buf, size_t n) {
+    int direct = 0, buffered = 0;
+    for (int i = 0; i < c->m->st->n_shards; i++) { direct += c->dstate[i] == 1; buffered += c->dstate[i] == 2; }
+    snprintf(buf, n, "%d slots x %.1f MB, %d I/O threads, policy lfu-aged; shards read O_DIRECT %d, buffered %d",
+             c->nslots, c->slot_bytes / 1e6, c->nth, direct, buffered);
+}
+
+/* ---- policy: LFU with ageing ---- */
+
+int k3_policy_init(K3Policy *p, size_t nkeys, int capacity) {
+    memset(p, 0, sizeof *p);
+    p->freq = calloc(nkeys ? nkeys : 1, sizeof(uint32_t));
+    p->last = calloc(nkeys ? nkeys : 1, sizeof(uint64_t));
+    p->nkeys = nkeys;
+    p->age_every = (uint64_t)(capacity > 0 ? capacity : 1) * 16;
+    if (p->age_every < 4096) p->age_every = 4096;
+    p->next_age = p->age_every;
+    return p->freq && p->last ? 0 : -1;
+}
+
+void k3_policy_free(K3Policy *p) { free(p->freq); free(p->last); memset(p, 0, sizeof *p); }
+
+void k3_policy_touch(K3Policy *p, size_t key) {
+    if (key >= p->nkeys) return;
+    p->clock++;
+    if (p->freq[key] < 0xffffffffu) p->freq[key]++;
+    p->last[key] = p->clock;
+    if (p->clock >= p->next_age) {            /* ageing: halve every count */
+        for (size_t i = 0; i < p->nkeys; i++) p->freq[i] >>= 1;
+        p->next_age += p->age_every;
+    }
+}
+
+int k3_policy_victim(const K3Policy *p, const size_t *cand, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++) {
+        size_t a = cand[i], b = cand[best];
+        if (p->freq[a] < p->freq[b] || (p->freq[a] == p->freq[b] && p->last[a] < p->last[b])) best = i;
+    }
+    return best;
+}

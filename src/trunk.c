@@ -1,0 +1,296 @@
+/* trunk.c — the packed trunk (`k3 pack`, pack.c): every non-routed text tensor in one
+ * file, each layer contiguous at a 4096-aligned offset. The first N layers that fit
+ * the trunk budget are read once and pinned; the rest cycle through a ring of slots
+ * filled by a background reader thread (layer L+1 is read while layer L computes),
+ * O_DIRECT where the filesystem allows it, buffered otherwise (and said so).
+ * K3Layer matrices are rebound to point into the pinned buffers or the ring slots;
+ * vectors stay the f32 copies model.c made. A failed trunk read exits 1.
+ *
+ * File: "K3TRUNK1", u64 LE index length, the text index, data from the next 4096
+ * boundary. Index lines: "k3trunk 1", "fingerprint HEX", "file_size N", "layers N",
+ * then "t LAYER OFFSET NBYTES DTYPE NDIM D0.. NAME" (LAYER -1 = global tensors). */
+#include "mem.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct { size_t field; uint64_t rel; } Bind;
+typedef struct { unsigned char *buf; K3Layer ly; } RingSlot;
+
+struct K3Trunk {
+    char path[4300];
+    int fd, dfd, NL;
+    uint64_t *off, *len;                      /* per layer: blob offset and padded length */
+    Bind **bind; int *nbind;
+    unsigned char **pinned;                   /* [NL] pinned blob or NULL */
+    int n_pinned, ring, S;
+    RingSlot *slots;
+    pthread_t th; int started, quit;
+    pthread_mutex_t mu; pthread_cond_t cv;
+    long rel_seq, ready_seq, cons_seq, err_seq;
+    char err[600];
+    K3MemStats *st;
+    long nreads, fault_n;
+};
+
+static uint64_t up4k(uint64_t x) { return (x + 4095) & ~(uint64_t)4095; }
+
+/* K3Mat fields of a layer and their tensor names. kind: 0 any, 1 KDA, 2 MLA, 3 dense MLP, 4 MoE */
+static const struct { size_t field; const char *suffix; int kind; } MATS[] = {
+    { offsetof(K3Layer, q), "self_attn.q_proj.weight", 1 }, { offsetof(K3Layer, k), "self_attn.k_proj.weight", 1 },
+    { offsetof(K3Layer, v), "self_attn.v_proj.weight", 1 }, { offsetof(K3Layer, f_a), "self_attn.f_a_proj.weight", 1 },
+    { offsetof(K3Layer, f_b), "self_attn.f_b_proj.weight", 1 }, { offsetof(K3Layer, b), "self_attn.b_proj.weight", 1 },
+    { offsetof(K3Layer, g), "self_attn.g_proj.weight", 0 }, { offsetof(K3Layer, o), "self_attn.o_proj.weight", 0 },
+    { offsetof(K3Layer, q_a), "self_attn.q_a_proj.weight", 2 }, { offsetof(K3Layer, q_b), "self_attn.q_b_proj.weight", 2 },
+    { offsetof(K3Layer, kv_a), "self_attn.kv_a_proj_with_mqa.weight", 2 }, { offsetof(K3Layer, kv_b), "self_attn.kv_b_proj.weight", 2 },
+    { offsetof(K3Layer, gate), "mlp.gate_proj.weight", 3 }, { offsetof(K3Layer, up), "mlp.up_proj.weight", 3 },
+    { offsetof(K3Layer, down), "mlp.down_proj.weight", 3 },
+    { offsetof(K3Layer, gate), "block_sparse_moe.shared_experts.gate_proj.weight", 4 },
+    { offsetof(K3Layer, up), "block_sparse_moe.shared_experts.up_proj.weight", 4 },
+    { offsetof(K3Layer, down), "block_sparse_moe.shared_experts.down_proj.weight", 4 },
+    { offsetof(K3Layer, router), "block_sparse_moe.gate.weight", 4 },
+    { offsetof(K3Layer, lat_down), "block_sparse_moe.routed_expert_down_proj.weight", 4 },
+    { offsetof(K3Layer, lat_up), "block_sparse_moe.routed_expert_up_proj.weight", 4 },
+};
+#define NMATS (sizeof MATS / sizeof MATS[0])
+
+static int applies(int kind, const K3Layer *ly) {
+    return kind == 0 || (kind == 1 && ly->is_kda) || (kind == 2 && !ly->is_kda) ||
+           (kind == 3 && !ly->is_moe) || (kind == 4 && ly->is_moe);
+}
+
+static int64_t pread_all(int fd, void *dst, uint64_t n, uint64_t off) {
+    uint64_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(off + got));
+        if (r < 0) { if (errno == EINTR) continue; return -1; }
+        if (r == 0) break;
+        got += (uint64_t)r;
+    }
+    return (int64_t)got;
+}
+
+uint64_t k3_trunk_layer_bytes(const K3Trunk *t, int L) { return t->len[L]; }
+
+#define STALE "; re-run k3 pack MODEL_DIR TRUNK_DIR"
+
+K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
+    K3Trunk *t = calloc(1, sizeof *t);
+    char *ix = NULL;
+    if (!t) { snprintf(err, errlen, "out of memory"); return NULL; }
+    t->fd = t->dfd = -1; t->NL = m->cfg.num_hidden_layers;
+    snprintf(t->path, sizeof t->path, "%s/trunk.k3", dir);
+    t->off = calloc(t->NL, sizeof(uint64_t)); t->len = calloc(t->NL, sizeof(uint64_t));
+    t->bind = calloc(t->NL, sizeof(Bind *)); t->nbind = calloc(t->NL, sizeof(int));
+    t->pinned = calloc(t->NL, sizeof(unsigned char *));
+    uint64_t *end = calloc(t->NL, sizeof(uint64_t));
+    if (!t->off || !t->len || !t->bind || !t->nbind || !t->pinned || !end) { snprintf(err, errlen, "out of memory"); goto fail; }
+    t->fd = open(t->path, O_RDONLY | O_CLOEXEC);
+    if (t->fd < 0) { snprintf(err, errlen, "--trunk %s: cannot open %s: %s (create it with: k3 pack MODEL_DIR %s)", dir, t->path, strerror(errno), dir); goto fail; }
+    unsigned char hdr[16];
+    struct stat sb;
+    if (fstat(t->fd, &sb) || pread_all(t->fd, hdr, 16, 0) != 16 || memcmp(hdr, "K3TRUNK1", 8)) {
+        snprintf(err, errlen, "%s: not a k3 trunk file (bad magic or too short)" STALE, t->path); goto fail;
+    }
+    uint64_t ilen = 0;
+    for (int i = 0; i < 8; i++) ilen |= (uint64_t)hdr[8 + i] << (8 * i);
+    if (ilen > (uint64_t)sb.st_size || ilen > (1u << 30)) { snprintf(err, errlen, "%s: index length %llu is past the end of the file; the trunk is truncated or corrupt" STALE, t->path, (unsigned long long)ilen); goto fail; }
+    ix = malloc(ilen + 1);
+    if (!ix || pread_all(t->fd, ix, ilen, 16) != (int64_t)ilen) { snprintf(err, errlen, "%s: cannot read the index" STALE, t->path); goto fail; }
+    ix[ilen] = 0;
+    unsigned long long fp = 0, fsz = 0; int nl = -1, ver = 0;
+    char *save = NULL;
+    uint64_t want_fp = k3_model_fingerprint(m->dir, m->st);
+    for (char *line = strtok_r(ix, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (sscanf(line, "k3trunk %d", &ver) == 1) continue;
+        if (sscanf(line, "fingerprint %llx", &fp) == 1) {
+            if (fp != want_fp) { snprintf(err, errlen, "%s was packed from a different checkpoint or config.json (fingerprint %016llx, %s has %016llx)" STALE, t->path, fp, m->dir, (unsigned long long)want_fp); goto fail; }
+            continue;
+        }
+        if (sscanf(line, "file_size %llu", &fsz) == 1) {
+            if (fsz != (unsigned long long)sb.st_size) { snprintf(err, errlen, "%s is %llu bytes, its index says %llu: the trunk is truncated or was modified" STALE, t->path, (unsigned long long)sb.st_size, fsz); goto fail; }
+            continue;
+        }
+        if (sscanf(line, "layers %d", &nl) == 1) {
+            if (nl != t->NL) { snprintf(err, errlen, "%s has %d layers, config.json %d" STALE, t->path, nl, t->NL); goto fail; }
+            continue;
+        }
+        int L, nd, pos = 0; unsigned long long off, nb; char dt[16];
+        if (sscanf(line, "t %d %llu %llu %15s %d%n", &L, &off, &nb, dt, &nd, &pos) != 5 || L < -1 || L >= t->NL || nd < 0 || nd > 8) {
+            snprintf(err, errlen, "%s: malformed index line '%.80s'" STALE, t->path, line); goto fail;
+        }
+        const char *p = line + pos;
+        for (int i = 0; i < nd; i++) { while (*p == ' ') p++; while (*p && *p != ' ') p++; }
+        while (*p == ' ') p++;
+        const StTensor *src = st_find(m->st, p);
+        if (!src || src->nbytes != nb || strcmp(st_dtype_name(src->dtype), dt) || off + nb > fsz || !fp) {
+            snprintf(err, errlen, "%s: tensor '%s' does not match the checkpoint (missing, resized, out of range or no fingerprint)" STALE, t->path, p); goto fail;
+        }
+        if (L < 0) continue;
+        if (!end[L] || off < t->off[L]) t->off[L] = off;
+        if (off + nb > end[L]) end[L] = off + nb;
+        /* remember the offset of this tensor for binding below */
+        const char *suf = strstr(p, "model.layers.");
+        if (suf) { suf = strchr(suf + 13, '.'); if (suf) suf++; }
+        for (size_t i = 0; suf && i < NMATS; i++)
+            if (!strcmp(MATS[i].suffix, suf) && applies(MATS[i].kind, &m->layers[L])) {
+                Bind *b = realloc(t->bind[L], sizeof(Bind) * (t->nbind[L] + 1));
+                if (!b) { snprintf(err, errlen, "out of memory"); goto fail; }
+                t->bind[L] = b;
+                b[t->nbind[L]].field = MATS[i].field; b[t->nbind[L]].rel = off;   /* absolute for now */
+                t->nbind[L]++;
+                const K3Mat *M = (const K3Mat *)((const char *)&m->layers[L] + MATS[i].field);
+                uint64_t want = (uint64_t)M->rows * M->cols * (M->type == K3_W_F32 ? 4 : 2);
+                if (want != nb) { snprintf(err, errlen, "%s: tensor '%s' has %llu bytes, the model expects %llu" STALE, t->path, p, nb, (unsigned long long)want); goto fail; }
+            }
+    }
+    if (!fp || !fsz || nl < 0) { snprintf(err, errlen, "%s: index lacks fingerprint/file_size/layers" STALE, t->path); goto fail; }
+    for (int L = 0; L < t->NL; L++) {
+        int need = 0;
+        for (size_t i = 0; i < NMATS; i++) need += applies(MATS[i].kind, &m->layers[L]);
+        if (t->nbind[L] != need || !end[L] || t->off[L] % 4096) { snprintf(err, errlen, "%s: layer %d is incomplete or misaligned in the trunk" STALE, t->path, L); goto fail; }
+        t->len[L] = up4k(end[L] - t->off[L]);
+        if (t->off[L] + t->len[L] > fsz) { snprintf(err, errlen, "%s: layer %d runs past the end of the file" STALE, t->path, L); goto fail; }
+        for (int i = 0; i < t->nbind[L]; i++) t->bind[L][i].rel -= t->off[L];
+    }
+    free(ix); free(end);
+    const char *f = getenv("K3_FAULT_TRUNK_READ");
+    t->fault_n = f ? atol(f) : 0;
+    return t;
+fail:
+    free(ix); free(end);
+    k3_trunk_close(t);
+    return NULL;
+}
+
+static int read_layer(K3Trunk *t, int L, unsigned char *buf, char *err, size_t errlen) {
+    long nr = __atomic_add_fetch(&t->nreads, 1, __ATOMIC_SEQ_CST);
+    if (nr == t->fault_n) { snprintf(err, errlen, "%s: injected failure of trunk read %ld (layer %d, K3_FAULT_TRUNK_READ)", t->path, nr, L); return -1; }
+    int64_t got = -1;
+    if (t->dfd >= 0) {
+        got = pread_all(t->dfd, buf, t->len[L], t->off[L]);
+        if (got < 0 && errno == EINVAL) {
+            fprintf(stderr, "k3: note: O_DIRECT reads fail on %s (EINVAL); the trunk uses buffered reads\n", t->path);
+            close(t->dfd); t->dfd = -1;
+        }
+    }
+    if (t->dfd < 0) got = pread_all(t->fd, buf, t->len[L], t->off[L]);
+    if (got < 0 || (uint64_t)got != t->len[L]) {
+        snprintf(err, errlen, "%s: reading layer %d (%llu bytes at %llu): %s" STALE, t->path, L, (unsigned long long)t->len[L],
+                 (unsigned long long)t->off[L], got < 0 ? strerror(errno) : "short read (the trunk is truncated)");
+        return -1;
+    }
+    return 0;
+}
+
+static void rebind(const K3Trunk *t, int L, K3Layer *ly, const unsigned char *blob) {
+    for (int i = 0; i < t->nbind[L]; i++) {
+        K3Mat *M = (K3Mat *)((char *)ly + t->bind[L][i].field);
+        M->w = blob + t->bind[L][i].rel;
+    }
+}
+
+static void *reader(void *arg) {
+    K3Trunk *t = arg;
+    char err[600];
+    pthread_mutex_lock(&t->mu);
+    for (long k = 0;; k++) {
+        while (!t->quit && k >= t->rel_seq + t->ring) pthread_cond_wait(&t->cv, &t->mu);
+        if (t->quit) break;
+        int L = t->n_pinned + (int)(k % t->S);
+        pthread_mutex_unlock(&t->mu);
+        double t0 = k3_mono();
+        int rc = read_layer(t, L, t->slots[k % t->ring].buf, err, sizeof err);
+        double t1 = k3_mono();
+        pthread_mutex_lock(&t->mu);
+        t->st->trunk_read_s += t1 - t0;
+        if (rc) { if (t->err_seq < 0) { t->err_seq = k; snprintf(t->err, sizeof t->err, "%s", err); } }
+        else { t->st->trunk_bytes += t->len[L]; t->st->trunk_reads++; }
+        t->ready_seq = k + 1;
+        pthread_cond_broadcast(&t->cv);
+        if (rc) break;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+int k3_trunk_start(K3Model *m, K3Trunk *t, int n_pinned, int ring, K3MemStats *st, char *err, size_t errlen) {
+    t->st = st; t->n_pinned = n_pinned; t->S = t->NL - n_pinned; t->ring = t->S ? ring : 0;
+    t->err_seq = -1;
+    t->dfd = open(t->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (t->dfd < 0) fprintf(stderr, "k3: note: O_DIRECT is not available for %s (%s); the trunk uses buffered reads\n", t->path, strerror(errno));
+    for (int L = 0; L < n_pinned; L++) {
+        if (posix_memalign((void **)&t->pinned[L], 4096, t->len[L])) { t->pinned[L] = NULL; snprintf(err, errlen, "out of memory pinning trunk layer %d", L); return K3_ERR_RUNTIME; }
+        if (read_layer(t, L, t->pinned[L], err, errlen)) return K3_ERR_RUNTIME;
+        st->trunk_load_bytes += t->len[L];
+        rebind(t, L, &m->layers[L], t->pinned[L]);
+    }
+    if (!t->S) return 0;
+    uint64_t mx = 0;
+    for (int L = n_pinned; L < t->NL; L++) if (t->len[L] > mx) mx = t->len[L];
+    t->slots = calloc(t->ring, sizeof(RingSlot));
+    if (!t->slots) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    for (int r = 0; r < t->ring; r++)
+        if (posix_memalign((void **)&t->slots[r].buf, 4096, mx)) { t->slots[r].buf = NULL; snprintf(err, errlen, "out of memory for the trunk ring (%d x %.3f GB)", t->ring, mx / K3_GB); return K3_ERR_RUNTIME; }
+    pthread_mutex_init(&t->mu, NULL); pthread_cond_init(&t->cv, NULL);
+    if (pthread_create(&t->th, NULL, reader, t)) { snprintf(err, errlen, "cannot start the trunk reader thread"); return K3_ERR_RUNTIME; }
+    t->started = 1;
+    return 0;
+}
+
+const K3Layer *k3_trunk_acquire(K3Model *m, K3Trunk *t, int L, K3MemStats *st) {
+    if (L < t->n_pinned) return &m->layers[L];
+    pthread_mutex_lock(&t->mu);
+    int want = t->n_pinned + (int)(t->cons_seq % t->S);
+    if (L != want) {
+        fprintf(stderr, "k3: internal error: trunk layer %d acquired out of order (expected %d)\n", L, want);
+        exit(K3_ERR_RUNTIME);
+    }
+    double t0 = k3_mono();
+    while (t->ready_seq <= t->cons_seq) pthread_cond_wait(&t->cv, &t->mu);
+    st->io_wait_s += k3_mono() - t0;
+    if (t->err_seq >= 0 && t->err_seq <= t->cons_seq) {
+        fprintf(stderr, "k3: trunk read failed: %s\n", t->err);
+        exit(K3_ERR_RUNTIME);
+    }
+    RingSlot *s = &t->slots[t->cons_seq % t->ring];
+    pthread_mutex_unlock(&t->mu);
+    s->ly = m->layers[L];
+    rebind(t, L, &s->ly, s->buf);
+    return &s->ly;
+}
+
+void k3_trunk_release(K3Trunk *t, int L) {
+    if (L < t->n_pinned) return;
+    pthread_mutex_lock(&t->mu);
+    t->cons_seq++;
+    t->rel_seq = t->cons_seq;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void k3_trunk_describe(const K3Trunk *t, char *buf, size_t n) {
+    snprintf(buf, n, "%s: %d layers pinned, %d streamed through a ring of %d slots (%s)", t->path, t->n_pinned, t->S, t->ring,
+             t->dfd >= 0 ? "O_DIRECT" : "buffered");
+}
+
+void k3_trunk_close(K3Trunk *t) {
+    if (!t) return;
+    if (t->started) {
+        pthread_mutex_lock(&t->mu); t->quit = 1; pthread_cond_broadcast(&t->cv); pthread_mutex_unlock(&t->mu);
+        pthread_join(t->th, NULL);
+        pthread_mutex_destroy(&t->mu); pthread_cond_destroy(&t->cv);
+    }
+    if (t->slots) for (int r = 0; r < t->ring; r++) free(t->slots[r].buf);
+    if (t->pinned) for (int L = 0; L < t->NL; L++) free(t->pinned[L]);
+    if (t->bind) for (int L = 0; L < t->NL; L++) free(t->bind[L]);
+    if (t->fd >= 0) close(t->fd);
+    if (t->dfd >= 0) close(t->dfd);
+    free(t->slots); free(t->pinned); free(t->bind); free(t->nbind); free(t->off); free(t->len);
+    free(t);
+}
