@@ -11,7 +11,12 @@
  *
  * MXFP4 (K3_MODEL.md §4): row r, element c has nibble (packed[r][c/2] >> 4*(c&1)) & 15
  * and scale 2^(scale[r][c/32] - 127). The weight is the exact product
- * e2m1[nibble] * 2^(s-127) (exact in fp32), reduced in the canonical order above.
+ * e2m1[nibble] * 2^(s-127) (exact in fp32). MXFP4 has its own lane assignment (so that
+ * one byte feeds one lane and decoding is cheap): within each 32-element block (16
+ * bytes), lane l (0..15) takes byte l: first acc[l] = fmaf(w[2l], x[2l], acc[l]) (low
+ * nibble), then acc[l] = fmaf(w[2l+1], x[2l+1], acc[l]) (high nibble); blocks in
+ * increasing order; then the same fold tree. (x is de-interleaved into even/odd halves
+ * by the SIMD paths.)
  *
  * The E8M0 byte 255 is NaN (OCP MX); every path then yields NaN weights.
  *

@@ -67,6 +67,14 @@ static double mem_bw(const uint64_t *buf, size_t n, int threads, int runs) {
     return median(v, runs);
 }
 
+/* one read of n words from p with the current thread count: GB/s */
+static double read_once(const uint64_t *p, size_t n) {
+    RdJob j = { p, n, k3_threads(), 0 };
+    double t0 = now();
+    k3_pool_run(rd_task, &j, j.parts);
+    return n * 8.0 / (now() - t0) / 1e9;
+}
+
 /* ---- FMA peak: 12 independent register accumulators, no memory traffic */
 #define PEAK_BODY(T, FMA, SET)                                                            \
     T a0 = SET(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0,       \
@@ -102,9 +110,9 @@ static void pk_task(void *ctx, int i) {
 #endif
     peakscalar(j->iters);
 }
-static double fma_peak(int lanes, int threads, int runs) {
+static double fma_peak_it(int lanes, int threads, int runs, long iters) {
     double v[16];
-    PkJob j = { lanes, 20000000 };
+    PkJob j = { lanes, iters };
     for (int r = 0; r < runs; r++) {
         double t0 = now();
         k3_pool_run(pk_task, &j, threads);
@@ -112,6 +120,7 @@ static double fma_peak(int lanes, int threads, int runs) {
     }
     return median(v, runs);
 }
+static double fma_peak(int lanes, int threads, int runs) { return fma_peak_it(lanes, threads, runs, 20000000); }
 
 /* ---- baseline: straightforward scalar kernels accumulating in double */
 static void base_matvec(float *y, const K3Mat *W, const float *x) {
@@ -164,13 +173,16 @@ static K3Mat *make_copies(const Shape *s, size_t min_bytes, int *ncopy) {
 
 int k3_bench_kernels(int argc, char **argv) {
     int runs = 7, all = k3_threads();
-    const char *kern = "auto";
+    const char *kern = "auto", *only = NULL;
+    int prefill = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) all = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kern = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--no-prefill")) prefill = 0;
         else if (strcmp(argv[i], "bench-kernels")) {
-            fprintf(stderr, "usage: k3-bench [--kernels K] [--threads N] [--runs N]\n");
+            fprintf(stderr, "usage: k3-bench [--kernels K] [--threads N] [--runs N] [--only SUBSTRING] [--no-prefill]\n");
             return 2;
         }
     }
@@ -190,7 +202,6 @@ int k3_bench_kernels(int argc, char **argv) {
     double bw1 = mem_bw(buf, big / 8, 1, runs), pk1 = fma_peak(lanes, 1, runs);
     k3_threads_set(all);
     double bwn = mem_bw(buf, big / 8, all, runs), pkn = fma_peak(lanes, all, runs);
-    free(buf);
     printf("memory read bandwidth (512 MiB stream): 1 thread %.1f GB/s, %d threads %.1f GB/s\n", bw1, all, bwn);
     printf("FMA peak (register-only, %d-lane fp32): 1 thread %.1f GFLOP/s, %d threads %.1f GFLOP/s\n\n",
            lanes, pk1, all, pkn);
@@ -199,42 +210,56 @@ int k3_bench_kernels(int argc, char **argv) {
         { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" }, { K3_W_MXFP4, 3584, 3072, "mxfp4 3584x3072" },
         { K3_W_BF16, 12288, 7168, "bf16 12288x7168" }, { K3_W_BF16, 7168, 12288, "bf16 7168x12288" },
     };
+    printf("Each kernel run is paired with, right after it, a stream read of the same byte\n"
+           "count (at least 64 MiB; matvec) or a short FMA-peak loop (prefill); %%bw, %%peak =\n"
+           "medians of the paired ratios (robust to a noisy machine); GB/s, GFLOP/s = medians.\n\n");
     printf("%-17s %-9s %9s %7s %9s %7s %9s %7s %s\n", "matvec T=1", "", "1 thr", "%bw", "all thr", "%bw",
            "dbl base", "", "(effective GB/s of weight bytes)");
+    size_t roff = 0;
     for (int si = 0; si < 4; si++) {
         const Shape *s = &shapes[si];
+        if (only && !strstr(s->name, only)) continue;
         int nc;
         K3Mat *m = make_copies(s, (size_t)384 << 20, &nc);
         float *x = malloc(sizeof(float) * 64 * s->cols), *y = malloc(sizeof(float) * 64 * s->rows);
         for (int i = 0; i < 64 * s->cols; i++) x[i] = bfr();
-        double v[16], g1, gn, gb;
+        double v[16], q[16], g1 = 0, gn = 0, gb, p1 = 0, pn = 0;
         int k = 0;
-        k3_threads_set(1);
-        for (int r = 0; r < runs; r++) { double t0 = now(); k3_matmul(y, &m[k++ % nc], x, 1); v[r] = wbytes(s) / (now() - t0) / 1e9; }
-        g1 = median(v, runs);
-        k3_threads_set(all);
-        for (int r = 0; r < runs; r++) { double t0 = now(); k3_matmul(y, &m[k++ % nc], x, 1); v[r] = wbytes(s) / (now() - t0) / 1e9; }
-        gn = median(v, runs);
+        size_t nw = wbytes(s) / 8 & ~(size_t)63;      /* at least 64 MiB: a steady-state stream */
+        if (nw < ((size_t)8 << 20)) nw = (size_t)8 << 20;
+        for (int th = 0; th < 2; th++) {
+            k3_threads_set(th ? all : 1);
+            for (int r = 0; r < runs; r++) {
+                double t0 = now(); k3_matmul(y, &m[k++ % nc], x, 1); v[r] = wbytes(s) / (now() - t0) / 1e9;
+                if (roff + nw > big / 8) roff = 0;
+                q[r] = v[r] / read_once(buf + roff, nw); roff += nw;
+            }
+            if (th) { gn = median(v, runs); pn = median(q, runs); } else { g1 = median(v, runs); p1 = median(q, runs); }
+        }
         int br = runs < 5 ? runs : 5;
         for (int r = 0; r < br; r++) { double t0 = now(); base_matvec(y, &m[k++ % nc], x); v[r] = wbytes(s) / (now() - t0) / 1e9; }
         gb = median(v, br);
         printf("%-17s %-9s %9.2f %6.0f%% %9.2f %6.0f%% %9.2f   x%.1f vs baseline (1 thr)\n", s->name, "",
-               g1, 100 * g1 / bw1, gn, 100 * gn / bwn, gb, g1 / gb);
+               g1, 100 * p1, gn, 100 * pn, gb, g1 / gb);
         /* prefill: weights once per call, T tokens */
-        for (int T = 16; T <= 64; T *= 4) {
+        for (int T = 16; prefill && T <= 64; T *= 4) {
             double flop = 2.0 * s->rows * s->cols * T;
             int pr = runs < 5 ? runs : 5;
-            k3_threads_set(1);
-            for (int r = 0; r < pr; r++) { double t0 = now(); k3_matmul(y, &m[k++ % nc], x, T); v[r] = flop / (now() - t0) / 1e9; }
-            g1 = median(v, pr);
-            k3_threads_set(all);
-            for (int r = 0; r < pr; r++) { double t0 = now(); k3_matmul(y, &m[k++ % nc], x, T); v[r] = flop / (now() - t0) / 1e9; }
-            gn = median(v, pr);
+            for (int th = 0; th < 2; th++) {
+                int n = th ? all : 1;
+                k3_threads_set(n);
+                for (int r = 0; r < pr; r++) {
+                    double t0 = now(); k3_matmul(y, &m[k++ % nc], x, T); v[r] = flop / (now() - t0) / 1e9;
+                    q[r] = v[r] / fma_peak_it(lanes, n, 1, 2000000);
+                }
+                if (th) { gn = median(v, pr); pn = median(q, pr); } else { g1 = median(v, pr); p1 = median(q, pr); }
+            }
             printf("  prefill T=%-3d %-9s %9.1f %6.0f%% %9.1f %6.0f%%   (GFLOP/s, %% of FMA peak)\n", T, "",
-                   g1, 100 * g1 / pk1, gn, 100 * gn / pkn);
+                   g1, 100 * p1, gn, 100 * pn);
         }
         for (int i = 0; i < nc; i++) free((void *)m[i].w);
         free(m); free(x); free(y);
     }
+    free(buf);
     return 0;
 }

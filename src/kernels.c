@@ -47,14 +47,17 @@ static float dot_bf16(const uint16_t *w, const float *x, int n) {
     return fold(acc);
 }
 
+/* MXFP4 lane order (kernels.h): in each 32-element block, lane l takes byte l of the
+ * block's 16 bytes: first its low nibble (element 2l), then its high nibble (2l+1). */
 static float dot_mxfp4(const uint8_t *p, const uint8_t *sc, const float *x, int n) {
     float acc[K3_LANES] = {0};
     for (int b = 0; b < n; b += 32) {              /* n is a multiple of 32 */
         float s = f32_bits(k3_e8m0_bits[sc[b >> 5]]);
-        for (int i = b; i < b + 32; i++) {
-            int nib = (p[i >> 1] >> ((i & 1) * 4)) & 15;
-            float w = k3_e2m1[nib] * s;            /* exact */
-            acc[i % K3_LANES] = fmaf(w, x[i], acc[i % K3_LANES]);
+        const uint8_t *q = p + (b >> 1);
+        for (int l = 0; l < K3_LANES; l++) {
+            float w0 = k3_e2m1[q[l] & 15] * s, w1 = k3_e2m1[q[l] >> 4] * s;   /* exact */
+            acc[l] = fmaf(w0, x[b + 2 * l], acc[l]);
+            acc[l] = fmaf(w1, x[b + 2 * l + 1], acc[l]);
         }
     }
     return fold(acc);

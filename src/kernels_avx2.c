@@ -3,9 +3,10 @@
  * The 16 canonical lanes are two ymm registers (lanes 0-7, 8-15); every multiply-add is
  * one vfmadd (fused, like fmaf); the fold is the same tree (8, 4, 2, 1). Tails (n % 16)
  * spill the lanes to memory and finish with scalar fmaf, exactly as the reference does.
- * MXFP4 is decoded from nibbles: pshufb of a signed-int8 table of doubled E2M1 values,
- * sign-extend, convert (exact), multiply by 2^(s-128) (exact: the same real number as
- * e2m1 * 2^(s-127), so the same float), then FMA. A zero weight comes out as +0 where
+ * MXFP4 is decoded from nibbles: pshufb of a signed-int8 table of doubled E2M1 values
+ * (low nibbles = lanes' first FMA, high nibbles = second; see kernels.h), sign-extend,
+ * convert (exact), multiply by 2^(s-128) (exact: the same real number as
+ * e2m1 * 2^(s-127), so the same float), then FMA with x split into even/odd elements. A zero weight comes out as +0 where
  * the reference has -0 for nibble 8; with finite x the accumulators cannot tell.
  * Compiled with -mavx2 -mfma (Makefile); elsewhere this file is empty of code. */
 #include "kernels.h"
@@ -105,19 +106,27 @@ INL __m256 ld_bf16(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
-/* 16 MXFP4 weights of row r from column c (c % 16 == 0) as signed int8, in order */
-INL __m128i mx16(const M *m, int r, int c) {
+/* The 16 bytes of row r's 32-block at column c (c % 32 == 0) as doubled E2M1 int8:
+ * lo = low nibbles (element 2l in byte l), hi = high nibbles (element 2l+1). */
+INL void mx16(const M *m, int r, int c, __m128i *lo, __m128i *hi) {
     const __m128i tab = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
     const __m128i m0f = _mm_set1_epi8(0x0F);
-    __m128i v = _mm_loadl_epi64((const __m128i *)(m->wp + ((size_t)r * m->cols + c) / 2));
-    __m128i nb = _mm_and_si128(_mm_unpacklo_epi64(v, _mm_srli_epi16(v, 4)), m0f);
-    nb = _mm_shuffle_epi8(tab, nb);                   /* bytes 0-7: even, 8-15: odd */
-    return _mm_unpacklo_epi8(nb, _mm_srli_si128(nb, 8));
+    __m128i v = _mm_loadu_si128((const __m128i *)(m->wp + ((size_t)r * m->cols + c) / 2));
+    *lo = _mm_shuffle_epi8(tab, _mm_and_si128(v, m0f));
+    *hi = _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(v, 4), m0f));
 }
 
+/* lanes 8h..8h+7 of a decoded half-block, times 2^(s-128) (exact) */
 INL __m256 mx8(__m128i e, int half, __m256 s) {
     __m128i q = half ? _mm_srli_si128(e, 8) : e;
     return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), s);
+}
+
+/* x[c + 16h + 2l] (even) and x[c + 16h + 2l + 1] (odd) for l = 0..7 */
+INL void x_eo(const float *x, __m256 *e, __m256 *o) {
+    __m256 a = _mm256_loadu_ps(x), b = _mm256_loadu_ps(x + 8);
+    *e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+    *o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
 }
 
 INL float tail_finish(const M *m, int r, const float *x, int c0, __m256 a0, __m256 a1) {
@@ -138,24 +147,41 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 3
         for (int j = 0; j < TT; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
-    for (int c = 0; c < n16; c += 16) {
-        __m128i e[4];
-        __m256 s[4];
-        if (type == K3_W_MXFP4) {
+    if (type == K3_W_MXFP4) {              /* cols % 32 == 0: no tail */
+        for (int c = 0; c < cols; c += 32) {
+            __m128i lo[4], hi[4];
+            __m256 s[4];
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
-                e[i] = mx16(m, r + i, c);
+                mx16(m, r + i, c, &lo[i], &hi[i]);
                 s[i] = _mm256_castsi256_ps(_mm256_set1_epi32((int)k3_e8m0_half_bits[m->ws[((size_t)(r + i) * cols + c) / 32]]));
             }
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256 xe[3], xo[3];
+#pragma GCC unroll 3
+                for (int j = 0; j < TT; j++) x_eo(X + (size_t)(t + j) * cols + c + 16 * h, &xe[j], &xo[j]);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) {
+                    __m256 w = mx8(lo[i], h, s[i]);
+#pragma GCC unroll 3
+                    for (int j = 0; j < TT; j++) acc[i][j][h] = _mm256_fmadd_ps(w, xe[j], acc[i][j][h]);
+                    w = mx8(hi[i], h, s[i]);
+#pragma GCC unroll 3
+                    for (int j = 0; j < TT; j++) acc[i][j][h] = _mm256_fmadd_ps(w, xo[j], acc[i][j][h]);
+                }
+            }
         }
+        n16 = cols;
+    }
+    for (int c = 0; c < n16 && type != K3_W_MXFP4; c += 16) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256 w[4];
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 size_t o = (size_t)(r + i) * cols + c + 8 * h;
-                w[i] = type == K3_W_F32 ? _mm256_loadu_ps(m->wf + o)
-                     : type == K3_W_BF16 ? ld_bf16(m->wb + o) : mx8(e[i], h, s[i]);
+                w[i] = type == K3_W_F32 ? _mm256_loadu_ps(m->wf + o) : ld_bf16(m->wb + o);
             }
 #pragma GCC unroll 3
             for (int j = 0; j < TT; j++) {
@@ -191,7 +217,7 @@ static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1
     if (t1 - t0 == 1) {                    /* matvec: 4 rows share each x load */
         if (W->type == K3_W_F32) TILES(K3_W_F32, 4, 1)
         else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 4, 1)
-        else TILES(K3_W_MXFP4, 2, 1)
+        else TILES(K3_W_MXFP4, 4, 1)
     } else {                               /* prefill: 2 rows x 3 (mxfp4: 2) tokens */
         if (W->type == K3_W_F32) TILES(K3_W_F32, 2, 3)
         else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 2, 3)

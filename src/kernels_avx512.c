@@ -3,10 +3,11 @@
  * The 16 canonical lanes are exactly one zmm register; every multiply-add is one
  * vfmadd (fused, like fmaf); the fold is the same tree (8, 4, 2, 1). Tails use masked
  * loads and a masked FMA that leaves the untouched lanes exactly as they were.
- * MXFP4: the 8 bytes holding 16 elements are spread to 16 dword lanes (vpermd), each
- * shifted right by 4*(i%8) (vpsrlvd) so lane i holds nibble i in its low 4 bits, which
- * vpermps uses to pick from a 16-entry table e2m1[n] * 2^(s-127) — one vmulps per block,
- * the very product the reference computes (including -0), then FMA.
+ * MXFP4 (lane l = byte l of each 16-byte block, low nibble then high nibble): the
+ * 16 bytes widen to 16 dwords (vpmovzxbd), vpermps picks from a 16-entry table
+ * e2m1[n] * 2^(s-127) by the low nibble, then by the high one after a shift; one vmulps
+ * per block builds the table — the very product the reference computes (including -0);
+ * x is split into even/odd elements (vpermt2ps) to meet the two FMAs.
  * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq (Makefile). */
 #include "kernels.h"
 
@@ -85,11 +86,15 @@ static void kda_step_avx512(float *S, const float *q, const float *k, const floa
     }
 }
 
-/* ---- matmul: register tiles of R rows x TT tokens (one zmm accumulator each). */
+/* ---- matmul. Matvec (T = 1): 8 rows at a time (8 independent 16-lane chains share each
+ * x load), software prefetch PF bytes ahead on every row stream. Prefill (T > 1):
+ * register tiles of R rows x TT tokens (one zmm accumulator each), column-blocked. */
 typedef struct {
     int cols;
     const float *wf; const uint16_t *wb; const uint8_t *wp, *ws;
 } M;
+
+#define PF 1024   /* prefetch distance in bytes on each weight row stream */
 
 INL __m512 ld_w(const M *m, int type, size_t o, __mmask16 k) {
     if (type == K3_W_F32) return _mm512_maskz_loadu_ps(k, m->wf + o);
@@ -97,75 +102,138 @@ INL __m512 ld_w(const M *m, int type, size_t o, __mmask16 k) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
 }
 
-/* Columns [c0, c1) of a tile. With sc (column blocking for prefill), the 16 lanes of
- * each accumulator continue from / are parked in sc[(i*SC_T + j)*16] between blocks:
- * the lane sequence of fused multiply-adds is unchanged, so are the bits. */
-#define SC_R 32
-#define SC_T 60
-#define KC 512
-INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *X, int r, int t,
-              int c0, int c1, float *sc) {
-    int cols = m->cols;
-    __m512 acc[8][6];
+INL const char *w_addr(const M *m, int type, size_t o) {
+    return type == K3_W_F32 ? (const char *)(m->wf + o) : (const char *)(m->wb + o);
+}
+
+/* f32 / bf16 matvec, R rows from r: 32 columns a step (one 64-byte line of bf16 per row) */
+INL void mv_fb(const M *m, int type, int R, float *y, const float *x, int r) {
+    int cols = m->cols, c = 0;
+    __m512 acc[8];
+    size_t ro[8];
 #pragma GCC unroll 8
+    for (int i = 0; i < R; i++) { acc[i] = _mm512_setzero_ps(); ro[i] = (size_t)(r + i) * cols; }
+    for (; c + 32 <= cols; c += 32) {
+        __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            _mm_prefetch(w_addr(m, type, ro[i] + c) + PF, _MM_HINT_T0);
+            if (type == K3_W_F32) _mm_prefetch(w_addr(m, type, ro[i] + c) + PF + 64, _MM_HINT_T0);
+            acc[i] = _mm512_fmadd_ps(ld_w(m, type, ro[i] + c, 0xFFFF), x0, acc[i]);
+            acc[i] = _mm512_fmadd_ps(ld_w(m, type, ro[i] + c + 16, 0xFFFF), x1, acc[i]);
+        }
+    }
+    for (; c < cols; c += 16) {
+        __mmask16 k = cols - c >= 16 ? 0xFFFF : tailmask(cols - c);
+        __m512 x0 = _mm512_maskz_loadu_ps(k, x + c);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) acc[i] = _mm512_mask3_fmadd_ps(ld_w(m, type, ro[i] + c, k), x0, acc[i], k);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) y[r + i] = fold(acc[i]);
+}
+
+/* MXFP4: 16 bytes = one 32-element block -> 16 dwords (vpmovzxbd); the low nibble of
+ * lane l is element 2l, the high nibble element 2l+1 (the canonical MXFP4 lane order);
+ * vpermps reads only the low 4 bits of its index, so the shift is the only decode op.
+ * The table e2m1[n] * 2^(s-127) is the reference's exact product (one vmulps a block). */
+INL __m512 mx_tab(const M *m, size_t si) {
+    return _mm512_mul_ps(_mm512_loadu_ps(k3_e2m1),
+                         _mm512_castsi512_ps(_mm512_set1_epi32((int)k3_e8m0_bits[m->ws[si]])));
+}
+INL __m512i mx_bytes(const M *m, size_t bo) {
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(m->wp + bo)));
+}
+
+INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
+    int cols = m->cols;
+    const __m512i EV = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i OD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    __m512 acc[8];
+    size_t ro[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) { acc[i] = _mm512_setzero_ps(); ro[i] = (size_t)(r + i) * cols; }
+    for (int c = 0; c < cols; c += 32) {
+        __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
+        __m512 xe = _mm512_permutex2var_ps(x0, EV, x1), xo = _mm512_permutex2var_ps(x0, OD, x1);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            if (!(c & 96)) _mm_prefetch((const char *)m->wp + (ro[i] + c) / 2 + PF, _MM_HINT_T0);
+            __m512 tab = mx_tab(m, (ro[i] + c) / 32);
+            __m512i v = mx_bytes(m, (ro[i] + c) / 2);
+            acc[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, tab), xe, acc[i]);
+            acc[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab), xo, acc[i]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) y[r + i] = fold(acc[i]);
+}
+
+/* Prefill: blocks of SC_R rows x SC_T tokens x KC columns. The 16 lanes of each
+ * accumulator continue from / are parked in sc[(i*SC_T + j)*16] between column blocks:
+ * the lane sequence of fused multiply-adds is unchanged, so are the bits. x(j, c) is
+ * xb[j*xs + c - xc]: X itself (f32/bf16), or for MXFP4 a panel of the block's columns
+ * with every 32-block de-interleaved (16 even elements, then 16 odd). */
+#define SC_R 32
+#define SC_T 72
+#define KC 512
+INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *xb, size_t xs, int xc,
+              int r, int t, int c0, int c1, float *sc) {
+    int cols = m->cols;
+    __m512 acc[4][6];
+#pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 6
         for (int j = 0; j < TT; j++)
             acc[i][j] = c0 ? _mm512_load_ps(sc + (i * SC_T + j) * 16) : _mm512_setzero_ps();
     if (type == K3_W_MXFP4) {
-        const __m512 E2M1 = _mm512_loadu_ps(k3_e2m1);
-        const __m512i SPREAD = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-        const __m512i SHIFT = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
         for (int c = c0; c < c1; c += 32) {
-            __m512 tab[8];
-#pragma GCC unroll 8
-            for (int i = 0; i < R; i++)
-                tab[i] = _mm512_mul_ps(E2M1, _mm512_castsi512_ps(_mm512_set1_epi32(
-                    (int)k3_e8m0_bits[m->ws[((size_t)(r + i) * cols + c) / 32]])));
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m512 w[8];
-#pragma GCC unroll 8
-                for (int i = 0; i < R; i++) {
-                    const uint8_t *p = m->wp + ((size_t)(r + i) * cols + c) / 2 + 8 * h;
-                    __m512i v = _mm512_permutexvar_epi32(SPREAD, _mm512_castsi128_si512(_mm_loadl_epi64((const __m128i *)p)));
-                    w[i] = _mm512_permutexvar_ps(_mm512_srlv_epi32(v, SHIFT), tab[i]);
-                }
+            __m512 we[4], wo[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                size_t o = (size_t)(r + i) * cols + c;
+                __m512 tab = mx_tab(m, o / 32);
+                __m512i v = mx_bytes(m, o / 2);
+                we[i] = _mm512_permutexvar_ps(v, tab);
+                wo[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab);
+            }
 #pragma GCC unroll 6
-                for (int j = 0; j < TT; j++) {
-                    __m512 x = _mm512_loadu_ps(X + (size_t)(t + j) * cols + c + 16 * h);
-#pragma GCC unroll 8
-                    for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(w[i], x, acc[i][j]);
-                }
+            for (int j = 0; j < TT; j++) {
+                __m512 x = _mm512_load_ps(xb + j * xs + c - xc);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(we[i], x, acc[i][j]);
+                x = _mm512_load_ps(xb + j * xs + c - xc + 16);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(wo[i], x, acc[i][j]);
             }
         }
     } else {
         int c = c0;
         for (; c + 16 <= c1; c += 16) {
             __m512 w[4];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
             for (int i = 0; i < R; i++) w[i] = ld_w(m, type, (size_t)(r + i) * cols + c, 0xFFFF);
 #pragma GCC unroll 6
             for (int j = 0; j < TT; j++) {
-                __m512 x = _mm512_loadu_ps(X + (size_t)(t + j) * cols + c);
-#pragma GCC unroll 8
+                __m512 x = _mm512_loadu_ps(xb + j * xs + c - xc);
+#pragma GCC unroll 4
                 for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(w[i], x, acc[i][j]);
             }
         }
         if (c < c1) {
             __mmask16 k = tailmask(c1 - c);
             __m512 w[4];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
             for (int i = 0; i < R; i++) w[i] = ld_w(m, type, (size_t)(r + i) * cols + c, k);
 #pragma GCC unroll 6
             for (int j = 0; j < TT; j++) {
-                __m512 x = _mm512_maskz_loadu_ps(k, X + (size_t)(t + j) * cols + c);
-#pragma GCC unroll 8
+                __m512 x = _mm512_maskz_loadu_ps(k, xb + j * xs + c - xc);
+#pragma GCC unroll 4
                 for (int i = 0; i < R; i++) acc[i][j] = _mm512_mask3_fmadd_ps(w[i], x, acc[i][j], k);
             }
         }
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 6
         for (int j = 0; j < TT; j++) {
@@ -174,59 +242,76 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
         }
 }
 
-#define ROWS(TYPE, RA, TA)                                                                \
-    for (r = r0; r < r1;) {                                                               \
-        if (r1 - r >= RA) { tile(&m, TYPE, RA, TA, Y, rows, X, r, t, 0, m.cols, 0); r += RA; } \
-        else { tile(&m, TYPE, 1, TA, Y, rows, X, r, t, 0, m.cols, 0); r += 1; }           \
-    }
-
-/* Prefill with long rows: blocks of SC_R rows x SC_T tokens x KC columns, so the X block
- * (SC_T x KC floats) stays in L2 while every row tile of the block runs over it. */
-#define BROWS(TYPE, RA, TA)                                                               \
-    for (r = rb; r < rbe;) {                                                              \
-        float *s_ = sc + ((r - rb) * SC_T + (t - tb)) * 16;                               \
-        if (rbe - r >= RA) { tile(&m, TYPE, RA, TA, Y, rows, X, r, t, c0, c1, s_); r += RA; } \
-        else { tile(&m, TYPE, 1, TA, Y, rows, X, r, t, c0, c1, s_); r += 1; }             \
-    }
-#define BLOCKED(TYPE)                                                                     \
-    for (int tb = t0; tb < t1; tb += SC_T) {                                              \
-        int tbe = t1 - tb > SC_T ? tb + SC_T : t1;                                        \
-        for (int rb = r0; rb < r1; rb += SC_R) {                                          \
-            int rbe = r1 - rb > SC_R ? rb + SC_R : r1;                                    \
-            for (int c0 = 0; c0 < m.cols; c0 += KC) {                                     \
-                int c1 = m.cols - c0 > KC ? c0 + KC : m.cols;                             \
-                for (t = tb; t < tbe;) {                                                  \
-                    int rem = tbe - t;                                                    \
-                    if (rem >= 6) { BROWS(TYPE, 4, 6) t += 6; }                           \
-                    else if (rem >= 3) { BROWS(TYPE, 4, 3) t += 3; }                      \
-                    else { BROWS(TYPE, 4, 1) t += 1; }                                    \
-                }                                                                         \
-            }                                                                             \
-        }                                                                                 \
-    }
 static _Thread_local float sc_buf[SC_R * SC_T * 16] __attribute__((aligned(64)));
-#define TILES(TYPE)                                                                       \
-    for (t = t0; t < t1;) {                                                               \
-        int rem = t1 - t;                                                                 \
-        if (rem >= 6) { ROWS(TYPE, 4, 6) t += 6; }                                        \
-        else if (rem >= 3) { ROWS(TYPE, 4, 3) t += 3; }                                   \
-        else if (TYPE == K3_W_MXFP4) { ROWS(TYPE, 8, 1) t += 1; }                         \
-        else { ROWS(TYPE, 4, 1) t += 1; }                                                 \
+static _Thread_local float panel[SC_T * KC] __attribute__((aligned(64)));
+
+/* all row tiles of rows [rb, rbe) for tokens [t, t+TT) over columns [c0, c1) */
+INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *X, int rb, int rbe,
+                 int tb, int t, int c0, int c1) {
+    const float *xb = type == K3_W_MXFP4 ? panel + (size_t)(t - tb) * KC : X + (size_t)t * m->cols;
+    size_t xs = type == K3_W_MXFP4 ? KC : (size_t)m->cols;
+    int xc = type == K3_W_MXFP4 ? c0 : 0;
+    for (int r = rb; r < rbe;) {
+        float *s = sc_buf + ((r - rb) * SC_T + (t - tb)) * 16;
+        if (rbe - r >= 4) { tile(m, type, 4, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s); r += 4; }
+        else { tile(m, type, 1, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s); r += 1; }
+    }
+}
+
+INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1, int t0, int t1) {
+    const __m512i EV = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i OD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;   /* even token blocks */
+    for (int tb = t0; tb < t1; tb += per) {
+        int tbe = t1 - tb > per ? tb + per : t1;
+        for (int rb = r0; rb < r1; rb += SC_R) {
+            int rbe = r1 - rb > SC_R ? rb + SC_R : r1;
+            for (int c0 = 0; c0 < m->cols; c0 += KC) {
+                int c1 = m->cols - c0 > KC ? c0 + KC : m->cols;
+                if (type == K3_W_MXFP4)
+                    for (int t = tb; t < tbe; t++)
+                        for (int c = c0; c < c1; c += 32) {
+                            const float *x = X + (size_t)t * m->cols + c;
+                            __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+                            float *p = panel + (size_t)(t - tb) * KC + (c - c0);
+                            _mm512_store_ps(p, _mm512_permutex2var_ps(x0, EV, x1));
+                            _mm512_store_ps(p + 16, _mm512_permutex2var_ps(x0, OD, x1));
+                        }
+                for (int t = tb; t < tbe;) {
+                    switch (tbe - t) {
+                    case 1: rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 1; break;
+                    case 2: rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 2; break;
+                    case 3: rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 3; break;
+                    case 4: rows_tt(m, type, 4, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 4; break;
+                    case 5: rows_tt(m, type, 5, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 5; break;
+                    default: rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 6; break;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#define MATVEC(FN, ...)                                                                   \
+    for (r = r0; r < r1;) {                                                               \
+        if (r1 - r >= 8) { FN(__VA_ARGS__, 8, Y, X, r); r += 8; }                         \
+        else if (r1 - r >= 4) { FN(__VA_ARGS__, 4, Y, X, r); r += 4; }                    \
+        else { FN(__VA_ARGS__, 1, Y, X, r); r += 1; }                                     \
     }
 
 static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     M m = { W->cols, W->w, W->w, W->w, W->scale };
-    int rows = W->rows, r, t;
-    if (t1 - t0 >= 6 && m.cols > KC) {
-        float *sc = sc_buf;
-        if (W->type == K3_W_F32) BLOCKED(K3_W_F32)
-        else if (W->type == K3_W_BF16) BLOCKED(K3_W_BF16)
-        else BLOCKED(K3_W_MXFP4)
+    int rows = W->rows, r;
+    if (t1 - t0 == 1) {
+        Y += (size_t)t0 * rows; X += (size_t)t0 * m.cols;
+        if (W->type == K3_W_F32) MATVEC(mv_fb, &m, K3_W_F32)
+        else if (W->type == K3_W_BF16) MATVEC(mv_fb, &m, K3_W_BF16)
+        else MATVEC(mv_mx, &m)
         return;
     }
-    if (W->type == K3_W_F32) TILES(K3_W_F32)
-    else if (W->type == K3_W_BF16) TILES(K3_W_BF16)
-    else TILES(K3_W_MXFP4)
+    if (W->type == K3_W_F32) blocked(&m, K3_W_F32, Y, rows, X, r0, r1, t0, t1);
+    else if (W->type == K3_W_BF16) blocked(&m, K3_W_BF16, Y, rows, X, r0, r1, t0, t1);
+    else blocked(&m, K3_W_MXFP4, Y, rows, X, r0, r1, t0, t1);
 }
 
 static const K3KernelOps OPS = { "avx512", matmul_avx512, dot_avx512, sum_avx512, axpy_avx512, kda_step_avx512 };

@@ -3,8 +3,9 @@
  * The 16 canonical lanes are four float32x4 registers (lanes 0-3, 4-7, 8-11, 12-15);
  * every multiply-add is one vfmaq_f32 (fused, like fmaf); the fold is the same tree
  * (8: v0+=v2, v1+=v3; 4: v0+=v1; 2; 1) — never vaddvq, whose pairing differs. Tails
- * spill the lanes and finish with scalar fmaf. MXFP4: vqtbl1q_s8 of doubled E2M1 values,
- * zip to element order, widen, convert (exact), times 2^(s-128) (exact), FMA.
+ * spill the lanes and finish with scalar fmaf. MXFP4 (lane l = byte l of a 32-block, low
+ * nibble then high; kernels.h): vqtbl1q_s8 of doubled E2M1 values, widen, convert
+ * (exact), times 2^(s-128) (exact), FMA with x de-interleaved by vld2q_f32.
  * On other architectures this file has no code. */
 #include "kernels.h"
 
@@ -102,13 +103,14 @@ INL float32x4_t ld_bf16(const uint16_t *p) {
     return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
 }
 
-/* 16 MXFP4 weights of row r from column c (c % 16 == 0), doubled, as int8 in order */
-INL int8x16_t mx16(const M *m, int r, int c) {
+/* The 16 bytes of row r's 32-block at column c (c % 32 == 0) as doubled E2M1 int8:
+ * lo = low nibbles (element 2l in byte l), hi = high nibbles (element 2l+1). */
+INL void mx16(const M *m, int r, int c, int8x16_t *lo, int8x16_t *hi) {
     static const int8_t T[16] = { 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12 };
-    uint8x8_t v = vld1_u8(m->wp + ((size_t)r * m->cols + c) / 2);
-    uint8x16_t nb = vcombine_u8(vand_u8(v, vdup_n_u8(15)), vshr_n_u8(v, 4));
-    int8x16_t t = vqtbl1q_s8(vld1q_s8(T), nb);              /* 0-7: even, 8-15: odd */
-    return vcombine_s8(vzip1_s8(vget_low_s8(t), vget_high_s8(t)), vzip2_s8(vget_low_s8(t), vget_high_s8(t)));
+    uint8x16_t v = vld1q_u8(m->wp + ((size_t)r * m->cols + c) / 2);
+    int8x16_t t = vld1q_s8(T);
+    *lo = vqtbl1q_s8(t, vandq_u8(v, vdupq_n_u8(15)));
+    *hi = vqtbl1q_s8(t, vshrq_n_u8(v, 4));
 }
 
 INL float32x4_t mx4(int8x16_t e, int q, float32x4_t s) {
@@ -137,24 +139,41 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
         for (int j = 0; j < TT; j++)
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) acc[i][j][q] = vdupq_n_f32(0.0f);
-    for (int c = 0; c < n16; c += 16) {
-        int8x16_t e[4];
-        float32x4_t s[4];
-        if (type == K3_W_MXFP4) {
+    if (type == K3_W_MXFP4) {              /* cols % 32 == 0: no tail */
+        for (int c = 0; c < cols; c += 32) {
+            int8x16_t lo[4], hi[4];
+            float32x4_t s[4];
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
-                e[i] = mx16(m, r + i, c);
+                mx16(m, r + i, c, &lo[i], &hi[i]);
                 s[i] = vreinterpretq_f32_u32(vdupq_n_u32(k3_e8m0_half_bits[m->ws[((size_t)(r + i) * cols + c) / 32]]));
             }
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                float32x4x2_t x[3];            /* vld2q: even elements, odd elements */
+#pragma GCC unroll 3
+                for (int j = 0; j < TT; j++) x[j] = vld2q_f32(X + (size_t)(t + j) * cols + c + 8 * q);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) {
+                    float32x4_t w = mx4(lo[i], q, s[i]);
+#pragma GCC unroll 3
+                    for (int j = 0; j < TT; j++) acc[i][j][q] = vfmaq_f32(acc[i][j][q], w, x[j].val[0]);
+                    w = mx4(hi[i], q, s[i]);
+#pragma GCC unroll 3
+                    for (int j = 0; j < TT; j++) acc[i][j][q] = vfmaq_f32(acc[i][j][q], w, x[j].val[1]);
+                }
+            }
         }
+        n16 = cols;
+    }
+    for (int c = 0; c < n16 && type != K3_W_MXFP4; c += 16) {
 #pragma GCC unroll 4
         for (int q = 0; q < 4; q++) {
             float32x4_t w[4];
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 size_t o = (size_t)(r + i) * cols + c + 4 * q;
-                w[i] = type == K3_W_F32 ? vld1q_f32(m->wf + o)
-                     : type == K3_W_BF16 ? ld_bf16(m->wb + o) : mx4(e[i], q, s[i]);
+                w[i] = type == K3_W_F32 ? vld1q_f32(m->wf + o) : ld_bf16(m->wb + o);
             }
 #pragma GCC unroll 3
             for (int j = 0; j < TT; j++) {
