@@ -97,6 +97,7 @@ static void kda_step_avx2(float *S, const float *q, const float *k, const float 
 }
 
 /* ---- matmul: register tiles of R rows x TT tokens, 16 columns per step. */
+#define PF 1024   /* matvec prefetch distance in bytes on each weight row stream */
 typedef struct {
     int type, cols;
     const float *wf; const uint16_t *wb; const uint8_t *wp, *ws;
@@ -153,6 +154,7 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
             __m256 s[4];
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
+                if (TT == 1 && !(c & 96)) _mm_prefetch((const char *)m->wp + ((size_t)(r + i) * cols + c) / 2 + PF, _MM_HINT_T0);
                 mx16(m, r + i, c, &lo[i], &hi[i]);
                 s[i] = _mm256_castsi256_ps(_mm256_set1_epi32((int)k3_e8m0_half_bits[m->ws[((size_t)(r + i) * cols + c) / 32]]));
             }
@@ -181,6 +183,9 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 size_t o = (size_t)(r + i) * cols + c + 8 * h;
+                if (TT == 1 && (h == 0 || type == K3_W_F32))   /* matvec: prefetch the row stream */
+                    _mm_prefetch((const char *)(type == K3_W_F32 ? (const void *)(m->wf + o) : (const void *)(m->wb + o)) + PF,
+                                 _MM_HINT_T0);
                 w[i] = type == K3_W_F32 ? _mm256_loadu_ps(m->wf + o) : ld_bf16(m->wb + o);
             }
 #pragma GCC unroll 3

@@ -5,14 +5,16 @@
  * loads and a masked FMA that leaves the untouched lanes exactly as they were.
  * MXFP4 (lane l = byte l of each 16-byte block, low nibble then high nibble): the
  * 16 bytes widen to 16 dwords (vpmovzxbd), vpermps picks from a 16-entry table
- * e2m1[n] * 2^(s-127) by the low nibble, then by the high one after a shift; one vmulps
- * per block builds the table — the very product the reference computes (including -0);
- * x is split into even/odd elements (vpermt2ps) to meet the two FMAs.
+ * e2m1[n] * 2^(s-127) by the low nibble, then by the high one after a shift. The 256
+ * tables (one per scale byte, 16 KB) are built at start-up with the very product the
+ * reference computes (including -0); x is split into even/odd elements (vpermt2ps) to
+ * meet the two FMAs.
  * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq (Makefile). */
 #include "kernels.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 #include <immintrin.h>
+#include <string.h>
 
 #define INL static inline __attribute__((always_inline))
 
@@ -135,35 +137,58 @@ INL void mv_fb(const M *m, int type, int R, float *y, const float *x, int r) {
 
 /* MXFP4: 16 bytes = one 32-element block -> 16 dwords (vpmovzxbd); the low nibble of
  * lane l is element 2l, the high nibble element 2l+1 (the canonical MXFP4 lane order);
- * vpermps reads only the low 4 bits of its index, so the shift is the only decode op.
- * The table e2m1[n] * 2^(s-127) is the reference's exact product (one vmulps a block). */
-INL __m512 mx_tab(const M *m, size_t si) {
-    return _mm512_mul_ps(_mm512_loadu_ps(k3_e2m1),
-                         _mm512_castsi512_ps(_mm512_set1_epi32((int)k3_e8m0_bits[m->ws[si]])));
+ * vpermps reads only the low 4 bits of its index, so the shift is the only decode op. */
+/* mxtab[s] = e2m1[0..15] * 2^(s-127): the reference's exact products, 16 KB, built once
+ * at start-up; one 64-byte load replaces broadcast + multiply in the inner loops. */
+static float mxtab[256][16] __attribute__((aligned(64)));
+__attribute__((constructor)) static void mxtab_init(void) {
+    for (int s = 0; s < 256; s++) {
+        union { uint32_t u; float f; } v = { k3_e8m0_bits[s] };
+        for (int n = 0; n < 16; n++) mxtab[s][n] = k3_e2m1[n] * v.f;
+    }
 }
+INL __m512 mx_tab(const M *m, size_t si) { return _mm512_load_ps(mxtab[m->ws[si]]); }
 INL __m512i mx_bytes(const M *m, size_t bo) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(m->wp + bo)));
 }
 
+/* one 32-block of one row: bytes at p, scale byte at *s */
+INL __m512 mx_block(const uint8_t *p, const uint8_t *s, __m512 xe, __m512 xo, __m512 acc) {
+    __m512 tab = _mm512_load_ps(mxtab[*s]);
+    __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, tab), xe, acc);
+    return _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab), xo, acc);
+}
+
 INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
-    int cols = m->cols;
+    int cols = m->cols, c = 0;
     const __m512i EV = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i OD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     __m512 acc[8];
-    size_t ro[8];
 #pragma GCC unroll 8
-    for (int i = 0; i < R; i++) { acc[i] = _mm512_setzero_ps(); ro[i] = (size_t)(r + i) * cols; }
-    for (int c = 0; c < cols; c += 32) {
+    for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
+    const uint8_t *pw = m->wp + (size_t)r * cols / 2, *ps = m->ws + (size_t)r * cols / 32;
+    size_t bw = (size_t)cols / 2, bs = (size_t)cols / 32;      /* row strides */
+    for (; c + 128 <= cols; c += 128) {                          /* 4 blocks: 64 bytes a row */
+        __m512 xe[4], xo[4];
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) {
+            __m512 x0 = _mm512_loadu_ps(x + c + 32 * g), x1 = _mm512_loadu_ps(x + c + 32 * g + 16);
+            xe[g] = _mm512_permutex2var_ps(x0, EV, x1); xo[g] = _mm512_permutex2var_ps(x0, OD, x1);
+        }
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            const uint8_t *p = pw + i * bw + c / 2, *s = ps + i * bs + c / 32;
+            _mm_prefetch((const char *)p + PF, _MM_HINT_T0);
+#pragma GCC unroll 4
+            for (int g = 0; g < 4; g++) acc[i] = mx_block(p + 16 * g, s + g, xe[g], xo[g], acc[i]);
+        }
+    }
+    for (; c < cols; c += 32) {
         __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
         __m512 xe = _mm512_permutex2var_ps(x0, EV, x1), xo = _mm512_permutex2var_ps(x0, OD, x1);
 #pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            if (!(c & 96)) _mm_prefetch((const char *)m->wp + (ro[i] + c) / 2 + PF, _MM_HINT_T0);
-            __m512 tab = mx_tab(m, (ro[i] + c) / 32);
-            __m512i v = mx_bytes(m, (ro[i] + c) / 2);
-            acc[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, tab), xe, acc[i]);
-            acc[i] = _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab), xo, acc[i]);
-        }
+        for (int i = 0; i < R; i++) acc[i] = mx_block(pw + i * bw + c / 2, ps + i * bs + c / 32, xe, xo, acc[i]);
     }
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++) y[r + i] = fold(acc[i]);
@@ -172,13 +197,20 @@ INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
 /* Prefill: blocks of SC_R rows x SC_T tokens x KC columns. The 16 lanes of each
  * accumulator continue from / are parked in sc[(i*SC_T + j)*16] between column blocks:
  * the lane sequence of fused multiply-adds is unchanged, so are the bits. x(j, c) is
- * xb[j*xs + c - xc]: X itself (f32/bf16), or for MXFP4 a panel of the block's columns
- * with every 32-block de-interleaved (16 even elements, then 16 odd). */
-#define SC_R 32
+ * xb[j*xs + c - xc], a panel of the block's columns copied from X (contiguous, no 4K
+ * aliasing between tokens); for MXFP4 every 32-block de-interleaved (16 even elements,
+ * then 16 odd). */
+#ifndef SC_R
+#define SC_R 64
+#endif
+#ifndef SC_T
 #define SC_T 72
-#define KC 512
+#endif
+#ifndef KC
+#define KC 1024
+#endif
 INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *xb, size_t xs, int xc,
-              int r, int t, int c0, int c1, float *sc) {
+              int r, int t, int c0, int c1, float *sc, int pf) {
     int cols = m->cols;
     __m512 acc[4][6];
 #pragma GCC unroll 4
@@ -192,6 +224,7 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 size_t o = (size_t)(r + i) * cols + c;
+                if (pf && !(c & 96)) _mm_prefetch((const char *)m->wp + o / 2 + KC / 2, _MM_HINT_T0);
                 __m512 tab = mx_tab(m, o / 32);
                 __m512i v = mx_bytes(m, o / 2);
                 we[i] = _mm512_permutexvar_ps(v, tab);
@@ -212,7 +245,11 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
         for (; c + 16 <= c1; c += 16) {
             __m512 w[4];
 #pragma GCC unroll 4
-            for (int i = 0; i < R; i++) w[i] = ld_w(m, type, (size_t)(r + i) * cols + c, 0xFFFF);
+            for (int i = 0; i < R; i++) {
+                size_t o = (size_t)(r + i) * cols + c;
+                if (pf) _mm_prefetch(w_addr(m, type, o) + KC * (type == K3_W_F32 ? 4 : 2), _MM_HINT_T0);
+                w[i] = ld_w(m, type, o, 0xFFFF);
+            }
 #pragma GCC unroll 6
             for (int j = 0; j < TT; j++) {
                 __m512 x = _mm512_loadu_ps(xb + j * xs + c - xc);
@@ -248,13 +285,13 @@ static _Thread_local float panel[SC_T * KC] __attribute__((aligned(64)));
 /* all row tiles of rows [rb, rbe) for tokens [t, t+TT) over columns [c0, c1) */
 INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *X, int rb, int rbe,
                  int tb, int t, int c0, int c1) {
-    const float *xb = type == K3_W_MXFP4 ? panel + (size_t)(t - tb) * KC : X + (size_t)t * m->cols;
-    size_t xs = type == K3_W_MXFP4 ? KC : (size_t)m->cols;
-    int xc = type == K3_W_MXFP4 ? c0 : 0;
+    (void)X;
+    const float *xb = panel + (size_t)(t - tb) * KC;
+    int pf = t == tb && c1 < m->cols;       /* first token tile: fetch the next column block */
     for (int r = rb; r < rbe;) {
         float *s = sc_buf + ((r - rb) * SC_T + (t - tb)) * 16;
-        if (rbe - r >= 4) { tile(m, type, 4, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s); r += 4; }
-        else { tile(m, type, 1, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s); r += 1; }
+        if (rbe - r >= 4) { tile(m, type, 4, TT, Y, rows, xb, KC, c0, r, t, c0, c1, s, pf); r += 4; }
+        else { tile(m, type, 1, TT, Y, rows, xb, KC, c0, r, t, c0, c1, s, pf); r += 1; }
     }
 }
 
@@ -277,6 +314,9 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
                             _mm512_store_ps(p, _mm512_permutex2var_ps(x0, EV, x1));
                             _mm512_store_ps(p + 16, _mm512_permutex2var_ps(x0, OD, x1));
                         }
+                else
+                    for (int t = tb; t < tbe; t++)
+                        memcpy(panel + (size_t)(t - tb) * KC, X + (size_t)t * m->cols + c0, sizeof(float) * (c1 - c0));
                 for (int t = tb; t < tbe;) {
                     switch (tbe - t) {
                     case 1: rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 1; break;
