@@ -175,17 +175,31 @@ static void make_plan(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, 
     for (int L = 0; L < NL; L++) p->trunk_total += lb[L];
     uint64_t mx = 0;
     for (int L = 0; L < NL; L++) if (lb[L] > mx) mx = lb[L];
-    p->trunk_min = have_trunk ? (NL > 1 ? 2 : 1) * mx : p->trunk_total;
+    p->trunk_min = p->trunk_total;
+    if (have_trunk) {
+        const int R = NL >= 2 ? 2 : 1;
+        p->trunk_min = 0;
+        for (int r = 0; r < R; r++) {
+            uint64_t m2 = 0;
+            for (int k = r; k < NL * R; k += R) if (lb[k % NL] > m2) m2 = lb[k % NL];
+            p->trunk_min += m2;
+        }
+    }
+    (void)mx;
     p->trunk_budget = tgb * K3_GB;
     if (have_trunk && p->trunk_budget < p->trunk_min) { p->trunk_budget = (double)p->trunk_min; p->raised_trunk = 1; }
     if (!have_trunk || p->trunk_budget >= (double)p->trunk_total) { p->n_pinned = NL; p->pinned = p->trunk_total; }
     else {
         for (int N = 0; N < NL; N++) {
-            uint64_t pin = 0, rmx = 0;
+            uint64_t pin = 0, ring = 0;
+            const int S = NL - N, R = S >= 2 ? 2 : 1;
             for (int L = 0; L < N; L++) pin += lb[L];
-            for (int L = N; L < NL; L++) if (lb[L] > rmx) rmx = lb[L];
-            int R = NL - N >= 2 ? 2 : 1;
-            if ((double)(pin + R * rmx) <= p->trunk_budget) { p->n_pinned = N; p->pinned = pin; p->ring = R; p->ring_bytes = R * rmx; }
+            for (int r = 0; r < R; r++) {             /* slot r holds layers N + (k mod S), k = r mod R (trunk.c) */
+                uint64_t mx = 0;
+                for (int k = r; k < S * R; k += R) if (lb[N + k % S] > mx) mx = lb[N + k % S];
+                ring += mx;
+            }
+            if ((double)(pin + ring) <= p->trunk_budget) { p->n_pinned = N; p->pinned = pin; p->ring = R; p->ring_bytes = ring; }
             else break;
         }
         p->streamed = NL - p->n_pinned;
@@ -311,8 +325,10 @@ int k3_mem_setup(K3Model *m, const K3MemOpts *o, char *err, size_t errlen) {
         char fix[600];
         if (cred + tred >= excess) {
             uint64_t dc = excess < cred ? excess : cred, dt = excess - dc;
-            snprintf(fix, sizeof fix, "--cache-gb %.3f%s", (p.cache - dc) / K3_GB * 0.98, "");
-            if (dt) snprintf(fix + strlen(fix), sizeof fix - strlen(fix), " --trunk-gb %.3f", (p.pinned + p.ring_bytes - dt) / K3_GB * 0.98);
+            uint64_t nc = p.cache - dc, nt = p.pinned + p.ring_bytes - dt;
+            if (dc && nc > p.cache_min + (20u << 20)) nc -= 20u << 20;      /* round down with a margin */
+            snprintf(fix, sizeof fix, "--cache-gb %.3f", (double)(nc / 1000000) / 1000);
+            if (dt) snprintf(fix + strlen(fix), sizeof fix - strlen(fix), " --trunk-gb %.3f", (double)(nt / 1000000) / 1000);
         } else if (!o->trunk_dir)
             snprintf(fix, sizeof fix, "stream the trunk: k3 pack %.300s TRUNK_DIR, then add --trunk TRUNK_DIR --preset laptop", m->dir);
         else snprintf(fix, sizeof fix, "a smaller --ctx; even the working minimum needs %.3f GB", (fixed + p.cache_min + p.trunk_min) / K3_GB);

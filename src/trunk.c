@@ -231,12 +231,14 @@ int k3_trunk_start(K3Model *m, K3Trunk *t, int n_pinned, int ring, K3MemStats *s
         rebind(t, L, &m->layers[L], t->pinned[L]);
     }
     if (!t->S) return 0;
-    uint64_t mx = 0;
-    for (int L = n_pinned; L < t->NL; L++) if (t->len[L] > mx) mx = t->len[L];
     t->slots = calloc(t->ring, sizeof(RingSlot));
     if (!t->slots) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
-    for (int r = 0; r < t->ring; r++)
-        if (posix_memalign((void **)&t->slots[r].buf, 4096, mx)) { t->slots[r].buf = NULL; snprintf(err, errlen, "out of memory for the trunk ring (%d x %.3f GB)", t->ring, mx / K3_GB); return K3_ERR_RUNTIME; }
+    for (int r = 0; r < t->ring; r++) {
+        /* slot r holds sequence numbers k = r (mod ring): fixed layers when the ring divides S */
+        uint64_t mx = 0;
+        for (int k = r; k < t->S * t->ring; k += t->ring) if (t->len[n_pinned + k % t->S] > mx) mx = t->len[n_pinned + k % t->S];
+        if (posix_memalign((void **)&t->slots[r].buf, 4096, mx)) { t->slots[r].buf = NULL; snprintf(err, errlen, "out of memory for the trunk ring (slot of %.3f GB)", mx / K3_GB); return K3_ERR_RUNTIME; }
+    }
     pthread_mutex_init(&t->mu, NULL); pthread_cond_init(&t->cv, NULL);
     if (pthread_create(&t->th, NULL, reader, t)) { snprintf(err, errlen, "cannot start the trunk reader thread"); return K3_ERR_RUNTIME; }
     t->started = 1;
