@@ -179,7 +179,8 @@ INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
             const uint8_t *p = pw + i * bw + c / 2, *s = ps + i * bs + c / 32;
-            _mm_prefetch((const char *)p + PF, _MM_HINT_T0);
+            /* rows are short (1.5-2 KB): fetch the same place R rows on, i.e. the next tile */
+            _mm_prefetch((const char *)((uintptr_t)p + R * bw), _MM_HINT_T0);
 #pragma GCC unroll 4
             for (int g = 0; g < 4; g++) acc[i] = mx_block(p + 16 * g, s + g, xe[g], xo[g], acc[i]);
         }
