@@ -34,6 +34,7 @@ typedef struct {
 typedef struct {
     /* options */
     const char *model_dir, *config, *tok_dir, *history, *kernels;
+    const char *save_state, *load_state;        /* chat_state.c */
     int threads, gen, ctx, thinking, hide_thinking, canonical, color;
     char effort[8];
     SamplerParams sp;
@@ -71,4 +72,13 @@ extern volatile int chat_interrupted;            /* set by SIGINT */
 int chat_turn(Chat *c, const char *user_text);
 void chat_forget_state(Chat *c);                 /* reset the KDA/MLA state */
 void chat_print_stats(const Chat *c, FILE *f);
+/* The transcript (all of c->log, exact records unless --canonical-history, generation
+ * prompt) as ids; 0, or -1 with a message printed. */
+int chat_render(Chat *c, int32_t **ids, size_t *n);
+
+/* chat_state.c: --save-state / --load-state (docs/CHAT.md "Saved state").
+ * save: 0, or -1 with err (nothing written over FILE). load: 0 (the state, the fed ids and
+ * the exact records of the history's replies restored), or 1 (I/O) / 2 (refused) with err. */
+int chat_state_save(Chat *c, const char *path, char *err, size_t errlen);
+int chat_state_load(Chat *c, const char *path, char *err, size_t errlen);
 #endif

@@ -25,6 +25,8 @@ static const char CHAT_USAGE[] =
 "  --temperature X --top-k K --top-p P --min-p M --seed N --greedy\n"
 "                         sampling (default temperature 1, top-p 0.95, a drawn seed)\n"
 "  --no-color             no ANSI dim for the thinking text\n"
+"  --save-state FILE      at exit, save the engine state (needs --history; see docs/CHAT.md)\n"
+"  --load-state FILE      resume from a saved state instead of re-prefilling the history\n"
 "  --config PATH --threads N --kernels K   engine options as in batch mode\n";
 
 static const char HELP[] =
@@ -42,6 +44,7 @@ static const char HELP[] =
 "  /stats                 tokens, speeds, peak RSS, reused positions\n"
 "  /history               the lines typed in this session\n"
 "  /save FILE, /load FILE write / read a JSONL history\n"
+"  /save-state FILE       save the engine state (resume with --history H --load-state FILE)\n"
 "Ctrl-C during a reply stops it; the partial reply is kept (marked truncated).\n";
 
 static void on_sigint(int sig) { (void)sig; chat_interrupted = 1; }
@@ -161,6 +164,40 @@ static int is_blank(const char *s) { while (*s == ' ' || *s == '\t' || *s == '\n
 
 typedef struct { char **v; int n, cap; } Lines;
 
+/* ---- saved state (chat_state.c) ---- */
+
+static int n_loaded;
+
+static void state_save_cmd(Chat *c, const char *path) {
+    char err[1024];
+    if (!*path) { printf("usage: /save-state FILE\n"); return; }
+    double t0 = k3_now();
+    if (chat_state_save(c, path, err, sizeof err)) printf("k3: %s\n", err);
+    else printf("(saved the state: %d positions, %d messages, to %s in %.2f s)\n", c->st->pos, c->log.n, path, k3_now() - t0);
+}
+
+/* --load-state, once the model, the state and the history are ready. */
+static int state_resume(Chat *c) {
+    char err[1024];
+    if (!c->load_state) return 0;
+    double t0 = k3_now();
+    int rc = chat_state_load(c, c->load_state, err, sizeof err);
+    if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
+    fprintf(stderr, "k3: state %s: %d positions restored in %.2f s (%d messages from %s); 0 re-prefilled\n",
+            c->load_state, c->st->pos, k3_now() - t0, c->log.n, c->history);
+    n_loaded = 0;
+    return 0;
+}
+
+/* --save-state, when the REPL ends normally. */
+static void state_save_at_exit(Chat *c) {
+    char err[1024];
+    if (!c->save_state) return;
+    double t0 = k3_now();
+    if (chat_state_save(c, c->save_state, err, sizeof err)) fprintf(stderr, "k3: %s\n", err);
+    else fprintf(stderr, "k3: state saved to %s: %d positions in %.2f s\n", c->save_state, c->st->pos, k3_now() - t0);
+}
+
 /* Returns 1 to leave the REPL, 0 otherwise. */
 static int command(Chat *c, char *text, const Lines *hist) {
     char *arg = text + 1;
@@ -238,7 +275,8 @@ static int command(Chat *c, char *text, const Lines *hist) {
         c->log = l;
         save_history(c);
         printf("(loaded %d messages from %s; the next turn prefills them)\n", l.n, arg);
-    } else printf("unknown command %s; /help lists them (start with // to send a literal /)\n", name);
+    } else if (!strcmp(name, "/save-state")) state_save_cmd(c, arg);
+    else printf("unknown command %s; /help lists them (start with // to send a literal /)\n", name);
     fflush(stdout);
     return 0;
 }
@@ -287,6 +325,8 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         if (!strcmp(a, "--chat")) continue;
         else if (!strcmp(a, "--tok")) { VAL(); c->tok_dir = v; }
         else if (!strcmp(a, "--history")) { VAL(); c->history = v; }
+        else if (!strcmp(a, "--save-state")) { VAL(); c->save_state = v; }
+        else if (!strcmp(a, "--load-state")) { VAL(); c->load_state = v; }
         else if (!strcmp(a, "--system")) { VAL(); *system = v; }
         else if (!strcmp(a, "--config")) { VAL(); c->config = v; }
         else if (!strcmp(a, "--kernels")) { VAL(); c->kernels = v; }
@@ -311,10 +351,10 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
     if (!c->model_dir) return usage("%s", "missing MODEL_DIR");
     if (!c->tok_dir) return usage("%s", "chat needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
     if (sampler_check(&c->sp, err, sizeof err)) return usage("%s", err);
+    if ((c->save_state || c->load_state) && !c->history)
+        return usage("%s", "--save-state and --load-state need --history FILE (the state resumes the conversation stored there)");
     return 0;
 }
-
-static int n_loaded;
 
 static int setup(Chat *c, const char *system) {
     char err[4096];
@@ -358,7 +398,7 @@ static int setup(Chat *c, const char *system) {
     if (!c->st || !c->logits) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
     fprintf(stderr, "k3: chat on %s: %d layers, vocab %d, context %d; kernels %s; opened in %.2f s\n",
             c->model_dir, c->m.cfg.num_hidden_layers, V, c->ctx, k3_kernels_name(), k3_now() - t0);
-    return 0;
+    return state_resume(c);
 }
 
 int chat_main(int argc, char **argv) {
@@ -415,6 +455,7 @@ int chat_main(int argc, char **argv) {
         if (t < 0) { rc = K3_ERR_RUNTIME; break; }
         if (t == 0) save_history(c);
     }
+    if (!rc) state_save_at_exit(c);
     for (int i = 0; i < hist.n; i++) free(hist.v[i]);
     free(hist.v);
     if (!rc && c->m.expert_failures) {

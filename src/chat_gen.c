@@ -42,7 +42,7 @@ static int forward(Chat *c, const int32_t *ids, size_t n) {
 }
 
 /* Renders the whole transcript (+ generation prompt) to ids. */
-static int render(Chat *c, int32_t **ids, size_t *n) {
+int chat_render(Chat *c, int32_t **ids, size_t *n) {
     XtmlMsg *mm = calloc((size_t)c->log.n + 1, sizeof *mm);
     if (!mm) return -1;
     for (int i = 0; i < c->log.n; i++) {
@@ -94,7 +94,7 @@ int chat_turn(Chat *c, const char *user_text) {
     if (chat_log_add(&c->log, "user", user_text, NULL)) { fprintf(stderr, "k3: out of memory\n"); return -1; }
     int32_t *ids = NULL;
     size_t n = 0;
-    if (render(c, &ids, &n)) { chat_msg_free(&c->log.v[--c->log.n]); return -1; }
+    if (chat_render(c, &ids, &n)) { chat_msg_free(&c->log.v[--c->log.n]); return -1; }
     if ((long)n + 1 > c->ctx) {
         fprintf(stderr, "k3: context full: this turn needs %zu positions before the reply, the limit is %d "
                 "(max_position_embeddings or --ctx). Nothing was generated; /reset starts over, keeping the system message.\n",
