@@ -195,17 +195,23 @@ INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
     for (int i = 0; i < R; i++) y[r + i] = fold(acc[i]);
 }
 
-/* Prefill: blocks of SC_R rows x SC_T tokens x KC columns. The 16 lanes of each
- * accumulator continue from / are parked in sc[(i*SC_T + j)*16] between column blocks:
+/* Prefill: blocks of SC_R rows x SC_T tokens x KC columns (128 x 72 x 1024, picked by
+ * measurement on a Zen 5 class core; 3x8 and 2x8 tiles were slower than 4x6). The 16
+ * lanes of each accumulator continue from / are parked in sc[(i*SC_T + j)*16] between
+ * column blocks:
  * the lane sequence of fused multiply-adds is unchanged, so are the bits. x(j, c) is
  * xb[j*xs + c - xc], a panel of the block's columns copied from X (contiguous, no 4K
  * aliasing between tokens); for MXFP4 every 32-block de-interleaved (16 even elements,
  * then 16 odd). */
 #ifndef SC_R
-#define SC_R 64
+#define SC_R 128
 #endif
 #ifndef SC_T
 #define SC_T 72
+#endif
+#ifndef TR            /* register tile: TR rows x up to TM tokens (TR*TM accumulators) */
+#define TR 4
+#define TM 6
 #endif
 #ifndef KC
 #define KC 1024
@@ -213,15 +219,15 @@ INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
 INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *xb, size_t xs, int xc,
               int r, int t, int c0, int c1, float *sc, int pf) {
     int cols = m->cols;
-    __m512 acc[4][6];
+    __m512 acc[TR][TM];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
-#pragma GCC unroll 6
+#pragma GCC unroll 8
         for (int j = 0; j < TT; j++)
             acc[i][j] = c0 ? _mm512_load_ps(sc + (i * SC_T + j) * 16) : _mm512_setzero_ps();
     if (type == K3_W_MXFP4) {
         for (int c = c0; c < c1; c += 32) {
-            __m512 we[4], wo[4];
+            __m512 we[TR], wo[TR];
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 size_t o = (size_t)(r + i) * cols + c;
@@ -231,7 +237,7 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
                 we[i] = _mm512_permutexvar_ps(v, tab);
                 wo[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab);
             }
-#pragma GCC unroll 6
+#pragma GCC unroll 8
             for (int j = 0; j < TT; j++) {
                 __m512 x = _mm512_load_ps(xb + j * xs + c - xc);
 #pragma GCC unroll 4
@@ -244,14 +250,14 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
     } else {
         int c = c0;
         for (; c + 16 <= c1; c += 16) {
-            __m512 w[4];
+            __m512 w[TR];
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 size_t o = (size_t)(r + i) * cols + c;
                 if (pf) _mm_prefetch(w_addr(m, type, o) + KC * (type == K3_W_F32 ? 4 : 2), _MM_HINT_T0);
                 w[i] = ld_w(m, type, o, 0xFFFF);
             }
-#pragma GCC unroll 6
+#pragma GCC unroll 8
             for (int j = 0; j < TT; j++) {
                 __m512 x = _mm512_loadu_ps(xb + j * xs + c - xc);
 #pragma GCC unroll 4
@@ -260,10 +266,10 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
         }
         if (c < c1) {
             __mmask16 k = tailmask(c1 - c);
-            __m512 w[4];
+            __m512 w[TR];
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) w[i] = ld_w(m, type, (size_t)(r + i) * cols + c, k);
-#pragma GCC unroll 6
+#pragma GCC unroll 8
             for (int j = 0; j < TT; j++) {
                 __m512 x = _mm512_maskz_loadu_ps(k, xb + j * xs + c - xc);
 #pragma GCC unroll 4
@@ -273,7 +279,7 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
     }
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
-#pragma GCC unroll 6
+#pragma GCC unroll 8
         for (int j = 0; j < TT; j++) {
             if (c1 == cols) Y[(size_t)(t + j) * rows + r + i] = fold(acc[i][j]);
             else _mm512_store_ps(sc + (i * SC_T + j) * 16, acc[i][j]);
@@ -288,11 +294,13 @@ INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *
                  int tb, int t, int c0, int c1) {
     (void)X;
     const float *xb = panel + (size_t)(t - tb) * KC;
+    size_t xs = KC;
+    int xc = c0;
     int pf = t == tb && c1 < m->cols;       /* first token tile: fetch the next column block */
     for (int r = rb; r < rbe;) {
         float *s = sc_buf + ((r - rb) * SC_T + (t - tb)) * 16;
-        if (rbe - r >= 4) { tile(m, type, 4, TT, Y, rows, xb, KC, c0, r, t, c0, c1, s, pf); r += 4; }
-        else { tile(m, type, 1, TT, Y, rows, xb, KC, c0, r, t, c0, c1, s, pf); r += 1; }
+        if (rbe - r >= TR) { tile(m, type, TR, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s, pf); r += TR; }
+        else { tile(m, type, 1, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s, pf); r += 1; }
     }
 }
 
@@ -325,7 +333,13 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
                     case 3: rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 3; break;
                     case 4: rows_tt(m, type, 4, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 4; break;
                     case 5: rows_tt(m, type, 5, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 5; break;
+#if TM == 6
                     default: rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 6; break;
+#else
+                    case 6: rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 6; break;
+                    case 7: rows_tt(m, type, 7, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 7; break;
+                    default: rows_tt(m, type, 8, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 8; break;
+#endif
                     }
                 }
             }
