@@ -81,10 +81,10 @@ static void check_matmul(const char *path, int nth) {
         free(X); free(Y); free(R); free(Y1); free(buf);
     }
     /* big enough to be split over the pool and to take the column-blocked prefill path
-     * (cols > 512: more than one 512-column block, bf16: T = 75 = two 72-token blocks,
-     * every tile width 1..6, more than one 32-row block), odd rows */
+     * (cols > 1024: more than one 1024-column block, bf16: T = 75 = two 72-token blocks,
+     * every tile width 1..6, more than one 128-row block), odd rows */
     for (int type = 0; type < 3; type++) {
-        int rows = 101, cols = 1024 + (type == 2 ? 0 : 3), T = type == 1 ? 75 : type == 2 ? 13 : 7;
+        int rows = 131, cols = 1088 + (type == 2 ? 0 : 3), T = type == 1 ? 75 : type == 2 ? 13 : 7;
         K3Mat m; void *buf;
         fill_mat(&m, type, rows, cols, 0, &buf);
         float *X = malloc(sizeof(float) * T * cols), *Y = malloc(sizeof(float) * T * rows), *R = malloc(sizeof(float) * T * rows);
