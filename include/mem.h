@@ -34,6 +34,7 @@ typedef struct {
     uint64_t expert_retries, expert_failed;
     double io_wait_s;                         /* compute thread blocked on trunk or expert reads */
     double trunk_read_s, expert_read_s;       /* summed time inside reads (I/O threads) */
+    uint64_t head_bytes;                      /* lm_head bytes streamed (also in trunk_bytes) */
 } K3MemStats;
 
 /* Plans memory (printed unless quiet), refuses with exit 1 when it does not fit, then
@@ -57,6 +58,24 @@ void k3_mem_step(K3Model *m, int step, int ntok, double seconds, int verbose);
 void k3_mem_summary(const K3Model *m, FILE *f, double wall, double t_prefill, int n_gen, double t_decode);
 void k3_mem_json(const K3Model *m, FILE *f, double wall);
 
+/* Memory flags shared by batch mode (main.c) and chat (chat.c): --trunk, --trunk-gb,
+ * --cache-gb, --preset, --verbose, --dump-cache-trace (and --ctx where the caller lets
+ * it: chat's --ctx is its context limit). */
+typedef struct {
+    const char *trunk_dir, *trace_dir;
+    double trunk_gb, cache_gb;
+    int ctx, verbose;
+} K3MemFlags;
+void k3_mem_flags_init(K3MemFlags *f);
+/* argv[*i] is a memory flag: consumes it (and its value), returns 1; not one: 0;
+ * a bad value: -1 with a message in err. with_ctx: also parse --ctx N. */
+int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemFlags *f, int with_ctx, char *err, size_t errlen);
+
+/* lm_head: streamed in row blocks through a bounded buffer when the plan says so
+ * (small budgets), else k3_matmul on the resident matrix. Same bits either way
+ * (k3_matmul splits over output rows only). Y is [T][vocab]. */
+void k3_lm_head(K3Model *m, float *Y, const float *X, int T);
+
 /* Presets: --preset NAME sets both budgets (auto: the largest that fits MemAvailable). */
 int k3_preset_apply(const char *name, double *trunk_gb, double *cache_gb);
 void k3_presets_print(FILE *f);
@@ -66,8 +85,10 @@ int k3_pack_main(int argc, char **argv);
 /* ---- internals shared by plan.c, trunk.c, expert_cache.c ---- */
 typedef struct K3Trunk K3Trunk;
 typedef struct K3ECache K3ECache;
+typedef struct K3Head K3Head;
 typedef struct {
     K3Trunk *trunk;
+    K3Head *head;                             /* lm_head streaming, NULL = resident */
     K3ECache *cache;
     K3MemStats st;
     FILE *trace;
@@ -86,7 +107,18 @@ void k3_trunk_sizes_from_shards(const K3Model *m, uint64_t *layer_bytes, uint64_
 /* trunk.c */
 K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen);
 uint64_t k3_trunk_layer_bytes(const K3Trunk *t, int L);   /* padded blob size */
-int k3_trunk_start(K3Model *m, K3Trunk *t, int n_pinned, int ring, K3MemStats *st, char *err, size_t errlen);
+int k3_trunk_start(K3Model *m, K3Trunk *t, int n_pinned, K3MemStats *st, char *err, size_t errlen);
+/* The ring for S streamed layers of sizes len[0..S): 2 slots (1 when S == 1). Layer i
+ * goes to slot slot_of[i] (alternating; for odd S one adjacent pair shares a slot,
+ * placed where the slots are smallest, ties at the smallest layer: that one layer
+ * is read after its neighbour is released instead of during it). slot_of may be NULL.
+ * Returns the ring bytes; slot_bytes[0..1] the size of each slot. */
+uint64_t k3_ring_layout(const uint64_t *len, int S, int *slot_of, uint64_t *slot_bytes);
+/* lm_head row-block streaming (trunk.c); buf_bytes bounds the block buffer
+ * (K3_LMHEAD_ROWS=N forces N rows a block: tests). */
+K3Head *k3_head_open(K3Model *m, uint64_t buf_bytes, char *err, size_t errlen);
+void k3_head_close(K3Head *h);
+int k3_head_matmul(K3Model *m, K3Head *h, float *Y, const float *X, int T, K3MemStats *st);
 void k3_trunk_close(K3Trunk *t);
 const K3Layer *k3_trunk_acquire(K3Model *m, K3Trunk *t, int L, K3MemStats *st);
 void k3_trunk_release(K3Trunk *t, int L);

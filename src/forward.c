@@ -78,8 +78,7 @@ int k3_forward(K3Model *m, K3State *s, const int *ids, int T, float *logits, int
         /* final Mix over the snapshots and p, then the final norm, then lm_head */
         k3_attnres_mix(h, (const float *const *)B, nb, p, m->out_res_w, T, H, eps);
         rmsnorm_rows(x, h, m->final_norm, T, H, eps);
-        if (all_logits) k3_matmul(logits, &m->lm_head, x, T);
-        else            k3_matmul(logits, &m->lm_head, x + (size_t)(T - 1) * H, 1);
+        k3_lm_head(m, logits, all_logits ? x : x + (size_t)(T - 1) * H, all_logits ? T : 1);   /* resident or row blocks (mem.h) */
         s->pos += T;
     }
     for (int i = 0; i < nb; i++) free(B[i]);

@@ -57,15 +57,21 @@ static const char *USAGE =
 "  --trunk DIR          stream the trunk from DIR/trunk.k3 (made by k3 pack): the\n"
 "                       first layers that fit --trunk-gb are pinned, the rest cycle\n"
 "                       through a 2-slot ring read ahead by a background thread\n"
-"  --trunk-gb G         trunk budget in GB (pinned layers + ring)\n"
-"  --cache-gb G         routed-expert cache in GB (fixed slots, LFU with ageing)\n"
-"  --preset P           laptop|desktop|workstation|server|max|auto (sets both; a\n"
-"                       later flag wins; default auto = largest that fits)\n"
+"  --trunk-gb G         trunk budget in GB: pinned layers + ring, plus lm_head when\n"
+"                       it fits beside the ring (else lm_head is read in row blocks\n"
+"                       through a 64 MB buffer every forward, same bits)\n"
+"  --cache-gb G         routed-expert cache in GB (fixed slots, LFU with ageing;\n"
+"                       never more than all routed experts)\n"
+"  --preset P           laptop (8 GB machine) | desktop (32 GB) | workstation (128 GB)\n"
+"                       | server (512 GB) | max | auto (sets both; a later flag wins;\n"
+"                       default auto = the largest that fits 90% of MemAvailable)\n"
 "  --ctx N              positions the MLA cache is planned for (default prompt+gen)\n"
 "  --verbose            one line per step: seconds, bytes read, experts resident\n"
 "  --dump-cache-trace DIR  record every expert request (tools/cache_replay.py)\n"
-"  The plan is printed first; the run is refused (exit 1) if it does not fit\n"
-"  MemAvailable or the cgroup limit.\n"
+"  k3 --list-presets shows each preset's plan on the real K3 and the minimum (about\n"
+"  5.1 GB: a 3.6 GB ring, 5 expert slots, lm_head streamed). The plan is printed\n"
+"  first; the run is refused (exit 1) if it does not fit MemAvailable or the cgroup\n"
+"  limit. The same flags work with --chat.\n"
 "\n"
 "Output:\n"
 "  --out FILE           JSON report: prompt_ids, generated_ids, n_prompt, n_generated,\n"
@@ -85,7 +91,7 @@ typedef struct {
     const char *model_dir, *config, *tok_dir, *ids, *prompt, *prompt_file;
     const char *out, *dump_logits, *kernels;
     int gen, recompute, threads, quiet, chunk;
-    const char *trunk_dir, *trace_dir; double trunk_gb, cache_gb; int ctx, verbose;
+    K3MemFlags mem;                                   /* --trunk --trunk-gb --cache-gb --preset --ctx --verbose --dump-cache-trace */
     SamplerParams sp; uint64_t seed; int sampling;   /* sampling flags given */
 } Opts;
 
@@ -111,7 +117,7 @@ static int parse_int(const char *flag, const char *v, int lo, int *out) {
 static int parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
     o->gen = 16; o->kernels = "auto";
-    o->trunk_gb = o->cache_gb = K3_BUDGET_UNSET;
+    k3_mem_flags_init(&o->mem);
     sampler_defaults(&o->sp);
     o->tok_dir = getenv("K3_TOK_FILES");
     if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
@@ -123,6 +129,9 @@ static int parse_args(int argc, char **argv, Opts *o) {
         int sr = sampler_parse_flag(argc, argv, &i, &o->sp, &o->seed, NULL, serr, sizeof serr);
         if (sr < 0) return usage_error("%s", serr);
         if (sr) { o->sampling = 1; continue; }
+        int mr = k3_mem_parse_flag(argc, argv, &i, &o->mem, 1, serr, sizeof serr);   /* memory flags (plan.c) */
+        if (mr < 0) return usage_error("%s", serr);
+        if (mr) continue;
         if (!strcmp(a, "--ids")) { VAL(); o->ids = v; }
         else if (!strcmp(a, "--prompt")) { VAL(); o->prompt = v; }
         else if (!strcmp(a, "--prompt-file")) { VAL(); o->prompt_file = v; }
@@ -134,20 +143,6 @@ static int parse_args(int argc, char **argv, Opts *o) {
         else if (!strcmp(a, "--gen")) { VAL(); if (parse_int(a, v, 0, &o->gen)) return K3_ERR_USAGE; }
         else if (!strcmp(a, "--prefill-chunk")) { VAL(); if (parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE; }
         else if (!strcmp(a, "--threads")) { VAL(); if (parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE; }
-        else if (!strcmp(a, "--trunk")) { VAL(); o->trunk_dir = v; }
-        else if (!strcmp(a, "--dump-cache-trace")) { VAL(); o->trace_dir = v; }
-        else if (!strcmp(a, "--trunk-gb") || !strcmp(a, "--cache-gb")) {
-            VAL();
-            char *end; double g = strtod(v, &end);
-            if (!*v || *end || !(g >= 0) || g > 1e9) return usage_error("--trunk-gb/--cache-gb: '%s' is not a number of GB >= 0", v);
-            if (a[2] == 't') o->trunk_gb = g; else o->cache_gb = g;
-        }
-        else if (!strcmp(a, "--preset")) {
-            VAL();
-            if (k3_preset_apply(v, &o->trunk_gb, &o->cache_gb)) return usage_error("--preset: unknown preset '%s' (laptop, desktop, workstation, server, max, auto; see --list-presets)", v);
-        }
-        else if (!strcmp(a, "--ctx")) { VAL(); if (parse_int(a, v, 1, &o->ctx)) return K3_ERR_USAGE; }
-        else if (!strcmp(a, "--verbose")) o->verbose = 1;
         else if (!strcmp(a, "--recompute")) o->recompute = 1;
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
@@ -276,11 +271,12 @@ static int run_batch(const Opts *o) {
         fprintf(stderr, "k3: warning: the tokenizer has %d ids but the model only %d\n", tok_vocab_size(tok), V);
     {
         int pc = o->chunk > 0 ? o->chunk : K3_PREFILL_CHUNK;
-        K3MemOpts mo = { o->trunk_dir, o->trunk_gb, o->cache_gb, o->ctx > 0 ? o->ctx : n_prompt + o->gen,
+        const K3MemFlags *f = &o->mem;
+        K3MemOpts mo = { f->trunk_dir, f->trunk_gb, f->cache_gb, f->ctx > 0 ? f->ctx : n_prompt + o->gen,
                          o->recompute ? pc : (n_prompt < pc ? n_prompt : pc), o->dump_logits ? n_prompt : 1,
-                         o->trace_dir, o->verbose, o->quiet };
-        if (o->ctx > 0 && o->ctx < n_prompt + o->gen && !o->quiet)
-            fprintf(stderr, "k3: note: --ctx %d is less than prompt + gen (%d); the MLA cache grows past the plan\n", o->ctx, n_prompt + o->gen);
+                         f->trace_dir, f->verbose, o->quiet };
+        if (f->ctx > 0 && f->ctx < n_prompt + o->gen && !o->quiet)
+            fprintf(stderr, "k3: note: --ctx %d is less than prompt + gen (%d); the MLA cache grows past the plan\n", f->ctx, n_prompt + o->gen);
         rc = k3_mem_setup(&m, &mo, err, sizeof err);
         if (rc) { fprintf(stderr, "k3: %s\n", err); k3_mem_close(&m); k3_model_close(&m); free(prompt); tok_free(tok); return rc; }
     }
@@ -302,7 +298,7 @@ static int run_batch(const Opts *o) {
     int n = n_prompt, n_gen = 0;
     if (k3_prefill(&m, st, seq, n, o->chunk, logits, o->dump_logits != NULL, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
     t_prefill = k3_now() - tp;
-    k3_mem_step(&m, 0, n_prompt, t_prefill, o->verbose && !o->quiet);
+    k3_mem_step(&m, 0, n_prompt, t_prefill, o->mem.verbose && !o->quiet);
     if (o->dump_logits) {
         FILE *f = fopen(o->dump_logits, "wb");
         if (!f || fwrite(logits, sizeof(float), (size_t)V * n_prompt, f) != (size_t)V * n_prompt || fclose(f)) {
@@ -326,7 +322,7 @@ static int run_batch(const Opts *o) {
         else rc = k3_forward(&m, st, seq + n - 1, 1, logits, 0, err, sizeof err);
         if (rc) { fprintf(stderr, "\nk3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
         double ts = k3_now();
-        k3_mem_step(&m, n_gen, o->recompute ? n : 1, ts - td_step, o->verbose && !o->quiet);
+        k3_mem_step(&m, n_gen, o->recompute ? n : 1, ts - td_step, o->mem.verbose && !o->quiet);
         td_step = ts;
     }
     t_decode = k3_now() - td;

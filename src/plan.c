@@ -61,51 +61,15 @@ void k3_layer_release(K3Model *m, int L) {
     if (x && x->trunk) k3_trunk_release(x->trunk, L);
 }
 
+void k3_lm_head(K3Model *m, float *Y, const float *X, int T) {
+    K3Mem *x = k3_mem(m);
+    if (x && x->head) k3_head_matmul(m, x->head, Y, X, T, &x->st);
+    else k3_matmul(Y, &m->lm_head, X, T);
+}
+
 void k3_experts_prefetch(K3Model *m, int L, const int *ids, int n) {
     K3Mem *x = k3_mem(m);
     if (x && x->cache) k3_ecache_prefetch(m, x->cache, L, ids, n);
-}
-
-/* ---- presets ---- */
-
-static const struct { const char *name, *machine; double trunk, cache; } PRESETS[] = {
-    { "laptop", "16 GB laptop", 6, 4 },
-    { "desktop", "32 GB desktop", 14, 10 },
-    { "workstation", "128 GB workstation", 48, 60 },
-    { "server", "512 GB server", 110, 250 },
-    { "max", "everything resident (1.6 TB)", 1e6, 1e6 },
-};
-#define NPRESETS (int)(sizeof PRESETS / sizeof PRESETS[0])
-
-/* Real K3 (K3_MODEL.md §2, §3.8, §5), for the --list-presets table. */
-#define REAL_TRUNK 108.8e9
-#define REAL_MAXLAYER 2.341e9
-#define REAL_EXPERTS 1446.456e9
-#define REAL_FIXED (2.349e9 + 0.434e9 + 0.226e9 + 0.6e9)   /* lm_head, KDA state, MLA ctx 4096, buffers+index */
-
-int k3_preset_apply(const char *name, double *trunk_gb, double *cache_gb) {
-    if (!strcmp(name, "auto")) { *trunk_gb = *cache_gb = K3_BUDGET_AUTO; return 0; }
-    for (int i = 0; i < NPRESETS; i++)
-        if (!strcmp(name, PRESETS[i].name)) { *trunk_gb = PRESETS[i].trunk; *cache_gb = PRESETS[i].cache; return 0; }
-    return -1;
-}
-
-void k3_presets_print(FILE *f) {
-    fprintf(f, "preset        --trunk-gb  --cache-gb  needs on the real K3 (ctx 4096)  for\n");
-    for (int i = 0; i < NPRESETS; i++) {
-        double t = PRESETS[i].trunk * K3_GB, c = PRESETS[i].cache * K3_GB;
-        if (t > REAL_TRUNK) t = REAL_TRUNK;
-        if (t < 2 * REAL_MAXLAYER) t = 2 * REAL_MAXLAYER;
-        if (c > REAL_EXPERTS) c = REAL_EXPERTS;
-        char tb[32], cb[32];
-        snprintf(tb, sizeof tb, PRESETS[i].trunk >= 1e6 ? "all" : "%.0f", PRESETS[i].trunk);
-        snprintf(cb, sizeof cb, PRESETS[i].cache >= 1e6 ? "all" : "%.0f", PRESETS[i].cache);
-        fprintf(f, "%-13s %10s  %10s  %8.1f GB                      %s\n", PRESETS[i].name, tb, cb, (t + c + REAL_FIXED) / K3_GB, PRESETS[i].machine);
-    }
-    fprintf(f, "auto          the largest preset whose plan fits MemAvailable (the default)\n"
-               "Budgets are GB (1e9 bytes). The trunk budget covers pinned layers plus a 2-slot ring\n"
-               "(streaming needs --trunk DIR from `k3 pack`); budgets below the working minimum\n"
-               "(ring of 2 layers, 5 expert slots) are raised to it. A later flag wins.\n");
 }
 
 /* ---- available memory ---- */
@@ -159,63 +123,66 @@ static uint64_t cgroup_avail(uint64_t self_rss, char *desc, size_t dn) {
 
 /* ---- the plan ---- */
 
+#define HEAD_BUF 64e6                        /* lm_head row-block buffer when it is streamed */
+
 typedef struct {
     double trunk_budget, cache_budget;       /* bytes, after raising to the minimum */
-    int n_pinned, ring, nslots, streamed;
+    int n_pinned, ring, nslots, streamed, head_stream;
     uint64_t pinned, ring_bytes, cache, lm_head, embed, vectors, state, mla, buffers, process, total;
-    uint64_t trunk_total, trunk_min, cache_min, all_experts;
+    uint64_t trunk_total, trunk_min, cache_min, all_experts, head_full;
     int raised_trunk, raised_cache;
 } Plan;
 
-static void make_plan(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, int have_trunk,
-                      double tgb, double cgb, Plan *p) {
-    const K3Config *c = &m->cfg;
+/* Trunk bytes the budget governs: pinned layers, the ring, and lm_head when resident. */
+static uint64_t trunk_used(const Plan *p, int have_trunk) {
+    return p->pinned + p->ring_bytes + (have_trunk && !p->head_stream ? p->lm_head : 0);
+}
+
+/* lb[0..NL): trunk bytes per layer; process: bytes the process already holds. */
+static void make_plan(const K3Config *c, int head_f32, const K3MemOpts *o, const uint64_t *lb, int have_trunk,
+                      double tgb, double cgb, uint64_t process, Plan *p) {
     const int NL = c->num_hidden_layers, H = c->hidden_size, V = c->vocab_size;
     memset(p, 0, sizeof *p);
     for (int L = 0; L < NL; L++) p->trunk_total += lb[L];
-    uint64_t mx = 0;
-    for (int L = 0; L < NL; L++) if (lb[L] > mx) mx = lb[L];
-    p->trunk_min = p->trunk_total;
-    if (have_trunk) {
-        const int R = NL >= 2 ? 2 : 1;
-        p->trunk_min = 0;
-        for (int r = 0; r < R; r++) {
-            uint64_t m2 = 0;
-            for (int k = r; k < NL * R; k += R) if (lb[k % NL] > m2) m2 = lb[k % NL];
-            p->trunk_min += m2;
-        }
-    }
-    (void)mx;
+    p->head_full = (uint64_t)V * H * (head_f32 ? 4 : 2);
+    p->lm_head = p->head_full;
+    p->trunk_min = have_trunk ? k3_ring_layout(lb, NL, NULL, NULL) : p->trunk_total;
     p->trunk_budget = tgb * K3_GB;
     if (have_trunk && p->trunk_budget < p->trunk_min) { p->trunk_budget = (double)p->trunk_min; p->raised_trunk = 1; }
-    if (!have_trunk || p->trunk_budget >= (double)p->trunk_total) { p->n_pinned = NL; p->pinned = p->trunk_total; }
+    if (!have_trunk) { p->n_pinned = NL; p->pinned = p->trunk_total; }
     else {
-        for (int N = 0; N < NL; N++) {
-            uint64_t pin = 0, ring = 0;
-            const int S = NL - N, R = S >= 2 ? 2 : 1;
-            for (int L = 0; L < N; L++) pin += lb[L];
-            for (int r = 0; r < R; r++) {             /* slot r holds layers N + (k mod S), k = r mod R (trunk.c) */
-                uint64_t mx = 0;
-                for (int k = r; k < S * R; k += R) if (lb[N + k % S] > mx) mx = lb[N + k % S];
-                ring += mx;
-            }
-            if ((double)(pin + ring) <= p->trunk_budget) { p->n_pinned = N; p->pinned = pin; p->ring = R; p->ring_bytes = ring; }
-            else break;
+        /* lm_head is read every token like a layer: resident when the budget has room
+         * for it beyond the working ring, else streamed in row blocks (same bits) */
+        p->head_stream = p->trunk_budget < (double)(p->trunk_min + p->head_full);
+        const double room = p->trunk_budget - (p->head_stream ? 0 : (double)p->head_full);
+        uint64_t pin = 0;
+        for (int N = 0; N <= NL; N++) {               /* the deepest pinned prefix that fits with its ring */
+            if (N) pin += lb[N - 1];
+            uint64_t ring = k3_ring_layout(lb + N, NL - N, NULL, NULL);
+            if ((double)(pin + ring) <= room) { p->n_pinned = N; p->pinned = pin; p->ring_bytes = ring; }
         }
         p->streamed = NL - p->n_pinned;
+        p->ring = p->streamed ? (p->streamed >= 2 ? 2 : 1) : 0;
     }
     int nmoe = 0;
     for (int L = 0; L < NL; L++) nmoe += c->is_moe[L];
-    uint64_t slot = k3_ecache_slot_bytes(m);
+    const uint64_t I = c->moe_intermediate_size, LAT = c->routed_expert_hidden_size;
+    uint64_t slot = ((2 * (I * LAT / 2 + I * LAT / 32) + LAT * I / 2 + LAT * I / 32 + 4095) & ~(uint64_t)4095) + 4096;
     int all = nmoe * c->num_experts, mins = all < 5 ? all : 5;
     p->all_experts = (uint64_t)all * slot; p->cache_min = (uint64_t)mins * slot;
     p->cache_budget = cgb * K3_GB;
     if (p->cache_budget < (double)p->cache_min) { p->cache_budget = (double)p->cache_min; p->raised_cache = 1; }
     double ns = p->cache_budget / (double)slot;
-    p->nslots = ns >= all ? all : (int)ns;
+    p->nslots = ns >= all ? all : (int)ns;            /* never more slots than routed experts: plan == use */
     if (p->nslots < mins) p->nslots = mins;
     p->cache = (uint64_t)p->nslots * slot;
-    p->lm_head = (uint64_t)V * H * 2;
+    const uint64_t T = o->chunk > 0 ? o->chunk : 1;
+    if (p->head_stream) {                             /* block buffer (+ [T][rows] output block for all-row logits) */
+        uint64_t rb = (uint64_t)H * (head_f32 ? 4 : 2), rows = (uint64_t)(HEAD_BUF / rb);
+        if (rows < 1) rows = 1;
+        if (rows > (uint64_t)V) rows = V;
+        p->lm_head = ((rows * rb + 4095) & ~(uint64_t)4095) + 8192 + (o->logits_rows > 1 ? rows * T * 4 : 0);
+    }
     uint64_t rows = (uint64_t)(o->ctx > 0 ? o->ctx : 1) * (((uint64_t)H * 2 + 4095) / 4096 + 1) * 4096;
     p->embed = rows < (uint64_t)V * H * 2 ? rows : (uint64_t)V * H * 2;
     const uint64_t C = (uint64_t)c->kda_num_heads * c->kda_head_dim;
@@ -232,8 +199,7 @@ static void make_plan(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, 
         }
         if (c->is_moe[L]) p->vectors += (uint64_t)(c->num_experts + c->routed_expert_hidden_size) * 4;
     }
-    const uint64_t T = o->chunk > 0 ? o->chunk : 1, E = c->num_experts, LAT = c->routed_expert_hidden_size;
-    const uint64_t I = c->moe_intermediate_size, NH = c->num_attention_heads;
+    const uint64_t E = c->num_experts, NH = c->num_attention_heads;
     uint64_t fwd = (4 + NL / c->attn_res_block_size + 2) * T * H;
     uint64_t kda = T * (6 * C + c->kda_head_dim + c->kda_num_heads);
     uint64_t mla = T * (c->q_lora_rank + NH * (c->qk_nope_head_dim + c->qk_rope_head_dim) + c->kv_lora_rank + c->qk_rope_head_dim + 2 * NH * c->v_head_dim) + cap;
@@ -243,30 +209,128 @@ static void make_plan(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, 
     if (moe > sub) sub = moe;
     if (mlp > sub) sub = mlp;
     p->buffers = (fwd + sub + (uint64_t)(o->logits_rows > 0 ? o->logits_rows : 1) * V) * 4;
-    p->process = rss_now();
+    p->process = process;
     p->total = p->pinned + p->ring_bytes + p->cache + p->lm_head + p->embed + p->vectors + p->state + p->mla + p->buffers + p->process;
 }
 
-static void print_plan(const K3Model *m, const Plan *p, int have_trunk, uint64_t avail, const char *adesc, int ctx) {
-    const int NL = m->cfg.num_hidden_layers;
-    fprintf(stderr, "k3: memory plan (GB = 1e9 bytes)\n");
+static void print_plan(const Plan *p, int NL, double slot_mb, int have_trunk, uint64_t avail, const char *adesc, int ctx, FILE *f) {
+    fprintf(f, "k3: memory plan (GB = 1e9 bytes)\n");
     if (have_trunk)
-        fprintf(stderr, "  trunk pinned       %8.3f  layers 0..%d of %d (budget %.3f GB)\n", p->pinned / K3_GB, p->n_pinned - 1, NL, p->trunk_budget / K3_GB);
+        fprintf(f, "  trunk pinned       %8.3f  %d of %d layers (trunk budget %.3f GB covers pinned + ring%s)\n", p->pinned / K3_GB,
+                p->n_pinned, NL, p->trunk_budget / K3_GB, p->head_stream ? "" : " + lm_head");
     else
-        fprintf(stderr, "  trunk resident     %8.3f  all %d layers, used in place from the shards (stream it: k3 pack + --trunk)\n", p->pinned / K3_GB, NL);
-    if (p->streamed) fprintf(stderr, "  trunk ring         %8.3f  %d slots, %d layers streamed\n", p->ring_bytes / K3_GB, p->ring, p->streamed);
-    fprintf(stderr, "  expert cache       %8.3f  %d slots of %.1f MB (%.1f%% of all routed experts)\n", p->cache / K3_GB, p->nslots,
-            k3_ecache_slot_bytes(m) / 1e6, p->all_experts ? 100.0 * p->cache / p->all_experts : 0.0);
-    fprintf(stderr, "  lm_head            %8.3f  resident\n", p->lm_head / K3_GB);
-    fprintf(stderr, "  embedding rows     %8.3f  row lookup, touched rows only\n", p->embed / K3_GB);
-    fprintf(stderr, "  small vectors f32  %8.3f\n", p->vectors / K3_GB);
-    fprintf(stderr, "  recurrent state    %8.3f  KDA S + conv windows\n", p->state / K3_GB);
-    fprintf(stderr, "  MLA cache          %8.3f  --ctx %d\n", p->mla / K3_GB, ctx);
-    fprintf(stderr, "  buffers            %8.3f\n", p->buffers / K3_GB);
-    fprintf(stderr, "  process so far     %8.3f  binary, index, tokenizer\n", p->process / K3_GB);
-    fprintf(stderr, "  total              %8.3f  available %.3f (%s)\n", p->total / K3_GB, avail / K3_GB, adesc);
-    if (p->raised_trunk) fprintf(stderr, "k3: note: --trunk-gb raised to the working minimum %.3f GB (a ring of 2 layers)\n", p->trunk_min / K3_GB);
-    if (p->raised_cache) fprintf(stderr, "k3: note: --cache-gb raised to the working minimum %.3f GB (5 expert slots)\n", p->cache_min / K3_GB);
+        fprintf(f, "  trunk resident     %8.3f  all %d layers, used in place from the shards (stream it: k3 pack + --trunk)\n", p->pinned / K3_GB, NL);
+    if (p->streamed) fprintf(f, "  trunk ring         %8.3f  %d slots, %d layers streamed\n", p->ring_bytes / K3_GB, p->ring, p->streamed);
+    fprintf(f, "  expert cache       %8.3f  %d slots of %.1f MB (%.1f%% of all routed experts)\n", p->cache / K3_GB, p->nslots,
+            slot_mb, p->all_experts ? 100.0 * p->cache / p->all_experts : 0.0);
+    if (p->head_stream) fprintf(f, "  lm_head buffer     %8.3f  lm_head (%.3f GB) streamed in row blocks every forward\n", p->lm_head / K3_GB, p->head_full / K3_GB);
+    else fprintf(f, "  lm_head            %8.3f  resident\n", p->lm_head / K3_GB);
+    fprintf(f, "  embedding rows     %8.3f  row lookup, touched rows only\n", p->embed / K3_GB);
+    fprintf(f, "  small vectors f32  %8.3f\n", p->vectors / K3_GB);
+    fprintf(f, "  recurrent state    %8.3f  KDA S + conv windows\n", p->state / K3_GB);
+    fprintf(f, "  MLA cache          %8.3f  --ctx %d\n", p->mla / K3_GB, ctx);
+    fprintf(f, "  buffers            %8.3f\n", p->buffers / K3_GB);
+    fprintf(f, "  process so far     %8.3f  binary, index, tokenizer\n", p->process / K3_GB);
+    if (adesc) fprintf(f, "  total              %8.3f  available %.3f (%s)\n", p->total / K3_GB, avail / K3_GB, adesc);
+    else fprintf(f, "  total              %8.3f\n", p->total / K3_GB);
+    if (p->raised_trunk) fprintf(f, "k3: note: --trunk-gb raised to the working minimum %.3f GB (a ring of 2 layers)\n", p->trunk_min / K3_GB);
+    if (p->raised_cache) fprintf(f, "k3: note: --cache-gb raised to the working minimum %.3f GB (5 expert slots)\n", p->cache_min / K3_GB);
+}
+
+/* ---- presets ---- */
+
+static const struct { const char *name, *machine; double trunk, cache; } PRESETS[] = {
+    { "laptop", "8 GB machine", 3.7, 0.6 },
+    { "desktop", "32 GB machine", 16, 8 },
+    { "workstation", "128 GB machine", 58, 45 },
+    { "server", "512 GB machine", 120, 320 },
+    { "max", "everything resident (1.6 TB)", 1e6, 1e6 },
+};
+#define NPRESETS (int)(sizeof PRESETS / sizeof PRESETS[0])
+
+int k3_preset_apply(const char *name, double *trunk_gb, double *cache_gb) {
+    if (!strcmp(name, "auto")) { *trunk_gb = *cache_gb = K3_BUDGET_AUTO; return 0; }
+    for (int i = 0; i < NPRESETS; i++)
+        if (!strcmp(name, PRESETS[i].name)) { *trunk_gb = PRESETS[i].trunk; *cache_gb = PRESETS[i].cache; return 0; }
+    return -1;
+}
+
+/* The real K3 (K3_MODEL.md §1.2, §1.3, §2, §5): config values and per-layer trunk bytes
+ * (layer 0 KDA + dense MLP 2,341,213,184; KDA MoE 1,267,744,256; MLA MoE 844,335,616). */
+#define REAL_PROCESS 0.5e9                   /* estimate: tensor index of 497k entries, tokenizer, binary */
+static void real_k3(K3Config *c, uint64_t *lb) {
+    memset(c, 0, sizeof *c);
+    c->hidden_size = 7168; c->num_hidden_layers = 93; c->vocab_size = 163840; c->intermediate_size = 33792;
+    c->num_experts = 896; c->num_experts_per_token = 16; c->num_shared_experts = 2;
+    c->moe_intermediate_size = 3072; c->routed_expert_hidden_size = 3584; c->attn_res_block_size = 12;
+    c->num_attention_heads = 96; c->q_lora_rank = 1536; c->kv_lora_rank = 512; c->qk_nope_head_dim = 128;
+    c->qk_rope_head_dim = 64; c->v_head_dim = 128; c->kda_num_heads = 96; c->kda_head_dim = 128; c->short_conv_kernel_size = 4;
+    for (int L = 0; L < 93; L++) {
+        c->is_kda[L] = (L + 1) % 4 != 0 && L < 91;
+        c->is_moe[L] = L >= 1;
+        lb[L] = L == 0 ? 2341213184ull : c->is_kda[L] ? 1267744256ull : 844335616ull;
+    }
+}
+
+void k3_presets_print(FILE *f) {
+    K3Config c;
+    uint64_t lb[93];
+    real_k3(&c, lb);
+    K3MemOpts o = { 0 };
+    o.ctx = 4096; o.chunk = 64; o.logits_rows = 1;
+    Plan p;
+    fprintf(f, "preset        --trunk-gb  --cache-gb  plan on the real K3 (--trunk, ctx 4096)  for\n");
+    make_plan(&c, 0, &o, lb, 1, 0, 0, (uint64_t)REAL_PROCESS, &p);
+    fprintf(f, "%-13s %10s  %10s  %8.2f GB (ring %.2f, %d expert slots, lm_head streamed)  the working minimum\n",
+            "minimum", "0", "0", p.total / K3_GB, p.ring_bytes / K3_GB, p.nslots);
+    for (int i = 0; i < NPRESETS; i++) {
+        make_plan(&c, 0, &o, lb, 1, PRESETS[i].trunk, PRESETS[i].cache, (uint64_t)REAL_PROCESS, &p);
+        char tb[32], cb[32];
+        snprintf(tb, sizeof tb, PRESETS[i].trunk >= 1e6 ? "all" : "%g", PRESETS[i].trunk);
+        snprintf(cb, sizeof cb, PRESETS[i].cache >= 1e6 ? "all" : "%g", PRESETS[i].cache);
+        fprintf(f, "%-13s %10s  %10s  %8.2f GB (%d layers pinned, %d expert slots, lm_head %s)  %s\n", PRESETS[i].name, tb, cb,
+                p.total / K3_GB, p.n_pinned, p.nslots, p.head_stream ? "streamed" : "resident", PRESETS[i].machine);
+    }
+    fprintf(f, "auto          the largest preset whose plan fits 90%% of MemAvailable (the default)\n"
+               "Budgets are GB (1e9 bytes). The trunk budget covers pinned layers, a 2-slot ring and\n"
+               "lm_head when it fits (else lm_head is streamed in row blocks); streaming needs --trunk DIR\n"
+               "from `k3 pack`. Budgets below the working minimum (the ring, 5 expert slots) are raised\n"
+               "to it. A later flag wins. Real-model figures are computed from K3_MODEL.md sizes (the\n"
+               "process/index share is an estimate of %.1f GB), not measured.\n", REAL_PROCESS / K3_GB);
+}
+
+/* ---- memory flags (main.c and chat.c) ---- */
+
+void k3_mem_flags_init(K3MemFlags *f) {
+    memset(f, 0, sizeof *f);
+    f->trunk_gb = f->cache_gb = K3_BUDGET_UNSET;
+}
+
+int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemFlags *f, int with_ctx, char *err, size_t errlen) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int is = !strcmp(a, "--trunk") || !strcmp(a, "--trunk-gb") || !strcmp(a, "--cache-gb") || !strcmp(a, "--preset") ||
+             !strcmp(a, "--dump-cache-trace") || (with_ctx && !strcmp(a, "--ctx"));
+    if (!strcmp(a, "--verbose")) { f->verbose = 1; return 1; }
+    if (!is) return 0;
+    if (!v) { snprintf(err, errlen, "%s needs a value", a); return -1; }
+    (*i)++;
+    if (!strcmp(a, "--trunk")) f->trunk_dir = v;
+    else if (!strcmp(a, "--dump-cache-trace")) f->trace_dir = v;
+    else if (!strcmp(a, "--preset")) {
+        if (k3_preset_apply(v, &f->trunk_gb, &f->cache_gb)) {
+            snprintf(err, errlen, "--preset: unknown preset '%.100s' (laptop, desktop, workstation, server, max, auto; see --list-presets)", v);
+            return -1;
+        }
+    } else if (!strcmp(a, "--ctx")) {
+        char *end; long x = strtol(v, &end, 10);
+        if (!*v || *end || x < 1 || x > 1 << 30) { snprintf(err, errlen, "--ctx: '%.100s' is not an integer >= 1", v); return -1; }
+        f->ctx = (int)x;
+    } else {
+        char *end; double g = strtod(v, &end);
+        if (!*v || *end || !(g >= 0) || g > 1e9) { snprintf(err, errlen, "%s: '%.100s' is not a number of GB >= 0", a, v); return -1; }
+        if (a[2] == 't') f->trunk_gb = g; else f->cache_gb = g;
+    }
+    return 1;
 }
 
 void k3_trunk_sizes_from_shards(const K3Model *m, uint64_t *lb, uint64_t *global) {
@@ -295,6 +359,7 @@ int k3_mem_setup(K3Model *m, const K3MemOpts *o, char *err, size_t errlen) {
         for (int L = 0; L < NL; L++) lb[L] = k3_trunk_layer_bytes(x->trunk, L);
     } else k3_trunk_sizes_from_shards(m, lb, &global);
     uint64_t self = rss_now();
+    const int head_f32 = m->lm_head.type == K3_W_F32;
     char adesc[400] = "MemAvailable", cdesc[300] = "";
     uint64_t avail = k3_mem_available(), cg = cgroup_avail(self, cdesc, sizeof cdesc);
     if (cg) {
@@ -309,37 +374,44 @@ int k3_mem_setup(K3Model *m, const K3MemOpts *o, char *err, size_t errlen) {
         int pick = 0;                          /* largest preset that fits 90% of what is available */
         for (int i = NPRESETS - 1; i >= 0; i--) {
             double t = tgb >= 0 ? tgb : PRESETS[i].trunk, c = cgb >= 0 ? cgb : PRESETS[i].cache;
-            make_plan(m, o, lb, o->trunk_dir != NULL, t, c, &p);
+            make_plan(&m->cfg, head_f32, o, lb, o->trunk_dir != NULL, t, c, self, &p);
             if (!avail || p.total <= 0.9 * avail) { pick = i; break; }
         }
         if (tgb < 0) tgb = PRESETS[pick].trunk;
         if (cgb < 0) cgb = PRESETS[pick].cache;
         if (!o->quiet) fprintf(stderr, "k3: auto budgets: preset %s (--trunk-gb %g --cache-gb %g)\n", PRESETS[pick].name, tgb, cgb);
     }
-    make_plan(m, o, lb, o->trunk_dir != NULL, tgb, cgb, &p);
-    free(lb);
-    if (!o->quiet) print_plan(m, &p, o->trunk_dir != NULL, avail, adesc, o->ctx);
+    make_plan(&m->cfg, head_f32, o, lb, o->trunk_dir != NULL, tgb, cgb, self, &p);
+    if (!o->quiet) print_plan(&p, NL, k3_ecache_slot_bytes(m) / 1e6, o->trunk_dir != NULL, avail, adesc, o->ctx, stderr);
     if (avail && p.total > avail) {
-        uint64_t excess = p.total - avail, cred = p.cache - p.cache_min, tred = 0, fixed = p.total - p.cache - p.pinned - p.ring_bytes;
-        if (o->trunk_dir) tred = p.pinned + p.ring_bytes - p.trunk_min;
+        const uint64_t used = trunk_used(&p, o->trunk_dir != NULL);
+        uint64_t excess = p.total - avail, cred = p.cache - p.cache_min, tred = 0;
+        if (o->trunk_dir) tred = used - p.trunk_min;
         char fix[600];
         if (cred + tred >= excess) {
             uint64_t dc = excess < cred ? excess : cred, dt = excess - dc;
-            uint64_t nc = p.cache - dc, nt = p.pinned + p.ring_bytes - dt;
+            uint64_t nc = p.cache - dc, nt = used - dt;
             if (dc && nc > p.cache_min + (20u << 20)) nc -= 20u << 20;      /* round down with a margin */
             snprintf(fix, sizeof fix, "--cache-gb %.3f", (double)(nc / 1000000) / 1000);
             if (dt) snprintf(fix + strlen(fix), sizeof fix - strlen(fix), " --trunk-gb %.3f", (double)(nt / 1000000) / 1000);
         } else if (!o->trunk_dir)
             snprintf(fix, sizeof fix, "stream the trunk: k3 pack %.300s TRUNK_DIR, then add --trunk TRUNK_DIR --preset laptop", m->dir);
-        else snprintf(fix, sizeof fix, "a smaller --ctx; even the working minimum needs %.3f GB", (fixed + p.cache_min + p.trunk_min) / K3_GB);
+        else {
+            Plan mn;
+            make_plan(&m->cfg, head_f32, o, lb, 1, 0, 0, self, &mn);
+            snprintf(fix, sizeof fix, "a smaller --ctx; even the working minimum needs %.3f GB", mn.total / K3_GB);
+        }
         snprintf(err, errlen, "the memory plan needs %.3f GB but %.3f GB is available (%s): trunk %.3f + ring %.3f + expert cache %.3f + lm_head %.3f "
                  "+ embedding rows %.3f + vectors %.3f + state %.3f + MLA cache %.3f + buffers %.3f + process %.3f. Fix: %s",
                  p.total / K3_GB, avail / K3_GB, adesc, p.pinned / K3_GB, p.ring_bytes / K3_GB, p.cache / K3_GB, p.lm_head / K3_GB,
                  p.embed / K3_GB, p.vectors / K3_GB, p.state / K3_GB, p.mla / K3_GB, p.buffers / K3_GB, p.process / K3_GB, fix);
+        free(lb);
         return K3_ERR_RUNTIME;
     }
+    free(lb);
     int rc;
-    if (x->trunk && (rc = k3_trunk_start(m, x->trunk, p.n_pinned, p.ring, &x->st, err, errlen))) return rc;
+    if (x->trunk && (rc = k3_trunk_start(m, x->trunk, p.n_pinned, &x->st, err, errlen))) return rc;
+    if (p.head_stream && !(x->head = k3_head_open(m, (uint64_t)HEAD_BUF, err, errlen))) return K3_ERR_RUNTIME;
     int any_moe = 0;
     for (int L = 0; L < NL; L++) any_moe |= m->cfg.is_moe[L];
     if (any_moe) {
@@ -366,6 +438,7 @@ void k3_mem_close(K3Model *m) {
     K3Mem *x = k3_mem(m);
     if (!x) return;
     k3_trunk_close(x->trunk);
+    k3_head_close(x->head);
     k3_ecache_free(x->cache);
     if (x->trace) fclose(x->trace);
     free(x);

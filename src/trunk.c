@@ -29,6 +29,7 @@ struct K3Trunk {
     Bind **bind; int *nbind;
     unsigned char **pinned;                   /* [NL] pinned blob or NULL */
     int n_pinned, ring, S;
+    int *slot_of; long last_seq[2];           /* streamed layer i -> slot; last sequence number placed in a slot */
     RingSlot *slots;
     pthread_t th; int started, quit;
     pthread_mutex_t mu; pthread_cond_t cv;
@@ -200,12 +201,14 @@ static void *reader(void *arg) {
     char err[600];
     pthread_mutex_lock(&t->mu);
     for (long k = 0;; k++) {
-        while (!t->quit && k >= t->rel_seq + t->ring) pthread_cond_wait(&t->cv, &t->mu);
+        const int i = (int)(k % t->S), sl = t->slot_of[i];
+        while (!t->quit && t->last_seq[sl] >= t->rel_seq) pthread_cond_wait(&t->cv, &t->mu);   /* slot still in use */
         if (t->quit) break;
-        int L = t->n_pinned + (int)(k % t->S);
+        t->last_seq[sl] = k;
+        int L = t->n_pinned + i;
         pthread_mutex_unlock(&t->mu);
         double t0 = k3_mono();
-        int rc = read_layer(t, L, t->slots[k % t->ring].buf, err, sizeof err);
+        int rc = read_layer(t, L, t->slots[sl].buf, err, sizeof err);
         double t1 = k3_mono();
         pthread_mutex_lock(&t->mu);
         t->st->trunk_read_s += t1 - t0;
@@ -219,9 +222,31 @@ static void *reader(void *arg) {
     return NULL;
 }
 
-int k3_trunk_start(K3Model *m, K3Trunk *t, int n_pinned, int ring, K3MemStats *st, char *err, size_t errlen) {
-    t->st = st; t->n_pinned = n_pinned; t->S = t->NL - n_pinned; t->ring = t->S ? ring : 0;
-    t->err_seq = -1;
+uint64_t k3_ring_layout(const uint64_t *len, int S, int *slot_of, uint64_t *slot_bytes) {
+    uint64_t sb[2] = { 0, 0 }, best = 0, best_stall = 0;
+    int bj = 0;
+    if (S <= 0) { if (slot_bytes) slot_bytes[0] = slot_bytes[1] = 0; return 0; }
+    if (S % 2 == 0 || S == 1) {
+        for (int i = 0; i < S; i++) if (len[i] > sb[i % 2]) sb[i % 2] = len[i];
+        for (int i = 0; slot_of && i < S; i++) slot_of[i] = i % 2;
+    } else {
+        /* layer (j + k) mod S takes slot k mod 2: layers j-1 and j share slot 0 */
+        for (int j = 0; j < S; j++) {
+            uint64_t m2[2] = { 0, 0 };
+            for (int k = 0; k < S; k++) if (len[(j + k) % S] > m2[k % 2]) m2[k % 2] = len[(j + k) % S];
+            if (j == 0 || m2[0] + m2[1] < best || (m2[0] + m2[1] == best && len[j] < best_stall)) {
+                best = m2[0] + m2[1]; best_stall = len[j]; bj = j; sb[0] = m2[0]; sb[1] = m2[1];
+            }
+        }
+        for (int k = 0; slot_of && k < S; k++) slot_of[(bj + k) % S] = k % 2;
+    }
+    if (slot_bytes) { slot_bytes[0] = sb[0]; slot_bytes[1] = sb[1]; }
+    return sb[0] + sb[1];
+}
+
+int k3_trunk_start(K3Model *m, K3Trunk *t, int n_pinned, K3MemStats *st, char *err, size_t errlen) {
+    t->st = st; t->n_pinned = n_pinned; t->S = t->NL - n_pinned; t->ring = t->S ? (t->S >= 2 ? 2 : 1) : 0;
+    t->err_seq = -1; t->last_seq[0] = t->last_seq[1] = -1;
     t->dfd = open(t->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
     if (t->dfd < 0) fprintf(stderr, "k3: note: O_DIRECT is not available for %s (%s); the trunk uses buffered reads\n", t->path, strerror(errno));
     for (int L = 0; L < n_pinned; L++) {
@@ -232,11 +257,12 @@ int k3_trunk_start(K3Model *m, K3Trunk *t, int n_pinned, int ring, K3MemStats *s
     }
     if (!t->S) return 0;
     t->slots = calloc(t->ring, sizeof(RingSlot));
-    if (!t->slots) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    t->slot_of = calloc(t->S, sizeof(int));
+    if (!t->slots || !t->slot_of) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    uint64_t sb[2];
+    k3_ring_layout(t->len + n_pinned, t->S, t->slot_of, sb);
     for (int r = 0; r < t->ring; r++) {
-        /* slot r holds sequence numbers k = r (mod ring): fixed layers when the ring divides S */
-        uint64_t mx = 0;
-        for (int k = r; k < t->S * t->ring; k += t->ring) if (t->len[n_pinned + k % t->S] > mx) mx = t->len[n_pinned + k % t->S];
+        uint64_t mx = sb[r];
         if (posix_memalign((void **)&t->slots[r].buf, 4096, mx)) { t->slots[r].buf = NULL; snprintf(err, errlen, "out of memory for the trunk ring (slot of %.3f GB)", mx / K3_GB); return K3_ERR_RUNTIME; }
     }
     pthread_mutex_init(&t->mu, NULL); pthread_cond_init(&t->cv, NULL);
@@ -260,7 +286,7 @@ const K3Layer *k3_trunk_acquire(K3Model *m, K3Trunk *t, int L, K3MemStats *st) {
         fprintf(stderr, "k3: trunk read failed: %s\n", t->err);
         exit(K3_ERR_RUNTIME);
     }
-    RingSlot *s = &t->slots[t->cons_seq % t->ring];
+    RingSlot *s = &t->slots[t->slot_of[t->cons_seq % t->S]];
     pthread_mutex_unlock(&t->mu);
     s->ly = m->layers[L];
     rebind(t, L, &s->ly, s->buf);
@@ -293,6 +319,91 @@ void k3_trunk_close(K3Trunk *t) {
     if (t->bind) for (int L = 0; L < t->NL; L++) free(t->bind[L]);
     if (t->fd >= 0) close(t->fd);
     if (t->dfd >= 0) close(t->dfd);
-    free(t->slots); free(t->pinned); free(t->bind); free(t->nbind); free(t->off); free(t->len);
+    free(t->slots); free(t->slot_of); free(t->pinned); free(t->bind); free(t->nbind); free(t->off); free(t->len);
     free(t);
+}
+
+/* ---- lm_head in row blocks ----
+ * Small budgets do not keep the 2.35 GB lm_head resident: each forward reads it in
+ * blocks of rows (O_DIRECT, aligned window) into one bounded buffer and multiplies
+ * block by block. k3_matmul splits over output rows only, so every logit has the
+ * bits of the resident product. */
+struct K3Head {
+    int shard, dfd, rows, cols, type, block;   /* block = rows per read */
+    uint64_t off, row_bytes;
+    unsigned char *buf; uint64_t buflen;
+    float *tmp; int tmp_T;
+};
+
+static const StTensor *head_tensor(const K3Model *m) {
+    const StTensor *t = st_find(m->st, "language_model.lm_head.weight");
+    return t ? t : st_find(m->st, "lm_head.weight");
+}
+
+K3Head *k3_head_open(K3Model *m, uint64_t buf_bytes, char *err, size_t errlen) {
+    const StTensor *t = head_tensor(m);
+    K3Head *h = calloc(1, sizeof *h);
+    if (!h) { snprintf(err, errlen, "out of memory"); return NULL; }
+    if (!t) { snprintf(err, errlen, "%s: no lm_head.weight tensor", m->dir); free(h); return NULL; }
+    h->shard = t->shard; h->off = t->offset; h->rows = m->lm_head.rows; h->cols = m->lm_head.cols; h->type = m->lm_head.type;
+    h->row_bytes = (uint64_t)h->cols * (h->type == K3_W_F32 ? 4 : 2);
+    uint64_t rows = buf_bytes / h->row_bytes;
+    const char *e = getenv("K3_LMHEAD_ROWS");
+    if (e && atol(e) > 0) rows = (uint64_t)atol(e);
+    if (rows < 1) rows = 1;
+    if (rows > (uint64_t)h->rows) rows = (uint64_t)h->rows;
+    h->block = (int)rows;
+    h->buflen = up4k(rows * h->row_bytes) + 8192;
+    if (posix_memalign((void **)&h->buf, 4096, h->buflen)) { h->buf = NULL; snprintf(err, errlen, "out of memory for the lm_head buffer"); free(h); return NULL; }
+    h->dfd = open(m->st->shards[h->shard].path, O_RDONLY | O_DIRECT | O_CLOEXEC);
+    return h;
+}
+
+void k3_head_close(K3Head *h) {
+    if (!h) return;
+    if (h->dfd >= 0) close(h->dfd);
+    free(h->buf); free(h->tmp); free(h);
+}
+
+int k3_head_matmul(K3Model *m, K3Head *h, float *Y, const float *X, int T, K3MemStats *st) {
+    char err[300];
+    for (int r0 = 0; r0 < h->rows; r0 += h->block) {
+        const int nb = h->rows - r0 < h->block ? h->rows - r0 : h->block;
+        const uint64_t start = h->off + (uint64_t)r0 * h->row_bytes, n = (uint64_t)nb * h->row_bytes;
+        const unsigned char *data = NULL;
+        double t0 = k3_mono();
+        if (h->dfd >= 0) {
+            uint64_t a0 = start & ~(uint64_t)4095, len = up4k(start + n - a0);
+            int64_t got = pread_all(h->dfd, h->buf, len, a0);
+            if (got < 0 && errno == EINVAL) { close(h->dfd); h->dfd = -1; }
+            else if (got >= 0 && (uint64_t)got >= start + n - a0) {
+                data = h->buf + (start - a0);
+                if ((uintptr_t)data % 4) { memmove(h->buf, data, n); data = h->buf; }
+                if (st) st->trunk_bytes += len, st->head_bytes += len;
+            }
+        }
+        if (!data) {
+            int fd = st_shard_fd(m->st, h->shard, err, sizeof err);
+            if (fd < 0 || pread_all(fd, h->buf, n, start) != (int64_t)n) {
+                fprintf(stderr, "k3: reading lm_head rows %d..%d from %s failed: %s\n", r0, r0 + nb - 1,
+                        m->st->shards[h->shard].path, fd < 0 ? err : strerror(errno));
+                exit(K3_ERR_RUNTIME);
+            }
+            data = h->buf;
+            if (st) st->trunk_bytes += n, st->head_bytes += n;
+        }
+        if (st) st->trunk_read_s += k3_mono() - t0;
+        K3Mat W = { h->type, nb, h->cols, data, NULL };
+        if (T == 1) { k3_matmul(Y + r0, &W, X, 1); continue; }
+        if (h->tmp_T < T) {
+            free(h->tmp);
+            h->tmp = malloc(sizeof(float) * (size_t)T * h->block);
+            if (!h->tmp) { fprintf(stderr, "k3: out of memory (lm_head block of %d tokens)\n", T); exit(K3_ERR_RUNTIME); }
+            h->tmp_T = T;
+        }
+        k3_matmul(h->tmp, &W, X, T);
+        for (int t = 0; t < T; t++)
+            memcpy(Y + (size_t)t * h->rows + r0, h->tmp + (size_t)t * nb, sizeof(float) * nb);
+    }
+    return 0;
 }

@@ -31,9 +31,15 @@ for M in tests/models/tiny5 tests/models/tiny4; do
     $K3 $M --ids "$P" --gen 0 --trunk $T/trunk-$name --trunk-gb 0 --cache-gb 0 --prefill-chunk $pc --dump-logits $T/l.f32 --quiet >/dev/null 2>&1
     cmp -s $T/base.f32 $T/l.f32 || bad "$name --prefill-chunk $pc starved: logits differ"
   done
+  for rows in 1 7 1000000; do   # lm_head streamed in row blocks (tails, one row, one block): same logits bytes
+    K3_LMHEAD_ROWS=$rows $K3 $M --ids "$P" --gen 0 --trunk $T/trunk-$name --trunk-gb 0 --cache-gb 0 --dump-logits $T/l.f32 2>$T/err >/dev/null
+    grep -q "lm_head buffer" $T/err && cmp -s $T/base.f32 $T/l.f32 || bad "$name lm_head in blocks of $rows rows: logits differ or not streamed"
+  done
+  out=$(K3_LMHEAD_ROWS=7 $K3 $M --ids "$P" --gen 16 --trunk $T/trunk-$name --trunk-gb 0 --cache-gb 0 --quiet 2>/dev/null)
+  [ "$out" = "$REF" ] || bad "$name lm_head streamed: ids differ"
   out=$($K3 $M --ids "$P" --gen 16 --trunk $T/trunk-$name --preset laptop --recompute --quiet 2>/dev/null)
   [ "$out" = "$REF" ] || bad "$name --recompute with --trunk: ids differ"
-  ok "$name: ids == ref/greedy.txt and logits bytes identical at $n budget pairs (shards and packed trunk, starved..resident), chunked prefill, recompute"
+  ok "$name: ids == ref/greedy.txt and logits bytes identical at $n budget pairs (shards and packed trunk, starved..resident), chunked prefill, recompute, lm_head in row blocks (1, 7, all rows)"
 done
 
 M=tests/models/tiny5; P=$(cat $M/ref/prompt.txt)
@@ -49,7 +55,10 @@ ok "--out JSON has the memory report fields"
 # the users' command shape (tokenizer-free ids instead of --prompt)
 out=$($K3 $M --trunk $T/trunk-tiny5 --preset laptop --ids "$P" --gen 8 --incremental 2>$T/err)
 [ $? -eq 0 ] && grep -q "memory plan" $T/err && grep -q "the figure to quote" $T/err && ok "--trunk --preset laptop --gen 8 --incremental runs, prints the plan and peak RSS" || bad "preset laptop run: $(tail -3 $T/err)"
-$K3 --list-presets > $T/p && for p in laptop desktop workstation server max auto; do grep -q "^$p" $T/p || bad "--list-presets lacks $p"; done && ok "--list-presets"
+$K3 --list-presets > $T/p && for p in minimum laptop desktop workstation server max auto; do grep -q "^$p" $T/p || bad "--list-presets lacks $p"; done
+# the 8 GB promise: the laptop plan on the real K3 fits an 8 GB machine's MemAvailable (<= 6.5 GB)
+lap=$(sed -n 's/^laptop .* \([0-9.]*\) GB (.*/\1/p' $T/p); min=$(sed -n 's/^minimum .* \([0-9.]*\) GB (.*/\1/p' $T/p)
+awk -v l="$lap" -v m="$min" 'BEGIN { exit !(l != "" && l + 0 <= 6.5 && m + 0 <= l + 0) }' && ok "--list-presets: minimum $min GB, laptop $lap GB on the real K3 (<= 6.5)" || bad "--list-presets: laptop '$lap' GB, minimum '$min' GB (want <= 6.5)"
 $K3 $M --ids 1 --gen 0 --preset nope --quiet >/dev/null 2>&1; [ $? -eq 2 ] && ok "unknown preset: exit 2" || bad "unknown preset"
 # a later flag wins: --cache-gb after --preset
 $K3 $M --ids "$P" --gen 1 --preset max --cache-gb 0 2>$T/err >/dev/null; grep -q "raised to the working minimum" $T/err && ok "a later --cache-gb overrides the preset" || bad "later flag"
