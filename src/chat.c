@@ -1,6 +1,8 @@
 /* chat.c — k3 MODEL_DIR --chat: flags, the REPL loop, multi-line input, commands.
  * See docs/CHAT.md. One turn is chat_gen.c, the history file chat_hist.c. */
 #include "chat.h"
+#include "lineedit.h"
+#include "mem.h"
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +29,10 @@ static const char CHAT_USAGE[] =
 "  --no-color             no ANSI dim for the thinking text\n"
 "  --save-state FILE      at exit, save the engine state (needs --history; see docs/CHAT.md)\n"
 "  --load-state FILE      resume from a saved state instead of re-prefilling the history\n"
-"  --config PATH --threads N --kernels K   engine options as in batch mode\n";
+"  --config PATH --threads N --kernels K   engine options as in batch mode\n"
+"  --trunk DIR --trunk-gb G --cache-gb G --preset P --verbose   memory budgets as in batch\n"
+"                         mode (k3 --help, docs/PERFORMANCE.md); the plan covers --ctx\n"
+"                         positions (4096 when --ctx is not given; the cache grows past it)\n";
 
 static const char HELP[] =
 "Type a message and press Enter. A line ending in \\ continues on the next line;\n"
@@ -53,8 +58,12 @@ static void on_sigint(int sig) { (void)sig; chat_interrupted = 1; }
 static char ibuf[65536];
 static size_t ipos, ilen;
 
+static int tty_in, le_on;                       /* stdin is a terminal; the line editor is in use */
+static const char *cur_prompt = "> ";
+
 /* 1 = a line in *out (malloc'd, no newline), 0 = EOF, -1 = interrupted. */
 static int read_line(char **out) {
+    if (le_on) return le_read(cur_prompt, out);
     size_t cap = 256, n = 0;
     char *s = malloc(cap);
     if (!s) return 0;
@@ -87,8 +96,10 @@ static int read_line(char **out) {
     return 1;
 }
 
-static int tty_in;
-static void prompt(const char *p) { if (tty_in) { fputs(p, stdout); fflush(stdout); } }
+static void prompt(const char *p) {
+    cur_prompt = p;
+    if (!le_on && tty_in) { fputs(p, stdout); fflush(stdout); }
+}
 
 /* Appends b to *a with a newline between. */
 static char *join(char *a, const char *b) {
@@ -307,10 +318,14 @@ static uint64_t draw_seed(void) {
     return s % 10000000000ULL;             /* short enough to retype */
 }
 
+static K3MemFlags memf;                      /* memory flags, shared with batch mode (plan.c) */
+static int ctx_given;
+
 static int parse_flags(int argc, char **argv, Chat *c, const char **system, int *seed_set) {
     c->gen = 4096; c->thinking = 1; c->kernels = "auto";
     snprintf(c->effort, sizeof c->effort, "max");
     sampler_defaults(&c->sp);
+    k3_mem_flags_init(&memf);
     c->sp.top_p = 0.95;
     c->tok_dir = getenv("K3_TOK_FILES");
     if (c->tok_dir && !*c->tok_dir) c->tok_dir = NULL;
@@ -321,6 +336,9 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         int r = sampler_parse_flag(argc, argv, &i, &c->sp, &c->seed, seed_set, err, sizeof err);
         if (r < 0) return usage("%s", err);
         if (r) continue;
+        int mr = k3_mem_parse_flag(argc, argv, &i, &memf, 0, err, sizeof err);
+        if (mr < 0) return usage("%s", err);
+        if (mr) continue;
 #define VAL() do { if (!v) return usage("%s needs a value", a); i++; } while (0)
         if (!strcmp(a, "--chat")) continue;
         else if (!strcmp(a, "--tok")) { VAL(); c->tok_dir = v; }
@@ -331,7 +349,7 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         else if (!strcmp(a, "--config")) { VAL(); c->config = v; }
         else if (!strcmp(a, "--kernels")) { VAL(); c->kernels = v; }
         else if (!strcmp(a, "--gen")) { VAL(); if (int_flag(a, v, 1, &c->gen)) return K3_ERR_USAGE; }
-        else if (!strcmp(a, "--ctx")) { VAL(); if (int_flag(a, v, 1, &c->ctx)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--ctx")) { VAL(); if (int_flag(a, v, 1, &c->ctx)) return K3_ERR_USAGE; ctx_given = 1; }
         else if (!strcmp(a, "--threads")) { VAL(); if (int_flag(a, v, 1, &c->threads)) return K3_ERR_USAGE; }
         else if (!strcmp(a, "--think-effort") || !strcmp(a, "--thinking-effort")) {
             VAL();
@@ -393,6 +411,13 @@ static int setup(Chat *c, const char *system) {
         return K3_ERR_USAGE;
     }
     if (!c->ctx) c->ctx = c->m.cfg.max_position_embeddings > 0 ? c->m.cfg.max_position_embeddings : 32768;
+    {                                        /* the same memory plan and setup as batch mode */
+        int pctx = ctx_given || c->ctx < 4096 ? c->ctx : 4096;
+        K3MemOpts mo = { memf.trunk_dir, memf.trunk_gb, memf.cache_gb, pctx, K3_PREFILL_CHUNK, 1, memf.trace_dir, memf.verbose, !memf.verbose };   /* plan printed with --verbose */
+        rc = k3_mem_setup(&c->m, &mo, err, sizeof err);
+        if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
+        if (pctx < c->ctx && memf.verbose) fprintf(stderr, "k3: note: the memory plan covers %d positions of MLA cache; --ctx N plans for more\n", pctx);
+    }
     c->st = k3_state_new(&c->m);
     c->logits = malloc(sizeof(float) * (size_t)V);
     if (!c->st || !c->logits) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
@@ -416,6 +441,7 @@ int chat_main(int argc, char **argv) {
                  (unsigned long long)c->seed, (unsigned long long)c->seed);
     if (n_loaded) fprintf(stderr, "k3: %d messages from %s; the first turn prefills them\n", n_loaded, c->history);
     tty_in = isatty(0);
+    le_on = tty_in && le_init();
     if (tty_in) fprintf(stderr, "k3: type /help for commands, /exit or Ctrl-D to leave\n");
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -464,7 +490,7 @@ int chat_main(int argc, char **argv) {
     }
 done:
     if (c->st) k3_state_free(&c->m, c->st);
-    if (c->model_open) k3_model_close(&c->m);
+    if (c->model_open) { k3_mem_close(&c->m); k3_model_close(&c->m); }
     free(c->logits); free(c->fed);
     chat_log_free(&c->log);
     tok_free(c->tok);
