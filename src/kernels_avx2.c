@@ -141,15 +141,26 @@ INL float tail_finish(const M *m, int r, const float *x, int c0, __m256 a0, __m2
     return fold_arr(acc);
 }
 
-INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *X, int r, int t) {
-    int cols = m->cols, n16 = cols & ~15;
+/* Columns [c0, c1) of an R x TT tile. Between column blocks (prefill) the 16 lanes of
+ * each accumulator are parked in sc[(i*SC_T + j)*16]: same FMA sequence, same bits. */
+#define SC_R 64
+#define SC_T 72
+#define KC 512
+INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *X, int r, int t,
+              int c0, int c1, float *sc) {
+    int cols = m->cols, n16 = c1 == cols ? cols & ~15 : c1;
     __m256 acc[4][3][2];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 3
-        for (int j = 0; j < TT; j++) acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
+        for (int j = 0; j < TT; j++) {
+            if (c0) {
+                acc[i][j][0] = _mm256_load_ps(sc + (i * SC_T + j) * 16);
+                acc[i][j][1] = _mm256_load_ps(sc + (i * SC_T + j) * 16 + 8);
+            } else acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
+        }
     if (type == K3_W_MXFP4) {              /* cols % 32 == 0: no tail */
-        for (int c = 0; c < cols; c += 32) {
+        for (int c = c0; c < c1; c += 32) {
             __m128i lo[4], hi[4];
             __m256 s[4];
 #pragma GCC unroll 4
@@ -174,9 +185,9 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
                 }
             }
         }
-        n16 = cols;
+        n16 = c1;
     }
-    for (int c = 0; c < n16 && type != K3_W_MXFP4; c += 16) {
+    for (int c = c0; c < n16 && type != K3_W_MXFP4; c += 16) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256 w[4];
@@ -199,34 +210,64 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 3
-        for (int j = 0; j < TT; j++)
-            Y[(size_t)(t + j) * rows + r + i] = n16 == cols ? fold2(acc[i][j][0], acc[i][j][1])
+        for (int j = 0; j < TT; j++) {
+            if (c1 < cols) {
+                _mm256_store_ps(sc + (i * SC_T + j) * 16, acc[i][j][0]);
+                _mm256_store_ps(sc + (i * SC_T + j) * 16 + 8, acc[i][j][1]);
+            } else Y[(size_t)(t + j) * rows + r + i] = n16 == cols ? fold2(acc[i][j][0], acc[i][j][1])
                 : tail_finish(m, r + i, X + (size_t)(t + j) * cols, n16, acc[i][j][0], acc[i][j][1]);
+        }
 }
 
-#define TILES(TYPE, RA, TA)                                                               \
-    for (t = t0; t < t1;) {                                                               \
-        int tt = t1 - t >= TA ? TA : 1;                                                   \
-        for (r = r0; r < r1;) {                                                           \
-            if (tt == TA && r1 - r >= RA) { tile(&m, TYPE, RA, TA, Y, rows, X, r, t); r += RA; } \
-            else if (tt == TA) { tile(&m, TYPE, 1, TA, Y, rows, X, r, t); r += 1; }       \
-            else if (r1 - r >= RA) { tile(&m, TYPE, RA, 1, Y, rows, X, r, t); r += RA; }  \
-            else { tile(&m, TYPE, 1, 1, Y, rows, X, r, t); r += 1; }                      \
-        }                                                                                 \
-        t += tt;                                                                          \
+#define TILES(TYPE, RA)                                                                   \
+    for (r = r0; r < r1;) {                                                               \
+        if (r1 - r >= RA) { tile(&m, TYPE, RA, 1, Y, rows, X, r, t0, 0, m.cols, 0); r += RA; } \
+        else { tile(&m, TYPE, 1, 1, Y, rows, X, r, t0, 0, m.cols, 0); r += 1; }          \
     }
+
+static _Thread_local float sc_buf[SC_R * SC_T * 16] __attribute__((aligned(32)));
+
+INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *X, int rb, int rbe,
+                 int tb, int t, int c0, int c1) {
+    for (int r = rb; r < rbe;) {
+        float *s = sc_buf + ((r - rb) * SC_T + (t - tb)) * 16;
+        if (rbe - r >= 2) { tile(m, type, 2, TT, Y, rows, X, r, t, c0, c1, s); r += 2; }
+        else { tile(m, type, 1, TT, Y, rows, X, r, t, c0, c1, s); r += 1; }
+    }
+}
+
+/* Prefill: blocks of SC_R rows x SC_T tokens x KC columns, so the X block stays in
+ * cache while every 2 x 3 tile of the block runs over it. */
+INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1, int t0, int t1) {
+    int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;
+    for (int tb = t0; tb < t1; tb += per) {
+        int tbe = t1 - tb > per ? tb + per : t1;
+        for (int rb = r0; rb < r1; rb += SC_R) {
+            int rbe = r1 - rb > SC_R ? rb + SC_R : r1;
+            for (int c0 = 0; c0 < m->cols; c0 += KC) {
+                int c1 = m->cols - c0 > KC ? c0 + KC : m->cols;
+                for (int t = tb; t < tbe;) {
+                    int rem = tbe - t;
+                    if (rem >= 3 && type != K3_W_MXFP4) { rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 3; }
+                    else if (rem >= 2) { rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 2; }
+                    else { rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 1; }
+                }
+            }
+        }
+    }
+}
 
 static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     M m = { W->type, W->cols, W->w, W->w, W->w, W->scale };
-    int rows = W->rows, r, t;
+    int rows = W->rows, r;
     if (t1 - t0 == 1) {                    /* matvec: 4 rows share each x load */
-        if (W->type == K3_W_F32) TILES(K3_W_F32, 4, 1)
-        else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 4, 1)
-        else TILES(K3_W_MXFP4, 4, 1)
-    } else {                               /* prefill: 2 rows x 3 (mxfp4: 2) tokens */
-        if (W->type == K3_W_F32) TILES(K3_W_F32, 2, 3)
-        else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 2, 3)
-        else TILES(K3_W_MXFP4, 2, 2)
+        if (W->type == K3_W_F32) TILES(K3_W_F32, 4)
+        else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 4)
+        else TILES(K3_W_MXFP4, 4)
+    } else {                  /* prefill: 2 rows x 3 (mxfp4: 2) tokens, column-blocked */
+        if (W->type == K3_W_F32) blocked(&m, K3_W_F32, Y, rows, X, r0, r1, t0, t1);
+        else if (W->type == K3_W_BF16) blocked(&m, K3_W_BF16, Y, rows, X, r0, r1, t0, t1);
+        else blocked(&m, K3_W_MXFP4, Y, rows, X, r0, r1, t0, t1);
     }
 }
 
