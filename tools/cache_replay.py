@@ -4,6 +4,11 @@ under LRU, k3's policy (LFU with ageing, src/expert_cache.c k3_policy_*) and Bel
 optimum, at any capacities (in expert slots).
 
     /usr/bin/python3 tools/cache_replay.py DIR/cache_trace.txt [--capacity 8,16,64] [--json OUT]
+        [--check-c build/tests/test_cache]
+
+--check-c runs the C policy (k3_policy_*, via `test_cache --replay TRACE CAP`) on the same
+trace at every capacity and exits 1 unless its hit count equals this file's lfu-aged
+replay: the two implementations of the policy must agree.
 
 Cache model (same as tests/c/test_cache.c): a request hits if the expert is resident,
 else it is loaded, evicting the policy's victim when the cache is full. The engine
@@ -102,22 +107,33 @@ def main():
     ap.add_argument("trace")
     ap.add_argument("--capacity", default="")
     ap.add_argument("--json")
+    ap.add_argument("--check-c", help="test_cache binary: compare its C-policy replay with lfu_aged")
     a = ap.parse_args()
     meta, keys = read_trace(a.trace)
     if not keys:
         sys.exit("cache_replay: %s has no requests" % a.trace)
     distinct = len(set(keys))
     caps = [int(x) for x in a.capacity.split(",") if x] or sorted({max(1, distinct * f // 16) for f in (1, 2, 4, 8, 12)})
-    rows = []
+    rows, bad = [], False
     print("trace %s: %d requests, %d distinct experts, recorded with %s slots" % (a.trace, len(keys), distinct, meta.get("slots", "?")))
     print("capacity  LRU     lfu-aged  Belady")
     for c in caps:
         l, p, b = lru(keys, c), lfu_aged(keys, c), belady(keys, c)
         rows.append({"capacity": c, "requests": len(keys), "lru": l / len(keys), "lfu_aged": p / len(keys), "belady": b / len(keys)})
         print("%8d  %.4f  %.4f    %.4f" % (c, l / len(keys), p / len(keys), b / len(keys)))
+        if a.check_c:
+            import subprocess
+            out = subprocess.run([a.check_c, "--replay", a.trace, str(c)], capture_output=True, text=True, check=True).stdout.split()
+            ch = int(out[1])
+            rows[-1]["c_policy_hits"], rows[-1]["python_hits"] = ch, p
+            print("          C policy %d hits, Python lfu-aged %d hits: %s" % (ch, p, "agree" if ch == p else "DISAGREE"))
+            if ch != p:
+                bad = True
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"trace": a.trace, "requests": len(keys), "distinct": distinct, "rows": rows}, f, indent=1)
+    if bad:
+        sys.exit("cache_replay: the C policy and the Python replay disagree")
 
 
 if __name__ == "__main__":

@@ -99,7 +99,35 @@ static long belady(const size_t *tr, int n, size_t nkeys, int cap) {
     return hits;
 }
 
-int main(void) {
+/* test_cache --replay TRACE CAP: the C policy on a recorded trace (k3 --dump-cache-trace),
+ * same cache model as tools/cache_replay.py, which compares the two (--check-c). */
+static int replay(const char *path, int cap) {
+    FILE *f = fopen(path, "r");
+    if (!f || cap < 1) { fprintf(stderr, "test_cache --replay: cannot read %s (or capacity %d < 1)\n", path, cap); return 2; }
+    char line[512];
+    int NL = 0, E = 0, n = 0, ncap = 1024;
+    size_t *tr = malloc(sizeof(size_t) * ncap);
+    while (tr && fgets(line, sizeof line, f)) {
+        if (line[0] == '#') {
+            const char *a = strstr(line, " layers "), *b = strstr(line, " experts ");
+            if (a) NL = atoi(a + 8);
+            if (b) E = atoi(b + 9);
+            continue;
+        }
+        int st, L, e;
+        if (sscanf(line, "%d %d %d", &st, &L, &e) != 3 || E <= 0 || L < 0 || L >= NL || e < 0 || e >= E) continue;
+        if (n == ncap) { size_t *t2 = realloc(tr, sizeof(size_t) * (ncap *= 2)); if (!t2) break; tr = t2; }
+        tr[n++] = (size_t)L * E + e;
+    }
+    fclose(f);
+    if (!tr || NL <= 0 || E <= 0) { fprintf(stderr, "test_cache --replay: %s has no k3 trace header\n", path); free(tr); return 2; }
+    printf("hits %ld requests %d capacity %d\n", simulate(tr, n, (size_t)NL * E, cap, 1), n, cap);
+    free(tr);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 4 && !strcmp(argv[1], "--replay")) return replay(argv[2], atoi(argv[3]));
     int fail = 0;
     const int NL = 12, E = 64, K = 8, steps = 400;
     size_t *tr;
