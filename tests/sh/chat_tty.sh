@@ -1,7 +1,8 @@
 #!/bin/sh
 # Chat through a pseudo-terminal (tmux): two turns, /stats showing reused positions,
-# Ctrl-C mid-reply returns to the prompt and keeps the partial reply, /reset, and a
-# second Ctrl-C at the prompt exits.
+# Ctrl-C mid-reply returns to the prompt and keeps the partial reply, line editing
+# (arrows, Home/End, Backspace, Ctrl-U, Up through the history), /reset, and a second
+# Ctrl-C at the prompt exits with the terminal restored.
 K3=${K3:-./bin/k3}
 M=tests/models/tiny5; TK=tests/tok/tiny
 [ -d $M ] && [ -d $TK ] || { echo "SKIP: $M or $TK missing"; exit 0; }
@@ -14,7 +15,7 @@ fail() { echo "FAIL: $*"; echo "--- screen"; tmux -L $S capture-pane -p -t $S -S
 wait_for() { i=0; while n=$(grep -a -c -- "$2" "$1" 2>/dev/null); [ "${n:-0}" -lt "$3" ]; do i=$((i+1)); [ $i -gt 300 ] && return 1; sleep 0.1; done; }
 K3ABS=$(cd "$(dirname "$K3")" && pwd)/$(basename "$K3")
 tmux -L $S new-session -d -s $S -x 160 -y 50 \
-  "cd '$PWD' && '$K3ABS' $M --chat --tok $TK --no-think --gen 12 --seed 9 2>'$T/err'; echo EXITED \$? > '$T/done'; sleep 30"
+  "cd '$PWD' && '$K3ABS' $M --chat --tok $TK --no-think --gen 12 --seed 9 2>'$T/err'; rc=\$?; stty -a > '$T/stty' 2>&1; echo EXITED \$rc > '$T/done'; sleep 30"
 wait_for "$T/err" 'type /help' 1 || fail "no banner"
 tmux -L $S send-keys -t $S 'Hello there' Enter
 wait_for "$T/err" '^k3: \[reused' 1 || fail "turn 1 did not finish"
@@ -42,6 +43,33 @@ tmux -L $S capture-pane -p -t $S -S -200 > "$T/screen"
 grep -q '^messages: 6' "$T/screen" || fail "the interrupted turn was not kept"
 echo "ok Ctrl-C stops the reply and returns to the prompt; the partial reply is kept"
 
+# line editing: Left and an inserted character, Home/End, Backspace, Ctrl-U, Up recalls
+tmux -L $S send-keys -t $S '/gen 12' Enter
+tmux -L $S send-keys -t $S -l 'Helo world'
+tmux -L $S send-keys -t $S Left Left Left Left Left Left Left
+tmux -L $S send-keys -t $S -l 'l'
+tmux -L $S send-keys -t $S Enter
+wait_for "$T/err" '^k3: \[reused' 4 || fail "the edited message got no reply"
+tmux -L $S send-keys -t $S -l 'iddle'
+tmux -L $S send-keys -t $S Home
+tmux -L $S send-keys -t $S -l 'M'
+tmux -L $S send-keys -t $S End
+tmux -L $S send-keys -t $S -l 'xx'
+tmux -L $S send-keys -t $S BSpace
+tmux -L $S send-keys -t $S Enter
+wait_for "$T/err" '^k3: \[reused' 5 || fail "the second edited message got no reply"
+tmux -L $S send-keys -t $S -l 'garbage'
+tmux -L $S send-keys -t $S C-u
+tmux -L $S send-keys -t $S Up Up Enter
+wait_for "$T/err" '^k3: \[reused' 6 || fail "the recalled line got no reply"
+tmux -L $S send-keys -t $S '/history' Enter
+sleep 0.5
+tmux -L $S capture-pane -p -t $S -S -300 > "$T/screen"
+grep -q '^ *[0-9]*  Hello world$' "$T/screen" || fail "Left + insert: the message sent is not 'Hello world'"
+grep -q '^ *[0-9]*  Middlex$' "$T/screen" || fail "Home/End/Backspace: the message sent is not 'Middlex'"
+[ "$(grep -c '^ *[0-9]*  Hello world$' "$T/screen")" = 2 ] || fail "Up Up did not recall 'Hello world'"
+echo "ok line editing: Left + insert, Home/End/Backspace, Ctrl-U, Up recalls an earlier line"
+
 tmux -L $S send-keys -t $S '/reset' Enter
 sleep 0.5
 tmux -L $S capture-pane -p -t $S -S -200 > "$T/screen"
@@ -52,4 +80,5 @@ sleep 0.3
 tmux -L $S send-keys -t $S C-c
 i=0; while [ ! -e "$T/done" ]; do i=$((i+1)); [ $i -gt 100 ] && fail "second Ctrl-C did not exit"; sleep 0.1; done
 grep -q 'EXITED 0' "$T/done" || fail "exit status $(cat "$T/done")"
-echo "ok /reset; a second Ctrl-C at the prompt exits 0"
+grep -q icanon "$T/stty" && ! grep -q -E '(^| )-(icanon|echo|isig)( |$)' "$T/stty" || fail "the terminal was left raw: $(cat "$T/stty")"
+echo "ok /reset; a second Ctrl-C at the prompt exits 0 and the terminal is restored (icanon echo isig)"
