@@ -2,7 +2,7 @@
  * pass and where the bytes live (trunk.c, expert_cache.c).
  *
  * Before anything big is allocated, the plan sums the pinned trunk, the trunk ring,
- * the expert cache, lm_head (used in place, resident once touched), embedding rows
+ * the expert cache, lm_head (resident, or a 64 MB row-block buffer when streamed), embedding rows
  * (a row lookup: only touched rows become resident), the f32 small vectors, the KDA
  * recurrent state, the MLA cache for --ctx positions, the forward buffers for the
  * largest chunk and what the process already holds, and compares the total with
