@@ -4,7 +4,10 @@
  * in RAM (copies rotated so nothing is cached), next to the memory-read bandwidth of a
  * streaming read measured in the same run; prefill (T = 16, 64) GFLOP/s next to the FMA
  * peak of a register-only loop measured in the same run; and a baseline: the plain
- * scalar kernel that accumulates in double. Medians of several runs. */
+ * scalar kernel that accumulates in double. Medians of several runs. The percentages
+ * pair each kernel run with a reference measured right after it (a stream read of the
+ * same bytes, >= 64 MiB, or a short FMA-peak loop) and take the median of the ratios,
+ * so a burst of load from other tenants of the machine hits both sides. */
 #include "kernels.h"
 #include "pool.h"
 #include <stdio.h>
