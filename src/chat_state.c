@@ -102,10 +102,21 @@ static void w_bytes(W *w, const void *p, size_t n) {
 }
 static void w_u32(W *w, uint32_t x) { unsigned char b[4] = { (unsigned char)x, (unsigned char)(x >> 8), (unsigned char)(x >> 16), (unsigned char)(x >> 24) }; w_bytes(w, b, 4); }
 static void w_u64(W *w, uint64_t x) { w_u32(w, (uint32_t)x); w_u32(w, (uint32_t)(x >> 32)); }
-/* 32-bit words (floats or ids) as little-endian. */
+/* 32-bit words (floats or ids) as little-endian, converted 16 K words at a time. */
+#define WCHUNK 16384
 static void w_words(W *w, const void *p, size_t n) {
+    static unsigned char t[4 * WCHUNK];
     const unsigned char *s = p;
-    for (size_t i = 0; i < n; i++) { uint32_t u; memcpy(&u, s + 4 * i, 4); w_u32(w, u); }
+    while (n) {
+        size_t k = n < WCHUNK ? n : WCHUNK;
+        for (size_t i = 0; i < k; i++) {
+            uint32_t u; memcpy(&u, s + 4 * i, 4);
+            t[4 * i] = (unsigned char)u; t[4 * i + 1] = (unsigned char)(u >> 8);
+            t[4 * i + 2] = (unsigned char)(u >> 16); t[4 * i + 3] = (unsigned char)(u >> 24);
+        }
+        w_bytes(w, t, 4 * k);
+        s += 4 * k; n -= k;
+    }
 }
 
 /* ---- buffered reader ---- */
@@ -140,8 +151,17 @@ static int r_u64(R *r, uint64_t *x) {
     return 0;
 }
 static int r_words(R *r, void *p, size_t n) {
+    static unsigned char t[4 * WCHUNK];
     unsigned char *d = p;
-    for (size_t i = 0; i < n; i++) { uint32_t u; if (r_u32(r, &u)) return -1; memcpy(d + 4 * i, &u, 4); }
+    while (n) {
+        size_t k = n < WCHUNK ? n : WCHUNK;
+        if (r_bytes(r, t, 4 * k)) return -1;
+        for (size_t i = 0; i < k; i++) {
+            uint32_t u = (uint32_t)t[4 * i] | (uint32_t)t[4 * i + 1] << 8 | (uint32_t)t[4 * i + 2] << 16 | (uint32_t)t[4 * i + 3] << 24;
+            memcpy(d + 4 * i, &u, 4);
+        }
+        d += 4 * k; n -= k;
+    }
     return 0;
 }
 
