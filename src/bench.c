@@ -184,7 +184,13 @@ int k3_bench_kernels(int argc, char **argv) {
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kern = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--no-prefill")) prefill = 0;
-        else if (strcmp(argv[i], "bench-kernels")) {
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: k3 bench-kernels [--kernels auto|scalar|avx2|avx512|neon] [--threads N] [--runs N]\n"
+                   "                        [--only SUBSTRING] [--no-prefill]\n"
+                   "Matvec GB/s and prefill GFLOP/s of the kernels on the real shapes, weights in RAM,\n"
+                   "next to this machine's stream-read bandwidth and FMA peak (docs/KERNELS.md).\n");
+            return 0;
+        } else if (strcmp(argv[i], "bench-kernels")) {
             fprintf(stderr, "usage: k3-bench [--kernels K] [--threads N] [--runs N] [--only SUBSTRING] [--no-prefill]\n");
             return 2;
         }
