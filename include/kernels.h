@@ -108,6 +108,9 @@ const K3KernelOps *k3_kernels_scalar(void);
 const K3KernelOps *k3_kernels_avx2(void);
 const K3KernelOps *k3_kernels_avx512(void);
 const K3KernelOps *k3_kernels_neon(void);
+/* Per-thread scratch of at least `bytes` (64-byte aligned, reused, freed at thread exit);
+ * NULL when out of memory (the SIMD prefill then falls back to the scalar kernel). */
+void *k3_scratch(size_t bytes);
 /* Does this CPU run it? (compiled in and supported) */
 int k3_kernels_usable(const char *which);
 

@@ -5,6 +5,7 @@
 #include "pool.h"
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 
@@ -167,6 +168,24 @@ int k3_kernels_select(const char *which, char *err, size_t errlen) {
     return 0;
 }
 const char *k3_kernels_name(void) { return ops()->name; }
+
+/* ------------------------------------------------------------------ per-thread scratch */
+/* For the prefill kernels (parked lanes, X panels): grown on demand, 64-byte aligned,
+ * freed when the thread exits (a key destructor). NULL when out of memory. */
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static _Thread_local struct { void *p; size_t n; } scratch;
+static void scratch_init(void) { pthread_key_create(&scratch_key, free); }
+void *k3_scratch(size_t bytes) {
+    if (scratch.n >= bytes) return scratch.p;
+    pthread_once(&scratch_once, scratch_init);
+    void *p = NULL;
+    if (posix_memalign(&p, 64, bytes)) return NULL;
+    free(scratch.p);
+    scratch.p = p; scratch.n = bytes;
+    pthread_setspecific(scratch_key, p);
+    return p;
+}
 
 /* ------------------------------------------------------------------ threaded matmul */
 /* Below this many multiply-adds a matmul runs inline (waking workers costs ~10 us). */

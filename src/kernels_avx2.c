@@ -225,10 +225,9 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
         else { tile(&m, TYPE, 1, 1, Y, rows, X, r, t0, 0, m.cols, 0); r += 1; }          \
     }
 
-static _Thread_local float sc_buf[SC_R * SC_T * 16] __attribute__((aligned(32)));
 
 INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *X, int rb, int rbe,
-                 int tb, int t, int c0, int c1) {
+                 int tb, int t, int c0, int c1, float *sc_buf) {
     for (int r = rb; r < rbe;) {
         float *s = sc_buf + ((r - rb) * SC_T + (t - tb)) * 16;
         if (rbe - r >= 2) { tile(m, type, 2, TT, Y, rows, X, r, t, c0, c1, s); r += 2; }
@@ -238,7 +237,8 @@ INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *
 
 /* Prefill: blocks of SC_R rows x SC_T tokens x KC columns, so the X block stays in
  * cache while every 2 x 3 tile of the block runs over it. */
-INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1, int t0, int t1) {
+INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1, int t0, int t1,
+                 float *sc_buf) {
     int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;
     for (int tb = t0; tb < t1; tb += per) {
         int tbe = t1 - tb > per ? tb + per : t1;
@@ -248,9 +248,9 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
                 int c1 = m->cols - c0 > KC ? c0 + KC : m->cols;
                 for (int t = tb; t < tbe;) {
                     int rem = tbe - t;
-                    if (rem >= 3 && type != K3_W_MXFP4) { rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 3; }
-                    else if (rem >= 2) { rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 2; }
-                    else { rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 1; }
+                    if (rem >= 3 && type != K3_W_MXFP4) { rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 3; }
+                    else if (rem >= 2) { rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 2; }
+                    else { rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 1; }
                 }
             }
         }
@@ -265,9 +265,11 @@ static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1
         else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 4)
         else TILES(K3_W_MXFP4, 4)
     } else {                  /* prefill: 2 rows x 3 (mxfp4: 2) tokens, column-blocked */
-        if (W->type == K3_W_F32) blocked(&m, K3_W_F32, Y, rows, X, r0, r1, t0, t1);
-        else if (W->type == K3_W_BF16) blocked(&m, K3_W_BF16, Y, rows, X, r0, r1, t0, t1);
-        else blocked(&m, K3_W_MXFP4, Y, rows, X, r0, r1, t0, t1);
+        float *sc = k3_scratch(sizeof(float) * SC_R * SC_T * 16);
+        if (!sc) { k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1); return; }   /* same bits */
+        if (W->type == K3_W_F32) blocked(&m, K3_W_F32, Y, rows, X, r0, r1, t0, t1, sc);
+        else if (W->type == K3_W_BF16) blocked(&m, K3_W_BF16, Y, rows, X, r0, r1, t0, t1, sc);
+        else blocked(&m, K3_W_MXFP4, Y, rows, X, r0, r1, t0, t1, sc);
     }
 }
 

@@ -286,12 +286,10 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
         }
 }
 
-static _Thread_local float sc_buf[SC_R * SC_T * 16] __attribute__((aligned(64)));
-static _Thread_local float panel[SC_T * KC] __attribute__((aligned(64)));
 
 /* all row tiles of rows [rb, rbe) for tokens [t, t+TT) over columns [c0, c1) */
 INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *X, int rb, int rbe,
-                 int tb, int t, int c0, int c1) {
+                 int tb, int t, int c0, int c1, float *sc_buf, const float *panel) {
     (void)X;
     const float *xb = panel + (size_t)(t - tb) * KC;
     size_t xs = KC;
@@ -304,7 +302,8 @@ INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *
     }
 }
 
-INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1, int t0, int t1) {
+INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1, int t0, int t1,
+                 float *sc_buf, float *panel) {
     const __m512i EV = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i OD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;   /* even token blocks */
@@ -328,17 +327,17 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
                         memcpy(panel + (size_t)(t - tb) * KC, X + (size_t)t * m->cols + c0, sizeof(float) * (c1 - c0));
                 for (int t = tb; t < tbe;) {
                     switch (tbe - t) {
-                    case 1: rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 1; break;
-                    case 2: rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 2; break;
-                    case 3: rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 3; break;
-                    case 4: rows_tt(m, type, 4, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 4; break;
-                    case 5: rows_tt(m, type, 5, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 5; break;
+                    case 1: rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 1; break;
+                    case 2: rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 2; break;
+                    case 3: rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 3; break;
+                    case 4: rows_tt(m, type, 4, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 4; break;
+                    case 5: rows_tt(m, type, 5, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 5; break;
 #if TM == 6
-                    default: rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 6; break;
+                    default: rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 6; break;
 #else
-                    case 6: rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 6; break;
-                    case 7: rows_tt(m, type, 7, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 7; break;
-                    default: rows_tt(m, type, 8, Y, rows, X, rb, rbe, tb, t, c0, c1); t += 8; break;
+                    case 6: rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 6; break;
+                    case 7: rows_tt(m, type, 7, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 7; break;
+                    default: rows_tt(m, type, 8, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 8; break;
 #endif
                     }
                 }
@@ -364,9 +363,12 @@ static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int 
         else MATVEC(mv_mx, &m)
         return;
     }
-    if (W->type == K3_W_F32) blocked(&m, K3_W_F32, Y, rows, X, r0, r1, t0, t1);
-    else if (W->type == K3_W_BF16) blocked(&m, K3_W_BF16, Y, rows, X, r0, r1, t0, t1);
-    else blocked(&m, K3_W_MXFP4, Y, rows, X, r0, r1, t0, t1);
+    float *sc = k3_scratch(sizeof(float) * (SC_R * SC_T * 16 + SC_T * KC));
+    if (!sc) { k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1); return; }   /* same bits */
+    float *panel = sc + SC_R * SC_T * 16;
+    if (W->type == K3_W_F32) blocked(&m, K3_W_F32, Y, rows, X, r0, r1, t0, t1, sc, panel);
+    else if (W->type == K3_W_BF16) blocked(&m, K3_W_BF16, Y, rows, X, r0, r1, t0, t1, sc, panel);
+    else blocked(&m, K3_W_MXFP4, Y, rows, X, r0, r1, t0, t1, sc, panel);
 }
 
 static const K3KernelOps OPS = { "avx512", matmul_avx512, dot_avx512, sum_avx512, axpy_avx512, kda_step_avx512 };
