@@ -2,11 +2,13 @@
 # Memory/streaming benchmark (docs/PERFORMANCE.md): k3 at several --trunk-gb/--cache-gb
 # budgets on a checkpoint + packed trunk, each run cold (page cache dropped) inside a
 # cgroup v1 memory limit of plan total x 1.10, RUNS times per budget. Needs root.
+# Before each run: the disk bandwidth with the engine's access pattern
+# (tools/bench_mem_disk.py), then the page cache is dropped again.
 #   sh tools/bench_mem.sh MODEL_DIR TRUNK_DIR OUT.jsonl [RUNS] [GEN] ["tgb:cgb tgb:cgb ..."]
 # One JSON object per run on OUT.jsonl; stderr logs next to it (OUT.logs/).
 set -eu
-M=$1; TR=$2; OUT=$3; RUNS=${4:-3}; GEN=${5:-5}
-BUDGETS=${6:-"0:0 5.5:0.3 6.5:1.2 8:2.8 8:6"}
+M=$1; TR=$2; OUT=$3; RUNS=${4:-3}; GEN=${5:-12}
+BUDGETS=${6:-"0:0 3.7:0.6 5.5:0.3 6.5:1.2 8:2.8 8:4"}
 K3=${K3:-./bin/k3}
 IDS=${IDS:-16000,5,17,300}
 CG=/sys/fs/cgroup/memory/k3bench
@@ -18,8 +20,9 @@ for b in $BUDGETS; do
   limit=$(python3 -c "print(int($need*1e9*1.10)+(64<<20))")
   for r in $(seq 1 $RUNS); do
     sync; echo 3 > /proc/sys/vm/drop_caches
-    bw=$(dd if=$TR/trunk.k3 of=/dev/null bs=1G count=2 iflag=direct 2>&1 | sed -n 's/.*copied, \([0-9.]*\) s.*/\1/p')
-    bw=$(python3 -c "print(round(2*1073741824/$bw/1e6,1))")
+    # the disk with the engine's own pattern: O_DIRECT expert windows, queue depth 4, every expert once
+    disk=$(python3 tools/bench_mem_disk.py $M --qd 4)
+    bw=$(echo "$disk" | python3 -c "import json,sys; print(json.load(sys.stdin)['mb_per_s'])")
     sync; echo 3 > /proc/sys/vm/drop_caches
     echo $limit > $CG/memory.limit_in_bytes; echo 0 > $CG/memory.max_usage_in_bytes 2>/dev/null || true
     t0=$(date +%s.%N)

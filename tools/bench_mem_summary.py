@@ -3,6 +3,7 @@
 
     /usr/bin/python3 tools/bench_mem_summary.py RUNS.jsonl OUT.md [--trunk-layers-gb 7.3501] [--expert-bytes 17547264] [--moe-layers 5] [--topk 16]
 Medians over runs. Decode-step figures use steps >= 2 (step 1 partly read ahead during prefill).
+Streaming efficiency = (bytes read per token / in-run disk bandwidth) / s per token.
 """
 import argparse, json, statistics as st
 
@@ -12,7 +13,11 @@ ap.add_argument("--trunk-layers-gb", type=float, default=7.3501)
 ap.add_argument("--expert-bytes", type=int, default=17547264)
 ap.add_argument("--moe-layers", type=int, default=5)
 ap.add_argument("--topk", type=int, default=16)
-ap.add_argument("--bw-mb-s", type=float, default=0, help="override the in-run disk bandwidth (MB/s)")
+ap.add_argument("--lm-head-gb", type=float, default=0.234881, help="lm_head bytes (read every forward when streamed)")
+ap.add_argument("--head-stream-below-gb", type=float, default=3.832,
+                help="trunk budgets below ring minimum + lm_head stream lm_head (fw6: 3.597 + 0.235)")
+ap.add_argument("--bw-mb-s", type=float, default=0, help="override the in-run disk bandwidth (MB/s); default: the in-run"
+                " tools/bench_mem_disk.py figure (O_DIRECT expert windows, queue depth 4)")
 a = ap.parse_args()
 runs = [json.loads(l) for l in open(a.runs) if l.strip()]
 groups = {}
@@ -29,6 +34,7 @@ for (tg, cg), rs in sorted(groups.items()):
     pinned = med([r["plan"].get("trunk pinned", 0) for r in ok])
     hits = med([sum(s["resident"] for s in dec(r)) / max(1, sum(s["requests"] for s in dec(r))) for r in ok])
     theo = (a.trunk_layers_gb - pinned) * 1e9 + a.topk * a.moe_layers * a.expert_bytes
+    if tg < a.head_stream_below_gb: theo += a.lm_head_gb * 1e9
     row = dict(trunk_gb=tg, cache_gb=cg, runs=len(rs), ok=len(ok),
                plan_gb=med([r["plan_total_gb"] for r in ok]),
                peak_rss_gb=med([r["report"]["peak_rss_bytes"] / 1e9 for r in ok]),
