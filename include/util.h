@@ -13,6 +13,9 @@ int k3_parse_ids(const char *s, int **ids, int *n, char *err, size_t errlen);
  * for and exit 1 (a runtime failure), instead of crashing later. */
 void *k3_xmalloc(size_t n);
 void *k3_xcalloc(size_t n, size_t size);
+/* pread until n bytes arrive (EINTR retried, requests capped at 1 GiB); returns the
+ * bytes read (< n only at end of file), or -1 on error. */
+int64_t k3_pread_full(int fd, void *dst, uint64_t n, uint64_t off);
 /* Reads a whole file into a malloc'd NUL-terminated buffer; NULL with errno set. */
 char *k3_read_file(const char *path, size_t *len);
 #endif

@@ -10,6 +10,7 @@
  * order. A failed or short read is retried once, then counted in m->expert_failures
  * (the run is reported invalid). Eviction: k3_policy (LFU with ageing). */
 #include "mem.h"
+#include "util.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -68,23 +69,12 @@ static int direct_fd(K3ECache *c, int shard) {
     return fd;
 }
 
-static int64_t pread_all(int fd, void *dst, uint64_t n, uint64_t off) {
-    uint64_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(off + got));
-        if (r < 0) { if (errno == EINTR) continue; return -1; }
-        if (r == 0) break;
-        got += (uint64_t)r;
-    }
-    return (int64_t)got;
-}
-
 /* One attempt at reading expert l into slot s. Returns bytes transferred or -1. */
 static int64_t read_once(K3ECache *c, Slot *s, const ELoc *l, int dfd, char *err, size_t errlen) {
     const StShard *sh = &c->m->st->shards[l->shard];
     if (l->contig && dfd >= 0) {
         uint64_t a0 = l->off & ~(uint64_t)4095, need = l->off + l->n - a0, len = up4k(need);
-        int64_t got = pread_all(dfd, s->buf, len, a0);
+        int64_t got = k3_pread_full(dfd, s->buf, len, a0);
         if (got < 0 && errno == EINVAL) return -2;                /* caller falls back to buffered */
         if (got < 0 || (uint64_t)got < need) {
             snprintf(err, errlen, "%s: expert read of %llu bytes at offset %llu: %s", sh->path, (unsigned long long)l->n,
@@ -99,7 +89,7 @@ static int64_t read_once(K3ECache *c, Slot *s, const ELoc *l, int dfd, char *err
     int parts = l->contig ? 1 : 6;
     for (int j = 0; j < parts; j++) {
         uint64_t off = l->contig ? l->off : l->t_off[j], n = l->contig ? l->n : l->t_n[j];
-        int64_t got = pread_all(fd, s->buf + l->rel[j], n, off);
+        int64_t got = k3_pread_full(fd, s->buf + l->rel[j], n, off);
         if (got < 0 || (uint64_t)got != n) {
             snprintf(err, errlen, "%s: expert read of %llu bytes at offset %llu: %s", sh->path, (unsigned long long)n,
                      (unsigned long long)off, got < 0 ? strerror(errno) : "short read (file truncated?)");

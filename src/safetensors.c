@@ -8,6 +8,7 @@
  * with the shard headers both ways. Lookup is an open-addressing hash on the name.
  * Reads are pread loops; a short read (file truncated after open) is an error. */
 #include "st.h"
+#include "util.h"
 #include "json.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -205,20 +206,6 @@ const StTensor *st_find(const StIndex *ix, const char *name) {
     return v ? &ix->tensors[v - 1] : NULL;
 }
 
-/* pread until n bytes arrive; returns bytes read (< n on EOF), or -1 on error. */
-static int64_t pread_full(int fd, void *dst, uint64_t n, uint64_t off) {
-    uint64_t got = 0;
-    while (got < n) {
-        uint64_t want = n - got;
-        if (want > ((uint64_t)1 << 30)) want = (uint64_t)1 << 30;
-        ssize_t r = pread(fd, (char *)dst + got, (size_t)want, (off_t)(off + got));
-        if (r < 0) { if (errno == EINTR) continue; return -1; }
-        if (r == 0) break;
-        got += (uint64_t)r;
-    }
-    return (int64_t)got;
-}
-
 typedef struct { uint64_t begin, end; size_t k; } Span;
 
 static int span_cmp(const void *a, const void *b) {
@@ -396,7 +383,7 @@ int st_add_file(StIndex *ix, const char *path, char *err, size_t errlen) {
     }
     uint64_t fsz = (uint64_t)stt.st_size;
     unsigned char lb[8];
-    if (fsz < 8 || pread_full(fd, lb, 8, 0) != 8) {
+    if (fsz < 8 || k3_pread_full(fd, lb, 8, 0) != 8) {
         seterr(err, errlen, "%s: file is %llu bytes, too short for the 8-byte header length; the file is truncated — re-download it",
                fn, (unsigned long long)fsz);
         close(fd); return -1;
@@ -421,7 +408,7 @@ int st_add_file(StIndex *ix, const char *path, char *err, size_t errlen) {
     }
     char *buf = pv->hbuf;
     if (!buf) { seterr(err, errlen, "%s: out of memory for a %llu-byte header", fn, (unsigned long long)hl); close(fd); return -1; }
-    int64_t got = pread_full(fd, buf, hl, 8);
+    int64_t got = k3_pread_full(fd, buf, hl, 8);
     close(fd);
     if (got != (int64_t)hl) {
         seterr(err, errlen, "%s: reading the %llu-byte header failed: %s", fn, (unsigned long long)hl,
@@ -488,7 +475,7 @@ int st_pread(StIndex *ix, int shard, uint64_t off, void *dst, uint64_t n, char *
     }
     int fd = st_shard_fd(ix, shard, err, errlen);
     if (fd < 0) return -1;
-    int64_t got = pread_full(fd, dst, n, off);
+    int64_t got = k3_pread_full(fd, dst, n, off);
     if (got < 0) {
         seterr(err, errlen, "%s: read of %llu bytes at offset %llu failed: %s", s->path,
                (unsigned long long)n, (unsigned long long)off, strerror(errno));
@@ -538,7 +525,7 @@ static int read_file(const char *path, char **out, size_t *len, uint64_t limit, 
     size_t n = (size_t)stt.st_size;
     char *b = big_alloc(n);
     if (!b) { seterr(err, errlen, "%s: out of memory", path); close(fd); return -1; }
-    int64_t got = pread_full(fd, b, n, 0);
+    int64_t got = k3_pread_full(fd, b, n, 0);
     close(fd);
     if (got != (int64_t)n) { seterr(err, errlen, "%s: read failed (short read)", path); free(b); return -1; }
     *out = b; *len = n;

@@ -10,6 +10,7 @@
  * boundary. Index lines: "k3trunk 1", "fingerprint HEX", "file_size N", "layers N",
  * then "t LAYER OFFSET NBYTES DTYPE NDIM D0.. NAME" (LAYER -1 = global tensors). */
 #include "mem.h"
+#include "util.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -65,17 +66,6 @@ static int applies(int kind, const K3Layer *ly) {
            (kind == 3 && !ly->is_moe) || (kind == 4 && ly->is_moe);
 }
 
-static int64_t pread_all(int fd, void *dst, uint64_t n, uint64_t off) {
-    uint64_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)dst + got, n - got, (off_t)(off + got));
-        if (r < 0) { if (errno == EINTR) continue; return -1; }
-        if (r == 0) break;
-        got += (uint64_t)r;
-    }
-    return (int64_t)got;
-}
-
 uint64_t k3_trunk_layer_bytes(const K3Trunk *t, int L) { return t->len[L]; }
 
 #define STALE "; re-run k3 pack MODEL_DIR TRUNK_DIR"
@@ -95,14 +85,14 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
     if (t->fd < 0) { snprintf(err, errlen, "--trunk %s: cannot open %s: %s (create it with: k3 pack MODEL_DIR %s)", dir, t->path, strerror(errno), dir); goto fail; }
     unsigned char hdr[16];
     struct stat sb;
-    if (fstat(t->fd, &sb) || pread_all(t->fd, hdr, 16, 0) != 16 || memcmp(hdr, "K3TRUNK1", 8)) {
+    if (fstat(t->fd, &sb) || k3_pread_full(t->fd, hdr, 16, 0) != 16 || memcmp(hdr, "K3TRUNK1", 8)) {
         snprintf(err, errlen, "%s: not a k3 trunk file (bad magic or too short)" STALE, t->path); goto fail;
     }
     uint64_t ilen = 0;
     for (int i = 0; i < 8; i++) ilen |= (uint64_t)hdr[8 + i] << (8 * i);
     if (ilen > (uint64_t)sb.st_size || ilen > (1u << 30)) { snprintf(err, errlen, "%s: index length %llu is past the end of the file; the trunk is truncated or corrupt" STALE, t->path, (unsigned long long)ilen); goto fail; }
     ix = malloc(ilen + 1);
-    if (!ix || pread_all(t->fd, ix, ilen, 16) != (int64_t)ilen) { snprintf(err, errlen, "%s: cannot read the index" STALE, t->path); goto fail; }
+    if (!ix || k3_pread_full(t->fd, ix, ilen, 16) != (int64_t)ilen) { snprintf(err, errlen, "%s: cannot read the index" STALE, t->path); goto fail; }
     ix[ilen] = 0;
     unsigned long long fp = 0, fsz = 0; int nl = -1, ver = 0;
     char *save = NULL;
@@ -174,13 +164,13 @@ static int read_layer(K3Trunk *t, int L, unsigned char *buf, char *err, size_t e
     if (nr == t->fault_n) { snprintf(err, errlen, "%s: injected failure of trunk read %ld (layer %d, K3_FAULT_TRUNK_READ)", t->path, nr, L); return -1; }
     int64_t got = -1;
     if (t->dfd >= 0) {
-        got = pread_all(t->dfd, buf, t->len[L], t->off[L]);
+        got = k3_pread_full(t->dfd, buf, t->len[L], t->off[L]);
         if (got < 0 && errno == EINVAL) {
             fprintf(stderr, "k3: note: O_DIRECT reads fail on %s (EINVAL); the trunk uses buffered reads\n", t->path);
             close(t->dfd); t->dfd = -1;
         }
     }
-    if (t->dfd < 0) got = pread_all(t->fd, buf, t->len[L], t->off[L]);
+    if (t->dfd < 0) got = k3_pread_full(t->fd, buf, t->len[L], t->off[L]);
     if (got < 0 || (uint64_t)got != t->len[L]) {
         snprintf(err, errlen, "%s: reading layer %d (%llu bytes at %llu): %s" STALE, t->path, L, (unsigned long long)t->len[L],
                  (unsigned long long)t->off[L], got < 0 ? strerror(errno) : "short read (the trunk is truncated)");
@@ -374,7 +364,7 @@ int k3_head_matmul(K3Model *m, K3Head *h, float *Y, const float *X, int T, K3Mem
         double t0 = k3_mono();
         if (h->dfd >= 0) {
             uint64_t a0 = start & ~(uint64_t)4095, len = up4k(start + n - a0);
-            int64_t got = pread_all(h->dfd, h->buf, len, a0);
+            int64_t got = k3_pread_full(h->dfd, h->buf, len, a0);
             if (got < 0 && errno == EINVAL) { close(h->dfd); h->dfd = -1; }
             else if (got >= 0 && (uint64_t)got >= start + n - a0) {
                 data = h->buf + (start - a0);
@@ -384,7 +374,7 @@ int k3_head_matmul(K3Model *m, K3Head *h, float *Y, const float *X, int T, K3Mem
         }
         if (!data) {
             int fd = st_shard_fd(m->st, h->shard, err, sizeof err);
-            if (fd < 0 || pread_all(fd, h->buf, n, start) != (int64_t)n) {
+            if (fd < 0 || k3_pread_full(fd, h->buf, n, start) != (int64_t)n) {
                 fprintf(stderr, "k3: reading lm_head rows %d..%d from %s failed: %s\n", r0, r0 + nb - 1,
                         m->st->shards[h->shard].path, fd < 0 ? err : strerror(errno));
                 exit(K3_ERR_RUNTIME);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 double k3_now(void) {
     struct timespec ts;
@@ -93,4 +94,17 @@ void *k3_xcalloc(size_t n, size_t size) {
     void *p = calloc(n ? n : 1, size ? size : 1);
     if (!p) out_of_memory(n * size);
     return p;
+}
+
+int64_t k3_pread_full(int fd, void *dst, uint64_t n, uint64_t off) {
+    uint64_t got = 0;
+    while (got < n) {
+        uint64_t want = n - got;
+        if (want > ((uint64_t)1 << 30)) want = (uint64_t)1 << 30;
+        ssize_t r = pread(fd, (char *)dst + got, (size_t)want, (off_t)(off + got));
+        if (r < 0) { if (errno == EINTR) continue; return -1; }
+        if (r == 0) break;
+        got += (uint64_t)r;
+    }
+    return (int64_t)got;
 }
