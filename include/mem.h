@@ -86,6 +86,13 @@ int k3_pack_main(int argc, char **argv);
 typedef struct K3Trunk K3Trunk;
 typedef struct K3ECache K3ECache;
 typedef struct K3Head K3Head;
+/* One forward's figures (the prefill chunk set is step 0, then one per token). */
+typedef struct {
+    int step, ntok;
+    double seconds, io_wait_s;
+    uint64_t trunk_bytes, expert_bytes, expert_reads, expert_req, expert_hits;
+} K3MemStep;
+
 typedef struct {
     K3Trunk *trunk;
     K3Head *head;                             /* lm_head streaming, NULL = resident */
@@ -94,6 +101,7 @@ typedef struct {
     FILE *trace;
     int step;
     K3MemStats prev;                          /* counters at the end of the previous step */
+    K3MemStep *steps; int n_steps, cap_steps; /* per-step figures for --out */
 } K3Mem;
 
 K3Mem *k3_mem(const K3Model *m);

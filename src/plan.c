@@ -441,6 +441,7 @@ void k3_mem_close(K3Model *m) {
     k3_head_close(x->head);
     k3_ecache_free(x->cache);
     if (x->trace) fclose(x->trace);
+    free(x->steps);
     free(x);
     m->experts_priv = NULL;
 }
@@ -451,8 +452,17 @@ void k3_mem_step(K3Model *m, int step, int ntok, double seconds, int verbose) {
     K3Mem *x = k3_mem(m);
     if (!x) return;
     const K3MemStats *s = &x->st, *p = &x->prev;
+    uint64_t tb = s->trunk_bytes - p->trunk_bytes, eb = s->expert_bytes - p->expert_bytes;
+    if (x->n_steps == x->cap_steps) {          /* kept for --out; a lost record only shortens the list */
+        int cap = x->cap_steps ? 2 * x->cap_steps : 64;
+        K3MemStep *v = realloc(x->steps, sizeof *v * (size_t)cap);
+        if (v) { x->steps = v; x->cap_steps = cap; }
+    }
+    if (x->n_steps < x->cap_steps)
+        x->steps[x->n_steps++] = (K3MemStep){ step, ntok, seconds, s->io_wait_s - p->io_wait_s, tb, eb,
+                                              s->expert_reads - p->expert_reads, s->expert_req - p->expert_req,
+                                              s->expert_hits - p->expert_hits };
     if (verbose) {
-        uint64_t tb = s->trunk_bytes - p->trunk_bytes, eb = s->expert_bytes - p->expert_bytes;
         fprintf(stderr, "k3: step %d (%d token%s): %.3f s, trunk %.1f MB, experts %.1f MB (%llu reads), %llu of %llu experts already resident, %.1f MB/s, I/O wait %.3f s\n",
                 step, ntok, ntok == 1 ? "" : "s", seconds, tb / 1e6, eb / 1e6, (unsigned long long)(s->expert_reads - p->expert_reads),
                 (unsigned long long)(s->expert_hits - p->expert_hits), (unsigned long long)(s->expert_req - p->expert_req),
@@ -489,4 +499,16 @@ void k3_mem_json(const K3Model *m, FILE *f, double wall) {
     fprintf(f, "  \"expert_hit_rate\": %.6f,\n  \"expert_read_mb_per_s\": %.3f,\n  \"expert_retries\": %llu,\n",
             s->expert_req ? (double)s->expert_hits / s->expert_req : 0.0, s->expert_read_s > 0 ? s->expert_bytes / 1e6 / s->expert_read_s : 0.0,
             (unsigned long long)s->expert_retries);
+    const K3Mem *x = k3_mem(m);
+    fprintf(f, "  \"steps\": [");
+    for (int i = 0; i < x->n_steps; i++) {
+        const K3MemStep *q = &x->steps[i];
+        fprintf(f, "%s\n    {\"step\": %d, \"tokens\": %d, \"seconds\": %.6f, \"trunk_bytes\": %llu, \"expert_bytes\": %llu, "
+                   "\"expert_reads\": %llu, \"experts_requested\": %llu, \"experts_already_resident\": %llu, "
+                   "\"bytes_per_second\": %.1f, \"io_wait_seconds\": %.6f}",
+                i ? "," : "", q->step, q->ntok, q->seconds, (unsigned long long)q->trunk_bytes, (unsigned long long)q->expert_bytes,
+                (unsigned long long)q->expert_reads, (unsigned long long)q->expert_req, (unsigned long long)q->expert_hits,
+                q->seconds > 0 ? (q->trunk_bytes + q->expert_bytes) / q->seconds : 0.0, q->io_wait_s);
+    }
+    fprintf(f, "\n  ],\n");
 }

@@ -13,7 +13,7 @@ bad() { echo "FAIL $1"; fail=1; }
 
 out=$($K3 $M --ids "$P" --gen 16 --out $T/run.json --quiet) && [ "$out" = "$(cat $M/ref/greedy.txt)" ] \
   && ok "greedy ids on stdout equal the reference" || bad "greedy ids: got '$out'"
-for k in prompt_ids generated_ids n_prompt n_generated seconds_prefill seconds_per_token tokens_per_second peak_rss_bytes; do
+for k in prompt_ids generated_ids n_prompt n_generated seconds_prefill seconds_per_token tokens_per_second peak_rss_bytes steps experts_already_resident trunk_bytes_read expert_bytes_read expert_hit_rate io_share; do
   grep -q "\"$k\"" $T/run.json || bad "--out JSON lacks $k"
 done
 grep -q '"n_generated": 16' $T/run.json && ok "--out JSON fields" || bad "--out n_generated"

@@ -45,7 +45,7 @@ done
 M=tests/models/tiny5; P=$(cat $M/ref/prompt.txt)
 # prefill reads each (layer, expert) at most once per chunk, even with a starved cache
 $K3 $M --ids "$P" --gen 0 --cache-gb 0 --prefill-chunk 64 --out $T/r.json --quiet >/dev/null 2>&1
-reads=$(sed -n 's/.*"expert_reads": \([0-9]*\).*/\1/p' $T/r.json); req=$(sed -n 's/.*"expert_requests": \([0-9]*\).*/\1/p' $T/r.json)
+reads=$(sed -n 's/^  "expert_reads": \([0-9]*\).*/\1/p' $T/r.json); req=$(sed -n 's/^  "expert_requests": \([0-9]*\).*/\1/p' $T/r.json)
 [ -n "$reads" ] && [ "$reads" -le "$req" ] && ok "prefill: $reads expert reads for $req (layer, expert) requests of one chunk" || bad "prefill re-read experts: reads $reads requests $req"
 for k in io_share trunk_bytes_read expert_bytes_read expert_hit_rate expert_read_mb_per_s trunk_read_mb_per_s peak_rss_bytes; do
   grep -q "\"$k\"" $T/r.json || bad "--out JSON lacks $k"
