@@ -356,13 +356,13 @@ int main(int argc, char **argv) {
         return tok_cli(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "pack"))
         return k3_pack_main(argc - 1, argv + 1);
-    if (argc >= 2 && !strcmp(argv[1], "--list-presets")) { k3_presets_print(stdout); return 0; }
     if (argc >= 2 && !strcmp(argv[1], "bench-kernels"))
         return k3_bench_kernels(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(USAGE, stdout); return 0; }
         if (!strcmp(argv[i], "--version")) { printf("k3 %s\n", K3_VERSION); return 0; }
+        if (!strcmp(argv[i], "--list-presets")) { k3_presets_print(stdout); return 0; }
     }
     if (argc < 2) { fputs(USAGE, stderr); return K3_ERR_USAGE; }
     Opts o;
