@@ -16,6 +16,9 @@ void *k3_xcalloc(size_t n, size_t size);
 /* pread until n bytes arrive (EINTR retried, requests capped at 1 GiB); returns the
  * bytes read (< n only at end of file), or -1 on error. */
 int64_t k3_pread_full(int fd, void *dst, uint64_t n, uint64_t off);
-/* Reads a whole file into a malloc'd NUL-terminated buffer; NULL with errno set. */
+/* Reads a whole file ("-" = stdin) into a malloc'd NUL-terminated buffer (length in
+ * *len). A file over max bytes is refused. NULL with "PATH: what went wrong" in err. */
+char *k3_slurp(const char *path, size_t max, size_t *len, char *err, size_t errlen);
+/* k3_slurp without a limit or message: NULL with errno set. */
 char *k3_read_file(const char *path, size_t *len);
 #endif

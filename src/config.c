@@ -7,6 +7,7 @@
  *   config.json: text_config.hidden_act: expected "situ", got "silu"
  * Tensor shapes are checked against these values later, by the model binder. */
 #include "config.h"
+#include "util.h"
 #include "json.h"
 #include <errno.h>
 #include <math.h>
@@ -197,27 +198,6 @@ static unsigned long long fnv1a(const unsigned char *p, size_t n) {
     return h;
 }
 
-static int read_all(const char *path, char **out, size_t *len, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return -1; }
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t r = fread(b + n, 1, cap - n, f);
-        n += r;
-        if (n < cap) break;
-        if (cap >= ((size_t)64 << 20)) { free(b); b = NULL; snprintf(err, errlen, "%s: larger than 64 MB; not a config.json", path); fclose(f); return -1; }
-        char *nb = realloc(b, cap * 2);
-        if (!nb) { free(b); b = NULL; break; }
-        b = nb; cap *= 2;
-    }
-    if (!b) { snprintf(err, errlen, "%s: out of memory", path); fclose(f); return -1; }
-    if (ferror(f)) { snprintf(err, errlen, "%s: read error: %s", path, strerror(errno)); free(b); fclose(f); return -1; }
-    fclose(f);
-    *out = b; *len = n;
-    return 0;
-}
-
 /* bos/eos/pad: text_config first, then top level; -1 when absent. */
 static int token_id(Ctx *c, const Json *tc, const Json *top, const char *tpfx, const char *key) {
     const Json *v = json_get(tc, key);
@@ -238,7 +218,7 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
     err[0] = 0;
     memset(cfg, 0, sizeof *cfg);
     char *text; size_t n;
-    if (read_all(path, &text, &n, err, errlen)) return 2;
+    if (!(text = k3_slurp(path, (size_t)64 << 20, &n, err, errlen))) return 2;   /* a config.json is small */
     snprintf(cfg->source, sizeof cfg->source, "%s", path);
     cfg->hash = fnv1a((const unsigned char *)text, n);
     char jerr[256];

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "json.h"
 #include "tok.h"
+#include "util.h"
 
 struct Tok {
     int n_ranks;
@@ -59,25 +60,12 @@ void tok_free(Tok *t) {
 }
 
 static char *read_file(const char *path, size_t *n, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errlen, "%s: cannot open: %s (fix: point --tok / K3_TOK_FILES at the tokenizer directory)", path, strerror(errno)); return NULL; }
-    size_t cap = 1 << 16, len = 0;
-    if (!fseek(f, 0, SEEK_END)) { long sz = ftell(f); if (sz > 0) cap = (size_t)sz + 1; rewind(f); }
-    char *buf = malloc(cap + 1);
-    for (;;) {
-        if (!buf) { fclose(f); snprintf(err, errlen, "%s: out of memory", path); return NULL; }
-        size_t r = fread(buf + len, 1, cap - len, f);
-        len += r;
-        if (len < cap) break;
-        char *b2 = realloc(buf, (cap *= 2) + 1);
-        if (!b2) free(buf);
-        buf = b2;
+    char *txt = k3_slurp(path, (size_t)1 << 30, n, err, errlen);
+    if (!txt && errno == ENOENT) {
+        size_t o = strlen(err);
+        snprintf(err + o, errlen - o, " (fix: point --tok / K3_TOK_FILES at the tokenizer directory)");
     }
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) { free(buf); snprintf(err, errlen, "%s: read error", path); return NULL; }
-    buf[len] = 0; *n = len;
-    return buf;
+    return txt;
 }
 
 /* base64 alphabet: value + 1 (0 = not base64) */

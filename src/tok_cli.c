@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "tok.h"
+#include "util.h"
 
 static int usage(const char *why) {
     fprintf(stderr,
@@ -13,26 +14,6 @@ static int usage(const char *why) {
             "DIR holds tiktoken.model and tokenizer_config.json; --tok defaults to $K3_TOK_FILES.\n",
             why);
     return 2;
-}
-
-static char *slurp(const char *path, size_t *n) {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    if (!f) return NULL;
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t r = fread(buf + len, 1, cap - len, f);
-        len += r;
-        if (len < cap) break;
-        char *b2 = realloc(buf, cap *= 2);
-        if (!b2) free(buf);
-        buf = b2;
-    }
-    int bad = ferror(f);
-    if (f != stdin) fclose(f);
-    if (bad) { free(buf); return NULL; }
-    *n = len;
-    return buf;
 }
 
 int tok_cli(int argc, char **argv) {
@@ -96,8 +77,9 @@ int tok_cli(int argc, char **argv) {
     } else {
         for (int f = 0; f < nfiles && !rc; f++) {
             size_t n, nids;
-            char *txt = slurp(files[f], &n);
-            if (!txt) { fprintf(stderr, "error: %s: cannot read: %s\n", files[f], strerror(errno)); rc = 1; break; }
+            char rerr[512];
+            char *txt = k3_slurp(files[f], SIZE_MAX, &n, rerr, sizeof rerr);
+            if (!txt) { fprintf(stderr, "error: %s\n", rerr); rc = 1; break; }
             int32_t *v = tok_encode(t, txt, n, special, &nids);
             free(txt);
             if (!v) { fprintf(stderr, "error: %s: out of memory\n", files[f]); rc = 1; break; }

@@ -2,10 +2,12 @@
 #include "util.h"
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -58,25 +60,48 @@ int k3_parse_ids(const char *s, int **ids, int *n, char *err, size_t errlen) {
     return 0;
 }
 
-char *k3_read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
+char *k3_slurp(const char *path, size_t max, size_t *len, char *err, size_t errlen) {
+    int std = !strcmp(path, "-");
+    FILE *f = std ? stdin : fopen(path, "rb");
+    if (!f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    struct stat st;
     size_t cap = 1 << 16, n = 0;
+    if (!fstat(fileno(f), &st) && S_ISREG(st.st_mode)) {      /* size it once */
+        if ((uint64_t)st.st_size > max) {
+            snprintf(err, errlen, "%s: %llu bytes is more than the %zu this file may have", path, (unsigned long long)st.st_size, max);
+            if (!std) fclose(f);
+            errno = EFBIG;
+            return NULL;
+        }
+        cap = (size_t)st.st_size + 1;
+    }
     char *b = malloc(cap + 1);
     while (b) {
         size_t r = fread(b + n, 1, cap - n, f);
         n += r;
         if (n < cap) break;
+        if (n > max) { free(b); b = NULL; errno = EFBIG; break; }
         char *nb = realloc(b, (cap *= 2) + 1);
-        if (!nb) { free(b); b = NULL; break; }
+        if (!nb) { free(b); b = NULL; errno = ENOMEM; break; }
         b = nb;
     }
-    int e = ferror(f);
-    fclose(f);
-    if (!b || e) { free(b); errno = e ? EIO : ENOMEM; return NULL; }
+    int bad = ferror(f), e = errno;
+    if (!std) fclose(f);
+    if (!b || bad || n > max) {
+        if (n > max) snprintf(err, errlen, "%s: more than the %zu bytes this file may have", path, max);
+        else snprintf(err, errlen, "%s: %s", path, bad ? "read error" : strerror(e));
+        free(b);
+        errno = bad ? EIO : e;
+        return NULL;
+    }
     b[n] = 0;
     if (len) *len = n;
     return b;
+}
+
+char *k3_read_file(const char *path, size_t *len) {
+    char err[64];
+    return k3_slurp(path, SIZE_MAX, len, err, sizeof err);
 }
 
 static void out_of_memory(size_t n) {
