@@ -36,10 +36,10 @@ static void add_rows(float *p, const float *a, size_t n) {
 int k3_forward(K3Model *m, K3State *s, const int *ids, int T, float *logits, int all_logits,
                char *err, size_t errlen) {
     const K3Config *c = &m->cfg;
-    const int H = c->hidden_size, V = c->vocab_size;
+    const int H = c->hidden_size;
     const float eps = c->rms_norm_eps;
     const size_t n = (size_t)T * H;
-    int nb = 0, max_blocks = c->num_hidden_layers / c->attn_res_block_size + 1;
+    int nb = 0, max_blocks = c->num_hidden_layers / c->attn_res_block_size + 1;   /* >= ceil(L / block) */
     float *p = malloc(n * sizeof(float)), *h = malloc(n * sizeof(float));
     float *x = malloc(n * sizeof(float)), *a = malloc(n * sizeof(float));
     float **B = calloc(max_blocks, sizeof(float *));
@@ -84,7 +84,6 @@ int k3_forward(K3Model *m, K3State *s, const int *ids, int T, float *logits, int
     for (int i = 0; i < nb; i++) free(B[i]);
     free(B); free(p); free(h); free(x); free(a);
     if (!ok) { snprintf(err, errlen, "out of memory in the forward pass (%d tokens)", T); return -1; }
-    (void)V;
     return 0;
 }
 
