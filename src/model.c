@@ -114,6 +114,22 @@ static float *bind_vec(Binder *b, const char *name, int64_t stored, int want) {
     return v;
 }
 
+/* Depthwise conv taps, stored [C, 1, K] (or [C, K]); a transposed layout of the same
+ * size would silently scramble the taps, so the shape is checked, not just the count. */
+static float *bind_conv(Binder *b, const char *name, int C, int K) {
+    const StTensor *t = find(b, name);
+    if (!t) return NULL;
+    int ok = (t->ndim == 3 && t->shape[0] == C && t->shape[1] == 1 && t->shape[2] == K) ||
+             (t->ndim == 2 && t->shape[0] == C && t->shape[1] == K);
+    if (!ok) {
+        char s[96];
+        bind_fail(b, "%s: tensor '%s%s' has shape %s, expected [%d, 1, %d] (channels, 1, short_conv_kernel_size)",
+                  b->m->dir, b->prefix, name, shape_str(t, s, sizeof s), C, K);
+        return NULL;
+    }
+    return bind_vec(b, name, (int64_t)C * K, C * K);
+}
+
 /* w = norm ⊙ proj: only the product enters the Mix score (§3.1). */
 static float *bind_res(Binder *b, const char *norm, const char *proj, int H) {
     float *w = bind_vec(b, norm, H, H), *p = bind_vec(b, proj, H, H);
@@ -145,9 +161,9 @@ static void bind_layer(Binder *b, int L) {
         bind_mat(b, &ly->q, NM("self_attn.q_proj.weight"), C, H);
         bind_mat(b, &ly->k, NM("self_attn.k_proj.weight"), C, H);
         bind_mat(b, &ly->v, NM("self_attn.v_proj.weight"), C, H);
-        ly->q_conv = bind_vec(b, NM("self_attn.q_conv1d.weight"), (int64_t)C * K, C * K);
-        ly->k_conv = bind_vec(b, NM("self_attn.k_conv1d.weight"), (int64_t)C * K, C * K);
-        ly->v_conv = bind_vec(b, NM("self_attn.v_conv1d.weight"), (int64_t)C * K, C * K);
+        ly->q_conv = bind_conv(b, NM("self_attn.q_conv1d.weight"), C, K);
+        ly->k_conv = bind_conv(b, NM("self_attn.k_conv1d.weight"), C, K);
+        ly->v_conv = bind_conv(b, NM("self_attn.v_conv1d.weight"), C, K);
         bind_mat(b, &ly->f_a, NM("self_attn.f_a_proj.weight"), D, H);
         bind_mat(b, &ly->f_b, NM("self_attn.f_b_proj.weight"), C, D);
         ly->dt_bias = bind_vec(b, NM("self_attn.dt_bias"), C, C);

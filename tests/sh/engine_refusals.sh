@@ -62,6 +62,9 @@ expect 2 "shape" "config dims disagree with the tensors"
 mkmodel; own model.safetensors.index.json; own $S
 sed -i 's/language_model.model.norm.weight/language_model.model.norm.wxight/' $T/m/model.safetensors.index.json $T/m/$S
 expect 2 "language_model.model.norm.weight" "tensor missing from the checkpoint"
+S2=model-00002-of-000016.safetensors        # layer 1 (KDA): conv taps stored transposed
+mkmodel; own $S2; sed -i '1s/q_conv1d.weight":{"dtype":"F32","shape":\[128,1,4\]/q_conv1d.weight":{"dtype":"F32","shape":[4,1,128]/' $T/m/$S2
+expect 2 "q_conv1d" "conv taps with a transposed shape"
 mkmodel; own model.safetensors.index.json; printf '{"weight_map": {' > $T/m/model.safetensors.index.json
 expect 1 "model.safetensors.index.json" "malformed index"
 exit $fail
