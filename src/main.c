@@ -42,7 +42,8 @@ static const char *USAGE =
 "  --temperature X --top-k K --top-p P --min-p M --seed N --greedy\n"
 "                       sample instead (any of these turns sampling on; defaults\n"
 "                       temperature 1, top-k off, top-p 1, min-p 0, seed 0)\n"
-"  k3 MODEL_DIR --chat --tok DIR ...   interactive XTML chat (docs/CHAT.md)\n"
+"  k3 MODEL_DIR --chat --tok DIR ...   interactive XTML chat; its flags: k3 MODEL_DIR\n"
+"                       --chat --help (and docs/CHAT.md)\n"
 "\n"
 "Model and tokenizer:\n"
 "  --config PATH        config.json to use (default MODEL_DIR/config.json)\n"
@@ -91,6 +92,7 @@ typedef struct {
     const char *model_dir, *config, *tok_dir, *ids, *prompt, *prompt_file;
     const char *out, *dump_logits, *kernels;
     int gen, recompute, threads, quiet, chunk;
+    int tok_given;                             /* --tok on the command line: text out even with --ids */
     K3MemFlags mem;                                   /* --trunk --trunk-gb --cache-gb --preset --ctx --verbose --dump-cache-trace */
     SamplerParams sp; uint64_t seed; int sampling;   /* sampling flags given */
 } Opts;
@@ -135,7 +137,7 @@ static int parse_args(int argc, char **argv, Opts *o) {
         if (!strcmp(a, "--ids")) { VAL(); o->ids = v; }
         else if (!strcmp(a, "--prompt")) { VAL(); o->prompt = v; }
         else if (!strcmp(a, "--prompt-file")) { VAL(); o->prompt_file = v; }
-        else if (!strcmp(a, "--tok")) { VAL(); o->tok_dir = v; }
+        else if (!strcmp(a, "--tok")) { VAL(); o->tok_dir = v; o->tok_given = 1; }
         else if (!strcmp(a, "--config")) { VAL(); o->config = v; }
         else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
         else if (!strcmp(a, "--dump-logits")) { VAL(); o->dump_logits = v; }
@@ -237,7 +239,7 @@ static int run_batch(const Opts *o) {
     int *prompt = NULL, n_prompt = 0, rc = 0;
     if (k3_kernels_select(o->kernels, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
     k3_threads_set(o->threads);                /* 0 = online cores */
-    if (o->tok_dir && (o->prompt || o->prompt_file || !o->ids)) {
+    if (o->tok_dir && (o->prompt || o->prompt_file || o->tok_given)) {
         tok = tok_load(o->tok_dir, err, sizeof err);
         if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
     }
@@ -256,6 +258,18 @@ static int run_batch(const Opts *o) {
         free(ids);
     }
     if (n_prompt == 0) { fprintf(stderr, "k3: the prompt is empty: give at least one token\n"); free(prompt); tok_free(tok); return K3_ERR_USAGE; }
+    for (int i = 0; i < 2; i++) {              /* output paths must be writable before a long run */
+        const char *p = i ? o->dump_logits : o->out;
+        if (!p) continue;
+        char tmp[4200];
+        snprintf(tmp, sizeof tmp, "%s.tmp", p);
+        const char *probe = i ? p : tmp;
+        int existed = access(probe, F_OK) == 0;
+        FILE *f = fopen(probe, "ab");             /* append: an existing file is not truncated yet */
+        if (!f) { fprintf(stderr, "k3: %s %s: %s\n", i ? "--dump-logits" : "--out", p, strerror(errno)); free(prompt); tok_free(tok); return K3_ERR_USAGE; }
+        fclose(f);
+        if (!existed) unlink(probe);
+    }
 
     K3Model m;
     double t0 = k3_now();

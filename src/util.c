@@ -66,6 +66,12 @@ char *k3_slurp(const char *path, size_t max, size_t *len, char *err, size_t errl
     if (!f) { snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return NULL; }
     struct stat st;
     size_t cap = 1 << 16, n = 0;
+    if (!fstat(fileno(f), &st) && S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s: is a directory, expected a file", path);
+        if (!std) fclose(f);
+        errno = EISDIR;
+        return NULL;
+    }
     if (!fstat(fileno(f), &st) && S_ISREG(st.st_mode)) {      /* size it once */
         if ((uint64_t)st.st_size > max) {
             snprintf(err, errlen, "%s: %llu bytes is more than the %zu this file may have", path, (unsigned long long)st.st_size, max);

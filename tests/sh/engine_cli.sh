@@ -49,6 +49,11 @@ expect 2 "not an integer" -- $K3 $M --ids 1 --gen x
 expect 2 "--ids" -- $K3 $M --ids 1,x
 expect 2 "outside the vocabulary" -- $K3 $M --ids 1,5000
 expect 2 "need a tokenizer" -- env -u K3_TOK_FILES $K3 $M --prompt hi
+expect 2 "--out /nonexistent-dir/r.json" -- $K3 $M --ids 1 --gen 1 --out /nonexistent-dir/r.json
+expect 2 "is a directory" -- $K3 $M --ids 1 --gen 1 --config /tmp
+expect 2 "tiktoken.model" -- $K3 $M --ids 1 --gen 1 --tok /nonexistent-dir
+out=$($K3 $M --ids "$P" --gen 4 --tok tests/tok/tiny --quiet) && ! echo "$out" | grep -q '^[0-9,]*$' \
+  && ok "--ids with an explicit --tok streams text" || bad "--ids with --tok printed '$out'"
 $K3 --help | grep -q -- "--dump-logits" && ok "--help" || bad "--help"
 $K3 --version | grep -q "^k3 " && ok "--version" || bad "--version"
 exit $fail
