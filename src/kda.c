@@ -7,6 +7,7 @@
  * RMSNorm with a sigmoid gate; then o_proj. */
 #include "k3.h"
 #include "util.h"
+#include "pool.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,38 @@ static void l2norm(float *x, int n, float scale) {
     for (int i = 0; i < n; i++) x[i] = x[i] * r * scale;
 }
 
+/* One head over the chunk's T tokens, in token order (the recurrence is sequential
+ * in t); heads are independent, so they run in parallel on the pool. */
+typedef struct {
+    const K3Config *c;
+    const K3Layer *ly;
+    float *S;                                  /* [heads][D][D] */
+    int T;
+    float *q, *k, *v, *z, *G, *bl, *o;         /* [T][heads*D] (bl: [T][heads]) */
+} KdaHeads;
+
+static void kda_head(void *arg, int h) {
+    const KdaHeads *a = arg;
+    const K3Config *c = a->c;
+    const int NH = c->kda_num_heads, D = c->kda_head_dim, C = NH * D;
+    const float qscale = 1.0f / sqrtf((float)D), ea = k3_expf(a->ly->A_log[h]);
+    float alpha[D];
+    for (int t = 0; t < a->T; t++) {
+        size_t ho = (size_t)t * C + (size_t)h * D;
+        for (int d = 0; d < D; d++) {            /* bounded decay gate lb·σ(e^A_log (z + dt_bias)) */
+            float gz = c->gate_lower_bound * k3_sigmoidf(ea * (a->z[ho + d] + a->ly->dt_bias[h * D + d]));
+            alpha[d] = k3_expf(gz);
+        }
+        float beta = k3_sigmoidf(a->bl[(size_t)t * NH + h]);
+        l2norm(a->q + ho, D, qscale);
+        l2norm(a->k + ho, D, 1.0f);
+        k3_kda_step(a->S + (size_t)h * D * D, a->q + ho, a->k + ho, a->v + ho, alpha, beta, a->o + ho, D);
+        /* gated per-head RMSNorm, sigmoid gate */
+        k3_rmsnorm(a->o + ho, a->o + ho, a->ly->o_norm, D, c->rms_norm_eps);
+        for (int d = 0; d < D; d++) a->o[ho + d] *= k3_sigmoidf(a->G[ho + d]);
+    }
+}
+
 void k3_kda(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float *x, int T, float *out) {
     const K3Config *c = &m->cfg;
     const int NH = c->kda_num_heads, D = c->kda_head_dim, C = NH * D, K = c->short_conv_kernel_size;
@@ -42,7 +75,6 @@ void k3_kda(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float 
     float *v = k3_xmalloc(sizeof(float) * (size_t)T * C), *z = k3_xmalloc(sizeof(float) * (size_t)T * C);
     float *G = k3_xmalloc(sizeof(float) * (size_t)T * C), *fa = k3_xmalloc(sizeof(float) * (size_t)T * D);
     float *bl = k3_xmalloc(sizeof(float) * (size_t)T * NH), *o = k3_xmalloc(sizeof(float) * (size_t)T * C);
-    float alpha[D];
 
     k3_matmul(q, &ly->q, x, T);
     k3_matmul(k, &ly->k, x, T);
@@ -56,24 +88,8 @@ void k3_kda(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float 
     k3_matmul(bl, &ly->b, x, T);
     k3_matmul(G, &ly->g, x, T);
 
-    const float qscale = 1.0f / sqrtf((float)D);
-    for (int t = 0; t < T; t++) {
-        for (int h = 0; h < NH; h++) {
-            size_t ho = (size_t)t * C + (size_t)h * D;
-            float ea = k3_expf(ly->A_log[h]);
-            for (int d = 0; d < D; d++) {
-                float gz = c->gate_lower_bound * k3_sigmoidf(ea * (z[ho + d] + ly->dt_bias[h * D + d]));
-                alpha[d] = k3_expf(gz);
-            }
-            float beta = k3_sigmoidf(bl[(size_t)t * NH + h]);
-            l2norm(q + ho, D, qscale);
-            l2norm(k + ho, D, 1.0f);
-            k3_kda_step(s->kda_S[L] + (size_t)h * D * D, q + ho, k + ho, v + ho, alpha, beta, o + ho, D);
-            /* gated per-head RMSNorm, sigmoid gate */
-            k3_rmsnorm(o + ho, o + ho, ly->o_norm, D, c->rms_norm_eps);
-            for (int d = 0; d < D; d++) o[ho + d] *= k3_sigmoidf(G[ho + d]);
-        }
-    }
+    KdaHeads heads = { c, ly, s->kda_S[L], T, q, k, v, z, G, bl, o };
+    k3_pool_run(kda_head, &heads, NH);
     k3_matmul(out, &ly->o, o, T);
     free(q); free(k); free(v); free(z); free(G); free(fa); free(bl); free(o);
 }

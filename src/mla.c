@@ -8,6 +8,7 @@
  * latents. Scores use all nope+rope dims and the scale (nope+rope)^-1/2. */
 #include "k3.h"
 #include "util.h"
+#include "pool.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,19 +21,55 @@ static const float *row_f32(const K3Mat *W, int r, float *tmp) {
     return tmp;
 }
 
+/* One head over the chunk's T tokens; heads are independent, so they run in
+ * parallel on the pool and the bits do not depend on the thread count. */
+typedef struct {
+    const K3Layer *ly;
+    const K3State *s;
+    int L, T, NH, NOPE, ROPE, VD, R, QH;
+    float scale;
+    const float *q;
+    float *o;
+} MlaHeads;
+
+static void mla_head(void *arg, int h) {
+    const MlaHeads *a = arg;
+    const int R = a->R, NOPE = a->NOPE, ROPE = a->ROPE, VD = a->VD, NH = a->NH, QH = a->QH, L = a->L;
+    const float *cache = a->s->mla_c[L], *pe = a->s->mla_pe[L];
+    float qlat[R], olat[R], tmp[R];
+    float *sc = k3_xmalloc(sizeof(float) * (size_t)(a->s->pos + a->T));
+    K3Mat wv = a->ly->kv_b;                      /* the head's value rows of kv_b */
+    size_t off = (size_t)(h * (NOPE + VD) + NOPE) * R;
+    wv.rows = VD;
+    wv.w = wv.type == K3_W_F32 ? (const void *)((const float *)wv.w + off)
+                               : (const void *)((const uint16_t *)wv.w + off);
+    for (int t = 0; t < a->T; t++) {
+        int n = a->s->pos + t + 1;
+        const float *qn = a->q + ((size_t)t * NH + h) * QH, *qpe = qn + NOPE;
+        /* q_lat = sum_d q_nope[d] * kv_b[h*(NOPE+VD) + d][:] (key rows folded into q) */
+        memset(qlat, 0, sizeof qlat);
+        for (int d = 0; d < NOPE; d++)
+            k3_axpy(qlat, qn[d], row_f32(&a->ly->kv_b, h * (NOPE + VD) + d, tmp), R);
+        for (int j = 0; j < n; j++)
+            sc[j] = (k3_dot(qlat, cache + (size_t)j * R, R) + k3_dot(qpe, pe + (size_t)j * ROPE, ROPE)) * a->scale;
+        k3_softmax(sc, n);
+        memset(olat, 0, sizeof olat);
+        for (int j = 0; j < n; j++) k3_axpy(olat, sc[j], cache + (size_t)j * R, R);
+        k3_matmul(a->o + ((size_t)t * NH + h) * VD, &wv, olat, 1);   /* v rows after the sum */
+    }
+    free(sc);
+}
+
 void k3_mla(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float *x, int T, float *out) {
     const K3Config *c = &m->cfg;
     const int NH = c->num_attention_heads, NOPE = c->qk_nope_head_dim, ROPE = c->qk_rope_head_dim;
     const int VD = c->v_head_dim, R = c->kv_lora_rank, QH = NOPE + ROPE;
-    const float scale = 1.0f / sqrtf((float)QH);
     const float mla_eps = 1e-6f;               /* q_a / kv_a norms: KimiRMSNorm default */
     float *cq = k3_xmalloc(sizeof(float) * (size_t)T * c->q_lora_rank);
     float *q = k3_xmalloc(sizeof(float) * (size_t)T * NH * QH);
     float *kva = k3_xmalloc(sizeof(float) * (size_t)T * (R + ROPE));
     float *G = k3_xmalloc(sizeof(float) * (size_t)T * NH * VD);
     float *o = k3_xmalloc(sizeof(float) * (size_t)T * NH * VD);
-    float *sc = k3_xmalloc(sizeof(float) * (size_t)(s->pos + T));
-    float qlat[R], olat[R], tmp[R];
 
     k3_matmul(cq, &ly->q_a, x, T);
     for (int t = 0; t < T; t++) k3_rmsnorm(cq + (size_t)t * c->q_lora_rank, cq + (size_t)t * c->q_lora_rank, ly->q_a_norm, c->q_lora_rank, mla_eps);
@@ -45,33 +82,11 @@ void k3_mla(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float 
         k3_rmsnorm(s->mla_c[L] + (size_t)(s->pos + t) * R, a, ly->kv_a_norm, R, mla_eps);
         memcpy(s->mla_pe[L] + (size_t)(s->pos + t) * ROPE, a + R, sizeof(float) * ROPE);
     }
-    for (int t = 0; t < T; t++) {
-        int n = s->pos + t + 1;
-        for (int h = 0; h < NH; h++) {
-            const float *qn = q + ((size_t)t * NH + h) * QH, *qpe = qn + NOPE;
-            /* q_lat = sum_d q_nope[d] * kv_b[h*(NOPE+VD) + d][:] */
-            memset(qlat, 0, sizeof qlat);
-            for (int d = 0; d < NOPE; d++)
-                k3_axpy(qlat, qn[d], row_f32(&ly->kv_b, h * (NOPE + VD) + d, tmp), R);
-            for (int j = 0; j < n; j++)
-                sc[j] = (k3_dot(qlat, s->mla_c[L] + (size_t)j * R, R) +
-                         k3_dot(qpe, s->mla_pe[L] + (size_t)j * ROPE, ROPE)) * scale;
-            k3_softmax(sc, n);
-            memset(olat, 0, sizeof olat);
-            for (int j = 0; j < n; j++) k3_axpy(olat, sc[j], s->mla_c[L] + (size_t)j * R, R);
-            /* v_h = W_v^h olat, the head's value rows of kv_b */
-            K3Mat wv = ly->kv_b;
-            size_t off = (size_t)(h * (NOPE + VD) + NOPE) * R;
-            wv.rows = VD;
-            wv.w = wv.type == K3_W_F32 ? (const void *)((const float *)wv.w + off)
-                                       : (const void *)((const uint16_t *)wv.w + off);
-            float *oh = o + ((size_t)t * NH + h) * VD;
-            k3_matmul(oh, &wv, olat, 1);
-        }
-    }
+    MlaHeads heads = { ly, s, L, T, NH, NOPE, ROPE, VD, R, QH, 1.0f / sqrtf((float)QH), q, o };
+    k3_pool_run(mla_head, &heads, NH);
     /* output gate σ(W_g x) on the concatenated heads, before o_proj */
     if (c->mla_use_output_gate)
         for (size_t i = 0; i < (size_t)T * NH * VD; i++) o[i] *= k3_sigmoidf(G[i]);
     k3_matmul(out, &ly->o, o, T);
-    free(cq); free(q); free(kva); free(G); free(o); free(sc);
+    free(cq); free(q); free(kva); free(G); free(o);
 }
