@@ -4,7 +4,7 @@
 # for byte identical, multi-line input, commands, and usage errors.
 K3=${K3:-./bin/k3}
 M=tests/models/tiny5; TK=tests/tok/tiny
-[ -d $M ] && [ -d $TK ] || { echo "SKIP: $M or $TK missing"; exit 0; }
+[ -d $M ] && [ -d $TK ] || { echo "FAIL: committed fixture $M or $TK missing"; exit 1; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$T/out" 2>/dev/null; echo "--- stderr"; cat "$T/err" 2>/dev/null; exit 1; }
 chat() { timeout 120 "$K3" $M --chat --tok $TK --no-think --gen 8 "$@"; }

@@ -5,7 +5,7 @@
 # Ctrl-C at the prompt exits with the terminal restored.
 K3=${K3:-./bin/k3}
 M=tests/models/tiny5; TK=tests/tok/tiny
-[ -d $M ] && [ -d $TK ] || { echo "SKIP: $M or $TK missing"; exit 0; }
+[ -d $M ] && [ -d $TK ] || { echo "FAIL: committed fixture $M or $TK missing"; exit 1; }
 command -v tmux >/dev/null 2>&1 || { echo "SKIP: tmux is not installed"; exit 0; }
 T=$(mktemp -d)
 S=k3chat$$

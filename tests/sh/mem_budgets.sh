@@ -11,7 +11,7 @@ ok()  { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fail=1; }
 
 for M in tests/models/tiny5 tests/models/tiny4; do
-  [ -f $M/config.json ] || { echo "SKIP: $M missing"; continue; }
+  [ -f $M/config.json ] || { echo "FAIL: committed fixture $M missing"; exit 1; }
   P=$(cat $M/ref/prompt.txt); REF=$(cat $M/ref/greedy.txt); name=$(basename $M)
   $K3 $M --ids "$P" --gen 0 --cache-gb 1000 --dump-logits $T/base.f32 --quiet >/dev/null || bad "$name: resident run failed"
   $K3 pack $M $T/trunk-$name --verify --quiet || bad "$name: k3 pack --verify failed"

@@ -5,7 +5,7 @@
 set -u
 K3=${K3:-./bin/k3}
 M=tests/models/tiny5
-[ -f $M/config.json ] || { echo "SKIP: $M missing"; exit 0; }
+[ -f $M/config.json ] || { echo "FAIL: committed fixture $M missing"; exit 1; }
 P=$(cat $M/ref/prompt.txt); REF=$(cat $M/ref/greedy.txt)
 T=$(mktemp -d); trap 'chmod -R u+rwx "$T" 2>/dev/null; rm -rf "$T"' EXIT
 fail=0
