@@ -7,6 +7,9 @@
 double k3_now(void);                 /* monotonic seconds */
 uint64_t k3_peak_rss(void);          /* getrusage ru_maxrss, in bytes */
 uint64_t k3_mem_available(void);     /* /proc/meminfo MemAvailable in bytes, 0 if unknown */
+/* A command-line integer for flag: all of v, lo <= x <= 2^30. -1 with a message on
+ * stderr naming the flag otherwise. */
+int k3_parse_int(const char *flag, const char *v, int lo, int *out);
 /* Parses "1,2,3" (spaces allowed) into a malloc'd array; -1 with a message on error. */
 int k3_parse_ids(const char *s, int **ids, int *n, char *err, size_t errlen);
 /* malloc/calloc that never return NULL: on exhaustion they print how much was asked

@@ -301,15 +301,6 @@ static int usage(const char *fmt, const char *a) {
     return K3_ERR_USAGE;
 }
 
-static int int_flag(const char *f, const char *v, int lo, int *out) {
-    char *end;
-    errno = 0;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || !*v || *end || errno || x < lo || x > (1L << 30)) { fprintf(stderr, "k3: %s: '%s' is not an integer >= %d\n", f, v ? v : "", lo); return -1; }
-    *out = (int)x;
-    return 0;
-}
-
 static uint64_t draw_seed(void) {
     uint64_t s = 0;
     int fd = open("/dev/urandom", O_RDONLY);
@@ -348,9 +339,9 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         else if (!strcmp(a, "--system")) { VAL(); *system = v; }
         else if (!strcmp(a, "--config")) { VAL(); c->config = v; }
         else if (!strcmp(a, "--kernels")) { VAL(); c->kernels = v; }
-        else if (!strcmp(a, "--gen")) { VAL(); if (int_flag(a, v, 1, &c->gen)) return K3_ERR_USAGE; }
-        else if (!strcmp(a, "--ctx")) { VAL(); if (int_flag(a, v, 1, &c->ctx)) return K3_ERR_USAGE; ctx_given = 1; }
-        else if (!strcmp(a, "--threads")) { VAL(); if (int_flag(a, v, 1, &c->threads)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--gen")) { VAL(); if (k3_parse_int(a, v, 1, &c->gen)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--ctx")) { VAL(); if (k3_parse_int(a, v, 1, &c->ctx)) return K3_ERR_USAGE; ctx_given = 1; }
+        else if (!strcmp(a, "--threads")) { VAL(); if (k3_parse_int(a, v, 1, &c->threads)) return K3_ERR_USAGE; }
         else if (!strcmp(a, "--think-effort") || !strcmp(a, "--thinking-effort")) {
             VAL();
             if (!xtml_effort_ok(v)) return usage("--think-effort must be low, high or max (got '%s')", v);

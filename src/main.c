@@ -104,18 +104,6 @@ static int usage_error(const char *fmt, const char *arg) {
     return K3_ERR_USAGE;
 }
 
-static int parse_int(const char *flag, const char *v, int lo, int *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > 1 << 30) {
-        fprintf(stderr, "k3: %s: '%s' is not an integer >= %d\n", flag, v, lo);
-        return -1;
-    }
-    *out = (int)x;
-    return 0;
-}
-
 static int parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
     o->gen = 16; o->kernels = "auto";
@@ -142,9 +130,9 @@ static int parse_args(int argc, char **argv, Opts *o) {
         else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
         else if (!strcmp(a, "--dump-logits")) { VAL(); o->dump_logits = v; }
         else if (!strcmp(a, "--kernels")) { VAL(); o->kernels = v; }
-        else if (!strcmp(a, "--gen")) { VAL(); if (parse_int(a, v, 0, &o->gen)) return K3_ERR_USAGE; }
-        else if (!strcmp(a, "--prefill-chunk")) { VAL(); if (parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE; }
-        else if (!strcmp(a, "--threads")) { VAL(); if (parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--gen")) { VAL(); if (k3_parse_int(a, v, 0, &o->gen)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--prefill-chunk")) { VAL(); if (k3_parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE; }
+        else if (!strcmp(a, "--threads")) { VAL(); if (k3_parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE; }
         else if (!strcmp(a, "--recompute")) o->recompute = 1;
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
@@ -233,53 +221,69 @@ static int write_json(const char *path, const Opts *o, const K3Model *m, const R
 
 /* ---- batch completion ---- */
 
-static int run_batch(const Opts *o) {
+/* The prompt as ids: --ids, or --prompt/--prompt-file through the tokenizer. */
+static int read_prompt(const Opts *o, const Tok *tok, int **prompt, int *n_prompt) {
     char err[4096];
-    Tok *tok = NULL;
-    int *prompt = NULL, n_prompt = 0, rc = 0;
-    if (k3_kernels_select(o->kernels, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
-    k3_threads_set(o->threads);                /* 0 = online cores */
-    if (o->tok_dir && (o->prompt || o->prompt_file || o->tok_given)) {
-        tok = tok_load(o->tok_dir, err, sizeof err);
-        if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
-    }
     if (o->ids) {
-        if (k3_parse_ids(o->ids, &prompt, &n_prompt, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
+        if (k3_parse_ids(o->ids, prompt, n_prompt, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
     } else {
         size_t len = 0, n = 0;
-        char *text = o->prompt ? strdup(o->prompt) : k3_read_file(o->prompt_file, &len);
-        if (!text) { fprintf(stderr, "k3: --prompt-file %s: %s\n", o->prompt_file, strerror(errno)); tok_free(tok); return K3_ERR_USAGE; }
+        char *text = o->prompt ? strdup(o->prompt) : k3_slurp(o->prompt_file, SIZE_MAX, &len, err, sizeof err);
+        if (!text) { fprintf(stderr, "k3: --prompt-file %s\n", err); return K3_ERR_USAGE; }
         if (o->prompt) len = strlen(text);
         int32_t *ids = tok_encode(tok, text, len, 0, &n);
         free(text);
-        prompt = malloc(sizeof(int) * (n ? n : 1));
-        for (size_t i = 0; i < n; i++) prompt[i] = ids[i];
-        n_prompt = (int)n;
+        if (!ids) { fprintf(stderr, "k3: out of memory tokenizing the prompt\n"); return K3_ERR_RUNTIME; }
+        *prompt = k3_xmalloc(sizeof(int) * (n ? n : 1));
+        for (size_t i = 0; i < n; i++) (*prompt)[i] = ids[i];
+        *n_prompt = (int)n;
         free(ids);
     }
-    if (n_prompt == 0) { fprintf(stderr, "k3: the prompt is empty: give at least one token\n"); free(prompt); tok_free(tok); return K3_ERR_USAGE; }
-    for (int i = 0; i < 2; i++) {              /* output paths must be writable before a long run */
+    if (*n_prompt == 0) { fprintf(stderr, "k3: the prompt is empty: give at least one token\n"); return K3_ERR_USAGE; }
+    return 0;
+}
+
+/* Output paths must be writable before a long run (nothing is truncated yet). */
+static int check_outputs(const Opts *o) {
+    for (int i = 0; i < 2; i++) {
         const char *p = i ? o->dump_logits : o->out;
         if (!p) continue;
         char tmp[4200];
         snprintf(tmp, sizeof tmp, "%s.tmp", p);
         const char *probe = i ? p : tmp;
         int existed = access(probe, F_OK) == 0;
-        FILE *f = fopen(probe, "ab");             /* append: an existing file is not truncated yet */
-        if (!f) { fprintf(stderr, "k3: %s %s: %s\n", i ? "--dump-logits" : "--out", p, strerror(errno)); free(prompt); tok_free(tok); return K3_ERR_USAGE; }
+        FILE *f = fopen(probe, "ab");
+        if (!f) { fprintf(stderr, "k3: %s %s: %s\n", i ? "--dump-logits" : "--out", p, strerror(errno)); return K3_ERR_USAGE; }
         fclose(f);
         if (!existed) unlink(probe);
     }
+    return 0;
+}
 
+static int run_batch(const Opts *o) {
+    char err[4096];
+    Tok *tok = NULL;
+    int *prompt = NULL, n_prompt = 0, rc = 0, *seq = NULL;
+    float *logits = NULL;
+    K3State *st = NULL;
     K3Model m;
+    memset(&m, 0, sizeof m);                   /* closing a model that never opened is a no-op */
+    if (k3_kernels_select(o->kernels, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
+    k3_threads_set(o->threads);                /* 0 = online cores */
+    if (o->tok_dir && (o->prompt || o->prompt_file || o->tok_given)) {
+        tok = tok_load(o->tok_dir, err, sizeof err);
+        if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
+    }
+    if ((rc = read_prompt(o, tok, &prompt, &n_prompt)) || (rc = check_outputs(o))) goto done;
+
     double t0 = k3_now();
     rc = k3_model_open(&m, o->model_dir, o->config, err, sizeof err);
-    if (rc) { fprintf(stderr, "k3: %s\n", err); k3_model_close(&m); free(prompt); tok_free(tok); return rc; }
+    if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
     const int V = m.cfg.vocab_size;
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] >= V) {
             fprintf(stderr, "k3: prompt id %d is outside the vocabulary (vocab_size %d)\n", prompt[i], V);
-            k3_model_close(&m); free(prompt); tok_free(tok); return K3_ERR_USAGE;
+            rc = K3_ERR_USAGE; goto done;
         }
     if (tok && tok_vocab_size(tok) > V)
         fprintf(stderr, "k3: warning: the tokenizer has %d ids but the model only %d\n", tok_vocab_size(tok), V);
@@ -292,7 +296,7 @@ static int run_batch(const Opts *o) {
         if (f->ctx > 0 && f->ctx < n_prompt + o->gen && !o->quiet)
             fprintf(stderr, "k3: note: --ctx %d is less than prompt + gen (%d); the MLA cache grows past the plan\n", f->ctx, n_prompt + o->gen);
         rc = k3_mem_setup(&m, &mo, err, sizeof err);
-        if (rc) { fprintf(stderr, "k3: %s\n", err); k3_mem_close(&m); k3_model_close(&m); free(prompt); tok_free(tok); return rc; }
+        if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
     }
     if (!o->quiet)
         fprintf(stderr, "k3: %s: %d layers, hidden %d, %d experts (top %d), vocab %d; kernels %s; opened in %.2f s\n",
@@ -300,9 +304,9 @@ static int run_batch(const Opts *o) {
                 m.cfg.num_experts_per_token, V, k3_kernels_name(), k3_now() - t0);
 
     int total = n_prompt + o->gen;
-    int *seq = malloc(sizeof(int) * total);
-    float *logits = malloc(sizeof(float) * (size_t)V * (o->dump_logits ? n_prompt : 1));
-    K3State *st = k3_state_new(&m);
+    seq = malloc(sizeof(int) * total);
+    logits = malloc(sizeof(float) * (size_t)V * (o->dump_logits ? n_prompt : 1));
+    st = k3_state_new(&m);
     if (!seq || !logits || !st) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
     memcpy(seq, prompt, sizeof(int) * n_prompt);
 

@@ -139,3 +139,15 @@ int64_t k3_pread_full(int fd, void *dst, uint64_t n, uint64_t off) {
     }
     return (int64_t)got;
 }
+
+int k3_parse_int(const char *flag, const char *v, int lo, int *out) {
+    char *end = NULL;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || !*v || *end || errno || x < lo || x > (1L << 30)) {
+        fprintf(stderr, "k3: %s: '%s' is not an integer >= %d\n", flag, v ? v : "", lo);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
