@@ -61,17 +61,15 @@ void k3_moe(K3Model *m, const K3Layer *ly, int L, const float *x, int T, float *
             sel[(size_t)t * E + ids[j]] = 1;
         }
     }
-    int nu = 0;                                  /* the union, in compute order: all its reads in flight */
+    int nu = 0;                                  /* the union, in increasing id = compute order */
     int *uni = k3_xmalloc(sizeof(int) * E);
     for (int e = 0; e < E; e++)
         for (int t = 0; t < T; t++) if (sel[(size_t)t * E + e]) { uni[nu++] = e; break; }
-    k3_experts_prefetch(m, L, uni, nu);
-    free(uni);
+    k3_experts_prefetch(m, L, uni, nu);          /* all its reads in flight before computing */
     k3_matmul(xl, &ly->lat_down, x, T);
-    for (int e = 0; e < E; e++) {                /* the union of this chunk's experts */
-        int nt = 0;
+    for (int k = 0; k < nu; k++) {
+        int e = uni[k], nt = 0;
         for (int t = 0; t < T; t++) if (sel[(size_t)t * E + e]) tok[nt++] = t;
-        if (!nt) continue;
         K3Expert ex;
         if (k3_expert_get(m, L, e, &ex) != 0) continue;       /* counted; run reported invalid */
         for (int i = 0; i < nt; i++) memcpy(xe + (size_t)i * LAT, xl + (size_t)tok[i] * LAT, sizeof(float) * LAT);
@@ -88,5 +86,5 @@ void k3_moe(K3Model *m, const K3Layer *ly, int L, const float *x, int T, float *
     float *sh = k3_xmalloc(sizeof(float) * (size_t)T * H);
     k3_dense_mlp(m, &ly->gate, &ly->up, &ly->down, x, T, sh);   /* shared experts, full width */
     for (size_t i = 0; i < (size_t)T * H; i++) out[i] += sh[i];
-    free(sh); free(logit); free(wsel); free(sel); free(xl); free(r); free(xe); free(g); free(u); free(y); free(tok);
+    free(sh); free(logit); free(wsel); free(sel); free(uni); free(xl); free(r); free(xe); free(g); free(u); free(y); free(tok);
 }
