@@ -11,9 +11,10 @@ LDLIBS  += -lm
 
 BUILD   ?= build
 BIN     ?= bin/k3
-SRC     := $(wildcard src/*.c)
+# src/<folder>/*.c: the folders follow the data path (README, "Layout").
+SRC     := $(wildcard src/*/*.c)
 OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
-LIBOBJ  := $(filter-out $(BUILD)/main.o,$(OBJ))
+LIBOBJ  := $(filter-out $(BUILD)/cli/main.o,$(OBJ))
 TESTSRC := $(wildcard tests/c/*.c)
 TESTBIN := $(TESTSRC:tests/c/%.c=$(BUILD)/tests/%)
 VERSION := $(shell cat VERSION 2>/dev/null || echo 0.1.0)
@@ -22,8 +23,8 @@ CFLAGS  += -DK3_VERSION='"$(VERSION)"'
 # Per-file ISA flags: SIMD twins are compiled for their ISA and chosen at run time.
 ARCH := $(shell $(CC) -dumpmachine)
 ifneq ($(findstring x86_64,$(ARCH)),)
-$(BUILD)/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c
-$(BUILD)/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mavx2
+$(BUILD)/kernels/kernels_avx2.o:   CFLAGS += -mavx2 -mfma -mf16c
+$(BUILD)/kernels/kernels_avx512.o: CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mavx2
 endif
 
 .PHONY: all test clean asan aarch64 fuzz bench
@@ -32,7 +33,8 @@ all: $(BIN)
 $(BIN): $(OBJ) | bin
 	$(CC) $(LDFLAGS) -o $@ $(OBJ) $(LDLIBS)
 
-$(BUILD)/%.o: src/%.c $(wildcard include/*.h) | $(BUILD)
+$(BUILD)/%.o: src/%.c $(wildcard include/*.h src/*/*.h) | $(BUILD)
+	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/tests/%: tests/c/%.c $(LIBOBJ) $(wildcard include/*.h) | $(BUILD)/tests
@@ -56,7 +58,7 @@ clean:
 # Tokenizer fuzzing (tests/c/test_tok_fuzz.c): libFuzzer when clang has it, else the
 # built-in mutation fuzzer under ASan/UBSan. FUZZ_SECONDS=60 by default.
 FUZZ_SECONDS ?= 60
-TOKSRC := $(wildcard src/tok*.c src/unicode_*.c) src/json.c
+TOKSRC := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c
 fuzz:
 	mkdir -p $(BUILD)/fuzz/corpus
 	if clang -DTOK_LIBFUZZER -fsanitize=fuzzer,address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
@@ -80,18 +82,19 @@ aarch64-test:
 # `make fuzz` runs it too (as a prerequisite); `make fuzz-parsers` runs it alone.
 fuzz: fuzz-parsers
 .PHONY: fuzz-parsers
+PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c
 fuzz-parsers:
 	mkdir -p $(BUILD)/fuzz/parsers_corpus
 	if clang -DK3_LIBFUZZER -fsanitize=fuzzer,address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
-	     -o $(BUILD)/fuzz/parsers_libfuzzer tests/c/test_fuzz_parsers.c src/json.c src/safetensors.c src/config.c -lm 2>/dev/null; then \
+	     -o $(BUILD)/fuzz/parsers_libfuzzer tests/c/test_fuzz_parsers.c $(PARSERSRC) -lm 2>/dev/null; then \
 	  $(BUILD)/fuzz/parsers_libfuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 $(BUILD)/fuzz/parsers_corpus; \
 	else \
 	  $(CC) -fsanitize=address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
-	     -o $(BUILD)/fuzz/parsers_fuzz tests/c/test_fuzz_parsers.c src/json.c src/safetensors.c src/config.c -lm && \
+	     -o $(BUILD)/fuzz/parsers_fuzz tests/c/test_fuzz_parsers.c $(PARSERSRC) -lm && \
 	  $(BUILD)/fuzz/parsers_fuzz 100000; \
 	fi
 
-# ---- Kernel benchmark: bin/k3-bench (src/bench.c); results in docs/data/kernels_bench.txt.
+# ---- Kernel benchmark: bin/k3-bench (tools/bench_kernels.c); results in docs/data/kernels_bench.txt.
 bench: bin/k3-bench
 bin/k3-bench: tools/bench_kernels.c $(LIBOBJ) | bin
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tools/bench_kernels.c $(LIBOBJ) $(LDLIBS)

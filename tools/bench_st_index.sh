@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 CC=${CC:-gcc}
 mkdir -p build/tools
 $CC -std=c11 -D_GNU_SOURCE -Wall -Wextra -O2 -ffp-contract=off -Iinclude -pthread \
-  -o build/tools/bench_st_index tools/bench_st_index.c src/safetensors.c src/json.c -lm
+  -o build/tools/bench_st_index tools/bench_st_index.c src/io/safetensors.c src/io/json.c -lm
 exec build/tools/bench_st_index "$@"

