@@ -94,6 +94,4 @@ int k3_expert_get(K3Model *m, int L, int e, K3Expert *out);
 /* Bytes of a tensor in its shard's read-only mapping (maps the shard on first use). */
 const void *k3_tensor_data(K3Model *m, const StTensor *t);
 
-/* Greedy choice: argmax, lowest id on ties. */
-int k3_argmax(const float *x, int n);
 #endif

@@ -76,6 +76,11 @@ void k3_kda_step(float *S, const float *q, const float *k, const float *v,
 
 /* out = w * x / sqrt(mean(x^2) + eps)   (w may be NULL: no weight). out may alias x. */
 void k3_rmsnorm(float *out, const float *x, const float *w, int n, float eps);
+/* The deterministic exp in double (relative error < 1e-15; 0 below -745.2, inf above
+ * 709) behind k3_expf/k3_tanhf and the sampler. */
+double k3_exp_d(double x);
+/* Greedy choice: argmax, lowest index on ties, a NaN never beats a number. */
+int k3_argmax(const float *x, int n);
 /* In-place softmax over n (max-subtracted, canonical sum). */
 void k3_softmax(float *x, int n);
 /* out[i] = b1*tanh(g/b1)*sigmoid(g) * b2*tanh(u/b2)  (SiTU-GLU, K3_MODEL.md §3.6). */

@@ -105,7 +105,6 @@ typedef struct {
 } K3Mem;
 
 K3Mem *k3_mem(const K3Model *m);
-double k3_mono(void);
 uint64_t k3_fnv1a(uint64_t h, const void *p, size_t n);
 /* Fingerprint of a checkpoint: config.json bytes, shard names and sizes. */
 uint64_t k3_model_fingerprint(const char *dir, const StIndex *st);

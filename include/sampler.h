@@ -45,7 +45,6 @@ uint64_t k3_splitmix64(uint64_t *state);
 void k3_rng_seed(K3Rng *r, uint64_t seed);
 uint64_t k3_rng_next(K3Rng *r);
 double k3_rng_uniform(K3Rng *r);          /* [0,1), 53 bits */
-double k3_exp_d(double x);                /* deterministic exp, relative error < 1e-15 */
 
 /* Defaults: temperature 1, top_k 0, top_p 1, min_p 0, not greedy. */
 void sampler_defaults(SamplerParams *p);

@@ -4,7 +4,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-double k3_now(void);                 /* monotonic seconds */
+double k3_now(void);                 /* monotonic seconds: the one clock */
+/* FNV-1a 64: the one hash (checkpoint identity, config, chat state, trunk pieces).
+ * Chain calls: h = k3_hash(k3_hash(K3_HASH_INIT, a, na), b, nb). */
+#define K3_HASH_INIT 0xcbf29ce484222325ull
+uint64_t k3_hash(uint64_t h, const void *p, size_t n);
 uint64_t k3_peak_rss(void);          /* getrusage ru_maxrss, in bytes */
 uint64_t k3_mem_available(void);     /* /proc/meminfo MemAvailable in bytes, 0 if unknown */
 /* A command-line integer for flag: all of v, lo <= x <= 2^30. -1 with a message on

@@ -17,6 +17,12 @@ double k3_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+uint64_t k3_hash(uint64_t h, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 0x100000001b3ull; }
+    return h;
+}
+
 uint64_t k3_peak_rss(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;

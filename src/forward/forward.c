@@ -10,12 +10,6 @@
 #include <string.h>
 #include <stdio.h>
 
-int k3_argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
-    return best;
-}
-
 static void embed_rows(const K3Mat *E, const int *ids, int T, float *out) {
     int H = E->cols;
     for (int t = 0; t < T; t++) {

@@ -192,12 +192,6 @@ static void check_quant(Ctx *c, const Json *q, const char *pfx) {
     }
 }
 
-static unsigned long long fnv1a(const unsigned char *p, size_t n) {
-    unsigned long long h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) { h ^= p[i]; h *= 0x100000001b3ull; }
-    return h;
-}
-
 /* bos/eos/pad: text_config first, then top level; -1 when absent. */
 static int token_id(Ctx *c, const Json *tc, const Json *top, const char *tpfx, const char *key) {
     const Json *v = json_get(tc, key);
@@ -220,7 +214,7 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
     char *text; size_t n;
     if (!(text = k3_slurp(path, (size_t)64 << 20, &n, err, errlen))) return 2;   /* a config.json is small */
     snprintf(cfg->source, sizeof cfg->source, "%s", path);
-    cfg->hash = fnv1a((const unsigned char *)text, n);
+    cfg->hash = k3_hash(K3_HASH_INIT, text, n);
     char jerr[256];
     Json *root = json_parse(text, n, jerr, sizeof jerr);
     free(text);

@@ -261,13 +261,17 @@ void k3_situ(float *out, const float *g, const float *u, int n, float b1, float 
 }
 
 /* ------------------------------------------------------------------ transcendentals */
-/* exp in double for |x| <= 200: x = k ln2 + r, |r| <= ln2/2 (Cody-Waite split of ln2,
- * k*LN2_HI exact), exp(r) by its Taylor series to degree 13 (truncation < 5e-18), then
- * times 2^k built from bits. Plain double operations only: the same bits everywhere. */
-static double exp_d(double x) {
+/* The one deterministic exp of k3 (kernels and sampler): x = k ln2 + r, |r| <= ln2/2
+ * (Cody-Waite split of ln2, k*LN2_HI exact), exp(r) by its Taylor series to degree 13
+ * (truncation < 5e-18), then scaled by 2^k with ldexp (exact). Plain double operations
+ * only, no contraction: the same bits on every machine. */
+double k3_exp_d(double x) {
     const double INV_LN2 = 1.4426950408889634074;
     const double LN2_HI = 6.93147180369123816490e-01;   /* 0x3fe62e42fee00000 */
     const double LN2_LO = 1.90821492927058770002e-10;   /* 0x3dea39ef35793c76 */
+    if (x != x) return x;
+    if (x > 709.0) return HUGE_VAL;
+    if (x < -745.2) return 0.0;
     double t = x * INV_LN2;
     long k = t >= 0 ? (long)(t + 0.5) : -(long)(0.5 - t);
     double kd = (double)k;
@@ -286,16 +290,22 @@ static double exp_d(double x) {
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    union { uint64_t u; double d; } s;
-    s.u = (uint64_t)(k + 1023) << 52;
-    return p * s.d;
+    return ldexp(p, (int)k);
+}
+
+/* Greedy choice: the largest value, lowest index on ties; a NaN never wins over a
+ * number (index 0 only when every value is NaN). */
+int k3_argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[b] || (x[b] != x[b] && x[i] == x[i])) b = i;
+    return b;
 }
 
 float k3_expf(float x) {
     if (x != x) return x + x;
     if (x > 89.0f) return HUGE_VALF;
     if (x < -104.0f) return 0.0f;
-    return (float)exp_d((double)x);
+    return (float)k3_exp_d((double)x);
 }
 
 float k3_tanhf(float x) {
@@ -313,7 +323,7 @@ float k3_tanhf(float x) {
         return (float)(d + d * (z * p));
     }
     if (a >= 10.0) r = 1.0;
-    else r = 1.0 - 2.0 / (exp_d(2.0 * a) + 1.0);
+    else r = 1.0 - 2.0 / (k3_exp_d(2.0 * a) + 1.0);
     return (float)(d < 0 ? -r : r);
 }
 

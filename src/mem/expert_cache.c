@@ -115,7 +115,7 @@ static void *worker(void *arg) {
         int dfd = l->contig ? direct_fd(c, l->shard) : -1;
         pthread_mutex_unlock(&c->mu);
 
-        double t0 = k3_mono();
+        double t0 = k3_now();
         int64_t got = -1;
         for (int attempt = 0; attempt < 2 && got < 0; attempt++) {
             if ((long)nr == c->fault_n || ((long)nr == c->fault_once_n && attempt == 0)) {
@@ -135,7 +135,7 @@ static void *worker(void *arg) {
                 pthread_mutex_lock(&c->mu); c->mem->st.expert_retries++; pthread_mutex_unlock(&c->mu);
             }
         }
-        double t1 = k3_mono();
+        double t1 = k3_now();
         pthread_mutex_lock(&c->mu);
         c->mem->st.expert_read_s += t1 - t0;
         if (got >= 0) { s->state = SL_READY; c->mem->st.expert_bytes += (uint64_t)got; c->mem->st.expert_reads++; }
@@ -237,9 +237,9 @@ int k3_ecache_get(K3Model *m, K3ECache *c, int L, int e, K3Expert *out) {
     if (s->protect) { s->protect = 0; c->nprotect--; }
     top_up(c);
     if (s->state == SL_FLIGHT) {
-        double t0 = k3_mono();
+        double t0 = k3_now();
         while (s->state == SL_FLIGHT) pthread_cond_wait(&c->cv_done, &c->mu);
-        mem->st.io_wait_s += k3_mono() - t0;
+        mem->st.io_wait_s += k3_now() - t0;
     }
     s->fresh = 0;
     if (hit) mem->st.expert_hits++;

@@ -19,12 +19,6 @@ K3Mem *k3_mem(const K3Model *m) { return (K3Mem *)m->experts_priv; }
 int k3_mem_active(const K3Model *m) { return m->experts_priv != NULL; }
 const K3MemStats *k3_mem_stats(const K3Model *m) { K3Mem *x = k3_mem(m); return x ? &x->st : NULL; }
 
-double k3_mono(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 uint64_t k3_fnv1a(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 1099511628211ull; }

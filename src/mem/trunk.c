@@ -197,9 +197,9 @@ static void *reader(void *arg) {
         t->last_seq[sl] = k;
         int L = t->n_pinned + i;
         pthread_mutex_unlock(&t->mu);
-        double t0 = k3_mono();
+        double t0 = k3_now();
         int rc = read_layer(t, L, t->slots[sl].buf, err, sizeof err);
-        double t1 = k3_mono();
+        double t1 = k3_now();
         pthread_mutex_lock(&t->mu);
         t->st->trunk_read_s += t1 - t0;
         if (rc) { if (t->err_seq < 0) { t->err_seq = k; snprintf(t->err, sizeof t->err, "%s", err); } }
@@ -269,9 +269,9 @@ const K3Layer *k3_trunk_acquire(K3Model *m, K3Trunk *t, int L, K3MemStats *st) {
         fprintf(stderr, "k3: internal error: trunk layer %d acquired out of order (expected %d)\n", L, want);
         exit(K3_ERR_RUNTIME);
     }
-    double t0 = k3_mono();
+    double t0 = k3_now();
     while (t->ready_seq <= t->cons_seq) pthread_cond_wait(&t->cv, &t->mu);
-    st->io_wait_s += k3_mono() - t0;
+    st->io_wait_s += k3_now() - t0;
     if (t->err_seq >= 0 && t->err_seq <= t->cons_seq) {
         fprintf(stderr, "k3: trunk read failed: %s\n", t->err);
         exit(K3_ERR_RUNTIME);
@@ -361,7 +361,7 @@ int k3_head_matmul(K3Model *m, K3Head *h, float *Y, const float *X, int T, K3Mem
         const int nb = h->rows - r0 < h->block ? h->rows - r0 : h->block;
         const uint64_t start = h->off + (uint64_t)r0 * h->row_bytes, n = (uint64_t)nb * h->row_bytes;
         const unsigned char *data = NULL;
-        double t0 = k3_mono();
+        double t0 = k3_now();
         if (h->dfd >= 0) {
             uint64_t a0 = start & ~(uint64_t)4095, len = up4k(start + n - a0);
             int64_t got = k3_pread_full(h->dfd, h->buf, len, a0);
@@ -382,7 +382,7 @@ int k3_head_matmul(K3Model *m, K3Head *h, float *Y, const float *X, int T, K3Mem
             data = h->buf;
             if (st) st->trunk_bytes += n, st->head_bytes += n;
         }
-        if (st) st->trunk_read_s += k3_mono() - t0;
+        if (st) st->trunk_read_s += k3_now() - t0;
         K3Mat W = { h->type, nb, h->cols, data, NULL };
         if (T == 1) { k3_matmul(Y + r0, &W, X, 1); continue; }
         if (h->tmp_T < T) {

@@ -1,5 +1,6 @@
 /* sampler.c — deterministic sampling (see include/sampler.h for the exact pipeline). */
 #include "sampler.h"
+#include "kernels.h"
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -29,26 +30,6 @@ uint64_t k3_rng_next(K3Rng *r) {       /* xoshiro256** 1.0 */
 }
 
 double k3_rng_uniform(K3Rng *r) { return (double)(k3_rng_next(r) >> 11) * 0x1.0p-53; }
-
-/* exp(x) = 2^k * e^r, r = x - k ln2 (Cody-Waite, fdlibm constants), |r| <= ln2/2,
- * e^r by its Taylor series to degree 14 (truncation < 1e-18), Horner, no FMA
- * (the build uses -ffp-contract=off). Only exact libm calls (floor, ldexp). */
-double k3_exp_d(double x) {
-    if (x != x) return x;
-    if (x > 709.0) return HUGE_VAL;
-    if (x < -745.2) return 0.0;
-    const double ln2hi = 6.93147180369123816490e-01, ln2lo = 1.90821492927058770002e-10;
-    const double inv_ln2 = 1.44269504088896338700e+00;
-    double k = floor(x * inv_ln2 + 0.5);
-    double r = (x - k * ln2hi) - k * ln2lo;
-    double p = 1.0 / 87178291200.0;                      /* 1/14! */
-    static const double c[14] = {
-        1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
-        1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0,
-        1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0 };
-    for (int i = 0; i < 14; i++) p = p * r + c[i];
-    return ldexp(p, (int)k);
-}
 
 void sampler_defaults(SamplerParams *p) {
     p->temperature = 1.0; p->top_k = 0; p->top_p = 1.0; p->min_p = 0.0; p->greedy = 0;
@@ -90,12 +71,6 @@ void sampler_free(Sampler *s) {
     s->idx = NULL; s->prob = NULL; s->cap = 0;
 }
 
-static int argmax_f(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b] || (x[b] != x[b] && x[i] == x[i])) b = i;
-    return b;
-}
-
 static const double *g_prob;        /* qsort has no context argument in C11 */
 static int cmp_cand(const void *a, const void *b) {
     int i = *(const int *)a, j = *(const int *)b;
@@ -117,7 +92,7 @@ static int candidates(Sampler *s, const float *logits, int n, double *kept_mass)
         s->cap = n;
     }
     const double invT = 1.0 / s->p.temperature;
-    int b = argmax_f(logits, n);
+    int b = k3_argmax(logits, n);
     double mx = (double)logits[b] * invT;
     int m = 0;
     for (int i = 0; i < n; i++) {
@@ -150,7 +125,7 @@ static int candidates(Sampler *s, const float *logits, int n, double *kept_mass)
 }
 
 int sampler_sample(Sampler *s, const float *logits, int n) {
-    if (sampler_is_greedy(&s->p)) return argmax_f(logits, n);
+    if (sampler_is_greedy(&s->p)) return k3_argmax(logits, n);
     double mass;
     int K = candidates(s, logits, n, &mass);
     if (K < 0) return -1;
@@ -164,7 +139,7 @@ int sampler_sample(Sampler *s, const float *logits, int n) {
 
 int sampler_probs(Sampler *s, const float *logits, int n, double *probs) {
     for (int i = 0; i < n; i++) probs[i] = 0;
-    if (sampler_is_greedy(&s->p)) { probs[argmax_f(logits, n)] = 1; return 0; }
+    if (sampler_is_greedy(&s->p)) { probs[k3_argmax(logits, n)] = 1; return 0; }
     double mass;
     int K = candidates(s, logits, n, &mass);
     if (K < 0) return -1;

@@ -3,6 +3,7 @@
  * on a fixed logit vector for temperature, top-k, top-p and min-p (the expected
  * distribution is computed here independently, with libm exp). */
 #include "sampler.h"
+#include "kernels.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
