@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
-#include "k3.h"
+#include "engine.h"
 #include "sampler.h"
 #include "tok.h"
 #include "xtml.h"
@@ -40,11 +40,11 @@ typedef struct {
     SamplerParams sp;
     uint64_t seed;
     /* engine */
-    K3Model m; int model_open;
+    K3Engine eng;                               /* model, storage, run state */
     K3State *st;
     Tok *tok;
     XtmlIds ids;
-    float *logits;
+    float *logits;                              /* eng.rs.logits */
     /* conversation and what the state holds */
     ChatLog log;
     int32_t *fed; size_t nfed, capfed;

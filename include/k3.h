@@ -1,5 +1,6 @@
-/* k3.h — the Kimi K3 model: weights bound from a checkpoint, per-sequence state,
- * and the forward pass. */
+/* k3.h — the Kimi K3 model: weights bound from a checkpoint, per-sequence state, the
+ * scratch a forward pass runs in, and the forward pass itself (src/model, src/forward).
+ * Where the weights' bytes live is behind weights.h; nothing here exits the process. */
 #ifndef K3_K3_H
 #define K3_K3_H
 #include <stddef.h>
@@ -7,17 +8,15 @@
 #include "config.h"
 #include "kernels.h"
 #include "st.h"
+#include "weights.h"
 
 enum { K3_OK = 0, K3_ERR_RUNTIME = 1, K3_ERR_USAGE = 2, K3_ERR_EXPERT = 4 };
 
-/* One routed expert, ready to multiply: gate w1, down w2, up w3 (MXFP4). */
-typedef struct { K3Mat w1, w2, w3; } K3Expert;
-
-typedef struct {
+struct K3Layer {
     int is_kda, is_moe;
     /* norms and attention-residual score vectors (res_norm ⊙ res_proj), widened to f32 */
     float *input_norm, *post_norm, *attn_res_w, *mlp_res_w;
-    /* KDA (K3_MODEL.md §2.3) */
+    /* KDA (docs/MODEL.md §2.3) */
     K3Mat q, k, v, f_a, f_b, b, g, o;
     float *q_conv, *k_conv, *v_conv;          /* [C][K] */
     float *dt_bias, *A_log, *o_norm;          /* [C], [heads] (padding dropped), [D] */
@@ -29,21 +28,18 @@ typedef struct {
     K3Mat router, lat_down, lat_up;
     float *router_bias, *lat_norm;
     const StTensor **experts;                 /* [num_experts][6]: w1p w1s w2p w2s w3p w3s */
-} K3Layer;
+};
 
-typedef struct K3Model K3Model;
-struct K3Model {
+typedef struct {
     K3Config cfg;
     StIndex *st;
     char dir[4096];
+    uint64_t identity;                        /* k3_checkpoint_identity: config + shards */
     K3Layer *layers;
     K3Mat embed, lm_head;
     float *final_norm, *out_res_w;
     void **maps; uint64_t *map_len;           /* one read-only mapping per shard */
-    /* expert reads (experts.c) */
-    void *experts_priv;
-    long expert_failures;
-};
+} K3Model;
 
 /* Per-sequence decode state (§3.8): KDA recurrent state + conv windows, and the
  * MLA latent cache (normalised c' and k_pe per position). */
@@ -56,42 +52,86 @@ typedef struct {
     float **mla_pe;                           /* [L] -> [cap][rope] */
 } K3State;
 
+/* Every buffer a forward pass and its layers use, allocated once for chunks of up to
+ * max_T tokens and contexts of ctx positions (forward/runstate.c). The layer kinds run
+ * one at a time, so their buffers share one region. k3_runstate_bytes() is the figure
+ * the memory plan counts; it is exactly what k3_runstate_init() allocates. */
+typedef struct {
+    int max_T, ctx, logits_rows;
+    float *logits;                            /* [logits_rows][vocab] for the caller */
+    float *h, *x, *a;                         /* [T][hidden]: mix, normalised input, sublayer */
+    float **blocks; int n_blocks;             /* block snapshots, then the live partial sum */
+    struct { float *q, *k, *v, *z, *G, *fa, *bl, *o; } kda;
+    struct { float *cq, *q, *kva, *G, *o, *scores; } mla;   /* scores: [heads][ctx] */
+    struct { float *logit, *wsel, *xl, *r, *xe, *g, *u, *y, *shared; unsigned char *sel;
+             int *tok, *uni; } moe;
+    struct { float *g, *u; } mlp;             /* dense MLP and the shared experts */
+    void *arena; size_t bytes;
+} K3RunState;
+
+/* What a forward pass runs on: the bound model, where its weights come from, and its
+ * scratch. engine.h opens one for the command line; tests open one over the resident
+ * weights with k3_engine_open_resident(). mem is the memory system behind w (NULL when
+ * resident): the forward pass never touches it. */
+typedef struct K3Mem K3Mem;
+typedef struct {
+    K3Model m;
+    K3Weights *w;
+    K3RunState rs;
+    K3Mem *mem;
+} K3Engine;
+
+/* ---- model (src/model) ---- */
 /* Opens MODEL_DIR (config_path NULL = MODEL_DIR/config.json). Returns 0, or an exit
  * code (1 runtime / 2 config) with the message in err. */
 int k3_model_open(K3Model *m, const char *dir, const char *config_path, char *err, size_t errlen);
 void k3_model_close(K3Model *m);
+/* The checkpoint's identity: the config.json bytes' hash, then each shard's name and
+ * size. A packed trunk and a saved chat state carry it and are refused when it differs. */
+uint64_t k3_checkpoint_identity(uint64_t config_hash, const StIndex *st);
+/* Bytes of a tensor in its shard's read-only mapping (maps the shard on first use);
+ * NULL with the reason in err. */
+const void *k3_tensor_data(K3Model *m, const StTensor *t, char *err, size_t errlen);
+/* Bytes of one routed expert's six tensors; and an expert bound from pointers to them
+ * (w1 packed, w1 scales, w2 packed, w2 scales, w3 packed, w3 scales). */
+uint64_t k3_expert_bytes(const K3Config *c);
+void k3_expert_bind(const K3Config *c, const void *const part[6], K3Expert *out);
+/* Weights used in place from the shard mappings (model/resident.c). */
+K3Weights *k3_weights_resident(K3Model *m);
 
 K3State *k3_state_new(const K3Model *m);
 int k3_state_reserve(const K3Model *m, K3State *s, int n_positions);   /* grow the MLA cache */
 void k3_state_reset(const K3Model *m, K3State *s);
 void k3_state_free(const K3Model *m, K3State *s);
 
-/* Feeds T tokens at positions s->pos .. s->pos+T-1 and advances s->pos.
- * logits: [T][vocab] when all_logits, else [vocab] for the last token only.
- * Returns 0, or -1 with err set (allocation failure). */
-int k3_forward(K3Model *m, K3State *s, const int *ids, int T, float *logits, int all_logits,
-               char *err, size_t errlen);
+/* ---- scratch (src/forward/runstate.c) ---- */
+size_t k3_runstate_bytes(const K3Config *c, int max_T, int ctx, int logits_rows);
+int k3_runstate_init(K3RunState *rs, const K3Config *c, int max_T, int ctx, int logits_rows);
+/* Grows the MLA score rows for a context past the planned one; 0 or -1 (out of memory). */
+int k3_runstate_ctx(K3RunState *rs, const K3Config *c, int ctx);
+void k3_runstate_free(K3RunState *rs);
 
-/* k3_forward over n tokens in chunks of at most `chunk` (<= 0: K3_PREFILL_CHUNK);
- * identical bits for any chunk size. */
-#define K3_PREFILL_CHUNK 64
-int k3_prefill(K3Model *m, K3State *s, const int *ids, int n, int chunk, float *logits, int all_logits,
+/* ---- forward pass (src/forward) ---- */
+/* Feeds T <= rs.max_T tokens at positions s->pos .. s->pos+T-1 and advances s->pos.
+ * logits: [T][vocab] when all_logits, else [vocab] for the last token only.
+ * Returns 0, or an exit code (1) with the reason in err. */
+int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, int all_logits,
                char *err, size_t errlen);
+/* k3_forward over n tokens in chunks of at most `chunk` (<= 0 or above rs.max_T:
+ * rs.max_T); identical bits for any chunk size. */
+#define K3_PREFILL_CHUNK 64
+int k3_prefill(K3Engine *e, K3State *s, const int *ids, int n, int chunk, float *logits,
+               int all_logits, char *err, size_t errlen);
 
 /* Layer kinds (one file each). x is the normalised input [T][hidden]; out [T][hidden]. */
-void k3_kda(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float *x, int T, float *out);
-void k3_mla(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float *x, int T, float *out);
-void k3_moe(K3Model *m, const K3Layer *ly, int L, const float *x, int T, float *out);
-void k3_dense_mlp(const K3Model *m, const K3Mat *gate, const K3Mat *up, const K3Mat *down,
+void k3_kda(K3Engine *e, const K3Layer *ly, K3State *s, int L, const float *x, int T,
+            float *out);
+void k3_mla(K3Engine *e, const K3Layer *ly, K3State *s, int L, const float *x, int T,
+            float *out);
+void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float *out);
+void k3_dense_mlp(K3Engine *e, const K3Mat *gate, const K3Mat *up, const K3Mat *down,
                   const float *x, int T, float *out);
 /* Attention-residual Mix (§3.1) over snapshots B[0..nb) and p, for T tokens. */
 void k3_attnres_mix(float *out, const float *const *B, int nb, const float *p,
                     const float *w, int T, int H, float eps);
-
-/* Routed experts (experts.c): makes expert e of layer L ready; 0 or -1 on I/O failure. */
-int k3_expert_get(K3Model *m, int L, int e, K3Expert *out);
-
-/* Bytes of a tensor in its shard's read-only mapping (maps the shard on first use). */
-const void *k3_tensor_data(K3Model *m, const StTensor *t);
-
 #endif

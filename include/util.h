@@ -14,12 +14,10 @@ uint64_t k3_mem_available(void);     /* /proc/meminfo MemAvailable in bytes, 0 i
 /* A command-line integer for flag: all of v, lo <= x <= 2^30. -1 with a message on
  * stderr naming the flag otherwise. */
 int k3_parse_int(const char *flag, const char *v, int lo, int *out);
+/* The same check with the message in err instead of on stderr. */
+int k3_parse_int_msg(const char *flag, const char *v, int lo, int *out, char *err, size_t errlen);
 /* Parses "1,2,3" (spaces allowed) into a malloc'd array; -1 with a message on error. */
 int k3_parse_ids(const char *s, int **ids, int *n, char *err, size_t errlen);
-/* malloc/calloc that never return NULL: on exhaustion they print how much was asked
- * for and exit 1 (a runtime failure), instead of crashing later. */
-void *k3_xmalloc(size_t n);
-void *k3_xcalloc(size_t n, size_t size);
 /* pread until n bytes arrive (EINTR retried, requests capped at 1 GiB); returns the
  * bytes read (< n only at end of file), or -1 on error. */
 int64_t k3_pread_full(int fd, void *dst, uint64_t n, uint64_t off);

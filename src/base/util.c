@@ -116,22 +116,6 @@ char *k3_read_file(const char *path, size_t *len) {
     return k3_slurp(path, SIZE_MAX, len, err, sizeof err);
 }
 
-static void out_of_memory(size_t n) {
-    fprintf(stderr, "k3: out of memory (asked for %zu bytes); lower --prefill-chunk or the memory budget\n", n);
-    exit(1);
-}
-
-void *k3_xmalloc(size_t n) {
-    void *p = malloc(n ? n : 1);
-    if (!p) out_of_memory(n);
-    return p;
-}
-
-void *k3_xcalloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) out_of_memory(n * size);
-    return p;
-}
 
 int64_t k3_pread_full(int fd, void *dst, uint64_t n, uint64_t off) {
     uint64_t got = 0;
@@ -147,11 +131,20 @@ int64_t k3_pread_full(int fd, void *dst, uint64_t n, uint64_t off) {
 }
 
 int k3_parse_int(const char *flag, const char *v, int lo, int *out) {
+    char err[300];
+    if (k3_parse_int_msg(flag, v, lo, out, err, sizeof err)) {
+        fprintf(stderr, "k3: %s\n", err);
+        return -1;
+    }
+    return 0;
+}
+
+int k3_parse_int_msg(const char *flag, const char *v, int lo, int *out, char *err, size_t errlen) {
     char *end = NULL;
     errno = 0;
     long x = v ? strtol(v, &end, 10) : 0;
     if (!v || !*v || *end || errno || x < lo || x > (1L << 30)) {
-        fprintf(stderr, "k3: %s: '%s' is not an integer >= %d\n", flag, v ? v : "", lo);
+        snprintf(err, errlen, "%s: '%.100s' is not an integer >= %d", flag, v ? v : "", lo);
         return -1;
     }
     *out = (int)x;

@@ -2,7 +2,7 @@
  * See docs/CHAT.md. One turn is chat_gen.c, the history file chat_hist.c. */
 #include "chat.h"
 #include "lineedit.h"
-#include "mem.h"
+#include "cli.h"
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -309,14 +309,14 @@ static uint64_t draw_seed(void) {
     return s % 10000000000ULL;             /* short enough to retype */
 }
 
-static K3MemFlags memf;                      /* memory flags, shared with batch mode (plan.c) */
+static K3MemOpts memf;                       /* memory flags, shared with batch mode (flags.c) */
 static int ctx_given;
 
 static int parse_flags(int argc, char **argv, Chat *c, const char **system, int *seed_set) {
     c->gen = 4096; c->thinking = 1; c->kernels = "auto";
     snprintf(c->effort, sizeof c->effort, "max");
     sampler_defaults(&c->sp);
-    k3_mem_flags_init(&memf);
+    k3_mem_opts_init(&memf);
     c->sp.top_p = 0.95;
     c->tok_dir = getenv("K3_TOK_FILES");
     if (c->tok_dir && !*c->tok_dir) c->tok_dir = NULL;
@@ -392,28 +392,38 @@ static int setup(Chat *c, const char *system) {
         if (!has && chat_log_add(&c->log, "system", system, NULL)) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
     }
     double t0 = k3_now();
-    int rc = k3_model_open(&c->m, c->model_dir, c->config, err, sizeof err);
-    c->model_open = 1;
+    /* the same engine, plan and setup as batch mode; the plan is printed with --verbose */
+    K3EngineOpts eo = { c->model_dir, c->config, c->kernels, c->threads, memf };
+    int ctx = c->ctx;
+    if (!ctx) {                              /* the model's trained context, read from config */
+        K3Config cfg;
+        char cpath[4200];
+        if (!c->config) snprintf(cpath, sizeof cpath, "%s/config.json", c->model_dir);
+        int rc = k3_config_load(c->config ? c->config : cpath, &cfg, err, sizeof err);
+        if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
+        ctx = cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 32768;
+    }
+    const int pctx = ctx_given || ctx < 4096 ? ctx : 4096;
+    eo.mem.ctx = pctx; eo.mem.chunk = K3_PREFILL_CHUNK; eo.mem.logits_rows = 1;
+    eo.mem.quiet = !memf.verbose;
+    int rc = k3_engine_open(&c->eng, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
-    int V = c->m.cfg.vocab_size;
+    c->ctx = ctx;
+    int V = c->eng.m.cfg.vocab_size;
     if (tok_vocab_size(c->tok) > V) {
-        fprintf(stderr, "k3: the tokenizer in %s has %d ids but the model only %d; use the checkpoint's own tokenizer\n",
-                c->tok_dir, tok_vocab_size(c->tok), V);
+        fprintf(stderr, "k3: the tokenizer in %s has %d ids but the model only %d; use the "
+                "checkpoint's own tokenizer\n", c->tok_dir, tok_vocab_size(c->tok), V);
         return K3_ERR_USAGE;
     }
-    if (!c->ctx) c->ctx = c->m.cfg.max_position_embeddings > 0 ? c->m.cfg.max_position_embeddings : 32768;
-    {                                        /* the same memory plan and setup as batch mode */
-        int pctx = ctx_given || c->ctx < 4096 ? c->ctx : 4096;
-        K3MemOpts mo = { memf.trunk_dir, memf.trunk_gb, memf.cache_gb, pctx, K3_PREFILL_CHUNK, 1, memf.trace_dir, memf.verbose, !memf.verbose };   /* plan printed with --verbose */
-        rc = k3_mem_setup(&c->m, &mo, err, sizeof err);
-        if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
-        if (pctx < c->ctx && memf.verbose) fprintf(stderr, "k3: note: the memory plan covers %d positions of MLA cache; --ctx N plans for more\n", pctx);
-    }
-    c->st = k3_state_new(&c->m);
-    c->logits = malloc(sizeof(float) * (size_t)V);
-    if (!c->st || !c->logits) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
+    if (pctx < c->ctx && memf.verbose)
+        fprintf(stderr, "k3: note: the memory plan covers %d positions of MLA cache; --ctx N "
+                "plans for more\n", pctx);
+    c->st = k3_state_new(&c->eng.m);
+    c->logits = c->eng.rs.logits;
+    if (!c->st) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
     fprintf(stderr, "k3: chat on %s: %d layers, vocab %d, context %d; kernels %s; opened in %.2f s\n",
-            c->model_dir, c->m.cfg.num_hidden_layers, V, c->ctx, k3_kernels_name(), k3_now() - t0);
+            c->model_dir, c->eng.m.cfg.num_hidden_layers, V, c->ctx, k3_kernels_name(),
+            k3_now() - t0);
     return state_resume(c);
 }
 
@@ -475,14 +485,16 @@ int chat_main(int argc, char **argv) {
     if (!rc) state_save_at_exit(c);
     for (int i = 0; i < hist.n; i++) free(hist.v[i]);
     free(hist.v);
-    if (!rc && c->m.expert_failures) {
-        fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the replies are unsound\n", c->m.expert_failures);
+    const long failures = k3_engine_expert_failures(&c->eng);
+    if (!rc && failures) {
+        fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the replies are "
+                "unsound\n", failures);
         rc = K3_ERR_EXPERT;
     }
 done:
-    if (c->st) k3_state_free(&c->m, c->st);
-    if (c->model_open) { k3_mem_close(&c->m); k3_model_close(&c->m); }
-    free(c->logits); free(c->fed);
+    if (c->st) k3_state_free(&c->eng.m, c->st);
+    k3_engine_close(&c->eng);
+    free(c->fed);
     chat_log_free(&c->log);
     tok_free(c->tok);
     return rc;

@@ -13,7 +13,7 @@ volatile int chat_interrupted;
 #define RST "\033[0m"
 
 void chat_forget_state(Chat *c) {
-    k3_state_reset(&c->m, c->st);
+    k3_state_reset(&c->eng.m, c->st);
     c->nfed = 0;
 }
 
@@ -35,7 +35,7 @@ static int forward(Chat *c, const int32_t *ids, size_t n) {
     int *v = malloc(sizeof(int) * (n ? n : 1));
     if (!v) { fprintf(stderr, "k3: out of memory\n"); return -1; }
     for (size_t i = 0; i < n; i++) v[i] = ids[i];
-    int rc = k3_prefill(&c->m, c->st, v, (int)n, 0, c->logits, 0, err, sizeof err);   /* chunked: long turns stay bounded */
+    int rc = k3_prefill(&c->eng, c->st, v, (int)n, 0, c->logits, 0, err, sizeof err);   /* chunked: long turns stay bounded */
     free(v);
     if (rc) { fprintf(stderr, "\nk3: %s\n", err); return -1; }
     return fed_push(c, ids, n);
@@ -139,7 +139,7 @@ int chat_turn(Chat *c, const char *user_text) {
     else if (c->thinking) o.in_think = 1;
     fflush(stdout);
     double t1 = k3_now();
-    int V = c->m.cfg.vocab_size;
+    int V = c->eng.m.cfg.vocab_size;
     while (!rc) {
         if (chat_interrupted) { why = "interrupted (Ctrl-C); the partial reply is kept"; break; }
         if (nrec >= c->gen) { why = "reply cut at --gen"; break; }

@@ -197,7 +197,7 @@ static int transcript(Chat *c, int nmsgs, int32_t **ids, size_t *n) {
 }
 
 int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
-    const K3Config *cf = &c->m.cfg;
+    const K3Config *cf = &c->eng.m.cfg;
     K3State *s = c->st;
     if ((size_t)s->pos != c->nfed) { snprintf(err, errlen, "state %s: internal: %d positions but %zu fed ids; not saved", path, s->pos, c->nfed); return -1; }
     int32_t *ids = NULL;
@@ -223,7 +223,7 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     h_init(&w.h);
     w_bytes(&w, MAGIC, 8);
     w_u32(&w, VERSION);
-    w_fingerprint(&w, &c->m);
+    w_fingerprint(&w, &c->eng.m);
     w_u32(&w, (uint32_t)c->thinking); w_u32(&w, (uint32_t)c->canonical);
     char eff[8] = { 0 };
     memcpy(eff, c->effort, strnlen(c->effort, 7));
@@ -266,7 +266,7 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
 static int fits(const R *r, uint64_t n, uint64_t each) { return each == 0 || n <= (r->size - r->done) / each; }
 
 int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
-    const K3Config *cf = &c->m.cfg;
+    const K3Config *cf = &c->eng.m.cfg;
     K3State *s = c->st;
     int rc = 0;
     int32_t *fed = NULL, *ids = NULL;
@@ -302,18 +302,18 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     RD(r_bytes(&r, kinds, (size_t)cf->num_hidden_layers));
     if (memcmp(kinds, cf->is_kda, (size_t)cf->num_hidden_layers)) BAD("state %s: the layer kinds differ from %s; the file is corrupt", path, cf->source);
     RD(r_u32(&r, &u));
-    if (u != (uint32_t)c->m.st->n_shards) BAD("state %s was saved from a checkpoint with %u shard(s); %s has %d", path, u, c->m.dir, c->m.st->n_shards);
-    for (int i = 0; i < c->m.st->n_shards; i++) {
+    if (u != (uint32_t)c->eng.m.st->n_shards) BAD("state %s was saved from a checkpoint with %u shard(s); %s has %d", path, u, c->eng.m.dir, c->eng.m.st->n_shards);
+    for (int i = 0; i < c->eng.m.st->n_shards; i++) {
         char name[256];
-        const char *b = base(c->m.st->shards[i].path);
+        const char *b = base(c->eng.m.st->shards[i].path);
         RD(r_u64(&r, &x));
         RD(r_u32(&r, &u));
         if (u >= sizeof name) BAD("state %s: shard name %d is %u bytes long; the file is corrupt", path, i, u);
         RD(r_bytes(&r, name, u));
         name[u] = 0;
-        if (strcmp(name, b) || x != c->m.st->shards[i].file_size)
+        if (strcmp(name, b) || x != c->eng.m.st->shards[i].file_size)
             BAD("state %s was saved from another checkpoint: shard %d there is %s (%llu bytes), here %s (%llu bytes)",
-                path, i + 1, name, (unsigned long long)x, b, (unsigned long long)c->m.st->shards[i].file_size);
+                path, i + 1, name, (unsigned long long)x, b, (unsigned long long)c->eng.m.st->shards[i].file_size);
     }
     /* render options */
     uint32_t think, canon;
@@ -372,8 +372,8 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     if (r.size - r.done != need + 8)
         BAD("state %s: %llu bytes, expected %llu for %u positions; the file is truncated or corrupt",
             path, (unsigned long long)r.size, (unsigned long long)(r.done + need + 8), pos);
-    k3_state_reset(&c->m, s);
-    if (k3_state_reserve(&c->m, s, (int)pos + 1)) { snprintf(err, errlen, "state %s: out of memory for %u positions", path, pos); rc = K3_ERR_RUNTIME; goto out; }
+    k3_state_reset(&c->eng.m, s);
+    if (k3_state_reserve(&c->eng.m, s, (int)pos + 1)) { snprintf(err, errlen, "state %s: out of memory for %u positions", path, pos); rc = K3_ERR_RUNTIME; goto out; }
     for (int L = 0; L < cf->num_hidden_layers; L++) {
         if (cf->is_kda[L]) { RD(r_words(&r, s->kda_S[L], kda_s_len(cf))); RD(r_words(&r, s->kda_conv[L], kda_conv_len(cf))); }
         else if (pos) {
@@ -395,7 +395,7 @@ trunc:
     else { snprintf(err, errlen, "state %s: truncated at byte %llu of %llu; the file is incomplete, re-create it with --save-state",
                     path, (unsigned long long)r.done, (unsigned long long)r.size); rc = K3_ERR_USAGE; }
 out:
-    if (rc) k3_state_reset(&c->m, s);
+    if (rc) k3_state_reset(&c->eng.m, s);
     free(fed); free(ids); free(r.b);
     close(r.fd);
     return rc;

@@ -1,7 +1,7 @@
 /* main.c — the k3 command line: batch completion, subcommands, reports.
  * The engine (k3.h) knows nothing of flags; this file knows nothing of the math. */
-#include "k3.h"
-#include "mem.h"
+#include "engine.h"
+#include "cli.h"
 #include "chat.h"
 #include "sampler.h"
 #include "json.h"
@@ -12,8 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-int k3_bench_kernels(int argc, char **argv);      /* bench.c */
 
 static const char *USAGE =
 "k3 " K3_VERSION " — Kimi K3 inference on one CPU machine\n"
@@ -93,7 +91,7 @@ typedef struct {
     const char *out, *dump_logits, *kernels;
     int gen, recompute, threads, quiet, chunk;
     int tok_given;                             /* --tok on the command line: text out even with --ids */
-    K3MemFlags mem;                                   /* --trunk --trunk-gb --cache-gb --preset --ctx --verbose --dump-cache-trace */
+    K3MemOpts mem;              /* --trunk --trunk-gb --cache-gb --preset --ctx --verbose ... */
     SamplerParams sp; uint64_t seed; int sampling;   /* sampling flags given */
 } Opts;
 
@@ -107,7 +105,7 @@ static int usage_error(const char *fmt, const char *arg) {
 static int parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
     o->gen = 16; o->kernels = "auto";
-    k3_mem_flags_init(&o->mem);
+    k3_mem_opts_init(&o->mem);
     sampler_defaults(&o->sp);
     o->tok_dir = getenv("K3_TOK_FILES");
     if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
@@ -119,7 +117,7 @@ static int parse_args(int argc, char **argv, Opts *o) {
         int sr = sampler_parse_flag(argc, argv, &i, &o->sp, &o->seed, NULL, serr, sizeof serr);
         if (sr < 0) return usage_error("%s", serr);
         if (sr) { o->sampling = 1; continue; }
-        int mr = k3_mem_parse_flag(argc, argv, &i, &o->mem, 1, serr, sizeof serr);   /* memory flags (plan.c) */
+        int mr = k3_mem_parse_flag(argc, argv, &i, &o->mem, 1, serr, sizeof serr);   /* flags.c */
         if (mr < 0) return usage_error("%s", serr);
         if (mr) continue;
         if (!strcmp(a, "--ids")) { VAL(); o->ids = v; }
@@ -192,7 +190,7 @@ typedef struct {
     long expert_failures;
 } Report;
 
-static int write_json(const char *path, const Opts *o, const K3Model *m, const Report *r) {
+static int write_json(const char *path, const Opts *o, const K3Engine *e, const Report *r) {
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *f = fopen(tmp, "w");
@@ -210,8 +208,9 @@ static int write_json(const char *path, const Opts *o, const K3Model *m, const R
     fprintf(f, "  \"seconds_per_token\": %.6f,\n  \"tokens_per_second\": %.6f,\n", spt, spt > 0 ? 1.0 / spt : 0.0);
     fprintf(f, "  \"prefill_tokens_per_second\": %.6f,\n", r->t_prefill > 0 ? r->n_prompt / r->t_prefill : 0.0);
     fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", r->expert_failures, r->expert_failures ? "false" : "true");
-    k3_mem_json(m, f, r->t_prefill + r->t_decode);
-    fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", m->cfg.vocab_size, (unsigned long long)r->peak_rss);
+    k3_mem_json(e->mem, f, r->t_prefill + r->t_decode);
+    fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", e->m.cfg.vocab_size,
+            (unsigned long long)r->peak_rss);
     if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
         fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno));
         return -1;
@@ -234,7 +233,8 @@ static int read_prompt(const Opts *o, const Tok *tok, int **prompt, int *n_promp
         int32_t *ids = tok_encode(tok, text, len, 0, &n);
         free(text);
         if (!ids) { fprintf(stderr, "k3: out of memory tokenizing the prompt\n"); return K3_ERR_RUNTIME; }
-        *prompt = k3_xmalloc(sizeof(int) * (n ? n : 1));
+        *prompt = malloc(sizeof(int) * (n ? n : 1));
+        if (!*prompt) { free(ids); fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
         for (size_t i = 0; i < n; i++) (*prompt)[i] = ids[i];
         *n_prompt = (int)n;
         free(ids);
@@ -260,16 +260,27 @@ static int check_outputs(const Opts *o) {
     return 0;
 }
 
+/* The engine for this run: the plan covers the prompt, the generation and the chunk. */
+static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size_t errlen) {
+    const int pc = o->chunk > 0 ? o->chunk : K3_PREFILL_CHUNK;
+    K3EngineOpts eo = { o->model_dir, o->config, o->kernels, o->threads, o->mem };
+    eo.mem.ctx = o->mem.ctx > 0 ? o->mem.ctx : n_prompt + o->gen;
+    eo.mem.chunk = o->recompute ? pc : (n_prompt < pc ? n_prompt : pc);
+    eo.mem.logits_rows = o->dump_logits ? n_prompt : 1;
+    eo.mem.quiet = o->quiet;
+    if (o->mem.ctx > 0 && o->mem.ctx < n_prompt + o->gen && !o->quiet)
+        fprintf(stderr, "k3: note: --ctx %d is less than prompt + gen (%d); the MLA cache grows "
+                "past the plan\n", o->mem.ctx, n_prompt + o->gen);
+    return k3_engine_open(e, &eo, err, errlen);
+}
+
 static int run_batch(const Opts *o) {
     char err[4096];
     Tok *tok = NULL;
     int *prompt = NULL, n_prompt = 0, rc = 0, *seq = NULL;
-    float *logits = NULL;
     K3State *st = NULL;
-    K3Model m;
-    memset(&m, 0, sizeof m);                   /* closing a model that never opened is a no-op */
-    if (k3_kernels_select(o->kernels, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
-    k3_threads_set(o->threads);                /* 0 = online cores */
+    K3Engine e;
+    memset(&e, 0, sizeof e);                   /* closing an engine that never opened is a no-op */
     if (o->tok_dir && (o->prompt || o->prompt_file || o->tok_given)) {
         tok = tok_load(o->tok_dir, err, sizeof err);
         if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
@@ -277,55 +288,51 @@ static int run_batch(const Opts *o) {
     if ((rc = read_prompt(o, tok, &prompt, &n_prompt)) || (rc = check_outputs(o))) goto done;
 
     double t0 = k3_now();
-    rc = k3_model_open(&m, o->model_dir, o->config, err, sizeof err);
+    rc = open_engine(o, n_prompt, &e, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
-    const int V = m.cfg.vocab_size;
+    const K3Model *m = &e.m;
+    const int V = m->cfg.vocab_size;
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] >= V) {
             fprintf(stderr, "k3: prompt id %d is outside the vocabulary (vocab_size %d)\n", prompt[i], V);
             rc = K3_ERR_USAGE; goto done;
         }
     if (tok && tok_vocab_size(tok) > V)
-        fprintf(stderr, "k3: warning: the tokenizer has %d ids but the model only %d\n", tok_vocab_size(tok), V);
-    {
-        int pc = o->chunk > 0 ? o->chunk : K3_PREFILL_CHUNK;
-        const K3MemFlags *f = &o->mem;
-        K3MemOpts mo = { f->trunk_dir, f->trunk_gb, f->cache_gb, f->ctx > 0 ? f->ctx : n_prompt + o->gen,
-                         o->recompute ? pc : (n_prompt < pc ? n_prompt : pc), o->dump_logits ? n_prompt : 1,
-                         f->trace_dir, f->verbose, o->quiet };
-        if (f->ctx > 0 && f->ctx < n_prompt + o->gen && !o->quiet)
-            fprintf(stderr, "k3: note: --ctx %d is less than prompt + gen (%d); the MLA cache grows past the plan\n", f->ctx, n_prompt + o->gen);
-        rc = k3_mem_setup(&m, &mo, err, sizeof err);
-        if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
-    }
+        fprintf(stderr, "k3: warning: the tokenizer has %d ids but the model only %d\n",
+                tok_vocab_size(tok), V);
     if (!o->quiet)
-        fprintf(stderr, "k3: %s: %d layers, hidden %d, %d experts (top %d), vocab %d; kernels %s; opened in %.2f s\n",
-                o->model_dir, m.cfg.num_hidden_layers, m.cfg.hidden_size, m.cfg.num_experts,
-                m.cfg.num_experts_per_token, V, k3_kernels_name(), k3_now() - t0);
+        fprintf(stderr, "k3: %s: %d layers, hidden %d, %d experts (top %d), vocab %d; kernels %s; "
+                "opened in %.2f s\n", o->model_dir, m->cfg.num_hidden_layers, m->cfg.hidden_size,
+                m->cfg.num_experts, m->cfg.num_experts_per_token, V, k3_kernels_name(),
+                k3_now() - t0);
 
     int total = n_prompt + o->gen;
+    float *logits = e.rs.logits;               /* [dump ? n_prompt : 1][V], planned */
     seq = malloc(sizeof(int) * total);
-    logits = malloc(sizeof(float) * (size_t)V * (o->dump_logits ? n_prompt : 1));
-    st = k3_state_new(&m);
-    if (!seq || !logits || !st) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
+    st = k3_state_new(m);
+    if (!seq || !st) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
     memcpy(seq, prompt, sizeof(int) * n_prompt);
 
     Emitter em = { stdout, 1, tok, { { 0 }, 0, NULL, 0 } };
     if (tok) tok_stream_init(&em.ts);
     double tp = k3_now(), t_prefill = 0, t_decode = 0;
     int n = n_prompt, n_gen = 0;
-    if (k3_prefill(&m, st, seq, n, o->chunk, logits, o->dump_logits != NULL, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
+    rc = k3_prefill(&e, st, seq, n, o->chunk, logits, o->dump_logits != NULL, err, sizeof err);
+    if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
     t_prefill = k3_now() - tp;
-    k3_mem_step(&m, 0, n_prompt, t_prefill, o->mem.verbose && !o->quiet);
+    k3_mem_step(e.mem, 0, n_prompt, t_prefill, o->mem.verbose && !o->quiet);
     if (o->dump_logits) {
         FILE *f = fopen(o->dump_logits, "wb");
-        if (!f || fwrite(logits, sizeof(float), (size_t)V * n_prompt, f) != (size_t)V * n_prompt || fclose(f)) {
+        size_t nl = (size_t)V * n_prompt;
+        if (!f || fwrite(logits, sizeof(float), nl, f) != nl || fclose(f)) {
             fprintf(stderr, "k3: --dump-logits %s: %s\n", o->dump_logits, strerror(errno));
             rc = K3_ERR_RUNTIME; goto done;
         }
         memmove(logits, logits + (size_t)(n_prompt - 1) * V, sizeof(float) * V);
     }
-    if (!o->quiet) fprintf(stderr, "k3: prefill %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
+    if (!o->quiet)
+        fprintf(stderr, "k3: prefill %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, t_prefill,
+                n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
     double td = k3_now(), td_step = td;
     Sampler smp;                               /* greedy unless a sampling flag is given */
     sampler_init(&smp, &o->sp, o->seed);
@@ -335,36 +342,41 @@ static int run_batch(const Opts *o) {
         if (next < 0) { fprintf(stderr, "\nk3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
         seq[n++] = next; n_gen++;
         emit(&em, next);
-        if (next == m.cfg.eos_token_id || n_gen == o->gen) break;
-        if (o->recompute) { k3_state_reset(&m, st); rc = k3_prefill(&m, st, seq, n, o->chunk, logits, 0, err, sizeof err); }
-        else rc = k3_forward(&m, st, seq + n - 1, 1, logits, 0, err, sizeof err);
-        if (rc) { fprintf(stderr, "\nk3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
+        if (next == m->cfg.eos_token_id || n_gen == o->gen) break;
+        if (o->recompute) {
+            k3_state_reset(m, st);
+            rc = k3_prefill(&e, st, seq, n, o->chunk, logits, 0, err, sizeof err);
+        } else rc = k3_forward(&e, st, seq + n - 1, 1, logits, 0, err, sizeof err);
+        if (rc) { fprintf(stderr, "\nk3: %s\n", err); goto done; }
         double ts = k3_now();
-        k3_mem_step(&m, n_gen, o->recompute ? n : 1, ts - td_step, o->mem.verbose && !o->quiet);
+        k3_mem_step(e.mem, n_gen, o->recompute ? n : 1, ts - td_step, o->mem.verbose && !o->quiet);
         td_step = ts;
     }
     t_decode = k3_now() - td;
     sampler_free(&smp);
     if (o->gen > 0) emit_end(&em);
 
-    Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(), m.expert_failures };
+    const long failures = k3_engine_expert_failures(&e);
+    Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(),
+                 failures };
     if (!o->quiet) {
         double spt = n_gen > 1 ? t_decode / (n_gen - 1) : 0;
-        fprintf(stderr, "k3: generated %d tokens; %.3f s/token (%.2f tok/s); peak RSS %.1f MiB (the figure to quote)\n",
-                n_gen, spt, spt > 0 ? 1 / spt : 0, r.peak_rss / 1048576.0);
-        k3_mem_summary(&m, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
+        fprintf(stderr, "k3: generated %d tokens; %.3f s/token (%.2f tok/s); peak RSS %.1f MiB "
+                "(the figure to quote)\n", n_gen, spt, spt > 0 ? 1 / spt : 0,
+                r.peak_rss / 1048576.0);
+        k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
     }
-    if (o->out && write_json(o->out, o, &m, &r)) rc = K3_ERR_RUNTIME;
-    if (!rc && m.expert_failures) {
-        fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the generated ids are unsound\n", m.expert_failures);
+    if (o->out && write_json(o->out, o, &e, &r)) rc = K3_ERR_RUNTIME;
+    if (!rc && failures) {
+        fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the generated ids "
+                "are unsound\n", failures);
         rc = K3_ERR_EXPERT;
     }
     if (tok) tok_stream_free(&em.ts);
 done:
-    k3_state_free(&m, st);
-    free(seq); free(logits); free(prompt);
-    k3_mem_close(&m);
-    k3_model_close(&m);
+    if (st) k3_state_free(&e.m, st);
+    free(seq); free(prompt);
+    k3_engine_close(&e);
     tok_free(tok);
     return rc;
 }

@@ -5,7 +5,8 @@
  * foreign trunk is refused at load. Written to trunk.k3.tmp and renamed at the end,
  * so an interrupted pack leaves no trunk behind. --verify re-reads every byte of the
  * result and compares it with the shards. Format: see trunk.c. */
-#include "mem.h"
+#include "cli.h"
+#include "tensors.h"
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -15,17 +16,6 @@
 #include <unistd.h>
 
 typedef struct { const StTensor *t; int layer; uint64_t off; } PT;
-
-static int layer_of(const char *name) {
-    const char *p = strstr(name, "model.layers.");
-    return p ? atoi(p + 13) : -1;
-}
-
-static int selected(const char *name) {
-    if (strstr(name, "vision_tower.") || strstr(name, "mm_projector.")) return 0;
-    if (strstr(name, ".experts.")) return 0;           /* routed experts stay in the shards */
-    return 1;
-}
 
 static int cmp_pt(const void *a, const void *b) {
     const PT *x = a, *y = b;
@@ -75,19 +65,21 @@ int k3_pack_main(int argc, char **argv) {
     if (!st) { fprintf(stderr, "k3 pack: %s\n", err); return K3_ERR_RUNTIME; }
     char cfgp[4200];
     snprintf(cfgp, sizeof cfgp, "%s/config.json", model);
-    if (access(cfgp, R_OK)) { fprintf(stderr, "k3 pack: %s: %s\n", cfgp, strerror(errno)); st_close(st); return K3_ERR_USAGE; }
+    K3Config cfg;                              /* its bytes are part of the trunk's identity */
+    int crc = k3_config_load(cfgp, &cfg, err, sizeof err);
+    if (crc) { fprintf(stderr, "k3 pack: %s\n", err); st_close(st); return crc; }
     PT *pt = malloc(sizeof(PT) * (st->n_tensors ? st->n_tensors : 1));
     size_t n = 0;
     int NL = 0;
     for (size_t i = 0; pt && i < st->n_tensors; i++)
-        if (selected(st->tensors[i].name)) {
-            pt[n].t = &st->tensors[i]; pt[n].layer = layer_of(st->tensors[i].name);
+        if (k3_is_trunk_tensor(st->tensors[i].name)) {
+            pt[n].t = &st->tensors[i]; pt[n].layer = k3_tensor_layer(st->tensors[i].name);
             if (pt[n].layer + 1 > NL) NL = pt[n].layer + 1;
             n++;
         }
     if (!pt || !n) { fprintf(stderr, "k3 pack: %s: no trunk tensors found\n", model); free(pt); st_close(st); return K3_ERR_RUNTIME; }
     qsort(pt, n, sizeof(PT), cmp_pt);
-    uint64_t fp = k3_model_fingerprint(model, st);
+    uint64_t fp = k3_checkpoint_identity(cfg.hash, st);
     size_t ilen = format_index(NULL, 0, pt, n, fp, 0, NL);
     uint64_t off = (16 + ilen + 4095) & ~(uint64_t)4095, total = 0;
     for (size_t i = 0; i < n; i++) {

@@ -6,7 +6,6 @@
  * (decay, read the decayed state, write, read the updated state); a gated per-head
  * RMSNorm with a sigmoid gate; then o_proj. */
 #include "k3.h"
-#include "util.h"
 #include "pool.h"
 #include <math.h>
 #include <stdlib.h>
@@ -68,13 +67,12 @@ static void kda_head(void *arg, int h) {
     }
 }
 
-void k3_kda(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float *x, int T, float *out) {
-    const K3Config *c = &m->cfg;
-    const int NH = c->kda_num_heads, D = c->kda_head_dim, C = NH * D, K = c->short_conv_kernel_size;
-    float *q = k3_xmalloc(sizeof(float) * (size_t)T * C), *k = k3_xmalloc(sizeof(float) * (size_t)T * C);
-    float *v = k3_xmalloc(sizeof(float) * (size_t)T * C), *z = k3_xmalloc(sizeof(float) * (size_t)T * C);
-    float *G = k3_xmalloc(sizeof(float) * (size_t)T * C), *fa = k3_xmalloc(sizeof(float) * (size_t)T * D);
-    float *bl = k3_xmalloc(sizeof(float) * (size_t)T * NH), *o = k3_xmalloc(sizeof(float) * (size_t)T * C);
+void k3_kda(K3Engine *e, const K3Layer *ly, K3State *s, int L, const float *x, int T,
+            float *out) {
+    const K3Config *c = &e->m.cfg;
+    const int NH = c->kda_num_heads, C = NH * c->kda_head_dim, K = c->short_conv_kernel_size;
+    float *q = e->rs.kda.q, *k = e->rs.kda.k, *v = e->rs.kda.v, *z = e->rs.kda.z;
+    float *G = e->rs.kda.G, *fa = e->rs.kda.fa, *bl = e->rs.kda.bl, *o = e->rs.kda.o;
 
     k3_matmul(q, &ly->q, x, T);
     k3_matmul(k, &ly->k, x, T);
@@ -91,5 +89,4 @@ void k3_kda(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float 
     KdaHeads heads = { c, ly, s->kda_S[L], T, q, k, v, z, G, bl, o };
     k3_pool_run(kda_head, &heads, NH);
     k3_matmul(out, &ly->o, o, T);
-    free(q); free(k); free(v); free(z); free(G); free(fa); free(bl); free(o);
 }

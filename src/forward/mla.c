@@ -7,10 +7,8 @@
  * (q_lat = W_k^T q_nope) and the value rows are applied after the weighted sum of
  * latents. Scores use all nope+rope dims and the scale (nope+rope)^-1/2. */
 #include "k3.h"
-#include "util.h"
 #include "pool.h"
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Row r of a BF16/F32 matrix as f32 (tmp holds the widened copy when needed). */
@@ -29,7 +27,8 @@ typedef struct {
     int L, T, NH, NOPE, ROPE, VD, R, QH;
     float scale;
     const float *q;
-    float *o;
+    float *o, *scores;                         /* scores: [heads][ctx] (run state) */
+    int ctx;
 } MlaHeads;
 
 static void mla_head(void *arg, int h) {
@@ -37,7 +36,7 @@ static void mla_head(void *arg, int h) {
     const int R = a->R, NOPE = a->NOPE, ROPE = a->ROPE, VD = a->VD, NH = a->NH, QH = a->QH, L = a->L;
     const float *cache = a->s->mla_c[L], *pe = a->s->mla_pe[L];
     float qlat[R], olat[R], tmp[R];
-    float *sc = k3_xmalloc(sizeof(float) * (size_t)(a->s->pos + a->T));
+    float *sc = a->scores + (size_t)h * a->ctx;      /* pos + T <= ctx (k3_forward) */
     K3Mat wv = a->ly->kv_b;                      /* the head's value rows of kv_b */
     size_t off = (size_t)(h * (NOPE + VD) + NOPE) * R;
     wv.rows = VD;
@@ -57,22 +56,20 @@ static void mla_head(void *arg, int h) {
         for (int j = 0; j < n; j++) k3_axpy(olat, sc[j], cache + (size_t)j * R, R);
         k3_matmul(a->o + ((size_t)t * NH + h) * VD, &wv, olat, 1);   /* v rows after the sum */
     }
-    free(sc);
 }
 
-void k3_mla(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float *x, int T, float *out) {
-    const K3Config *c = &m->cfg;
+void k3_mla(K3Engine *e, const K3Layer *ly, K3State *s, int L, const float *x, int T,
+            float *out) {
+    const K3Config *c = &e->m.cfg;
     const int NH = c->num_attention_heads, NOPE = c->qk_nope_head_dim, ROPE = c->qk_rope_head_dim;
-    const int VD = c->v_head_dim, R = c->kv_lora_rank, QH = NOPE + ROPE;
+    const int VD = c->v_head_dim, R = c->kv_lora_rank, QH = NOPE + ROPE, QL = c->q_lora_rank;
     const float mla_eps = 1e-6f;               /* q_a / kv_a norms: KimiRMSNorm default */
-    float *cq = k3_xmalloc(sizeof(float) * (size_t)T * c->q_lora_rank);
-    float *q = k3_xmalloc(sizeof(float) * (size_t)T * NH * QH);
-    float *kva = k3_xmalloc(sizeof(float) * (size_t)T * (R + ROPE));
-    float *G = k3_xmalloc(sizeof(float) * (size_t)T * NH * VD);
-    float *o = k3_xmalloc(sizeof(float) * (size_t)T * NH * VD);
+    float *cq = e->rs.mla.cq, *q = e->rs.mla.q, *kva = e->rs.mla.kva;
+    float *G = e->rs.mla.G, *o = e->rs.mla.o;
 
     k3_matmul(cq, &ly->q_a, x, T);
-    for (int t = 0; t < T; t++) k3_rmsnorm(cq + (size_t)t * c->q_lora_rank, cq + (size_t)t * c->q_lora_rank, ly->q_a_norm, c->q_lora_rank, mla_eps);
+    for (int t = 0; t < T; t++)
+        k3_rmsnorm(cq + (size_t)t * QL, cq + (size_t)t * QL, ly->q_a_norm, QL, mla_eps);
     k3_matmul(q, &ly->q_b, cq, T);
     k3_matmul(kva, &ly->kv_a, x, T);
     if (c->mla_use_output_gate) k3_matmul(G, &ly->g, x, T);
@@ -82,11 +79,11 @@ void k3_mla(const K3Model *m, const K3Layer *ly, K3State *s, int L, const float 
         k3_rmsnorm(s->mla_c[L] + (size_t)(s->pos + t) * R, a, ly->kv_a_norm, R, mla_eps);
         memcpy(s->mla_pe[L] + (size_t)(s->pos + t) * ROPE, a + R, sizeof(float) * ROPE);
     }
-    MlaHeads heads = { ly, s, L, T, NH, NOPE, ROPE, VD, R, QH, 1.0f / sqrtf((float)QH), q, o };
+    MlaHeads heads = { ly, s, L, T, NH, NOPE, ROPE, VD, R, QH, 1.0f / sqrtf((float)QH), q, o,
+                       e->rs.mla.scores, e->rs.ctx };
     k3_pool_run(mla_head, &heads, NH);
     /* output gate σ(W_g x) on the concatenated heads, before o_proj */
     if (c->mla_use_output_gate)
         for (size_t i = 0; i < (size_t)T * NH * VD; i++) o[i] *= k3_sigmoidf(G[i]);
     k3_matmul(out, &ly->o, o, T);
-    free(cq); free(q); free(kva); free(G); free(o);
 }

@@ -8,20 +8,17 @@
  * Each selected expert is fetched once per chunk for all tokens that chose it, and
  * experts are accumulated in increasing id so a chunk and a single token agree. */
 #include "k3.h"
-#include "mem.h"
-#include "util.h"
-#include <stdlib.h>
 #include <string.h>
 
-void k3_dense_mlp(const K3Model *m, const K3Mat *gate, const K3Mat *up, const K3Mat *down,
+void k3_dense_mlp(K3Engine *e, const K3Mat *gate, const K3Mat *up, const K3Mat *down,
                   const float *x, int T, float *out) {
+    const K3Config *c = &e->m.cfg;
     size_t n = (size_t)T * gate->rows;
-    float *g = k3_xmalloc(sizeof(float) * n), *u = k3_xmalloc(sizeof(float) * n);
+    float *g = e->rs.mlp.g, *u = e->rs.mlp.u;
     k3_matmul(g, gate, x, T);
     k3_matmul(u, up, x, T);
-    k3_situ(g, g, u, (int)n, m->cfg.situ_beta, m->cfg.situ_linear_beta);
+    k3_situ(g, g, u, (int)n, c->situ_beta, c->situ_linear_beta);
     k3_matmul(out, down, g, T);
-    free(g); free(u);
 }
 
 /* Top-k of choice[] by insertion into a sorted list: O(E k). Ties keep the lower
@@ -36,23 +33,28 @@ static void topk(const float *choice, int E, int k, int *ids) {
     }
 }
 
-void k3_moe(K3Model *m, const K3Layer *ly, int L, const float *x, int T, float *out) {
-    const K3Config *c = &m->cfg;
+void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float *out) {
+    const K3Config *c = &e->m.cfg;
+    K3Weights *w = e->w;
     const int H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_token;
     const int LAT = c->routed_expert_hidden_size, I = c->moe_intermediate_size;
-    float *logit = k3_xmalloc(sizeof(float) * (size_t)T * E);
-    float *wsel = k3_xcalloc((size_t)T * E, sizeof(float));      /* [T][E] routing weight */
-    unsigned char *sel = k3_xcalloc((size_t)T * E, 1);            /* [T][E] chosen */
-    float *xl = k3_xmalloc(sizeof(float) * (size_t)T * LAT), *r = k3_xcalloc((size_t)T * LAT, sizeof(float));
-    float *xe = k3_xmalloc(sizeof(float) * (size_t)T * LAT), *g = k3_xmalloc(sizeof(float) * (size_t)T * I);
-    float *u = k3_xmalloc(sizeof(float) * (size_t)T * I), *y = k3_xmalloc(sizeof(float) * (size_t)T * LAT);
-    int *tok = k3_xmalloc(sizeof(int) * T), ids[K];
+    float *logit = e->rs.moe.logit, *wsel = e->rs.moe.wsel;     /* [T][E] routing weight */
+    unsigned char *sel = e->rs.moe.sel;                          /* [T][E] chosen */
+    float *xl = e->rs.moe.xl, *r = e->rs.moe.r, *xe = e->rs.moe.xe, *y = e->rs.moe.y;
+    float *g = e->rs.moe.g, *u = e->rs.moe.u, *sh = e->rs.moe.shared;
+    int *tok = e->rs.moe.tok, *uni = e->rs.moe.uni, ids[K];
     float choice[E];
+    memset(wsel, 0, sizeof(float) * (size_t)T * E);
+    memset(sel, 0, (size_t)T * E);
+    memset(r, 0, sizeof(float) * (size_t)T * LAT);
 
     k3_matmul(logit, &ly->router, x, T);
     for (int t = 0; t < T; t++) {
         float *s = logit + (size_t)t * E, sum = 0.0f;
-        for (int e = 0; e < E; e++) { s[e] = k3_sigmoidf(s[e]); choice[e] = s[e] + ly->router_bias[e]; }
+        for (int j = 0; j < E; j++) {
+            s[j] = k3_sigmoidf(s[j]);
+            choice[j] = s[j] + ly->router_bias[j];
+        }
         topk(choice, E, K, ids);
         for (int j = 0; j < K; j++) sum += s[ids[j]];
         float inv = c->moe_renormalize ? 1.0f / (sum + 1e-20f) : 1.0f;
@@ -62,29 +64,29 @@ void k3_moe(K3Model *m, const K3Layer *ly, int L, const float *x, int T, float *
         }
     }
     int nu = 0;                                  /* the union, in increasing id = compute order */
-    int *uni = k3_xmalloc(sizeof(int) * E);
-    for (int e = 0; e < E; e++)
-        for (int t = 0; t < T; t++) if (sel[(size_t)t * E + e]) { uni[nu++] = e; break; }
-    k3_experts_prefetch(m, L, uni, nu);          /* all its reads in flight before computing */
+    for (int j = 0; j < E; j++)
+        for (int t = 0; t < T; t++) if (sel[(size_t)t * E + j]) { uni[nu++] = j; break; }
+    w->ops->prefetch(w, L, uni, nu);             /* all its reads in flight before computing */
     k3_matmul(xl, &ly->lat_down, x, T);
     for (int k = 0; k < nu; k++) {
-        int e = uni[k], nt = 0;
-        for (int t = 0; t < T; t++) if (sel[(size_t)t * E + e]) tok[nt++] = t;
+        int ex_id = uni[k], nt = 0;
+        for (int t = 0; t < T; t++) if (sel[(size_t)t * E + ex_id]) tok[nt++] = t;
         K3Expert ex;
-        if (k3_expert_get(m, L, e, &ex) != 0) continue;       /* counted; run reported invalid */
-        for (int i = 0; i < nt; i++) memcpy(xe + (size_t)i * LAT, xl + (size_t)tok[i] * LAT, sizeof(float) * LAT);
+        if (w->ops->expert(w, L, ex_id, &ex) != 0) continue;    /* counted; run reported invalid */
+        for (int i = 0; i < nt; i++)
+            memcpy(xe + (size_t)i * LAT, xl + (size_t)tok[i] * LAT, sizeof(float) * LAT);
         k3_matmul(g, &ex.w1, xe, nt);
         k3_matmul(u, &ex.w3, xe, nt);
         k3_situ(g, g, u, nt * I, c->situ_beta, c->situ_linear_beta);
         k3_matmul(y, &ex.w2, g, nt);
         for (int i = 0; i < nt; i++)
-            k3_axpy(r + (size_t)tok[i] * LAT, wsel[(size_t)tok[i] * E + e], y + (size_t)i * LAT, LAT);
+            k3_axpy(r + (size_t)tok[i] * LAT, wsel[(size_t)tok[i] * E + ex_id],
+                    y + (size_t)i * LAT, LAT);
     }
-    for (int t = 0; t < T; t++)
-        if (c->latent_moe_use_norm) k3_rmsnorm(r + (size_t)t * LAT, r + (size_t)t * LAT, ly->lat_norm, LAT, c->rms_norm_eps);
+    if (c->latent_moe_use_norm)
+        for (int t = 0; t < T; t++)
+            k3_rmsnorm(r + (size_t)t * LAT, r + (size_t)t * LAT, ly->lat_norm, LAT, c->rms_norm_eps);
     k3_matmul(out, &ly->lat_up, r, T);
-    float *sh = k3_xmalloc(sizeof(float) * (size_t)T * H);
-    k3_dense_mlp(m, &ly->gate, &ly->up, &ly->down, x, T, sh);   /* shared experts, full width */
+    k3_dense_mlp(e, &ly->gate, &ly->up, &ly->down, x, T, sh);   /* shared experts, full width */
     for (size_t i = 0; i < (size_t)T * H; i++) out[i] += sh[i];
-    free(sh); free(logit); free(wsel); free(sel); free(uni); free(xl); free(r); free(xe); free(g); free(u); free(y); free(tok);
 }

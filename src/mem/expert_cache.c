@@ -4,12 +4,14 @@
  * Each expert is one coalesced pread when its six tensors are back to back in the
  * file (checked from the header offsets, never computed, K3_MODEL.md §4), O_DIRECT
  * where the filesystem allows it (aligned window around the expert), buffered
- * otherwise. k3_ecache_prefetch() queues a chunk's whole expert union (as many as
+ * otherwise (dio.h). k3_ecache_prefetch() queues a chunk's whole expert union (as many as
  * the slots allow, then a sliding window as experts are consumed), so prefill reads
  * each (layer, expert) at most once per chunk; the queue is served in file-offset
- * order. A failed or short read is retried once, then counted in m->expert_failures
- * (the run is reported invalid). Eviction: k3_policy (LFU with ageing). */
-#include "mem.h"
+ * order. A failed or short read is retried once, then counted in the weights'
+ * expert_failures (the run is reported invalid). Eviction: k3_policy (policy.c). */
+#include "internal.h"
+#include "dio.h"
+#include "fault.h"
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -34,68 +36,34 @@ struct K3ECache {
     pthread_mutex_t mu; pthread_cond_t cv_job, cv_done;
     int *queue, qn;
     pthread_t *th;
-    int *dfd, *dstate;                       /* per shard O_DIRECT fd; 0 untried, 1 ok, 2 unavailable */
+    K3DioFile *file; int *file_open;         /* per shard, opened on first read */
     int *pend, npend, pend_next, nprotect;
     uint64_t nreads;
-    long fault_n, fault_once_n;
 };
 
-static uint64_t up4k(uint64_t x) { return (x + 4095) & ~(uint64_t)4095; }
-
-uint64_t k3_ecache_slot_bytes(const K3Model *m) {
-    const K3Config *c = &m->cfg;
-    uint64_t I = c->moe_intermediate_size, LAT = c->routed_expert_hidden_size;
-    uint64_t n = 2 * (I * LAT / 2 + I * LAT / 32) + LAT * I / 2 + LAT * I / 32;
-    return up4k(n) + 4096;                   /* room for the O_DIRECT alignment window */
+uint64_t k3_ecache_slot_bytes(const K3Config *c) {
+    return k3_dio_room(k3_expert_bytes(c));  /* room for the O_DIRECT alignment window */
 }
 
-static void note_buffered(K3ECache *c, int shard, const char *why) {
-    if (c->dstate[shard] == 2) return;
-    c->dstate[shard] = 2;
-    fprintf(stderr, "k3: note: O_DIRECT is not available for %s (%s); expert reads use buffered I/O (page cache)\n",
-            c->m->st->shards[shard].path, why);
-}
-
-/* O_DIRECT fd of a shard, or -1 (buffered). Called with the lock held. */
-static int direct_fd(K3ECache *c, int shard) {
-    if (c->dstate[shard] == 1) return c->dfd[shard];
-    if (c->dstate[shard] == 2) return -1;
-    const StShard *sh = &c->m->st->shards[shard];
-    int fd = open(sh->path, O_RDONLY | O_DIRECT | O_CLOEXEC);
-    struct stat s;
-    if (fd < 0) { note_buffered(c, shard, strerror(errno)); return -1; }
-    if (fstat(fd, &s) || (uint64_t)s.st_size < sh->file_size) { close(fd); note_buffered(c, shard, "file shrank since it was indexed"); return -1; }
-    c->dfd[shard] = fd; c->dstate[shard] = 1;
-    return fd;
+/* The shard's file, opened on first use. Called with the lock held. */
+static K3DioFile *shard_file(K3ECache *c, int shard, char *err, size_t errlen) {
+    if (!c->file_open[shard]) {
+        if (k3_dio_open(&c->file[shard], c->m->st->shards[shard].path, "expert reads", err, errlen))
+            return NULL;
+        c->file_open[shard] = 1;
+    }
+    return &c->file[shard];
 }
 
 /* One attempt at reading expert l into slot s. Returns bytes transferred or -1. */
-static int64_t read_once(K3ECache *c, Slot *s, const ELoc *l, int dfd, char *err, size_t errlen) {
-    const StShard *sh = &c->m->st->shards[l->shard];
-    if (l->contig && dfd >= 0) {
-        uint64_t a0 = l->off & ~(uint64_t)4095, need = l->off + l->n - a0, len = up4k(need);
-        int64_t got = k3_pread_full(dfd, s->buf, len, a0);
-        if (got < 0 && errno == EINVAL) return -2;                /* caller falls back to buffered */
-        if (got < 0 || (uint64_t)got < need) {
-            snprintf(err, errlen, "%s: expert read of %llu bytes at offset %llu: %s", sh->path, (unsigned long long)l->n,
-                     (unsigned long long)l->off, got < 0 ? strerror(errno) : "short read (file truncated?)");
-            return -1;
-        }
-        s->data = s->buf + (l->off - a0);
-        return (int64_t)len;
+static int64_t read_once(K3DioFile *f, Slot *s, const ELoc *l, char *err, size_t errlen) {
+    if (l->contig) {
+        uint64_t moved = 0;
+        s->data = k3_dio_read(f, s->buf, l->off, l->n, &moved, err, errlen);
+        return s->data ? (int64_t)moved : -1;
     }
-    int fd = st_shard_fd(c->m->st, l->shard, err, errlen);
-    if (fd < 0) return -1;
-    int parts = l->contig ? 1 : 6;
-    for (int j = 0; j < parts; j++) {
-        uint64_t off = l->contig ? l->off : l->t_off[j], n = l->contig ? l->n : l->t_n[j];
-        int64_t got = k3_pread_full(fd, s->buf + l->rel[j], n, off);
-        if (got < 0 || (uint64_t)got != n) {
-            snprintf(err, errlen, "%s: expert read of %llu bytes at offset %llu: %s", sh->path, (unsigned long long)n,
-                     (unsigned long long)off, got < 0 ? strerror(errno) : "short read (file truncated?)");
-            return -1;
-        }
-    }
+    for (int j = 0; j < 6; j++)                /* scattered tensors: one read each */
+        if (k3_dio_pread(f, s->buf + l->rel[j], l->t_off[j], l->t_n[j], err, errlen)) return -1;
     s->data = s->buf;
     return (int64_t)l->n;
 }
@@ -112,24 +80,18 @@ static void *worker(void *arg) {
         Slot *s = &c->slot[si];
         const ELoc *l = &c->loc[s->key];
         uint64_t nr = ++c->nreads;
-        int dfd = l->contig ? direct_fd(c, l->shard) : -1;
+        K3DioFile *f = shard_file(c, l->shard, err, sizeof err);
         pthread_mutex_unlock(&c->mu);
 
         double t0 = k3_now();
         int64_t got = -1;
-        for (int attempt = 0; attempt < 2 && got < 0; attempt++) {
-            if ((long)nr == c->fault_n || ((long)nr == c->fault_once_n && attempt == 0)) {
+        const K3Faults *fault = k3_faults();
+        for (int attempt = 0; attempt < 2 && got < 0 && f; attempt++) {
+            if ((long)nr == fault->expert_read || ((long)nr == fault->expert_read_once && !attempt)) {
                 snprintf(err, sizeof err, "%s: injected failure of expert read %llu (K3_FAULT_EXPERT_READ)",
                          c->m->st->shards[l->shard].path, (unsigned long long)nr);
                 got = -1;
-            } else {
-                got = read_once(c, s, l, dfd, err, sizeof err);
-                if (got == -2) {
-                    pthread_mutex_lock(&c->mu); note_buffered(c, l->shard, "pread: EINVAL"); pthread_mutex_unlock(&c->mu);
-                    dfd = -1;
-                    got = read_once(c, s, l, -1, err, sizeof err);
-                }
-            }
+            } else got = read_once(f, s, l, err, sizeof err);
             if (got < 0 && attempt == 0) {
                 fprintf(stderr, "k3: %s; retrying once\n", err);
                 pthread_mutex_lock(&c->mu); c->mem->st.expert_retries++; pthread_mutex_unlock(&c->mu);
@@ -202,8 +164,7 @@ static void unpin(K3ECache *c) {
     c->pinned = -1;
 }
 
-void k3_ecache_prefetch(K3Model *m, K3ECache *c, int L, const int *ids, int n) {
-    (void)m;
+void k3_ecache_prefetch(K3ECache *c, int L, const int *ids, int n) {
     pthread_mutex_lock(&c->mu);
     unpin(c);
     for (int i = 0; i < c->nslots; i++) c->slot[i].protect = 0;
@@ -214,7 +175,7 @@ void k3_ecache_prefetch(K3Model *m, K3ECache *c, int L, const int *ids, int n) {
     pthread_mutex_unlock(&c->mu);
 }
 
-int k3_ecache_get(K3Model *m, K3ECache *c, int L, int e, K3Expert *out) {
+int k3_ecache_get(K3ECache *c, int L, int e, K3Expert *out) {
     const int key = L * c->E + e;
     K3Mem *mem = c->mem;
     pthread_mutex_lock(&c->mu);
@@ -247,21 +208,16 @@ int k3_ecache_get(K3Model *m, K3ECache *c, int L, int e, K3Expert *out) {
     k3_policy_touch(&c->pol, (size_t)key);
     if (s->state == SL_FAILED) {
         s->state = SL_EMPTY; s->pin = 0; c->pinned = -1; c->key_slot[key] = -1;
-        m->expert_failures++;
+        mem->base.expert_failures++;
         pthread_mutex_unlock(&c->mu);
         return -1;
     }
     const unsigned char *d = s->data;
     const ELoc *l = &c->loc[key];
     pthread_mutex_unlock(&c->mu);
-    const K3Config *cf = &m->cfg;
-    const int I = cf->moe_intermediate_size, LAT = cf->routed_expert_hidden_size;
-    K3Mat *w[3] = { &out->w1, &out->w2, &out->w3 };
-    const int rows[3] = { I, LAT, I }, cols[3] = { LAT, I, LAT };
-    for (int j = 0; j < 3; j++) {
-        w[j]->type = K3_W_MXFP4; w[j]->rows = rows[j]; w[j]->cols = cols[j];
-        w[j]->w = d + l->rel[2 * j]; w[j]->scale = d + l->rel[2 * j + 1];
-    }
+    const void *part[6];
+    for (int j = 0; j < 6; j++) part[j] = d + l->rel[j];
+    k3_expert_bind(&c->m->cfg, part, out);
     return 0;
 }
 
@@ -277,12 +233,12 @@ K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3Mem *mem, char *er
     c->loc = calloc(nk, sizeof(ELoc)); c->key_slot = malloc(nk * sizeof(int));
     c->slot = calloc(nslots, sizeof(Slot)); c->queue = malloc(sizeof(int) * nslots);
     c->pend = malloc(sizeof(int) * c->E);
-    c->dfd = malloc(sizeof(int) * m->st->n_shards); c->dstate = calloc(m->st->n_shards, sizeof(int));
-    if (!c->loc || !c->key_slot || !c->slot || !c->queue || !c->pend || !c->dfd || !c->dstate ||
+    c->file = calloc(m->st->n_shards, sizeof(K3DioFile));
+    c->file_open = calloc(m->st->n_shards, sizeof(int));
+    if (!c->loc || !c->key_slot || !c->slot || !c->queue || !c->pend || !c->file || !c->file_open ||
         k3_policy_init(&c->pol, nk, nslots)) { snprintf(err, errlen, "out of memory (expert cache index)"); k3_ecache_free(c); return NULL; }
     for (size_t k = 0; k < nk; k++) c->key_slot[k] = -1;
-    for (int i = 0; i < m->st->n_shards; i++) c->dfd[i] = -1;
-    c->slot_bytes = k3_ecache_slot_bytes(m);
+    c->slot_bytes = k3_ecache_slot_bytes(cf);
     for (int L = 0; L < c->NL; L++) {
         if (!m->layers[L].is_moe || !m->layers[L].experts) continue;
         for (int e = 0; e < c->E; e++) {
@@ -305,8 +261,6 @@ K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3Mem *mem, char *er
     c->arena = mmap(NULL, c->arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (c->arena == MAP_FAILED) { c->arena = NULL; snprintf(err, errlen, "cannot reserve the expert cache (%d slots, %.3f GB): %s", nslots, c->arena_len / K3_GB, strerror(errno)); k3_ecache_free(c); return NULL; }
     for (int i = 0; i < nslots; i++) c->slot[i].buf = c->arena + (size_t)i * c->slot_bytes;
-    const char *f = getenv("K3_FAULT_EXPERT_READ"), *f1 = getenv("K3_FAULT_EXPERT_READ_ONCE");
-    c->fault_n = f ? atol(f) : 0; c->fault_once_n = f1 ? atol(f1) : 0;
     pthread_mutex_init(&c->mu, NULL); pthread_cond_init(&c->cv_job, NULL); pthread_cond_init(&c->cv_done, NULL);
     c->nth = qdepth;
     c->th = calloc(qdepth, sizeof(pthread_t));
@@ -323,51 +277,16 @@ void k3_ecache_free(K3ECache *c) {
         for (int i = 0; i < c->nth; i++) pthread_join(c->th[i], NULL);
         pthread_mutex_destroy(&c->mu); pthread_cond_destroy(&c->cv_job); pthread_cond_destroy(&c->cv_done);
     }
-    if (c->dfd && c->dstate) for (int i = 0; i < c->m->st->n_shards; i++) if (c->dstate[i] == 1) close(c->dfd[i]);
+    if (c->file && c->file_open)
+        for (int i = 0; i < c->m->st->n_shards; i++) if (c->file_open[i]) k3_dio_close(&c->file[i]);
     if (c->arena) munmap(c->arena, c->arena_len);
     k3_policy_free(&c->pol);
-    free(c->th); free(c->loc); free(c->key_slot); free(c->slot); free(c->queue); free(c->pend); free(c->dfd); free(c->dstate);
+    free(c->th); free(c->loc); free(c->key_slot); free(c->slot); free(c->queue); free(c->pend); free(c->file);
+    free(c->file_open);
     free(c);
 }
 
 void k3_ecache_describe(const K3ECache *c, char *buf, size_t n) {
-    int direct = 0, buffered = 0;
-    for (int i = 0; i < c->m->st->n_shards; i++) { direct += c->dstate[i] == 1; buffered += c->dstate[i] == 2; }
-    snprintf(buf, n, "%d slots x %.1f MB, %d I/O threads, policy lfu-aged; shards read O_DIRECT %d, buffered %d",
-             c->nslots, c->slot_bytes / 1e6, c->nth, direct, buffered);
-}
-
-/* ---- policy: LFU with ageing ---- */
-
-int k3_policy_init(K3Policy *p, size_t nkeys, int capacity) {
-    memset(p, 0, sizeof *p);
-    p->freq = calloc(nkeys ? nkeys : 1, sizeof(uint32_t));
-    p->last = calloc(nkeys ? nkeys : 1, sizeof(uint64_t));
-    p->nkeys = nkeys;
-    p->age_every = (uint64_t)(capacity > 0 ? capacity : 1) * 16;
-    if (p->age_every < 4096) p->age_every = 4096;
-    p->next_age = p->age_every;
-    return p->freq && p->last ? 0 : -1;
-}
-
-void k3_policy_free(K3Policy *p) { free(p->freq); free(p->last); memset(p, 0, sizeof *p); }
-
-void k3_policy_touch(K3Policy *p, size_t key) {
-    if (key >= p->nkeys) return;
-    p->clock++;
-    if (p->freq[key] < 0xffffffffu) p->freq[key]++;
-    p->last[key] = p->clock;
-    if (p->clock >= p->next_age) {            /* ageing: halve every count */
-        for (size_t i = 0; i < p->nkeys; i++) p->freq[i] >>= 1;
-        p->next_age += p->age_every;
-    }
-}
-
-int k3_policy_victim(const K3Policy *p, const size_t *cand, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++) {
-        size_t a = cand[i], b = cand[best];
-        if (p->freq[a] < p->freq[b] || (p->freq[a] == p->freq[b] && p->last[a] < p->last[b])) best = i;
-    }
-    return best;
+    snprintf(buf, n, "%d slots x %.1f MB, %d I/O threads, policy lfu-aged", c->nslots,
+             c->slot_bytes / 1e6, c->nth);
 }

@@ -1,8 +1,10 @@
-/* model.c — binds the released tensor names (K3_MODEL.md §2) to the layers,
- * checking every shape and dtype, and owns the per-sequence state (§3.8).
- * Weights stay in read-only mappings of the shards (BF16/F32 used in place);
- * small vectors are widened to f32. */
+/* model.c — binds the released tensor names (docs/MODEL.md §2) to the layers,
+ * checking every shape and dtype. Matrices come from the one tensor table (tensors.h)
+ * and stay in read-only mappings of the shards (BF16/F32 used in place); small vectors
+ * are widened to f32. */
 #include "k3.h"
+#include "tensors.h"
+#include "util.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -55,12 +57,35 @@ static const void *data_of(Binder *b, const StTensor *t) {
     return (const char *)b->m->maps[t->shard] + t->offset;
 }
 
-const void *k3_tensor_data(K3Model *m, const StTensor *t) {
-    char err[512];
-    Binder b = { m, "", err, sizeof err, 0 };
-    const void *p = data_of(&b, t);
-    if (!p) fprintf(stderr, "k3: %s\n", err);
-    return p;
+const void *k3_tensor_data(K3Model *m, const StTensor *t, char *err, size_t errlen) {
+    Binder b = { m, "", err, errlen, 0 };
+    return data_of(&b, t);
+}
+
+uint64_t k3_checkpoint_identity(uint64_t config_hash, const StIndex *st) {
+    uint64_t h = config_hash;
+    for (int i = 0; i < st->n_shards; i++) {
+        const char *b = strrchr(st->shards[i].path, '/');
+        b = b ? b + 1 : st->shards[i].path;
+        h = k3_hash(h, b, strlen(b) + 1);
+        h = k3_hash(h, &st->shards[i].file_size, sizeof(uint64_t));
+    }
+    return h ? h : 1;
+}
+
+uint64_t k3_expert_bytes(const K3Config *c) {
+    const uint64_t I = c->moe_intermediate_size, LAT = c->routed_expert_hidden_size;
+    return 2 * (I * LAT / 2 + I * LAT / 32) + LAT * I / 2 + LAT * I / 32;
+}
+
+void k3_expert_bind(const K3Config *c, const void *const part[6], K3Expert *out) {
+    const int I = c->moe_intermediate_size, LAT = c->routed_expert_hidden_size;
+    K3Mat *w[3] = { &out->w1, &out->w2, &out->w3 };
+    const int rows[3] = { I, LAT, I }, cols[3] = { LAT, I, LAT };
+    for (int j = 0; j < 3; j++) {
+        w[j]->type = K3_W_MXFP4; w[j]->rows = rows[j]; w[j]->cols = cols[j];
+        w[j]->w = part[2 * j]; w[j]->scale = part[2 * j + 1];
+    }
 }
 
 /* A matrix [rows][cols] in BF16 or F32, used in place. */
@@ -156,50 +181,30 @@ static void bind_layer(Binder *b, int L) {
     char n2[256];
     ly->attn_res_w = bind_res(b, NM("self_attention_res_norm.weight"), lname(n2, sizeof n2, L, "self_attention_res_proj.weight"), H);
     ly->mlp_res_w = bind_res(b, NM("mlp_res_norm.weight"), lname(n2, sizeof n2, L, "mlp_res_proj.weight"), H);
+    for (int i = 0; i < k3_n_layer_mats && !b->failed; i++) {   /* every matrix, one table */
+        const K3MatName *t = &k3_layer_mats[i];
+        if (k3_mat_in_layer(t, c, L))
+            bind_mat(b, k3_mat_field(ly, t), NM(t->suffix), k3_dim(c, t->rows), k3_dim(c, t->cols));
+    }
     if (ly->is_kda) {
-        const int NH = c->kda_num_heads, D = c->kda_head_dim, C = NH * D, K = c->short_conv_kernel_size;
-        bind_mat(b, &ly->q, NM("self_attn.q_proj.weight"), C, H);
-        bind_mat(b, &ly->k, NM("self_attn.k_proj.weight"), C, H);
-        bind_mat(b, &ly->v, NM("self_attn.v_proj.weight"), C, H);
+        const int NH = c->kda_num_heads, D = c->kda_head_dim, C = NH * D;
+        const int K = c->short_conv_kernel_size;
         ly->q_conv = bind_conv(b, NM("self_attn.q_conv1d.weight"), C, K);
         ly->k_conv = bind_conv(b, NM("self_attn.k_conv1d.weight"), C, K);
         ly->v_conv = bind_conv(b, NM("self_attn.v_conv1d.weight"), C, K);
-        bind_mat(b, &ly->f_a, NM("self_attn.f_a_proj.weight"), D, H);
-        bind_mat(b, &ly->f_b, NM("self_attn.f_b_proj.weight"), C, D);
         ly->dt_bias = bind_vec(b, NM("self_attn.dt_bias"), C, C);
         const StTensor *al = b->failed ? NULL : find(b, NM("self_attn.A_log"));
         /* A_log: one value per head, stored padded to head_dim (pitfall 2) */
         if (al) ly->A_log = bind_vec(b, NM("self_attn.A_log"), st_numel(al) >= NH ? st_numel(al) : NH, NH);
-        bind_mat(b, &ly->b, NM("self_attn.b_proj.weight"), NH, H);
-        bind_mat(b, &ly->g, NM("self_attn.g_proj.weight"), C, H);
         ly->o_norm = bind_vec(b, NM("self_attn.o_norm.weight"), D, D);
-        bind_mat(b, &ly->o, NM("self_attn.o_proj.weight"), H, C);
     } else {
-        const int NH = c->num_attention_heads, QH = c->qk_nope_head_dim + c->qk_rope_head_dim;
-        bind_mat(b, &ly->q_a, NM("self_attn.q_a_proj.weight"), c->q_lora_rank, H);
         ly->q_a_norm = bind_vec(b, NM("self_attn.q_a_layernorm.weight"), c->q_lora_rank, c->q_lora_rank);
-        bind_mat(b, &ly->q_b, NM("self_attn.q_b_proj.weight"), NH * QH, c->q_lora_rank);
-        bind_mat(b, &ly->kv_a, NM("self_attn.kv_a_proj_with_mqa.weight"), c->kv_lora_rank + c->qk_rope_head_dim, H);
         ly->kv_a_norm = bind_vec(b, NM("self_attn.kv_a_layernorm.weight"), c->kv_lora_rank, c->kv_lora_rank);
-        bind_mat(b, &ly->kv_b, NM("self_attn.kv_b_proj.weight"), NH * (c->qk_nope_head_dim + c->v_head_dim), c->kv_lora_rank);
-        if (c->mla_use_output_gate) bind_mat(b, &ly->g, NM("self_attn.g_proj.weight"), NH * c->v_head_dim, H);
-        bind_mat(b, &ly->o, NM("self_attn.o_proj.weight"), H, NH * c->v_head_dim);
     }
-    if (!ly->is_moe) {
-        bind_mat(b, &ly->gate, NM("mlp.gate_proj.weight"), c->intermediate_size, H);
-        bind_mat(b, &ly->up, NM("mlp.up_proj.weight"), c->intermediate_size, H);
-        bind_mat(b, &ly->down, NM("mlp.down_proj.weight"), H, c->intermediate_size);
-    } else {
+    if (ly->is_moe) {
         const int E = c->num_experts, LAT = c->routed_expert_hidden_size, I = c->moe_intermediate_size;
-        const int SI = I * c->num_shared_experts;
-        bind_mat(b, &ly->router, NM("block_sparse_moe.gate.weight"), E, H);
         ly->router_bias = bind_vec(b, NM("block_sparse_moe.gate.e_score_correction_bias"), E, E);
-        bind_mat(b, &ly->lat_down, NM("block_sparse_moe.routed_expert_down_proj.weight"), LAT, H);
         ly->lat_norm = bind_vec(b, NM("block_sparse_moe.routed_expert_norm.weight"), LAT, LAT);
-        bind_mat(b, &ly->lat_up, NM("block_sparse_moe.routed_expert_up_proj.weight"), H, LAT);
-        bind_mat(b, &ly->gate, NM("block_sparse_moe.shared_experts.gate_proj.weight"), SI, H);
-        bind_mat(b, &ly->up, NM("block_sparse_moe.shared_experts.up_proj.weight"), SI, H);
-        bind_mat(b, &ly->down, NM("block_sparse_moe.shared_experts.down_proj.weight"), H, SI);
         /* routed experts: six U8 tensors each, shapes checked here, bytes read on use */
         static const char *part[6] = { "w1.weight_packed", "w1.weight_scale", "w2.weight_packed",
                                         "w2.weight_scale", "w3.weight_packed", "w3.weight_scale" };
@@ -240,6 +245,7 @@ int k3_model_open(K3Model *m, const char *dir, const char *config_path, char *er
     if ((rc = check_dims(&m->cfg, err, errlen))) return rc;
     m->st = st_open(dir, err, errlen);
     if (!m->st) return K3_ERR_RUNTIME;
+    m->identity = k3_checkpoint_identity(m->cfg.hash, m->st);
     m->maps = calloc(m->st->n_shards, sizeof(void *));
     m->map_len = calloc(m->st->n_shards, sizeof(uint64_t));
     m->layers = calloc(m->cfg.num_hidden_layers, sizeof(K3Layer));
@@ -272,64 +278,3 @@ void k3_model_close(K3Model *m) {
     memset(m, 0, sizeof *m);
 }
 
-/* ---- per-sequence state ---- */
-
-K3State *k3_state_new(const K3Model *m) {
-    const K3Config *c = &m->cfg;
-    int NL = c->num_hidden_layers;
-    K3State *s = calloc(1, sizeof *s);
-    if (!s) return NULL;
-    s->kda_S = calloc(NL, sizeof(float *)); s->kda_conv = calloc(NL, sizeof(float *));
-    s->mla_c = calloc(NL, sizeof(float *)); s->mla_pe = calloc(NL, sizeof(float *));
-    if (!s->kda_S || !s->kda_conv || !s->mla_c || !s->mla_pe) { k3_state_free(m, s); return NULL; }
-    size_t C = (size_t)c->kda_num_heads * c->kda_head_dim;
-    for (int L = 0; L < NL; L++)
-        if (c->is_kda[L]) {
-            s->kda_S[L] = calloc((size_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim, sizeof(float));
-            s->kda_conv[L] = calloc(3 * C * (c->short_conv_kernel_size - 1) + 1, sizeof(float));
-            if (!s->kda_S[L] || !s->kda_conv[L]) { k3_state_free(m, s); return NULL; }
-        }
-    return s;
-}
-
-/* Makes room in the MLA cache for n positions. */
-int k3_state_reserve(const K3Model *m, K3State *s, int n) {
-    const K3Config *c = &m->cfg;
-    if (n <= s->cap) return 0;
-    int cap = s->cap ? s->cap : 64;
-    while (cap < n) cap *= 2;
-    for (int L = 0; L < c->num_hidden_layers; L++) {
-        if (c->is_kda[L]) continue;
-        float *a = realloc(s->mla_c[L], sizeof(float) * (size_t)cap * c->kv_lora_rank);
-        if (!a) return -1;
-        s->mla_c[L] = a;
-        float *b = realloc(s->mla_pe[L], sizeof(float) * (size_t)cap * c->qk_rope_head_dim);
-        if (!b) return -1;
-        s->mla_pe[L] = b;
-    }
-    s->cap = cap;
-    return 0;
-}
-
-void k3_state_reset(const K3Model *m, K3State *s) {
-    const K3Config *c = &m->cfg;
-    size_t C = (size_t)c->kda_num_heads * c->kda_head_dim;
-    for (int L = 0; L < c->num_hidden_layers; L++)
-        if (c->is_kda[L]) {
-            memset(s->kda_S[L], 0, sizeof(float) * C * c->kda_head_dim);
-            memset(s->kda_conv[L], 0, sizeof(float) * 3 * C * (c->short_conv_kernel_size - 1));
-        }
-    s->pos = 0;
-}
-
-void k3_state_free(const K3Model *m, K3State *s) {
-    if (!s) return;
-    for (int L = 0; L < m->cfg.num_hidden_layers; L++) {
-        if (s->kda_S) free(s->kda_S[L]);
-        if (s->kda_conv) free(s->kda_conv[L]);
-        if (s->mla_c) free(s->mla_c[L]);
-        if (s->mla_pe) free(s->mla_pe[L]);
-    }
-    free(s->kda_S); free(s->kda_conv); free(s->mla_c); free(s->mla_pe);
-    free(s);
-}

@@ -4,7 +4,7 @@
  * beat LRU and stay at or below the optimum. Same cache model as
  * tools/cache_replay.py: a request hits if resident, else it is loaded, evicting the
  * policy's victim when full. */
-#include "mem.h"
+#include "../../src/mem/internal.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
  *   - greedy ids, incremental and recompute, equal to each other and the reference,
  *   - incremental and recompute logits bit-identical,
  *   - prefill in chunks of any size bit-identical to one chunk. */
-#include "k3.h"
+#include "engine.h"
 #include "util.h"
 #include <math.h>
 #include <stdio.h>
@@ -24,20 +24,22 @@ static int read_ids(const char *path, int **ids, int *n) {
     return rc;
 }
 
-static void greedy(K3Model *m, const int *prompt, int np, int gen, int recompute, int *out, float *last) {
+static void greedy(K3Engine *e, const int *prompt, int np, int gen, int recompute, int *out,
+                   float *last) {
     char err[256];
+    const K3Model *m = &e->m;
     int V = m->cfg.vocab_size, n = np;
     int *seq = malloc(sizeof(int) * (np + gen));
     float *lg = malloc(sizeof(float) * V);
     memcpy(seq, prompt, sizeof(int) * np);
     K3State *s = k3_state_new(m);
-    k3_forward(m, s, seq, n, lg, 0, err, sizeof err);
+    k3_prefill(e, s, seq, n, 0, lg, 0, err, sizeof err);
     for (int i = 0; i < gen; i++) {
         int next = k3_argmax(lg, V);
         out[i] = next; seq[n++] = next;
         if (i + 1 == gen) break;
-        if (recompute) { k3_state_reset(m, s); k3_forward(m, s, seq, n, lg, 0, err, sizeof err); }
-        else k3_forward(m, s, seq + n - 1, 1, lg, 0, err, sizeof err);
+        if (recompute) { k3_state_reset(m, s); k3_prefill(e, s, seq, n, 0, lg, 0, err, sizeof err); }
+        else k3_forward(e, s, seq + n - 1, 1, lg, 0, err, sizeof err);
     }
     if (last) memcpy(last, lg, sizeof(float) * V);
     k3_state_free(m, s); free(seq); free(lg);
@@ -45,11 +47,12 @@ static void greedy(K3Model *m, const int *prompt, int np, int gen, int recompute
 
 static void test_model(const char *dir, double tol) {
     char path[512], err[4096];
-    K3Model m;
-    int rc = k3_model_open(&m, dir, NULL, err, sizeof err);
+    K3Engine e;                                /* resident weights: the reference storage */
+    int rc = k3_engine_open_resident(&e, dir, 64, 4096, err, sizeof err);
     CHECK(rc == 0, "%s: open: %s", dir, err);
     if (rc) return;
-    const int V = m.cfg.vocab_size;
+    K3Model *m = &e.m;
+    const int V = m->cfg.vocab_size;
     int *prompt, np, *want_argmax, na, *want_greedy, ng, fails0 = fails;
     snprintf(path, sizeof path, "%s/ref/prompt.txt", dir);
     CHECK(read_ids(path, &prompt, &np) == 0, "%s", path);
@@ -66,8 +69,8 @@ static void test_model(const char *dir, double tol) {
 
     /* prefill: every position's logits */
     float *lg = malloc(sizeof(float) * (size_t)np * V), *lg2 = malloc(sizeof(float) * (size_t)np * V);
-    K3State *s = k3_state_new(&m);
-    k3_forward(&m, s, prompt, np, lg, 1, err, sizeof err);
+    K3State *s = k3_state_new(m);
+    k3_prefill(&e, s, prompt, np, 0, lg, 1, err, sizeof err);
     double num = 0, den = 0, worst = 0;
     int arg_bad = 0;
     for (int t = 0; t < np; t++) {
@@ -88,10 +91,10 @@ static void test_model(const char *dir, double tol) {
 
     /* chunked prefill (1, 3, 5 tokens at a time) gives the same bits as one chunk */
     for (int chunk = 1; chunk <= 5; chunk += 2) {
-        k3_state_reset(&m, s);
+        k3_state_reset(m, s);
         for (int t = 0; t < np; t += chunk) {
             int T = np - t < chunk ? np - t : chunk;
-            k3_forward(&m, s, prompt + t, T, lg2 + (size_t)t * V, 1, err, sizeof err);
+            k3_forward(&e, s, prompt + t, T, lg2 + (size_t)t * V, 1, err, sizeof err);
         }
         CHECK(!memcmp(lg, lg2, sizeof(float) * (size_t)np * V), "%s: prefill in chunks of %d differs from one chunk", dir, chunk);
     }
@@ -99,8 +102,8 @@ static void test_model(const char *dir, double tol) {
     /* greedy: incremental == recompute == reference */
     int *gi = malloc(sizeof(int) * ng), *gr = malloc(sizeof(int) * ng);
     float *li = malloc(sizeof(float) * V), *lr = malloc(sizeof(float) * V);
-    greedy(&m, prompt, np, ng, 0, gi, li);
-    greedy(&m, prompt, np, ng, 1, gr, lr);
+    greedy(&e, prompt, np, ng, 0, gi, li);
+    greedy(&e, prompt, np, ng, 1, gr, lr);
     int same_ref = !memcmp(gi, want_greedy, sizeof(int) * ng);
     printf("%s: greedy %d ids: incremental %s recompute, %s the reference\n", dir, ng,
            memcmp(gi, gr, sizeof(int) * ng) ? "!=" : "==", same_ref ? "==" : "!=");
@@ -110,8 +113,8 @@ static void test_model(const char *dir, double tol) {
 
     free(gi); free(gr); free(li); free(lr); free(lg); free(lg2); free(ref);
     free(prompt); free(want_argmax); free(want_greedy);
-    k3_state_free(&m, s);
-    k3_model_close(&m);
+    k3_state_free(m, s);
+    k3_engine_close(&e);
 }
 
 int main(int argc, char **argv) {

@@ -22,7 +22,7 @@
  * right output (2-8; 9-13, with an input-scale probe for the 1e-6 LoRA eps, 11).
  * Checked by hand (mutating src/ in a scratch copy): each listed mistake fails here.
  */
-#include "k3.h"
+#include "engine.h"
 #include "util.h"
 #include <math.h>
 #include <stdio.h>
@@ -108,8 +108,9 @@ static void test_model_ops(const char *dir) {
     FILE *f = fopen(path, "r");
     if (!f) { printf("FAIL: committed fixture %s missing (sh tools/make_op_fixtures.sh)\n", path); fails++; return; }
     fclose(f);
-    K3Model m;
-    int rc = k3_model_open(&m, dir, NULL, err, sizeof err);
+    K3Engine en;                               /* resident weights */
+    int rc = k3_engine_open_resident(&en, dir, 64, 4096, err, sizeof err);
+    K3Model m = en.m;                          /* a copy: the ops below only read it */
     CHECK(rc == 0, "%s: open: %s", dir, err);
     if (rc) return;
     const K3Config *c = &m.cfg;
@@ -149,13 +150,13 @@ static void test_model_ops(const char *dir) {
         K3State *s = k3_state_new(&m), *s2 = k3_state_new(&m);
         k3_state_reserve(&m, s, T); k3_state_reserve(&m, s2, T);
         s->pos = s2->pos = 0;
-        if (ly->is_kda) k3_kda(&m, ly, s, L, x, T, out);
-        else            k3_mla(&m, ly, s, L, x, T, out);
+        if (ly->is_kda) k3_kda(&en, ly, s, L, x, T, out);
+        else            k3_mla(&en, ly, s, L, x, T, out);
         op_check(ly->is_kda ? OP_KDA : OP_MLA, L, rel_l2(out, a, n));
         for (int t = 0; t < T; t++) {           /* incremental: one token per call, carried state */
             s2->pos = t;                        /* k3_forward advances pos; we call the op directly */
-            if (ly->is_kda) k3_kda(&m, ly, s2, L, x + (size_t)t * H, 1, out2 + (size_t)t * H);
-            else            k3_mla(&m, ly, s2, L, x + (size_t)t * H, 1, out2 + (size_t)t * H);
+            if (ly->is_kda) k3_kda(&en, ly, s2, L, x + (size_t)t * H, 1, out2 + (size_t)t * H);
+            else            k3_mla(&en, ly, s2, L, x + (size_t)t * H, 1, out2 + (size_t)t * H);
         }
         if (memcmp(out, out2, n * sizeof(float))) {
             inc_bad++;
@@ -191,12 +192,12 @@ static void test_model_ops(const char *dir) {
             werr = sqrt(wnum / wden);
             op_check(OP_ROUTER, L, werr);
             free(rid); free(rw);
-            k3_moe(&m, ly, L, x2, T, out);
+            k3_moe(&en, ly, L, x2, T, out);
             op_check(OP_MOE, L, rel_l2(out, fo, n));
-            for (int t = 0; t < T; t++) k3_moe(&m, ly, L, x2 + (size_t)t * H, 1, out2 + (size_t)t * H);
+            for (int t = 0; t < T; t++) k3_moe(&en, ly, L, x2 + (size_t)t * H, 1, out2 + (size_t)t * H);
             if (memcmp(out, out2, n * sizeof(float))) { inc_bad++; CHECK(0, "moe layer %d: token-by-token != %d-token call", L, T); }
         } else {
-            k3_dense_mlp(&m, &ly->gate, &ly->up, &ly->down, x2, T, out);
+            k3_dense_mlp(&en, &ly->gate, &ly->up, &ly->down, x2, T, out);
             op_check(OP_DENSE, L, rel_l2(out, fo, n));
         }
         /* 7. p += f */
@@ -223,7 +224,7 @@ static void test_model_ops(const char *dir) {
 done:
     for (int i = 0; i < nb; i++) free(B[i]);
     free(B); free(e); free(out); free(out2); free(p); free(pf); free(prompt);
-    k3_model_close(&m);
+    k3_engine_close(&en);
 }
 
 /* =================================================================================
@@ -323,9 +324,9 @@ static void test_mxfp4(void) {
  * (it is a relative change). The expected output is assembled here from the
  * engine's primitives (experts, matmul, situ, rmsnorm) with these hand-fixed
  * choices; the wrong choices are assembled too and must be far from it. */
-static void moe_assemble(K3Model *m, const K3Layer *ly, int L, const float *x, const int *ids, const double *w,
+static void moe_assemble(K3Engine *en, const K3Layer *ly, int L, const float *x, const int *ids, const double *w,
                          double *out) {
-    const K3Config *c = &m->cfg;
+    const K3Config *c = &en->m.cfg;
     const int H = c->hidden_size, LAT = c->routed_expert_hidden_size, I = c->moe_intermediate_size, K = c->num_experts_per_token;
     float xl[LAT], g[I], u[I], y[LAT], r[LAT], R[H], sh[H];
     double racc[LAT];
@@ -333,7 +334,7 @@ static void moe_assemble(K3Model *m, const K3Layer *ly, int L, const float *x, c
     memset(racc, 0, sizeof racc);
     for (int j = 0; j < K; j++) {
         K3Expert ex;
-        CHECK(k3_expert_get(m, L, ids[j], &ex) == 0, "expert %d of layer %d", ids[j], L);
+        CHECK(en->w->ops->expert(en->w, L, ids[j], &ex) == 0, "expert %d of layer %d", ids[j], L);
         k3_matmul(g, &ex.w1, xl, 1);          /* w1 = gate, w3 = up, w2 = down (pitfall 21) */
         k3_matmul(u, &ex.w3, xl, 1);
         k3_situ(g, g, u, I, c->situ_beta, c->situ_linear_beta);
@@ -343,11 +344,12 @@ static void moe_assemble(K3Model *m, const K3Layer *ly, int L, const float *x, c
     for (int i = 0; i < LAT; i++) r[i] = (float)racc[i];
     k3_rmsnorm(r, r, ly->lat_norm, LAT, c->rms_norm_eps);   /* once, on the aggregate */
     k3_matmul(R, &ly->lat_up, r, 1);
-    k3_dense_mlp(m, &ly->gate, &ly->up, &ly->down, x, 1, sh);
+    k3_dense_mlp(en, &ly->gate, &ly->up, &ly->down, x, 1, sh);
     for (int i = 0; i < H; i++) out[i] = (double)R[i] + sh[i];
 }
 
-static void test_router(K3Model *m) {
+static void test_router(K3Engine *en) {
+    K3Model *m = &en->m;
     const K3Config *c = &m->cfg;
     const int H = c->hidden_size, E = c->num_experts, K = c->num_experts_per_token, L = 1;
     if (E != 16 || K != 4 || !m->layers[L].is_moe) { printf("SKIP: router unit test needs tiny5 (16 experts, top-4)\n"); return; }
@@ -373,11 +375,11 @@ static void test_router(K3Model *m) {
         wsm[j] = exp(Wr[good[j] * H]) / ssm;           /* softmax instead of sigmoid */
     }
     double want[H], bad_b[H], bad_u[H], bad_sm[H];
-    moe_assemble(m, &ly, L, x, good, wg, want);
-    moe_assemble(m, &ly, L, x, good, wb, bad_b);
-    moe_assemble(m, &ly, L, x, unb, wu, bad_u);
-    moe_assemble(m, &ly, L, x, good, wsm, bad_sm);
-    k3_moe(m, &ly, L, x, 1, out);
+    moe_assemble(en, &ly, L, x, good, wg, want);
+    moe_assemble(en, &ly, L, x, good, wb, bad_b);
+    moe_assemble(en, &ly, L, x, unb, wu, bad_u);
+    moe_assemble(en, &ly, L, x, good, wsm, bad_sm);
+    k3_moe(en, &ly, L, x, 1, out);
     double err = rel_l2fd(out, want, H), db = rel_l2d(bad_b, want, H), du = rel_l2d(bad_u, want, H), dsm = rel_l2d(bad_sm, want, H);
     CHECK(err < 1e-6, "router: k3_moe vs hand-routed output rel-L2 %.3e", err);
     CHECK(db > MUT_MIN && du > MUT_MIN && dsm > MUT_MIN, "router unit test does not separate the mistakes (%.1e %.1e %.1e)", db, du, dsm);
@@ -538,7 +540,8 @@ static void mla_ref(const K3Model *m, const K3Layer *ly, const float *xf, int T,
  * σ(β), conv + SiLU, per-head gated norm with a sigmoid gate) on tiny5 layer 1, and
  * pitfalls 9-13 (scale (nope+rope)^-1/2 with nonzero rope dims, raw shared k_pe, 1e-6
  * LoRA norms, head-major kv_b, output gate) on tiny5 layer 3. */
-static void test_attn_mutants(K3Model *m, const char *dir) {
+static void test_attn_mutants(K3Engine *en, const char *dir) {
+    K3Model *m = &en->m;
     const int H = m->cfg.hidden_size;
     int T = 12;
     float *x1 = load_f(dir, "L%02d_attn_in", 1, (size_t)T * H), *x3 = load_f(dir, "L%02d_attn_in", 3, (size_t)T * H);
@@ -551,7 +554,7 @@ static void test_attn_mutants(K3Model *m, const char *dir) {
     int off;
 
     kda_ref(m, &m->layers[1], x1, T, KM_NONE, want);
-    k3_kda(m, &m->layers[1], s, 1, x1, T, eng);
+    k3_kda(en, &m->layers[1], s, 1, x1, T, eng);
     double e = rel_l2fd(eng, want, (size_t)T * H);
     CHECK(e < OP_TOL, "kda vs in-test float64 KDA: rel-L2 %.3e", e);
     off = snprintf(line, sizeof line, "unit kda (tiny5 L1): engine vs float64 %.1e; mistakes off by:", e);
@@ -565,7 +568,7 @@ static void test_attn_mutants(K3Model *m, const char *dir) {
 
     s->pos = 0;
     mla_ref(m, &m->layers[3], x3, T, MM_NONE, want);
-    k3_mla(m, &m->layers[3], s, 3, x3, T, eng);
+    k3_mla(en, &m->layers[3], s, 3, x3, T, eng);
     e = rel_l2fd(eng, want, (size_t)T * H);
     CHECK(e < OP_TOL, "mla vs in-test float64 MLA: rel-L2 %.3e", e);
     off = snprintf(line, sizeof line, "unit mla (tiny5 L3): engine vs float64 %.1e; mistakes off by:", e);
@@ -584,7 +587,7 @@ static void test_attn_mutants(K3Model *m, const char *dir) {
     s->pos = 0;
     mla_ref(m, &m->layers[3], x3, T, MM_NONE, want);
     mla_ref(m, &m->layers[3], x3, T, MM_EPS_1E5, bad);
-    k3_mla(m, &m->layers[3], s, 3, x3, T, eng);
+    k3_mla(en, &m->layers[3], s, 3, x3, T, eng);
     e = rel_l2fd(eng, want, (size_t)T * H);
     double d = rel_l2d(bad, want, (size_t)T * H);
     CHECK(e < OP_TOL, "mla at small input vs float64: rel-L2 %.3e (LoRA norm eps?)", e);
@@ -601,12 +604,12 @@ int main(int argc, char **argv) {
     test_mxfp4();
     test_model_ops(d5);
     test_model_ops("tests/models/tiny4");
-    K3Model m;
+    K3Engine en;
     char err[4096];
-    if (k3_model_open(&m, d5, NULL, err, sizeof err) == 0) {
-        test_router(&m);
-        test_attn_mutants(&m, d5);
-        k3_model_close(&m);
+    if (k3_engine_open_resident(&en, d5, 64, 4096, err, sizeof err) == 0) {
+        test_router(&en);
+        test_attn_mutants(&en, d5);
+        k3_engine_close(&en);
     } else CHECK(0, "%s: %s", d5, err);
     printf("test_ops: %s in %.2f s\n", fails ? "FAILED" : "ok", k3_now() - t0);
     return fails ? 1 : 0;

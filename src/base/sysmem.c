@@ -1,0 +1,54 @@
+/* sysmem.c — this process's resident bytes and the cgroup memory limit (sysmem.h). */
+#include "sysmem.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+uint64_t k3_rss_now(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long long sz = 0, res = 0;
+    if (f) { if (fscanf(f, "%llu %llu", &sz, &res) != 2) res = 0; fclose(f); }
+    return res * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static uint64_t read_u64_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    char buf[64];
+    if (!f) return 0;
+    if (fgets(buf, sizeof buf, f)) v = strncmp(buf, "max", 3) ? strtoull(buf, NULL, 10) : 0;
+    fclose(f);
+    return v;
+}
+
+/* cgroup memory limit minus what the group's other processes hold (0 = no limit). */
+uint64_t k3_cgroup_available(uint64_t self_rss, char *desc, size_t dn) {
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[1024], path[1400];
+    uint64_t lim = 0, used = 0;
+    if (!f) return 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *p = strstr(line, ":memory:");
+        if (p) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", p + 8);
+            lim = read_u64_file(path);
+            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.stat", p + 8);
+            FILE *s = fopen(path, "r");
+            char k[64]; unsigned long long v;
+            while (s && fscanf(s, "%63s %llu", k, &v) == 2) if (!strcmp(k, "total_rss")) used = v;
+            if (s) fclose(s);
+            snprintf(desc, dn, "cgroup v1 %.200s", p + 8);
+        } else if (!strncmp(line, "0::", 3) && !lim) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", line + 3);
+            lim = read_u64_file(path);
+            snprintf(desc, dn, "cgroup v2 %.200s", line + 3);
+        }
+    }
+    fclose(f);
+    if (!lim || lim > (1ull << 60)) return 0;
+    uint64_t others = used > self_rss ? used - self_rss : 0;
+    return lim > others ? lim - others : 1;
+}
+

@@ -1,0 +1,45 @@
+/* engine.c — opens and closes the engine (engine.h). */
+#include "engine.h"
+#include <stdio.h>
+#include <string.h>
+
+int k3_engine_open(K3Engine *e, const K3EngineOpts *o, char *err, size_t errlen) {
+    memset(e, 0, sizeof *e);
+    if (k3_kernels_select(o->kernels ? o->kernels : "auto", err, errlen)) return K3_ERR_USAGE;
+    k3_threads_set(o->threads);
+    int rc = k3_model_open(&e->m, o->model_dir, o->config, err, errlen);
+    if (!rc) rc = k3_mem_open(&e->m, &o->mem, &e->mem, err, errlen);
+    if (!rc) {
+        e->w = k3_mem_weights(e->mem);
+        if (k3_runstate_init(&e->rs, &e->m.cfg, o->mem.chunk, o->mem.ctx, o->mem.logits_rows)) {
+            snprintf(err, errlen, "out of memory for the forward buffers (%.3f GB)",
+                     k3_mem_buffer_bytes(e->mem) / K3_GB);
+            rc = K3_ERR_RUNTIME;
+        }
+    }
+    if (rc) k3_engine_close(e);
+    return rc;
+}
+
+int k3_engine_open_resident(K3Engine *e, const char *dir, int max_T, int ctx,
+                            char *err, size_t errlen) {
+    memset(e, 0, sizeof *e);
+    if (errlen) err[0] = 0;
+    int rc = k3_model_open(&e->m, dir, NULL, err, errlen);
+    if (!rc && !(e->w = k3_weights_resident(&e->m))) rc = K3_ERR_RUNTIME;
+    if (!rc && k3_runstate_init(&e->rs, &e->m.cfg, max_T, ctx, 1)) rc = K3_ERR_RUNTIME;
+    if (rc == K3_ERR_RUNTIME && !err[0]) snprintf(err, errlen, "out of memory");
+    if (rc) k3_engine_close(e);
+    return rc;
+}
+
+void k3_engine_close(K3Engine *e) {
+    if (e->w) e->w->ops->close(e->w);          /* the memory system, or the resident view */
+    k3_runstate_free(&e->rs);
+    k3_model_close(&e->m);
+    memset(e, 0, sizeof *e);
+}
+
+long k3_engine_expert_failures(const K3Engine *e) {
+    return e->w ? e->w->expert_failures : 0;
+}

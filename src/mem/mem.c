@@ -1,0 +1,179 @@
+/* mem.c — the memory system as one storage behind weights.h: plans the budgets
+ * (plan.c), refuses a plan that does not fit, then opens the trunk (pinned prefix and
+ * ring, trunk.c), the streamed lm_head (head.c) and the expert cache (expert_cache.c).
+ * Without --trunk the trunk stays in the shard mappings and only experts are cached. */
+#include "internal.h"
+#include "fault.h"
+#include "sysmem.h"
+#include "util.h"
+#include <stdlib.h>
+#include <string.h>
+
+void k3_mem_opts_init(K3MemOpts *o) {
+    memset(o, 0, sizeof *o);
+    o->trunk_gb = o->cache_gb = K3_BUDGET_UNSET;
+    o->chunk = K3_PREFILL_CHUNK;
+    o->logits_rows = 1;
+}
+
+/* ---- weights.h ---- */
+
+static K3Mem *of(K3Weights *w) { return (K3Mem *)w; }
+
+static const K3Layer *acquire(K3Weights *w, int L, char *err, size_t errlen) {
+    K3Mem *x = of(w);
+    if (!x->trunk) return &x->m->layers[L];
+    return k3_trunk_acquire(x->trunk, L, &x->st, err, errlen);
+}
+
+static void release(K3Weights *w, int L) {
+    if (of(w)->trunk) k3_trunk_release(of(w)->trunk, L);
+}
+
+static void prefetch(K3Weights *w, int L, const int *ids, int n) {
+    if (of(w)->cache) k3_ecache_prefetch(of(w)->cache, L, ids, n);
+}
+
+static int expert(K3Weights *w, int L, int e, K3Expert *out) {
+    if (!of(w)->cache) return -1;              /* no MoE layer: never asked */
+    return k3_ecache_get(of(w)->cache, L, e, out);
+}
+
+static int lm_head(K3Weights *w, float *Y, const float *X, int T, char *err, size_t errlen) {
+    K3Mem *x = of(w);
+    if (x->head) return k3_head_matmul(x->head, Y, X, T, &x->st, err, errlen);
+    k3_matmul(Y, &x->m->lm_head, X, T);
+    return 0;
+}
+
+static void close_weights(K3Weights *w) { k3_mem_close(of(w)); }
+
+static const K3WeightsOps MEM_OPS = { acquire, release, prefetch, expert, lm_head, close_weights };
+
+K3Weights *k3_mem_weights(K3Mem *x) { return &x->base; }
+const K3MemStats *k3_mem_stats(const K3Mem *x) { return x ? &x->st : NULL; }
+uint64_t k3_mem_buffer_bytes(const K3Mem *x) { return x->buffer_bytes; }
+
+/* ---- setup ---- */
+
+/* What the plan may use: MemAvailable, a cgroup limit, or the test knob. */
+static uint64_t available(uint64_t self, char *adesc, size_t n) {
+    char cdesc[300] = "";
+    uint64_t avail = k3_mem_available(), cg = k3_cgroup_available(self, cdesc, sizeof cdesc);
+    snprintf(adesc, n, "MemAvailable");
+    if (cg) {
+        snprintf(adesc, n, "MemAvailable %.3f; %s limit less its other processes %.3f",
+                 avail / K3_GB, cdesc, cg / K3_GB);
+        if (!avail || cg < avail) avail = cg;
+    }
+    if (k3_faults()->mem_available_set) {
+        avail = k3_faults()->mem_available;
+        snprintf(adesc, n, "K3_MEM_AVAILABLE");
+    }
+    return avail;
+}
+
+/* Budgets left unset or auto: the largest preset whose plan fits 90% of avail. */
+static void pick_budgets(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, uint64_t self,
+                         uint64_t avail, double *tgb, double *cgb) {
+    if (*tgb >= 0 && *cgb >= 0) return;
+    int pick = 0;
+    K3Plan p;
+    for (int i = k3_preset_count() - 1; i >= 0; i--) {
+        double t, c;
+        k3_preset_budgets(i, &t, &c);
+        if (*tgb >= 0) t = *tgb;
+        if (*cgb >= 0) c = *cgb;
+        k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, t, c,
+                     self, &p);
+        if (!avail || p.total <= 0.9 * avail) { pick = i; break; }
+    }
+    double t, c;
+    k3_preset_budgets(pick, &t, &c);
+    if (*tgb < 0) *tgb = t;
+    if (*cgb < 0) *cgb = c;
+    if (!o->quiet)
+        fprintf(stderr, "k3: auto budgets: preset %s (--trunk-gb %g --cache-gb %g)\n",
+                k3_preset_name(pick), *tgb, *cgb);
+}
+
+static int open_trace(K3Mem *x, const K3MemOpts *o, int nslots, char *err, size_t errlen) {
+    const K3Config *c = &x->m->cfg;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/cache_trace.txt", o->trace_dir);
+    if (!(x->trace = fopen(path, "w"))) {
+        snprintf(err, errlen, "--dump-cache-trace %s: cannot create %s", o->trace_dir, path);
+        return K3_ERR_USAGE;
+    }
+    fprintf(x->trace, "# k3 cache trace: layers %d experts %d top_k %d slots %d slot_bytes %llu "
+            "policy lfu-aged\n# step layer expert hit\n", c->num_hidden_layers, c->num_experts,
+            c->num_experts_per_token, nslots, (unsigned long long)k3_ecache_slot_bytes(c));
+    return 0;
+}
+
+static int setup(K3Mem *x, const K3MemOpts *o, uint64_t *lb, char *err, size_t errlen) {
+    K3Model *m = x->m;
+    const int NL = m->cfg.num_hidden_layers;
+    uint64_t global = 0;
+    if (o->trunk_dir) {
+        if (!(x->trunk = k3_trunk_open(m, o->trunk_dir, err, errlen))) return K3_ERR_RUNTIME;
+        for (int L = 0; L < NL; L++) lb[L] = k3_trunk_layer_bytes(x->trunk, L);
+    } else k3_trunk_sizes_from_shards(m, lb, &global);
+    const uint64_t self = k3_rss_now();
+    char adesc[400];
+    const uint64_t avail = available(self, adesc, sizeof adesc);
+    double tgb = o->trunk_gb, cgb = o->cache_gb;
+    pick_budgets(m, o, lb, self, avail, &tgb, &cgb);
+    K3Plan p;
+    k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb, cgb, self,
+                 &p);
+    x->buffer_bytes = p.buffers;
+    if (!o->quiet) k3_plan_print(&p, NL, o->trunk_dir != NULL, avail, adesc, o->ctx, stderr);
+    if (avail && p.total > avail) {
+        k3_plan_refusal(&p, m, o, lb, avail, adesc, err, errlen);
+        return K3_ERR_RUNTIME;
+    }
+    int rc;
+    if (x->trunk && (rc = k3_trunk_start(x->trunk, p.n_pinned, &x->st, err, errlen))) return rc;
+    const int head_T = o->logits_rows > 1 ? (o->chunk > 0 ? o->chunk : 1) : 1;
+    if (p.head_stream && !(x->head = k3_head_open(m, (uint64_t)K3_HEAD_BUF, head_T, err, errlen)))
+        return K3_ERR_RUNTIME;
+    int any_moe = 0;
+    for (int L = 0; L < NL; L++) any_moe |= m->cfg.is_moe[L];
+    if (any_moe && !(x->cache = k3_ecache_new(m, p.nslots, 4, x, err, errlen)))
+        return K3_ERR_RUNTIME;
+    if (o->trace_dir && (rc = open_trace(x, o, p.nslots, err, errlen))) return rc;
+    if (!o->quiet) {
+        char d[700];
+        if (x->trunk) { k3_trunk_describe(x->trunk, d, sizeof d); fprintf(stderr, "k3: trunk %s\n", d); }
+        if (x->cache) {
+            k3_ecache_describe(x->cache, d, sizeof d);
+            fprintf(stderr, "k3: expert cache %s\n", d);
+        }
+    }
+    return 0;
+}
+
+int k3_mem_open(K3Model *m, const K3MemOpts *o, K3Mem **out, char *err, size_t errlen) {
+    K3Mem *x = calloc(1, sizeof *x);
+    uint64_t *lb = calloc(m->cfg.num_hidden_layers, sizeof(uint64_t));
+    *out = NULL;
+    if (!x || !lb) { free(x); free(lb); snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    x->base.ops = &MEM_OPS;
+    x->m = m;
+    int rc = setup(x, o, lb, err, errlen);
+    free(lb);
+    if (rc) { k3_mem_close(x); return rc; }
+    *out = x;
+    return 0;
+}
+
+void k3_mem_close(K3Mem *x) {
+    if (!x) return;
+    k3_trunk_close(x->trunk);
+    k3_head_close(x->head);
+    k3_ecache_free(x->cache);
+    if (x->trace) fclose(x->trace);
+    free(x->steps);
+    free(x);
+}
