@@ -3,11 +3,12 @@
  * it (thinking dim or hidden, answer UTF-8-safe), record it. */
 #include "chat.h"
 #include "util.h"
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-volatile int chat_interrupted;
+volatile sig_atomic_t chat_interrupted;
 
 #define DIM "\033[2m"
 #define RST "\033[0m"
