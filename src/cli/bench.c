@@ -10,20 +10,16 @@
  * so a burst of load from other tenants of the machine hits both sides. */
 #include "kernels.h"
 #include "pool.h"
+#include "util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #elif defined(__aarch64__)
 #include <arm_neon.h>
 #endif
 
-static double now(void) {
-    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 static double median(double *v, int n) { qsort(v, n, sizeof *v, cmpd); return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]); }
 
@@ -63,9 +59,9 @@ static double mem_bw(const uint64_t *buf, size_t n, int threads, int runs) {
     double v[16];
     RdJob j = { buf, n, threads, 0 };
     for (int r = 0; r < runs; r++) {
-        double t0 = now();
+        double t0 = k3_now();
         k3_pool_run(rd_task, &j, threads);
-        v[r] = n * 8.0 / (now() - t0) / 1e9;
+        v[r] = n * 8.0 / (k3_now() - t0) / 1e9;
     }
     return median(v, runs);
 }
@@ -73,9 +69,9 @@ static double mem_bw(const uint64_t *buf, size_t n, int threads, int runs) {
 /* one read of n words from p with the current thread count: GB/s */
 static double read_once(const uint64_t *p, size_t n) {
     RdJob j = { p, n, k3_threads(), 0 };
-    double t0 = now();
+    double t0 = k3_now();
     k3_pool_run(rd_task, &j, j.parts);
-    return n * 8.0 / (now() - t0) / 1e9;
+    return n * 8.0 / (k3_now() - t0) / 1e9;
 }
 
 /* ---- FMA peak: 12 independent register accumulators, no memory traffic */
@@ -117,9 +113,9 @@ static double fma_peak_it(int lanes, int threads, int runs, long iters) {
     double v[16];
     PkJob j = { lanes, iters };
     for (int r = 0; r < runs; r++) {
-        double t0 = now();
+        double t0 = k3_now();
         k3_pool_run(pk_task, &j, threads);
-        v[r] = 2.0 * lanes * 12 * j.iters * threads / (now() - t0) / 1e9;
+        v[r] = 2.0 * lanes * 12 * j.iters * threads / (k3_now() - t0) / 1e9;
     }
     return median(v, runs);
 }
@@ -174,29 +170,44 @@ static K3Mat *make_copies(const Shape *s, size_t min_bytes, int *ncopy) {
     return m;
 }
 
+static const char *USAGE =
+    "Usage: k3 bench-kernels [options]        (bin/k3-bench [options] after make bench)\n"
+    "Matvec GB/s and prefill GFLOP/s of the kernels on the real shapes, weights in RAM,\n"
+    "next to this machine's stream-read bandwidth and FMA peak (docs/KERNELS.md).\n"
+    "  --kernels K        auto (default), scalar, avx2, avx512 or neon\n"
+    "  --threads N        threads of the \"all thr\" columns, N >= 1 (default: online cores)\n"
+    "  --runs N           runs per measurement, 1 to 15 (default 7); medians are shown\n"
+    "  --only SUBSTRING   only the shapes whose name contains SUBSTRING (e.g. mxfp4)\n"
+    "  --no-prefill       matvec rows only (no prefill T=16, T=64)\n"
+    "  -h, --help         this text\n";
+
+static int usage_error(const char *what, const char *arg) {
+    fprintf(stderr, "k3 bench-kernels: %s '%s'\n%s", what, arg, USAGE);
+    return 2;
+}
+
 int k3_bench_kernels(int argc, char **argv) {
     int runs = 7, all = k3_threads();
     const char *kern = "auto", *only = NULL;
     int prefill = 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) all = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kern = argv[++i];
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--no-prefill")) prefill = 0;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: k3 bench-kernels [--kernels auto|scalar|avx2|avx512|neon] [--threads N] [--runs N]\n"
-                   "                        [--only SUBSTRING] [--no-prefill]\n"
-                   "Matvec GB/s and prefill GFLOP/s of the kernels on the real shapes, weights in RAM,\n"
-                   "next to this machine's stream-read bandwidth and FMA peak (docs/KERNELS.md).\n");
-            return 0;
-        } else if (strcmp(argv[i], "bench-kernels")) {
-            fprintf(stderr, "usage: k3-bench [--kernels K] [--threads N] [--runs N] [--only SUBSTRING] [--no-prefill]\n");
-            return 2;
-        }
+        const char *a = argv[i];
+        int val = !strcmp(a, "--runs") || !strcmp(a, "--threads") || !strcmp(a, "--kernels")
+                  || !strcmp(a, "--only");
+        if (val && i + 1 >= argc) return usage_error("missing value for", a);
+        const char *v = val ? argv[++i] : NULL;
+        if (!strcmp(a, "--runs")) {
+            if (k3_parse_int(a, v, 1, &runs)) return 2;
+            if (runs > 15) { fprintf(stderr, "k3: --runs: %d is over the limit of 15\n", runs); return 2; }
+        } else if (!strcmp(a, "--threads")) {
+            if (k3_parse_int(a, v, 1, &all)) return 2;
+        } else if (!strcmp(a, "--kernels")) kern = v;
+        else if (!strcmp(a, "--only")) only = v;
+        else if (!strcmp(a, "--no-prefill")) prefill = 0;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
+        else if (strcmp(a, "bench-kernels"))
+            return usage_error(a[0] == '-' ? "unknown option" : "unexpected argument", a);
     }
-    if (runs < 3) runs = 3;
-    if (runs > 15) runs = 15;
     char err[200];
     if (k3_kernels_select(kern, err, sizeof err)) { fprintf(stderr, "k3-bench: %s\n", err); return 2; }
     if (all < 1) all = 1;
@@ -241,7 +252,7 @@ int k3_bench_kernels(int argc, char **argv) {
         for (int th = 0; th < 2; th++) {
             k3_threads_set(th ? all : 1);
             for (int r = 0; r < runs; r++) {
-                double t0 = now(); k3_matmul(y, &m[k++ % nc], x, 1); v[r] = wbytes(s) / (now() - t0) / 1e9;
+                double t0 = k3_now(); k3_matmul(y, &m[k++ % nc], x, 1); v[r] = wbytes(s) / (k3_now() - t0) / 1e9;
                 if (roff + nw > big / 8) roff = 0;
                 double rd = read_once(buf + roff, nw);
                 q[r] = v[r] / rd; roff += nw;
@@ -251,7 +262,7 @@ int k3_bench_kernels(int argc, char **argv) {
             if (th) { gn = median(v, runs); pn = median(q, runs); } else { g1 = median(v, runs); p1 = median(q, runs); }
         }
         int br = runs < 5 ? runs : 5;
-        for (int r = 0; r < br; r++) { double t0 = now(); base_matvec(y, &m[k++ % nc], x); v[r] = wbytes(s) / (now() - t0) / 1e9; }
+        for (int r = 0; r < br; r++) { double t0 = k3_now(); base_matvec(y, &m[k++ % nc], x); v[r] = wbytes(s) / (k3_now() - t0) / 1e9; }
         gb = median(v, br);
         printf("%-17s %-9s %9.2f %6.0f%% %5.0f%% %9.2f %6.0f%% %9.2f   x%.1f vs baseline (1 thr)\n", s->name, "",
                g1, 100 * p1, 100 * kmax / rmax, gn, 100 * pn, gb, g1 / gb);
@@ -264,7 +275,7 @@ int k3_bench_kernels(int argc, char **argv) {
                 int n = th ? all : 1;
                 k3_threads_set(n);
                 for (int r = 0; r < pr; r++) {
-                    double t0 = now(); k3_matmul(y, &m[k++ % nc], x, T); v[r] = flop / (now() - t0) / 1e9;
+                    double t0 = k3_now(); k3_matmul(y, &m[k++ % nc], x, T); v[r] = flop / (k3_now() - t0) / 1e9;
                     double pk = fma_peak_it(lanes, n, 1, 2000000);
                     q[r] = v[r] / pk;
                     if (!th && v[r] > kmax) kmax = v[r];
