@@ -58,18 +58,33 @@ static int pwrite_all(int fd, const void *p, size_t n, uint64_t off) {
     return 0;
 }
 
+static const char *USAGE =
+    "Usage: k3 pack MODEL_DIR TRUNK_DIR [--verify] [--quiet]\n"
+    "Packs every text tensor but the routed experts into TRUNK_DIR/trunk.k3, each layer\n"
+    "contiguous, for --trunk streaming (written to trunk.k3.tmp, renamed when complete).\n"
+    "  --verify     re-read every byte of the result and compare it with the shards\n"
+    "  --quiet      no progress or summary lines on stderr\n"
+    "  -h, --help   this text\n";
+
 int k3_pack_main(int argc, char **argv) {
     const char *model = NULL, *out = NULL;
     int verify = 0, quiet = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--verify")) verify = 1;
         else if (!strcmp(argv[i], "--quiet")) quiet = 1;
-        else if (argv[i][0] == '-') { fprintf(stderr, "k3 pack: unknown option '%s'\nUsage: k3 pack MODEL_DIR TRUNK_DIR [--verify] [--quiet]\n", argv[i]); return K3_ERR_USAGE; }
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(USAGE, stdout); return 0; }
+        else if (argv[i][0] == '-') {
+            fprintf(stderr, "k3 pack: unknown option '%s'\n%s", argv[i], USAGE);
+            return K3_ERR_USAGE;
+        }
         else if (!model) model = argv[i];
         else if (!out) out = argv[i];
         else { fprintf(stderr, "k3 pack: unexpected argument '%s'\n", argv[i]); return K3_ERR_USAGE; }
     }
-    if (!model || !out) { fprintf(stderr, "Usage: k3 pack MODEL_DIR TRUNK_DIR [--verify] [--quiet]\n"); return K3_ERR_USAGE; }
+    if (!model || !out) {
+        fprintf(stderr, "k3 pack: missing %s\n%s", model ? "TRUNK_DIR" : "MODEL_DIR", USAGE);
+        return K3_ERR_USAGE;
+    }
     char err[4096];
     StIndex *st = st_open(model, err, sizeof err);
     if (!st) { fprintf(stderr, "k3 pack: %s\n", err); return K3_ERR_RUNTIME; }
