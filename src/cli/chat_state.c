@@ -60,22 +60,24 @@ static uint64_t h_final(const Hash *h) {
     return x;
 }
 
+/* identities of a message and of a rendered transcript: k3_hash, chained */
 static uint64_t msg_hash(const ChatMsg *m) {
-    Hash h; h_init(&h);
+    uint64_t h = K3_HASH_INIT;
     const char *s[3] = { m->role, m->content ? m->content : "", m->reasoning ? m->reasoning : "" };
-    for (int i = 0; i < 3; i++) h_update(&h, s[i], strlen(s[i]) + 1);
-    return h_final(&h);
+    for (int i = 0; i < 3; i++) h = k3_hash(h, s[i], strlen(s[i]) + 1);
+    return h;
 }
 
 static uint64_t ids_hash(const int32_t *ids, size_t n) {
-    Hash h; h_init(&h);
+    uint64_t h = K3_HASH_INIT;
     unsigned char b[4];
     for (size_t i = 0; i < n; i++) {
         uint32_t u = (uint32_t)ids[i];
-        b[0] = (unsigned char)u; b[1] = (unsigned char)(u >> 8); b[2] = (unsigned char)(u >> 16); b[3] = (unsigned char)(u >> 24);
-        h_update(&h, b, 4);
+        b[0] = (unsigned char)u; b[1] = (unsigned char)(u >> 8);
+        b[2] = (unsigned char)(u >> 16); b[3] = (unsigned char)(u >> 24);
+        h = k3_hash(h, b, 4);
     }
-    return h_final(&h);
+    return h;
 }
 
 /* ---- buffered writer ---- */
