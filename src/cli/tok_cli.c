@@ -23,7 +23,8 @@ static int usage(const char *why) {
 int tok_cli(int argc, char **argv) {
     if (argc < 1) return usage("missing subcommand");
     int detok = !strcmp(argv[0], "detokenize");
-    if (!detok && strcmp(argv[0], "tokenize")) return usage("subcommand must be tokenize or detokenize");
+    if (!detok && strcmp(argv[0], "tokenize"))
+        return usage("subcommand must be tokenize or detokenize");
     const char *dir = getenv("K3_TOK_FILES"), *ids = NULL;
     int special = 0, nfiles = 0;
     char **files = calloc((size_t)argc + 1, sizeof *files);
@@ -45,7 +46,9 @@ int tok_cli(int argc, char **argv) {
         } else if (!detok) files[nfiles++] = argv[i];
         else { free(files); return usage("detokenize takes no FILE (use --ids)"); }
     }
-    if (!dir || !*dir) { free(files); return usage("no tokenizer: pass --tok DIR or set K3_TOK_FILES"); }
+    if (!dir || !*dir) {
+        free(files); return usage("no tokenizer: pass --tok DIR or set K3_TOK_FILES");
+    }
     if (detok && !ids) { free(files); return usage("detokenize needs --ids LIST"); }
     if (!detok && !nfiles) { free(files); return usage("tokenize needs at least one FILE"); }
 
@@ -68,7 +71,8 @@ int tok_cli(int argc, char **argv) {
     if (detok) {
         for (size_t i = 0; i < nid; i++)
             if (idv[i] >= tok_vocab_size(t)) {
-                fprintf(stderr, "error: --ids: id %d is out of range (vocabulary size %d)\n", idv[i], tok_vocab_size(t));
+                fprintf(stderr, "error: --ids: id %d is out of range (vocabulary size %d)\n",
+                        idv[i], tok_vocab_size(t));
                 rc = 2;
                 goto done;
             }
