@@ -213,8 +213,8 @@ int k3_bench_kernels(int argc, char **argv) {
     int prefill = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int val = !strcmp(a, "--runs") || !strcmp(a, "--threads") || !strcmp(a, "--kernels")
-                  || !strcmp(a, "--only");
+        int val = !strcmp(a, "--runs") || !strcmp(a, "--threads") || !strcmp(a, "--kernels") ||
+                  !strcmp(a, "--only");
         if (val && i + 1 >= argc) return usage_error("missing value for", a);
         const char *v = val ? argv[++i] : NULL;
         if (!strcmp(a, "--runs")) {

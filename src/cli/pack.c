@@ -172,8 +172,8 @@ int k3_pack_main(int argc, char **argv) {
             for (uint64_t o = 0; !rc && o < t->nbytes; o += CH) {
                 size_t len = t->nbytes - o < CH ? (size_t)(t->nbytes - o) : CH;
                 ssize_t g = pread(fd, buf2, len, (off_t)(pt[i].off + o));
-                if (st_pread(st, t->shard, t->offset + o, buf, len, err, sizeof err)
-                    || g != (ssize_t)len) {
+                if (st_pread(st, t->shard, t->offset + o, buf, len, err, sizeof err) ||
+                    g != (ssize_t)len) {
                     fprintf(stderr, "k3 pack: --verify: read failed for %s\n", t->name);
                     rc = K3_ERR_RUNTIME;
                 } else if (memcmp(buf, buf2, len)) {
