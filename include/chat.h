@@ -3,6 +3,7 @@
  * sampling, streamed output); chat_hist.c: JSONL history (validate, atomic write). */
 #ifndef K3_CHAT_H
 #define K3_CHAT_H
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -65,7 +66,7 @@ int chat_hist_load(const char *path, int missing_ok, ChatLog *l, char *err, size
 int chat_hist_save(const char *path, const ChatLog *l, char *err, size_t errlen);
 
 /* chat_gen.c */
-extern volatile int chat_interrupted;            /* set by SIGINT */
+extern volatile sig_atomic_t chat_interrupted;   /* set by SIGINT */
 /* Adds a user message and generates the reply (streamed to stdout). Returns 0 (reply
  * added, possibly truncated), 1 when the turn was refused (context full; the user
  * message is removed), or -1 on a runtime failure (message printed). */

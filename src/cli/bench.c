@@ -10,22 +10,24 @@
  * so a burst of load from other tenants of the machine hits both sides. */
 #include "kernels.h"
 #include "pool.h"
+#include "util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #elif defined(__aarch64__)
 #include <arm_neon.h>
 #endif
 
-static double now(void) {
-    struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
+static int cmpd(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
 }
-static int cmpd(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
-static double median(double *v, int n) { qsort(v, n, sizeof *v, cmpd); return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]); }
+static double median(double *v, int n) {
+    qsort(v, n, sizeof *v, cmpd);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
 
 static uint64_t brs = 88172645463325252ull;
 static uint64_t brnd(void) { brs ^= brs << 13; brs ^= brs >> 7; brs ^= brs << 17; return brs; }
@@ -51,7 +53,10 @@ static uint64_t read_range(const uint64_t *p, size_t n) {
     if (__builtin_cpu_supports("avx2")) return read_range_avx2(p, n);
 #endif
     uint64_t a = 0, b = 0, c = 0, d = 0;
-    for (size_t i = 0; i + 8 <= n; i += 8) { a += p[i] ^ p[i + 4]; b += p[i + 1] ^ p[i + 5]; c += p[i + 2] ^ p[i + 6]; d += p[i + 3] ^ p[i + 7]; }
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        a += p[i] ^ p[i + 4]; b += p[i + 1] ^ p[i + 5];
+        c += p[i + 2] ^ p[i + 6]; d += p[i + 3] ^ p[i + 7];
+    }
     return a + b + c + d;
 }
 static void rd_task(void *ctx, int i) {
@@ -63,9 +68,9 @@ static double mem_bw(const uint64_t *buf, size_t n, int threads, int runs) {
     double v[16];
     RdJob j = { buf, n, threads, 0 };
     for (int r = 0; r < runs; r++) {
-        double t0 = now();
+        double t0 = k3_now();
         k3_pool_run(rd_task, &j, threads);
-        v[r] = n * 8.0 / (now() - t0) / 1e9;
+        v[r] = n * 8.0 / (k3_now() - t0) / 1e9;
     }
     return median(v, runs);
 }
@@ -73,9 +78,9 @@ static double mem_bw(const uint64_t *buf, size_t n, int threads, int runs) {
 /* one read of n words from p with the current thread count: GB/s */
 static double read_once(const uint64_t *p, size_t n) {
     RdJob j = { p, n, k3_threads(), 0 };
-    double t0 = now();
+    double t0 = k3_now();
     k3_pool_run(rd_task, &j, j.parts);
-    return n * 8.0 / (now() - t0) / 1e9;
+    return n * 8.0 / (k3_now() - t0) / 1e9;
 }
 
 /* ---- FMA peak: 12 independent register accumulators, no memory traffic */
@@ -91,11 +96,17 @@ static double read_once(const uint64_t *p, size_t n) {
     memcpy(&sink, &s, sizeof sink);
 static volatile float vsink;
 #if defined(__x86_64__)
-__attribute__((target("avx512f"))) static void peak512(long iters) { float sink; PEAK_BODY(__m512, _mm512_fmadd_ps, _mm512_set1_ps) vsink = sink; }
-__attribute__((target("avx2,fma"))) static void peak256(long iters) { float sink; PEAK_BODY(__m256, _mm256_fmadd_ps, _mm256_set1_ps) vsink = sink; }
+__attribute__((target("avx512f"))) static void peak512(long iters) {
+    float sink; PEAK_BODY(__m512, _mm512_fmadd_ps, _mm512_set1_ps) vsink = sink;
+}
+__attribute__((target("avx2,fma"))) static void peak256(long iters) {
+    float sink; PEAK_BODY(__m256, _mm256_fmadd_ps, _mm256_set1_ps) vsink = sink;
+}
 #elif defined(__aarch64__)
 static float32x4_t nfma(float32x4_t a, float32x4_t m, float32x4_t c) { return vfmaq_f32(c, a, m); }
-static void peakneon(long iters) { float sink; PEAK_BODY(float32x4_t, nfma, vdupq_n_f32) vsink = sink; }
+static void peakneon(long iters) {
+    float sink; PEAK_BODY(float32x4_t, nfma, vdupq_n_f32) vsink = sink;
+}
 #endif
 static float sfma(float a, float m, float c) { return __builtin_fmaf(a, m, c); }
 static float sset(float x) { return x; }
@@ -117,13 +128,15 @@ static double fma_peak_it(int lanes, int threads, int runs, long iters) {
     double v[16];
     PkJob j = { lanes, iters };
     for (int r = 0; r < runs; r++) {
-        double t0 = now();
+        double t0 = k3_now();
         k3_pool_run(pk_task, &j, threads);
-        v[r] = 2.0 * lanes * 12 * j.iters * threads / (now() - t0) / 1e9;
+        v[r] = 2.0 * lanes * 12 * j.iters * threads / (k3_now() - t0) / 1e9;
     }
     return median(v, runs);
 }
-static double fma_peak(int lanes, int threads, int runs) { return fma_peak_it(lanes, threads, runs, 20000000); }
+static double fma_peak(int lanes, int threads, int runs) {
+    return fma_peak_it(lanes, threads, runs, 20000000);
+}
 
 /* ---- baseline: straightforward scalar kernels accumulating in double */
 static void base_matvec(float *y, const K3Mat *W, const float *x) {
@@ -163,15 +176,35 @@ static K3Mat *make_copies(const Shape *s, size_t min_bytes, int *ncopy) {
         uint8_t *buf = malloc(b);
         if (s->type == K3_W_BF16) {
             uint16_t *w = (uint16_t *)buf;
-            for (size_t i = 0; i < elems; i++) { float f = bfr(); uint32_t u; memcpy(&u, &f, 4); w[i] = (uint16_t)(u >> 16); }
+            for (size_t i = 0; i < elems; i++) {
+                float f = bfr(); uint32_t u; memcpy(&u, &f, 4); w[i] = (uint16_t)(u >> 16);
+            }
         } else {
             for (size_t i = 0; i < elems / 2; i++) buf[i] = (uint8_t)brnd();
-            for (size_t i = 0; i < elems / 32; i++) buf[elems / 2 + i] = (uint8_t)(118 + brnd() % 10);
+            for (size_t i = 0; i < elems / 32; i++)
+                buf[elems / 2 + i] = (uint8_t)(118 + brnd() % 10);
         }
-        m[k] = (K3Mat){ s->type, s->rows, s->cols, buf, s->type == K3_W_MXFP4 ? buf + elems / 2 : NULL };
+        m[k] = (K3Mat){ s->type, s->rows, s->cols, buf,
+                        s->type == K3_W_MXFP4 ? buf + elems / 2 : NULL };
     }
     *ncopy = n;
     return m;
+}
+
+static const char *USAGE =
+    "Usage: k3 bench-kernels [options]        (bin/k3-bench [options] after make bench)\n"
+    "Matvec GB/s and prefill GFLOP/s of the kernels on the real shapes, weights in RAM,\n"
+    "next to this machine's stream-read bandwidth and FMA peak (docs/KERNELS.md).\n"
+    "  --kernels K        auto (default), scalar, avx2, avx512 or neon\n"
+    "  --threads N        threads of the \"all thr\" columns, N >= 1 (default: online cores)\n"
+    "  --runs N           runs per measurement, 1 to 15 (default 7); medians are shown\n"
+    "  --only SUBSTRING   only the shapes whose name contains SUBSTRING (e.g. mxfp4)\n"
+    "  --no-prefill       matvec rows only (no prefill T=16, T=64)\n"
+    "  -h, --help         this text\n";
+
+static int usage_error(const char *what, const char *arg) {
+    fprintf(stderr, "k3 bench-kernels: %s '%s'\n%s", what, arg, USAGE);
+    return 2;
 }
 
 int k3_bench_kernels(int argc, char **argv) {
@@ -179,26 +212,29 @@ int k3_bench_kernels(int argc, char **argv) {
     const char *kern = "auto", *only = NULL;
     int prefill = 1;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) all = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) kern = argv[++i];
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--no-prefill")) prefill = 0;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: k3 bench-kernels [--kernels auto|scalar|avx2|avx512|neon] [--threads N] [--runs N]\n"
-                   "                        [--only SUBSTRING] [--no-prefill]\n"
-                   "Matvec GB/s and prefill GFLOP/s of the kernels on the real shapes, weights in RAM,\n"
-                   "next to this machine's stream-read bandwidth and FMA peak (docs/KERNELS.md).\n");
-            return 0;
-        } else if (strcmp(argv[i], "bench-kernels")) {
-            fprintf(stderr, "usage: k3-bench [--kernels K] [--threads N] [--runs N] [--only SUBSTRING] [--no-prefill]\n");
-            return 2;
-        }
+        const char *a = argv[i];
+        int val = !strcmp(a, "--runs") || !strcmp(a, "--threads") || !strcmp(a, "--kernels") ||
+                  !strcmp(a, "--only");
+        if (val && i + 1 >= argc) return usage_error("missing value for", a);
+        const char *v = val ? argv[++i] : NULL;
+        if (!strcmp(a, "--runs")) {
+            if (k3_parse_int(a, v, 1, &runs)) return 2;
+            if (runs > 15) {
+                fprintf(stderr, "k3: --runs: %d is over the limit of 15\n", runs); return 2;
+            }
+        } else if (!strcmp(a, "--threads")) {
+            if (k3_parse_int(a, v, 1, &all)) return 2;
+        } else if (!strcmp(a, "--kernels")) kern = v;
+        else if (!strcmp(a, "--only")) only = v;
+        else if (!strcmp(a, "--no-prefill")) prefill = 0;
+        else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
+        else if (strcmp(a, "bench-kernels"))
+            return usage_error(a[0] == '-' ? "unknown option" : "unexpected argument", a);
     }
-    if (runs < 3) runs = 3;
-    if (runs > 15) runs = 15;
     char err[200];
-    if (k3_kernels_select(kern, err, sizeof err)) { fprintf(stderr, "k3-bench: %s\n", err); return 2; }
+    if (k3_kernels_select(kern, err, sizeof err)) {
+        fprintf(stderr, "k3-bench: %s\n", err); return 2;
+    }
     if (all < 1) all = 1;
     const char *kn = k3_kernels_name();
     int lanes = !strcmp(kn, "avx512") ? 16 : !strcmp(kn, "avx2") ? 8 : !strcmp(kn, "neon") ? 4 : 1;
@@ -211,20 +247,23 @@ int k3_bench_kernels(int argc, char **argv) {
     double bw1 = mem_bw(buf, big / 8, 1, runs), pk1 = fma_peak(lanes, 1, runs);
     k3_threads_set(all);
     double bwn = mem_bw(buf, big / 8, all, runs), pkn = fma_peak(lanes, all, runs);
-    printf("memory read bandwidth (512 MiB stream): 1 thread %.1f GB/s, %d threads %.1f GB/s\n", bw1, all, bwn);
-    printf("FMA peak (register-only, %d-lane fp32): 1 thread %.1f GFLOP/s, %d threads %.1f GFLOP/s\n\n",
-           lanes, pk1, all, pkn);
+    printf("memory read bandwidth (512 MiB stream): 1 thread %.1f GB/s, %d threads %.1f GB/s\n",
+           bw1, all, bwn);
+    printf("FMA peak (register-only, %d-lane fp32): 1 thread %.1f GFLOP/s, "
+           "%d threads %.1f GFLOP/s\n\n", lanes, pk1, all, pkn);
 
     static const Shape shapes[] = {
-        { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" }, { K3_W_MXFP4, 3584, 3072, "mxfp4 3584x3072" },
-        { K3_W_BF16, 12288, 7168, "bf16 12288x7168" }, { K3_W_BF16, 7168, 12288, "bf16 7168x12288" },
+        { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" },
+        { K3_W_MXFP4, 3584, 3072, "mxfp4 3584x3072" },
+        { K3_W_BF16, 12288, 7168, "bf16 12288x7168" },
+        { K3_W_BF16, 7168, 12288, "bf16 7168x12288" },
     };
     printf("Each kernel run is paired with, right after it, a stream read of the same byte\n"
            "count (at least 64 MiB; matvec) or a short FMA-peak loop (prefill); %%bw, %%peak =\n"
            "medians of the paired ratios (robust to a noisy machine); GB/s, GFLOP/s = medians;\n"
            "best = fastest kernel run / fastest paired reference (1 thread).\n\n");
-    printf("%-17s %-9s %9s %7s %6s %9s %7s %9s %7s %s\n", "matvec T=1", "", "1 thr", "%bw", "best", "all thr", "%bw",
-           "dbl base", "", "(effective GB/s of weight bytes)");
+    printf("%-17s %-9s %9s %7s %6s %9s %7s %9s %7s %s\n", "matvec T=1", "", "1 thr", "%bw", "best",
+           "all thr", "%bw", "dbl base", "", "(effective GB/s of weight bytes)");
     size_t roff = 0;
     for (int si = 0; si < 4; si++) {
         const Shape *s = &shapes[si];
@@ -241,20 +280,27 @@ int k3_bench_kernels(int argc, char **argv) {
         for (int th = 0; th < 2; th++) {
             k3_threads_set(th ? all : 1);
             for (int r = 0; r < runs; r++) {
-                double t0 = now(); k3_matmul(y, &m[k++ % nc], x, 1); v[r] = wbytes(s) / (now() - t0) / 1e9;
+                double t0 = k3_now();
+                k3_matmul(y, &m[k++ % nc], x, 1);
+                v[r] = wbytes(s) / (k3_now() - t0) / 1e9;
                 if (roff + nw > big / 8) roff = 0;
                 double rd = read_once(buf + roff, nw);
                 q[r] = v[r] / rd; roff += nw;
                 if (!th && v[r] > kmax) kmax = v[r];
                 if (!th && rd > rmax) rmax = rd;
             }
-            if (th) { gn = median(v, runs); pn = median(q, runs); } else { g1 = median(v, runs); p1 = median(q, runs); }
+            if (th) { gn = median(v, runs); pn = median(q, runs); }
+            else { g1 = median(v, runs); p1 = median(q, runs); }
         }
         int br = runs < 5 ? runs : 5;
-        for (int r = 0; r < br; r++) { double t0 = now(); base_matvec(y, &m[k++ % nc], x); v[r] = wbytes(s) / (now() - t0) / 1e9; }
+        for (int r = 0; r < br; r++) {
+            double t0 = k3_now();
+            base_matvec(y, &m[k++ % nc], x);
+            v[r] = wbytes(s) / (k3_now() - t0) / 1e9;
+        }
         gb = median(v, br);
-        printf("%-17s %-9s %9.2f %6.0f%% %5.0f%% %9.2f %6.0f%% %9.2f   x%.1f vs baseline (1 thr)\n", s->name, "",
-               g1, 100 * p1, 100 * kmax / rmax, gn, 100 * pn, gb, g1 / gb);
+        printf("%-17s %-9s %9.2f %6.0f%% %5.0f%% %9.2f %6.0f%% %9.2f   x%.1f vs baseline (1 thr)\n",
+               s->name, "", g1, 100 * p1, 100 * kmax / rmax, gn, 100 * pn, gb, g1 / gb);
         /* prefill: weights once per call, T tokens */
         for (int T = 16; prefill && T <= 64; T *= 4) {
             double flop = 2.0 * s->rows * s->cols * T;
@@ -264,16 +310,20 @@ int k3_bench_kernels(int argc, char **argv) {
                 int n = th ? all : 1;
                 k3_threads_set(n);
                 for (int r = 0; r < pr; r++) {
-                    double t0 = now(); k3_matmul(y, &m[k++ % nc], x, T); v[r] = flop / (now() - t0) / 1e9;
+                    double t0 = k3_now();
+                    k3_matmul(y, &m[k++ % nc], x, T);
+                    v[r] = flop / (k3_now() - t0) / 1e9;
                     double pk = fma_peak_it(lanes, n, 1, 2000000);
                     q[r] = v[r] / pk;
                     if (!th && v[r] > kmax) kmax = v[r];
                     if (!th && pk > rmax) rmax = pk;
                 }
-                if (th) { gn = median(v, pr); pn = median(q, pr); } else { g1 = median(v, pr); p1 = median(q, pr); }
+                if (th) { gn = median(v, pr); pn = median(q, pr); }
+                else { g1 = median(v, pr); p1 = median(q, pr); }
             }
-            printf("  prefill T=%-3d %-9s %9.1f %6.0f%% %5.0f%% %9.1f %6.0f%%   (GFLOP/s, %% of FMA peak)\n", T, "",
-                   g1, 100 * p1, 100 * kmax / rmax, gn, 100 * pn);
+            printf("  prefill T=%-3d %-9s %9.1f %6.0f%% %5.0f%% %9.1f %6.0f%%"
+                   "   (GFLOP/s, %% of FMA peak)\n",
+                   T, "", g1, 100 * p1, 100 * kmax / rmax, gn, 100 * pn);
         }
         for (int i = 0; i < nc; i++) free((void *)m[i].w);
         free(m); free(x); free(y);

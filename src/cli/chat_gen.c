@@ -3,11 +3,12 @@
  * it (thinking dim or hidden, answer UTF-8-safe), record it. */
 #include "chat.h"
 #include "util.h"
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-volatile int chat_interrupted;
+volatile sig_atomic_t chat_interrupted;
 
 #define DIM "\033[2m"
 #define RST "\033[0m"
@@ -47,7 +48,8 @@ int chat_render(Chat *c, int32_t **ids, size_t *n) {
     if (!mm) return -1;
     for (int i = 0; i < c->log.n; i++) {
         const ChatMsg *s = &c->log.v[i];
-        mm[i] = (XtmlMsg){ s->role, s->content, s->reasoning, s->gen_ids, s->n_gen, s->gen_thinking, s->gen_state };
+        mm[i] = (XtmlMsg){ s->role, s->content, s->reasoning, s->gen_ids, s->n_gen,
+                           s->gen_thinking, s->gen_state };
     }
     XtmlOpts o = { c->thinking, c->effort, 1, !c->canonical };
     char err[256];
@@ -71,7 +73,8 @@ static void out_bytes(Out *o, const char *b, size_t n, int think) {
 static void out_ids(Out *o, const int32_t *ids, int n, int think) {
     for (int i = 0; i < n; i++) {
         const char *b; size_t l;
-        if (tok_stream_put(think ? &o->think : &o->resp, o->c->tok, ids[i], &b, &l) == 0) out_bytes(o, b, l, think);
+        if (tok_stream_put(think ? &o->think : &o->resp, o->c->tok, ids[i], &b, &l) == 0)
+            out_bytes(o, b, l, think);
     }
     fflush(stdout);
 }
@@ -86,19 +89,22 @@ static void close_think(Out *o) {
 }
 
 static const char *state_name(int s) {
-    static const char *n[] = { "think", "between channels", "response", "after response", "after message", "done" };
+    static const char *n[] = { "think", "between channels", "response", "after response",
+                               "after message", "done" };
     return s >= 0 && s <= XP_DONE ? n[s] : "?";
 }
 
 int chat_turn(Chat *c, const char *user_text) {
-    if (chat_log_add(&c->log, "user", user_text, NULL)) { fprintf(stderr, "k3: out of memory\n"); return -1; }
+    if (chat_log_add(&c->log, "user", user_text, NULL)) {
+        fprintf(stderr, "k3: out of memory\n"); return -1;
+    }
     int32_t *ids = NULL;
     size_t n = 0;
     if (chat_render(c, &ids, &n)) { chat_msg_free(&c->log.v[--c->log.n]); return -1; }
     if ((long)n + 1 > c->ctx) {
-        fprintf(stderr, "k3: context full: this turn needs %zu positions before the reply, the limit is %d "
-                "(max_position_embeddings or --ctx). Nothing was generated; /reset starts over, keeping the system message.\n",
-                n + 1, c->ctx);
+        fprintf(stderr, "k3: context full: this turn needs %zu positions before the reply, "
+                "the limit is %d (max_position_embeddings or --ctx). Nothing was generated; "
+                "/reset starts over, keeping the system message.\n", n + 1, c->ctx);
         free(ids);
         chat_msg_free(&c->log.v[--c->log.n]);
         return 1;
@@ -116,7 +122,10 @@ int chat_turn(Chat *c, const char *user_text) {
     }
     chat_interrupted = 0;
     double t0 = k3_now();
-    if (forward(c, ids + reuse, n - reuse)) { free(ids); chat_msg_free(&c->log.v[--c->log.n]); chat_forget_state(c); return -1; }
+    if (forward(c, ids + reuse, n - reuse)) {
+        free(ids); chat_msg_free(&c->log.v[--c->log.n]); chat_forget_state(c);
+        return -1;
+    }
     double tp = k3_now() - t0;
     c->last_reused = (long)reuse; c->last_prefill = (long)(n - reuse); c->last_tp = tp;
     c->tot_reused += (long)reuse; c->tot_prefill += (long)(n - reuse); c->t_prefill += tp;
@@ -135,7 +144,9 @@ int chat_turn(Chat *c, const char *user_text) {
     int nrec = 0, rc = 0, state_before_end = p.state;
     const char *why = NULL;
     if (!rec) { fprintf(stderr, "k3: out of memory\n"); rc = -1; }
-    if (c->thinking && !c->hide_thinking) { fputs(c->color ? DIM "<think>\n" : "<think>\n", stdout); o.in_think = 1; }
+    if (c->thinking && !c->hide_thinking) {
+        fputs(c->color ? DIM "<think>\n" : "<think>\n", stdout); o.in_think = 1;
+    }
     else if (c->thinking) o.in_think = 1;
     fflush(stdout);
     double t1 = k3_now();
@@ -155,7 +166,8 @@ int chat_turn(Chat *c, const char *user_text) {
             if (ev[e].kind == XE_THINK) out_ids(&o, ev[e].ids, ev[e].n, 1);
             else if (ev[e].kind == XE_RESPONSE) out_ids(&o, ev[e].ids, ev[e].n, 0);
             else if (ev[e].kind == XE_ANOMALY) {
-                if (prev == XP_THINK || prev == XP_RESPONSE) out_ids(&o, ev[e].ids, ev[e].n, prev == XP_THINK);
+                if (prev == XP_THINK || prev == XP_RESPONSE)
+                    out_ids(&o, ev[e].ids, ev[e].n, prev == XP_THINK);
             } else if (ev[e].kind == XE_CHANNEL && p.state == XP_BETWEEN) close_think(&o);
             else if (ev[e].kind == XE_END) ended = 1;
         }
@@ -179,7 +191,8 @@ int chat_turn(Chat *c, const char *user_text) {
     } else {
         int end_state = p.state == XP_DONE ? state_before_end : p.state;
         char *reasoning = xtml_parser_reasoning(&p), *content = xtml_parser_content(&p);
-        if (!reasoning || !content || chat_log_add(&c->log, "assistant", content, c->thinking ? reasoning : NULL)) {
+        if (!reasoning || !content ||
+            chat_log_add(&c->log, "assistant", content, c->thinking ? reasoning : NULL)) {
             fprintf(stderr, "k3: out of memory\n"); rc = -1;
         } else {
             ChatMsg *m = &c->log.v[c->log.n - 1];
@@ -192,10 +205,12 @@ int chat_turn(Chat *c, const char *user_text) {
         c->last_gen = nrec; c->last_td = td;
         c->tot_gen += nrec; c->t_decode += td; c->turns++;
         if (p.anomalies)
-            fprintf(stderr, "k3: note: %d control-token sequence(s) in the reply were not valid XTML structure; kept as text\n", p.anomalies);
-        if (why) fprintf(stderr, "k3: %s (stopped in the %s channel)\n", why, state_name(end_state));
-        fprintf(stderr, "k3: [reused %ld positions, prefilled %ld tokens in %.2f s, generated %d tokens in %.2f s]\n",
-                c->last_reused, c->last_prefill, tp, nrec, td);
+            fprintf(stderr, "k3: note: %d control-token sequence(s) in the reply were not valid "
+                    "XTML structure; kept as text\n", p.anomalies);
+        if (why)
+            fprintf(stderr, "k3: %s (stopped in the %s channel)\n", why, state_name(end_state));
+        fprintf(stderr, "k3: [reused %ld positions, prefilled %ld tokens in %.2f s, "
+                "generated %d tokens in %.2f s]\n", c->last_reused, c->last_prefill, tp, nrec, td);
     }
     free(rec);
     xtml_parser_free(&p);
@@ -210,14 +225,17 @@ void chat_print_stats(const Chat *c, FILE *f) {
     double dtp = c->last_td > 0 ? c->last_gen / c->last_td : 0;
     fprintf(f, "messages: %d, replies this session: %ld\n", c->log.n, c->turns);
     fprintf(f, "positions: %d in the state (limit %d)\n", c->st->pos, c->ctx);
-    fprintf(f, "last turn: reused %ld positions, prefilled %ld tokens in %.3f s (%.1f tok/s), generated %ld tokens in %.3f s (%.1f tok/s)\n",
+    fprintf(f, "last turn: reused %ld positions, prefilled %ld tokens in %.3f s (%.1f tok/s), "
+            "generated %ld tokens in %.3f s (%.1f tok/s)\n",
             c->last_reused, c->last_prefill, c->last_tp, ptp, c->last_gen, c->last_td, dtp);
-    fprintf(f, "session: prefilled %ld tokens (%.1f tok/s), reused %ld positions, generated %ld tokens (%.1f tok/s), re-prefills %ld\n",
+    fprintf(f, "session: prefilled %ld tokens (%.1f tok/s), reused %ld positions, "
+            "generated %ld tokens (%.1f tok/s), re-prefills %ld\n",
             c->tot_prefill, c->t_prefill > 0 ? c->tot_prefill / c->t_prefill : 0.0, c->tot_reused,
             c->tot_gen, c->t_decode > 0 ? c->tot_gen / c->t_decode : 0.0, c->reprefills);
     fprintf(f, "peak RSS: %.1f MiB\n", k3_peak_rss() / 1048576.0);
     if (sampler_is_greedy(&c->sp)) fprintf(f, "sampling: greedy\n");
-    else fprintf(f, "sampling: temperature %g, top-k %d, top-p %g, min-p %g, seed %llu\n", c->sp.temperature,
-                 c->sp.top_k, c->sp.top_p, c->sp.min_p, (unsigned long long)c->seed);
+    else fprintf(f, "sampling: temperature %g, top-k %d, top-p %g, min-p %g, seed %llu\n",
+                 c->sp.temperature, c->sp.top_k, c->sp.top_p, c->sp.min_p,
+                 (unsigned long long)c->seed);
     fprintf(f, "thinking: %s\n", c->thinking ? c->effort : "off");
 }

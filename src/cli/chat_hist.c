@@ -48,15 +48,20 @@ int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, si
         snprintf(err, errlen, "history %s: %s", path, strerror(errno));
         return K3_ERR_USAGE;
     }
-    if (!S_ISREG(sb.st_mode)) { snprintf(err, errlen, "history %s: not a regular file", path); return K3_ERR_USAGE; }
+    if (!S_ISREG(sb.st_mode)) {
+        snprintf(err, errlen, "history %s: not a regular file", path); return K3_ERR_USAGE;
+    }
     if ((size_t)sb.st_size > CHAT_MAX_FILE) {
-        snprintf(err, errlen, "history %s: %lld bytes, over the %zu MiB limit; start a new history file",
+        snprintf(err, errlen,
+                 "history %s: %lld bytes, over the %zu MiB limit; start a new history file",
                  path, (long long)sb.st_size, CHAT_MAX_FILE >> 20);
         return K3_ERR_USAGE;
     }
     size_t len;
     char *buf = k3_read_file(path, &len);
-    if (!buf) { snprintf(err, errlen, "history %s: %s", path, strerror(errno)); return K3_ERR_USAGE; }
+    if (!buf) {
+        snprintf(err, errlen, "history %s: %s", path, strerror(errno)); return K3_ERR_USAGE;
+    }
     ChatLog l = { 0 };
     Json *j = NULL;
     size_t pos = 0;
@@ -67,42 +72,63 @@ int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, si
         size_t e = nl ? (size_t)(nl - buf) : len;
         size_t n = e - pos;
         if (n && buf[e - 1] == '\r') n--;
-        if (n > CHAT_MAX_LINE) FAIL("history %s line %ld: %zu bytes, over the %zu MiB per-message limit", path, line, n, CHAT_MAX_LINE >> 20);
-        if (n == 0) FAIL("history %s line %ld: empty line; every line must be one JSON message object", path, line);
+        if (n > CHAT_MAX_LINE)
+            FAIL("history %s line %ld: %zu bytes, over the %zu MiB per-message limit",
+                 path, line, n, CHAT_MAX_LINE >> 20);
+        if (n == 0)
+            FAIL("history %s line %ld: empty line; every line must be one JSON message object",
+                 path, line);
         char jerr[256];
         j = json_parse(buf + pos, n, jerr, sizeof jerr);
         if (!j) FAIL("history %s line %ld: invalid JSON: %s", path, line, jerr);
-        if (j->type != JSON_OBJECT) FAIL("history %s line %ld: expected a JSON object {\"role\",\"content\",...}, got %s", path, line, json_type_name(j->type));
+        if (j->type != JSON_OBJECT)
+            FAIL("history %s line %ld: expected a JSON object {\"role\",\"content\",...}, got %s",
+                 path, line, json_type_name(j->type));
         for (size_t k = 0; k < j->len; k++) {
             const char *key = j->keys[k];
             if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "reasoning_content"))
-                FAIL("history %s line %ld: unknown key \"%s\" (allowed: role, content, reasoning_content)", path, line, key);
+                FAIL("history %s line %ld: unknown key \"%s\" (allowed: role, content, "
+                     "reasoning_content)", path, line, key);
             if (j->items[k]->type != JSON_STRING)
-                FAIL("history %s line %ld: \"%s\" must be a string, got %s", path, line, key, json_type_name(j->items[k]->type));
+                FAIL("history %s line %ld: \"%s\" must be a string, got %s", path, line, key,
+                     json_type_name(j->items[k]->type));
             if (strlen(j->items[k]->str) != j->items[k]->len)
-                FAIL("history %s line %ld: \"%s\" contains a NUL character (\\u0000), which chat does not support", path, line, key);
+                FAIL("history %s line %ld: \"%s\" contains a NUL character (\\u0000), which chat "
+                     "does not support", path, line, key);
         }
-        const Json *role = json_get(j, "role"), *content = json_get(j, "content"), *rc = json_get(j, "reasoning_content");
+        const Json *role = json_get(j, "role"), *content = json_get(j, "content"),
+                   *rc = json_get(j, "reasoning_content");
         if (!role) FAIL("history %s line %ld: missing \"role\"", path, line);
         if (!content) FAIL("history %s line %ld: missing \"content\"", path, line);
         const char *r = role->str;
         if (!strcmp(r, "system")) {
-            if (l.n) FAIL("history %s line %ld: a system message may only be the first line", path, line);
+            if (l.n)
+                FAIL("history %s line %ld: a system message may only be the first line",
+                     path, line);
         } else if (!strcmp(r, "user")) {
-            if (l.n && strcmp(l.v[l.n - 1].role, "assistant") && strcmp(l.v[l.n - 1].role, "system"))
-                FAIL("history %s line %ld: two user messages in a row; user and assistant must alternate", path, line);
+            if (l.n && strcmp(l.v[l.n - 1].role, "assistant") &&
+                strcmp(l.v[l.n - 1].role, "system"))
+                FAIL("history %s line %ld: two user messages in a row; user and assistant must "
+                     "alternate", path, line);
         } else if (!strcmp(r, "assistant")) {
             if (!l.n || strcmp(l.v[l.n - 1].role, "user"))
-                FAIL("history %s line %ld: an assistant message must follow a user message", path, line);
-        } else FAIL("history %s line %ld: role \"%s\" is not system, user or assistant", path, line, r);
-        if (rc && strcmp(r, "assistant")) FAIL("history %s line %ld: reasoning_content is only allowed on assistant messages", path, line);
-        if (l.n >= CHAT_MAX_MSGS) FAIL("history %s line %ld: more than %d messages", path, line, CHAT_MAX_MSGS);
-        if (chat_log_add(&l, r, content->str, rc ? rc->str : NULL)) FAIL("history %s: out of memory", path);
+                FAIL("history %s line %ld: an assistant message must follow a user message",
+                     path, line);
+        } else FAIL("history %s line %ld: role \"%s\" is not system, user or assistant",
+                    path, line, r);
+        if (rc && strcmp(r, "assistant"))
+            FAIL("history %s line %ld: reasoning_content is only allowed on assistant messages",
+                 path, line);
+        if (l.n >= CHAT_MAX_MSGS)
+            FAIL("history %s line %ld: more than %d messages", path, line, CHAT_MAX_MSGS);
+        if (chat_log_add(&l, r, content->str, rc ? rc->str : NULL))
+            FAIL("history %s: out of memory", path);
         json_free(j); j = NULL;
         pos = nl ? e + 1 : len;
     }
     if (l.n && !strcmp(l.v[l.n - 1].role, "user"))
-        FAIL("history %s line %ld: the last message is a user message without a reply; remove it or add the assistant reply", path, line);
+        FAIL("history %s line %ld: the last message is a user message without a reply; remove it "
+             "or add the assistant reply", path, line);
     free(buf);
     *out = l;
     return 0;
@@ -127,18 +153,23 @@ int chat_hist_save(const char *path, const ChatLog *l, char *err, size_t errlen)
     if (!tmp) { snprintf(err, errlen, "out of memory"); return -1; }
     snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
     FILE *f = fopen(tmp, "w");
-    if (!f) { snprintf(err, errlen, "history %s: cannot create %s: %s", path, tmp, strerror(errno)); free(tmp); return -1; }
+    if (!f) {
+        snprintf(err, errlen, "history %s: cannot create %s: %s", path, tmp, strerror(errno));
+        free(tmp); return -1;
+    }
     int bad = 0;
     for (int i = 0; i < l->n && !bad; i++) {
         const ChatMsg *m = &l->v[i];
         fputc('{', f);
         bad |= put_field(f, "role", m->role, 1);
         bad |= put_field(f, "content", m->content, 0);
-        if (!strcmp(m->role, "assistant")) bad |= put_field(f, "reasoning_content", m->reasoning ? m->reasoning : "", 0);
+        if (!strcmp(m->role, "assistant"))
+            bad |= put_field(f, "reasoning_content", m->reasoning ? m->reasoning : "", 0);
         fputs("}\n", f);
     }
     if (bad || fflush(f) || fsync(fileno(f))) {
-        snprintf(err, errlen, "history %s: writing %s: %s", path, tmp, bad ? "out of memory" : strerror(errno));
+        snprintf(err, errlen, "history %s: writing %s: %s", path, tmp,
+                 bad ? "out of memory" : strerror(errno));
         fclose(f); unlink(tmp); free(tmp);
         return -1;
     }

@@ -3,7 +3,8 @@
  *
  * File (every integer and float little-endian):
  *   "K3STATE\n", u32 version (1)
- *   fingerprint: u64 config.json hash (K3Config.hash), u32 layers, hidden, vocab, KDA heads,
+ *   fingerprint: u64 checkpoint identity (K3Model.identity), u32 layers, hidden, vocab,
+ *     KDA heads,
  *     KDA head dim, conv kernel, kv_lora, rope dim, u8 is_kda[layers]; u32 n_shards and per
  *     shard u64 file size, u32 name length, name (basename)
  *   render options: u32 thinking, u32 canonical, char effort[8]
@@ -35,8 +36,14 @@
 typedef struct { uint64_t v[4]; unsigned char tail[32]; size_t nt; uint64_t total; } Hash;
 static const uint64_t P1 = 0x9E3779B185EBCA87ULL, P2 = 0xC2B2AE3D27D4EB4FULL;
 static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-static uint64_t rd64(const unsigned char *p) { uint64_t x = 0; for (int i = 7; i >= 0; i--) x = (x << 8) | p[i]; return x; }
-static void h_init(Hash *h) { memset(h, 0, sizeof *h); h->v[0] = P1 + P2; h->v[1] = P2; h->v[3] = 0 - P1; }
+static uint64_t rd64(const unsigned char *p) {
+    uint64_t x = 0;
+    for (int i = 7; i >= 0; i--) x = (x << 8) | p[i];
+    return x;
+}
+static void h_init(Hash *h) {
+    memset(h, 0, sizeof *h); h->v[0] = P1 + P2; h->v[1] = P2; h->v[3] = 0 - P1;
+}
 static void h_block(Hash *h, const unsigned char *p) {
     for (int i = 0; i < 4; i++) h->v[i] = rotl(h->v[i] + rd64(p + 8 * i) * P2, 31) * P1;
 }
@@ -60,22 +67,24 @@ static uint64_t h_final(const Hash *h) {
     return x;
 }
 
+/* identities of a message and of a rendered transcript: k3_hash, chained */
 static uint64_t msg_hash(const ChatMsg *m) {
-    Hash h; h_init(&h);
+    uint64_t h = K3_HASH_INIT;
     const char *s[3] = { m->role, m->content ? m->content : "", m->reasoning ? m->reasoning : "" };
-    for (int i = 0; i < 3; i++) h_update(&h, s[i], strlen(s[i]) + 1);
-    return h_final(&h);
+    for (int i = 0; i < 3; i++) h = k3_hash(h, s[i], strlen(s[i]) + 1);
+    return h;
 }
 
 static uint64_t ids_hash(const int32_t *ids, size_t n) {
-    Hash h; h_init(&h);
+    uint64_t h = K3_HASH_INIT;
     unsigned char b[4];
     for (size_t i = 0; i < n; i++) {
         uint32_t u = (uint32_t)ids[i];
-        b[0] = (unsigned char)u; b[1] = (unsigned char)(u >> 8); b[2] = (unsigned char)(u >> 16); b[3] = (unsigned char)(u >> 24);
-        h_update(&h, b, 4);
+        b[0] = (unsigned char)u; b[1] = (unsigned char)(u >> 8);
+        b[2] = (unsigned char)(u >> 16); b[3] = (unsigned char)(u >> 24);
+        h = k3_hash(h, b, 4);
     }
-    return h_final(&h);
+    return h;
 }
 
 /* ---- buffered writer ---- */
@@ -100,7 +109,11 @@ static void w_bytes(W *w, const void *p, size_t n) {
         memcpy(w->b + w->n, s, k); w->n += k; s += k; n -= k;
     }
 }
-static void w_u32(W *w, uint32_t x) { unsigned char b[4] = { (unsigned char)x, (unsigned char)(x >> 8), (unsigned char)(x >> 16), (unsigned char)(x >> 24) }; w_bytes(w, b, 4); }
+static void w_u32(W *w, uint32_t x) {
+    unsigned char b[4] = { (unsigned char)x, (unsigned char)(x >> 8), (unsigned char)(x >> 16),
+                           (unsigned char)(x >> 24) };
+    w_bytes(w, b, 4);
+}
 static void w_u64(W *w, uint64_t x) { w_u32(w, (uint32_t)x); w_u32(w, (uint32_t)(x >> 32)); }
 /* 32-bit words (floats or ids) as little-endian, converted 16 K words at a time. */
 #define WCHUNK 16384
@@ -120,7 +133,9 @@ static void w_words(W *w, const void *p, size_t n) {
 }
 
 /* ---- buffered reader ---- */
-typedef struct { int fd; unsigned char *b; size_t pos, len; Hash h; uint64_t done, size; int err; } R;
+typedef struct {
+    int fd; unsigned char *b; size_t pos, len; Hash h; uint64_t done, size; int err;
+} R;
 
 static int r_bytes(R *r, void *p, size_t n) {
     unsigned char *d = p;
@@ -157,7 +172,8 @@ static int r_words(R *r, void *p, size_t n) {
         size_t k = n < WCHUNK ? n : WCHUNK;
         if (r_bytes(r, t, 4 * k)) return -1;
         for (size_t i = 0; i < k; i++) {
-            uint32_t u = (uint32_t)t[4 * i] | (uint32_t)t[4 * i + 1] << 8 | (uint32_t)t[4 * i + 2] << 16 | (uint32_t)t[4 * i + 3] << 24;
+            uint32_t u = (uint32_t)t[4 * i] | (uint32_t)t[4 * i + 1] << 8 |
+                         (uint32_t)t[4 * i + 2] << 16 | (uint32_t)t[4 * i + 3] << 24;
             memcpy(d + 4 * i, &u, 4);
         }
         d += 4 * k; n -= k;
@@ -166,15 +182,22 @@ static int r_words(R *r, void *p, size_t n) {
 }
 
 /* ---- shapes ---- */
-static size_t kda_s_len(const K3Config *c) { return (size_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim; }
-static size_t kda_conv_len(const K3Config *c) { return 3 * (size_t)c->kda_num_heads * c->kda_head_dim * (size_t)(c->short_conv_kernel_size - 1); }
+static size_t kda_s_len(const K3Config *c) {
+    return (size_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim;
+}
+static size_t kda_conv_len(const K3Config *c) {
+    return 3 * (size_t)c->kda_num_heads * c->kda_head_dim * (size_t)(c->short_conv_kernel_size - 1);
+}
 static const char *base(const char *p) { const char *s = strrchr(p, '/'); return s ? s + 1 : p; }
 
+/* The checkpoint identity (k3_checkpoint_identity: config.json bytes, shard names and
+ * sizes), then the dimensions and shards again so a refusal can say what differs. */
 static void w_fingerprint(W *w, const K3Model *m) {
     const K3Config *c = &m->cfg;
-    w_u64(w, c->hash);
-    uint32_t d[8] = { (uint32_t)c->num_hidden_layers, (uint32_t)c->hidden_size, (uint32_t)c->vocab_size,
-                      (uint32_t)c->kda_num_heads, (uint32_t)c->kda_head_dim, (uint32_t)c->short_conv_kernel_size,
+    w_u64(w, m->identity);
+    uint32_t d[8] = { (uint32_t)c->num_hidden_layers, (uint32_t)c->hidden_size,
+                      (uint32_t)c->vocab_size, (uint32_t)c->kda_num_heads,
+                      (uint32_t)c->kda_head_dim, (uint32_t)c->short_conv_kernel_size,
                       (uint32_t)c->kv_lora_rank, (uint32_t)c->qk_rope_head_dim };
     for (int i = 0; i < 8; i++) w_u32(w, d[i]);
     w_bytes(w, c->is_kda, (size_t)c->num_hidden_layers);
@@ -199,15 +222,23 @@ static int transcript(Chat *c, int nmsgs, int32_t **ids, size_t *n) {
 int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     const K3Config *cf = &c->eng.m.cfg;
     K3State *s = c->st;
-    if ((size_t)s->pos != c->nfed) { snprintf(err, errlen, "state %s: internal: %d positions but %zu fed ids; not saved", path, s->pos, c->nfed); return -1; }
+    if ((size_t)s->pos != c->nfed) {
+        snprintf(err, errlen, "state %s: internal: %d positions but %zu fed ids; not saved",
+                 path, s->pos, c->nfed);
+        return -1;
+    }
     int32_t *ids = NULL;
     size_t n = 0;
-    if (transcript(c, c->log.n, &ids, &n)) { snprintf(err, errlen, "state %s: cannot render the transcript; not saved", path); return -1; }
+    if (transcript(c, c->log.n, &ids, &n)) {
+        snprintf(err, errlen, "state %s: cannot render the transcript; not saved", path);
+        return -1;
+    }
     if (c->nfed > n || memcmp(ids, c->fed, sizeof *ids * c->nfed)) {
         size_t d = 0;
         while (d < c->nfed && d < n && ids[d] == c->fed[d]) d++;
-        snprintf(err, errlen, "state %s: not saved: the state holds ids that are not a prefix of the transcript "
-                 "(they differ at position %zu of %zu), so it could not be resumed; the next run prefills from the history", path, d, c->nfed);
+        snprintf(err, errlen, "state %s: not saved: the state holds ids that are not a prefix of "
+                 "the transcript (they differ at position %zu of %zu), so it could not be "
+                 "resumed; the next run prefills from the history", path, d, c->nfed);
         free(ids);
         return -1;
     }
@@ -216,10 +247,17 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 32);
     W w = { -1, 0, malloc(BUF), 0, { { 0 }, { 0 }, 0, 0 } };
-    if (!tmp || !w.b) { free(tmp); free(w.b); snprintf(err, errlen, "state %s: out of memory", path); return -1; }
+    if (!tmp || !w.b) {
+        free(tmp); free(w.b); snprintf(err, errlen, "state %s: out of memory", path);
+        return -1;
+    }
     snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
     w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (w.fd < 0) { snprintf(err, errlen, "state %s: cannot create %s: %s", path, tmp, strerror(errno)); free(tmp); free(w.b); return -1; }
+    if (w.fd < 0) {
+        snprintf(err, errlen, "state %s: cannot create %s: %s", path, tmp, strerror(errno));
+        free(tmp); free(w.b);
+        return -1;
+    }
     h_init(&w.h);
     w_bytes(&w, MAGIC, 8);
     w_u32(&w, VERSION);
@@ -241,7 +279,9 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
         if (m->gen_ids) w_words(&w, m->gen_ids, (size_t)m->n_gen);
     }
     for (int L = 0; L < cf->num_hidden_layers; L++) {
-        if (cf->is_kda[L]) { w_words(&w, s->kda_S[L], kda_s_len(cf)); w_words(&w, s->kda_conv[L], kda_conv_len(cf)); }
+        if (cf->is_kda[L]) {
+            w_words(&w, s->kda_S[L], kda_s_len(cf)); w_words(&w, s->kda_conv[L], kda_conv_len(cf));
+        }
         else if (s->pos) {
             w_words(&w, s->mla_c[L], (size_t)s->pos * cf->kv_lora_rank);
             w_words(&w, s->mla_pe[L], (size_t)s->pos * cf->qk_rope_head_dim);
@@ -254,7 +294,9 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     if (!e && fsync(w.fd)) e = errno;
     if (close(w.fd) && !e) e = errno;
     if (!e && rename(tmp, path)) e = errno;
-    if (e) { snprintf(err, errlen, "state %s: writing %s: %s", path, tmp, strerror(e)); unlink(tmp); }
+    if (e) {
+        snprintf(err, errlen, "state %s: writing %s: %s", path, tmp, strerror(e)); unlink(tmp);
+    }
     free(tmp); free(w.b);
     return e ? -1 : 0;
 }
@@ -263,7 +305,9 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
 #define RD(x) do { if (x) goto trunc; } while (0)
 
 /* The room left in the file, for the checks before an allocation. */
-static int fits(const R *r, uint64_t n, uint64_t each) { return each == 0 || n <= (r->size - r->done) / each; }
+static int fits(const R *r, uint64_t n, uint64_t each) {
+    return each == 0 || n <= (r->size - r->done) / each;
+}
 
 int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     const K3Config *cf = &c->eng.m.cfg;
@@ -274,33 +318,50 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     struct stat sb;
     const char *hist = c->history ? c->history : "(no --history)";
     r.fd = open(path, O_RDONLY);
-    if (r.fd < 0) { snprintf(err, errlen, "state %s: %s", path, strerror(errno)); return errno == ENOENT ? K3_ERR_USAGE : K3_ERR_RUNTIME; }
-    if (fstat(r.fd, &sb) || !S_ISREG(sb.st_mode)) { close(r.fd); snprintf(err, errlen, "state %s: not a regular file", path); return K3_ERR_USAGE; }
+    if (r.fd < 0) {
+        snprintf(err, errlen, "state %s: %s", path, strerror(errno));
+        return errno == ENOENT ? K3_ERR_USAGE : K3_ERR_RUNTIME;
+    }
+    if (fstat(r.fd, &sb) || !S_ISREG(sb.st_mode)) {
+        close(r.fd); snprintf(err, errlen, "state %s: not a regular file", path);
+        return K3_ERR_USAGE;
+    }
     r.size = (uint64_t)sb.st_size;
     r.b = malloc(BUF);
-    if (!r.b) { close(r.fd); snprintf(err, errlen, "state %s: out of memory", path); return K3_ERR_RUNTIME; }
+    if (!r.b) {
+        close(r.fd); snprintf(err, errlen, "state %s: out of memory", path); return K3_ERR_RUNTIME;
+    }
     h_init(&r.h);
     char magic[8];
     uint32_t u, d[8];
     uint64_t x;
     RD(r_bytes(&r, magic, 8));
-    if (memcmp(magic, MAGIC, 8)) BAD("state %s: not a k3 chat state file (bad magic); pass the file written by --save-state", path);
+    if (memcmp(magic, MAGIC, 8))
+        BAD("state %s: not a k3 chat state file (bad magic); pass the file written by "
+            "--save-state", path);
     RD(r_u32(&r, &u));
-    if (u != VERSION) BAD("state %s: format version %u, this k3 reads version %u; re-create it with --save-state", path, u, VERSION);
+    if (u != VERSION)
+        BAD("state %s: format version %u, this k3 reads version %u; re-create it with "
+            "--save-state", path, u, VERSION);
     /* fingerprint */
     RD(r_u64(&r, &x));
-    if (x != cf->hash)
-        BAD("state %s was saved from another model: its config.json hash is %016llx, %s hashes to %016llx; "
-            "use the model it was saved with, or drop --load-state (the history is then re-prefilled)",
-            path, (unsigned long long)x, cf->source, (unsigned long long)cf->hash);
+    if (x != c->eng.m.identity)
+        BAD("state %s was saved from another checkpoint: its identity is %016llx, %s "
+            "(config.json %s and its shards) has %016llx; use the model it was saved with, "
+            "or drop --load-state (the history is then re-prefilled)", path,
+            (unsigned long long)x, c->eng.m.dir, cf->source,
+            (unsigned long long)c->eng.m.identity);
     for (int i = 0; i < 8; i++) RD(r_u32(&r, &d[i]));
-    uint32_t want[8] = { (uint32_t)cf->num_hidden_layers, (uint32_t)cf->hidden_size, (uint32_t)cf->vocab_size,
-                         (uint32_t)cf->kda_num_heads, (uint32_t)cf->kda_head_dim, (uint32_t)cf->short_conv_kernel_size,
+    uint32_t want[8] = { (uint32_t)cf->num_hidden_layers, (uint32_t)cf->hidden_size,
+                         (uint32_t)cf->vocab_size, (uint32_t)cf->kda_num_heads,
+                         (uint32_t)cf->kda_head_dim, (uint32_t)cf->short_conv_kernel_size,
                          (uint32_t)cf->kv_lora_rank, (uint32_t)cf->qk_rope_head_dim };
-    if (memcmp(d, want, sizeof d)) BAD("state %s: the model dimensions differ from %s; the file is corrupt", path, cf->source);
+    if (memcmp(d, want, sizeof d))
+        BAD("state %s: the model dimensions differ from %s; the file is corrupt", path, cf->source);
     unsigned char kinds[K3_MAX_LAYERS];
     RD(r_bytes(&r, kinds, (size_t)cf->num_hidden_layers));
-    if (memcmp(kinds, cf->is_kda, (size_t)cf->num_hidden_layers)) BAD("state %s: the layer kinds differ from %s; the file is corrupt", path, cf->source);
+    if (memcmp(kinds, cf->is_kda, (size_t)cf->num_hidden_layers))
+        BAD("state %s: the layer kinds differ from %s; the file is corrupt", path, cf->source);
     RD(r_u32(&r, &u));
     if (u != (uint32_t)c->eng.m.st->n_shards) BAD("state %s was saved from a checkpoint with %u shard(s); %s has %d", path, u, c->eng.m.dir, c->eng.m.st->n_shards);
     for (int i = 0; i < c->eng.m.st->n_shards; i++) {
@@ -308,11 +369,13 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
         const char *b = base(c->eng.m.st->shards[i].path);
         RD(r_u64(&r, &x));
         RD(r_u32(&r, &u));
-        if (u >= sizeof name) BAD("state %s: shard name %d is %u bytes long; the file is corrupt", path, i, u);
+        if (u >= sizeof name)
+            BAD("state %s: shard name %d is %u bytes long; the file is corrupt", path, i, u);
         RD(r_bytes(&r, name, u));
         name[u] = 0;
         if (strcmp(name, b) || x != c->eng.m.st->shards[i].file_size)
-            BAD("state %s was saved from another checkpoint: shard %d there is %s (%llu bytes), here %s (%llu bytes)",
+            BAD("state %s was saved from another checkpoint: shard %d there is %s (%llu bytes), "
+                "here %s (%llu bytes)",
                 path, i + 1, name, (unsigned long long)x, b, (unsigned long long)c->eng.m.st->shards[i].file_size);
     }
     /* render options */
@@ -320,20 +383,27 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     char eff[9] = { 0 };
     RD(r_u32(&r, &think)); RD(r_u32(&r, &canon)); RD(r_bytes(&r, eff, 8));
     if ((int)think != c->thinking || (think && strcmp(eff, c->effort)))
-        BAD("state %s was saved with thinking %s; this run has thinking %s, which renders the transcript differently; "
-            "pass the same thinking flags (--no-think or --think-effort E), or drop --load-state",
+        BAD("state %s was saved with thinking %s; this run has thinking %s, which renders the "
+            "transcript differently; pass the same thinking flags (--no-think or "
+            "--think-effort E), or drop --load-state",
             path, think ? eff : "off", c->thinking ? c->effort : "off");
     if ((int)canon != c->canonical)
-        BAD("state %s was saved %s --canonical-history; pass the same setting, or drop --load-state", path, canon ? "with" : "without");
+        BAD("state %s was saved %s --canonical-history; pass the same setting, or drop "
+            "--load-state", path, canon ? "with" : "without");
     /* the ids the state holds */
     uint32_t pos;
     uint64_t nfed;
     RD(r_u32(&r, &pos)); RD(r_u64(&r, &nfed));
-    if (nfed != pos || pos > (1u << 30)) BAD("state %s: %u positions but %llu ids; the file is corrupt", path, pos, (unsigned long long)nfed);
-    if ((long)pos + 1 > c->ctx) BAD("state %s holds %u positions, over the context limit %d (--ctx)", path, pos, c->ctx);
+    if (nfed != pos || pos > (1u << 30))
+        BAD("state %s: %u positions but %llu ids; the file is corrupt", path, pos,
+            (unsigned long long)nfed);
+    if ((long)pos + 1 > c->ctx)
+        BAD("state %s holds %u positions, over the context limit %d (--ctx)", path, pos, c->ctx);
     if (!fits(&r, nfed, 4)) goto trunc;
     fed = malloc(sizeof *fed * (nfed ? nfed : 1));
-    if (!fed) { snprintf(err, errlen, "state %s: out of memory", path); rc = K3_ERR_RUNTIME; goto out; }
+    if (!fed) {
+        snprintf(err, errlen, "state %s: out of memory", path); rc = K3_ERR_RUNTIME; goto out;
+    }
     RD(r_words(&r, fed, nfed));
     uint64_t th;
     RD(r_u64(&r, &th));
@@ -342,18 +412,23 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     RD(r_u32(&r, &nm));
     if (nm > CHAT_MAX_MSGS) BAD("state %s: %u messages; the file is corrupt", path, nm);
     if ((int)nm > c->log.n)
-        BAD("state %s covers %u messages but %s holds %d; pass the history it was saved with, or drop --load-state", path, nm, hist, c->log.n);
+        BAD("state %s covers %u messages but %s holds %d; pass the history it was saved with, "
+            "or drop --load-state", path, nm, hist, c->log.n);
     for (uint32_t i = 0; i < nm; i++) {
         ChatMsg *m = &c->log.v[i];
         uint32_t ng, gt, gs;
         RD(r_u64(&r, &x)); RD(r_u32(&r, &ng)); RD(r_u32(&r, &gt)); RD(r_u32(&r, &gs));
         if (x != msg_hash(m))
-            BAD("state %s: message %u (%s) of %s differs from the conversation the state was saved from; "
-                "pass the matching history, or drop --load-state (the history is then re-prefilled)", path, i + 1, m->role, hist);
+            BAD("state %s: message %u (%s) of %s differs from the conversation the state was "
+                "saved from; pass the matching history, or drop --load-state (the history is "
+                "then re-prefilled)", path, i + 1, m->role, hist);
         if (ng == 0xFFFFFFFFu) continue;
-        if (strcmp(m->role, "assistant") || gs > XP_DONE || gt > 1 || !fits(&r, ng, 4)) BAD("state %s: bad record for message %u; the file is corrupt", path, i + 1);
+        if (strcmp(m->role, "assistant") || gs > XP_DONE || gt > 1 || !fits(&r, ng, 4))
+            BAD("state %s: bad record for message %u; the file is corrupt", path, i + 1);
         int32_t *g = malloc(sizeof *g * (ng ? ng : 1));
-        if (!g) { snprintf(err, errlen, "state %s: out of memory", path); rc = K3_ERR_RUNTIME; goto out; }
+        if (!g) {
+            snprintf(err, errlen, "state %s: out of memory", path); rc = K3_ERR_RUNTIME; goto out;
+        }
         if (r_words(&r, g, ng)) { free(g); goto trunc; }
         free(m->gen_ids);
         m->gen_ids = g; m->n_gen = (int)ng; m->gen_thinking = (int)gt; m->gen_state = (int)gs;
@@ -361,21 +436,29 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     size_t n = 0;
     if (transcript(c, (int)nm, &ids, &n)) BAD("state %s: cannot render the transcript", path);
     if (ids_hash(ids, n) != th)
-        BAD("state %s: the transcript renders to other ids than when the state was saved although the messages match; "
-            "was it saved with another tokenizer than %s? Pass that --tok, or drop --load-state", path, c->tok_dir);
-    if (nfed > n || memcmp(ids, fed, sizeof *ids * nfed)) BAD("state %s: the saved ids are not a prefix of the transcript; the file is corrupt", path);
+        BAD("state %s: the transcript renders to other ids than when the state was saved "
+            "although the messages match; was it saved with another tokenizer than %s? "
+            "Pass that --tok, or drop --load-state", path, c->tok_dir);
+    if (nfed > n || memcmp(ids, fed, sizeof *ids * nfed))
+        BAD("state %s: the saved ids are not a prefix of the transcript; the file is corrupt",
+            path);
     /* the tensors */
     uint64_t need = 0;
     for (int L = 0; L < cf->num_hidden_layers; L++)
-        need += cf->is_kda[L] ? 4 * (uint64_t)(kda_s_len(cf) + kda_conv_len(cf))
-                              : 4 * (uint64_t)pos * (uint64_t)(cf->kv_lora_rank + cf->qk_rope_head_dim);
+        need += cf->is_kda[L]
+                    ? 4 * (uint64_t)(kda_s_len(cf) + kda_conv_len(cf))
+                    : 4 * (uint64_t)pos * (uint64_t)(cf->kv_lora_rank + cf->qk_rope_head_dim);
     if (r.size - r.done != need + 8)
-        BAD("state %s: %llu bytes, expected %llu for %u positions; the file is truncated or corrupt",
+        BAD("state %s: %llu bytes, expected %llu for %u positions; "
+            "the file is truncated or corrupt",
             path, (unsigned long long)r.size, (unsigned long long)(r.done + need + 8), pos);
     k3_state_reset(&c->eng.m, s);
     if (k3_state_reserve(&c->eng.m, s, (int)pos + 1)) { snprintf(err, errlen, "state %s: out of memory for %u positions", path, pos); rc = K3_ERR_RUNTIME; goto out; }
     for (int L = 0; L < cf->num_hidden_layers; L++) {
-        if (cf->is_kda[L]) { RD(r_words(&r, s->kda_S[L], kda_s_len(cf))); RD(r_words(&r, s->kda_conv[L], kda_conv_len(cf))); }
+        if (cf->is_kda[L]) {
+            RD(r_words(&r, s->kda_S[L], kda_s_len(cf)));
+            RD(r_words(&r, s->kda_conv[L], kda_conv_len(cf)));
+        }
         else if (pos) {
             RD(r_words(&r, s->mla_c[L], (size_t)pos * cf->kv_lora_rank));
             RD(r_words(&r, s->mla_pe[L], (size_t)pos * cf->qk_rope_head_dim));
@@ -383,17 +466,25 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     }
     uint64_t sum = h_final(&r.h), got;
     RD(r_u64(&r, &got));
-    if (sum != got) BAD("state %s: checksum mismatch (stored %016llx, computed %016llx); the file is corrupt, re-create it",
-                        path, (unsigned long long)got, (unsigned long long)sum);
+    if (sum != got)
+        BAD("state %s: checksum mismatch (stored %016llx, computed %016llx); the file is "
+            "corrupt, re-create it", path, (unsigned long long)got, (unsigned long long)sum);
     s->pos = (int)pos;
     free(c->fed);
     c->fed = fed; fed = NULL;
     c->nfed = c->capfed = nfed;
     goto out;
 trunc:
-    if (r.err) { snprintf(err, errlen, "state %s: read error at byte %llu: %s", path, (unsigned long long)r.done, strerror(r.err)); rc = K3_ERR_RUNTIME; }
-    else { snprintf(err, errlen, "state %s: truncated at byte %llu of %llu; the file is incomplete, re-create it with --save-state",
-                    path, (unsigned long long)r.done, (unsigned long long)r.size); rc = K3_ERR_USAGE; }
+    if (r.err) {
+        snprintf(err, errlen, "state %s: read error at byte %llu: %s", path,
+                 (unsigned long long)r.done, strerror(r.err));
+        rc = K3_ERR_RUNTIME;
+    } else {
+        snprintf(err, errlen, "state %s: truncated at byte %llu of %llu; the file is incomplete, "
+                 "re-create it with --save-state",
+                 path, (unsigned long long)r.done, (unsigned long long)r.size);
+        rc = K3_ERR_USAGE;
+    }
 out:
     if (rc) k3_state_reset(&c->eng.m, s);
     free(fed); free(ids); free(r.b);

@@ -70,7 +70,9 @@ static void out(const char *s, size_t n) {
     memcpy(ob + on, s, n); on += n;
 }
 static void outs(const char *s) { out(s, strlen(s)); }
-static void outf(const char *fmt, int v) { char b[32]; int k = snprintf(b, sizeof b, fmt, v); out(b, (size_t)k); }
+static void outf(const char *fmt, int v) {
+    char b[32]; int k = snprintf(b, sizeof b, fmt, v); out(b, (size_t)k);
+}
 static void flush_out(void) {
     size_t off = 0;
     while (off < on) {
@@ -117,8 +119,18 @@ static int cols(void) {
     if (ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
     return 80;
 }
-static size_t prev_char(const Line *l, size_t i) { if (!i) return 0; i--; while (i && ((unsigned char)l->b[i] & 0xC0) == 0x80) i--; return i; }
-static size_t next_char(const Line *l, size_t i) { if (i >= l->len) return l->len; i++; while (i < l->len && ((unsigned char)l->b[i] & 0xC0) == 0x80) i++; return i; }
+static size_t prev_char(const Line *l, size_t i) {
+    if (!i) return 0;
+    i--;
+    while (i && ((unsigned char)l->b[i] & 0xC0) == 0x80) i--;
+    return i;
+}
+static size_t next_char(const Line *l, size_t i) {
+    if (i >= l->len) return l->len;
+    i++;
+    while (i < l->len && ((unsigned char)l->b[i] & 0xC0) == 0x80) i++;
+    return i;
+}
 
 /* Redraws prompt + line from the prompt's first row; leaves the cursor at l->cur. */
 static void redraw(Line *l) {
@@ -220,7 +232,7 @@ int le_read(const char *prompt, char **res) {
     for (;;) {
         unsigned char c;
         int dirty = 0, r;
-        do {                                           /* everything already read, then one redraw */
+        do {                                 /* everything already read, then one redraw */
             r = get_byte(&c, -1);
             if (r <= 0) break;
             if (c == '\r' || c == '\n') { finish(&l, "", 1); goto done; }

@@ -48,18 +48,36 @@ static int pwrite_all(int fd, const void *p, size_t n, uint64_t off) {
     return 0;
 }
 
+static const char *USAGE =
+    "Usage: k3 pack MODEL_DIR TRUNK_DIR [--verify] [--quiet]\n"
+    "Packs every text tensor but the routed experts into TRUNK_DIR/trunk.k3, each layer\n"
+    "contiguous, for --trunk streaming (written to trunk.k3.tmp, renamed when complete).\n"
+    "  --verify     re-read every byte of the result and compare it with the shards\n"
+    "  --quiet      no progress or summary lines on stderr\n"
+    "  -h, --help   this text\n";
+
 int k3_pack_main(int argc, char **argv) {
     const char *model = NULL, *out = NULL;
     int verify = 0, quiet = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--verify")) verify = 1;
         else if (!strcmp(argv[i], "--quiet")) quiet = 1;
-        else if (argv[i][0] == '-') { fprintf(stderr, "k3 pack: unknown option '%s'\nUsage: k3 pack MODEL_DIR TRUNK_DIR [--verify] [--quiet]\n", argv[i]); return K3_ERR_USAGE; }
-        else if (!model) model = argv[i];
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(USAGE, stdout); return 0;
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "k3 pack: unknown option '%s'\n%s", argv[i], USAGE);
+            return K3_ERR_USAGE;
+        } else if (!model) model = argv[i];
         else if (!out) out = argv[i];
-        else { fprintf(stderr, "k3 pack: unexpected argument '%s'\n", argv[i]); return K3_ERR_USAGE; }
+        else {
+            fprintf(stderr, "k3 pack: unexpected argument '%s'\n", argv[i]);
+            return K3_ERR_USAGE;
+        }
     }
-    if (!model || !out) { fprintf(stderr, "Usage: k3 pack MODEL_DIR TRUNK_DIR [--verify] [--quiet]\n"); return K3_ERR_USAGE; }
+    if (!model || !out) {
+        fprintf(stderr, "k3 pack: missing %s\n%s", model ? "TRUNK_DIR" : "MODEL_DIR", USAGE);
+        return K3_ERR_USAGE;
+    }
     char err[4096];
     StIndex *st = st_open(model, err, sizeof err);
     if (!st) { fprintf(stderr, "k3 pack: %s\n", err); return K3_ERR_RUNTIME; }
@@ -77,7 +95,10 @@ int k3_pack_main(int argc, char **argv) {
             if (pt[n].layer + 1 > NL) NL = pt[n].layer + 1;
             n++;
         }
-    if (!pt || !n) { fprintf(stderr, "k3 pack: %s: no trunk tensors found\n", model); free(pt); st_close(st); return K3_ERR_RUNTIME; }
+    if (!pt || !n) {
+        fprintf(stderr, "k3 pack: %s: no trunk tensors found\n", model); free(pt); st_close(st);
+        return K3_ERR_RUNTIME;
+    }
     qsort(pt, n, sizeof(PT), cmp_pt);
     uint64_t fp = k3_checkpoint_identity(cfg.hash, st);
     size_t ilen = format_index(NULL, 0, pt, n, fp, 0, NL);
@@ -95,7 +116,11 @@ int k3_pack_main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/trunk.k3", out);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) { fprintf(stderr, "k3 pack: cannot create %s: %s\n", tmp, strerror(errno)); free(ix); free(pt); st_close(st); return K3_ERR_RUNTIME; }
+    if (fd < 0) {
+        fprintf(stderr, "k3 pack: cannot create %s: %s\n", tmp, strerror(errno));
+        free(ix); free(pt); st_close(st);
+        return K3_ERR_RUNTIME;
+    }
     unsigned char hdr[16];
     memcpy(hdr, "K3TRUNK1", 8);
     for (int i = 0; i < 8; i++) hdr[8 + i] = (unsigned char)((uint64_t)ilen >> (8 * i));
@@ -111,17 +136,24 @@ int k3_pack_main(int argc, char **argv) {
         const StTensor *t = pt[i].t;
         for (uint64_t o = 0; !rc && o < t->nbytes; o += CH) {
             size_t len = t->nbytes - o < CH ? (size_t)(t->nbytes - o) : CH;
-            if (st_pread(st, t->shard, t->offset + o, buf, len, err, sizeof err)) { fprintf(stderr, "k3 pack: %s\n", err); rc = K3_ERR_RUNTIME; }
-            else if (pwrite_all(fd, buf, len, pt[i].off + o)) { fprintf(stderr, "k3 pack: writing %s: %s\n", tmp, strerror(errno)); rc = K3_ERR_RUNTIME; }
+            if (st_pread(st, t->shard, t->offset + o, buf, len, err, sizeof err)) {
+                fprintf(stderr, "k3 pack: %s\n", err); rc = K3_ERR_RUNTIME;
+            } else if (pwrite_all(fd, buf, len, pt[i].off + o)) {
+                fprintf(stderr, "k3 pack: writing %s: %s\n", tmp, strerror(errno));
+                rc = K3_ERR_RUNTIME;
+            }
         }
         done += t->nbytes;
         if (!quiet && (i + 1 == n || pt[i + 1].layer != pt[i].layer)) {
             double dt = k3_now() - t0;
-            fprintf(stderr, "k3 pack: %s %d done: %.3f of %.3f GB (%.0f MB/s)\n", pt[i].layer < 0 ? "globals" : "layer",
-                    pt[i].layer < 0 ? NL : pt[i].layer, done / K3_GB, total / K3_GB, dt > 0 ? done / 1e6 / dt : 0.0);
+            fprintf(stderr, "k3 pack: %s %d done: %.3f of %.3f GB (%.0f MB/s)\n",
+                    pt[i].layer < 0 ? "globals" : "layer", pt[i].layer < 0 ? NL : pt[i].layer,
+                    done / K3_GB, total / K3_GB, dt > 0 ? done / 1e6 / dt : 0.0);
         }
     }
-    if (!rc && fsync(fd)) { fprintf(stderr, "k3 pack: fsync %s: %s\n", tmp, strerror(errno)); rc = K3_ERR_RUNTIME; }
+    if (!rc && fsync(fd)) {
+        fprintf(stderr, "k3 pack: fsync %s: %s\n", tmp, strerror(errno)); rc = K3_ERR_RUNTIME;
+    }
     if (!rc && verify) {
         uint64_t bad = 0;
         for (size_t i = 0; !rc && i < n; i++) {
@@ -129,17 +161,30 @@ int k3_pack_main(int argc, char **argv) {
             for (uint64_t o = 0; !rc && o < t->nbytes; o += CH) {
                 size_t len = t->nbytes - o < CH ? (size_t)(t->nbytes - o) : CH;
                 ssize_t g = pread(fd, buf2, len, (off_t)(pt[i].off + o));
-                if (st_pread(st, t->shard, t->offset + o, buf, len, err, sizeof err) || g != (ssize_t)len) { fprintf(stderr, "k3 pack: --verify: read failed for %s\n", t->name); rc = K3_ERR_RUNTIME; }
-                else if (memcmp(buf, buf2, len)) { fprintf(stderr, "k3 pack: --verify: %s differs at byte %llu\n", t->name, (unsigned long long)o); bad++; }
+                if (st_pread(st, t->shard, t->offset + o, buf, len, err, sizeof err) ||
+                    g != (ssize_t)len) {
+                    fprintf(stderr, "k3 pack: --verify: read failed for %s\n", t->name);
+                    rc = K3_ERR_RUNTIME;
+                } else if (memcmp(buf, buf2, len)) {
+                    fprintf(stderr, "k3 pack: --verify: %s differs at byte %llu\n", t->name,
+                            (unsigned long long)o);
+                    bad++;
+                }
             }
         }
         if (bad) rc = K3_ERR_RUNTIME;
-        else if (!rc && !quiet) fprintf(stderr, "k3 pack: --verify: all %zu tensors (%.3f GB) re-read and identical\n", n, total / K3_GB);
+        else if (!rc && !quiet)
+            fprintf(stderr, "k3 pack: --verify: all %zu tensors (%.3f GB) re-read and identical\n",
+                    n, total / K3_GB);
     }
     close(fd);
-    if (!rc && rename(tmp, path)) { fprintf(stderr, "k3 pack: rename %s: %s\n", tmp, strerror(errno)); rc = K3_ERR_RUNTIME; }
+    if (!rc && rename(tmp, path)) {
+        fprintf(stderr, "k3 pack: rename %s: %s\n", tmp, strerror(errno)); rc = K3_ERR_RUNTIME;
+    }
     if (rc) unlink(tmp);
-    else if (!quiet) fprintf(stderr, "k3 pack: wrote %s: %zu tensors, %d layers, %.3f GB in %.1f s\n", path, n, NL, fsize / K3_GB, k3_now() - t0);
+    else if (!quiet)
+        fprintf(stderr, "k3 pack: wrote %s: %zu tensors, %d layers, %.3f GB in %.1f s\n",
+                path, n, NL, fsize / K3_GB, k3_now() - t0);
     free(buf); free(buf2); free(ix); free(pt); st_close(st);
     return rc;
 }

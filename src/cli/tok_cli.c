@@ -1,30 +1,38 @@
 /* tok_cli.c — `k3 tokenize` and `k3 detokenize` (wired from main.c). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tok.h"
 #include "util.h"
 
+static const char *USAGE =
+    "Usage: k3 tokenize   [--tok DIR] [--special] FILE...  one line of ids (1,2,3) per FILE\n"
+    "       k3 detokenize [--tok DIR] --ids LIST           the decoded bytes to stdout\n"
+    "  --tok DIR     tokenizer directory (tiktoken.model, tokenizer_config.json);\n"
+    "                default $K3_TOK_FILES\n"
+    "  --special     tokenize: special tokens in the text (e.g. [BOS]) become their ids\n"
+    "  --ids LIST    detokenize: comma-separated ids, e.g. --ids 1008,10484\n"
+    "  -h, --help    this text\n"
+    "FILE - reads stdin.\n";
+
 static int usage(const char *why) {
-    fprintf(stderr,
-            "error: %s\n"
-            "usage: k3 tokenize   --tok DIR [--special] FILE...   (one line of comma-separated ids per FILE)\n"
-            "       k3 detokenize --tok DIR --ids 1,2,3            (decoded bytes to stdout)\n"
-            "DIR holds tiktoken.model and tokenizer_config.json; --tok defaults to $K3_TOK_FILES.\n",
-            why);
+    fprintf(stderr, "error: %s\n%s", why, USAGE);
     return 2;
 }
 
 int tok_cli(int argc, char **argv) {
     if (argc < 1) return usage("missing subcommand");
     int detok = !strcmp(argv[0], "detokenize");
-    if (!detok && strcmp(argv[0], "tokenize")) return usage("subcommand must be tokenize or detokenize");
+    if (!detok && strcmp(argv[0], "tokenize"))
+        return usage("subcommand must be tokenize or detokenize");
     const char *dir = getenv("K3_TOK_FILES"), *ids = NULL;
     int special = 0, nfiles = 0;
     char **files = calloc((size_t)argc + 1, sizeof *files);
     if (!files) { fprintf(stderr, "error: out of memory\n"); return 1; }
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            free(files); fputs(USAGE, stdout); return 0;
+        }
         if (!strcmp(argv[i], "--tok")) {
             if (++i >= argc) { free(files); return usage("--tok needs a directory"); }
             dir = argv[i];
@@ -38,26 +46,23 @@ int tok_cli(int argc, char **argv) {
         } else if (!detok) files[nfiles++] = argv[i];
         else { free(files); return usage("detokenize takes no FILE (use --ids)"); }
     }
-    if (!dir || !*dir) { free(files); return usage("no tokenizer: pass --tok DIR or set K3_TOK_FILES"); }
+    if (!dir || !*dir) {
+        free(files); return usage("no tokenizer: pass --tok DIR or set K3_TOK_FILES");
+    }
     if (detok && !ids) { free(files); return usage("detokenize needs --ids LIST"); }
     if (!detok && !nfiles) { free(files); return usage("tokenize needs at least one FILE"); }
 
     /* parse --ids before loading, so a typo is a usage error */
     int32_t *idv = NULL; size_t nid = 0;
     if (detok) {
-        idv = malloc((strlen(ids) / 2 + 2) * sizeof *idv);
-        if (!idv) { free(files); fprintf(stderr, "error: out of memory\n"); return 1; }
-        const char *p = ids;
-        while (*p) {
-            char *e; errno = 0;
-            long v = strtol(p, &e, 10);
-            if (e == p || errno || v < 0 || v > 0x7FFFFFFF || (*e && *e != ',')) {
-                free(idv); free(files);
-                return usage("--ids must be comma-separated non-negative integers, e.g. --ids 1008,10484");
-            }
-            idv[nid++] = (int32_t)v;
-            p = *e ? e + 1 : e;
-        }
+        char perr[160];
+        int *iv, ni;
+        if (k3_parse_ids(ids, &iv, &ni, perr, sizeof perr)) { free(files); return usage(perr); }
+        idv = malloc(sizeof *idv * (size_t)(ni ? ni : 1));
+        if (!idv) { free(iv); free(files); fprintf(stderr, "error: out of memory\n"); return 1; }
+        for (int i = 0; i < ni; i++) idv[i] = iv[i];
+        nid = (size_t)ni;
+        free(iv);
     }
     char err[512];
     Tok *t = tok_load(dir, err, sizeof err);
@@ -66,7 +71,8 @@ int tok_cli(int argc, char **argv) {
     if (detok) {
         for (size_t i = 0; i < nid; i++)
             if (idv[i] >= tok_vocab_size(t)) {
-                fprintf(stderr, "error: --ids: id %d is out of range (vocabulary size %d)\n", idv[i], tok_vocab_size(t));
+                fprintf(stderr, "error: --ids: id %d is out of range (vocabulary size %d)\n",
+                        idv[i], tok_vocab_size(t));
                 rc = 2;
                 goto done;
             }

@@ -42,7 +42,7 @@ refuse() {   # refuse WHAT PATTERN args...
   cmp -s "$T/h0.jsonl" "$T/hx.jsonl" || fail "$what: the history was changed"
 }
 if [ -d $M4 ]; then
-  refuse "tiny4 model" 'saved from another model' $M4 --no-think --load-state "$T/s.bin"
+  refuse "tiny4 model" 'saved from another checkpoint' $M4 --no-think --load-state "$T/s.bin"
 else echo "note: $M4 missing; other-model refusal not checked"; fi
 refuse "thinking mode" 'saved with thinking off' $M --load-state "$T/s.bin"
 size=$(wc -c < "$T/s.bin")
