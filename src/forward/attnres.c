@@ -1,4 +1,4 @@
-/* attnres.c — attention residuals (K3_MODEL.md §3.1 Mix, pitfalls 14-16).
+/* attnres.c — attention residuals (docs/MODEL.md §3.1 Mix, pitfalls 14-16).
  *
  * Candidates are the block snapshots then the live prefix sum p. Each is scored with
  * its RMS-normalised value against w = res_norm ⊙ res_proj, the scores go through a

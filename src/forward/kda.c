@@ -1,4 +1,4 @@
-/* kda.c — Kimi Delta Attention (K3_MODEL.md §3.2, pitfalls 2-8).
+/* kda.c — Kimi Delta Attention (docs/MODEL.md §3.2, pitfalls 2-8).
  *
  * Per token: q,k,v projections through a 4-tap causal depthwise conv + SiLU whose
  * window is carried across calls; the bounded decay gate lb·σ(e^A_log[h]·(z+dt_bias));

@@ -1,4 +1,4 @@
-/* mla.c — gated Multi-head Latent Attention with NoPE (K3_MODEL.md §3.3,
+/* mla.c — gated Multi-head Latent Attention with NoPE (docs/MODEL.md §3.3,
  * pitfalls 9-13), in the absorbed form over a latent cache.
  *
  * Only the normalised latent c' (kv_lora) and the shared k_pe (rope dims, never

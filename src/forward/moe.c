@@ -1,4 +1,4 @@
-/* moe.c — the sigmoid router and the latent MoE (K3_MODEL.md §3.4-3.7,
+/* moe.c — the sigmoid router and the latent MoE (docs/MODEL.md §3.4-3.7,
  * pitfalls 17-22).
  *
  * The router scores the full-width input; the correction bias only selects, the

@@ -2,7 +2,7 @@
  * slots (--cache-gb), read by a pthread I/O pool with several reads in flight.
  *
  * Each expert is one coalesced pread when its six tensors are back to back in the
- * file (checked from the header offsets, never computed, K3_MODEL.md §4), O_DIRECT
+ * file (checked from the header offsets, never computed, docs/MODEL.md §4), O_DIRECT
  * where the filesystem allows it (aligned window around the expert), buffered
  * otherwise (dio.h). k3_ecache_prefetch() queues a chunk's whole expert union (as many as
  * the slots allow, then a sliding window as experts are consumed), so prefill reads

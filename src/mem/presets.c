@@ -25,7 +25,7 @@ int k3_preset_apply(const char *name, double *trunk_gb, double *cache_gb) {
     return -1;
 }
 
-/* The real K3 (K3_MODEL.md §1.2, §1.3, §2, §5): config values and per-layer trunk bytes
+/* The real K3 (docs/MODEL.md §1.2, §1.3, §2, §5): config values and per-layer trunk bytes
  * (layer 0 KDA + dense MLP 2,341,213,184; KDA MoE 1,267,744,256; MLA MoE 844,335,616). */
 #define REAL_PROCESS 0.5e9                   /* estimate: tensor index of 497k entries, tokenizer, binary */
 static void real_k3(K3Config *c, uint64_t *lb) {
@@ -67,7 +67,7 @@ void k3_presets_print(FILE *f) {
                "Budgets are GB (1e9 bytes). The trunk budget covers pinned layers, a 2-slot ring and\n"
                "lm_head when it fits (else lm_head is streamed in row blocks); streaming needs --trunk DIR\n"
                "from `k3 pack`. Budgets below the working minimum (the ring, 5 expert slots) are raised\n"
-               "to it. A later flag wins. Real-model figures are computed from K3_MODEL.md sizes (the\n"
+               "to it. A later flag wins. Real-model figures are computed from docs/MODEL.md sizes (the\n"
                "process/index share is an estimate of %.1f GB), not measured.\n", REAL_PROCESS / K3_GB);
 }
 

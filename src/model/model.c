@@ -218,7 +218,7 @@ static void bind_layer(Binder *b, int L) {
                 const StTensor *t = find(b, en);
                 if (!t) break;
                 if (t->dtype != ST_U8 || t->ndim != 2 || t->shape[0] != shp[j][0] || t->shape[1] != shp[j][1])
-                    bind_fail(b, "%s: tensor '%s%s' is %s %s, expected U8 [%lld, %lld] (MXFP4, K3_MODEL.md §4)", b->m->dir, b->prefix, en,
+                    bind_fail(b, "%s: tensor '%s%s' is %s %s, expected U8 [%lld, %lld] (MXFP4, docs/MODEL.md §4)", b->m->dir, b->prefix, en,
                               st_dtype_name(t->dtype), shape_str(t, s, sizeof s), (long long)shp[j][0], (long long)shp[j][1]);
                 ly->experts[(size_t)e * 6 + j] = t;
             }

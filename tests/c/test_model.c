@@ -1,5 +1,5 @@
 /* test_model.c — the full-model gates against the independent NumPy reference
- * (tools/k3_ref.py, written from K3_MODEL.md, not from this code):
+ * (tools/k3_ref.py, written from docs/MODEL.md, not from this code):
  *   - logits of every prompt position within 1e-5 rel-L2 of the reference,
  *   - teacher-forced argmax equal at every position,
  *   - greedy ids, incremental and recompute, equal to each other and the reference,

@@ -3,7 +3,7 @@
  * tests/models/<m>/ref/ops/ by tools/make_op_fixtures.sh), so a wrong result is
  * localised to one op of one layer; plus unit tests with hand-computed
  * expectations, each written so the plausible wrong implementation of a
- * K3_MODEL.md §7 pitfall fails.
+ * docs/MODEL.md §7 pitfall fails.
  *
  * Op tests (tiny5, and tiny4 when its ops/ exist): for each layer L the reference's
  * own input is fed to the engine's op and the output compared by rel-L2 (tolerance
