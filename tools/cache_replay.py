@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Replay a k3 expert-cache trace (k3 ... --dump-cache-trace DIR -> DIR/cache_trace.txt)
-under LRU, k3's policy (LFU with ageing, src/expert_cache.c k3_policy_*) and Belady's
+under LRU, k3's policy (LFU with ageing, src/mem/policy.c k3_policy_*) and Belady's
 optimum, at any capacities (in expert slots).
 
     /usr/bin/python3 tools/cache_replay.py DIR/cache_trace.txt [--capacity 8,16,64] [--json OUT]

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Write a random Kimi K3 checkpoint in the released layout (K3_MODEL.md §1, §2, §4, §5, §6).
 
-Written from ../shared/spec/K3_MODEL.md only.  Tensors are produced and written one at a
+Written from the model description only (docs/MODEL.md).  Tensors are produced and written one at a
 time in row chunks, so --full-width checkpoints stream to disk shard by shard.
 
     /usr/bin/python3 tools/gen_k3.py --out DIR [--seed N] [--block 5] ...
