@@ -5,7 +5,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { ST_BF16, ST_F16, ST_F32, ST_U8, ST_I8, ST_I16, ST_I32, ST_I64, ST_F64, ST_U16, ST_U32, ST_U64, ST_BOOL } StDtype;
+typedef enum {
+    ST_BF16, ST_F16, ST_F32, ST_U8, ST_I8, ST_I16, ST_I32, ST_I64, ST_F64, ST_U16, ST_U32, ST_U64,
+    ST_BOOL
+} StDtype;
 
 typedef struct {
     const char *name;

@@ -1,5 +1,5 @@
 /* tok.h — Kimi K3's tokenizer (tiktoken BPE + K3's pre-tokenizer), byte-exact.
- * See docs/TOKENIZER.md and ../shared/spec/TOKENIZER_XTML.md §1–§5.
+ * See docs/TOKENIZER.md §1–§5.
  *
  * Files: DIR/tiktoken.model (one "base64(token bytes) SPACE rank" per line, ranks
  * 0..n_ranks-1) and DIR/tokenizer_config.json (added_tokens_decoder names some of the

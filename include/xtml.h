@@ -1,4 +1,4 @@
-/* xtml.h — K3's XTML chat format (../shared/spec/TOKENIZER_XTML.md §6-§7): the
+/* xtml.h — K3's XTML chat format (docs/TOKENIZER.md §6-§7): the
  * renderer (messages -> segments -> ids) and the completion parser (ids -> channels).
  *
  * Rendering follows encoding_k3.build_chat_segments for text-only chat:

@@ -17,11 +17,15 @@
 typedef struct { char *name; const char *dtype; int ndim; long long shape[3]; } Ent;
 typedef struct { Ent *e; size_t n, cap; } List;
 
-static void add(List *l, const char *dtype, int ndim, long long a, long long b, long long c, const char *fmt, ...)
+static void add(List *l, const char *dtype, int ndim, long long a, long long b, long long c,
+                const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
 #include <stdarg.h>
-static void add(List *l, const char *dtype, int ndim, long long a, long long b, long long c, const char *fmt, ...) {
-    if (l->n == l->cap) { l->cap = l->cap ? l->cap * 2 : 64; l->e = realloc(l->e, l->cap * sizeof *l->e); }
+static void add(List *l, const char *dtype, int ndim, long long a, long long b, long long c,
+                const char *fmt, ...) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 64; l->e = realloc(l->e, l->cap * sizeof *l->e);
+    }
     char buf[256];
     va_list ap; va_start(ap, fmt); vsnprintf(buf, sizeof buf, fmt, ap); va_end(ap);
     Ent *e = &l->e[l->n++];
@@ -29,7 +33,9 @@ static void add(List *l, const char *dtype, int ndim, long long a, long long b, 
     e->shape[0] = a; e->shape[1] = b; e->shape[2] = c;
 }
 
-static int ent_cmp(const void *a, const void *b) { return strcmp(((const Ent *)a)->name, ((const Ent *)b)->name); }
+static int ent_cmp(const void *a, const void *b) {
+    return strcmp(((const Ent *)a)->name, ((const Ent *)b)->name);
+}
 static size_t dsize(const char *d) { return !strcmp(d, "F32") ? 4 : !strcmp(d, "U8") ? 1 : 2; }
 
 #define P "language_model.model.layers.%d."
@@ -88,13 +94,19 @@ static void layer(List *l, int L) {
     }
 }
 
-static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
-static int dcmp(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y; }
+static double now(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9;
+}
+static int dcmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b; return x < y ? -1 : x > y;
+}
 
 static char *idx_buf; static size_t idx_len, idx_cap;
 static void idx_put(const char *s) {
     size_t n = strlen(s);
-    if (idx_len + n + 1 > idx_cap) { idx_cap = (idx_len + n + 1) * 2; idx_buf = realloc(idx_buf, idx_cap); }
+    if (idx_len + n + 1 > idx_cap) {
+        idx_cap = (idx_len + n + 1) * 2; idx_buf = realloc(idx_buf, idx_cap);
+    }
     memcpy(idx_buf + idx_len, s, n + 1); idx_len += n;
 }
 
@@ -121,9 +133,12 @@ int main(int argc, char **argv) {
             add(&l, "BF16", 1, 7168, 0, 0, "language_model.model.output_attn_res_norm.weight");
             add(&l, "BF16", 2, 1, 7168, 0, "language_model.model.output_attn_res_proj.weight");
         } else if (s == 95) {
-            for (int i = 0; i < 3; i++) add(&l, "BF16", 2, 4608, 1152 + i, 0, "mm_projector.proj.%d.weight", i);
+            for (int i = 0; i < 3; i++)
+                add(&l, "BF16", 2, 4608, 1152 + i, 0, "mm_projector.proj.%d.weight", i);
         } else {
-            for (int i = 0; i < 165; i++) add(&l, i % 2 ? "BF16" : "F32", 2, 1152, 1 + i % 7, 0, "vision_tower.encoder.blocks.%d.p%d", i / 6, i % 6);
+            for (int i = 0; i < 165; i++)
+                add(&l, i % 2 ? "BF16" : "F32", 2, 1152, 1 + i % 7, 0,
+                    "vision_tower.encoder.blocks.%d.p%d", i / 6, i % 6);
         }
         qsort(l.e, l.n, sizeof *l.e, ent_cmp);
         size_t cap = l.n * 200 + 64, o = 0;
@@ -134,7 +149,10 @@ int main(int argc, char **argv) {
             Ent *e = &l.e[i];
             unsigned long long nb = dsize(e->dtype);
             o += (size_t)sprintf(h + o, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", e->name, e->dtype);
-            for (int d = 0; d < e->ndim; d++) { nb *= (unsigned long long)e->shape[d]; o += (size_t)sprintf(h + o, "%s%lld", d ? "," : "", e->shape[d]); }
+            for (int d = 0; d < e->ndim; d++) {
+                nb *= (unsigned long long)e->shape[d];
+                o += (size_t)sprintf(h + o, "%s%lld", d ? "," : "", e->shape[d]);
+            }
             o += (size_t)sprintf(h + o, "],\"data_offsets\":[%llu,%llu]}", off, off + nb);
             off += nb;
         }
@@ -146,12 +164,16 @@ int main(int argc, char **argv) {
         int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         unsigned char lb[8];
         for (int i = 0; i < 8; i++) lb[i] = (unsigned char)((unsigned long long)o >> (8 * i));
-        if (fd < 0 || write(fd, lb, 8) != 8 || write(fd, h, o) != (ssize_t)o || ftruncate(fd, (off_t)(8 + o + off))) { perror(p); return 1; }
+        if (fd < 0 || write(fd, lb, 8) != 8 || write(fd, h, o) != (ssize_t)o ||
+            ftruncate(fd, (off_t)(8 + o + off))) { perror(p); return 1; }
         close(fd);
         free(h);
         hdr_bytes += o; total_size += off;
         for (size_t i = 0; i < l.n; i++) {
-            if (all.n == all.cap) { all.cap = all.cap ? all.cap * 2 : 1 << 19; all.e = realloc(all.e, all.cap * sizeof *all.e); }
+            if (all.n == all.cap) {
+                all.cap = all.cap ? all.cap * 2 : 1 << 19;
+                all.e = realloc(all.e, all.cap * sizeof *all.e);
+            }
             all.e[all.n] = l.e[i];
             all.e[all.n].dtype = strdup(fn);        /* reuse the field for the shard file */
             all.n++;
@@ -161,10 +183,12 @@ int main(int argc, char **argv) {
     }
     qsort(all.e, all.n, sizeof *all.e, ent_cmp);
     char tmp[400];
-    snprintf(tmp, sizeof tmp, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n  \"weight_map\": {\n", total_size);
+    snprintf(tmp, sizeof tmp, "{\n  \"metadata\": {\n    \"total_size\": %llu\n  },\n"
+             "  \"weight_map\": {\n", total_size);
     idx_put(tmp);
     for (size_t i = 0; i < all.n; i++) {
-        snprintf(tmp, sizeof tmp, "    \"%s\": \"%s\"%s\n", all.e[i].name, all.e[i].dtype, i + 1 < all.n ? "," : "");
+        snprintf(tmp, sizeof tmp, "    \"%s\": \"%s\"%s\n", all.e[i].name, all.e[i].dtype,
+                 i + 1 < all.n ? "," : "");
         idx_put(tmp);
     }
     idx_put("  }\n}\n");
@@ -173,7 +197,8 @@ int main(int argc, char **argv) {
     FILE *f = fopen(ip, "wb");
     if (!f || fwrite(idx_buf, 1, idx_len, f) != idx_len) { perror(ip); return 1; }
     fclose(f);
-    printf("synthetic checkpoint: %s: 96 shards, %zu tensors, headers %.1f MB, index %.1f MB, total_size %llu (sparse), generated in %.1f s\n",
+    printf("synthetic checkpoint: %s: 96 shards, %zu tensors, headers %.1f MB, index %.1f MB, "
+           "total_size %llu (sparse), generated in %.1f s\n",
            dir, n_total, hdr_bytes / 1e6, idx_len / 1e6, total_size, now() - tg);
 
     double *t = malloc(sizeof(double) * (size_t)runs), *tl = malloc(sizeof(double) * (size_t)runs);
@@ -184,7 +209,9 @@ int main(int argc, char **argv) {
         StIndex *ix = st_open(dir, err, sizeof err);
         t[r] = now() - t0;
         if (!ix) { fprintf(stderr, "st_open failed: %s\n", err); rc = 1; break; }
-        if (ix->n_tensors != n_total || ix->n_shards != 96) { fprintf(stderr, "wrong counts %zu %d\n", ix->n_tensors, ix->n_shards); rc = 1; }
+        if (ix->n_tensors != n_total || ix->n_shards != 96) {
+            fprintf(stderr, "wrong counts %zu %d\n", ix->n_tensors, ix->n_shards); rc = 1;
+        }
         t0 = now();
         size_t found = 0;
         for (size_t i = 0; i < all.n; i++) found += st_find(ix, all.e[i].name) != NULL;
@@ -195,11 +222,15 @@ int main(int argc, char **argv) {
     }
     if (!rc) {
         qsort(t, (size_t)runs, sizeof *t, dcmp); qsort(tl, (size_t)runs, sizeof *tl, dcmp);
-        printf("RESULT: st_open median %.3f s (min %.3f, max %.3f) over %d runs; all %zu st_find lookups median %.3f s\n",
+        printf("RESULT: st_open median %.3f s (min %.3f, max %.3f) over %d runs; "
+               "all %zu st_find lookups median %.3f s\n",
                t[runs / 2], t[0], t[runs - 1], runs, all.n, tl[runs / 2]);
     }
     if (created) {
-        for (int s = 1; s <= 96; s++) { char p[600]; snprintf(p, sizeof p, "%s/model-%05d-of-000096.safetensors", dir, s); unlink(p); }
+        for (int s = 1; s <= 96; s++) {
+            char p[600]; snprintf(p, sizeof p, "%s/model-%05d-of-000096.safetensors", dir, s);
+            unlink(p);
+        }
         unlink(ip); rmdir(dir);
     }
     return rc;

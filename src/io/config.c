@@ -57,7 +57,8 @@ static void show(const Json *v, char *buf, size_t n) {
 
 #define MISSING "missing (required for K3; the class default would make a different model)"
 
-static int get_int(Ctx *c, const Json *o, const char *pfx, const char *key, long long lo, long long hi, int *out) {
+static int get_int(Ctx *c, const Json *o, const char *pfx, const char *key, long long lo,
+                   long long hi, int *out) {
     const Json *v = json_get(o, key);
     char g[128];
     if (!v) { problem(c, pfx, key, MISSING); return -1; }
@@ -67,8 +68,11 @@ static int get_int(Ctx *c, const Json *o, const char *pfx, const char *key, long
         return -1;
     }
     if (v->integer < lo || v->integer > hi) {
-        if (hi == INT32_MAX) problem(c, pfx, key, "must be >= %lld, got %lld", lo, (long long)v->integer);
-        else problem(c, pfx, key, "must be in [%lld, %lld], got %lld", lo, hi, (long long)v->integer);
+        if (hi == INT32_MAX)
+            problem(c, pfx, key, "must be >= %lld, got %lld", lo, (long long)v->integer);
+        else
+            problem(c, pfx, key, "must be in [%lld, %lld], got %lld", lo, hi,
+                    (long long)v->integer);
         return -1;
     }
     *out = (int)v->integer;
@@ -79,7 +83,8 @@ static int get_pos(Ctx *c, const Json *o, const char *pfx, const char *key, int 
     return get_int(c, o, pfx, key, 1, INT32_MAX, out);
 }
 
-static int get_eq_int(Ctx *c, const Json *o, const char *pfx, const char *key, int want, const char *why, int *out) {
+static int get_eq_int(Ctx *c, const Json *o, const char *pfx, const char *key, int want,
+                      const char *why, int *out) {
     int v;
     if (get_int(c, o, pfx, key, INT32_MIN, INT32_MAX, &v)) return -1;
     if (v != want) { problem(c, pfx, key, "expected %d, got %d (%s)", want, v, why); return -1; }
@@ -97,7 +102,9 @@ static int get_num(Ctx *c, const Json *o, const char *pfx, const char *key, int 
         problem(c, pfx, key, "expected a finite number, got %s", g);
         return -1;
     }
-    if (pos && !(v->number > 0)) { show(v, g, sizeof g); problem(c, pfx, key, "must be > 0, got %s", g); return -1; }
+    if (pos && !(v->number > 0)) {
+        show(v, g, sizeof g); problem(c, pfx, key, "must be > 0, got %s", g); return -1;
+    }
     *out = (float)v->number;
     return 0;
 }
@@ -106,37 +113,52 @@ static int get_bool(Ctx *c, const Json *o, const char *pfx, const char *key, int
     const Json *v = json_get(o, key);
     char g[128];
     if (!v) { problem(c, pfx, key, MISSING); return -1; }
-    if (v->type != JSON_BOOL) { show(v, g, sizeof g); problem(c, pfx, key, "expected true or false, got %s", g); return -1; }
+    if (v->type != JSON_BOOL) {
+        show(v, g, sizeof g); problem(c, pfx, key, "expected true or false, got %s", g);
+        return -1;
+    }
     *out = v->boolean;
     return 0;
 }
 
-static int get_eq_bool(Ctx *c, const Json *o, const char *pfx, const char *key, int want, const char *why, int *out) {
+static int get_eq_bool(Ctx *c, const Json *o, const char *pfx, const char *key, int want,
+                       const char *why, int *out) {
     int b;
     if (get_bool(c, o, pfx, key, &b)) return -1;
-    if (b != want) { problem(c, pfx, key, "expected %s, got %s (%s)", want ? "true" : "false", b ? "true" : "false", why); return -1; }
+    if (b != want) {
+        problem(c, pfx, key, "expected %s, got %s (%s)", want ? "true" : "false",
+                b ? "true" : "false", why);
+        return -1;
+    }
     if (out) *out = b;
     return 0;
 }
 
-static int get_eq_str(Ctx *c, const Json *o, const char *pfx, const char *key, const char *want, const char *why) {
+static int get_eq_str(Ctx *c, const Json *o, const char *pfx, const char *key, const char *want,
+                      const char *why) {
     const Json *v = json_get(o, key);
     char g[128];
     if (!v) { problem(c, pfx, key, MISSING); return -1; }
     if (v->type != JSON_STRING || strlen(v->str) != v->len || strcmp(v->str, want)) {
         show(v, g, sizeof g);
-        problem(c, pfx, key, "expected \"%s\", got %s%s%s", want, g, why ? " " : "", why ? why : "");
+        problem(c, pfx, key, "expected \"%s\", got %s%s%s", want, g, why ? " " : "",
+                why ? why : "");
         return -1;
     }
     return 0;
 }
 
 /* 1-based layer list -> mark[0..L). Returns 0 if well-formed. */
-static int layer_list(Ctx *c, const Json *o, const char *pfx, const char *key, int L, unsigned char *mark) {
+static int layer_list(Ctx *c, const Json *o, const char *pfx, const char *key, int L,
+                      unsigned char *mark) {
     const Json *v = json_get(o, key);
     char g[128];
     if (!v) { problem(c, pfx, key, MISSING); return -1; }
-    if (v->type != JSON_ARRAY) { show(v, g, sizeof g); problem(c, pfx, key, "expected an array of 1-based layer numbers, got %s", g); return -1; }
+    if (v->type != JSON_ARRAY) {
+        show(v, g, sizeof g);
+        problem(c, pfx, key, "expected an array of 1-based layer numbers, got %s", g);
+        return -1;
+    }
     int bad = 0;
     for (size_t i = 0; i < v->len; i++) {
         const Json *e = v->items[i];
@@ -147,7 +169,8 @@ static int layer_list(Ctx *c, const Json *o, const char *pfx, const char *key, i
         }
         if (L <= 0) continue;          /* num_hidden_layers itself is bad: already reported */
         if (e->integer < 1 || e->integer > L) {
-            problem(c, pfx, key, "entry %zu: %lld is outside 1..%d (the lists are 1-based: layer index + 1)",
+            problem(c, pfx, key,
+                    "entry %zu: %lld is outside 1..%d (the lists are 1-based: layer index + 1)",
                     i, (long long)e->integer, L);
             bad = 1; continue;
         }
@@ -162,9 +185,13 @@ static int layer_list(Ctx *c, const Json *o, const char *pfx, const char *key, i
 
 static void check_quant(Ctx *c, const Json *q, const char *pfx) {
     char g[128], p2[256], p3[320];
-    if (q->type != JSON_OBJECT) { show(q, g, sizeof g); problem(c, pfx, "", "expected an object, got %s", g); return; }
-    get_eq_str(c, q, pfx, "quant_method", "compressed-tensors", "(only compressed-tensors MXFP4 is implemented)");
-    get_eq_str(c, q, pfx, "format", "mxfp4-pack-quantized", "(only mxfp4-pack-quantized is implemented)");
+    if (q->type != JSON_OBJECT) {
+        show(q, g, sizeof g); problem(c, pfx, "", "expected an object, got %s", g); return;
+    }
+    get_eq_str(c, q, pfx, "quant_method", "compressed-tensors",
+               "(only compressed-tensors MXFP4 is implemented)");
+    get_eq_str(c, q, pfx, "format", "mxfp4-pack-quantized",
+               "(only mxfp4-pack-quantized is implemented)");
     const Json *cg = json_get(q, "config_groups");
     if (!cg) { problem(c, pfx, "config_groups", MISSING); return; }
     if (cg->type != JSON_OBJECT || cg->len == 0) {
@@ -175,17 +202,24 @@ static void check_quant(Ctx *c, const Json *q, const char *pfx) {
     for (size_t i = 0; i < cg->len; i++) {
         const Json *gr = cg->items[i];
         snprintf(p2, sizeof p2, "%sconfig_groups.%s", pfx, cg->keys[i]);
-        if (gr->type != JSON_OBJECT) { show(gr, g, sizeof g); problem(c, p2, "", "expected an object, got %s", g); continue; }
+        if (gr->type != JSON_OBJECT) {
+            show(gr, g, sizeof g); problem(c, p2, "", "expected an object, got %s", g); continue;
+        }
         const Json *f = json_get(gr, "format");
         snprintf(p2, sizeof p2, "%sconfig_groups.%s.", pfx, cg->keys[i]);
-        if (f) get_eq_str(c, gr, p2, "format", "mxfp4-pack-quantized", "(only mxfp4-pack-quantized is implemented)");
+        if (f) get_eq_str(c, gr, p2, "format", "mxfp4-pack-quantized",
+                          "(only mxfp4-pack-quantized is implemented)");
         const Json *ia = json_get(gr, "input_activations");
         if (ia && ia->type != JSON_NULL)
-            problem(c, p2, "input_activations", "expected null (activation quantization is not implemented)");
+            problem(c, p2, "input_activations",
+                    "expected null (activation quantization is not implemented)");
         const Json *w = json_get(gr, "weights");
         if (!w) { problem(c, p2, "weights", MISSING); continue; }
         snprintf(p3, sizeof p3, "%sweights.", p2);
-        if (w->type != JSON_OBJECT) { show(w, g, sizeof g); problem(c, p2, "weights", "expected an object, got %s", g); continue; }
+        if (w->type != JSON_OBJECT) {
+            show(w, g, sizeof g); problem(c, p2, "weights", "expected an object, got %s", g);
+            continue;
+        }
         get_eq_int(c, w, p3, "num_bits", 4, "MXFP4 is 4-bit", NULL);
         get_eq_str(c, w, p3, "type", "float", "(MXFP4 elements are E2M1 floats)");
         get_eq_int(c, w, p3, "group_size", 32, "MXFP4 scales cover 32 inputs", NULL);
@@ -212,7 +246,8 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
     err[0] = 0;
     memset(cfg, 0, sizeof *cfg);
     char *text; size_t n;
-    if (!(text = k3_slurp(path, (size_t)64 << 20, &n, err, errlen))) return 2;   /* a config.json is small */
+    /* a config.json is small */
+    if (!(text = k3_slurp(path, (size_t)64 << 20, &n, err, errlen))) return 2;
     snprintf(cfg->source, sizeof cfg->source, "%s", path);
     cfg->hash = k3_hash(K3_HASH_INIT, text, n);
     char jerr[256];
@@ -235,27 +270,33 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
     }
     K3Config *k = cfg;
     int L = 0;
-    if (get_int(&c, tc, pfx, "num_hidden_layers", 1, K3_MAX_LAYERS, &k->num_hidden_layers) == 0) L = k->num_hidden_layers;
+    if (get_int(&c, tc, pfx, "num_hidden_layers", 1, K3_MAX_LAYERS, &k->num_hidden_layers) == 0)
+        L = k->num_hidden_layers;
     get_pos(&c, tc, pfx, "hidden_size", &k->hidden_size);
     get_pos(&c, tc, pfx, "vocab_size", &k->vocab_size);
     get_num(&c, tc, pfx, "rms_norm_eps", 1, &k->rms_norm_eps);
     get_pos(&c, tc, pfx, "intermediate_size", &k->intermediate_size);
-    int fk_ok = get_int(&c, tc, pfx, "first_k_dense_replace", 0, L > 0 ? L : INT32_MAX, &k->first_k_dense_replace) == 0;
+    int fk_ok = get_int(&c, tc, pfx, "first_k_dense_replace", 0, L > 0 ? L : INT32_MAX,
+                        &k->first_k_dense_replace) == 0;
     int fr_ok = get_pos(&c, tc, pfx, "moe_layer_freq", &k->moe_layer_freq) == 0;
     int ne_ok = get_pos(&c, tc, pfx, "num_experts", &k->num_experts) == 0;
     if (get_pos(&c, tc, pfx, "num_experts_per_token", &k->num_experts_per_token) == 0 && ne_ok &&
         k->num_experts_per_token > k->num_experts)
-        problem(&c, pfx, "num_experts_per_token", "%d is more than num_experts (%d)", k->num_experts_per_token, k->num_experts);
+        problem(&c, pfx, "num_experts_per_token", "%d is more than num_experts (%d)",
+                k->num_experts_per_token, k->num_experts);
     get_int(&c, tc, pfx, "num_shared_experts", 0, INT32_MAX, &k->num_shared_experts);
     get_pos(&c, tc, pfx, "moe_intermediate_size", &k->moe_intermediate_size);
     get_pos(&c, tc, pfx, "routed_expert_hidden_size", &k->routed_expert_hidden_size);
     get_bool(&c, tc, pfx, "latent_moe_use_norm", &k->latent_moe_use_norm);
-    get_eq_str(&c, tc, pfx, "moe_router_activation_func", "sigmoid", "(only the sigmoid router is implemented)");
+    get_eq_str(&c, tc, pfx, "moe_router_activation_func", "sigmoid",
+               "(only the sigmoid router is implemented)");
     get_bool(&c, tc, pfx, "moe_renormalize", &k->moe_renormalize);
     get_num(&c, tc, pfx, "routed_scaling_factor", 1, &k->routed_scaling_factor);
     get_bool(&c, tc, pfx, "use_grouped_topk", &k->use_grouped_topk);
-    get_eq_int(&c, tc, pfx, "num_expert_group", 1, "grouped top-k with more than one group is not implemented", &k->num_expert_group);
-    get_eq_int(&c, tc, pfx, "topk_group", 1, "grouped top-k with more than one group is not implemented", &k->topk_group);
+    get_eq_int(&c, tc, pfx, "num_expert_group", 1,
+               "grouped top-k with more than one group is not implemented", &k->num_expert_group);
+    get_eq_int(&c, tc, pfx, "topk_group", 1,
+               "grouped top-k with more than one group is not implemented", &k->topk_group);
     get_eq_str(&c, tc, pfx, "hidden_act", "situ", "(K3 uses SiTU-GLU)");
     get_num(&c, tc, pfx, "activation_situ_beta", 1, &k->situ_beta);
     get_num(&c, tc, pfx, "activation_situ_linear_beta", 1, &k->situ_linear_beta);
@@ -283,7 +324,8 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
         get_pos(&c, la, lpfx, "num_heads", &k->kda_num_heads);
         get_pos(&c, la, lpfx, "head_dim", &k->kda_head_dim);
         get_pos(&c, la, lpfx, "short_conv_kernel_size", &k->short_conv_kernel_size);
-        get_eq_bool(&c, la, lpfx, "use_full_rank_gate", 1, "K3 has a full-rank g_proj gate", &k->use_full_rank_gate);
+        get_eq_bool(&c, la, lpfx, "use_full_rank_gate", 1, "K3 has a full-rank g_proj gate",
+                    &k->use_full_rank_gate);
         get_num(&c, la, lpfx, "gate_lower_bound", 0, &k->gate_lower_bound);
         unsigned char kda[K3_MAX_LAYERS] = {0}, full[K3_MAX_LAYERS] = {0};
         int ok = layer_list(&c, la, lpfx, "kda_layers", L, kda) == 0;
@@ -291,26 +333,36 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
         if (ok && L > 0) {
             char lst[256]; size_t o = 0; int cnt = 0;
             for (int i = 0; i < L; i++) if (kda[i] && full[i]) {
-                if (cnt++ < 16) o += (size_t)snprintf(lst + o, sizeof lst - o, "%s%d", cnt > 1 ? ", " : "", i + 1);
+                if (cnt++ < 16)
+                    o += (size_t)snprintf(lst + o, sizeof lst - o, "%s%d", cnt > 1 ? ", " : "",
+                                          i + 1);
             }
-            if (cnt) problem(&c, lpfx, "kda_layers", "layer%s %s%s also in full_attn_layers (the lists must be disjoint)",
+            if (cnt) problem(&c, lpfx, "kda_layers",
+                             "layer%s %s%s also in full_attn_layers (the lists must be disjoint)",
                              cnt > 1 ? "s" : "", lst, cnt > 16 ? ", ..." : "");
             o = 0; cnt = 0; lst[0] = 0;
             for (int i = 0; i < L; i++) if (!kda[i] && !full[i]) {
-                if (cnt++ < 16) o += (size_t)snprintf(lst + o, sizeof lst - o, "%s%d", cnt > 1 ? ", " : "", i + 1);
+                if (cnt++ < 16)
+                    o += (size_t)snprintf(lst + o, sizeof lst - o, "%s%d", cnt > 1 ? ", " : "",
+                                          i + 1);
             }
-            if (cnt) problem(&c, lpfx, "kda_layers", "layer%s %s%s in neither kda_layers nor full_attn_layers (together they must cover 1..%d)",
+            if (cnt) problem(&c, lpfx, "kda_layers", "layer%s %s%s in neither kda_layers nor "
+                             "full_attn_layers (together they must cover 1..%d)",
                              cnt > 1 ? "s" : "", lst, cnt > 16 ? ", ..." : "", L);
             for (int i = 0; i < L; i++) k->is_kda[i] = kda[i];
         }
     }
 
     /* must be absent/zero and false: no MTP head, untied lm_head */
-    get_eq_int(&c, tc, pfx, "num_nextn_predict_layers", 0, "multi-token prediction heads are not part of the K3 text model", &k->num_nextn_predict_layers);
+    get_eq_int(&c, tc, pfx, "num_nextn_predict_layers", 0,
+               "multi-token prediction heads are not part of the K3 text model",
+               &k->num_nextn_predict_layers);
     {
         const Json *o = tc; const char *p = pfx;
-        if (!json_get(tc, "tie_word_embeddings") && tc != top && json_get(top, "tie_word_embeddings")) { o = top; p = ""; }
-        get_eq_bool(&c, o, p, "tie_word_embeddings", 0, "K3 stores lm_head separately", &k->tie_word_embeddings);
+        if (!json_get(tc, "tie_word_embeddings") && tc != top &&
+            json_get(top, "tie_word_embeddings")) { o = top; p = ""; }
+        get_eq_bool(&c, o, p, "tie_word_embeddings", 0, "K3 stores lm_head separately",
+                    &k->tie_word_embeddings);
     }
     const Json *mp = json_get(tc, "max_position_embeddings");
     if (mp) get_pos(&c, tc, pfx, "max_position_embeddings", &k->max_position_embeddings);
@@ -319,7 +371,8 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
     const Json *q = json_get(tc, "quantization_config");
     const char *qp = pfx;
     if (!q && tc != top) { q = json_get(top, "quantization_config"); if (q) qp = ""; }
-    if (!q) problem(&c, pfx, "quantization_config", "missing (required: K3's routed experts are mxfp4-pack-quantized)");
+    if (!q) problem(&c, pfx, "quantization_config",
+                    "missing (required: K3's routed experts are mxfp4-pack-quantized)");
     else {
         char qpfx[64];
         snprintf(qpfx, sizeof qpfx, "%squantization_config.", qp);
@@ -331,7 +384,8 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
     k->pad_token_id = token_id(&c, tc, top, pfx, "pad_token_id");
 
     if (L > 0 && fk_ok && fr_ok)
-        for (int i = 0; i < L; i++) k->is_moe[i] = i >= k->first_k_dense_replace && i % k->moe_layer_freq == 0;
+        for (int i = 0; i < L; i++)
+            k->is_moe[i] = i >= k->first_k_dense_replace && i % k->moe_layer_freq == 0;
 
     json_free(root);
     return c.nerr ? 2 : 0;

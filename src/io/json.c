@@ -189,7 +189,8 @@ static int utf8_len(const unsigned char *q, const unsigned char *e) {
         return 3;
     }
     if (c >= 0xF0 && c <= 0xF4) {
-        if (avail < 4 || (q[1] & 0xC0) != 0x80 || (q[2] & 0xC0) != 0x80 || (q[3] & 0xC0) != 0x80) return 0;
+        if (avail < 4 || (q[1] & 0xC0) != 0x80 || (q[2] & 0xC0) != 0x80 ||
+            (q[3] & 0xC0) != 0x80) return 0;
         if (c == 0xF0 && q[1] < 0x90) return 0;          /* overlong */
         if (c == 0xF4 && q[1] >= 0x90) return 0;         /* > U+10FFFF */
         return 4;
@@ -199,9 +200,13 @@ static int utf8_len(const unsigned char *q, const unsigned char *e) {
 
 static size_t put_utf8(unsigned char *o, unsigned cp) {
     if (cp < 0x80) { o[0] = (unsigned char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (unsigned char)(0xC0 | (cp >> 6)); o[1] = (unsigned char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x800) {
+        o[0] = (unsigned char)(0xC0 | (cp >> 6)); o[1] = (unsigned char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
     if (cp < 0x10000) {
-        o[0] = (unsigned char)(0xE0 | (cp >> 12)); o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
+        o[0] = (unsigned char)(0xE0 | (cp >> 12));
+        o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3F));
         o[2] = (unsigned char)(0x80 | (cp & 0x3F)); return 3;
     }
     o[0] = (unsigned char)(0xF0 | (cp >> 18)); o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3F));
@@ -232,7 +237,9 @@ static char *parse_string(P *p, size_t *out_len) {
     while (q < e) {
         unsigned c = *q;
         if (c == '"') break;
-        if (c < 0x20) { fail(p, q, "control character 0x%02x in string (must be escaped)", c); return NULL; }
+        if (c < 0x20) {
+            fail(p, q, "control character 0x%02x in string (must be escaped)", c); return NULL;
+        }
         if (c == '\\') {
             if (q + 1 >= e) { fail(p, q, "unterminated string"); return NULL; }
             unsigned char x = q[1];
@@ -250,15 +257,21 @@ static char *parse_string(P *p, size_t *out_len) {
                 int v = read_hex4(p, q);
                 if (v < 0) return NULL;
                 unsigned cp = (unsigned)v;
-                if (cp >= 0xDC00 && cp <= 0xDFFF) { fail(p, q - 2, "lone low surrogate \\u%04X", cp); return NULL; }
+                if (cp >= 0xDC00 && cp <= 0xDFFF) {
+                    fail(p, q - 2, "lone low surrogate \\u%04X", cp); return NULL;
+                }
                 if (cp >= 0xD800 && cp <= 0xDBFF) {
                     if (e - (q + 4) < 6 || q[4] != '\\' || q[5] != 'u') {
-                        fail(p, q - 2, "high surrogate \\u%04X not followed by a low surrogate", cp); return NULL;
+                        fail(p, q - 2, "high surrogate \\u%04X not followed by a low surrogate",
+                             cp);
+                        return NULL;
                     }
                     int lo = read_hex4(p, q + 6);
                     if (lo < 0) return NULL;
                     if (lo < 0xDC00 || lo > 0xDFFF) {
-                        fail(p, q - 2, "high surrogate \\u%04X not followed by a low surrogate", cp); return NULL;
+                        fail(p, q - 2, "high surrogate \\u%04X not followed by a low surrogate",
+                             cp);
+                        return NULL;
                     }
                     cp = 0x10000 + ((cp - 0xD800) << 10) + ((unsigned)lo - 0xDC00);
                     q += 6;
@@ -309,16 +322,20 @@ static Json *parse_number(P *p) {
     if (q < e && (*q == 'e' || *q == 'E')) {
         is_int = 0; q++;
         if (q < e && (*q == '+' || *q == '-')) q++;
-        if (q >= e || *q < '0' || *q > '9') { fail(p, q, "digit expected in exponent"); return NULL; }
+        if (q >= e || *q < '0' || *q > '9') {
+            fail(p, q, "digit expected in exponent"); return NULL;
+        }
         while (q < e && *q >= '0' && *q <= '9') q++;
     }
     Json *j = new_node(p, JSON_NUMBER);
     if (!j) return NULL;
     p->p = q;
-    int fits = is_int && !ovf && (neg ? mag <= (uint64_t)INT64_MAX + 1 : mag <= (uint64_t)INT64_MAX);
+    int fits = is_int && !ovf &&
+               (neg ? mag <= (uint64_t)INT64_MAX + 1 : mag <= (uint64_t)INT64_MAX);
     if (fits) {
         j->is_integer = 1;
-        j->integer = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
+        j->integer = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag)
+                         : (int64_t)mag;
         if (mag <= (1ull << 53)) { j->number = neg ? -(double)mag : (double)mag; return j; }
     }
     size_t n = (size_t)(q - st);
@@ -360,7 +377,9 @@ static Json *parse_array(P *p, int depth) {
         Json *v = parse_value(p, depth + 1);
         if (!v || push(p, v, NULL)) return NULL;
         skip_ws(p);
-        if (p->p >= p->end) { fail(p, p->p, "unexpected end of input in array (missing ']')"); return NULL; }
+        if (p->p >= p->end) {
+            fail(p, p->p, "unexpected end of input in array (missing ']')"); return NULL;
+        }
         if (*p->p == ',') { p->p++; skip_ws(p); continue; }
         if (*p->p == ']') { p->p++; break; }
         fail(p, p->p, "expected ',' or ']' in array"); return NULL;
@@ -376,20 +395,26 @@ static Json *parse_object(P *p, int depth) {
     skip_ws(p);
     if (p->p < p->end && *p->p == '}') { p->p++; return j; }
     for (;;) {
-        if (p->p >= p->end) { fail(p, p->p, "unexpected end of input in object (missing '}')"); return NULL; }
+        if (p->p >= p->end) {
+            fail(p, p->p, "unexpected end of input in object (missing '}')"); return NULL;
+        }
         if (*p->p != '"') { fail(p, p->p, "expected a string key"); return NULL; }
         p->p++;
         size_t kl;
         char *k = parse_string(p, &kl);
         if (!k) return NULL;
         skip_ws(p);
-        if (p->p >= p->end || *p->p != ':') { fail(p, p->p, "expected ':' after object key"); return NULL; }
+        if (p->p >= p->end || *p->p != ':') {
+            fail(p, p->p, "expected ':' after object key"); return NULL;
+        }
         p->p++;
         skip_ws(p);
         Json *v = parse_value(p, depth + 1);
         if (!v || push(p, v, k)) return NULL;
         skip_ws(p);
-        if (p->p >= p->end) { fail(p, p->p, "unexpected end of input in object (missing '}')"); return NULL; }
+        if (p->p >= p->end) {
+            fail(p, p->p, "unexpected end of input in object (missing '}')"); return NULL;
+        }
         if (*p->p == ',') { p->p++; skip_ws(p); continue; }
         if (*p->p == '}') { p->p++; break; }
         fail(p, p->p, "expected ',' or '}' in object"); return NULL;
@@ -403,7 +428,9 @@ static int match_lit(P *p, const char *lit, size_t n) {
 }
 
 static Json *parse_value(P *p, int depth) {
-    if (depth > JSON_MAX_DEPTH) { fail(p, p->p, "nesting deeper than %d", JSON_MAX_DEPTH); return NULL; }
+    if (depth > JSON_MAX_DEPTH) {
+        fail(p, p->p, "nesting deeper than %d", JSON_MAX_DEPTH); return NULL;
+    }
     skip_ws(p);
     if (p->p >= p->end) { fail(p, p->p, "unexpected end of input (value expected)"); return NULL; }
     Json *j;
@@ -442,11 +469,12 @@ Json *json_parse(const char *text, size_t n, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     JsonDoc *d = calloc(1, sizeof *d);
     if (!d) { if (err && errlen) snprintf(err, errlen, "out of memory"); return NULL; }
-    P p = { (const unsigned char *)text, (const unsigned char *)text, (const unsigned char *)text + n,
-            &d->arena, err, errlen, 0, NULL, NULL, 0, 0 };
+    P p = { (const unsigned char *)text, (const unsigned char *)text,
+            (const unsigned char *)text + n, &d->arena, err, errlen, 0, NULL, NULL, 0, 0 };
     if (!text) p.s = p.p = p.end = (const unsigned char *)"";
     if (p.end - p.p >= 3 && p.p[0] == 0xEF && p.p[1] == 0xBB && p.p[2] == 0xBF) {
-        fail(&p, p.p, "UTF-8 byte order mark at the start is not allowed (save the file without BOM)");
+        fail(&p, p.p,
+             "UTF-8 byte order mark at the start is not allowed (save the file without BOM)");
     } else {
         Json *v = parse_value(&p, 1);
         if (v) {

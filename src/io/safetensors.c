@@ -225,7 +225,8 @@ static int get_u64(const Json *v, uint64_t *out) {
 static int parse_entry(const char *fn, const char *name, const Json *e, uint64_t data_len,
                        StTensor *t, uint64_t *begin, uint64_t *end, char *err, size_t errlen) {
     if (!e || e->type != JSON_OBJECT) {
-        seterr(err, errlen, "%s: tensor '%s': header entry is a %s, expected an object with dtype, shape, data_offsets; the file is corrupt — re-download it",
+        seterr(err, errlen, "%s: tensor '%s': header entry is a %s, expected an object with "
+               "dtype, shape, data_offsets; the file is corrupt — re-download it",
                fn, name, e ? json_type_name(e->type) : "?");
         return -1;
     }
@@ -237,7 +238,8 @@ static int parse_entry(const char *fn, const char *name, const Json *e, uint64_t
         else if (!strcmp(k, "data_offsets")) of = e->items[i];
     }
     if (!dt || dt->type != JSON_STRING) {
-        seterr(err, errlen, "%s: tensor '%s': 'dtype' is %s, expected a string; the file is corrupt — re-download it",
+        seterr(err, errlen, "%s: tensor '%s': 'dtype' is %s, expected a string; "
+               "the file is corrupt — re-download it",
                fn, name, dt ? json_type_name(dt->type) : "missing");
         return -1;
     }
@@ -245,19 +247,22 @@ static int parse_entry(const char *fn, const char *name, const Json *e, uint64_t
     while (d < N_DTYPES && strcmp(DTYPES[d].name, dt->str) != 0) d++;
     if (d == N_DTYPES) {
         char *q = json_quote(dt->str, dt->len);
-        seterr(err, errlen, "%s: tensor '%s': unknown dtype %s (known: BF16 F16 F32 F64 I8 I16 I32 I64 U8 U16 U32 U64 BOOL)",
+        seterr(err, errlen, "%s: tensor '%s': unknown dtype %s "
+               "(known: BF16 F16 F32 F64 I8 I16 I32 I64 U8 U16 U32 U64 BOOL)",
                fn, name, q ? q : "?");
         free(q);
         return -1;
     }
     t->dtype = DTYPES[d].t;
     if (!sh || sh->type != JSON_ARRAY) {
-        seterr(err, errlen, "%s: tensor '%s': 'shape' is %s, expected an array of integers; the file is corrupt — re-download it",
+        seterr(err, errlen, "%s: tensor '%s': 'shape' is %s, expected an array of integers; "
+               "the file is corrupt — re-download it",
                fn, name, sh ? json_type_name(sh->type) : "missing");
         return -1;
     }
     if (sh->len > 8) {
-        seterr(err, errlen, "%s: tensor '%s': shape has %zu dimensions, at most 8 are supported", fn, name, sh->len);
+        seterr(err, errlen, "%s: tensor '%s': shape has %zu dimensions, at most 8 are supported",
+               fn, name, sh->len);
         return -1;
     }
     t->ndim = (int)sh->len;
@@ -265,19 +270,23 @@ static int parse_entry(const char *fn, const char *name, const Json *e, uint64_t
     for (size_t i = 0; i < sh->len; i++) {
         uint64_t v;
         if (get_u64(sh->items[i], &v)) {
-            seterr(err, errlen, "%s: tensor '%s': shape[%zu] is not a non-negative integer; the file is corrupt — re-download it", fn, name, i);
+            seterr(err, errlen, "%s: tensor '%s': shape[%zu] is not a non-negative integer; "
+                   "the file is corrupt — re-download it", fn, name, i);
             return -1;
         }
         t->shape[i] = (int64_t)v;
         if (v && numel > UINT64_MAX / v) ovf = 1; else numel *= v;
     }
     for (int i = t->ndim; i < 8; i++) t->shape[i] = 0;
-    if (!of || of->type != JSON_ARRAY || of->len != 2 || get_u64(of->items[0], begin) || get_u64(of->items[1], end)) {
-        seterr(err, errlen, "%s: tensor '%s': 'data_offsets' must be [begin, end] with non-negative integers; the file is corrupt — re-download it", fn, name);
+    if (!of || of->type != JSON_ARRAY || of->len != 2 || get_u64(of->items[0], begin) ||
+        get_u64(of->items[1], end)) {
+        seterr(err, errlen, "%s: tensor '%s': 'data_offsets' must be [begin, end] with "
+               "non-negative integers; the file is corrupt — re-download it", fn, name);
         return -1;
     }
     if (*begin > *end) {
-        seterr(err, errlen, "%s: tensor '%s': data_offsets [%llu,%llu) has begin > end; the file is corrupt — re-download it",
+        seterr(err, errlen, "%s: tensor '%s': data_offsets [%llu,%llu) has begin > end; "
+               "the file is corrupt — re-download it",
                fn, name, (unsigned long long)*begin, (unsigned long long)*end);
         return -1;
     }
@@ -286,16 +295,23 @@ static int parse_entry(const char *fn, const char *name, const Json *e, uint64_t
         char shp[160]; size_t o = 0;
         shp[0] = 0;
         for (int i = 0; i < t->ndim && o < sizeof shp - 24; i++)
-            o += (size_t)snprintf(shp + o, sizeof shp - o, "%s%lld", i ? "," : "", (long long)t->shape[i]);
-        seterr(err, errlen, "%s: tensor '%s': shape [%s] of %s needs %s%llu bytes but data_offsets [%llu,%llu) span %llu; the file is corrupt — re-download it",
-               fn, name, shp, DTYPES[d].name, ovf || (numel && numel > UINT64_MAX / es) ? "more than " : "",
-               ovf || (numel && numel > UINT64_MAX / es) ? (unsigned long long)UINT64_MAX : (unsigned long long)(numel * es),
-               (unsigned long long)*begin, (unsigned long long)*end, (unsigned long long)(*end - *begin));
+            o += (size_t)snprintf(shp + o, sizeof shp - o, "%s%lld", i ? "," : "",
+                                  (long long)t->shape[i]);
+        seterr(err, errlen, "%s: tensor '%s': shape [%s] of %s needs %s%llu bytes but "
+               "data_offsets [%llu,%llu) span %llu; the file is corrupt — re-download it",
+               fn, name, shp, DTYPES[d].name,
+               ovf || (numel && numel > UINT64_MAX / es) ? "more than " : "",
+               ovf || (numel && numel > UINT64_MAX / es) ? (unsigned long long)UINT64_MAX
+                                                         : (unsigned long long)(numel * es),
+               (unsigned long long)*begin, (unsigned long long)*end,
+               (unsigned long long)(*end - *begin));
         return -1;
     }
     if (*end > data_len) {
-        seterr(err, errlen, "%s: tensor '%s': data_offsets [%llu,%llu) exceed the data section (%llu bytes); the file is truncated or corrupt — re-download it",
-               fn, name, (unsigned long long)*begin, (unsigned long long)*end, (unsigned long long)data_len);
+        seterr(err, errlen, "%s: tensor '%s': data_offsets [%llu,%llu) exceed the data section "
+               "(%llu bytes); the file is truncated or corrupt — re-download it",
+               fn, name, (unsigned long long)*begin, (unsigned long long)*end,
+               (unsigned long long)data_len);
         return -1;
     }
     t->nbytes = *end - *begin;
@@ -318,7 +334,9 @@ static int add_parsed(StIndex *ix, int shard, const char *fn, const Json *root, 
         free(ix->tensors);
         ix->tensors = nt; pv->cap_tensors = nc;
     }
-    if (ix->n_tensors + n > UINT32_MAX - 1) { free(sp); seterr(err, errlen, "%s: too many tensors", fn); return -1; }
+    if (ix->n_tensors + n > UINT32_MAX - 1) {
+        free(sp); seterr(err, errlen, "%s: too many tensors", fn); return -1;
+    }
     if ((ix->n_tensors + n) * 2 > pv->mask + 1 && rehash(ix, ix->n_tensors + n, ix->n_tensors)) {
         free(sp); seterr(err, errlen, "%s: out of memory", fn); return -1;
     }
@@ -333,7 +351,9 @@ static int add_parsed(StIndex *ix, int shard, const char *fn, const Json *root, 
         if (!strcmp(name, "__metadata__")) continue;          /* free-form; ignored */
         StTensor *t = &ix->tensors[base + m];
         uint64_t b, e;
-        if (parse_entry(fn, name, root->items[i], data_len, t, &b, &e, err, errlen)) { rc = -1; break; }
+        if (parse_entry(fn, name, root->items[i], data_len, t, &b, &e, err, errlen)) {
+            rc = -1; break;
+        }
         size_t nl = strlen(name);
         t->name = pool_strdup(pv, name, nl);
         if (!t->name) { seterr(err, errlen, "%s: out of memory", fn); rc = -1; break; }
@@ -344,9 +364,11 @@ static int add_parsed(StIndex *ix, int shard, const char *fn, const Json *root, 
         if (pv->slots[s].idx) {
             const StTensor *o = &ix->tensors[pv->slots[s].idx - 1];
             if (o->shard == shard)
-                seterr(err, errlen, "%s: tensor '%s' is listed twice in the header; the file is corrupt — re-download it", fn, name);
+                seterr(err, errlen, "%s: tensor '%s' is listed twice in the header; "
+                       "the file is corrupt — re-download it", fn, name);
             else
-                seterr(err, errlen, "%s: tensor '%s' is also in %s; a tensor must be stored once — check the checkpoint files",
+                seterr(err, errlen, "%s: tensor '%s' is also in %s; a tensor must be stored "
+                       "once — check the checkpoint files",
                        fn, name, base_name(ix->shards[o->shard].path));
             rc = -1; break;
         }
@@ -360,9 +382,11 @@ static int add_parsed(StIndex *ix, int shard, const char *fn, const Json *root, 
         qsort(sp, m, sizeof *sp, span_cmp);
         for (size_t i = 1; i < m; i++) {
             if (sp[i].begin < sp[i - 1].end) {
-                seterr(err, errlen, "%s: tensors '%s' [%llu,%llu) and '%s' [%llu,%llu) overlap in the data section; the file is corrupt — re-download it",
-                       fn, ix->tensors[sp[i - 1].k].name, (unsigned long long)sp[i - 1].begin, (unsigned long long)sp[i - 1].end,
-                       ix->tensors[sp[i].k].name, (unsigned long long)sp[i].begin, (unsigned long long)sp[i].end);
+                seterr(err, errlen, "%s: tensors '%s' [%llu,%llu) and '%s' [%llu,%llu) overlap "
+                       "in the data section; the file is corrupt — re-download it",
+                       fn, ix->tensors[sp[i - 1].k].name, (unsigned long long)sp[i - 1].begin,
+                       (unsigned long long)sp[i - 1].end, ix->tensors[sp[i].k].name,
+                       (unsigned long long)sp[i].begin, (unsigned long long)sp[i].end);
                 rc = -1; break;
             }
         }
@@ -384,19 +408,21 @@ int st_add_file(StIndex *ix, const char *path, char *err, size_t errlen) {
     uint64_t fsz = (uint64_t)stt.st_size;
     unsigned char lb[8];
     if (fsz < 8 || k3_pread_full(fd, lb, 8, 0) != 8) {
-        seterr(err, errlen, "%s: file is %llu bytes, too short for the 8-byte header length; the file is truncated — re-download it",
-               fn, (unsigned long long)fsz);
+        seterr(err, errlen, "%s: file is %llu bytes, too short for the 8-byte header length; "
+               "the file is truncated — re-download it", fn, (unsigned long long)fsz);
         close(fd); return -1;
     }
     uint64_t hl = 0;
     for (int i = 7; i >= 0; i--) hl = (hl << 8) | lb[i];
     if (hl < 2 || hl > ST_MAX_HEADER) {
-        seterr(err, errlen, "%s: header length %llu is not sane (must be 2..%llu bytes); not a safetensors file or corrupt — re-download it",
+        seterr(err, errlen, "%s: header length %llu is not sane (must be 2..%llu bytes); "
+               "not a safetensors file or corrupt — re-download it",
                fn, (unsigned long long)hl, (unsigned long long)ST_MAX_HEADER);
         close(fd); return -1;
     }
     if (hl > fsz - 8) {
-        seterr(err, errlen, "%s: header length %llu runs past the end of the file (%llu bytes); the file is truncated — re-download it",
+        seterr(err, errlen, "%s: header length %llu runs past the end of the file (%llu bytes); "
+               "the file is truncated — re-download it",
                fn, (unsigned long long)hl, (unsigned long long)fsz);
         close(fd); return -1;
     }
@@ -407,22 +433,29 @@ int st_add_file(StIndex *ix, const char *path, char *err, size_t errlen) {
         if (pv->hbuf) pv->hcap = (size_t)hl * 2;
     }
     char *buf = pv->hbuf;
-    if (!buf) { seterr(err, errlen, "%s: out of memory for a %llu-byte header", fn, (unsigned long long)hl); close(fd); return -1; }
+    if (!buf) {
+        seterr(err, errlen, "%s: out of memory for a %llu-byte header", fn, (unsigned long long)hl);
+        close(fd); return -1;
+    }
     int64_t got = k3_pread_full(fd, buf, hl, 8);
     close(fd);
     if (got != (int64_t)hl) {
-        seterr(err, errlen, "%s: reading the %llu-byte header failed: %s", fn, (unsigned long long)hl,
-               got < 0 ? strerror(errno) : "short read (file truncated?)");
+        seterr(err, errlen, "%s: reading the %llu-byte header failed: %s", fn,
+               (unsigned long long)hl, got < 0 ? strerror(errno) : "short read (file truncated?)");
         return -1;
     }
     char jerr[200];
     Json *root = json_parse(buf, (size_t)hl, jerr, sizeof jerr);
     if (!root) {
-        seterr(err, errlen, "%s: header JSON is malformed (%s); the file is corrupt — re-download it", fn, jerr);
+        seterr(err, errlen, "%s: header JSON is malformed (%s); "
+               "the file is corrupt — re-download it", fn, jerr);
         return -1;
     }
     if (root->type != JSON_OBJECT) {
-        seterr(err, errlen, "%s: header JSON is %s %s, expected an object; the file is corrupt — re-download it", fn, root->type == JSON_ARRAY || root->type == JSON_OBJECT ? "an" : "a", json_type_name(root->type));
+        seterr(err, errlen, "%s: header JSON is %s %s, expected an object; "
+               "the file is corrupt — re-download it",
+               fn, root->type == JSON_ARRAY || root->type == JSON_OBJECT ? "an" : "a",
+               json_type_name(root->type));
         json_free(root); return -1;
     }
     if ((size_t)ix->n_shards + 1 > pv->cap_shards) {
@@ -446,7 +479,9 @@ int st_add_file(StIndex *ix, const char *path, char *err, size_t errlen) {
 
 /* Opens (once) and returns the shard's fd; checks the file did not shrink since open. */
 int st_shard_fd(StIndex *ix, int shard, char *err, size_t errlen) {
-    if (!ix || shard < 0 || shard >= ix->n_shards) { seterr(err, errlen, "invalid shard %d", shard); return -1; }
+    if (!ix || shard < 0 || shard >= ix->n_shards) {
+        seterr(err, errlen, "invalid shard %d", shard); return -1;
+    }
     Priv *pv = ix->priv;
     StShard *s = &ix->shards[shard];
     pthread_mutex_lock(&pv->mu);
@@ -456,7 +491,8 @@ int st_shard_fd(StIndex *ix, int shard, char *err, size_t errlen) {
         struct stat stt;
         if (fd < 0) seterr(err, errlen, "%s: cannot open: %s", s->path, strerror(errno));
         else if (fstat(fd, &stt) || (uint64_t)stt.st_size < s->file_size) {
-            seterr(err, errlen, "%s: file is now %llu bytes, was %llu when indexed; it was truncated or replaced — re-download it",
+            seterr(err, errlen, "%s: file is now %llu bytes, was %llu when indexed; "
+                   "it was truncated or replaced — re-download it",
                    s->path, (unsigned long long)stt.st_size, (unsigned long long)s->file_size);
             close(fd); fd = -1;
         } else s->fd = fd;
@@ -465,12 +501,17 @@ int st_shard_fd(StIndex *ix, int shard, char *err, size_t errlen) {
     return fd;
 }
 
-int st_pread(StIndex *ix, int shard, uint64_t off, void *dst, uint64_t n, char *err, size_t errlen) {
-    if (!ix || shard < 0 || shard >= ix->n_shards) { seterr(err, errlen, "st_pread: invalid shard %d", shard); return -1; }
+int st_pread(StIndex *ix, int shard, uint64_t off, void *dst, uint64_t n,
+             char *err, size_t errlen) {
+    if (!ix || shard < 0 || shard >= ix->n_shards) {
+        seterr(err, errlen, "st_pread: invalid shard %d", shard); return -1;
+    }
     const StShard *s = &ix->shards[shard];
     if (off > s->file_size || n > s->file_size - off) {
-        seterr(err, errlen, "%s: read of %llu bytes at offset %llu is past the end of the file (%llu bytes)",
-               s->path, (unsigned long long)n, (unsigned long long)off, (unsigned long long)s->file_size);
+        seterr(err, errlen,
+               "%s: read of %llu bytes at offset %llu is past the end of the file (%llu bytes)",
+               s->path, (unsigned long long)n, (unsigned long long)off,
+               (unsigned long long)s->file_size);
         return -1;
     }
     int fd = st_shard_fd(ix, shard, err, errlen);
@@ -482,7 +523,8 @@ int st_pread(StIndex *ix, int shard, uint64_t off, void *dst, uint64_t n, char *
         return -1;
     }
     if ((uint64_t)got != n) {
-        seterr(err, errlen, "%s: short read at offset %llu: got %llu of %llu bytes; the file was truncated after opening — re-download it",
+        seterr(err, errlen, "%s: short read at offset %llu: got %llu of %llu bytes; "
+               "the file was truncated after opening — re-download it",
                s->path, (unsigned long long)off, (unsigned long long)got, (unsigned long long)n);
         return -1;
     }
@@ -512,11 +554,14 @@ static char *path_join(const char *dir, const char *name) {
     return p;
 }
 
-static int read_file(const char *path, char **out, size_t *len, uint64_t limit, char *err, size_t errlen) {
+static int read_file(const char *path, char **out, size_t *len, uint64_t limit,
+                     char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) { seterr(err, errlen, "%s: cannot open: %s", path, strerror(errno)); return -1; }
     struct stat stt;
-    if (fstat(fd, &stt) || !S_ISREG(stt.st_mode)) { seterr(err, errlen, "%s: not a regular file", path); close(fd); return -1; }
+    if (fstat(fd, &stt) || !S_ISREG(stt.st_mode)) {
+        seterr(err, errlen, "%s: not a regular file", path); close(fd); return -1;
+    }
     if ((uint64_t)stt.st_size > limit) {
         seterr(err, errlen, "%s: %llu bytes is larger than the %llu-byte limit", path,
                (unsigned long long)stt.st_size, (unsigned long long)limit);
@@ -527,7 +572,9 @@ static int read_file(const char *path, char **out, size_t *len, uint64_t limit, 
     if (!b) { seterr(err, errlen, "%s: out of memory", path); close(fd); return -1; }
     int64_t got = k3_pread_full(fd, b, n, 0);
     close(fd);
-    if (got != (int64_t)n) { seterr(err, errlen, "%s: read failed (short read)", path); free(b); return -1; }
+    if (got != (int64_t)n) {
+        seterr(err, errlen, "%s: read failed (short read)", path); free(b); return -1;
+    }
     *out = b; *len = n;
     return 0;
 }
@@ -558,7 +605,8 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
     int *map = NULL, *sidx = NULL; unsigned char *seen = NULL; uint32_t *wtag = NULL;
     const Json *wm = json_get(root, "weight_map");
     if (root->type != JSON_OBJECT || !wm || wm->type != JSON_OBJECT) {
-        seterr(err, errlen, "%s: missing the \"weight_map\" object; the index is corrupt — re-download it", ipath);
+        seterr(err, errlen, "%s: missing the \"weight_map\" object; "
+               "the index is corrupt — re-download it", ipath);
         goto fail;
     }
     if (wm->len == 0) { seterr(err, errlen, "%s: \"weight_map\" is empty", ipath); goto fail; }
@@ -573,18 +621,23 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
     for (size_t i = 0; i < wm->len; i++) {
         const Json *v = wm->items[i];
         if (v->type != JSON_STRING) {
-            seterr(err, errlen, "%s: weight_map['%s'] is a %s, expected a shard file name", ipath, wm->keys[i], json_type_name(v->type));
+            seterr(err, errlen, "%s: weight_map['%s'] is a %s, expected a shard file name",
+                   ipath, wm->keys[i], json_type_name(v->type));
             goto fail;
         }
         const char *f = v->str;
-        if (!f[0] || strlen(f) != v->len || strchr(f, '/') || !strcmp(f, ".") || !strcmp(f, "..")) {
-            seterr(err, errlen, "%s: weight_map['%s'] = '%s' is not a plain file name in the checkpoint directory", ipath, wm->keys[i], f);
+        if (!f[0] || strlen(f) != v->len || strchr(f, '/') || !strcmp(f, ".") ||
+            !strcmp(f, "..")) {
+            seterr(err, errlen, "%s: weight_map['%s'] = '%s' is not a plain file name "
+                   "in the checkpoint directory", ipath, wm->keys[i], f);
             goto fail;
         }
         size_t h = (size_t)hash_name(f, v->len) & fmask;
         while (fslot[h] && strcmp(sn[fslot[h] - 1].file, f)) h = (h + 1) & fmask;
         if (!fslot[h]) {
-            if (nsn >= (fs >> 1)) { seterr(err, errlen, "%s: too many distinct shard files", ipath); goto fail; }
+            if (nsn >= (fs >> 1)) {
+                seterr(err, errlen, "%s: too many distinct shard files", ipath); goto fail;
+            }
             sn[nsn].file = f; sn[nsn].example = wm->keys[i]; sn[nsn].text = 0;
             fslot[h] = (uint32_t)++nsn;
         }
@@ -595,7 +648,9 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
     for (size_t i = 0; i < nsn; i++) sn[i].id = (int)i;
     ShardName *sorted = malloc(nsn * sizeof *sorted);
     int *rank = malloc(nsn * sizeof *rank);
-    if (!sorted || !rank) { free(sorted); free(rank); seterr(err, errlen, "%s: out of memory", ipath); goto fail; }
+    if (!sorted || !rank) {
+        free(sorted); free(rank); seterr(err, errlen, "%s: out of memory", ipath); goto fail;
+    }
     memcpy(sorted, sn, nsn * sizeof *sorted);
     qsort(sorted, nsn, sizeof *sorted, shardname_cmp);
     for (size_t i = 0; i < nsn; i++) rank[sorted[i].id] = (int)i;
@@ -608,7 +663,9 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
     {   /* size the tables once from the weight_map */
         Priv *p0 = ix->priv;
         ix->tensors = big_alloc(wm->len * sizeof *ix->tensors);
-        if (!ix->tensors || rehash(ix, wm->len, 0)) { seterr(err, errlen, "out of memory"); goto fail; }
+        if (!ix->tensors || rehash(ix, wm->len, 0)) {
+            seterr(err, errlen, "out of memory"); goto fail;
+        }
         p0->cap_tensors = wm->len;
     }
     sidx = malloc(nsn * sizeof *sidx);
@@ -621,8 +678,8 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
         if (!p) { seterr(err, errlen, "out of memory"); goto fail; }
         struct stat stt;
         if (stat(p, &stt)) {
-            seterr(err, errlen, "%s: names shard '%s' (e.g. for tensor '%s') but %s is missing (%s) — download it",
-                   ipath, sn[i].file, sn[i].example, p, strerror(errno));
+            seterr(err, errlen, "%s: names shard '%s' (e.g. for tensor '%s') but %s is missing "
+                   "(%s) — download it", ipath, sn[i].file, sn[i].example, p, strerror(errno));
             free(p); goto fail;
         }
         int rc = st_add_file(ix, p, err, errlen);
@@ -644,23 +701,29 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
         const StTensor *t = v ? &ix->tensors[v - 1] : NULL;
         const char *want = sn[map[i]].file;
         if (!t) {
-            seterr(err, errlen, "%s: %s maps tensor '%s' to it, but its header does not list that tensor; the index and shards disagree — re-download them",
+            seterr(err, errlen, "%s: %s maps tensor '%s' to it, but its header does not list "
+                   "that tensor; the index and shards disagree — re-download them",
                    want, in, name);
             goto fail;
         }
         if (t->shard != sidx[map[i]]) {
-            seterr(err, errlen, "%s: maps tensor '%s' to %s, but it is stored in %s; the index and shards disagree — re-download them",
+            seterr(err, errlen, "%s: maps tensor '%s' to %s, but it is stored in %s; "
+                   "the index and shards disagree — re-download them",
                    ipath, name, want, base_name(ix->shards[t->shard].path));
             goto fail;
         }
         size_t k = (size_t)(t - ix->tensors);
-        if (seen[k]) { seterr(err, errlen, "%s: tensor '%s' is listed twice in weight_map", ipath, name); goto fail; }
+        if (seen[k]) {
+            seterr(err, errlen, "%s: tensor '%s' is listed twice in weight_map", ipath, name);
+            goto fail;
+        }
         seen[k] = 1;
     }
     /* headers -> weight_map: no tensor the index does not know about */
     for (size_t k = 0; k < ix->n_tensors; k++) {
         if (!seen[k]) {
-            seterr(err, errlen, "%s: tensor '%s' is not listed in %s's weight_map; the index and shards disagree — re-download them",
+            seterr(err, errlen, "%s: tensor '%s' is not listed in %s's weight_map; "
+                   "the index and shards disagree — re-download them",
                    base_name(ix->shards[ix->tensors[k].shard].path), ix->tensors[k].name, in);
             goto fail;
         }
@@ -687,9 +750,12 @@ StIndex *st_open(const char *dir, char *err, size_t errlen) {
         ix = st_new();
         if (!ix) seterr(err, errlen, "out of memory");
         else if (st_add_file(ix, sp, err, errlen)) { st_close(ix); ix = NULL; }
-        else if (ix->n_tensors == 0) { seterr(err, errlen, "%s: holds no tensors", sp); st_close(ix); ix = NULL; }
+        else if (ix->n_tensors == 0) {
+            seterr(err, errlen, "%s: holds no tensors", sp); st_close(ix); ix = NULL;
+        }
     } else {
-        seterr(err, errlen, "%s: neither model.safetensors.index.json nor model.safetensors found; pass the checkpoint directory", dir);
+        seterr(err, errlen, "%s: neither model.safetensors.index.json nor model.safetensors "
+               "found; pass the checkpoint directory", dir);
     }
     free(ip); free(sp);
     return ix;

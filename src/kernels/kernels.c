@@ -44,7 +44,8 @@ static float sum_s(const float *a, int n) {
 
 static float dot_bf16(const uint16_t *w, const float *x, int n) {
     float acc[K3_LANES] = {0};
-    for (int i = 0; i < n; i++) acc[i % K3_LANES] = fmaf(k3_bf16_to_f32(w[i]), x[i], acc[i % K3_LANES]);
+    for (int i = 0; i < n; i++)
+        acc[i % K3_LANES] = fmaf(k3_bf16_to_f32(w[i]), x[i], acc[i % K3_LANES]);
     return fold(acc);
 }
 
@@ -74,7 +75,9 @@ static void matmul_s(float *Y, const K3Mat *W, const float *X, int r0, int r1, i
             switch (W->type) {
             case K3_W_F32:  y[r] = dot_s((const float *)W->w + ro, x, cols); break;
             case K3_W_BF16: y[r] = dot_bf16((const uint16_t *)W->w + ro, x, cols); break;
-            default:        y[r] = dot_mxfp4((const uint8_t *)W->w + ro / 2, W->scale + ro / 32, x, cols); break;
+            default:
+                y[r] = dot_mxfp4((const uint8_t *)W->w + ro / 2, W->scale + ro / 32, x, cols);
+                break;
             }
         }
     }
@@ -95,7 +98,9 @@ static void kda_step_s(float *S, const float *q, const float *k, const float *v,
     for (int j = 0; j < D; j++) { d[j] = beta * (v[j] - u[j]); o[j] = 0.0f; }
     for (int i = 0; i < D; i++) {                 /* write, then read the updated state */
         float *Si = S + (size_t)i * D;
-        for (int j = 0; j < D; j++) { Si[j] = fmaf(k[i], d[j], Si[j]); o[j] = fmaf(Si[j], q[i], o[j]); }
+        for (int j = 0; j < D; j++) {
+            Si[j] = fmaf(k[i], d[j], Si[j]); o[j] = fmaf(Si[j], q[i], o[j]);
+        }
     }
 }
 
@@ -110,7 +115,8 @@ static int cpu_has(const char *which) {
     if (!strcmp(which, "scalar")) return 1;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    if (!strcmp(which, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (!strcmp(which, "avx2"))
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (!strcmp(which, "avx512"))
         return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
@@ -151,12 +157,13 @@ int k3_kernels_select(const char *which, char *err, size_t errlen) {
     int ok = 0;
     for (int i = 0; i < 4; i++) ok |= !strcmp(which, known[i]);
     if (!ok) {
-        if (err) snprintf(err, errlen, "--kernels %s: unknown (use auto, scalar, avx2, avx512 or neon)", which);
+        if (err) snprintf(err, errlen,
+                          "--kernels %s: unknown (use auto, scalar, avx2, avx512 or neon)", which);
         return -1;
     }
     if (!lookup(which)) {
-        if (err) snprintf(err, errlen, "--kernels %s: not compiled into this build for this architecture "
-                          "(use auto or scalar)", which);
+        if (err) snprintf(err, errlen, "--kernels %s: not compiled into this build for this "
+                          "architecture (use auto or scalar)", which);
         return -1;
     }
     if (!cpu_has(which)) {
@@ -211,7 +218,9 @@ void k3_matmul(float *Y, const K3Mat *W, const float *X, int T) {
     const K3KernelOps *o = ops();
     int rows = W->rows, nt = k3_threads();
     if (T <= 0 || rows <= 0) return;
-    if (nt <= 1 || (double)rows * W->cols * T < K3_INLINE_MACS) { o->matmul(Y, W, X, 0, rows, 0, T); return; }
+    if (nt <= 1 || (double)rows * W->cols * T < K3_INLINE_MACS) {
+        o->matmul(Y, W, X, 0, rows, 0, T); return;
+    }
     MatJob j = { o, Y, W, X, 0, 0, T, T };
     /* Row chunks (multiples of 16 rows), about 4 per thread for balance on a noisy
      * machine; when rows are too few, split tokens as well. */

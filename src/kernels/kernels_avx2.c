@@ -6,8 +6,9 @@
  * MXFP4 is decoded from nibbles: pshufb of a signed-int8 table of doubled E2M1 values
  * (low nibbles = lanes' first FMA, high nibbles = second; see kernels.h), sign-extend,
  * convert (exact), multiply by 2^(s-128) (exact: the same real number as
- * e2m1 * 2^(s-127), so the same float), then FMA with x split into even/odd elements. A zero weight comes out as +0 where
- * the reference has -0 for nibble 8; with finite x the accumulators cannot tell.
+ * e2m1 * 2^(s-127), so the same float), then FMA with x split into even/odd elements.
+ * A zero weight comes out as +0 where the reference has -0 for nibble 8; with finite x
+ * the accumulators cannot tell.
  * Compiled with -mavx2 -mfma (Makefile); elsewhere this file is empty of code. */
 #include "kernels.h"
 
@@ -62,7 +63,8 @@ static void axpy_avx2(float *y, float a, const float *x, int n) {
     __m256 va = _mm256_set1_ps(a);
     int i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+        _mm256_storeu_ps(y + i,
+                         _mm256_fmadd_ps(va, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
     for (; i < n; i++) y[i] = __builtin_fmaf(a, x[i], y[i]);
 }
 
@@ -92,7 +94,9 @@ static void kda_step_avx2(float *S, const float *q, const float *k, const float 
             _mm256_storeu_ps(Si + j, s);
             _mm256_storeu_ps(o + j, _mm256_fmadd_ps(s, qi, _mm256_loadu_ps(o + j)));
         }
-        for (; j < D; j++) { Si[j] = __builtin_fmaf(k[i], d[j], Si[j]); o[j] = __builtin_fmaf(Si[j], q[i], o[j]); }
+        for (; j < D; j++) {
+            Si[j] = __builtin_fmaf(k[i], d[j], Si[j]); o[j] = __builtin_fmaf(Si[j], q[i], o[j]);
+        }
     }
 }
 
@@ -104,7 +108,8 @@ typedef struct {
 } M;
 
 INL __m256 ld_bf16(const uint16_t *p) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
 }
 
 /* The 16 bytes of row r's 32-block at column c (c % 32 == 0) as doubled E2M1 int8:
@@ -126,8 +131,10 @@ INL __m256 mx8(__m128i e, int half, __m256 s) {
 /* x[c + 16h + 2l] (even) and x[c + 16h + 2l + 1] (odd) for l = 0..7 */
 INL void x_eo(const float *x, __m256 *e, __m256 *o) {
     __m256 a = _mm256_loadu_ps(x), b = _mm256_loadu_ps(x + 8);
-    *e = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
-    *o = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+    *e = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+    *o = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
 }
 
 INL float tail_finish(const M *m, int r, const float *x, int c0, __m256 a0, __m256 a1) {
@@ -165,23 +172,29 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
             __m256 s[4];
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
-                if (TT == 1 && !(c & 96)) _mm_prefetch((const char *)m->wp + ((size_t)(r + i) * cols + c) / 2 + PF, _MM_HINT_T0);
+                if (TT == 1 && !(c & 96))
+                    _mm_prefetch((const char *)m->wp + ((size_t)(r + i) * cols + c) / 2 + PF,
+                                 _MM_HINT_T0);
                 mx16(m, r + i, c, &lo[i], &hi[i]);
-                s[i] = _mm256_castsi256_ps(_mm256_set1_epi32((int)k3_e8m0_half_bits[m->ws[((size_t)(r + i) * cols + c) / 32]]));
+                s[i] = _mm256_castsi256_ps(_mm256_set1_epi32(
+                    (int)k3_e8m0_half_bits[m->ws[((size_t)(r + i) * cols + c) / 32]]));
             }
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 __m256 xe[3], xo[3];
 #pragma GCC unroll 3
-                for (int j = 0; j < TT; j++) x_eo(X + (size_t)(t + j) * cols + c + 16 * h, &xe[j], &xo[j]);
+                for (int j = 0; j < TT; j++)
+                    x_eo(X + (size_t)(t + j) * cols + c + 16 * h, &xe[j], &xo[j]);
 #pragma GCC unroll 4
                 for (int i = 0; i < R; i++) {
                     __m256 w = mx8(lo[i], h, s[i]);
 #pragma GCC unroll 3
-                    for (int j = 0; j < TT; j++) acc[i][j][h] = _mm256_fmadd_ps(w, xe[j], acc[i][j][h]);
+                    for (int j = 0; j < TT; j++)
+                        acc[i][j][h] = _mm256_fmadd_ps(w, xe[j], acc[i][j][h]);
                     w = mx8(hi[i], h, s[i]);
 #pragma GCC unroll 3
-                    for (int j = 0; j < TT; j++) acc[i][j][h] = _mm256_fmadd_ps(w, xo[j], acc[i][j][h]);
+                    for (int j = 0; j < TT; j++)
+                        acc[i][j][h] = _mm256_fmadd_ps(w, xo[j], acc[i][j][h]);
                 }
             }
         }
@@ -195,7 +208,8 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
             for (int i = 0; i < R; i++) {
                 size_t o = (size_t)(r + i) * cols + c + 8 * h;
                 if (TT == 1 && (h == 0 || type == K3_W_F32))   /* matvec: prefetch the row stream */
-                    _mm_prefetch((const char *)(type == K3_W_F32 ? (const void *)(m->wf + o) : (const void *)(m->wb + o)) + PF,
+                    _mm_prefetch((const char *)(type == K3_W_F32 ? (const void *)(m->wf + o)
+                                                                 : (const void *)(m->wb + o)) + PF,
                                  _MM_HINT_T0);
                 w[i] = type == K3_W_F32 ? _mm256_loadu_ps(m->wf + o) : ld_bf16(m->wb + o);
             }
@@ -214,8 +228,10 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
             if (c1 < cols) {
                 _mm256_store_ps(sc + (i * SC_T + j) * 16, acc[i][j][0]);
                 _mm256_store_ps(sc + (i * SC_T + j) * 16 + 8, acc[i][j][1]);
-            } else Y[(size_t)(t + j) * rows + r + i] = n16 == cols ? fold2(acc[i][j][0], acc[i][j][1])
-                : tail_finish(m, r + i, X + (size_t)(t + j) * cols, n16, acc[i][j][0], acc[i][j][1]);
+            } else Y[(size_t)(t + j) * rows + r + i] =
+                n16 == cols ? fold2(acc[i][j][0], acc[i][j][1])
+                            : tail_finish(m, r + i, X + (size_t)(t + j) * cols, n16,
+                                          acc[i][j][0], acc[i][j][1]);
         }
 }
 
@@ -237,8 +253,8 @@ INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *
 
 /* Prefill: blocks of SC_R rows x SC_T tokens x KC columns, so the X block stays in
  * cache while every 2 x 3 tile of the block runs over it. */
-INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1, int t0, int t1,
-                 float *sc_buf) {
+INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1,
+                 int t0, int t1, float *sc_buf) {
     int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;
     for (int tb = t0; tb < t1; tb += per) {
         int tbe = t1 - tb > per ? tb + per : t1;
@@ -248,9 +264,13 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
                 int c1 = m->cols - c0 > KC ? c0 + KC : m->cols;
                 for (int t = tb; t < tbe;) {
                     int rem = tbe - t;
-                    if (rem >= 3 && type != K3_W_MXFP4) { rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 3; }
-                    else if (rem >= 2) { rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 2; }
-                    else { rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 1; }
+                    if (rem >= 3 && type != K3_W_MXFP4) {
+                        rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 3;
+                    } else if (rem >= 2) {
+                        rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 2;
+                    } else {
+                        rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 1;
+                    }
                 }
             }
         }
@@ -273,7 +293,9 @@ static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1
     }
 }
 
-static const K3KernelOps OPS = { "avx2", matmul_avx2, dot_avx2, sum_avx2, axpy_avx2, kda_step_avx2 };
+static const K3KernelOps OPS = {
+    "avx2", matmul_avx2, dot_avx2, sum_avx2, axpy_avx2, kda_step_avx2
+};
 const K3KernelOps *k3_kernels_avx2(void) { return &OPS; }
 
 #else

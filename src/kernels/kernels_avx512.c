@@ -31,10 +31,12 @@ INL __mmask16 tailmask(int n) { return (__mmask16)((1u << n) - 1); }
 static float dot_avx512(const float *a, const float *b, int n) {
     __m512 acc = _mm512_setzero_ps();
     int i = 0;
-    for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
+    for (; i + 16 <= n; i += 16)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
     if (i < n) {
         __mmask16 k = tailmask(n - i);
-        acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(k, a + i), _mm512_maskz_loadu_ps(k, b + i), acc, k);
+        acc = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(k, a + i),
+                                    _mm512_maskz_loadu_ps(k, b + i), acc, k);
     }
     return fold(acc);
 }
@@ -54,10 +56,12 @@ static void axpy_avx512(float *y, float a, const float *x, int n) {
     __m512 va = _mm512_set1_ps(a);
     int i = 0;
     for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+        _mm512_storeu_ps(y + i,
+                         _mm512_fmadd_ps(va, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
     if (i < n) {
         __mmask16 k = tailmask(n - i);
-        _mm512_mask_storeu_ps(y + i, k, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, y + i)));
+        _mm512_mask_storeu_ps(y + i, k, _mm512_fmadd_ps(va, _mm512_maskz_loadu_ps(k, x + i),
+                                                        _mm512_maskz_loadu_ps(k, y + i)));
     }
 }
 
@@ -72,7 +76,8 @@ static void kda_step_avx512(float *S, const float *q, const float *k, const floa
             __mmask16 m = D - j >= 16 ? 0xFFFF : tailmask(D - j);
             __m512 s = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, Si + j), al);
             _mm512_mask_storeu_ps(Si + j, m, s);
-            _mm512_mask_storeu_ps(u + j, m, _mm512_fmadd_ps(s, ki, _mm512_maskz_loadu_ps(m, u + j)));
+            _mm512_mask_storeu_ps(u + j, m,
+                                  _mm512_fmadd_ps(s, ki, _mm512_maskz_loadu_ps(m, u + j)));
         }
     }
     for (int j = 0; j < D; j++) { d[j] = beta * (v[j] - u[j]); o[j] = 0.0f; }
@@ -81,9 +86,11 @@ static void kda_step_avx512(float *S, const float *q, const float *k, const floa
         __m512 ki = _mm512_set1_ps(k[i]), qi = _mm512_set1_ps(q[i]);
         for (int j = 0; j < D; j += 16) {
             __mmask16 m = D - j >= 16 ? 0xFFFF : tailmask(D - j);
-            __m512 s = _mm512_fmadd_ps(ki, _mm512_maskz_loadu_ps(m, d + j), _mm512_maskz_loadu_ps(m, Si + j));
+            __m512 s = _mm512_fmadd_ps(ki, _mm512_maskz_loadu_ps(m, d + j),
+                                       _mm512_maskz_loadu_ps(m, Si + j));
             _mm512_mask_storeu_ps(Si + j, m, s);
-            _mm512_mask_storeu_ps(o + j, m, _mm512_fmadd_ps(s, qi, _mm512_maskz_loadu_ps(m, o + j)));
+            _mm512_mask_storeu_ps(o + j, m,
+                                  _mm512_fmadd_ps(s, qi, _mm512_maskz_loadu_ps(m, o + j)));
         }
     }
 }
@@ -129,7 +136,8 @@ INL void mv_fb(const M *m, int type, int R, float *y, const float *x, int r) {
         __mmask16 k = cols - c >= 16 ? 0xFFFF : tailmask(cols - c);
         __m512 x0 = _mm512_maskz_loadu_ps(k, x + c);
 #pragma GCC unroll 8
-        for (int i = 0; i < R; i++) acc[i] = _mm512_mask3_fmadd_ps(ld_w(m, type, ro[i] + c, k), x0, acc[i], k);
+        for (int i = 0; i < R; i++)
+            acc[i] = _mm512_mask3_fmadd_ps(ld_w(m, type, ro[i] + c, k), x0, acc[i], k);
     }
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++) y[r + i] = fold(acc[i]);
@@ -189,7 +197,8 @@ INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
         __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
         __m512 xe = _mm512_permutex2var_ps(x0, EV, x1), xo = _mm512_permutex2var_ps(x0, OD, x1);
 #pragma GCC unroll 8
-        for (int i = 0; i < R; i++) acc[i] = mx_block(pw + i * bw + c / 2, ps + i * bs + c / 32, xe, xo, acc[i]);
+        for (int i = 0; i < R; i++)
+            acc[i] = mx_block(pw + i * bw + c / 2, ps + i * bs + c / 32, xe, xo, acc[i]);
     }
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++) y[r + i] = fold(acc[i]);
@@ -216,8 +225,8 @@ INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
 #ifndef KC
 #define KC 1024
 #endif
-INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *xb, size_t xs, int xc,
-              int r, int t, int c0, int c1, float *sc, int pf) {
+INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *xb, size_t xs,
+              int xc, int r, int t, int c0, int c1, float *sc, int pf) {
     int cols = m->cols;
     __m512 acc[TR][TM];
 #pragma GCC unroll 4
@@ -231,7 +240,8 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 size_t o = (size_t)(r + i) * cols + c;
-                if (pf && !(c & 96)) _mm_prefetch((const char *)m->wp + o / 2 + KC / 2, _MM_HINT_T0);
+                if (pf && !(c & 96))
+                    _mm_prefetch((const char *)m->wp + o / 2 + KC / 2, _MM_HINT_T0);
                 __m512 tab = mx_tab(m, o / 32);
                 __m512i v = mx_bytes(m, o / 2);
                 we[i] = _mm512_permutexvar_ps(v, tab);
@@ -254,7 +264,8 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 size_t o = (size_t)(r + i) * cols + c;
-                if (pf) _mm_prefetch(w_addr(m, type, o) + KC * (type == K3_W_F32 ? 4 : 2), _MM_HINT_T0);
+                if (pf)
+                    _mm_prefetch(w_addr(m, type, o) + KC * (type == K3_W_F32 ? 4 : 2), _MM_HINT_T0);
                 w[i] = ld_w(m, type, o, 0xFFFF);
             }
 #pragma GCC unroll 8
@@ -273,7 +284,8 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
             for (int j = 0; j < TT; j++) {
                 __m512 x = _mm512_maskz_loadu_ps(k, xb + j * xs + c - xc);
 #pragma GCC unroll 4
-                for (int i = 0; i < R; i++) acc[i][j] = _mm512_mask3_fmadd_ps(w[i], x, acc[i][j], k);
+                for (int i = 0; i < R; i++)
+                    acc[i][j] = _mm512_mask3_fmadd_ps(w[i], x, acc[i][j], k);
             }
         }
     }
@@ -297,13 +309,14 @@ INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *
     int pf = t == tb && c1 < m->cols;       /* first token tile: fetch the next column block */
     for (int r = rb; r < rbe;) {
         float *s = sc_buf + ((r - rb) * SC_T + (t - tb)) * 16;
-        if (rbe - r >= TR) { tile(m, type, TR, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s, pf); r += TR; }
-        else { tile(m, type, 1, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s, pf); r += 1; }
+        if (rbe - r >= TR) {
+            tile(m, type, TR, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s, pf); r += TR;
+        } else { tile(m, type, 1, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s, pf); r += 1; }
     }
 }
 
-INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1, int t0, int t1,
-                 float *sc_buf, float *panel) {
+INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1,
+                 int t0, int t1, float *sc_buf, float *panel) {
     const __m512i EV = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i OD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;   /* even token blocks */
@@ -324,20 +337,39 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
                         }
                 else
                     for (int t = tb; t < tbe; t++)
-                        memcpy(panel + (size_t)(t - tb) * KC, X + (size_t)t * m->cols + c0, sizeof(float) * (c1 - c0));
+                        memcpy(panel + (size_t)(t - tb) * KC, X + (size_t)t * m->cols + c0,
+                               sizeof(float) * (c1 - c0));
                 for (int t = tb; t < tbe;) {
                     switch (tbe - t) {
-                    case 1: rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 1; break;
-                    case 2: rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 2; break;
-                    case 3: rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 3; break;
-                    case 4: rows_tt(m, type, 4, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 4; break;
-                    case 5: rows_tt(m, type, 5, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 5; break;
+                    case 1:
+                        rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 1; break;
+                    case 2:
+                        rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 2; break;
+                    case 3:
+                        rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 3; break;
+                    case 4:
+                        rows_tt(m, type, 4, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 4; break;
+                    case 5:
+                        rows_tt(m, type, 5, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 5; break;
 #if TM == 6
-                    default: rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 6; break;
+                    default:
+                        rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 6; break;
 #else
-                    case 6: rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 6; break;
-                    case 7: rows_tt(m, type, 7, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 7; break;
-                    default: rows_tt(m, type, 8, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel); t += 8; break;
+                    case 6:
+                        rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 6; break;
+                    case 7:
+                        rows_tt(m, type, 7, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 7; break;
+                    default:
+                        rows_tt(m, type, 8, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 8; break;
 #endif
                     }
                 }
@@ -353,7 +385,8 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
         else { FN(__VA_ARGS__, 1, Y, X, r); r += 1; }                                     \
     }
 
-static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
+static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int r1,
+                          int t0, int t1) {
     M m = { W->cols, W->w, W->w, W->w, W->scale };
     int rows = W->rows, r;
     if (t1 - t0 == 1) {
@@ -371,7 +404,9 @@ static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int 
     else blocked(&m, K3_W_MXFP4, Y, rows, X, r0, r1, t0, t1, sc, panel);
 }
 
-static const K3KernelOps OPS = { "avx512", matmul_avx512, dot_avx512, sum_avx512, axpy_avx512, kda_step_avx512 };
+static const K3KernelOps OPS = {
+    "avx512", matmul_avx512, dot_avx512, sum_avx512, axpy_avx512, kda_step_avx512
+};
 const K3KernelOps *k3_kernels_avx512(void) { return &OPS; }
 
 #else

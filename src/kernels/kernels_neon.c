@@ -89,7 +89,9 @@ static void kda_step_neon(float *S, const float *q, const float *k, const float 
             vst1q_f32(Si + j, s);
             vst1q_f32(o + j, vfmaq_f32(vld1q_f32(o + j), s, qi));
         }
-        for (; j < D; j++) { Si[j] = __builtin_fmaf(k[i], d[j], Si[j]); o[j] = __builtin_fmaf(Si[j], q[i], o[j]); }
+        for (; j < D; j++) {
+            Si[j] = __builtin_fmaf(k[i], d[j], Si[j]); o[j] = __builtin_fmaf(Si[j], q[i], o[j]);
+        }
     }
 }
 
@@ -121,7 +123,8 @@ INL float32x4_t mx4(int8x16_t e, int q, float32x4_t s) {
 
 INL float tail_finish(const M *m, int r, const float *x, int c0, const float32x4_t *a) {
     float acc[16];
-    vst1q_f32(acc, a[0]); vst1q_f32(acc + 4, a[1]); vst1q_f32(acc + 8, a[2]); vst1q_f32(acc + 12, a[3]);
+    vst1q_f32(acc, a[0]); vst1q_f32(acc + 4, a[1]);
+    vst1q_f32(acc + 8, a[2]); vst1q_f32(acc + 12, a[3]);
     size_t ro = (size_t)r * m->cols;
     for (int c = c0, j = 0; c < m->cols; c++, j++) {
         float w = m->type == K3_W_F32 ? m->wf[ro + c] : k3_bf16_to_f32(m->wb[ro + c]);
@@ -130,7 +133,8 @@ INL float tail_finish(const M *m, int r, const float *x, int c0, const float32x4
     return fold_arr(acc);
 }
 
-INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *X, int r, int t) {
+INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *X,
+              int r, int t) {
     int cols = m->cols, n16 = cols & ~15;
     float32x4_t acc[4][3][4];
 #pragma GCC unroll 4
@@ -146,21 +150,25 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 mx16(m, r + i, c, &lo[i], &hi[i]);
-                s[i] = vreinterpretq_f32_u32(vdupq_n_u32(k3_e8m0_half_bits[m->ws[((size_t)(r + i) * cols + c) / 32]]));
+                s[i] = vreinterpretq_f32_u32(
+                    vdupq_n_u32(k3_e8m0_half_bits[m->ws[((size_t)(r + i) * cols + c) / 32]]));
             }
 #pragma GCC unroll 4
             for (int q = 0; q < 4; q++) {
                 float32x4x2_t x[3];            /* vld2q: even elements, odd elements */
 #pragma GCC unroll 3
-                for (int j = 0; j < TT; j++) x[j] = vld2q_f32(X + (size_t)(t + j) * cols + c + 8 * q);
+                for (int j = 0; j < TT; j++)
+                    x[j] = vld2q_f32(X + (size_t)(t + j) * cols + c + 8 * q);
 #pragma GCC unroll 4
                 for (int i = 0; i < R; i++) {
                     float32x4_t w = mx4(lo[i], q, s[i]);
 #pragma GCC unroll 3
-                    for (int j = 0; j < TT; j++) acc[i][j][q] = vfmaq_f32(acc[i][j][q], w, x[j].val[0]);
+                    for (int j = 0; j < TT; j++)
+                        acc[i][j][q] = vfmaq_f32(acc[i][j][q], w, x[j].val[0]);
                     w = mx4(hi[i], q, s[i]);
 #pragma GCC unroll 3
-                    for (int j = 0; j < TT; j++) acc[i][j][q] = vfmaq_f32(acc[i][j][q], w, x[j].val[1]);
+                    for (int j = 0; j < TT; j++)
+                        acc[i][j][q] = vfmaq_f32(acc[i][j][q], w, x[j].val[1]);
                 }
             }
         }
@@ -218,7 +226,9 @@ static void matmul_neon(float *Y, const K3Mat *W, const float *X, int r0, int r1
     }
 }
 
-static const K3KernelOps OPS = { "neon", matmul_neon, dot_neon, sum_neon, axpy_neon, kda_step_neon };
+static const K3KernelOps OPS = {
+    "neon", matmul_neon, dot_neon, sum_neon, axpy_neon, kda_step_neon
+};
 const K3KernelOps *k3_kernels_neon(void) { return &OPS; }
 
 #else

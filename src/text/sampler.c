@@ -37,7 +37,8 @@ void sampler_defaults(SamplerParams *p) {
 
 int sampler_check(const SamplerParams *p, char *err, size_t errlen) {
     if (!(p->temperature >= 0) || p->temperature > 1e6) {
-        snprintf(err, errlen, "--temperature must be a number >= 0 (0 = greedy), got %g", p->temperature);
+        snprintf(err, errlen, "--temperature must be a number >= 0 (0 = greedy), got %g",
+                 p->temperature);
         return -1;
     }
     if (!(p->top_p > 0 && p->top_p <= 1)) {
@@ -164,18 +165,26 @@ int sampler_parse_flag(int argc, char **argv, int *i, SamplerParams *p, uint64_t
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     double x;
     if (!strcmp(a, "--greedy")) { p->greedy = 1; return 1; }
-    if (!strcmp(a, "--temperature")) { if (num(a, v, &x, err, errlen)) return -1; p->temperature = x; }
-    else if (!strcmp(a, "--top-p")) { if (num(a, v, &x, err, errlen)) return -1; p->top_p = x; }
+    if (!strcmp(a, "--temperature")) {
+        if (num(a, v, &x, err, errlen)) return -1;
+        p->temperature = x;
+    } else if (!strcmp(a, "--top-p")) { if (num(a, v, &x, err, errlen)) return -1; p->top_p = x; }
     else if (!strcmp(a, "--min-p")) { if (num(a, v, &x, err, errlen)) return -1; p->min_p = x; }
     else if (!strcmp(a, "--top-k")) {
         if (num(a, v, &x, err, errlen)) return -1;
-        if (x != floor(x) || x < 0 || x > 1e9) { snprintf(err, errlen, "--top-k must be an integer >= 0 (0 = off), got '%s'", v); return -1; }
+        if (x != floor(x) || x < 0 || x > 1e9) {
+            snprintf(err, errlen, "--top-k must be an integer >= 0 (0 = off), got '%s'", v);
+            return -1;
+        }
         p->top_k = (int)x;
     } else if (!strcmp(a, "--seed")) {
         char *end;
         errno = 0;
         unsigned long long s = v && *v && *v != '-' ? strtoull(v, &end, 10) : 0;
-        if (!v || !*v || *v == '-' || *end || errno) { snprintf(err, errlen, "--seed needs an unsigned integer, got '%s'", v ? v : ""); return -1; }
+        if (!v || !*v || *v == '-' || *end || errno) {
+            snprintf(err, errlen, "--seed needs an unsigned integer, got '%s'", v ? v : "");
+            return -1;
+        }
         *seed = s;
         if (seed_set) *seed_set = 1;
     } else return 0;

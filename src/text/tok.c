@@ -1,5 +1,5 @@
 /* tok.c — loading tiktoken.model + tokenizer_config.json, encode, decode, streaming
- * decode. Spec: ../shared/spec/TOKENIZER_XTML.md §1–§5. */
+ * decode. Spec: docs/TOKENIZER.md §1–§5. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,8 @@ static uint64_t hash_bytes(const unsigned char *p, size_t n) {
     return h ^ (h >> 29);
 }
 
-static int32_t ht_find(const Tok *t, const uint32_t *ht, size_t mask, const unsigned char *p, size_t n) {
+static int32_t ht_find(const Tok *t, const uint32_t *ht, size_t mask,
+                       const unsigned char *p, size_t n) {
     for (size_t i = hash_bytes(p, n) & mask;; i = (i + 1) & mask) {
         uint32_t v = ht[i];
         if (!v) return -1;
@@ -63,7 +64,8 @@ static char *read_file(const char *path, size_t *n, char *err, size_t errlen) {
     char *txt = k3_slurp(path, (size_t)1 << 30, n, err, errlen);
     if (!txt && errno == ENOENT) {
         size_t o = strlen(err);
-        snprintf(err + o, errlen - o, " (fix: point --tok / K3_TOK_FILES at the tokenizer directory)");
+        snprintf(err + o, errlen - o,
+                 " (fix: point --tok / K3_TOK_FILES at the tokenizer directory)");
     }
     return txt;
 }
@@ -94,7 +96,8 @@ static long b64dec(const unsigned char *s, size_t n, unsigned char *out) {
             if (i + 4 == n && k >= 4 - (int)pad) { v[k] = 0; continue; }
             if ((v[k] = b64val(s[i + k])) < 0) return -1;
         }
-        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 |
+                     (uint32_t)v[3];
         out[o++] = (unsigned char)(w >> 16);
         if (!(i + 4 == n && pad == 2)) out[o++] = (unsigned char)(w >> 8);
         if (!(i + 4 == n && pad >= 1)) out[o++] = (unsigned char)w;
@@ -132,22 +135,33 @@ static int load_ranks(Tok *t, const char *path, char *err, size_t errlen) {
             size_t sp = i;
             while (sp < le && s[sp] != ' ') sp++;
             if (sp == le || sp == i)
-                LOADERR("%s:%zu: expected \"BASE64 RANK\" (one space), got \"%.40s\" (fix: the file must be a tiktoken rank file)", path, lineno, txt + i);
+                LOADERR("%s:%zu: expected \"BASE64 RANK\" (one space), got \"%.40s\" "
+                        "(fix: the file must be a tiktoken rank file)", path, lineno, txt + i);
             long bl = b64dec(s + i, sp - i, t->arena + ar);
             if (bl <= 0)
-                LOADERR("%s:%zu: bad base64 token \"%.*s\" (fix: standard alphabet A-Za-z0-9+/ with = padding; the file may be damaged)", path, lineno, (int)(sp - i > 40 ? 40 : sp - i), txt + i);
+                LOADERR("%s:%zu: bad base64 token \"%.*s\" (fix: standard alphabet "
+                        "A-Za-z0-9+/ with = padding; the file may be damaged)",
+                        path, lineno, (int)(sp - i > 40 ? 40 : sp - i), txt + i);
             size_t q = sp + 1;
-            if (q == le) LOADERR("%s:%zu: missing rank after the token (fix: \"BASE64 RANK\")", path, lineno);
+            if (q == le)
+                LOADERR("%s:%zu: missing rank after the token (fix: \"BASE64 RANK\")",
+                        path, lineno);
             uint64_t r = 0;
             for (; q < le; q++) {
                 if (s[q] < '0' || s[q] > '9' || r > 100000000)
-                    LOADERR("%s:%zu: bad rank \"%.*s\" (fix: a decimal number 0..N-1)", path, lineno, (int)(le - sp - 1 > 20 ? 20 : le - sp - 1), txt + sp + 1);
+                    LOADERR("%s:%zu: bad rank \"%.*s\" (fix: a decimal number 0..N-1)",
+                            path, lineno, (int)(le - sp - 1 > 20 ? 20 : le - sp - 1),
+                            txt + sp + 1);
                 r = r * 10 + (uint64_t)(s[q] - '0');
             }
             if (r >= nlines)
-                LOADERR("%s:%zu: rank %llu is beyond the number of lines (fix: ranks must be 0..N-1 without gaps)", path, lineno, (unsigned long long)r);
+                LOADERR("%s:%zu: rank %llu is beyond the number of lines "
+                        "(fix: ranks must be 0..N-1 without gaps)",
+                        path, lineno, (unsigned long long)r);
             if (line_of[r])
-                LOADERR("%s:%zu: duplicate rank %llu (first on line %u) (fix: every rank must appear once)", path, lineno, (unsigned long long)r, line_of[r]);
+                LOADERR("%s:%zu: duplicate rank %llu (first on line %u) "
+                        "(fix: every rank must appear once)",
+                        path, lineno, (unsigned long long)r, line_of[r]);
             line_of[r] = (uint32_t)lineno;
             t->start[r] = (uint32_t)ar; t->len[r] = (uint32_t)bl;
             ar += (size_t)bl; nr++;
@@ -156,18 +170,24 @@ static int load_ranks(Tok *t, const char *path, char *err, size_t errlen) {
     }
     if (nr == 0) LOADERR("%s: no ranks (fix: point at a real tiktoken.model)", path);
     for (size_t r = 0; r < nr; r++)
-        if (!line_of[r]) LOADERR("%s: rank %zu is missing (gap) while %zu ranks are listed (fix: ranks must be 0..N-1 without gaps)", path, r, nr);
+        if (!line_of[r])
+            LOADERR("%s: rank %zu is missing (gap) while %zu ranks are listed "
+                    "(fix: ranks must be 0..N-1 without gaps)", path, r, nr);
     t->n_ranks = (int)nr;
     t->hmask = pow2_at_least(nr * 2) - 1;
     t->ht = calloc(t->hmask + 1, sizeof *t->ht);
     if (!t->ht) LOADERR("%s: out of memory", path);
     for (uint32_t r = 0; r < nr; r++) {
         int32_t d = ht_insert(t, t->ht, t->hmask, r);
-        if (d >= 0) LOADERR("%s:%u: token of rank %u has the same bytes as rank %d (line %u) (fix: every token must be unique)", path, line_of[r], r, d, line_of[d]);
+        if (d >= 0)
+            LOADERR("%s:%u: token of rank %u has the same bytes as rank %d (line %u) "
+                    "(fix: every token must be unique)", path, line_of[r], r, d, line_of[d]);
     }
     for (int b = 0; b < 256; b++) {
         unsigned char c = (unsigned char)b;
-        if (tok_rank(t, &c, 1) < 0) LOADERR("%s: no token for the single byte 0x%02X (fix: a byte-level BPE file has all 256 one-byte tokens)", path, b);
+        if (tok_rank(t, &c, 1) < 0)
+            LOADERR("%s: no token for the single byte 0x%02X "
+                    "(fix: a byte-level BPE file has all 256 one-byte tokens)", path, b);
     }
     t->start[nr] = (uint32_t)ar;      /* where the reserved names go */
     free(line_of); free(txt);
@@ -186,7 +206,10 @@ static int load_config(Tok *t, const char *path, char **names, char *err, size_t
     free(txt);
     if (!j) { snprintf(err, errlen, "%s: %s (fix: valid JSON)", path, jerr); return -1; }
     const Json *atd = json_get(j, "added_tokens_decoder");
-    if (j->type != JSON_OBJECT) { snprintf(err, errlen, "%s: top level is not an object", path); json_free(j); return -1; }
+    if (j->type != JSON_OBJECT) {
+        snprintf(err, errlen, "%s: top level is not an object", path);
+        json_free(j); return -1;
+    }
     if (!atd) { json_free(j); return 0; }
     for (size_t i = 0; i < atd->len; i++) {
         const char *k = atd->keys[i];
@@ -194,12 +217,17 @@ static int load_config(Tok *t, const char *path, char **names, char *err, size_t
         errno = 0;
         long id = strtol(k, &endp, 10);
         if (!*k || *endp || errno || k[0] == '-' || k[0] == '+')
-            LOADERR("%s: added_tokens_decoder key \"%s\" is not an id (fix: keys are decimal ids)", path, k);
+            LOADERR("%s: added_tokens_decoder key \"%s\" is not an id "
+                    "(fix: keys are decimal ids)", path, k);
         if (id < t->n_ranks || id >= t->n_ranks + TOK_N_RESERVED)
-            LOADERR("%s: added_tokens_decoder id %ld is outside the reserved range [%d, %d) of this tiktoken.model (fix: use the config that ships with this rank file)", path, id, t->n_ranks, t->n_ranks + TOK_N_RESERVED);
+            LOADERR("%s: added_tokens_decoder id %ld is outside the reserved range [%d, %d) "
+                    "of this tiktoken.model (fix: use the config that ships with this rank file)",
+                    path, id, t->n_ranks, t->n_ranks + TOK_N_RESERVED);
         const Json *c = json_get(atd->items[i], "content");
-        if (!c || c->type != JSON_STRING || c->len == 0 || c->len > 200 || memchr(c->str, 0, c->len))
-            LOADERR("%s: added_tokens_decoder \"%s\".content is missing, empty or too long (fix: a non-empty string)", path, k);
+        if (!c || c->type != JSON_STRING || c->len == 0 || c->len > 200 ||
+            memchr(c->str, 0, c->len))
+            LOADERR("%s: added_tokens_decoder \"%s\".content is missing, empty or too long "
+                    "(fix: a non-empty string)", path, k);
         int slot = (int)(id - t->n_ranks);
         free(names[slot]);
         names[slot] = strdup(c->str);
@@ -212,7 +240,8 @@ fail:
     return -1;
 }
 
-Tok *tok_load_files(const char *model_path, const char *config_path, char *err, size_t errlen) {
+Tok *tok_load_files(const char *model_path, const char *config_path,
+                    char *err, size_t errlen) {
     Tok *t = calloc(1, sizeof *t);
     char *names[TOK_N_RESERVED] = {0};
     if (!t) { snprintf(err, errlen, "out of memory"); return NULL; }
@@ -241,7 +270,10 @@ Tok *tok_load_files(const char *model_path, const char *config_path, char *err, 
         t->start[id] = (uint32_t)base; t->len[id] = (uint32_t)l;
         base += l;
         int32_t d = ht_insert(t, t->sht, t->smask, id);
-        if (d >= 0) LOADERR("%s: reserved name \"%s\" is used by ids %d and %u (fix: names must be unique)", config_path ? config_path : model_path, names[i], d, id);
+        if (d >= 0)
+            LOADERR("%s: reserved name \"%s\" is used by ids %d and %u "
+                    "(fix: names must be unique)",
+                    config_path ? config_path : model_path, names[i], d, id);
         t->first[(unsigned char)names[i][0]] = 1;
         int k = 0;
         while (k < t->nslens && t->slens[k] != l) k++;
@@ -275,7 +307,8 @@ Tok *tok_load(const char *dir, char *err, size_t errlen) {
 /* ---- encoding ---- */
 
 /* Ordinary text (no special tokens): pre-tokenize, then whole-piece lookup or BPE. */
-static int encode_ordinary(const Tok *t, const unsigned char *s, size_t len, int32_t *out, size_t *n) {
+static int encode_ordinary(const Tok *t, const unsigned char *s, size_t len,
+                           int32_t *out, size_t *n) {
     size_t *ends;
     long np = tok_split((const char *)s, len, &ends);
     if (np < 0) return -1;
@@ -296,7 +329,8 @@ static int encode_ordinary(const Tok *t, const unsigned char *s, size_t len, int
 }
 
 /* Leftmost reserved name in s[from..len): its position and id, or -1. */
-static long find_special(const Tok *t, const unsigned char *s, size_t len, size_t from, int32_t *id) {
+static long find_special(const Tok *t, const unsigned char *s, size_t len, size_t from,
+                         int32_t *id) {
     for (size_t i = from; i < len; i++) {
         if (!t->first[s[i]]) continue;
         for (int k = 0; k < t->nslens; k++) {
@@ -373,9 +407,11 @@ static int utf8_incomplete(const unsigned char *p, size_t k) {
     unsigned c = p[0], lo = 0x80, hi = 0xBF;
     size_t need;
     if (c >= 0xC2 && c <= 0xDF) need = 2;
-    else if (c >= 0xE0 && c <= 0xEF) { need = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F; }
-    else if (c >= 0xF0 && c <= 0xF4) { need = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F; }
-    else return 0;
+    else if (c >= 0xE0 && c <= 0xEF) {
+        need = 3; if (c == 0xE0) lo = 0xA0; if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        need = 4; if (c == 0xF0) lo = 0x90; if (c == 0xF4) hi = 0x8F;
+    } else return 0;
     if (k >= need) return 0;
     for (size_t i = 1; i < k; i++) {
         if (p[i] < lo || p[i] > hi) return 0;

@@ -30,7 +30,9 @@ static size_t bpe_quadratic(const Tok *t, const unsigned char *p, size_t len, in
         int32_t best = NORANK; size_t bi = 0;
         for (size_t i = 0; i + 1 < m; i++) if (rk[i] < best) { best = rk[i]; bi = i; }
         if (best == NORANK) break;
-        if (bi > 0) rk[bi - 1] = bi - 1 + 3 < m ? rank_or_max(t, p + st[bi - 1], st[bi + 2] - st[bi - 1]) : NORANK;
+        if (bi > 0)
+            rk[bi - 1] = bi - 1 + 3 < m ? rank_or_max(t, p + st[bi - 1], st[bi + 2] - st[bi - 1])
+                                        : NORANK;
         rk[bi] = bi + 3 < m ? rank_or_max(t, p + st[bi], st[bi + 3] - st[bi]) : NORANK;
         for (size_t i = bi + 1; i + 1 < m; i++) { st[i] = st[i + 1]; rk[i] = rk[i + 1]; }
         m--;
@@ -76,7 +78,9 @@ static size_t bpe_heap(const Tok *t, const unsigned char *p, size_t len, int32_t
     size_t hcap = 3 * len + 4, hn = 0;
     Ent *h = malloc(hcap * sizeof *h);
     if (!nx || !pv || !alive || !h) { free(nx); free(pv); free(alive); free(h); return (size_t)-1; }
-    for (size_t i = 0; i <= len; i++) { nx[i] = (uint32_t)(i + 1); pv[i] = (uint32_t)(i ? i - 1 : 0); alive[i] = 1; }
+    for (size_t i = 0; i <= len; i++) {
+        nx[i] = (uint32_t)(i + 1); pv[i] = (uint32_t)(i ? i - 1 : 0); alive[i] = 1;
+    }
     for (size_t i = 0; i + 1 < len; i++) {
         int32_t r = tok_rank(t, p + i, 2);
         if (r >= 0) heap_push(h, &hn, (Ent){r, (uint32_t)i, (uint32_t)(i + 2)});

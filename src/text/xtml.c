@@ -1,5 +1,5 @@
 /* xtml.c — XTML renderer and completion parser (include/xtml.h,
- * ../shared/spec/TOKENIZER_XTML.md §6-§7). */
+ * docs/TOKENIZER.md §6-§7). */
 #include "xtml.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +16,9 @@ int xtml_ids(const Tok *t, XtmlIds *ids, char *err, size_t errlen) {
     for (int i = 0; i < 4; i++) {
         *dst[i] = tok_special_id(t, names[i]);
         if (*dst[i] < 0) {
-            snprintf(err, errlen, "tokenizer_config.json: added_tokens_decoder has no %s; the XTML chat format "
-                     "needs <|open|>, <|close|>, <|sep|> and <|end_of_msg|> (use the checkpoint's own tokenizer files)", names[i]);
+            snprintf(err, errlen, "tokenizer_config.json: added_tokens_decoder has no %s; "
+                     "the XTML chat format needs <|open|>, <|close|>, <|sep|> and <|end_of_msg|> "
+                     "(use the checkpoint's own tokenizer files)", names[i]);
             return -1;
         }
     }
@@ -100,7 +101,8 @@ static int blank(const char *s) {
 static int close_from(XtmlSegs *s, int state) {
     switch (state) {
     case XP_THINK: if (close_el(s, "think")) return -1; /* fall through */
-    case XP_BETWEEN: if (open_el(s, "response", NULL, NULL, NULL, NULL)) return -1; /* fall through */
+    case XP_BETWEEN:
+        if (open_el(s, "response", NULL, NULL, NULL, NULL)) return -1; /* fall through */
     case XP_RESPONSE: if (close_el(s, "response")) return -1; /* fall through */
     case XP_AFTER_RESPONSE: if (close_el(s, "message")) return -1; /* fall through */
     default: return 0;
@@ -114,7 +116,9 @@ static int assistant(XtmlSegs *s, const XtmlMsg *m, const XtmlOpts *o) {
         if (seg_add(s, NULL, 0, 2)) return -1;
         s->v[s->n - 1].ids = m->gen_ids;
         s->v[s->n - 1].n_ids = m->n_gen;
-        if (close_from(s, o->thinking ? m->gen_state : (m->gen_state < XP_RESPONSE ? XP_RESPONSE : m->gen_state))) return -1;
+        if (close_from(s, o->thinking ? m->gen_state
+                                      : (m->gen_state < XP_RESPONSE ? XP_RESPONSE : m->gen_state)))
+            return -1;
     } else {
         if (o->thinking) {
             if (open_el(s, "think", NULL, NULL, NULL, NULL)) return -1;
@@ -144,19 +148,25 @@ int xtml_segments(const XtmlMsg *msgs, int n, const XtmlOpts *o, XtmlSegs *out,
     }
     for (int i = 0; i < n && !rc; i++) {
         const XtmlMsg *m = &msgs[i];
-        if (!m->role || (strcmp(m->role, "system") && strcmp(m->role, "user") && strcmp(m->role, "assistant"))) {
-            snprintf(err, errlen, "message %d: role '%s' is not system, user or assistant", i, m->role ? m->role : "(none)");
+        if (!m->role || (strcmp(m->role, "system") && strcmp(m->role, "user") &&
+                         strcmp(m->role, "assistant"))) {
+            snprintf(err, errlen, "message %d: role '%s' is not system, user or assistant",
+                     i, m->role ? m->role : "(none)");
             xtml_segs_free(out);
             return -1;
         }
         if (!strcmp(m->role, "assistant")) rc = assistant(out, m, o);
         else rc = open_el(out, "message", "role", m->role, NULL, NULL) ||
-                  (m->content && T(out, m->content)) || close_el(out, "message") || M(out, "<|end_of_msg|>");
+                  (m->content && T(out, m->content)) || close_el(out, "message") ||
+                  M(out, "<|end_of_msg|>");
     }
     if (!rc && o->gen_prompt)
         rc = open_el(out, "message", "role", "assistant", NULL, NULL) ||
              open_el(out, o->thinking ? "think" : "response", NULL, NULL, NULL, NULL);
-    if (rc) { snprintf(err, errlen, "out of memory rendering the chat"); xtml_segs_free(out); return -1; }
+    if (rc) {
+        snprintf(err, errlen, "out of memory rendering the chat");
+        xtml_segs_free(out); return -1;
+    }
     return 0;
 }
 
@@ -175,7 +185,10 @@ char *xtml_segs_string(const XtmlSegs *s, const Tok *t, size_t *len) {
         char *dec = NULL;
         const char *p = g->text;
         size_t l = g->len;
-        if (g->special == 2) { dec = tok_decode(t, g->ids, (size_t)g->n_ids, &l, NULL); p = dec; if (!dec) { free(b); return NULL; } }
+        if (g->special == 2) {
+            dec = tok_decode(t, g->ids, (size_t)g->n_ids, &l, NULL); p = dec;
+            if (!dec) { free(b); return NULL; }
+        }
         if (n + l + 1 > cap) {
             while (n + l + 1 > cap) cap *= 2;
             char *nb = realloc(b, cap);
@@ -289,7 +302,8 @@ static int marker(XtmlParser *p, XtmlEvent *ev) {
     if (!open && p->state == XP_THINK && name_is(p, "think")) next = XP_BETWEEN;
     else if (open && p->state == XP_BETWEEN && name_is(p, "response")) next = XP_RESPONSE;
     else if (!open && p->state == XP_RESPONSE && name_is(p, "response")) next = XP_AFTER_RESPONSE;
-    else if (!open && p->state == XP_AFTER_RESPONSE && name_is(p, "message")) next = XP_AFTER_MESSAGE;
+    else if (!open && p->state == XP_AFTER_RESPONSE && name_is(p, "message"))
+        next = XP_AFTER_MESSAGE;
     int n = p->npend;
     p->npend = 0;
     if (next < 0) return anomaly(p, p->pend, n, ev);
@@ -368,5 +382,7 @@ static char *body_text(const Tok *t, const int32_t *ids, size_t n) {
     free(s);
     return o;
 }
-char *xtml_parser_reasoning(const XtmlParser *p) { return body_text(p->tok, p->think_ids, p->n_think); }
+char *xtml_parser_reasoning(const XtmlParser *p) {
+    return body_text(p->tok, p->think_ids, p->n_think);
+}
 char *xtml_parser_content(const XtmlParser *p) { return body_text(p->tok, p->resp_ids, p->n_resp); }

@@ -37,10 +37,14 @@ static int run_st(const unsigned char *h, size_t hl, size_t data, uint64_t lenfi
     if (rc == 0) {                               /* read every tensor back */
         for (size_t i = 0; i < ix->n_tensors; i++) {
             const StTensor *t = &ix->tensors[i];
-            if (st_find(ix, t->name) != t) { printf("  FAIL: lookup of '%s'\n", t->name); exit(1); }
+            if (st_find(ix, t->name) != t) {
+                printf("  FAIL: lookup of '%s'\n", t->name); exit(1);
+            }
             if (t->nbytes <= 4096) {
                 unsigned char tmp[4096];
-                if (st_read(ix, t, tmp, err, sizeof err)) { printf("  FAIL: read of valid tensor: %s\n", err); exit(1); }
+                if (st_read(ix, t, tmp, err, sizeof err)) {
+                    printf("  FAIL: read of valid tensor: %s\n", err); exit(1);
+                }
             }
         }
     } else if (!err[0]) { printf("  FAIL: refusal without a message\n"); exit(1); }
@@ -61,7 +65,9 @@ static int run_cfg(const unsigned char *s, size_t n) {
 static int run_json(const unsigned char *s, size_t n) {
     char err[256] = "";
     Json *j = json_parse((const char *)s, n, err, sizeof err);
-    if (!j && strncmp(err, "line ", 5)) { printf("  FAIL: json error without position: %s\n", err); exit(1); }
+    if (!j && strncmp(err, "line ", 5)) {
+        printf("  FAIL: json error without position: %s\n", err); exit(1);
+    }
     if (j) { char *q = j->type == JSON_STRING ? json_quote(j->str, j->len) : NULL; free(q); }
     json_free(j);
     return j ? 0 : 1;
@@ -87,12 +93,15 @@ int LLVMFuzzerTestOneInput(const unsigned char *d, size_t n) {
 #else
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+static uint64_t rnd(void) {
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng;
+}
 
-static const char *TOKENS[] = { "{", "}", "[", "]", ",", ":", "\"", "\\", "\\u", "\\ud800", "\\udc00", "0", "-1",
-    "1e999", "18446744073709551616", "9223372036854775807", "null", "true", "\"BF16\"", "\"U8\"", "\"F32\"",
-    "\"shape\"", "\"data_offsets\"", "\"dtype\"", "\"__metadata__\"", "[0,0]", "[]", "\xff", "\xc3", "\xed\xa0\x80",
-    "1.5", "[1,1,1,1,1,1,1,1,1]", "\"text_config\"", "\"kda_layers\"", "[0]", "\"situ\"", "4294967296" };
+static const char *TOKENS[] = { "{", "}", "[", "]", ",", ":", "\"", "\\", "\\u", "\\ud800",
+    "\\udc00", "0", "-1", "1e999", "18446744073709551616", "9223372036854775807", "null", "true",
+    "\"BF16\"", "\"U8\"", "\"F32\"", "\"shape\"", "\"data_offsets\"", "\"dtype\"",
+    "\"__metadata__\"", "[0,0]", "[]", "\xff", "\xc3", "\xed\xa0\x80", "1.5",
+    "[1,1,1,1,1,1,1,1,1]", "\"text_config\"", "\"kda_layers\"", "[0]", "\"situ\"", "4294967296" };
 #define NTOK (sizeof TOKENS / sizeof *TOKENS)
 
 /* One random mutation of s (len *n, capacity cap). */
@@ -100,18 +109,37 @@ static void mutate(unsigned char *s, size_t *n, size_t cap) {
     int k = (int)(rnd() % 7);
     size_t pos = *n ? rnd() % *n : 0;
     switch (k) {
-    case 0: if (*n) s[pos] ^= (unsigned char)(1u << (rnd() % 8)); break;               /* bit flip */
-    case 1: if (*n) s[pos] = (unsigned char)rnd(); break;                               /* byte set */
-    case 2: if (*n) { size_t l = 1 + rnd() % 8; if (pos + l > *n) l = *n - pos;        /* delete */
-                memmove(s + pos, s + pos + l, *n - pos - l); *n -= l; } break;
-    case 3: { const char *t = TOKENS[rnd() % NTOK]; size_t l = strlen(t);               /* insert token */
-              if (*n + l < cap) { memmove(s + pos + l, s + pos, *n - pos); memcpy(s + pos, t, l); *n += l; } } break;
-    case 4: if (*n) *n = rnd() % *n; break;                                             /* truncate */
-    case 5: if (*n > 2) { size_t a = rnd() % *n, l = 1 + rnd() % 32;                   /* duplicate a span */
-                if (a + l > *n) l = *n - a;
-                if (*n + l < cap) { memmove(s + pos + l, s + pos, *n - pos); memmove(s + pos, s + (a < pos ? a : a + l), l); *n += l; } } break;
-    default: if (*n) { size_t p = pos; while (p < *n && (s[p] < '0' || s[p] > '9')) p++;  /* change a number */
-                if (p < *n) s[p] = (unsigned char)('0' + rnd() % 10); } break;
+    case 0: if (*n) s[pos] ^= (unsigned char)(1u << (rnd() % 8)); break;              /* bit flip */
+    case 1: if (*n) s[pos] = (unsigned char)rnd(); break;                             /* byte set */
+    case 2:                                                                             /* delete */
+        if (*n) {
+            size_t l = 1 + rnd() % 8; if (pos + l > *n) l = *n - pos;
+            memmove(s + pos, s + pos + l, *n - pos - l); *n -= l;
+        }
+        break;
+    case 3: {                                                                     /* insert token */
+        const char *t = TOKENS[rnd() % NTOK]; size_t l = strlen(t);
+        if (*n + l < cap) {
+            memmove(s + pos + l, s + pos, *n - pos); memcpy(s + pos, t, l); *n += l;
+        }
+    } break;
+    case 4: if (*n) *n = rnd() % *n; break;                                           /* truncate */
+    case 5:                                                                   /* duplicate a span */
+        if (*n > 2) {
+            size_t a = rnd() % *n, l = 1 + rnd() % 32;
+            if (a + l > *n) l = *n - a;
+            if (*n + l < cap) {
+                memmove(s + pos + l, s + pos, *n - pos);
+                memmove(s + pos, s + (a < pos ? a : a + l), l); *n += l;
+            }
+        }
+        break;
+    default:                                                                   /* change a number */
+        if (*n) {
+            size_t p = pos; while (p < *n && (s[p] < '0' || s[p] > '9')) p++;
+            if (p < *n) s[p] = (unsigned char)('0' + rnd() % 10);
+        }
+        break;
     }
 }
 
@@ -124,19 +152,24 @@ static const char *ST_HEADER =
     "\"s\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[34,42]}}";
 
 static const char *CFG =
-    "{\"bos_token_id\": 1, \"text_config\": {\"hidden_size\": 256, \"num_hidden_layers\": 4, \"vocab_size\": 512,"
-    " \"rms_norm_eps\": 1e-05, \"intermediate_size\": 512, \"first_k_dense_replace\": 1, \"moe_layer_freq\": 1,"
-    " \"num_experts\": 16, \"num_experts_per_token\": 4, \"num_shared_experts\": 2, \"moe_intermediate_size\": 64,"
-    " \"routed_expert_hidden_size\": 128, \"latent_moe_use_norm\": true, \"moe_router_activation_func\": \"sigmoid\","
-    " \"moe_renormalize\": true, \"routed_scaling_factor\": 1.0, \"use_grouped_topk\": true, \"num_expert_group\": 1,"
-    " \"topk_group\": 1, \"hidden_act\": \"situ\", \"activation_situ_beta\": 4.0, \"activation_situ_linear_beta\": 25.0,"
-    " \"attn_res_block_size\": 5, \"num_attention_heads\": 4, \"num_key_value_heads\": 4, \"q_lora_rank\": 64,"
+    "{\"bos_token_id\": 1, \"text_config\": {\"hidden_size\": 256, \"num_hidden_layers\": 4,"
+    " \"vocab_size\": 512, \"rms_norm_eps\": 1e-05, \"intermediate_size\": 512,"
+    " \"first_k_dense_replace\": 1, \"moe_layer_freq\": 1, \"num_experts\": 16,"
+    " \"num_experts_per_token\": 4, \"num_shared_experts\": 2, \"moe_intermediate_size\": 64,"
+    " \"routed_expert_hidden_size\": 128, \"latent_moe_use_norm\": true,"
+    " \"moe_router_activation_func\": \"sigmoid\", \"moe_renormalize\": true,"
+    " \"routed_scaling_factor\": 1.0, \"use_grouped_topk\": true, \"num_expert_group\": 1,"
+    " \"topk_group\": 1, \"hidden_act\": \"situ\", \"activation_situ_beta\": 4.0,"
+    " \"activation_situ_linear_beta\": 25.0, \"attn_res_block_size\": 5,"
+    " \"num_attention_heads\": 4, \"num_key_value_heads\": 4, \"q_lora_rank\": 64,"
     " \"kv_lora_rank\": 32, \"qk_nope_head_dim\": 32, \"qk_rope_head_dim\": 16, \"v_head_dim\": 32,"
-    " \"mla_use_nope\": true, \"mla_use_output_gate\": true, \"linear_attn_config\": {\"num_heads\": 4, \"head_dim\": 32,"
-    " \"short_conv_kernel_size\": 4, \"use_full_rank_gate\": true, \"gate_lower_bound\": -5.0, \"kda_layers\": [1, 2, 3],"
+    " \"mla_use_nope\": true, \"mla_use_output_gate\": true,"
+    " \"linear_attn_config\": {\"num_heads\": 4, \"head_dim\": 32, \"short_conv_kernel_size\": 4,"
+    " \"use_full_rank_gate\": true, \"gate_lower_bound\": -5.0, \"kda_layers\": [1, 2, 3],"
     " \"full_attn_layers\": [4]}, \"num_nextn_predict_layers\": 0, \"tie_word_embeddings\": false,"
-    " \"quantization_config\": {\"quant_method\": \"compressed-tensors\", \"format\": \"mxfp4-pack-quantized\","
-    " \"config_groups\": {\"group_0\": {\"weights\": {\"num_bits\": 4, \"type\": \"float\", \"group_size\": 32}}}}}}";
+    " \"quantization_config\": {\"quant_method\": \"compressed-tensors\","
+    " \"format\": \"mxfp4-pack-quantized\", \"config_groups\": {\"group_0\": {\"weights\":"
+    " {\"num_bits\": 4, \"type\": \"float\", \"group_size\": 32}}}}}}";
 
 int main(int argc, char **argv) {
     setup_paths();
@@ -146,8 +179,12 @@ int main(int argc, char **argv) {
     clock_t t0 = clock();
 
     /* sanity: the seeds are valid */
-    if (run_st((const unsigned char *)ST_HEADER, strlen(ST_HEADER), 42, 0) != 0) { printf("FAIL: seed header refused\n"); return 1; }
-    if (run_cfg((const unsigned char *)CFG, strlen(CFG)) != 0) { printf("FAIL: seed config refused\n"); return 1; }
+    if (run_st((const unsigned char *)ST_HEADER, strlen(ST_HEADER), 42, 0) != 0) {
+        printf("FAIL: seed header refused\n"); return 1;
+    }
+    if (run_cfg((const unsigned char *)CFG, strlen(CFG)) != 0) {
+        printf("FAIL: seed config refused\n"); return 1;
+    }
 
     int ok_st = 0, ok_cfg = 0, ok_json = 0;
     for (int i = 0; i < iters; i++) {
@@ -179,7 +216,8 @@ int main(int argc, char **argv) {
     printf("json documents: %d mutations, %d still valid, no crash\n", iters * 5, ok_json);
     unlink(st_path); unlink(cfg_path);
     free(buf);
-    printf("test_fuzz_parsers: all passed (%.2f s cpu)\n", (double)(clock() - t0) / CLOCKS_PER_SEC);
+    printf("test_fuzz_parsers: all passed (%.2f s cpu)\n",
+           (double)(clock() - t0) / CLOCKS_PER_SEC);
     return 0;
 }
 #endif

@@ -10,7 +10,9 @@
 
 static int fails;
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16); }
+static uint32_t rnd(void) {
+    rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 16);
+}
 static float frand(void) {           /* mixed magnitudes, both signs */
     float m = (float)(rnd() % 100000) / 100000.0f;
     int e = (int)(rnd() % 9) - 4;
@@ -19,7 +21,8 @@ static float frand(void) {           /* mixed magnitudes, both signs */
 static uint32_t bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static int same(float a, float b) { return bits(a) == bits(b) || (a != a && b != b); }
 
-#define CHECK(cond, ...) do { if (!(cond)) { if (fails++ < 20) { printf("FAIL: "); printf(__VA_ARGS__); printf("\n"); } } } while (0)
+#define CHECK(cond, ...) do { if (!(cond)) { if (fails++ < 20) {                              \
+        printf("FAIL: "); printf(__VA_ARGS__); printf("\n"); } } } while (0)
 
 static void fill_mat(K3Mat *m, int type, int rows, int cols, int special, void **buf) {
     m->type = type; m->rows = rows; m->cols = cols; m->scale = NULL;
@@ -60,7 +63,8 @@ static void check_matmul(const char *path, int nth) {
     for (int ci = 0; ci < (type == 2 ? 4 : 8); ci++)
     for (int special = 0; special < (type == 2 ? 2 : 1); special++) {
         static int tc;
-        int rows = ROWS[ri], cols = type == 2 ? MCOLS[ci] : COLS[ci], T = 1 + tc++ % 7;   /* T = 1..7 */
+        int rows = ROWS[ri], cols = type == 2 ? MCOLS[ci] : COLS[ci],
+            T = 1 + tc++ % 7;                                                     /* T = 1..7 */
         K3Mat m; void *buf;
         fill_mat(&m, type, rows, cols, special, &buf);
         float *X = malloc(sizeof(float) * T * cols), *Y = malloc(sizeof(float) * T * rows);
@@ -76,7 +80,8 @@ static void check_matmul(const char *path, int nth) {
             k3_matmul(Y1, &m, X + (size_t)t * cols, 1);
             bad = 0;
             for (int r = 0; r < rows; r++) bad += !same(Y1[r], Y[(size_t)t * rows + r]);
-            CHECK(!bad, "%s matmul %s %dx%d token %d of %d differs from T=1", path, TYPES[type], rows, cols, t, T);
+            CHECK(!bad, "%s matmul %s %dx%d token %d of %d differs from T=1", path, TYPES[type],
+                  rows, cols, t, T);
         }
         free(X); free(Y); free(R); free(Y1); free(buf);
     }
@@ -87,13 +92,15 @@ static void check_matmul(const char *path, int nth) {
         int rows = 131, cols = 1088 + (type == 2 ? 0 : 3), T = type == 1 ? 75 : type == 2 ? 13 : 7;
         K3Mat m; void *buf;
         fill_mat(&m, type, rows, cols, 0, &buf);
-        float *X = malloc(sizeof(float) * T * cols), *Y = malloc(sizeof(float) * T * rows), *R = malloc(sizeof(float) * T * rows);
+        float *X = malloc(sizeof(float) * T * cols), *Y = malloc(sizeof(float) * T * rows),
+              *R = malloc(sizeof(float) * T * rows);
         for (int i = 0; i < T * cols; i++) X[i] = frand();
         ref->matmul(R, &m, X, 0, rows, 0, T);
         k3_matmul(Y, &m, X, T);
         int bad = 0;
         for (int i = 0; i < T * rows; i++) bad += !same(Y[i], R[i]);
-        CHECK(!bad, "%s threads=%d threaded matmul %s %dx%d T=%d: %d differ", path, nth, TYPES[type], rows, cols, T, bad);
+        CHECK(!bad, "%s threads=%d threaded matmul %s %dx%d T=%d: %d differ", path, nth,
+              TYPES[type], rows, cols, T, bad);
         free(X); free(Y); free(R); free(buf);
     }
 }
@@ -116,12 +123,16 @@ static void check_vec(const char *path) {
         float *S1 = malloc(sizeof(float) * D * D), *S2 = malloc(sizeof(float) * D * D);
         float q[128], k[128], v[128], al[128], o1[128], o2[128];
         for (int i = 0; i < D * D; i++) S1[i] = S2[i] = frand();
-        for (int i = 0; i < D; i++) { q[i] = frand(); k[i] = frand(); v[i] = frand(); al[i] = 0.5f + 0.5f * fabsf(frand()) / 16; }
+        for (int i = 0; i < D; i++) {
+            q[i] = frand(); k[i] = frand(); v[i] = frand();
+            al[i] = 0.5f + 0.5f * fabsf(frand()) / 16;
+        }
         for (int rep = 0; rep < 3; rep++) {
             k3_kda_step(S1, q, k, v, al, 0.7f, o1, D);
             ref->kda_step(S2, q, k, v, al, 0.7f, o2, D);
         }
-        CHECK(!memcmp(S1, S2, sizeof(float) * D * D) && !memcmp(o1, o2, sizeof(float) * D), "%s kda_step D=%d", path, D);
+        CHECK(!memcmp(S1, S2, sizeof(float) * D * D) && !memcmp(o1, o2, sizeof(float) * D),
+              "%s kda_step D=%d", path, D);
         free(S1); free(S2);
     }
 }
@@ -174,7 +185,9 @@ static void check_double_math(void) {
     CHECK(!bad, "mxfp4 scalar vs double decoding: %d rows off", bad);
     /* bf16 and f32 against double */
     float wf[300], xb[300]; uint16_t wb[300];
-    for (int i = 0; i < 300; i++) { wf[i] = frand(); xb[i] = frand(); wb[i] = (uint16_t)(bits(wf[i]) >> 16); }
+    for (int i = 0; i < 300; i++) {
+        wf[i] = frand(); xb[i] = frand(); wb[i] = (uint16_t)(bits(wf[i]) >> 16);
+    }
     double s = 0, sb = 0, sa = 0;
     for (int i = 0; i < 300; i++) {
         s += (double)wf[i] * xb[i]; sa += fabs((double)wf[i] * xb[i]);
@@ -209,10 +222,11 @@ static void check_transcendentals(void) {
         e = ulps(k3_expf(z), exp((double)z)); if (e > me) me = e;
     }
     CHECK(me <= 1.0 && mt <= 1.0, "transcendental error: exp %.2f ulp, tanh %.2f ulp", me, mt);
-    CHECK(k3_expf(0) == 1 && k3_expf(-INFINITY) == 0 && isinf(k3_expf(INFINITY)) && isnan(k3_expf(NAN)) &&
-          k3_expf(-200) == 0 && isinf(k3_expf(100)), "expf special values");
-    CHECK(bits(k3_tanhf(-0.0f)) == 0x80000000u && k3_tanhf(INFINITY) == 1 && k3_tanhf(-INFINITY) == -1 &&
-          k3_tanhf(20) == 1 && isnan(k3_tanhf(NAN)), "tanhf special values");
+    CHECK(k3_expf(0) == 1 && k3_expf(-INFINITY) == 0 && isinf(k3_expf(INFINITY)) &&
+          isnan(k3_expf(NAN)) && k3_expf(-200) == 0 && isinf(k3_expf(100)), "expf special values");
+    CHECK(bits(k3_tanhf(-0.0f)) == 0x80000000u && k3_tanhf(INFINITY) == 1 &&
+          k3_tanhf(-INFINITY) == -1 && k3_tanhf(20) == 1 && isnan(k3_tanhf(NAN)),
+          "tanhf special values");
     /* fingerprint of a fixed sweep: must be the same number on every CPU and arch */
     uint32_t h = 2166136261u;
     for (int i = -20000; i <= 20000; i++) {
@@ -221,7 +235,8 @@ static void check_transcendentals(void) {
         h = (h ^ bits(k3_tanhf(x))) * 16777619u;
         h = (h ^ bits(k3_sigmoidf(x))) * 16777619u;
     }
-    printf("ok   transcendentals: exp max %.3f ulp, tanh max %.3f ulp; sweep fingerprint %08x\n", me, mt, h);
+    printf("ok   transcendentals: exp max %.3f ulp, tanh max %.3f ulp; sweep fingerprint %08x\n",
+           me, mt, h);
 }
 
 /* Teeth: a plausible but different order (one sequential accumulator) must be caught. */
@@ -233,7 +248,8 @@ static void check_teeth(void) {
         float seq = 0; for (int i = 0; i < 257; i++) seq = fmaf(a[i], b[i], seq);
         caught += !same(seq, k3_kernels_scalar()->dot(a, b, 257));
     }
-    CHECK(caught > 25, "teeth: a sequential-order dot matched the canonical one %d/50 times", 50 - caught);
+    CHECK(caught > 25, "teeth: a sequential-order dot matched the canonical one %d/50 times",
+          50 - caught);
     printf("ok   teeth: a different summation order is detected in %d/50 random cases\n", caught);
 }
 
@@ -276,10 +292,11 @@ int main(void) {
         for (int t = 0; t < 4; t++) { k3_threads_set(NTH[t]); check_matmul(paths[p], NTH[t]); }
         check_vec(paths[p]);
         CHECK(fp_misc() == misc_ref, "%s rmsnorm/softmax/situ differ from scalar", paths[p]);
-        printf("%s   %s: matmul f32/bf16/mxfp4, dot, sum, axpy, kda_step, rmsnorm, softmax, situ at threads 1,2,3,5\n",
-               fails == f0 ? "ok" : "FAIL", paths[p]);
+        printf("%s   %s: matmul f32/bf16/mxfp4, dot, sum, axpy, kda_step, rmsnorm, softmax, situ "
+               "at threads 1,2,3,5\n", fails == f0 ? "ok" : "FAIL", paths[p]);
     }
-    CHECK(k3_kernels_select("bogus", err, sizeof err) == -1 && strstr(err, "unknown"), "bogus kernels accepted");
+    CHECK(k3_kernels_select("bogus", err, sizeof err) == -1 && strstr(err, "unknown"),
+          "bogus kernels accepted");
     k3_kernels_select("auto", err, sizeof err);
     printf("auto selects: %s\n", k3_kernels_name());
     k3_pool_shutdown();

@@ -9,7 +9,8 @@
 #include <sys/stat.h>
 
 static int fails = 0;
-#define CHECK(c, ...) do { if (!(c)) { fails++; printf("  FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+#define CHECK(c, ...) do { if (!(c)) { fails++; printf("  FAIL %s:%d: ", __FILE__, __LINE__); \
+                                       printf(__VA_ARGS__); printf("\n"); } } while (0)
 
 static char dir[256];
 
@@ -60,7 +61,8 @@ static void expect_fail(const char *what, const char *n1, const char *n2) {
 }
 
 /* Single-file checkpoint with one header; expects failure naming the tensor. */
-static void bad_header(const char *what, const char *header, size_t data_len, const char *n1, const char *n2) {
+static void bad_header(const char *what, const char *header, size_t data_len, const char *n1,
+                       const char *n2) {
     fresh_dir();
     write_st("model.safetensors", header, data_len);
     expect_fail(what, n1, n2);
@@ -85,8 +87,8 @@ static void test_single(void) {
     CHECK(st_find(ix, "__metadata__") == NULL, "__metadata__ is not a tensor");
     const StTensor *b = st_find(ix, "b");
     size_t hl = strlen(GOOD);
-    CHECK(b && b->dtype == ST_F32 && b->ndim == 1 && b->shape[0] == 4 && b->nbytes == 16 && b->offset == 8 + hl + 12,
-          "tensor b fields");
+    CHECK(b && b->dtype == ST_F32 && b->ndim == 1 && b->shape[0] == 4 && b->nbytes == 16 &&
+          b->offset == 8 + hl + 12, "tensor b fields");
     CHECK(ix->shards[0].data_start == 8 + hl && ix->shards[0].fd == -1, "shard fields");
     const StTensor *c = st_find(ix, "c");
     CHECK(c && st_numel(c) == 5 && c->ndim == 3, "numel");
@@ -100,18 +102,22 @@ static void test_single(void) {
     int ok = 1;
     for (int i = 0; i < 16; i++) ok &= buf[i] == (unsigned char)(12 + i);
     CHECK(ok, "st_read bytes");
-    CHECK(st_pread(ix, 0, ix->shards[0].data_start + 28, buf, 5, err, sizeof err) == 0 && buf[0] == 28 && buf[4] == 32, "st_pread");
-    CHECK(st_pread(ix, 0, ix->shards[0].file_size - 2, buf, 3, err, sizeof err) == -1 && strstr(err, "past the end"), "st_pread bounds: %s", err);
+    CHECK(st_pread(ix, 0, ix->shards[0].data_start + 28, buf, 5, err, sizeof err) == 0 &&
+          buf[0] == 28 && buf[4] == 32, "st_pread");
+    CHECK(st_pread(ix, 0, ix->shards[0].file_size - 2, buf, 3, err, sizeof err) == -1 &&
+          strstr(err, "past the end"), "st_pread bounds: %s", err);
     CHECK(st_pread(ix, 1, 0, buf, 1, err, sizeof err) == -1, "st_pread bad shard");
-    CHECK(st_dtype_size(ST_BF16) == 2 && st_dtype_size(ST_U8) == 1 && st_dtype_size(ST_F64) == 8 && st_dtype_size(ST_BOOL) == 1, "dtype sizes");
-    CHECK(!strcmp(st_dtype_name(ST_BF16), "BF16") && !strcmp(st_dtype_name(ST_U32), "U32"), "dtype names");
+    CHECK(st_dtype_size(ST_BF16) == 2 && st_dtype_size(ST_U8) == 1 && st_dtype_size(ST_F64) == 8 &&
+          st_dtype_size(ST_BOOL) == 1, "dtype sizes");
+    CHECK(!strcmp(st_dtype_name(ST_BF16), "BF16") && !strcmp(st_dtype_name(ST_U32), "U32"),
+          "dtype names");
 
     /* truncated after open: the next read must fail, never return zeros */
     char p[512]; path_of(p, sizeof p, "model.safetensors");
     CHECK(truncate(p, (off_t)(8 + hl + 20)) == 0, "truncate");
     memset(buf, 0xAA, sizeof buf);
-    CHECK(c && st_read(ix, c, buf, err, sizeof err) == -1 && strstr(err, "short read") && strstr(err, "'c'"),
-          "short read after truncation: %s", err);
+    CHECK(c && st_read(ix, c, buf, err, sizeof err) == -1 && strstr(err, "short read") &&
+          strstr(err, "'c'"), "short read after truncation: %s", err);
     st_close(ix);
 
     /* truncated before the fd was opened: caught at open of the fd */
@@ -120,7 +126,8 @@ static void test_single(void) {
     CHECK(ix, "reopen: %s", err);
     if (ix) {
         CHECK(truncate(p, (off_t)(8 + hl + 20)) == 0, "truncate");
-        CHECK(st_read(ix, st_find(ix, "a"), buf, err, sizeof err) == -1 && strstr(err, "truncated"), "shrunk file: %s", err);
+        CHECK(st_read(ix, st_find(ix, "a"), buf, err, sizeof err) == -1 &&
+              strstr(err, "truncated"), "shrunk file: %s", err);
         st_close(ix);
     }
     printf("single file, reads, truncation: ok\n");
@@ -146,28 +153,60 @@ static void test_header_errors(void) {
     bad_header("bad JSON", "{\"a\":{\"dtype\":\"F32\",", 0, "malformed", "line 1");
     bad_header("header not an object", "[1,2]", 0, "expected an object", NULL);
     bad_header("entry not an object", "{\"a\":5}", 0, "'a'", "expected an object");
-    bad_header("unknown dtype", "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2, "unknown dtype \"F8_E4M3\"", "'w'");
-    bad_header("dtype missing", "{\"w\":{\"shape\":[2],\"data_offsets\":[0,2]}}", 2, "'dtype'", "'w'");
-    bad_header("shape not array", "{\"w\":{\"dtype\":\"U8\",\"shape\":2,\"data_offsets\":[0,2]}}", 2, "'shape'", "'w'");
-    bad_header("size mismatch", "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", 24, "needs 24 bytes", "'w'");
-    bad_header("overlap", "{\"x\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},\"y\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[6,10]}}",
+    bad_header("unknown dtype",
+               "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}",
+               2, "unknown dtype \"F8_E4M3\"", "'w'");
+    bad_header("dtype missing", "{\"w\":{\"shape\":[2],\"data_offsets\":[0,2]}}", 2, "'dtype'",
+               "'w'");
+    bad_header("shape not array",
+               "{\"w\":{\"dtype\":\"U8\",\"shape\":2,\"data_offsets\":[0,2]}}", 2,
+               "'shape'", "'w'");
+    bad_header("size mismatch",
+               "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,20]}}", 24,
+               "needs 24 bytes", "'w'");
+    bad_header("overlap",
+               "{\"x\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]},"
+               "\"y\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[6,10]}}",
                16, "overlap", "'y'");
-    bad_header("overlap (unsorted)", "{\"y\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[6,10]},\"z\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[12,14]},\"x\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]}}",
+    bad_header("overlap (unsorted)",
+               "{\"y\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[6,10]},"
+               "\"z\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[12,14]},"
+               "\"x\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[0,8]}}",
                16, "overlap", "'x'");
-    bad_header("offsets out of range", "{\"w\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[4,12]}}", 10,
+    bad_header("offsets out of range",
+               "{\"w\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[4,12]}}", 10,
                "exceed the data section (10 bytes)", "'w'");
-    bad_header("begin > end", "{\"w\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,2]}}", 10, "begin > end", NULL);
-    bad_header("negative offset", "{\"w\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[-2,0]}}", 10, "data_offsets", NULL);
-    bad_header("offsets wrong arity", "{\"w\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2,4]}}", 10, "data_offsets", NULL);
-    bad_header("ndim > 8", "{\"w\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1, "9 dimensions", NULL);
-    bad_header("negative dim", "{\"w\":{\"dtype\":\"U8\",\"shape\":[-1,2],\"data_offsets\":[0,2]}}", 2, "shape[0]", NULL);
-    bad_header("fractional dim", "{\"w\":{\"dtype\":\"U8\",\"shape\":[2,1.5],\"data_offsets\":[0,3]}}", 3, "shape[1]", NULL);
-    bad_header("shape overflow", "{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4611686018427387904],\"data_offsets\":[0,0]}}", 0,
+    bad_header("begin > end", "{\"w\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[4,2]}}", 10,
+               "begin > end", NULL);
+    bad_header("negative offset",
+               "{\"w\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[-2,0]}}", 10,
+               "data_offsets", NULL);
+    bad_header("offsets wrong arity",
+               "{\"w\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2,4]}}", 10,
+               "data_offsets", NULL);
+    bad_header("ndim > 8",
+               "{\"w\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1,
+               "9 dimensions", NULL);
+    bad_header("negative dim",
+               "{\"w\":{\"dtype\":\"U8\",\"shape\":[-1,2],\"data_offsets\":[0,2]}}", 2,
+               "shape[0]", NULL);
+    bad_header("fractional dim",
+               "{\"w\":{\"dtype\":\"U8\",\"shape\":[2,1.5],\"data_offsets\":[0,3]}}", 3,
+               "shape[1]", NULL);
+    bad_header("shape overflow",
+               "{\"w\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4611686018427387904],"
+               "\"data_offsets\":[0,0]}}", 0,
                "needs more than", NULL);
-    bad_header("bytes overflow", "{\"w\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],\"data_offsets\":[0,0]}}", 0,
+    bad_header("bytes overflow",
+               "{\"w\":{\"dtype\":\"F64\",\"shape\":[4611686018427387904],"
+               "\"data_offsets\":[0,0]}}", 0,
                "needs more than", NULL);
-    bad_header("huge offsets", "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[18446744073709551615,0]}}", 1, "data_offsets", NULL);
-    bad_header("duplicate tensor", "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+    bad_header("huge offsets",
+               "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],"
+               "\"data_offsets\":[18446744073709551615,0]}}", 1, "data_offsets", NULL);
+    bad_header("duplicate tensor",
+               "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+               "\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
                2, "listed twice", "'w'");
     bad_header("empty header object", "{}", 0, "no tensors", NULL);
 
@@ -177,7 +216,8 @@ static void test_header_errors(void) {
 }
 
 /* Two shards with an index. */
-static const char *S1 = "{\"l.0.w\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]},\"l.0.b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
+static const char *S1 = "{\"l.0.w\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
+                        "\"l.0.b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}";
 static const char *S2 = "{\"l.1.w\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0,3]}}";
 #define F1 "model-00001-of-000002.safetensors"
 #define F2 "model-00002-of-000002.safetensors"
@@ -191,7 +231,8 @@ static void write_sharded(const char *index) {
 
 static void test_sharded(void) {
     /* index lists F2 first: shard ids must still follow file-name order */
-    write_sharded("{\"metadata\":{\"total_size\":15},\"weight_map\":{\"l.1.w\":\"" F2 "\",\"l.0.w\":\"" F1 "\",\"l.0.b\":\"" F1 "\"}}");
+    write_sharded("{\"metadata\":{\"total_size\":15},\"weight_map\":{"
+                  "\"l.1.w\":\"" F2 "\",\"l.0.w\":\"" F1 "\",\"l.0.b\":\"" F1 "\"}}");
     char err[1024];
     StIndex *ix = st_open(dir, err, sizeof err);
     CHECK(ix, "sharded opens: %s", err);
@@ -200,7 +241,8 @@ static void test_sharded(void) {
         CHECK(strstr(ix->shards[0].path, F1) && strstr(ix->shards[1].path, F2), "shard order");
         const StTensor *t = st_find(ix, "l.1.w");
         unsigned char b[3];
-        CHECK(t && t->shard == 1 && st_read(ix, t, b, err, sizeof err) == 0 && b[0] == 0 && b[2] == 2, "read from shard 2");
+        CHECK(t && t->shard == 1 && st_read(ix, t, b, err, sizeof err) == 0 && b[0] == 0 &&
+              b[2] == 2, "read from shard 2");
         t = st_find(ix, "l.0.b");
         CHECK(t && t->shard == 0 && t->offset == 8 + strlen(S1) + 8, "offset in shard 1");
         int fd = st_shard_fd(ix, 0, err, sizeof err);
@@ -208,19 +250,23 @@ static void test_sharded(void) {
         st_close(ix);
     }
 
-    write_sharded("{\"weight_map\":{\"l.1.w\":\"" F2 "\",\"l.0.w\":\"" F1 "\",\"l.0.b\":\"model-00007-of-000002.safetensors\"}}");
+    write_sharded("{\"weight_map\":{\"l.1.w\":\"" F2 "\",\"l.0.w\":\"" F1 "\","
+                  "\"l.0.b\":\"model-00007-of-000002.safetensors\"}}");
     expect_fail("index names a missing shard", "model-00007-of-000002.safetensors", "missing");
 
-    write_sharded("{\"weight_map\":{\"l.1.w\":\"" F2 "\",\"l.0.w\":\"" F1 "\",\"l.0.b\":\"" F1 "\",\"l.9.w\":\"" F2 "\"}}");
+    write_sharded("{\"weight_map\":{\"l.1.w\":\"" F2 "\",\"l.0.w\":\"" F1 "\",\"l.0.b\":\"" F1 "\","
+                  "\"l.9.w\":\"" F2 "\"}}");
     expect_fail("mapped tensor absent from shard", "'l.9.w'", F2);
 
-    write_sharded("{\"weight_map\":{\"l.1.w\":\"" F2 "\",\"l.0.w\":\"" F2 "\",\"l.0.b\":\"" F1 "\"}}");
+    write_sharded("{\"weight_map\":{\"l.1.w\":\"" F2 "\",\"l.0.w\":\"" F2 "\","
+                  "\"l.0.b\":\"" F1 "\"}}");
     expect_fail("tensor in the wrong shard", "'l.0.w'", "stored in " F1);
 
     write_sharded("{\"weight_map\":{\"l.1.w\":\"" F2 "\",\"l.0.w\":\"" F1 "\"}}");
     expect_fail("shard tensor not in weight_map", "'l.0.b'", "not listed");
 
-    write_sharded("{\"weight_map\":{\"l.1.w\":\"../" F2 "\",\"l.0.w\":\"" F1 "\",\"l.0.b\":\"" F1 "\"}}");
+    write_sharded("{\"weight_map\":{\"l.1.w\":\"../" F2 "\",\"l.0.w\":\"" F1 "\","
+                  "\"l.0.b\":\"" F1 "\"}}");
     expect_fail("path in weight_map", "not a plain file name", NULL);
 
     write_sharded("{\"weight_map\":{\"l.1.w\":3}}");
@@ -236,19 +282,22 @@ static void test_sharded(void) {
     fresh_dir();
     write_st(F1, S1, 12);
     write_st(F2, "{\"l.0.b\":{\"dtype\":\"U8\",\"shape\":[3],\"data_offsets\":[0,3]}}", 3);
-    write_text("model.safetensors.index.json", "{\"weight_map\":{\"l.0.w\":\"" F1 "\",\"l.0.b\":\"" F1 "\"}}");
+    write_text("model.safetensors.index.json",
+               "{\"weight_map\":{\"l.0.w\":\"" F1 "\",\"l.0.b\":\"" F1 "\"}}");
     /* F2 is not named by the index, so it is not read: this opens fine */
     ix = st_open(dir, err, sizeof err);
     CHECK(ix && ix->n_shards == 1, "unnamed shard ignored: %s", err);
     st_close(ix);
-    write_text("model.safetensors.index.json", "{\"weight_map\":{\"l.0.w\":\"" F1 "\",\"l.0.b\":\"" F2 "\"}}");
+    write_text("model.safetensors.index.json",
+               "{\"weight_map\":{\"l.0.w\":\"" F1 "\",\"l.0.b\":\"" F2 "\"}}");
     expect_fail("tensor in two shards", "'l.0.b'", "also in");
 
     /* a corrupt shard behind a valid index: error names the shard and the tensor */
     fresh_dir();
     write_st(F1, S1, 10);
     write_st(F2, S2, 3);
-    write_text("model.safetensors.index.json", "{\"weight_map\":{\"l.1.w\":\"" F2 "\",\"l.0.w\":\"" F1 "\",\"l.0.b\":\"" F1 "\"}}");
+    write_text("model.safetensors.index.json",
+               "{\"weight_map\":{\"l.1.w\":\"" F2 "\",\"l.0.w\":\"" F1 "\",\"l.0.b\":\"" F1 "\"}}");
     expect_fail("truncated shard", F1, "'l.0.b'");
 
     /* st_add_file used directly; a failing file leaves the index as it was */
@@ -258,9 +307,11 @@ static void test_sharded(void) {
     path_of(p, sizeof p, F2);
     CHECK(st_add_file(s, p, err, sizeof err) == 0 && s->n_tensors == 1, "st_add_file: %s", err);
     path_of(p, sizeof p, F1);
-    CHECK(st_add_file(s, p, err, sizeof err) == -1 && s->n_tensors == 1 && s->n_shards == 1, "failed add rolls back");
+    CHECK(st_add_file(s, p, err, sizeof err) == -1 && s->n_tensors == 1 && s->n_shards == 1,
+          "failed add rolls back");
     CHECK(st_find(s, "l.1.w") && !st_find(s, "l.0.w"), "lookups after rollback");
-    CHECK(st_add_file(s, "/nonexistent/x.safetensors", err, sizeof err) == -1 && strstr(err, "cannot open"), "missing file");
+    CHECK(st_add_file(s, "/nonexistent/x.safetensors", err, sizeof err) == -1 &&
+          strstr(err, "cannot open"), "missing file");
     st_close(s);
     printf("sharded index validation: ok\n");
 }
@@ -272,7 +323,8 @@ static void test_many(void) {
     char *h = malloc(cap);
     o += (size_t)sprintf(h + o, "{");
     for (size_t i = 0; i < n; i++)
-        o += (size_t)sprintf(h + o, "%s\"t.%zu\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[%zu,%zu]}", i ? "," : "", i, 2 * i, 2 * i + 2);
+        o += (size_t)sprintf(h + o, "%s\"t.%zu\":{\"dtype\":\"U8\",\"shape\":[2],"
+                             "\"data_offsets\":[%zu,%zu]}", i ? "," : "", i, 2 * i, 2 * i + 2);
     sprintf(h + o, "}");
     write_st("model.safetensors", h, 2 * n);
     free(h);

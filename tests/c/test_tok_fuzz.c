@@ -63,17 +63,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
 }
 #else
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static uint32_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 11); }
+static uint32_t rnd(void) {
+    rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return (uint32_t)(rs >> 11);
+}
 
 static const char *SEEDS[] = {
-    "getUserName iPhone HTTPServer", "DON'T it's \xC5\xBF'\xC5\xBF", "  \n  x\t\t\ty", "\xE4\xB8\xAD\xE6\x96\x87" "abc",
-    "1234567 \xD9\xA1\xD9\xA2", "<|open|>message<|sep|>[EOS]", "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9",
-    "a\xCC\x81\xCC\x82", "\xE2\xBA\x80\xE3\x80\x85\xE3\x80\x87", "x\xE2\x80\x8B" "y\xC2\xA0z\xE3\x80\x80", "\x80\xFF\xC3",
+    "getUserName iPhone HTTPServer", "DON'T it's \xC5\xBF'\xC5\xBF", "  \n  x\t\t\ty",
+    "\xE4\xB8\xAD\xE6\x96\x87" "abc", "1234567 \xD9\xA1\xD9\xA2", "<|open|>message<|sep|>[EOS]",
+    "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9", "a\xCC\x81\xCC\x82",
+    "\xE2\xBA\x80\xE3\x80\x85\xE3\x80\x87", "x\xE2\x80\x8B" "y\xC2\xA0z\xE3\x80\x80",
+    "\x80\xFF\xC3",
 };
-static const char *VOCAB_SEEDS[] = { "IQ== 0\nIg== 1\n", "aGk= 0\r\n\r\nYQ== 1\n", "AA== 0\nAQ== 2\n", "==== 0\n", "YQ 0\n" };
+static const char *VOCAB_SEEDS[] = {
+    "IQ== 0\nIg== 1\n", "aGk= 0\r\n\r\nYQ== 1\n", "AA== 0\nAQ== 2\n", "==== 0\n", "YQ 0\n"
+};
 
 int main(int argc, char **argv) {
-    double secs = argc > 1 ? atof(argv[1]) : (getenv("TOK_FUZZ_SECONDS") ? atof(getenv("TOK_FUZZ_SECONDS")) : 1.0);
+    double secs = argc > 1 ? atof(argv[1])
+                           : (getenv("TOK_FUZZ_SECONDS") ? atof(getenv("TOK_FUZZ_SECONDS")) : 1.0);
     if (setup()) return 1;
     unsigned char buf[4096];
     long iters = 0;
@@ -82,14 +89,18 @@ int main(int argc, char **argv) {
     static char vocab[256 * 10];
     size_t vl = 0;
     static const char *b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    for (int b = 0; b < 256; b++) vl += (size_t)snprintf(vocab + vl, sizeof vocab - vl, "%c%c== %d\n", b64[b >> 2], b64[(b & 3) << 4], b);
+    for (int b = 0; b < 256; b++)
+        vl += (size_t)snprintf(vocab + vl, sizeof vocab - vl, "%c%c== %d\n", b64[b >> 2],
+                               b64[(b & 3) << 4], b);
     while (clock() < end) {
         for (int k = 0; k < 50; k++, iters++) {
             int loader = (iters % 8) == 7;
             size_t n;
             if (loader) {
-                if (rnd() % 2) { n = vl; memcpy(buf, vocab, n > sizeof buf ? sizeof buf : n); if (n > sizeof buf) n = sizeof buf; }
-                else { const char *s = VOCAB_SEEDS[rnd() % 5]; n = strlen(s); memcpy(buf, s, n); }
+                if (rnd() % 2) {
+                    n = vl; memcpy(buf, vocab, n > sizeof buf ? sizeof buf : n);
+                    if (n > sizeof buf) n = sizeof buf;
+                } else { const char *s = VOCAB_SEEDS[rnd() % 5]; n = strlen(s); memcpy(buf, s, n); }
             } else {
                 const char *s = SEEDS[rnd() % (sizeof SEEDS / sizeof *SEEDS)];
                 n = strlen(s); memcpy(buf, s, n);
@@ -98,13 +109,26 @@ int main(int argc, char **argv) {
             for (int m = 0; m < muts; m++) {
                 uint32_t r = rnd(), pos = n ? rnd() % (uint32_t)n : 0;
                 switch (r % 6) {
-                case 0: if (n) buf[pos] = (unsigned char)rnd(); break;                 /* random byte */
+                case 0: if (n) buf[pos] = (unsigned char)rnd(); break;           /* random byte */
                 case 1: if (n) buf[pos] ^= (unsigned char)(1u << (rnd() % 8)); break; /* bit flip */
-                case 2: if (n < sizeof buf - 8) { memmove(buf + pos + 1, buf + pos, n - pos); buf[pos] = " \n'\xE4\x80\xC5\xBF" "1aA-="[rnd() % 12]; n++; } break;
+                case 2:
+                    if (n < sizeof buf - 8) {
+                        memmove(buf + pos + 1, buf + pos, n - pos);
+                        buf[pos] = " \n'\xE4\x80\xC5\xBF" "1aA-="[rnd() % 12]; n++;
+                    }
+                    break;
                 case 3: if (n) { memmove(buf + pos, buf + pos + 1, n - pos - 1); n--; } break;
-                case 4: { const char *s = SEEDS[rnd() % (sizeof SEEDS / sizeof *SEEDS)]; size_t l = strlen(s);  /* splice */
-                          if (n + l < sizeof buf) { memmove(buf + pos + l, buf + pos, n - pos); memcpy(buf + pos, s, l); n += l; } } break;
-                case 5: if (n && n * 2 < sizeof buf) { memcpy(buf + n, buf, n); n *= 2; } break;   /* repeat */
+                case 4: {                                                        /* splice */
+                    const char *s = SEEDS[rnd() % (sizeof SEEDS / sizeof *SEEDS)];
+                    size_t l = strlen(s);
+                    if (n + l < sizeof buf) {
+                        memmove(buf + pos + l, buf + pos, n - pos); memcpy(buf + pos, s, l);
+                        n += l;
+                    }
+                } break;
+                case 5:                                                          /* repeat */
+                    if (n && n * 2 < sizeof buf) { memcpy(buf + n, buf, n); n *= 2; }
+                    break;
                 }
             }
             if (loader) check_loader(buf, n); else check_text(buf, n);
@@ -112,7 +136,8 @@ int main(int argc, char **argv) {
     }
     char p[300]; snprintf(p, sizeof p, "%s/f.model", g_dir); remove(p); remove(g_dir);
     tok_free(g_tok);
-    printf("tok fuzz: %ld inputs in %.1f s (loader and pre-tokenizer/encoder): no crash, all invariants held\n", iters, secs);
+    printf("tok fuzz: %ld inputs in %.1f s (loader and pre-tokenizer/encoder): no crash, "
+           "all invariants held\n", iters, secs);
     return 0;
 }
 #endif

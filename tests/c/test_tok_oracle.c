@@ -19,9 +19,16 @@ static void put(Buf *b, const void *s, size_t n) {
 static void put_cp(Buf *b, unsigned long c) {
     unsigned char u[4]; size_t n;
     if (c < 0x80) { u[0] = (unsigned char)c; n = 1; }
-    else if (c < 0x800) { u[0] = (unsigned char)(0xC0 | c >> 6); u[1] = (unsigned char)(0x80 | (c & 63)); n = 2; }
-    else if (c < 0x10000) { u[0] = (unsigned char)(0xE0 | c >> 12); u[1] = (unsigned char)(0x80 | (c >> 6 & 63)); u[2] = (unsigned char)(0x80 | (c & 63)); n = 3; }
-    else { u[0] = (unsigned char)(0xF0 | c >> 18); u[1] = (unsigned char)(0x80 | (c >> 12 & 63)); u[2] = (unsigned char)(0x80 | (c >> 6 & 63)); u[3] = (unsigned char)(0x80 | (c & 63)); n = 4; }
+    else if (c < 0x800) {
+        u[0] = (unsigned char)(0xC0 | c >> 6); u[1] = (unsigned char)(0x80 | (c & 63)); n = 2;
+    } else if (c < 0x10000) {
+        u[0] = (unsigned char)(0xE0 | c >> 12); u[1] = (unsigned char)(0x80 | (c >> 6 & 63));
+        u[2] = (unsigned char)(0x80 | (c & 63)); n = 3;
+    } else {
+        u[0] = (unsigned char)(0xF0 | c >> 18); u[1] = (unsigned char)(0x80 | (c >> 12 & 63));
+        u[2] = (unsigned char)(0x80 | (c >> 6 & 63)); u[3] = (unsigned char)(0x80 | (c & 63));
+        n = 4;
+    }
     put(b, u, n);
 }
 /* Unescapes \\ \n \r \t \u{HEX} into b. */
@@ -56,7 +63,9 @@ static int run(const char *VOCAB, const char *CASES, long min_cases) {
         if (line[ll - 1] == '\n') line[--ll] = 0;
         if (line[0] == '#' || !line[0]) continue;
         if (line[0] == 'c') {
-            if (sscanf(line, "c %255s %15s", name, mode) != 2) { printf("FAIL bad line: %.80s\n", line); return 1; }
+            if (sscanf(line, "c %255s %15s", name, mode) != 2) {
+                printf("FAIL bad line: %.80s\n", line); return 1;
+            }
             text.n = 0;
         } else if (line[0] == 't' || line[0] == 'r') {
             long rep = 1; const char *s = line + 2;
@@ -77,15 +86,17 @@ static int run(const char *VOCAB, const char *CASES, long min_cases) {
                 p = *e == ',' ? e + 1 : e;
             }
             size_t n;
-            int32_t *got = tok_encode(t, text.p ? text.p : "", text.n, !strcmp(mode, "special"), &n);
+            int32_t *got = tok_encode(t, text.p ? text.p : "", text.n, !strcmp(mode, "special"),
+                                      &n);
             ncases++; nids_total += (long)nexp;
             int ok = got && n == nexp && !memcmp(got, exp, n * sizeof *got);
             if (!ok) {
                 if (nfail < 10) {
                     size_t i = 0;
                     while (got && i < n && i < nexp && got[i] == exp[i]) i++;
-                    printf("DIFF %s %s: %zu ids, expected %zu; first difference at %zu: got %d expected %d\n",
-                           name, mode, n, nexp, i, got && i < n ? got[i] : -1, i < nexp ? exp[i] : -1);
+                    printf("DIFF %s %s: %zu ids, expected %zu; first difference at %zu: "
+                           "got %d expected %d\n", name, mode, n, nexp, i,
+                           got && i < n ? got[i] : -1, i < nexp ? exp[i] : -1);
                 }
                 nfail++;
             }
@@ -101,7 +112,8 @@ static int run(const char *VOCAB, const char *CASES, long min_cases) {
             const char *o; size_t ol;
             tok_stream_flush(&st, &o, &ol); put(&dec, o, ol);
             tok_stream_free(&st);
-            if (!d || dl != text.n || memcmp(d, text.p ? text.p : "", dl) || dec.n != text.n || memcmp(dec.p, text.p ? text.p : "", dec.n)) {
+            if (!d || dl != text.n || memcmp(d, text.p ? text.p : "", dl) || dec.n != text.n ||
+                memcmp(dec.p, text.p ? text.p : "", dec.n)) {
                 if (nrt < 10) printf("ROUNDTRIP FAIL %s %s\n", name, mode);
                 nrt++;
             }

@@ -9,30 +9,46 @@
 #include <string.h>
 
 static int fails;
-#define CHECK(c, ...) do { if (!(c)) { fails++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+#define CHECK(c, ...) do { if (!(c)) { fails++; printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+                                       printf(__VA_ARGS__); printf("\n"); } } while (0)
 
 static const XtmlMsg CARD[] = {
     { "system", "You are a concise assistant.", NULL, NULL, 0, 0, 0 },
     { "user", "Tell me three random numbers.", NULL, NULL, 0, 0, 0 },
-    { "assistant", "473, 921, 235", "I'll pick five: 473, 921, 235, 215, 222, and show the first three.", NULL, 0, 0, 0 },
+    { "assistant", "473, 921, 235",
+      "I'll pick five: 473, 921, 235, 215, 222, and show the first three.", NULL, 0, 0, 0 },
     { "user", "What were the other two?", NULL, NULL, 0, 0, 0 },
 };
 
 static const char S71[] =
-    "<|open|>message role=\"system\" type=\"thinking-effort\"<|sep|>`thinking_effort` guides on how much to think in your thinking channel (not including the response channel), supported values include `low`, `medium`, `high`, and `max`.\nNow the system is invoked with `thinking_effort=max`.<|close|>message<|sep|><|end_of_msg|>"
-    "<|open|>message role=\"system\"<|sep|>You are a concise assistant.<|close|>message<|sep|><|end_of_msg|>"
-    "<|open|>message role=\"user\"<|sep|>Tell me three random numbers.<|close|>message<|sep|><|end_of_msg|>"
-    "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>I'll pick five: 473, 921, 235, 215, 222, and show the first three.<|close|>think<|sep|><|open|>response<|sep|>473, 921, 235<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>"
-    "<|open|>message role=\"user\"<|sep|>What were the other two?<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"system\" type=\"thinking-effort\"<|sep|>"
+    "`thinking_effort` guides on how much to think in your thinking channel (not including "
+    "the response channel), supported values include `low`, `medium`, `high`, and `max`.\n"
+    "Now the system is invoked with `thinking_effort=max`.<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"system\"<|sep|>You are a concise assistant."
+    "<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"user\"<|sep|>Tell me three random numbers."
+    "<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>"
+    "I'll pick five: 473, 921, 235, 215, 222, and show the first three.<|close|>think<|sep|>"
+    "<|open|>response<|sep|>473, 921, 235<|close|>response<|sep|>"
+    "<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"user\"<|sep|>What were the other two?"
+    "<|close|>message<|sep|><|end_of_msg|>"
     "<|open|>message role=\"assistant\"<|sep|><|open|>think<|sep|>";
 static const char S72[] =
-    "<|open|>message role=\"system\"<|sep|>You are a concise assistant.<|close|>message<|sep|><|end_of_msg|>"
-    "<|open|>message role=\"user\"<|sep|>Tell me three random numbers.<|close|>message<|sep|><|end_of_msg|>"
-    "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>473, 921, 235<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>"
-    "<|open|>message role=\"user\"<|sep|>What were the other two?<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"system\"<|sep|>You are a concise assistant."
+    "<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"user\"<|sep|>Tell me three random numbers."
+    "<|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>473, 921, 235"
+    "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>"
+    "<|open|>message role=\"user\"<|sep|>What were the other two?"
+    "<|close|>message<|sep|><|end_of_msg|>"
     "<|open|>message role=\"assistant\"<|sep|><|open|>response<|sep|>";
 
-static void check_string(const XtmlMsg *msgs, int n, XtmlOpts o, const char *want, int want_nseg, const char *name) {
+static void check_string(const XtmlMsg *msgs, int n, XtmlOpts o, const char *want, int want_nseg,
+                         const char *name) {
     XtmlSegs s;
     char err[256];
     CHECK(xtml_segments(msgs, n, &o, &s, err, sizeof err) == 0, "%s: %s", name, err);
@@ -44,14 +60,17 @@ static void check_string(const XtmlMsg *msgs, int n, XtmlOpts o, const char *wan
     xtml_segs_free(&s);
 }
 
-static void check_ids(const Tok *t, const XtmlMsg *msgs, int n, XtmlOpts o, const int *want, size_t nwant, int nseg, const char *name) {
+static void check_ids(const Tok *t, const XtmlMsg *msgs, int n, XtmlOpts o, const int *want,
+                      size_t nwant, int nseg, const char *name) {
     int32_t *ids; size_t k;
     char err[256];
     XtmlSegs s;
     CHECK(xtml_segments(msgs, n, &o, &s, err, sizeof err) == 0, "%s: %s", name, err);
     if (nseg >= 0) CHECK(s.n == nseg, "%s: %d segments, want %d", name, s.n, nseg);
     xtml_segs_free(&s);
-    if (xtml_render_ids(t, msgs, n, &o, &ids, &k, err, sizeof err)) { CHECK(0, "%s: %s", name, err); return; }
+    if (xtml_render_ids(t, msgs, n, &o, &ids, &k, err, sizeof err)) {
+        CHECK(0, "%s: %s", name, err); return;
+    }
     int same = k == nwant;
     for (size_t i = 0; same && i < k; i++) same = ids[i] == want[i];
     if (!same) {
@@ -78,16 +97,20 @@ static int parse(const Tok *t, const XtmlIds *c, const int32_t *ids, size_t n, i
     return st;
 }
 
-static int32_t *enc(const Tok *t, const char *s, int special, size_t *n) { return tok_encode(t, s, strlen(s), special, n); }
+static int32_t *enc(const Tok *t, const char *s, int special, size_t *n) {
+    return tok_encode(t, s, strlen(s), special, n);
+}
 
 static void test_parser(const Tok *t, const XtmlIds *c) {
     /* A well-formed completion, built from the renderer's own markup. */
-    const char *comp = "Let me think.<|close|>think<|sep|><|open|>response<|sep|>Hi there!<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>";
+    const char *comp = "Let me think.<|close|>think<|sep|><|open|>response<|sep|>Hi there!"
+                       "<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>";
     size_t n;
     int32_t *ids = enc(t, comp, 1, &n);
     char *r, *a; int an, end;
     int st = parse(t, c, ids, n, 1, &r, &a, &an, &end);
-    CHECK(st == XP_DONE && !strcmp(r, "Let me think.") && !strcmp(a, "Hi there!") && an == 0 && end == c->eom,
+    CHECK(st == XP_DONE && !strcmp(r, "Let me think.") && !strcmp(a, "Hi there!") && an == 0 &&
+          end == c->eom,
           "well-formed: state %d reasoning '%s' content '%s' anomalies %d", st, r, a, an);
     free(r); free(a);
     /* [EOS] also ends */
@@ -108,9 +131,11 @@ static void test_parser(const Tok *t, const XtmlIds *c) {
     CHECK(st == XP_DONE && !strcmp(a, "Yes.") && !*r && an == 0, "thinking off");
     free(r); free(a); free(ids);
     /* Control ids inside a body stay text and are counted; text spelling markers is just text. */
-    ids = enc(t, "a<|open|>tools<|sep|>b<|close|>think<|sep|><|open|>response<|sep|>x<|sep|>y<|close|>message<|sep|>z", 1, &n);
+    ids = enc(t, "a<|open|>tools<|sep|>b<|close|>think<|sep|><|open|>response<|sep|>"
+              "x<|sep|>y<|close|>message<|sep|>z", 1, &n);
     st = parse(t, c, ids, n, 1, &r, &a, &an, &end);
-    CHECK(st == XP_RESPONSE && !strcmp(r, "a<|open|>tools<|sep|>b") && !strcmp(a, "x<|sep|>y<|close|>message<|sep|>z") && an == 3,
+    CHECK(st == XP_RESPONSE && !strcmp(r, "a<|open|>tools<|sep|>b") &&
+          !strcmp(a, "x<|sep|>y<|close|>message<|sep|>z") && an == 3,
           "anomalies: state %d r '%s' a '%s' n %d", st, r, a, an);
     free(r); free(a); free(ids);
     ids = enc(t, "<|close|>think<|sep|>", 0, &n);
@@ -148,10 +173,12 @@ static void test_exact(const Tok *t) {
     xtml_parser_init(&p, t, &c, 1);
     XtmlEvent ev[2];
     for (size_t k = start; k < end; k++) xtml_parser_put(&p, all[k], ev);
-    m[1].gen_ids = all + start; m[1].n_gen = (int)(end - start); m[1].gen_thinking = 1; m[1].gen_state = p.state;
+    m[1].gen_ids = all + start; m[1].n_gen = (int)(end - start);
+    m[1].gen_thinking = 1; m[1].gen_state = p.state;
     int32_t *ex; size_t ne;
     CHECK(xtml_render_ids(t, m, 3, &o, &ex, &ne, err, sizeof err) == 0, "%s", err);
-    CHECK(ne == nc && !memcmp(ex, canon, nc * sizeof *ex), "exact record of a closed turn == canonical");
+    CHECK(ne == nc && !memcmp(ex, canon, nc * sizeof *ex),
+          "exact record of a closed turn == canonical");
     free(ex);
     /* a record truncated inside the think body is closed canonically */
     m[1].n_gen = 5; m[1].gen_state = XP_THINK;
@@ -170,27 +197,40 @@ static void test_exact(const Tok *t) {
 
 static void official(void) {
     const char *dir = getenv("K3_TOK_FILES");
-    if (!dir || !*dir) { printf("SKIP: official §10.1 XTML id vectors need the real vocabulary: set K3_TOK_FILES=DIR (tiktoken.model)\n"); return; }
+    if (!dir || !*dir) {
+        printf("SKIP: official §10.1 XTML id vectors need the real vocabulary: "
+               "set K3_TOK_FILES=DIR (tiktoken.model)\n");
+        return;
+    }
     char err[512];
     Tok *t = tok_load(dir, err, sizeof err);
     if (!t) { printf("SKIP: K3_TOK_FILES=%s: %s\n", dir, err); return; }
-    if (tok_n_ranks(t) != 163584) { printf("SKIP: K3_TOK_FILES=%s has %d ranks, not K3's 163584\n", dir, tok_n_ranks(t)); tok_free(t); return; }
-    XtmlMsg su[2] = { { "system", "You are helpful.", NULL, NULL, 0, 0, 0 }, { "user", "Hello", NULL, NULL, 0, 0, 0 } };
-    static const int off37[] = { 163587,2778,6244,878,14062,1,163589,3900,554,13205,13,163588,2778,163589,163586,163587,2778,6244,878,2482,1,163589,19180,163588,2778,163589,163586,163587,2778,6244,878,69702,1,163589,163587,12092,163589 };
+    if (tok_n_ranks(t) != 163584) {
+        printf("SKIP: K3_TOK_FILES=%s has %d ranks, not K3's 163584\n", dir, tok_n_ranks(t));
+        tok_free(t); return;
+    }
+    XtmlMsg su[2] = { { "system", "You are helpful.", NULL, NULL, 0, 0, 0 },
+                      { "user", "Hello", NULL, NULL, 0, 0, 0 } };
+    static const int off37[] = { 163587,2778,6244,878,14062,1,163589,3900,554,13205,13,163588,
+        2778,163589,163586,163587,2778,6244,878,2482,1,163589,19180,163588,2778,163589,163586,
+        163587,2778,6244,878,69702,1,163589,163587,12092,163589 };
     XtmlOpts o = { 0, NULL, 1, 0 };
     check_ids(t, su, 2, o, off37, 37, -1, "official thinking off (37)");
     int32_t *ids; size_t n;
     o.thinking = 1; o.effort = "max";
     xtml_render_ids(t, su, 2, &o, &ids, &n, err, sizeof err);
-    static const int head[] = { 163587,2778,6244,878,14062,1,1798,878,130400,59991,470,1,163589,63,130400,123074,470 };
+    static const int head[] = { 163587,2778,6244,878,14062,1,1798,878,130400,59991,470,1,163589,
+        63,130400,123074,470 };
     static const int tail[] = { 163587,2778,6244,878,69702,1,163589,163587,39964,163589 };
-    CHECK(n == 104 && !memcmp(ids, head, sizeof head) && !memcmp(ids + n - 10, tail, sizeof tail), "official thinking max: %zu ids, want 104", n);
+    CHECK(n == 104 && !memcmp(ids, head, sizeof head) && !memcmp(ids + n - 10, tail, sizeof tail),
+          "official thinking max: %zu ids, want 104", n);
     free(ids);
     o.effort = "low";
     xtml_render_ids(t, su, 2, &o, &ids, &n, err, sizeof err);
     CHECK(n == 105, "official thinking low: %zu ids, want 105", n);
     free(ids);
-    static const int num64[] = { 163587,2778,6244,878,2482,1,163589,38587,30,163588,2778,163589,163586,
+    static const int num64[] = {
+        163587,2778,6244,878,2482,1,163589,38587,30,163588,2778,163589,163586,
         163587,2778,6244,878,69702,1,163589,163587,12092,163589,42780,11,220,49114,11,220,23782,
         163588,12092,163589,163588,2778,163589,163586,
         163587,2778,6244,878,2482,1,163589,5376,1646,276,1356,2069,30,163588,2778,163589,163586,
@@ -213,7 +253,8 @@ int main(void) {
     char err[256];
     XtmlSegs s;
     XtmlOpts bad = { 1, "medium", 1, 0 };
-    CHECK(xtml_segments(CARD, 4, &bad, &s, err, sizeof err) == -1 && strstr(err, "medium"), "medium effort is rejected");
+    CHECK(xtml_segments(CARD, 4, &bad, &s, err, sizeof err) == -1 && strstr(err, "medium"),
+          "medium effort is rejected");
     XtmlMsg tool = { "tool", "x", NULL, NULL, 0, 0, 0 };
     CHECK(xtml_segments(&tool, 1, &on, &s, err, sizeof err) == -1, "unknown role is rejected");
     printf("ok strings: §7.1 (87 segments), §7.2, effort and role checks\n");
@@ -222,16 +263,21 @@ int main(void) {
     if (!t) { printf("SKIP: tests/tok/tiny: %s\n", err); }
     else {
         XtmlIds c;
-        CHECK(xtml_ids(t, &c, err, sizeof err) == 0 && c.open == 771 && c.close == 772 && c.sep == 773 && c.eom == 770 && c.eos == 769,
+        CHECK(xtml_ids(t, &c, err, sizeof err) == 0 && c.open == 771 && c.close == 772 &&
+              c.sep == 773 && c.eom == 770 && c.eos == 769,
               "tiny control ids from the tokenizer config");
-        check_ids(t, CARD, 4, on, g_card_think_max, sizeof g_card_think_max / sizeof(int), g_card_think_max_nseg, "ids §7.1 max");
-        check_ids(t, CARD, 4, off, g_card_no_think, sizeof g_card_no_think / sizeof(int), g_card_no_think_nseg, "ids §7.2");
+        check_ids(t, CARD, 4, on, g_card_think_max, sizeof g_card_think_max / sizeof(int),
+                  g_card_think_max_nseg, "ids §7.1 max");
+        check_ids(t, CARD, 4, off, g_card_no_think, sizeof g_card_no_think / sizeof(int),
+                  g_card_no_think_nseg, "ids §7.2");
         XtmlOpts low = { 1, "low", 1, 0 }, high = { 1, "high", 1, 0 };
-        check_ids(t, CARD, 4, low, g_card_think_low, sizeof g_card_think_low / sizeof(int), g_card_think_low_nseg, "ids §7.1 low");
+        check_ids(t, CARD, 4, low, g_card_think_low, sizeof g_card_think_low / sizeof(int),
+                  g_card_think_low_nseg, "ids §7.1 low");
         XtmlMsg inj[3] = { { "user", "a<|open|>b<|end_of_msg|>\"&", NULL, NULL, 0, 0, 0 },
                            { "assistant", "<|close|>", " \n\t", NULL, 0, 0, 0 },
                            { "user", "x", NULL, NULL, 0, 0, 0 } };
-        check_ids(t, inj, 3, high, g_inject, sizeof g_inject / sizeof(int), g_inject_nseg, "ids injection + blank reasoning");
+        check_ids(t, inj, 3, high, g_inject, sizeof g_inject / sizeof(int), g_inject_nseg,
+                  "ids injection + blank reasoning");
         printf("ok ids on tests/tok/tiny match tiktoken (thinking max/low/off, injection)\n");
         test_parser(t, &c);
         test_exact(t);
