@@ -58,7 +58,7 @@ clean:
 # Tokenizer fuzzing (tests/c/test_tok_fuzz.c): libFuzzer when clang has it, else the
 # built-in mutation fuzzer under ASan/UBSan. FUZZ_SECONDS=60 by default.
 FUZZ_SECONDS ?= 60
-TOKSRC := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c
+TOKSRC := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
 fuzz:
 	mkdir -p $(BUILD)/fuzz/corpus
 	if clang -DTOK_LIBFUZZER -fsanitize=fuzzer,address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
@@ -82,7 +82,7 @@ aarch64-test:
 # `make fuzz` runs it too (as a prerequisite); `make fuzz-parsers` runs it alone.
 fuzz: fuzz-parsers
 .PHONY: fuzz-parsers
-PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c
+PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c src/base/util.c
 fuzz-parsers:
 	mkdir -p $(BUILD)/fuzz/parsers_corpus
 	if clang -DK3_LIBFUZZER -fsanitize=fuzzer,address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \

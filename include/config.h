@@ -1,4 +1,4 @@
-/* config.h — the strict K3 text-model config (K3_MODEL.md §1). Every "Req" key is
+/* config.h — the strict K3 text-model config (docs/MODEL.md §1). Every "Req" key is
  * required and validated; a guessed field makes a different model. */
 #ifndef K3_CONFIG_H
 #define K3_CONFIG_H

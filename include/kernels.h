@@ -9,7 +9,7 @@
  * The lanes are then folded by a fixed tree: for w = 8,4,2,1: acc[l] += acc[l+w]
  * (l < w). The result is acc[0]. Plain sums use the same lanes with additions.
  *
- * MXFP4 (K3_MODEL.md §4): row r, element c has nibble (packed[r][c/2] >> 4*(c&1)) & 15
+ * MXFP4 (docs/MODEL.md §4): row r, element c has nibble (packed[r][c/2] >> 4*(c&1)) & 15
  * and scale 2^(scale[r][c/32] - 127). The weight is the exact product
  * e2m1[nibble] * 2^(s-127) (exact in fp32). MXFP4 has its own lane assignment (so that
  * one byte feeds one lane and decoding is cheap): within each 32-element block (16
@@ -66,7 +66,7 @@ float k3_sum(const float *a, int n);
 /* y[i] = fmaf(a, x[i], y[i]) — elementwise, so every path agrees trivially. */
 void k3_axpy(float *y, float a, const float *x, int n);
 
-/* One KDA delta-rule step for one head (K3_MODEL.md §3.2 step 7), S is [D][D]
+/* One KDA delta-rule step for one head (docs/MODEL.md §3.2 step 7), S is [D][D]
  * indexed [key i][value j]. Reductions over i are sequential fmaf in increasing i
  * (vectorised over j):
  *   S[i][j] *= alpha[i];  u[j] = sum_i S[i][j] k[i];  d[j] = beta (v[j] - u[j]);
@@ -83,7 +83,7 @@ double k3_exp_d(double x);
 int k3_argmax(const float *x, int n);
 /* In-place softmax over n (max-subtracted, canonical sum). */
 void k3_softmax(float *x, int n);
-/* out[i] = b1*tanh(g/b1)*sigmoid(g) * b2*tanh(u/b2)  (SiTU-GLU, K3_MODEL.md §3.6). */
+/* out[i] = b1*tanh(g/b1)*sigmoid(g) * b2*tanh(u/b2)  (SiTU-GLU, docs/MODEL.md §3.6). */
 void k3_situ(float *out, const float *g, const float *u, int n, float b1, float b2);
 
 /* Transcendentals: our own, so every path and CPU gives the same bits. */

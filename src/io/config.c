@@ -1,4 +1,4 @@
-/* config.c — strict reader of the K3 config.json (K3_MODEL.md §1).
+/* config.c — strict reader of the K3 config.json (docs/MODEL.md §1).
  *
  * Accepts the released multimodal wrapper (text model under "text_config", with
  * linear_attn_config and quantization_config inside it) or a flat text config (the

@@ -26,7 +26,7 @@ static const char *QUANT =
     "\"kv_cache_scheme\": null, \"quant_method\": \"compressed-tensors\", "
     "\"quantization_status\": \"compressed\"}";
 
-/* The text-model keys (K3 values, K3_MODEL.md §1.2-1.4), without braces. */
+/* The text-model keys (K3 values, docs/MODEL.md §1.2-1.4), without braces. */
 static char *text_keys(void) {
     char *s = malloc(16384);
     snprintf(s, 16384,
