@@ -53,8 +53,13 @@ static int seg_add(XtmlSegs *s, const char *text, size_t len, int special) {
     s->n++;
     return 0;
 }
-static int T(XtmlSegs *s, const char *text) { return seg_add(s, text, strlen(text), 0); }
-static int M(XtmlSegs *s, const char *markup) { return seg_add(s, markup, strlen(markup), 1); }
+/* A segment of plain text (tokenized as text) or of markup (control tokens). */
+static int add_text(XtmlSegs *s, const char *text) {
+    return seg_add(s, text, strlen(text), 0);
+}
+static int add_markup(XtmlSegs *s, const char *markup) {
+    return seg_add(s, markup, strlen(markup), 1);
+}
 
 static int attr(XtmlSegs *s, const char *key, const char *value) {
     size_t n = strlen(value), m = 0;
@@ -67,7 +72,8 @@ static int attr(XtmlSegs *s, const char *key, const char *value) {
     }
     char k[64];
     snprintf(k, sizeof k, " %s", key);
-    int rc = T(s, k) || T(s, "=\"") || seg_add(s, esc, m, 0) || T(s, "\"") ? -1 : 0;
+    int rc = add_text(s, k) || add_text(s, "=\"") || seg_add(s, esc, m, 0) ||
+             add_text(s, "\"") ? -1 : 0;
     free(esc);
     return rc;
 }
@@ -75,13 +81,13 @@ static int attr(XtmlSegs *s, const char *key, const char *value) {
 /* <|open|>TAG attrs<|sep|> */
 static int open_el(XtmlSegs *s, const char *tag, const char *k1, const char *v1,
                    const char *k2, const char *v2) {
-    if (M(s, "<|open|>") || T(s, tag)) return -1;
+    if (add_markup(s, "<|open|>") || add_text(s, tag)) return -1;
     if (k1 && attr(s, k1, v1)) return -1;
     if (k2 && attr(s, k2, v2)) return -1;
-    return M(s, "<|sep|>");
+    return add_markup(s, "<|sep|>");
 }
 static int close_el(XtmlSegs *s, const char *tag) {
-    return M(s, "<|close|>") || T(s, tag) || M(s, "<|sep|>") ? -1 : 0;
+    return add_markup(s, "<|close|>") || add_text(s, tag) || add_markup(s, "<|sep|>") ? -1 : 0;
 }
 
 /* Python str.strip() would leave nothing. */
@@ -122,14 +128,14 @@ static int assistant(XtmlSegs *s, const XtmlMsg *m, const XtmlOpts *o) {
     } else {
         if (o->thinking) {
             if (open_el(s, "think", NULL, NULL, NULL, NULL)) return -1;
-            if (!blank(m->reasoning) && T(s, m->reasoning)) return -1;
+            if (!blank(m->reasoning) && add_text(s, m->reasoning)) return -1;
             if (close_el(s, "think")) return -1;
         }
         if (open_el(s, "response", NULL, NULL, NULL, NULL)) return -1;
-        if (m->content && T(s, m->content)) return -1;
+        if (m->content && add_text(s, m->content)) return -1;
         if (close_el(s, "response") || close_el(s, "message")) return -1;
     }
-    return M(s, "<|end_of_msg|>");
+    return add_markup(s, "<|end_of_msg|>");
 }
 
 int xtml_segments(const XtmlMsg *msgs, int n, const XtmlOpts *o, XtmlSegs *out,
@@ -143,8 +149,9 @@ int xtml_segments(const XtmlMsg *msgs, int n, const XtmlOpts *o, XtmlSegs *out,
         }
         char body[sizeof EFFORT_BODY + 8];
         snprintf(body, sizeof body, EFFORT_BODY, o->effort);
-        rc = open_el(out, "message", "role", "system", "type", "thinking-effort") || T(out, body) ||
-             close_el(out, "message") || M(out, "<|end_of_msg|>");
+        rc = open_el(out, "message", "role", "system", "type", "thinking-effort") ||
+             add_text(out, body) || close_el(out, "message") ||
+             add_markup(out, "<|end_of_msg|>");
     }
     for (int i = 0; i < n && !rc; i++) {
         const XtmlMsg *m = &msgs[i];
@@ -157,8 +164,8 @@ int xtml_segments(const XtmlMsg *msgs, int n, const XtmlOpts *o, XtmlSegs *out,
         }
         if (!strcmp(m->role, "assistant")) rc = assistant(out, m, o);
         else rc = open_el(out, "message", "role", m->role, NULL, NULL) ||
-                  (m->content && T(out, m->content)) || close_el(out, "message") ||
-                  M(out, "<|end_of_msg|>");
+                  (m->content && add_text(out, m->content)) || close_el(out, "message") ||
+                  add_markup(out, "<|end_of_msg|>");
     }
     if (!rc && o->gen_prompt)
         rc = open_el(out, "message", "role", "assistant", NULL, NULL) ||
