@@ -14,7 +14,7 @@ static inline uint64_t k3_dio_room(uint64_t n) { return k3_up4k(n) + K3_DIO_ALIG
 
 typedef struct {
     char path[4096];
-    const char *what;                          /* "the trunk", "expert reads", ... */
+    const char *what;                          /* "trunk reads", "expert reads", ... */
     int fd, dfd;                               /* buffered fd; O_DIRECT fd or -1 */
     int direct;                                /* 1 while O_DIRECT reads work */
 } K3DioFile;

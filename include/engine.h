@@ -10,7 +10,7 @@ typedef struct {
     const char *model_dir, *config;           /* config NULL = MODEL_DIR/config.json */
     const char *kernels;                      /* NULL = auto */
     int threads;                              /* <= 0: online cores */
-    K3MemOpts mem;                            /* budgets; mem.chunk and mem.ctx size the run state */
+    K3MemOpts mem;                            /* budgets; mem.chunk, mem.ctx size the run state */
 } K3EngineOpts;
 
 /* 0, or an exit code (1 runtime, 2 usage/config) with the message in err. On failure

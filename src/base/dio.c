@@ -19,7 +19,10 @@ int k3_dio_open(K3DioFile *f, const char *path, const char *what, char *err, siz
     f->what = what;
     f->dfd = -1;
     f->fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (f->fd < 0) { snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno)); return -1; }
+    if (f->fd < 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
     f->dfd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
     f->direct = 1;
     if (f->dfd < 0) note_buffered(f, strerror(errno));

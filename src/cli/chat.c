@@ -151,7 +151,10 @@ static int read_message(char **out) {
 static int save_history(Chat *c) {
     char err[512];
     if (!c->history) return 0;
-    if (chat_hist_save(c->history, &c->log, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return -1; }
+    if (chat_hist_save(c->history, &c->log, err, sizeof err)) {
+        fprintf(stderr, "k3: %s\n", err);
+        return -1;
+    }
     return 0;
 }
 
@@ -171,7 +174,10 @@ static char *utf8_clean(const char *s) {
     return o;
 }
 
-static int is_blank(const char *s) { while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++; return !*s; }
+static int is_blank(const char *s) {
+    while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r') s++;
+    return !*s;
+}
 
 typedef struct { char **v; int n, cap; } Lines;
 
@@ -184,7 +190,9 @@ static void state_save_cmd(Chat *c, const char *path) {
     if (!*path) { printf("usage: /save-state FILE\n"); return; }
     double t0 = k3_now();
     if (chat_state_save(c, path, err, sizeof err)) printf("k3: %s\n", err);
-    else printf("(saved the state: %d positions, %d messages, to %s in %.2f s)\n", c->st->pos, c->log.n, path, k3_now() - t0);
+    else
+        printf("(saved the state: %d positions, %d messages, to %s in %.2f s)\n", c->st->pos,
+               c->log.n, path, k3_now() - t0);
 }
 
 /* --load-state, once the model, the state and the history are ready. */
@@ -194,8 +202,8 @@ static int state_resume(Chat *c) {
     double t0 = k3_now();
     int rc = chat_state_load(c, c->load_state, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
-    fprintf(stderr, "k3: state %s: %d positions restored in %.2f s (%d messages from %s); 0 re-prefilled\n",
-            c->load_state, c->st->pos, k3_now() - t0, c->log.n, c->history);
+    fprintf(stderr, "k3: state %s: %d positions restored in %.2f s (%d messages from %s); "
+            "0 re-prefilled\n", c->load_state, c->st->pos, k3_now() - t0, c->log.n, c->history);
     n_loaded = 0;
     return 0;
 }
@@ -206,7 +214,9 @@ static void state_save_at_exit(Chat *c) {
     if (!c->save_state) return;
     double t0 = k3_now();
     if (chat_state_save(c, c->save_state, err, sizeof err)) fprintf(stderr, "k3: %s\n", err);
-    else fprintf(stderr, "k3: state saved to %s: %d positions in %.2f s\n", c->save_state, c->st->pos, k3_now() - t0);
+    else
+        fprintf(stderr, "k3: state saved to %s: %d positions in %.2f s\n", c->save_state,
+                c->st->pos, k3_now() - t0);
 }
 
 /* Returns 1 to leave the REPL, 0 otherwise. */
@@ -222,7 +232,8 @@ static int command(Chat *c, char *text, const Lines *hist) {
     if (!strcmp(name, "/help")) fputs(HELP, stdout);
     else if (!strcmp(name, "/reset")) {
         ChatLog keep = { 0 };
-        if (c->log.n && !strcmp(c->log.v[0].role, "system")) chat_log_add(&keep, "system", c->log.v[0].content, NULL);
+        if (c->log.n && !strcmp(c->log.v[0].role, "system"))
+            chat_log_add(&keep, "system", c->log.v[0].content, NULL);
         chat_log_free(&c->log);
         c->log = keep;
         chat_forget_state(c);
@@ -246,13 +257,20 @@ static int command(Chat *c, char *text, const Lines *hist) {
     } else if (!strcmp(name, "/think")) {
         if (!strcmp(arg, "on")) c->thinking = 1;
         else if (!strcmp(arg, "off")) c->thinking = 0;
-        else if (xtml_effort_ok(arg)) { c->thinking = 1; snprintf(c->effort, sizeof c->effort, "%s", arg); }
+        else if (xtml_effort_ok(arg)) {
+            c->thinking = 1;
+            snprintf(c->effort, sizeof c->effort, "%s", arg);
+        }
         else if (*arg) { printf("usage: /think on|off|low|high|max\n"); return 0; }
         printf("thinking: %s\n", c->thinking ? c->effort : "off");
     } else if (!strcmp(name, "/temp")) {
         char *end;
         double t = strtod(arg, &end);
-        if (!*arg || *end || !(t >= 0 && t <= 1e6)) { printf("usage: /temp X with X >= 0 (0 = greedy); now %g%s\n", c->sp.temperature, c->sp.greedy ? " (greedy)" : ""); return 0; }
+        if (!*arg || *end || !(t >= 0 && t <= 1e6)) {
+            printf("usage: /temp X with X >= 0 (0 = greedy); now %g%s\n", c->sp.temperature,
+                   c->sp.greedy ? " (greedy)" : "");
+            return 0;
+        }
         c->sp.temperature = t; c->sp.greedy = 0;
         if (t == 0) printf("temperature 0: greedy\n");
         else printf("temperature %g (seed %llu)\n", t, (unsigned long long)c->seed);
@@ -260,14 +278,20 @@ static int command(Chat *c, char *text, const Lines *hist) {
         char *end;
         errno = 0;
         unsigned long long s = strtoull(arg, &end, 10);
-        if (!*arg || *arg == '-' || *end || errno) { printf("usage: /seed N (unsigned); now %llu\n", (unsigned long long)c->seed); return 0; }
+        if (!*arg || *arg == '-' || *end || errno) {
+            printf("usage: /seed N (unsigned); now %llu\n", (unsigned long long)c->seed);
+            return 0;
+        }
         c->seed = s;
         printf("seed %llu\n", s);
     } else if (!strcmp(name, "/gen")) {
         int g;
         char *end;
         long x = strtol(arg, &end, 10);
-        if (!*arg || *end || x < 1 || x > (1L << 30)) { printf("usage: /gen N (tokens per reply, >= 1); now %d\n", c->gen); return 0; }
+        if (!*arg || *end || x < 1 || x > (1L << 30)) {
+            printf("usage: /gen N (tokens per reply, >= 1); now %d\n", c->gen);
+            return 0;
+        }
         g = (int)x;
         c->gen = g;
         printf("replies capped at %d tokens\n", g);
@@ -281,7 +305,10 @@ static int command(Chat *c, char *text, const Lines *hist) {
     } else if (!strcmp(name, "/load")) {
         ChatLog l;
         if (!*arg) { printf("usage: /load FILE\n"); return 0; }
-        if (chat_hist_load(arg, 0, &l, err, sizeof err)) { printf("k3: %s (nothing changed)\n", err); return 0; }
+        if (chat_hist_load(arg, 0, &l, err, sizeof err)) {
+            printf("k3: %s (nothing changed)\n", err);
+            return 0;
+        }
         chat_log_free(&c->log);
         c->log = l;
         save_history(c);
@@ -339,15 +366,19 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         else if (!strcmp(a, "--system")) { VAL(); *system = v; }
         else if (!strcmp(a, "--config")) { VAL(); c->config = v; }
         else if (!strcmp(a, "--kernels")) { VAL(); c->kernels = v; }
-        else if (!strcmp(a, "--gen")) { VAL(); if (k3_parse_int(a, v, 1, &c->gen)) return K3_ERR_USAGE; }
-        else if (!strcmp(a, "--ctx")) { VAL(); if (k3_parse_int(a, v, 1, &c->ctx)) return K3_ERR_USAGE; ctx_given = 1; }
-        else if (!strcmp(a, "--threads")) { VAL(); if (k3_parse_int(a, v, 1, &c->threads)) return K3_ERR_USAGE; }
-        else if (!strcmp(a, "--think-effort") || !strcmp(a, "--thinking-effort")) {
+        else if (!strcmp(a, "--gen")) {
+            VAL(); if (k3_parse_int(a, v, 1, &c->gen)) return K3_ERR_USAGE;
+        } else if (!strcmp(a, "--ctx")) {
+            VAL(); if (k3_parse_int(a, v, 1, &c->ctx)) return K3_ERR_USAGE;
+            ctx_given = 1;
+        } else if (!strcmp(a, "--threads")) {
+            VAL(); if (k3_parse_int(a, v, 1, &c->threads)) return K3_ERR_USAGE;
+        } else if (!strcmp(a, "--think-effort") || !strcmp(a, "--thinking-effort")) {
             VAL();
-            if (!xtml_effort_ok(v)) return usage("--think-effort must be low, high or max (got '%s')", v);
+            if (!xtml_effort_ok(v))
+                return usage("--think-effort must be low, high or max (got '%s')", v);
             snprintf(c->effort, sizeof c->effort, "%s", v);
-        }
-        else if (!strcmp(a, "--no-think")) c->thinking = 0;
+        } else if (!strcmp(a, "--no-think")) c->thinking = 0;
         else if (!strcmp(a, "--hide-thinking")) c->hide_thinking = 1;
         else if (!strcmp(a, "--canonical-history")) c->canonical = 1;
         else if (!strcmp(a, "--no-color")) c->color = 0;
@@ -358,30 +389,43 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
 #undef VAL
     }
     if (!c->model_dir) return usage("%s", "missing MODEL_DIR");
-    if (!c->tok_dir) return usage("%s", "chat needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
+    if (!c->tok_dir)
+        return usage("%s", "chat needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
     if (sampler_check(&c->sp, err, sizeof err)) return usage("%s", err);
     if ((c->save_state || c->load_state) && !c->history)
-        return usage("%s", "--save-state and --load-state need --history FILE (the state resumes the conversation stored there)");
+        return usage("%s", "--save-state and --load-state need --history FILE "
+                     "(the state resumes the conversation stored there)");
     return 0;
 }
 
 static int setup(Chat *c, const char *system) {
     char err[4096];
-    if (k3_kernels_select(c->kernels, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
+    if (k3_kernels_select(c->kernels, err, sizeof err)) {
+        fprintf(stderr, "k3: %s\n", err);
+        return K3_ERR_USAGE;
+    }
     if (c->threads) k3_threads_set(c->threads);
     c->tok = tok_load(c->tok_dir, err, sizeof err);
     if (!c->tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
-    if (xtml_ids(c->tok, &c->ids, err, sizeof err)) { fprintf(stderr, "k3: %s/%s\n", c->tok_dir, err); return K3_ERR_USAGE; }
+    if (xtml_ids(c->tok, &c->ids, err, sizeof err)) {
+        fprintf(stderr, "k3: %s/%s\n", c->tok_dir, err);
+        return K3_ERR_USAGE;
+    }
     if (c->history) {
         int rc = chat_hist_load(c->history, 1, &c->log, err, sizeof err);
-        if (rc) { fprintf(stderr, "k3: %s\nk3: the file was left untouched; fix it or pass another --history FILE\n", err); return rc; }
+        if (rc) {
+            fprintf(stderr, "k3: %s\nk3: the file was left untouched; "
+                    "fix it or pass another --history FILE\n", err);
+            return rc;
+        }
         n_loaded = c->log.n;
     }
     if (system) {
         int has = c->log.n && !strcmp(c->log.v[0].role, "system");
         if (has && strcmp(c->log.v[0].content, system)) {
             fprintf(stderr, "k3: --system differs from the system message stored in %s (line 1); "
-                    "drop --system to continue that conversation, or use another --history file\n", c->history);
+                    "drop --system to continue that conversation, "
+                    "or use another --history file\n", c->history);
             return K3_ERR_USAGE;
         }
         if (!has && c->log.n) {
@@ -389,7 +433,10 @@ static int setup(Chat *c, const char *system) {
                     "drop --system or use another --history file\n", c->history);
             return K3_ERR_USAGE;
         }
-        if (!has && chat_log_add(&c->log, "system", system, NULL)) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
+        if (!has && chat_log_add(&c->log, "system", system, NULL)) {
+            fprintf(stderr, "k3: out of memory\n");
+            return K3_ERR_RUNTIME;
+        }
     }
     double t0 = k3_now();
     /* the same engine, plan and setup as batch mode; the plan is printed with --verbose */
@@ -421,9 +468,9 @@ static int setup(Chat *c, const char *system) {
     c->st = k3_state_new(&c->eng.m);
     c->logits = c->eng.rs.logits;
     if (!c->st) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
-    fprintf(stderr, "k3: chat on %s: %d layers, vocab %d, context %d; kernels %s; opened in %.2f s\n",
-            c->model_dir, c->eng.m.cfg.num_hidden_layers, V, c->ctx, k3_kernels_name(),
-            k3_now() - t0);
+    fprintf(stderr, "k3: chat on %s: %d layers, vocab %d, context %d; kernels %s; "
+            "opened in %.2f s\n", c->model_dir, c->eng.m.cfg.num_hidden_layers, V, c->ctx,
+            k3_kernels_name(), k3_now() - t0);
     return state_resume(c);
 }
 
@@ -437,10 +484,13 @@ int chat_main(int argc, char **argv) {
     if (rc) goto done;
     if (!seed_set) c->seed = draw_seed();
     if (sampler_is_greedy(&c->sp)) fprintf(stderr, "k3: greedy decoding\n");
-    else fprintf(stderr, "k3: sampling: temperature %g, top-p %g, top-k %d, min-p %g, seed %llu (replay with --seed %llu)\n",
+    else fprintf(stderr, "k3: sampling: temperature %g, top-p %g, top-k %d, min-p %g, seed %llu "
+                 "(replay with --seed %llu)\n",
                  c->sp.temperature, c->sp.top_p, c->sp.top_k, c->sp.min_p,
                  (unsigned long long)c->seed, (unsigned long long)c->seed);
-    if (n_loaded) fprintf(stderr, "k3: %d messages from %s; the first turn prefills them\n", n_loaded, c->history);
+    if (n_loaded)
+        fprintf(stderr, "k3: %d messages from %s; the first turn prefills them\n", n_loaded,
+                c->history);
     tty_in = isatty(0);
     le_on = tty_in && le_init();
     if (tty_in) fprintf(stderr, "k3: type /help for commands, /exit or Ctrl-D to leave\n");

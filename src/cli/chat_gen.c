@@ -36,7 +36,8 @@ static int forward(Chat *c, const int32_t *ids, size_t n) {
     int *v = malloc(sizeof(int) * (n ? n : 1));
     if (!v) { fprintf(stderr, "k3: out of memory\n"); return -1; }
     for (size_t i = 0; i < n; i++) v[i] = ids[i];
-    int rc = k3_prefill(&c->eng, c->st, v, (int)n, 0, c->logits, 0, err, sizeof err);   /* chunked: long turns stay bounded */
+    /* chunked: long turns stay bounded */
+    int rc = k3_prefill(&c->eng, c->st, v, (int)n, 0, c->logits, 0, err, sizeof err);
     free(v);
     if (rc) { fprintf(stderr, "\nk3: %s\n", err); return -1; }
     return fed_push(c, ids, n);

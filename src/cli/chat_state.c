@@ -4,9 +4,8 @@
  * File (every integer and float little-endian):
  *   "K3STATE\n", u32 version (1)
  *   fingerprint: u64 checkpoint identity (K3Model.identity), u32 layers, hidden, vocab,
- *     KDA heads,
- *     KDA head dim, conv kernel, kv_lora, rope dim, u8 is_kda[layers]; u32 n_shards and per
- *     shard u64 file size, u32 name length, name (basename)
+ *     KDA heads, KDA head dim, conv kernel, kv_lora, rope dim, u8 is_kda[layers];
+ *     u32 n_shards and per shard u64 file size, u32 name length, name (basename)
  *   render options: u32 thinking, u32 canonical, char effort[8]
  *   u32 pos; u64 n_fed (= pos); i32 fed[n_fed]        the exact ids the state holds
  *   u64 hash of the rendered transcript (ids, with generation prompt)
@@ -363,7 +362,9 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     if (memcmp(kinds, cf->is_kda, (size_t)cf->num_hidden_layers))
         BAD("state %s: the layer kinds differ from %s; the file is corrupt", path, cf->source);
     RD(r_u32(&r, &u));
-    if (u != (uint32_t)c->eng.m.st->n_shards) BAD("state %s was saved from a checkpoint with %u shard(s); %s has %d", path, u, c->eng.m.dir, c->eng.m.st->n_shards);
+    if (u != (uint32_t)c->eng.m.st->n_shards)
+        BAD("state %s was saved from a checkpoint with %u shard(s); %s has %d", path, u,
+            c->eng.m.dir, c->eng.m.st->n_shards);
     for (int i = 0; i < c->eng.m.st->n_shards; i++) {
         char name[256];
         const char *b = base(c->eng.m.st->shards[i].path);
@@ -376,7 +377,8 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
         if (strcmp(name, b) || x != c->eng.m.st->shards[i].file_size)
             BAD("state %s was saved from another checkpoint: shard %d there is %s (%llu bytes), "
                 "here %s (%llu bytes)",
-                path, i + 1, name, (unsigned long long)x, b, (unsigned long long)c->eng.m.st->shards[i].file_size);
+                path, i + 1, name, (unsigned long long)x, b,
+                (unsigned long long)c->eng.m.st->shards[i].file_size);
     }
     /* render options */
     uint32_t think, canon;
@@ -453,7 +455,11 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
             "the file is truncated or corrupt",
             path, (unsigned long long)r.size, (unsigned long long)(r.done + need + 8), pos);
     k3_state_reset(&c->eng.m, s);
-    if (k3_state_reserve(&c->eng.m, s, (int)pos + 1)) { snprintf(err, errlen, "state %s: out of memory for %u positions", path, pos); rc = K3_ERR_RUNTIME; goto out; }
+    if (k3_state_reserve(&c->eng.m, s, (int)pos + 1)) {
+        snprintf(err, errlen, "state %s: out of memory for %u positions", path, pos);
+        rc = K3_ERR_RUNTIME;
+        goto out;
+    }
     for (int L = 0; L < cf->num_hidden_layers; L++) {
         if (cf->is_kda[L]) {
             RD(r_words(&r, s->kda_S[L], kda_s_len(cf)));

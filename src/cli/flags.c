@@ -8,7 +8,8 @@
 static int takes_value(const char *a, int with_ctx) {
     static const char *const names[] = { "--trunk", "--trunk-gb", "--cache-gb", "--preset",
                                          "--dump-cache-trace" };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) if (!strcmp(a, names[i])) return 1;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!strcmp(a, names[i])) return 1;
     return with_ctx && !strcmp(a, "--ctx");
 }
 

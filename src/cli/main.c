@@ -90,7 +90,7 @@ typedef struct {
     const char *model_dir, *config, *tok_dir, *ids, *prompt, *prompt_file;
     const char *out, *dump_logits, *kernels;
     int gen, recompute, threads, quiet, chunk;
-    int tok_given;                             /* --tok on the command line: text out even with --ids */
+    int tok_given;                  /* --tok on the command line: text out even with --ids */
     K3MemOpts mem;              /* --trunk --trunk-gb --cache-gb --preset --ctx --verbose ... */
     SamplerParams sp; uint64_t seed; int sampling;   /* sampling flags given */
 } Opts;
@@ -117,7 +117,7 @@ static int parse_args(int argc, char **argv, Opts *o) {
         int sr = sampler_parse_flag(argc, argv, &i, &o->sp, &o->seed, NULL, serr, sizeof serr);
         if (sr < 0) return usage_error("%s", serr);
         if (sr) { o->sampling = 1; continue; }
-        int mr = k3_mem_parse_flag(argc, argv, &i, &o->mem, 1, serr, sizeof serr);   /* flags.c */
+        int mr = k3_mem_parse_flag(argc, argv, &i, &o->mem, 1, serr, sizeof serr); /* flags.c */
         if (mr < 0) return usage_error("%s", serr);
         if (mr) continue;
         if (!strcmp(a, "--ids")) { VAL(); o->ids = v; }
@@ -128,10 +128,13 @@ static int parse_args(int argc, char **argv, Opts *o) {
         else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
         else if (!strcmp(a, "--dump-logits")) { VAL(); o->dump_logits = v; }
         else if (!strcmp(a, "--kernels")) { VAL(); o->kernels = v; }
-        else if (!strcmp(a, "--gen")) { VAL(); if (k3_parse_int(a, v, 0, &o->gen)) return K3_ERR_USAGE; }
-        else if (!strcmp(a, "--prefill-chunk")) { VAL(); if (k3_parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE; }
-        else if (!strcmp(a, "--threads")) { VAL(); if (k3_parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE; }
-        else if (!strcmp(a, "--recompute")) o->recompute = 1;
+        else if (!strcmp(a, "--gen")) {
+            VAL(); if (k3_parse_int(a, v, 0, &o->gen)) return K3_ERR_USAGE;
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            VAL(); if (k3_parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE;
+        } else if (!strcmp(a, "--threads")) {
+            VAL(); if (k3_parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE;
+        } else if (!strcmp(a, "--recompute")) o->recompute = 1;
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
         else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
@@ -144,7 +147,9 @@ static int parse_args(int argc, char **argv, Opts *o) {
     if (n_in != 1) return usage_error("%s", "give exactly one of --ids, --prompt, --prompt-file");
     char serr[256];
     if (sampler_check(&o->sp, serr, sizeof serr)) return usage_error("%s", serr);
-    if (!o->ids && !o->tok_dir) return usage_error("%s", "--prompt/--prompt-file need a tokenizer: pass --tok DIR or set K3_TOK_FILES");
+    if (!o->ids && !o->tok_dir)
+        return usage_error("%s", "--prompt/--prompt-file need a tokenizer: "
+                           "pass --tok DIR or set K3_TOK_FILES");
     return 0;
 }
 
@@ -197,17 +202,22 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
     if (!f) { fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno)); return -1; }
     double spt = r->n_gen > 1 ? r->t_decode / (r->n_gen - 1) : 0.0;
     char *md = json_quote(o->model_dir, strlen(o->model_dir));
-    fprintf(f, "{\n  \"version\": \"%s\",\n  \"model_dir\": %s,\n", K3_VERSION, md ? md : "null");
+    fprintf(f, "{\n  \"version\": \"%s\",\n  \"model_dir\": %s,\n", K3_VERSION,
+            md ? md : "null");
     free(md);
     json_ids(f, "prompt_ids", r->prompt, r->n_prompt);
     json_ids(f, "generated_ids", r->gen, r->n_gen);
     fprintf(f, "  \"n_prompt\": %d,\n  \"n_generated\": %d,\n", r->n_prompt, r->n_gen);
     fprintf(f, "  \"mode\": \"%s\",\n  \"kernels\": \"%s\",\n  \"threads\": %d,\n",
             o->recompute ? "recompute" : "incremental", k3_kernels_name(), k3_threads());
-    fprintf(f, "  \"seconds_prefill\": %.6f,\n  \"seconds_decode\": %.6f,\n", r->t_prefill, r->t_decode);
-    fprintf(f, "  \"seconds_per_token\": %.6f,\n  \"tokens_per_second\": %.6f,\n", spt, spt > 0 ? 1.0 / spt : 0.0);
-    fprintf(f, "  \"prefill_tokens_per_second\": %.6f,\n", r->t_prefill > 0 ? r->n_prompt / r->t_prefill : 0.0);
-    fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", r->expert_failures, r->expert_failures ? "false" : "true");
+    fprintf(f, "  \"seconds_prefill\": %.6f,\n  \"seconds_decode\": %.6f,\n", r->t_prefill,
+            r->t_decode);
+    fprintf(f, "  \"seconds_per_token\": %.6f,\n  \"tokens_per_second\": %.6f,\n", spt,
+            spt > 0 ? 1.0 / spt : 0.0);
+    fprintf(f, "  \"prefill_tokens_per_second\": %.6f,\n",
+            r->t_prefill > 0 ? r->n_prompt / r->t_prefill : 0.0);
+    fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", r->expert_failures,
+            r->expert_failures ? "false" : "true");
     k3_mem_json(e->mem, f, r->t_prefill + r->t_decode);
     fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", e->m.cfg.vocab_size,
             (unsigned long long)r->peak_rss);
@@ -224,22 +234,36 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
 static int read_prompt(const Opts *o, const Tok *tok, int **prompt, int *n_prompt) {
     char err[4096];
     if (o->ids) {
-        if (k3_parse_ids(o->ids, prompt, n_prompt, err, sizeof err)) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
+        if (k3_parse_ids(o->ids, prompt, n_prompt, err, sizeof err)) {
+            fprintf(stderr, "k3: %s\n", err);
+            return K3_ERR_USAGE;
+        }
     } else {
         size_t len = 0, n = 0;
-        char *text = o->prompt ? strdup(o->prompt) : k3_slurp(o->prompt_file, SIZE_MAX, &len, err, sizeof err);
+        char *text = o->prompt ? strdup(o->prompt)
+                               : k3_slurp(o->prompt_file, SIZE_MAX, &len, err, sizeof err);
         if (!text) { fprintf(stderr, "k3: --prompt-file %s\n", err); return K3_ERR_USAGE; }
         if (o->prompt) len = strlen(text);
         int32_t *ids = tok_encode(tok, text, len, 0, &n);
         free(text);
-        if (!ids) { fprintf(stderr, "k3: out of memory tokenizing the prompt\n"); return K3_ERR_RUNTIME; }
+        if (!ids) {
+            fprintf(stderr, "k3: out of memory tokenizing the prompt\n");
+            return K3_ERR_RUNTIME;
+        }
         *prompt = malloc(sizeof(int) * (n ? n : 1));
-        if (!*prompt) { free(ids); fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
+        if (!*prompt) {
+            free(ids);
+            fprintf(stderr, "k3: out of memory\n");
+            return K3_ERR_RUNTIME;
+        }
         for (size_t i = 0; i < n; i++) (*prompt)[i] = ids[i];
         *n_prompt = (int)n;
         free(ids);
     }
-    if (*n_prompt == 0) { fprintf(stderr, "k3: the prompt is empty: give at least one token\n"); return K3_ERR_USAGE; }
+    if (*n_prompt == 0) {
+        fprintf(stderr, "k3: the prompt is empty: give at least one token\n");
+        return K3_ERR_USAGE;
+    }
     return 0;
 }
 
@@ -253,7 +277,10 @@ static int check_outputs(const Opts *o) {
         const char *probe = i ? p : tmp;
         int existed = access(probe, F_OK) == 0;
         FILE *f = fopen(probe, "ab");
-        if (!f) { fprintf(stderr, "k3: %s %s: %s\n", i ? "--dump-logits" : "--out", p, strerror(errno)); return K3_ERR_USAGE; }
+        if (!f) {
+            fprintf(stderr, "k3: %s %s: %s\n", i ? "--dump-logits" : "--out", p, strerror(errno));
+            return K3_ERR_USAGE;
+        }
         fclose(f);
         if (!existed) unlink(probe);
     }
@@ -280,7 +307,7 @@ static int run_batch(const Opts *o) {
     int *prompt = NULL, n_prompt = 0, rc = 0, *seq = NULL;
     K3State *st = NULL;
     K3Engine e;
-    memset(&e, 0, sizeof e);                   /* closing an engine that never opened is a no-op */
+    memset(&e, 0, sizeof e);            /* closing an engine that never opened is a no-op */
     if (o->tok_dir && (o->prompt || o->prompt_file || o->tok_given)) {
         tok = tok_load(o->tok_dir, err, sizeof err);
         if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
@@ -294,7 +321,8 @@ static int run_batch(const Opts *o) {
     const int V = m->cfg.vocab_size;
     for (int i = 0; i < n_prompt; i++)
         if (prompt[i] >= V) {
-            fprintf(stderr, "k3: prompt id %d is outside the vocabulary (vocab_size %d)\n", prompt[i], V);
+            fprintf(stderr, "k3: prompt id %d is outside the vocabulary (vocab_size %d)\n",
+                    prompt[i], V);
             rc = K3_ERR_USAGE; goto done;
         }
     if (tok && tok_vocab_size(tok) > V)
@@ -339,7 +367,11 @@ static int run_batch(const Opts *o) {
     if (!o->sampling) smp.p.greedy = 1;
     while (n_gen < o->gen) {
         int next = sampler_sample(&smp, logits, V);
-        if (next < 0) { fprintf(stderr, "\nk3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
+        if (next < 0) {
+            fprintf(stderr, "\nk3: out of memory\n");
+            rc = K3_ERR_RUNTIME;
+            goto done;
+        }
         seq[n++] = next; n_gen++;
         emit(&em, next);
         if (next == m->cfg.eos_token_id || n_gen == o->gen) break;
@@ -349,7 +381,8 @@ static int run_batch(const Opts *o) {
         } else rc = k3_forward(&e, st, seq + n - 1, 1, logits, 0, err, sizeof err);
         if (rc) { fprintf(stderr, "\nk3: %s\n", err); goto done; }
         double ts = k3_now();
-        k3_mem_step(e.mem, n_gen, o->recompute ? n : 1, ts - td_step, o->mem.verbose && !o->quiet);
+        k3_mem_step(e.mem, n_gen, o->recompute ? n : 1, ts - td_step,
+                    o->mem.verbose && !o->quiet);
         td_step = ts;
     }
     t_decode = k3_now() - td;
@@ -390,7 +423,10 @@ int main(int argc, char **argv) {
         return k3_bench_kernels(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(USAGE, stdout); return 0; }
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(USAGE, stdout);
+            return 0;
+        }
         if (!strcmp(argv[i], "--version")) { printf("k3 %s\n", K3_VERSION); return 0; }
         if (!strcmp(argv[i], "--list-presets")) { k3_presets_print(stdout); return 0; }
     }

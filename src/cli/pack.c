@@ -24,13 +24,17 @@ static int cmp_pt(const void *a, const void *b) {
     return strcmp(x->t->name, y->t->name);
 }
 
-static size_t format_index(char *buf, size_t cap, const PT *pt, size_t n, uint64_t fp, uint64_t fsize, int NL) {
+static size_t format_index(char *buf, size_t cap, const PT *pt, size_t n, uint64_t fp,
+                           uint64_t fsize, int NL) {
     size_t o = 0;
-#define PUT(...) do { int w_ = snprintf(buf ? buf + o : NULL, buf ? cap - o : 0, __VA_ARGS__); o += (size_t)w_; } while (0)
-    PUT("k3trunk 1\nfingerprint %016llx\nfile_size %020llu\nlayers %d\n", (unsigned long long)fp, (unsigned long long)fsize, NL);
+#define PUT(...) do { int w_ = snprintf(buf ? buf + o : NULL, buf ? cap - o : 0, __VA_ARGS__); \
+                      o += (size_t)w_; } while (0)
+    PUT("k3trunk 1\nfingerprint %016llx\nfile_size %020llu\nlayers %d\n", (unsigned long long)fp,
+        (unsigned long long)fsize, NL);
     for (size_t i = 0; i < n; i++) {
         const StTensor *t = pt[i].t;
-        PUT("t %d %020llu %020llu %s %d", pt[i].layer, (unsigned long long)pt[i].off, (unsigned long long)t->nbytes, st_dtype_name(t->dtype), t->ndim);
+        PUT("t %d %020llu %020llu %s %d", pt[i].layer, (unsigned long long)pt[i].off,
+            (unsigned long long)t->nbytes, st_dtype_name(t->dtype), t->ndim);
         for (int d = 0; d < t->ndim; d++) PUT(" %lld", (long long)t->shape[d]);
         PUT(" %s\n", t->name);
     }
@@ -128,7 +132,8 @@ int k3_pack_main(int argc, char **argv) {
     unsigned char *buf = malloc(CH), *buf2 = verify ? malloc(CH) : NULL;
     int rc = 0;
     double t0 = k3_now();
-    if (!buf || (verify && !buf2) || pwrite_all(fd, hdr, 16, 0) || pwrite_all(fd, ix, ilen, 16) || ftruncate(fd, (off_t)fsize)) {
+    if (!buf || (verify && !buf2) || pwrite_all(fd, hdr, 16, 0) || pwrite_all(fd, ix, ilen, 16) ||
+        ftruncate(fd, (off_t)fsize)) {
         fprintf(stderr, "k3 pack: writing %s: %s\n", tmp, strerror(errno)); rc = K3_ERR_RUNTIME;
     }
     uint64_t done = 0;

@@ -53,14 +53,16 @@ static void kda_head(void *arg, int h) {
     float alpha[D];
     for (int t = 0; t < a->T; t++) {
         size_t ho = (size_t)t * C + (size_t)h * D;
-        for (int d = 0; d < D; d++) {            /* bounded decay gate lb·σ(e^A_log (z + dt_bias)) */
-            float gz = c->gate_lower_bound * k3_sigmoidf(ea * (a->z[ho + d] + a->ly->dt_bias[h * D + d]));
+        for (int d = 0; d < D; d++) {   /* bounded decay gate lb·σ(e^A_log (z + dt_bias)) */
+            float gz = c->gate_lower_bound *
+                       k3_sigmoidf(ea * (a->z[ho + d] + a->ly->dt_bias[h * D + d]));
             alpha[d] = k3_expf(gz);
         }
         float beta = k3_sigmoidf(a->bl[(size_t)t * NH + h]);
         l2norm(a->q + ho, D, qscale);
         l2norm(a->k + ho, D, 1.0f);
-        k3_kda_step(a->S + (size_t)h * D * D, a->q + ho, a->k + ho, a->v + ho, alpha, beta, a->o + ho, D);
+        k3_kda_step(a->S + (size_t)h * D * D, a->q + ho, a->k + ho, a->v + ho, alpha, beta,
+                    a->o + ho, D);
         /* gated per-head RMSNorm, sigmoid gate */
         k3_rmsnorm(a->o + ho, a->o + ho, a->ly->o_norm, D, c->rms_norm_eps);
         for (int d = 0; d < D; d++) a->o[ho + d] *= k3_sigmoidf(a->G[ho + d]);

@@ -33,7 +33,8 @@ typedef struct {
 
 static void mla_head(void *arg, int h) {
     const MlaHeads *a = arg;
-    const int R = a->R, NOPE = a->NOPE, ROPE = a->ROPE, VD = a->VD, NH = a->NH, QH = a->QH, L = a->L;
+    const int R = a->R, NOPE = a->NOPE, ROPE = a->ROPE, VD = a->VD, NH = a->NH, QH = a->QH;
+    const int L = a->L;
     const float *cache = a->s->mla_c[L], *pe = a->s->mla_pe[L];
     float qlat[R], olat[R], tmp[R];
     float *sc = a->scores + (size_t)h * a->ctx;      /* pos + T <= ctx (k3_forward) */
@@ -50,7 +51,8 @@ static void mla_head(void *arg, int h) {
         for (int d = 0; d < NOPE; d++)
             k3_axpy(qlat, qn[d], row_f32(&a->ly->kv_b, h * (NOPE + VD) + d, tmp), R);
         for (int j = 0; j < n; j++)
-            sc[j] = (k3_dot(qlat, cache + (size_t)j * R, R) + k3_dot(qpe, pe + (size_t)j * ROPE, ROPE)) * a->scale;
+            sc[j] = (k3_dot(qlat, cache + (size_t)j * R, R) +
+                     k3_dot(qpe, pe + (size_t)j * ROPE, ROPE)) * a->scale;
         k3_softmax(sc, n);
         memset(olat, 0, sizeof olat);
         for (int j = 0; j < n; j++) k3_axpy(olat, sc[j], cache + (size_t)j * R, R);

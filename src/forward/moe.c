@@ -85,7 +85,8 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
     }
     if (c->latent_moe_use_norm)
         for (int t = 0; t < T; t++)
-            k3_rmsnorm(r + (size_t)t * LAT, r + (size_t)t * LAT, ly->lat_norm, LAT, c->rms_norm_eps);
+            k3_rmsnorm(r + (size_t)t * LAT, r + (size_t)t * LAT, ly->lat_norm, LAT,
+                       c->rms_norm_eps);
     k3_matmul(out, &ly->lat_up, r, T);
     k3_dense_mlp(e, &ly->gate, &ly->up, &ly->down, x, T, sh);   /* shared experts, full width */
     for (size_t i = 0; i < (size_t)T * H; i++) out[i] += sh[i];

@@ -8,7 +8,7 @@
  * the slots allow, then a sliding window as experts are consumed), so prefill reads
  * each (layer, expert) at most once per chunk; the queue is served in file-offset
  * order. A failed or short read is retried once, then counted in the weights'
- * expert_failures (the run is reported invalid). Eviction: k3_policy (policy.c). */
+ * expert_failures (the run is reported invalid). Eviction: policy.c. */
 #include "internal.h"
 #include "dio.h"
 #include "fault.h"
@@ -25,7 +25,10 @@
 enum { SL_EMPTY, SL_FLIGHT, SL_READY, SL_FAILED };
 
 typedef struct { int shard, contig; uint64_t off, n; uint64_t t_off[6], t_n[6], rel[6]; } ELoc;
-typedef struct { int key, state, pin, protect, fresh; unsigned char *buf; const unsigned char *data; } Slot;
+typedef struct {
+    int key, state, pin, protect, fresh;
+    unsigned char *buf; const unsigned char *data;
+} Slot;
 
 struct K3ECache {
     K3Model *m; K3Mem *mem;
@@ -87,21 +90,32 @@ static void *worker(void *arg) {
         int64_t got = -1;
         const K3Faults *fault = k3_faults();
         for (int attempt = 0; attempt < 2 && got < 0 && f; attempt++) {
-            if ((long)nr == fault->expert_read || ((long)nr == fault->expert_read_once && !attempt)) {
-                snprintf(err, sizeof err, "%s: injected failure of expert read %llu (K3_FAULT_EXPERT_READ)",
+            if ((long)nr == fault->expert_read ||
+                ((long)nr == fault->expert_read_once && !attempt)) {
+                snprintf(err, sizeof err,
+                         "%s: injected failure of expert read %llu (K3_FAULT_EXPERT_READ)",
                          c->m->st->shards[l->shard].path, (unsigned long long)nr);
                 got = -1;
             } else got = read_once(f, s, l, err, sizeof err);
             if (got < 0 && attempt == 0) {
                 fprintf(stderr, "k3: %s; retrying once\n", err);
-                pthread_mutex_lock(&c->mu); c->mem->st.expert_retries++; pthread_mutex_unlock(&c->mu);
+                pthread_mutex_lock(&c->mu);
+                c->mem->st.expert_retries++;
+                pthread_mutex_unlock(&c->mu);
             }
         }
         double t1 = k3_now();
         pthread_mutex_lock(&c->mu);
         c->mem->st.expert_read_s += t1 - t0;
-        if (got >= 0) { s->state = SL_READY; c->mem->st.expert_bytes += (uint64_t)got; c->mem->st.expert_reads++; }
-        else { s->state = SL_FAILED; c->mem->st.expert_failed++; fprintf(stderr, "k3: %s; expert counted as failed\n", err); }
+        if (got >= 0) {
+            s->state = SL_READY;
+            c->mem->st.expert_bytes += (uint64_t)got;
+            c->mem->st.expert_reads++;
+        } else {
+            s->state = SL_FAILED;
+            c->mem->st.expert_failed++;
+            fprintf(stderr, "k3: %s; expert counted as failed\n", err);
+        }
         pthread_cond_broadcast(&c->cv_done);
     }
     pthread_mutex_unlock(&c->mu);
@@ -235,8 +249,12 @@ K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3Mem *mem, char *er
     c->pend = malloc(sizeof(int) * c->E);
     c->file = calloc(m->st->n_shards, sizeof(K3DioFile));
     c->file_open = calloc(m->st->n_shards, sizeof(int));
-    if (!c->loc || !c->key_slot || !c->slot || !c->queue || !c->pend || !c->file || !c->file_open ||
-        k3_policy_init(&c->pol, nk, nslots)) { snprintf(err, errlen, "out of memory (expert cache index)"); k3_ecache_free(c); return NULL; }
+    if (!c->loc || !c->key_slot || !c->slot || !c->queue || !c->pend || !c->file ||
+        !c->file_open || k3_policy_init(&c->pol, nk, nslots)) {
+        snprintf(err, errlen, "out of memory (expert cache index)");
+        k3_ecache_free(c);
+        return NULL;
+    }
     for (size_t k = 0; k < nk; k++) c->key_slot[k] = -1;
     c->slot_bytes = k3_ecache_slot_bytes(cf);
     for (int L = 0; L < c->NL; L++) {
@@ -248,41 +266,64 @@ K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3Mem *mem, char *er
             uint64_t sum = 0;
             for (int j = 0; j < 6; j++) {
                 l->t_off[j] = t[j]->offset; l->t_n[j] = t[j]->nbytes;
-                if (j && (t[j]->shard != t[0]->shard || t[j]->offset != t[j - 1]->offset + t[j - 1]->nbytes)) l->contig = 0;
+                if (j && (t[j]->shard != t[0]->shard ||
+                          t[j]->offset != t[j - 1]->offset + t[j - 1]->nbytes))
+                    l->contig = 0;
                 sum += t[j]->nbytes;
             }
             l->n = sum;
             for (int j = 0, acc = 0; j < 6; acc += (int)t[j]->nbytes, j++)
                 l->rel[j] = l->contig ? t[j]->offset - t[0]->offset : (uint64_t)acc;
-            if (sum + 4096 > c->slot_bytes) { snprintf(err, errlen, "expert %d of layer %d is %llu bytes, more than a cache slot", e, L, (unsigned long long)sum); k3_ecache_free(c); return NULL; }
+            if (sum + 4096 > c->slot_bytes) {
+                snprintf(err, errlen, "expert %d of layer %d is %llu bytes, more than a cache slot",
+                         e, L, (unsigned long long)sum);
+                k3_ecache_free(c);
+                return NULL;
+            }
         }
     }
     c->arena_len = (size_t)nslots * c->slot_bytes;
     c->arena = mmap(NULL, c->arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (c->arena == MAP_FAILED) { c->arena = NULL; snprintf(err, errlen, "cannot reserve the expert cache (%d slots, %.3f GB): %s", nslots, c->arena_len / K3_GB, strerror(errno)); k3_ecache_free(c); return NULL; }
+    if (c->arena == MAP_FAILED) {
+        c->arena = NULL;
+        snprintf(err, errlen, "cannot reserve the expert cache (%d slots, %.3f GB): %s", nslots,
+                 c->arena_len / K3_GB, strerror(errno));
+        k3_ecache_free(c);
+        return NULL;
+    }
     for (int i = 0; i < nslots; i++) c->slot[i].buf = c->arena + (size_t)i * c->slot_bytes;
-    pthread_mutex_init(&c->mu, NULL); pthread_cond_init(&c->cv_job, NULL); pthread_cond_init(&c->cv_done, NULL);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv_job, NULL); pthread_cond_init(&c->cv_done, NULL);
     c->nth = qdepth;
     c->th = calloc(qdepth, sizeof(pthread_t));
     for (int i = 0; c->th && i < qdepth; i++)
         if (pthread_create(&c->th[i], NULL, worker, c)) { c->nth = i; break; }
-    if (!c->th || c->nth == 0) { snprintf(err, errlen, "cannot start the expert I/O threads"); k3_ecache_free(c); return NULL; }
+    if (!c->th || c->nth == 0) {
+        snprintf(err, errlen, "cannot start the expert I/O threads");
+        k3_ecache_free(c);
+        return NULL;
+    }
     return c;
 }
 
 void k3_ecache_free(K3ECache *c) {
     if (!c) return;
     if (c->th) {
-        pthread_mutex_lock(&c->mu); c->quit = 1; pthread_cond_broadcast(&c->cv_job); pthread_mutex_unlock(&c->mu);
+        pthread_mutex_lock(&c->mu);
+        c->quit = 1;
+        pthread_cond_broadcast(&c->cv_job);
+        pthread_mutex_unlock(&c->mu);
         for (int i = 0; i < c->nth; i++) pthread_join(c->th[i], NULL);
-        pthread_mutex_destroy(&c->mu); pthread_cond_destroy(&c->cv_job); pthread_cond_destroy(&c->cv_done);
+        pthread_mutex_destroy(&c->mu);
+        pthread_cond_destroy(&c->cv_job); pthread_cond_destroy(&c->cv_done);
     }
     if (c->file && c->file_open)
-        for (int i = 0; i < c->m->st->n_shards; i++) if (c->file_open[i]) k3_dio_close(&c->file[i]);
+        for (int i = 0; i < c->m->st->n_shards; i++)
+            if (c->file_open[i]) k3_dio_close(&c->file[i]);
     if (c->arena) munmap(c->arena, c->arena_len);
     k3_policy_free(&c->pol);
-    free(c->th); free(c->loc); free(c->key_slot); free(c->slot); free(c->queue); free(c->pend); free(c->file);
-    free(c->file_open);
+    free(c->th); free(c->loc); free(c->key_slot); free(c->slot); free(c->queue); free(c->pend);
+    free(c->file); free(c->file_open);
     free(c);
 }
 

@@ -27,7 +27,11 @@ K3Head *k3_head_open(K3Model *m, uint64_t buf_bytes, int max_T, char *err, size_
     const StTensor *t = head_tensor(m);
     K3Head *h = calloc(1, sizeof *h);
     if (!h) { snprintf(err, errlen, "out of memory"); return NULL; }
-    if (!t) { snprintf(err, errlen, "%s: no lm_head.weight tensor", m->dir); free(h); return NULL; }
+    if (!t) {
+        snprintf(err, errlen, "%s: no lm_head.weight tensor", m->dir);
+        free(h);
+        return NULL;
+    }
     h->off = t->offset; h->rows = m->lm_head.rows; h->cols = m->lm_head.cols;
     h->type = m->lm_head.type; h->max_T = max_T > 0 ? max_T : 1;
     h->row_bytes = (uint64_t)h->cols * (h->type == K3_W_F32 ? 4 : 2);
@@ -65,11 +69,13 @@ int k3_head_matmul(K3Head *h, float *Y, const float *X, int T, K3MemStats *st, c
     }
     for (int r0 = 0; r0 < h->rows; r0 += h->block) {
         const int nb = h->rows - r0 < h->block ? h->rows - r0 : h->block;
-        const uint64_t start = h->off + (uint64_t)r0 * h->row_bytes, n = (uint64_t)nb * h->row_bytes;
+        const uint64_t start = h->off + (uint64_t)r0 * h->row_bytes;
+        const uint64_t n = (uint64_t)nb * h->row_bytes;
         uint64_t moved = 0;
         char why[600];
         double t0 = k3_now();
-        const unsigned char *data = k3_dio_read(&h->file, h->buf, start, n, &moved, why, sizeof why);
+        const unsigned char *data = k3_dio_read(&h->file, h->buf, start, n, &moved, why,
+                                                sizeof why);
         if (!data) {
             snprintf(err, errlen, "reading lm_head rows %d..%d: %s", r0, r0 + nb - 1, why);
             return -1;

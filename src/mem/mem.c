@@ -125,8 +125,8 @@ static int setup(K3Mem *x, const K3MemOpts *o, uint64_t *lb, char *err, size_t e
     double tgb = o->trunk_gb, cgb = o->cache_gb;
     pick_budgets(m, o, lb, self, avail, &tgb, &cgb);
     K3Plan p;
-    k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb, cgb, self,
-                 &p);
+    k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb, cgb,
+                 self, &p);
     x->buffer_bytes = p.buffers;
     if (!o->quiet) k3_plan_print(&p, NL, o->trunk_dir != NULL, avail, adesc, o->ctx, stderr);
     if (avail && p.total > avail) {
@@ -145,7 +145,10 @@ static int setup(K3Mem *x, const K3MemOpts *o, uint64_t *lb, char *err, size_t e
     if (o->trace_dir && (rc = open_trace(x, o, p.nslots, err, errlen))) return rc;
     if (!o->quiet) {
         char d[700];
-        if (x->trunk) { k3_trunk_describe(x->trunk, d, sizeof d); fprintf(stderr, "k3: trunk %s\n", d); }
+        if (x->trunk) {
+            k3_trunk_describe(x->trunk, d, sizeof d);
+            fprintf(stderr, "k3: trunk %s\n", d);
+        }
         if (x->cache) {
             k3_ecache_describe(x->cache, d, sizeof d);
             fprintf(stderr, "k3: expert cache %s\n", d);
@@ -158,7 +161,11 @@ int k3_mem_open(K3Model *m, const K3MemOpts *o, K3Mem **out, char *err, size_t e
     K3Mem *x = calloc(1, sizeof *x);
     uint64_t *lb = calloc(m->cfg.num_hidden_layers, sizeof(uint64_t));
     *out = NULL;
-    if (!x || !lb) { free(x); free(lb); snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    if (!x || !lb) {
+        free(x); free(lb);
+        snprintf(err, errlen, "out of memory");
+        return K3_ERR_RUNTIME;
+    }
     x->base.ops = &MEM_OPS;
     x->m = m;
     int rc = setup(x, o, lb, err, errlen);

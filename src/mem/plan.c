@@ -27,7 +27,10 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     p->lm_head = p->head_full;
     p->trunk_min = have_trunk ? k3_ring_layout(lb, NL, NULL, NULL) : p->trunk_total;
     p->trunk_budget = tgb * K3_GB;
-    if (have_trunk && p->trunk_budget < p->trunk_min) { p->trunk_budget = (double)p->trunk_min; p->raised_trunk = 1; }
+    if (have_trunk && p->trunk_budget < p->trunk_min) {
+        p->trunk_budget = (double)p->trunk_min;
+        p->raised_trunk = 1;
+    }
     if (!have_trunk) { p->n_pinned = NL; p->pinned = p->trunk_total; }
     else {
         /* lm_head is read every token like a layer: resident when the budget has room
@@ -35,10 +38,12 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
         p->head_stream = p->trunk_budget < (double)(p->trunk_min + p->head_full);
         const double room = p->trunk_budget - (p->head_stream ? 0 : (double)p->head_full);
         uint64_t pin = 0;
-        for (int N = 0; N <= NL; N++) {               /* the deepest pinned prefix that fits with its ring */
+        for (int N = 0; N <= NL; N++) {   /* the deepest pinned prefix that fits with its ring */
             if (N) pin += lb[N - 1];
             uint64_t ring = k3_ring_layout(lb + N, NL - N, NULL, NULL);
-            if ((double)(pin + ring) <= room) { p->n_pinned = N; p->pinned = pin; p->ring_bytes = ring; }
+            if ((double)(pin + ring) <= room) {
+                p->n_pinned = N; p->pinned = pin; p->ring_bytes = ring;
+            }
         }
         p->streamed = NL - p->n_pinned;
         p->ring = p->streamed ? (p->streamed >= 2 ? 2 : 1) : 0;
@@ -50,19 +55,24 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     int all = nmoe * c->num_experts, mins = all < 5 ? all : 5;
     p->all_experts = (uint64_t)all * slot; p->cache_min = (uint64_t)mins * slot;
     p->cache_budget = cgb * K3_GB;
-    if (p->cache_budget < (double)p->cache_min) { p->cache_budget = (double)p->cache_min; p->raised_cache = 1; }
+    if (p->cache_budget < (double)p->cache_min) {
+        p->cache_budget = (double)p->cache_min;
+        p->raised_cache = 1;
+    }
     double ns = p->cache_budget / (double)slot;
-    p->nslots = ns >= all ? all : (int)ns;            /* never more slots than routed experts: plan == use */
+    p->nslots = ns >= all ? all : (int)ns;  /* never more slots than routed experts: plan == use */
     if (p->nslots < mins) p->nslots = mins;
     p->cache = (uint64_t)p->nslots * slot;
     const uint64_t T = o->chunk > 0 ? o->chunk : 1;
-    if (p->head_stream) {                             /* block buffer (+ [T][rows] output block for all-row logits) */
+    if (p->head_stream) {   /* block buffer (+ [T][rows] output block for all-row logits) */
         uint64_t rb = (uint64_t)H * (head_f32 ? 4 : 2), rows = (uint64_t)(K3_HEAD_BUF / rb);
         if (rows < 1) rows = 1;
         if (rows > (uint64_t)V) rows = V;
-        p->lm_head = ((rows * rb + 4095) & ~(uint64_t)4095) + 8192 + (o->logits_rows > 1 ? rows * T * 4 : 0);
+        p->lm_head = ((rows * rb + 4095) & ~(uint64_t)4095) + 8192 +
+                     (o->logits_rows > 1 ? rows * T * 4 : 0);
     }
-    uint64_t rows = (uint64_t)(o->ctx > 0 ? o->ctx : 1) * (((uint64_t)H * 2 + 4095) / 4096 + 1) * 4096;
+    uint64_t rows = (uint64_t)(o->ctx > 0 ? o->ctx : 1) *
+                    (((uint64_t)H * 2 + 4095) / 4096 + 1) * 4096;
     p->embed = rows < (uint64_t)V * H * 2 ? rows : (uint64_t)V * H * 2;
     const uint64_t C = (uint64_t)c->kda_num_heads * c->kda_head_dim;
     uint64_t cap = 64;
@@ -71,17 +81,20 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
         p->vectors += (uint64_t)H * 4 * 4;
         if (c->is_kda[L]) {
             p->vectors += (3 * C * c->short_conv_kernel_size + C + c->kda_head_dim * 2) * 4;
-            p->state += ((uint64_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim + 3 * C * (c->short_conv_kernel_size - 1)) * 4;
+            p->state += ((uint64_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim +
+                         3 * C * (c->short_conv_kernel_size - 1)) * 4;
         } else {
             p->vectors += (uint64_t)(c->q_lora_rank + c->kv_lora_rank) * 4;
             p->mla += cap * (c->kv_lora_rank + c->qk_rope_head_dim) * 4;
         }
-        if (c->is_moe[L]) p->vectors += (uint64_t)(c->num_experts + c->routed_expert_hidden_size) * 4;
+        if (c->is_moe[L])
+            p->vectors += (uint64_t)(c->num_experts + c->routed_expert_hidden_size) * 4;
     }
     const int ctx = o->ctx > 0 ? o->ctx : 1;
     p->buffers = k3_runstate_bytes(c, (int)T, ctx, o->logits_rows);
     p->process = process;
-    p->total = p->pinned + p->ring_bytes + p->cache + p->lm_head + p->embed + p->vectors + p->state + p->mla + p->buffers + p->process;
+    p->total = p->pinned + p->ring_bytes + p->cache + p->lm_head + p->embed + p->vectors +
+               p->state + p->mla + p->buffers + p->process;
 }
 
 void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, const char *adesc,
@@ -89,14 +102,21 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     const double slot_mb = p->slot_bytes / 1e6;
     fprintf(f, "k3: memory plan (GB = 1e9 bytes)\n");
     if (have_trunk)
-        fprintf(f, "  trunk pinned       %8.3f  %d of %d layers (trunk budget %.3f GB covers pinned + ring%s)\n", p->pinned / K3_GB,
+        fprintf(f, "  trunk pinned       %8.3f  %d of %d layers "
+                "(trunk budget %.3f GB covers pinned + ring%s)\n", p->pinned / K3_GB,
                 p->n_pinned, NL, p->trunk_budget / K3_GB, p->head_stream ? "" : " + lm_head");
     else
-        fprintf(f, "  trunk resident     %8.3f  all %d layers, used in place from the shards (stream it: k3 pack + --trunk)\n", p->pinned / K3_GB, NL);
-    if (p->streamed) fprintf(f, "  trunk ring         %8.3f  %d slots, %d layers streamed\n", p->ring_bytes / K3_GB, p->ring, p->streamed);
-    fprintf(f, "  expert cache       %8.3f  %d slots of %.1f MB (%.1f%% of all routed experts)\n", p->cache / K3_GB, p->nslots,
-            slot_mb, p->all_experts ? 100.0 * p->cache / p->all_experts : 0.0);
-    if (p->head_stream) fprintf(f, "  lm_head buffer     %8.3f  lm_head (%.3f GB) streamed in row blocks every forward\n", p->lm_head / K3_GB, p->head_full / K3_GB);
+        fprintf(f, "  trunk resident     %8.3f  all %d layers, used in place from the shards "
+                "(stream it: k3 pack + --trunk)\n", p->pinned / K3_GB, NL);
+    if (p->streamed)
+        fprintf(f, "  trunk ring         %8.3f  %d slots, %d layers streamed\n",
+                p->ring_bytes / K3_GB, p->ring, p->streamed);
+    fprintf(f, "  expert cache       %8.3f  %d slots of %.1f MB (%.1f%% of all routed experts)\n",
+            p->cache / K3_GB, p->nslots, slot_mb,
+            p->all_experts ? 100.0 * p->cache / p->all_experts : 0.0);
+    if (p->head_stream)
+        fprintf(f, "  lm_head buffer     %8.3f  lm_head (%.3f GB) streamed in row blocks "
+                "every forward\n", p->lm_head / K3_GB, p->head_full / K3_GB);
     else fprintf(f, "  lm_head            %8.3f  resident\n", p->lm_head / K3_GB);
     fprintf(f, "  embedding rows     %8.3f  row lookup, touched rows only\n", p->embed / K3_GB);
     fprintf(f, "  small vectors f32  %8.3f\n", p->vectors / K3_GB);
@@ -104,10 +124,16 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     fprintf(f, "  MLA cache          %8.3f  --ctx %d\n", p->mla / K3_GB, ctx);
     fprintf(f, "  buffers            %8.3f\n", p->buffers / K3_GB);
     fprintf(f, "  process so far     %8.3f  binary, index, tokenizer\n", p->process / K3_GB);
-    if (adesc) fprintf(f, "  total              %8.3f  available %.3f (%s)\n", p->total / K3_GB, avail / K3_GB, adesc);
+    if (adesc)
+        fprintf(f, "  total              %8.3f  available %.3f (%s)\n", p->total / K3_GB,
+                avail / K3_GB, adesc);
     else fprintf(f, "  total              %8.3f\n", p->total / K3_GB);
-    if (p->raised_trunk) fprintf(f, "k3: note: --trunk-gb raised to the working minimum %.3f GB (a ring of 2 layers)\n", p->trunk_min / K3_GB);
-    if (p->raised_cache) fprintf(f, "k3: note: --cache-gb raised to the working minimum %.3f GB (5 expert slots)\n", p->cache_min / K3_GB);
+    if (p->raised_trunk)
+        fprintf(f, "k3: note: --trunk-gb raised to the working minimum %.3f GB "
+                "(a ring of 2 layers)\n", p->trunk_min / K3_GB);
+    if (p->raised_cache)
+        fprintf(f, "k3: note: --cache-gb raised to the working minimum %.3f GB "
+                "(5 expert slots)\n", p->cache_min / K3_GB);
 }
 
 void k3_trunk_sizes_from_shards(const K3Model *m, uint64_t *lb, uint64_t *global) {

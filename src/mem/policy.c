@@ -33,7 +33,8 @@ int k3_policy_victim(const K3Policy *p, const size_t *cand, int n) {
     int best = 0;
     for (int i = 1; i < n; i++) {
         size_t a = cand[i], b = cand[best];
-        if (p->freq[a] < p->freq[b] || (p->freq[a] == p->freq[b] && p->last[a] < p->last[b])) best = i;
+        if (p->freq[a] < p->freq[b] || (p->freq[a] == p->freq[b] && p->last[a] < p->last[b]))
+            best = i;
     }
     return best;
 }

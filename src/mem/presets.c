@@ -21,21 +21,27 @@ void k3_preset_budgets(int i, double *trunk_gb, double *cache_gb) {
 int k3_preset_apply(const char *name, double *trunk_gb, double *cache_gb) {
     if (!strcmp(name, "auto")) { *trunk_gb = *cache_gb = K3_BUDGET_AUTO; return 0; }
     for (int i = 0; i < NPRESETS; i++)
-        if (!strcmp(name, PRESETS[i].name)) { *trunk_gb = PRESETS[i].trunk; *cache_gb = PRESETS[i].cache; return 0; }
+        if (!strcmp(name, PRESETS[i].name)) {
+            *trunk_gb = PRESETS[i].trunk; *cache_gb = PRESETS[i].cache;
+            return 0;
+        }
     return -1;
 }
 
 /* The real K3 (docs/MODEL.md §1.2, §1.3, §2, §5): config values and per-layer trunk bytes
  * (layer 0 KDA + dense MLP 2,341,213,184; KDA MoE 1,267,744,256; MLA MoE 844,335,616). */
-#define REAL_PROCESS 0.5e9                   /* estimate: tensor index of 497k entries, tokenizer, binary */
+#define REAL_PROCESS 0.5e9   /* estimate: tensor index of 497k entries, tokenizer, binary */
 static void real_k3(K3Config *c, uint64_t *lb) {
     memset(c, 0, sizeof *c);
     c->rms_norm_eps = 1e-5f;
-    c->hidden_size = 7168; c->num_hidden_layers = 93; c->vocab_size = 163840; c->intermediate_size = 33792;
+    c->hidden_size = 7168; c->num_hidden_layers = 93; c->vocab_size = 163840;
+    c->intermediate_size = 33792;
     c->num_experts = 896; c->num_experts_per_token = 16; c->num_shared_experts = 2;
-    c->moe_intermediate_size = 3072; c->routed_expert_hidden_size = 3584; c->attn_res_block_size = 12;
-    c->num_attention_heads = 96; c->q_lora_rank = 1536; c->kv_lora_rank = 512; c->qk_nope_head_dim = 128;
-    c->qk_rope_head_dim = 64; c->v_head_dim = 128; c->kda_num_heads = 96; c->kda_head_dim = 128; c->short_conv_kernel_size = 4;
+    c->moe_intermediate_size = 3072; c->routed_expert_hidden_size = 3584;
+    c->attn_res_block_size = 12;
+    c->num_attention_heads = 96; c->q_lora_rank = 1536; c->kv_lora_rank = 512;
+    c->qk_nope_head_dim = 128; c->qk_rope_head_dim = 64; c->v_head_dim = 128;
+    c->kda_num_heads = 96; c->kda_head_dim = 128; c->short_conv_kernel_size = 4;
     for (int L = 0; L < 93; L++) {
         c->is_kda[L] = (L + 1) % 4 != 0 && L < 91;
         c->is_moe[L] = L >= 1;
@@ -51,23 +57,33 @@ void k3_presets_print(FILE *f) {
     k3_mem_opts_init(&o);
     o.ctx = 4096; o.chunk = 64; o.logits_rows = 1;
     K3Plan p;
-    fprintf(f, "preset        --trunk-gb  --cache-gb  plan on the real K3 (--trunk, ctx 4096)  for\n");
+    fprintf(f, "preset        --trunk-gb  --cache-gb  "
+            "plan on the real K3 (--trunk, ctx 4096)  for\n");
     k3_plan_make(&c, 0, &o, lb, 1, 0, 0, (uint64_t)REAL_PROCESS, &p);
-    fprintf(f, "%-13s %10s  %10s  %8.2f GB (ring %.2f, %d expert slots, lm_head streamed)  the working minimum\n",
+    fprintf(f, "%-13s %10s  %10s  %8.2f GB (ring %.2f, %d expert slots, lm_head streamed)  "
+            "the working minimum\n",
             "minimum", "0", "0", p.total / K3_GB, p.ring_bytes / K3_GB, p.nslots);
     for (int i = 0; i < NPRESETS; i++) {
-        k3_plan_make(&c, 0, &o, lb, 1, PRESETS[i].trunk, PRESETS[i].cache, (uint64_t)REAL_PROCESS, &p);
+        k3_plan_make(&c, 0, &o, lb, 1, PRESETS[i].trunk, PRESETS[i].cache,
+                     (uint64_t)REAL_PROCESS, &p);
         char tb[32], cb[32];
         snprintf(tb, sizeof tb, PRESETS[i].trunk >= 1e6 ? "all" : "%g", PRESETS[i].trunk);
         snprintf(cb, sizeof cb, PRESETS[i].cache >= 1e6 ? "all" : "%g", PRESETS[i].cache);
-        fprintf(f, "%-13s %10s  %10s  %8.2f GB (%d layers pinned, %d expert slots, lm_head %s)  %s\n", PRESETS[i].name, tb, cb,
-                p.total / K3_GB, p.n_pinned, p.nslots, p.head_stream ? "streamed" : "resident", PRESETS[i].machine);
+        fprintf(f, "%-13s %10s  %10s  %8.2f GB (%d layers pinned, %d expert slots, lm_head %s)  "
+                "%s\n", PRESETS[i].name, tb, cb, p.total / K3_GB, p.n_pinned, p.nslots,
+                p.head_stream ? "streamed" : "resident", PRESETS[i].machine);
     }
-    fprintf(f, "auto          the largest preset whose plan fits 90%% of MemAvailable (the default)\n"
-               "Budgets are GB (1e9 bytes). The trunk budget covers pinned layers, a 2-slot ring and\n"
-               "lm_head when it fits (else lm_head is streamed in row blocks); streaming needs --trunk DIR\n"
-               "from `k3 pack`. Budgets below the working minimum (the ring, 5 expert slots) are raised\n"
-               "to it. A later flag wins. Real-model figures are computed from docs/MODEL.md sizes (the\n"
-               "process/index share is an estimate of %.1f GB), not measured.\n", REAL_PROCESS / K3_GB);
+    fprintf(f, "auto          the largest preset whose plan fits 90%% of MemAvailable "
+               "(the default)\n"
+               "Budgets are GB (1e9 bytes). The trunk budget covers pinned layers, "
+               "a 2-slot ring and\n"
+               "lm_head when it fits (else lm_head is streamed in row blocks); "
+               "streaming needs --trunk DIR\n"
+               "from `k3 pack`. Budgets below the working minimum (the ring, 5 expert slots) "
+               "are raised\n"
+               "to it. A later flag wins. Real-model figures are computed from docs/MODEL.md "
+               "sizes (the\n"
+               "process/index share is an estimate of %.1f GB), not measured.\n",
+               REAL_PROCESS / K3_GB);
 }
 

@@ -7,19 +7,24 @@ void k3_mem_step(K3Mem *x, int step, int ntok, double seconds, int verbose) {
     if (!x) return;
     const K3MemStats *s = &x->st, *p = &x->prev;
     uint64_t tb = s->trunk_bytes - p->trunk_bytes, eb = s->expert_bytes - p->expert_bytes;
-    if (x->n_steps == x->cap_steps) {          /* kept for --out; a lost record only shortens the list */
+    if (x->n_steps == x->cap_steps) {   /* kept for --out; a lost record only shortens the list */
         int cap = x->cap_steps ? 2 * x->cap_steps : 64;
         K3MemStep *v = realloc(x->steps, sizeof *v * (size_t)cap);
         if (v) { x->steps = v; x->cap_steps = cap; }
     }
     if (x->n_steps < x->cap_steps)
-        x->steps[x->n_steps++] = (K3MemStep){ step, ntok, seconds, s->io_wait_s - p->io_wait_s, tb, eb,
-                                              s->expert_reads - p->expert_reads, s->expert_req - p->expert_req,
+        x->steps[x->n_steps++] = (K3MemStep){ step, ntok, seconds, s->io_wait_s - p->io_wait_s,
+                                              tb, eb, s->expert_reads - p->expert_reads,
+                                              s->expert_req - p->expert_req,
                                               s->expert_hits - p->expert_hits };
     if (verbose) {
-        fprintf(stderr, "k3: step %d (%d token%s): %.3f s, trunk %.1f MB, experts %.1f MB (%llu reads), %llu of %llu experts already resident, %.1f MB/s, I/O wait %.3f s\n",
-                step, ntok, ntok == 1 ? "" : "s", seconds, tb / 1e6, eb / 1e6, (unsigned long long)(s->expert_reads - p->expert_reads),
-                (unsigned long long)(s->expert_hits - p->expert_hits), (unsigned long long)(s->expert_req - p->expert_req),
+        fprintf(stderr, "k3: step %d (%d token%s): %.3f s, trunk %.1f MB, experts %.1f MB "
+                "(%llu reads), %llu of %llu experts already resident, %.1f MB/s, "
+                "I/O wait %.3f s\n",
+                step, ntok, ntok == 1 ? "" : "s", seconds, tb / 1e6, eb / 1e6,
+                (unsigned long long)(s->expert_reads - p->expert_reads),
+                (unsigned long long)(s->expert_hits - p->expert_hits),
+                (unsigned long long)(s->expert_req - p->expert_req),
                 seconds > 0 ? (tb + eb) / 1e6 / seconds : 0.0, s->io_wait_s - p->io_wait_s);
     }
     x->prev = *s;
@@ -31,38 +36,54 @@ void k3_mem_summary(const K3Mem *x, FILE *f, double wall, double t_prefill, int 
     const K3MemStats *s = k3_mem_stats(x);
     if (!s) return;
     double spt = n_gen > 1 ? t_decode / (n_gen - 1) : 0;
-    fprintf(f, "k3: memory summary: %d tokens generated, prefill %.3f s, %.3f s/token; I/O wait %.1f%% of %.3f s wall\n",
+    fprintf(f, "k3: memory summary: %d tokens generated, prefill %.3f s, %.3f s/token; "
+            "I/O wait %.1f%% of %.3f s wall\n",
             n_gen, t_prefill, spt, wall > 0 ? 100 * s->io_wait_s / wall : 0.0, wall);
-    fprintf(f, "k3:   trunk read %.3f GB (%llu layer reads, %.0f MB/s while reading), pinned %.3f GB loaded once\n",
-            s->trunk_bytes / K3_GB, (unsigned long long)s->trunk_reads, s->trunk_read_s > 0 ? s->trunk_bytes / 1e6 / s->trunk_read_s : 0.0,
+    fprintf(f, "k3:   trunk read %.3f GB (%llu layer reads, %.0f MB/s while reading), "
+            "pinned %.3f GB loaded once\n",
+            s->trunk_bytes / K3_GB, (unsigned long long)s->trunk_reads,
+            s->trunk_read_s > 0 ? s->trunk_bytes / 1e6 / s->trunk_read_s : 0.0,
             s->trunk_load_bytes / K3_GB);
-    fprintf(f, "k3:   experts read %.3f GB (%llu reads, %.0f MB/s per read stream), requests %llu, retained (hit rate) %.1f%%, retries %llu, failed %llu\n",
-            s->expert_bytes / K3_GB, (unsigned long long)s->expert_reads, s->expert_read_s > 0 ? s->expert_bytes / 1e6 / s->expert_read_s : 0.0,
-            (unsigned long long)s->expert_req, s->expert_req ? 100.0 * s->expert_hits / s->expert_req : 0.0,
+    fprintf(f, "k3:   experts read %.3f GB (%llu reads, %.0f MB/s per read stream), "
+            "requests %llu, retained (hit rate) %.1f%%, retries %llu, failed %llu\n",
+            s->expert_bytes / K3_GB, (unsigned long long)s->expert_reads,
+            s->expert_read_s > 0 ? s->expert_bytes / 1e6 / s->expert_read_s : 0.0,
+            (unsigned long long)s->expert_req,
+            s->expert_req ? 100.0 * s->expert_hits / s->expert_req : 0.0,
             (unsigned long long)s->expert_retries, (unsigned long long)s->expert_failed);
 }
 
 void k3_mem_json(const K3Mem *x, FILE *f, double wall) {
     const K3MemStats *s = k3_mem_stats(x);
     if (!s) return;
-    fprintf(f, "  \"io_wait_seconds\": %.6f,\n  \"io_share\": %.6f,\n", s->io_wait_s, wall > 0 ? s->io_wait_s / wall : 0.0);
-    fprintf(f, "  \"trunk_bytes_read\": %llu,\n  \"trunk_reads\": %llu,\n  \"trunk_pinned_bytes\": %llu,\n  \"trunk_read_mb_per_s\": %.3f,\n",
-            (unsigned long long)s->trunk_bytes, (unsigned long long)s->trunk_reads, (unsigned long long)s->trunk_load_bytes,
+    fprintf(f, "  \"io_wait_seconds\": %.6f,\n  \"io_share\": %.6f,\n", s->io_wait_s,
+            wall > 0 ? s->io_wait_s / wall : 0.0);
+    fprintf(f, "  \"trunk_bytes_read\": %llu,\n  \"trunk_reads\": %llu,\n"
+            "  \"trunk_pinned_bytes\": %llu,\n  \"trunk_read_mb_per_s\": %.3f,\n",
+            (unsigned long long)s->trunk_bytes, (unsigned long long)s->trunk_reads,
+            (unsigned long long)s->trunk_load_bytes,
             s->trunk_read_s > 0 ? s->trunk_bytes / 1e6 / s->trunk_read_s : 0.0);
-    fprintf(f, "  \"expert_bytes_read\": %llu,\n  \"expert_reads\": %llu,\n  \"expert_requests\": %llu,\n  \"expert_hits\": %llu,\n",
-            (unsigned long long)s->expert_bytes, (unsigned long long)s->expert_reads, (unsigned long long)s->expert_req, (unsigned long long)s->expert_hits);
-    fprintf(f, "  \"expert_hit_rate\": %.6f,\n  \"expert_read_mb_per_s\": %.3f,\n  \"expert_retries\": %llu,\n",
-            s->expert_req ? (double)s->expert_hits / s->expert_req : 0.0, s->expert_read_s > 0 ? s->expert_bytes / 1e6 / s->expert_read_s : 0.0,
+    fprintf(f, "  \"expert_bytes_read\": %llu,\n  \"expert_reads\": %llu,\n"
+            "  \"expert_requests\": %llu,\n  \"expert_hits\": %llu,\n",
+            (unsigned long long)s->expert_bytes, (unsigned long long)s->expert_reads,
+            (unsigned long long)s->expert_req, (unsigned long long)s->expert_hits);
+    fprintf(f, "  \"expert_hit_rate\": %.6f,\n  \"expert_read_mb_per_s\": %.3f,\n"
+            "  \"expert_retries\": %llu,\n",
+            s->expert_req ? (double)s->expert_hits / s->expert_req : 0.0,
+            s->expert_read_s > 0 ? s->expert_bytes / 1e6 / s->expert_read_s : 0.0,
             (unsigned long long)s->expert_retries);
     fprintf(f, "  \"steps\": [");
     for (int i = 0; i < x->n_steps; i++) {
         const K3MemStep *q = &x->steps[i];
-        fprintf(f, "%s\n    {\"step\": %d, \"tokens\": %d, \"seconds\": %.6f, \"trunk_bytes\": %llu, \"expert_bytes\": %llu, "
-                   "\"expert_reads\": %llu, \"experts_requested\": %llu, \"experts_already_resident\": %llu, "
+        fprintf(f, "%s\n    {\"step\": %d, \"tokens\": %d, \"seconds\": %.6f, "
+                   "\"trunk_bytes\": %llu, \"expert_bytes\": %llu, \"expert_reads\": %llu, "
+                   "\"experts_requested\": %llu, \"experts_already_resident\": %llu, "
                    "\"bytes_per_second\": %.1f, \"io_wait_seconds\": %.6f}",
-                i ? "," : "", q->step, q->ntok, q->seconds, (unsigned long long)q->trunk_bytes, (unsigned long long)q->expert_bytes,
-                (unsigned long long)q->expert_reads, (unsigned long long)q->expert_req, (unsigned long long)q->expert_hits,
-                q->seconds > 0 ? (q->trunk_bytes + q->expert_bytes) / q->seconds : 0.0, q->io_wait_s);
+                i ? "," : "", q->step, q->ntok, q->seconds, (unsigned long long)q->trunk_bytes,
+                (unsigned long long)q->expert_bytes, (unsigned long long)q->expert_reads,
+                (unsigned long long)q->expert_req, (unsigned long long)q->expert_hits,
+                q->seconds > 0 ? (q->trunk_bytes + q->expert_bytes) / q->seconds : 0.0,
+                q->io_wait_s);
     }
     fprintf(f, "\n  ],\n");
 }

@@ -36,7 +36,8 @@ struct K3Trunk {
     Bind **bind; int *nbind;
     unsigned char **pinned;                   /* [NL] pinned blob or NULL */
     int n_pinned, ring, S;
-    int *slot_of; long last_seq[2];           /* streamed layer i -> slot; last sequence number placed in a slot */
+    int *slot_of;                             /* streamed layer i -> ring slot */
+    long last_seq[2];                         /* last sequence number placed in each slot */
     RingSlot *slots;
     pthread_t th; int started, quit;
     pthread_mutex_t mu; pthread_cond_t cv;
@@ -60,19 +61,35 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
     t->bind = calloc(t->NL, sizeof(Bind *)); t->nbind = calloc(t->NL, sizeof(int));
     t->pinned = calloc(t->NL, sizeof(unsigned char *));
     uint64_t *end = calloc(t->NL, sizeof(uint64_t));
-    if (!t->off || !t->len || !t->bind || !t->nbind || !t->pinned || !end) { snprintf(err, errlen, "out of memory"); goto fail; }
+    if (!t->off || !t->len || !t->bind || !t->nbind || !t->pinned || !end) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     t->fd = open(t->path, O_RDONLY | O_CLOEXEC);
-    if (t->fd < 0) { snprintf(err, errlen, "--trunk %s: cannot open %s: %s (create it with: k3 pack MODEL_DIR %s)", dir, t->path, strerror(errno), dir); goto fail; }
+    if (t->fd < 0) {
+        snprintf(err, errlen, "--trunk %s: cannot open %s: %s "
+                 "(create it with: k3 pack MODEL_DIR %s)", dir, t->path, strerror(errno), dir);
+        goto fail;
+    }
     unsigned char hdr[16];
     struct stat sb;
-    if (fstat(t->fd, &sb) || k3_pread_full(t->fd, hdr, 16, 0) != 16 || memcmp(hdr, "K3TRUNK1", 8)) {
-        snprintf(err, errlen, "%s: not a k3 trunk file (bad magic or too short)" STALE, t->path); goto fail;
+    if (fstat(t->fd, &sb) || k3_pread_full(t->fd, hdr, 16, 0) != 16 ||
+        memcmp(hdr, "K3TRUNK1", 8)) {
+        snprintf(err, errlen, "%s: not a k3 trunk file (bad magic or too short)" STALE, t->path);
+        goto fail;
     }
     uint64_t ilen = 0;
     for (int i = 0; i < 8; i++) ilen |= (uint64_t)hdr[8 + i] << (8 * i);
-    if (ilen > (uint64_t)sb.st_size || ilen > (1u << 30)) { snprintf(err, errlen, "%s: index length %llu is past the end of the file; the trunk is truncated or corrupt" STALE, t->path, (unsigned long long)ilen); goto fail; }
+    if (ilen > (uint64_t)sb.st_size || ilen > (1u << 30)) {
+        snprintf(err, errlen, "%s: index length %llu is past the end of the file; "
+                 "the trunk is truncated or corrupt" STALE, t->path, (unsigned long long)ilen);
+        goto fail;
+    }
     ix = malloc(ilen + 1);
-    if (!ix || k3_pread_full(t->fd, ix, ilen, 16) != (int64_t)ilen) { snprintf(err, errlen, "%s: cannot read the index" STALE, t->path); goto fail; }
+    if (!ix || k3_pread_full(t->fd, ix, ilen, 16) != (int64_t)ilen) {
+        snprintf(err, errlen, "%s: cannot read the index" STALE, t->path);
+        goto fail;
+    }
     ix[ilen] = 0;
     unsigned long long fp = 0, fsz = 0; int nl = -1, ver = 0;
     char *save = NULL;
@@ -80,27 +97,46 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
     for (char *line = strtok_r(ix, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (sscanf(line, "k3trunk %d", &ver) == 1) continue;
         if (sscanf(line, "fingerprint %llx", &fp) == 1) {
-            if (fp != want_fp) { snprintf(err, errlen, "%s was packed from a different checkpoint or config.json (fingerprint %016llx, %s has %016llx)" STALE, t->path, fp, m->dir, (unsigned long long)want_fp); goto fail; }
+            if (fp != want_fp) {
+                snprintf(err, errlen, "%s was packed from a different checkpoint or config.json "
+                         "(fingerprint %016llx, %s has %016llx)" STALE, t->path, fp, m->dir,
+                         (unsigned long long)want_fp);
+                goto fail;
+            }
             continue;
         }
         if (sscanf(line, "file_size %llu", &fsz) == 1) {
-            if (fsz != (unsigned long long)sb.st_size) { snprintf(err, errlen, "%s is %llu bytes, its index says %llu: the trunk is truncated or was modified" STALE, t->path, (unsigned long long)sb.st_size, fsz); goto fail; }
+            if (fsz != (unsigned long long)sb.st_size) {
+                snprintf(err, errlen, "%s is %llu bytes, its index says %llu: "
+                         "the trunk is truncated or was modified" STALE, t->path,
+                         (unsigned long long)sb.st_size, fsz);
+                goto fail;
+            }
             continue;
         }
         if (sscanf(line, "layers %d", &nl) == 1) {
-            if (nl != t->NL) { snprintf(err, errlen, "%s has %d layers, config.json %d" STALE, t->path, nl, t->NL); goto fail; }
+            if (nl != t->NL) {
+                snprintf(err, errlen, "%s has %d layers, config.json %d" STALE, t->path, nl,
+                         t->NL);
+                goto fail;
+            }
             continue;
         }
         int L, nd, pos = 0; unsigned long long off, nb; char dt[16];
-        if (sscanf(line, "t %d %llu %llu %15s %d%n", &L, &off, &nb, dt, &nd, &pos) != 5 || L < -1 || L >= t->NL || nd < 0 || nd > 8) {
-            snprintf(err, errlen, "%s: malformed index line '%.80s'" STALE, t->path, line); goto fail;
+        if (sscanf(line, "t %d %llu %llu %15s %d%n", &L, &off, &nb, dt, &nd, &pos) != 5 ||
+            L < -1 || L >= t->NL || nd < 0 || nd > 8) {
+            snprintf(err, errlen, "%s: malformed index line '%.80s'" STALE, t->path, line);
+            goto fail;
         }
         const char *p = line + pos;
         for (int i = 0; i < nd; i++) { while (*p == ' ') p++; while (*p && *p != ' ') p++; }
         while (*p == ' ') p++;
         const StTensor *src = st_find(m->st, p);
-        if (!src || src->nbytes != nb || strcmp(st_dtype_name(src->dtype), dt) || off + nb > fsz || !fp) {
-            snprintf(err, errlen, "%s: tensor '%s' does not match the checkpoint (missing, resized, out of range or no fingerprint)" STALE, t->path, p); goto fail;
+        if (!src || src->nbytes != nb || strcmp(st_dtype_name(src->dtype), dt) || off + nb > fsz ||
+            !fp) {
+            snprintf(err, errlen, "%s: tensor '%s' does not match the checkpoint "
+                     "(missing, resized, out of range or no fingerprint)" STALE, t->path, p);
+            goto fail;
         }
         if (L < 0) continue;
         if (!end[L] || off < t->off[L]) t->off[L] = off;
@@ -117,19 +153,31 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
             const K3Mat *M = k3_mat_field(&m->layers[L], &k3_layer_mats[mi]);
             uint64_t want = (uint64_t)M->rows * M->cols * (M->type == K3_W_F32 ? 4 : 2);
             if (want != nb) {
-                snprintf(err, errlen, "%s: tensor '%s' has %llu bytes, the model expects %llu" STALE,
+                snprintf(err, errlen,
+                         "%s: tensor '%s' has %llu bytes, the model expects %llu" STALE,
                          t->path, p, nb, (unsigned long long)want);
                 goto fail;
             }
         }
     }
-    if (!fp || !fsz || nl < 0) { snprintf(err, errlen, "%s: index lacks fingerprint/file_size/layers" STALE, t->path); goto fail; }
+    if (!fp || !fsz || nl < 0) {
+        snprintf(err, errlen, "%s: index lacks fingerprint/file_size/layers" STALE, t->path);
+        goto fail;
+    }
     for (int L = 0; L < t->NL; L++) {
         int need = 0;
-        for (int i = 0; i < k3_n_layer_mats; i++) need += k3_mat_in_layer(&k3_layer_mats[i], &m->cfg, L);
-        if (t->nbind[L] != need || !end[L] || t->off[L] % 4096) { snprintf(err, errlen, "%s: layer %d is incomplete or misaligned in the trunk" STALE, t->path, L); goto fail; }
+        for (int i = 0; i < k3_n_layer_mats; i++)
+            need += k3_mat_in_layer(&k3_layer_mats[i], &m->cfg, L);
+        if (t->nbind[L] != need || !end[L] || t->off[L] % 4096) {
+            snprintf(err, errlen, "%s: layer %d is incomplete or misaligned in the trunk" STALE,
+                     t->path, L);
+            goto fail;
+        }
         t->len[L] = k3_up4k(end[L] - t->off[L]);
-        if (t->off[L] + t->len[L] > fsz) { snprintf(err, errlen, "%s: layer %d runs past the end of the file" STALE, t->path, L); goto fail; }
+        if (t->off[L] + t->len[L] > fsz) {
+            snprintf(err, errlen, "%s: layer %d runs past the end of the file" STALE, t->path, L);
+            goto fail;
+        }
         for (int i = 0; i < t->nbind[L]; i++) t->bind[L][i].rel -= t->off[L];
     }
     free(ix); free(end);
@@ -143,14 +191,16 @@ fail:
 static int read_layer(K3Trunk *t, int L, unsigned char *buf, char *err, size_t errlen) {
     long nr = __atomic_add_fetch(&t->nreads, 1, __ATOMIC_SEQ_CST);
     if (nr == k3_faults()->trunk_read) {
-        snprintf(err, errlen, "%s: injected failure of trunk read %ld (layer %d, K3_FAULT_TRUNK_READ)",
+        snprintf(err, errlen,
+                 "%s: injected failure of trunk read %ld (layer %d, K3_FAULT_TRUNK_READ)",
                  t->path, nr, L);
         return -1;
     }
     char why[500];
-    const unsigned char *d = k3_dio_read(&t->file, buf, t->off[L], t->len[L], NULL, why, sizeof why);
+    const unsigned char *d = k3_dio_read(&t->file, buf, t->off[L], t->len[L], NULL, why,
+                                         sizeof why);
     if (!d) { snprintf(err, errlen, "layer %d: %s" STALE, L, why); return -1; }
-    return 0;                                  /* offsets and lengths are 4096-aligned: d == buf */
+    return 0;                           /* offsets and lengths are 4096-aligned: d == buf */
 }
 
 static void rebind(const K3Trunk *t, int L, K3Layer *ly, const unsigned char *blob) {
@@ -166,7 +216,8 @@ static void *reader(void *arg) {
     pthread_mutex_lock(&t->mu);
     for (long k = 0;; k++) {
         const int i = (int)(k % t->S), sl = t->slot_of[i];
-        while (!t->quit && t->last_seq[sl] >= t->rel_seq) pthread_cond_wait(&t->cv, &t->mu);   /* slot still in use */
+        while (!t->quit && t->last_seq[sl] >= t->rel_seq)   /* slot still in use */
+            pthread_cond_wait(&t->cv, &t->mu);
         if (t->quit) break;
         t->last_seq[sl] = k;
         int L = t->n_pinned + i;
@@ -176,8 +227,9 @@ static void *reader(void *arg) {
         double t1 = k3_now();
         pthread_mutex_lock(&t->mu);
         t->st->trunk_read_s += t1 - t0;
-        if (rc) { if (t->err_seq < 0) { t->err_seq = k; snprintf(t->err, sizeof t->err, "%s", err); } }
-        else { t->st->trunk_bytes += t->len[L]; t->st->trunk_reads++; }
+        if (rc) {
+            if (t->err_seq < 0) { t->err_seq = k; snprintf(t->err, sizeof t->err, "%s", err); }
+        } else { t->st->trunk_bytes += t->len[L]; t->st->trunk_reads++; }
         t->ready_seq = k + 1;
         pthread_cond_broadcast(&t->cv);
         if (rc) break;
@@ -197,8 +249,10 @@ uint64_t k3_ring_layout(const uint64_t *len, int S, int *slot_of, uint64_t *slot
         /* layer (j + k) mod S takes slot k mod 2: layers j-1 and j share slot 0 */
         for (int j = 0; j < S; j++) {
             uint64_t m2[2] = { 0, 0 };
-            for (int k = 0; k < S; k++) if (len[(j + k) % S] > m2[k % 2]) m2[k % 2] = len[(j + k) % S];
-            if (j == 0 || m2[0] + m2[1] < best || (m2[0] + m2[1] == best && len[j] < best_stall)) {
+            for (int k = 0; k < S; k++)
+                if (len[(j + k) % S] > m2[k % 2]) m2[k % 2] = len[(j + k) % S];
+            if (j == 0 || m2[0] + m2[1] < best ||
+                (m2[0] + m2[1] == best && len[j] < best_stall)) {
                 best = m2[0] + m2[1]; best_stall = len[j]; bj = j; sb[0] = m2[0]; sb[1] = m2[1];
             }
         }
@@ -210,11 +264,16 @@ uint64_t k3_ring_layout(const uint64_t *len, int S, int *slot_of, uint64_t *slot
 
 int k3_trunk_start(K3Trunk *t, int n_pinned, K3MemStats *st, char *err, size_t errlen) {
     K3Model *m = t->m;
-    t->st = st; t->n_pinned = n_pinned; t->S = t->NL - n_pinned; t->ring = t->S ? (t->S >= 2 ? 2 : 1) : 0;
+    t->st = st; t->n_pinned = n_pinned; t->S = t->NL - n_pinned;
+    t->ring = t->S ? (t->S >= 2 ? 2 : 1) : 0;
     t->err_seq = -1; t->last_seq[0] = t->last_seq[1] = -1;
     if (k3_dio_open(&t->file, t->path, "trunk reads", err, errlen)) return K3_ERR_RUNTIME;
     for (int L = 0; L < n_pinned; L++) {
-        if (posix_memalign((void **)&t->pinned[L], 4096, t->len[L])) { t->pinned[L] = NULL; snprintf(err, errlen, "out of memory pinning trunk layer %d", L); return K3_ERR_RUNTIME; }
+        if (posix_memalign((void **)&t->pinned[L], 4096, t->len[L])) {
+            t->pinned[L] = NULL;
+            snprintf(err, errlen, "out of memory pinning trunk layer %d", L);
+            return K3_ERR_RUNTIME;
+        }
         if (read_layer(t, L, t->pinned[L], err, errlen)) return K3_ERR_RUNTIME;
         st->trunk_load_bytes += t->len[L];
         rebind(t, L, &m->layers[L], t->pinned[L]);
@@ -227,10 +286,18 @@ int k3_trunk_start(K3Trunk *t, int n_pinned, K3MemStats *st, char *err, size_t e
     k3_ring_layout(t->len + n_pinned, t->S, t->slot_of, sb);
     for (int r = 0; r < t->ring; r++) {
         uint64_t mx = sb[r];
-        if (posix_memalign((void **)&t->slots[r].buf, 4096, mx)) { t->slots[r].buf = NULL; snprintf(err, errlen, "out of memory for the trunk ring (slot of %.3f GB)", mx / K3_GB); return K3_ERR_RUNTIME; }
+        if (posix_memalign((void **)&t->slots[r].buf, 4096, mx)) {
+            t->slots[r].buf = NULL;
+            snprintf(err, errlen, "out of memory for the trunk ring (slot of %.3f GB)",
+                     mx / K3_GB);
+            return K3_ERR_RUNTIME;
+        }
     }
     pthread_mutex_init(&t->mu, NULL); pthread_cond_init(&t->cv, NULL);
-    if (pthread_create(&t->th, NULL, reader, t)) { snprintf(err, errlen, "cannot start the trunk reader thread"); return K3_ERR_RUNTIME; }
+    if (pthread_create(&t->th, NULL, reader, t)) {
+        snprintf(err, errlen, "cannot start the trunk reader thread");
+        return K3_ERR_RUNTIME;
+    }
     t->started = 1;
     return 0;
 }
@@ -270,14 +337,17 @@ void k3_trunk_release(K3Trunk *t, int L) {
 }
 
 void k3_trunk_describe(const K3Trunk *t, char *buf, size_t n) {
-    snprintf(buf, n, "%s: %d layers pinned, %d streamed through a ring of %d slots (%s)", t->path, t->n_pinned, t->S, t->ring,
-             t->file.direct ? "O_DIRECT" : "buffered");
+    snprintf(buf, n, "%s: %d layers pinned, %d streamed through a ring of %d slots (%s)", t->path,
+             t->n_pinned, t->S, t->ring, t->file.direct ? "O_DIRECT" : "buffered");
 }
 
 void k3_trunk_close(K3Trunk *t) {
     if (!t) return;
     if (t->started) {
-        pthread_mutex_lock(&t->mu); t->quit = 1; pthread_cond_broadcast(&t->cv); pthread_mutex_unlock(&t->mu);
+        pthread_mutex_lock(&t->mu);
+        t->quit = 1;
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
         pthread_join(t->th, NULL);
         pthread_mutex_destroy(&t->mu); pthread_cond_destroy(&t->cv);
     }
@@ -286,7 +356,8 @@ void k3_trunk_close(K3Trunk *t) {
     if (t->bind) for (int L = 0; L < t->NL; L++) free(t->bind[L]);
     if (t->fd >= 0) close(t->fd);
     k3_dio_close(&t->file);
-    free(t->slots); free(t->slot_of); free(t->pinned); free(t->bind); free(t->nbind); free(t->off); free(t->len);
+    free(t->slots); free(t->slot_of); free(t->pinned); free(t->bind); free(t->nbind);
+    free(t->off); free(t->len);
     free(t);
 }
 

@@ -32,7 +32,8 @@ static void io_fail(Binder *b, const char *fmt, ...) {            /* I/O or memo
 
 static const char *shape_str(const StTensor *t, char *buf, size_t n) {
     size_t o = snprintf(buf, n, "[");
-    for (int i = 0; i < t->ndim && o < n; i++) o += snprintf(buf + o, n - o, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    for (int i = 0; i < t->ndim && o < n; i++)
+        o += snprintf(buf + o, n - o, i ? ", %lld" : "%lld", (long long)t->shape[i]);
     if (o < n) snprintf(buf + o, n - o, "]");
     return buf;
 }
@@ -41,7 +42,9 @@ static const StTensor *find(Binder *b, const char *name) {
     char full[512];
     snprintf(full, sizeof full, "%s%s", b->prefix, name);
     const StTensor *t = st_find(b->m->st, full);
-    if (!t) bind_fail(b, "%s: tensor '%s' is missing from the checkpoint (is this a Kimi K3 checkpoint? does config.json match it?)", b->m->dir, full);
+    if (!t)
+        bind_fail(b, "%s: tensor '%s' is missing from the checkpoint "
+                  "(is this a Kimi K3 checkpoint? does config.json match it?)", b->m->dir, full);
     return t;
 }
 
@@ -51,7 +54,10 @@ static const void *data_of(Binder *b, const StTensor *t) {
         int fd = open(sh->path, O_RDONLY);
         void *p = fd < 0 ? MAP_FAILED : mmap(NULL, sh->file_size, PROT_READ, MAP_SHARED, fd, 0);
         if (fd >= 0) close(fd);
-        if (p == MAP_FAILED) { io_fail(b, "%s: cannot map: %s", sh->path, strerror(errno)); return NULL; }
+        if (p == MAP_FAILED) {
+            io_fail(b, "%s: cannot map: %s", sh->path, strerror(errno));
+            return NULL;
+        }
         b->m->maps[t->shard] = p; b->m->map_len[t->shard] = sh->file_size;
     }
     return (const char *)b->m->maps[t->shard] + t->offset;
@@ -94,11 +100,13 @@ static void bind_mat(Binder *b, K3Mat *M, const char *name, int rows, int cols) 
     const StTensor *t = find(b, name);
     if (!t) return;
     if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols) {
-        bind_fail(b, "%s: tensor '%s%s' has shape %s, expected [%d, %d] from config.json", b->m->dir, b->prefix, name, shape_str(t, s, sizeof s), rows, cols);
+        bind_fail(b, "%s: tensor '%s%s' has shape %s, expected [%d, %d] from config.json",
+                  b->m->dir, b->prefix, name, shape_str(t, s, sizeof s), rows, cols);
         return;
     }
     if (t->dtype != ST_BF16 && t->dtype != ST_F32) {
-        bind_fail(b, "%s: tensor '%s%s' is %s, expected BF16 or F32", b->m->dir, b->prefix, name, st_dtype_name(t->dtype));
+        bind_fail(b, "%s: tensor '%s%s' is %s, expected BF16 or F32", b->m->dir, b->prefix, name,
+                  st_dtype_name(t->dtype));
         return;
     }
     const void *p = data_of(b, t);
@@ -119,8 +127,9 @@ static float *bind_vec(Binder *b, const char *name, int64_t stored, int want) {
     if (!t) return NULL;
     char s[96];
     if (st_numel(t) != stored || (t->dtype != ST_BF16 && t->dtype != ST_F32)) {
-        bind_fail(b, "%s: tensor '%s%s' is %s %s, expected %lld values of BF16 or F32", b->m->dir, b->prefix, name,
-                  st_dtype_name(t->dtype), shape_str(t, s, sizeof s), (long long)stored);
+        bind_fail(b, "%s: tensor '%s%s' is %s %s, expected %lld values of BF16 or F32", b->m->dir,
+                  b->prefix, name, st_dtype_name(t->dtype), shape_str(t, s, sizeof s),
+                  (long long)stored);
         return NULL;
     }
     const unsigned char *p = data_of(b, t);
@@ -132,8 +141,8 @@ static float *bind_vec(Binder *b, const char *name, int64_t stored, int want) {
     }
     for (int64_t i = want; i < stored; i++)
         if (v[i] != 0.0f) {
-            fprintf(stderr, "k3: warning: %s%s: padding entry %lld is %g, expected 0; using the first %d values\n",
-                    b->prefix, name, (long long)i, v[i], want);
+            fprintf(stderr, "k3: warning: %s%s: padding entry %lld is %g, expected 0; "
+                    "using the first %d values\n", b->prefix, name, (long long)i, v[i], want);
             break;
         }
     return v;
@@ -148,7 +157,8 @@ static float *bind_conv(Binder *b, const char *name, int C, int K) {
              (t->ndim == 2 && t->shape[0] == C && t->shape[1] == K);
     if (!ok) {
         char s[96];
-        bind_fail(b, "%s: tensor '%s%s' has shape %s, expected [%d, 1, %d] (channels, 1, short_conv_kernel_size)",
+        bind_fail(b, "%s: tensor '%s%s' has shape %s, expected [%d, 1, %d] "
+                  "(channels, 1, short_conv_kernel_size)",
                   b->m->dir, b->prefix, name, shape_str(t, s, sizeof s), C, K);
         return NULL;
     }
@@ -179,12 +189,15 @@ static void bind_layer(Binder *b, int L) {
     ly->input_norm = bind_vec(b, NM("input_layernorm.weight"), H, H);
     ly->post_norm = bind_vec(b, NM("post_attention_layernorm.weight"), H, H);
     char n2[256];
-    ly->attn_res_w = bind_res(b, NM("self_attention_res_norm.weight"), lname(n2, sizeof n2, L, "self_attention_res_proj.weight"), H);
-    ly->mlp_res_w = bind_res(b, NM("mlp_res_norm.weight"), lname(n2, sizeof n2, L, "mlp_res_proj.weight"), H);
+    ly->attn_res_w = bind_res(b, NM("self_attention_res_norm.weight"),
+                              lname(n2, sizeof n2, L, "self_attention_res_proj.weight"), H);
+    ly->mlp_res_w = bind_res(b, NM("mlp_res_norm.weight"),
+                             lname(n2, sizeof n2, L, "mlp_res_proj.weight"), H);
     for (int i = 0; i < k3_n_layer_mats && !b->failed; i++) {   /* every matrix, one table */
         const K3MatName *t = &k3_layer_mats[i];
         if (k3_mat_in_layer(t, c, L))
-            bind_mat(b, k3_mat_field(ly, t), NM(t->suffix), k3_dim(c, t->rows), k3_dim(c, t->cols));
+            bind_mat(b, k3_mat_field(ly, t), NM(t->suffix), k3_dim(c, t->rows),
+                     k3_dim(c, t->cols));
     }
     if (ly->is_kda) {
         const int NH = c->kda_num_heads, D = c->kda_head_dim, C = NH * D;
@@ -195,31 +208,41 @@ static void bind_layer(Binder *b, int L) {
         ly->dt_bias = bind_vec(b, NM("self_attn.dt_bias"), C, C);
         const StTensor *al = b->failed ? NULL : find(b, NM("self_attn.A_log"));
         /* A_log: one value per head, stored padded to head_dim (pitfall 2) */
-        if (al) ly->A_log = bind_vec(b, NM("self_attn.A_log"), st_numel(al) >= NH ? st_numel(al) : NH, NH);
+        if (al)
+            ly->A_log = bind_vec(b, NM("self_attn.A_log"),
+                                 st_numel(al) >= NH ? st_numel(al) : NH, NH);
         ly->o_norm = bind_vec(b, NM("self_attn.o_norm.weight"), D, D);
     } else {
-        ly->q_a_norm = bind_vec(b, NM("self_attn.q_a_layernorm.weight"), c->q_lora_rank, c->q_lora_rank);
-        ly->kv_a_norm = bind_vec(b, NM("self_attn.kv_a_layernorm.weight"), c->kv_lora_rank, c->kv_lora_rank);
+        ly->q_a_norm = bind_vec(b, NM("self_attn.q_a_layernorm.weight"), c->q_lora_rank,
+                                c->q_lora_rank);
+        ly->kv_a_norm = bind_vec(b, NM("self_attn.kv_a_layernorm.weight"), c->kv_lora_rank,
+                                 c->kv_lora_rank);
     }
     if (ly->is_moe) {
-        const int E = c->num_experts, LAT = c->routed_expert_hidden_size, I = c->moe_intermediate_size;
+        const int E = c->num_experts, LAT = c->routed_expert_hidden_size;
+        const int I = c->moe_intermediate_size;
         ly->router_bias = bind_vec(b, NM("block_sparse_moe.gate.e_score_correction_bias"), E, E);
         ly->lat_norm = bind_vec(b, NM("block_sparse_moe.routed_expert_norm.weight"), LAT, LAT);
         /* routed experts: six U8 tensors each, shapes checked here, bytes read on use */
         static const char *part[6] = { "w1.weight_packed", "w1.weight_scale", "w2.weight_packed",
                                         "w2.weight_scale", "w3.weight_packed", "w3.weight_scale" };
-        const int64_t shp[6][2] = { { I, LAT / 2 }, { I, LAT / 32 }, { LAT, I / 2 }, { LAT, I / 32 }, { I, LAT / 2 }, { I, LAT / 32 } };
+        const int64_t shp[6][2] = { { I, LAT / 2 }, { I, LAT / 32 }, { LAT, I / 2 },
+                                    { LAT, I / 32 }, { I, LAT / 2 }, { I, LAT / 32 } };
         ly->experts = calloc((size_t)E * 6, sizeof(StTensor *));
         if (!ly->experts) { io_fail(b, "out of memory"); return; }
         for (int e = 0; e < E && !b->failed; e++)
             for (int j = 0; j < 6 && !b->failed; j++) {
                 char en[256], s[96];
-                snprintf(en, sizeof en, "model.layers.%d.block_sparse_moe.experts.%d.%s", L, e, part[j]);
+                snprintf(en, sizeof en, "model.layers.%d.block_sparse_moe.experts.%d.%s", L, e,
+                         part[j]);
                 const StTensor *t = find(b, en);
                 if (!t) break;
-                if (t->dtype != ST_U8 || t->ndim != 2 || t->shape[0] != shp[j][0] || t->shape[1] != shp[j][1])
-                    bind_fail(b, "%s: tensor '%s%s' is %s %s, expected U8 [%lld, %lld] (MXFP4, docs/MODEL.md §4)", b->m->dir, b->prefix, en,
-                              st_dtype_name(t->dtype), shape_str(t, s, sizeof s), (long long)shp[j][0], (long long)shp[j][1]);
+                if (t->dtype != ST_U8 || t->ndim != 2 || t->shape[0] != shp[j][0] ||
+                    t->shape[1] != shp[j][1])
+                    bind_fail(b, "%s: tensor '%s%s' is %s %s, expected U8 [%lld, %lld] "
+                              "(MXFP4, docs/MODEL.md §4)", b->m->dir, b->prefix, en,
+                              st_dtype_name(t->dtype), shape_str(t, s, sizeof s),
+                              (long long)shp[j][0], (long long)shp[j][1]);
                 ly->experts[(size_t)e * 6 + j] = t;
             }
     }
@@ -228,7 +251,8 @@ static void bind_layer(Binder *b, int L) {
 
 static int check_dims(const K3Config *c, char *err, size_t errlen) {
     if (c->routed_expert_hidden_size % 32 || c->moe_intermediate_size % 32) {
-        snprintf(err, errlen, "%s: routed_expert_hidden_size (%d) and moe_intermediate_size (%d) must be multiples of 32 (MXFP4 groups)",
+        snprintf(err, errlen, "%s: routed_expert_hidden_size (%d) and moe_intermediate_size (%d) "
+                 "must be multiples of 32 (MXFP4 groups)",
                  c->source, c->routed_expert_hidden_size, c->moe_intermediate_size);
         return K3_ERR_USAGE;
     }
@@ -249,15 +273,20 @@ int k3_model_open(K3Model *m, const char *dir, const char *config_path, char *er
     m->maps = calloc(m->st->n_shards, sizeof(void *));
     m->map_len = calloc(m->st->n_shards, sizeof(uint64_t));
     m->layers = calloc(m->cfg.num_hidden_layers, sizeof(K3Layer));
-    if (!m->maps || !m->map_len || !m->layers) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    if (!m->maps || !m->map_len || !m->layers) {
+        snprintf(err, errlen, "out of memory");
+        return K3_ERR_RUNTIME;
+    }
     Binder b = { m, "language_model.", err, errlen, 0 };
-    if (!st_find(m->st, "language_model.model.embed_tokens.weight") && st_find(m->st, "model.embed_tokens.weight"))
+    if (!st_find(m->st, "language_model.model.embed_tokens.weight") &&
+        st_find(m->st, "model.embed_tokens.weight"))
         b.prefix = "";                         /* a text-only export without the wrapper prefix */
     const int H = m->cfg.hidden_size, V = m->cfg.vocab_size;
     bind_mat(&b, &m->embed, "model.embed_tokens.weight", V, H);
     bind_mat(&b, &m->lm_head, "lm_head.weight", V, H);
     m->final_norm = bind_vec(&b, "model.norm.weight", H, H);
-    m->out_res_w = bind_res(&b, "model.output_attn_res_norm.weight", "model.output_attn_res_proj.weight", H);
+    m->out_res_w = bind_res(&b, "model.output_attn_res_norm.weight",
+                            "model.output_attn_res_proj.weight", H);
     for (int L = 0; L < m->cfg.num_hidden_layers && !b.failed; L++) bind_layer(&b, L);
     return b.failed;
 }
@@ -266,13 +295,16 @@ void k3_model_close(K3Model *m) {
     if (m->layers)
         for (int L = 0; L < m->cfg.num_hidden_layers; L++) {
             K3Layer *ly = &m->layers[L];
-            float *v[] = { ly->input_norm, ly->post_norm, ly->attn_res_w, ly->mlp_res_w, ly->q_conv, ly->k_conv, ly->v_conv,
-                           ly->dt_bias, ly->A_log, ly->o_norm, ly->q_a_norm, ly->kv_a_norm, ly->router_bias, ly->lat_norm };
+            float *v[] = { ly->input_norm, ly->post_norm, ly->attn_res_w, ly->mlp_res_w,
+                           ly->q_conv, ly->k_conv, ly->v_conv, ly->dt_bias, ly->A_log, ly->o_norm,
+                           ly->q_a_norm, ly->kv_a_norm, ly->router_bias, ly->lat_norm };
             for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) free(v[i]);
             free(ly->experts);
         }
     free(m->layers); free(m->final_norm); free(m->out_res_w);
-    if (m->maps) for (int i = 0; i < m->st->n_shards; i++) if (m->maps[i]) munmap(m->maps[i], m->map_len[i]);
+    if (m->maps)
+        for (int i = 0; i < m->st->n_shards; i++)
+            if (m->maps[i]) munmap(m->maps[i], m->map_len[i]);
     free(m->maps); free(m->map_len);
     if (m->st) st_close(m->st);
     memset(m, 0, sizeof *m);

@@ -15,7 +15,8 @@ K3State *k3_state_new(const K3Model *m) {
     size_t C = (size_t)c->kda_num_heads * c->kda_head_dim;
     for (int L = 0; L < NL; L++)
         if (c->is_kda[L]) {
-            s->kda_S[L] = calloc((size_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim, sizeof(float));
+            s->kda_S[L] = calloc((size_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim,
+                                 sizeof(float));
             s->kda_conv[L] = calloc(3 * C * (c->short_conv_kernel_size - 1) + 1, sizeof(float));
             if (!s->kda_S[L] || !s->kda_conv[L]) { k3_state_free(m, s); return NULL; }
         }

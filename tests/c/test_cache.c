@@ -1,4 +1,4 @@
-/* test_cache.c — the expert-cache policy (LFU with ageing, mem.h) against LRU and
+/* test_cache.c — the expert-cache policy (LFU with ageing, policy.c) against LRU and
  * Belady's optimum on synthetic MoE request traces (skewed per-layer popularity,
  * k distinct experts per layer per token), at several capacities: the policy must
  * beat LRU and stay at or below the optimum. Same cache model as
@@ -24,7 +24,10 @@ static int make_trace(int steps, int NL, int E, int k, double s, size_t **out) {
     for (int r = 0; r < E; r++) { w[r] = 1.0 / pow(r + 1, s); tot += w[r]; }
     for (int L = 0; L < NL; L++) {
         for (int e = 0; e < E; e++) perm[L * E + e] = e;
-        for (int e = E - 1; e > 0; e--) { int j = (int)(xs() % (uint64_t)(e + 1)), t = perm[L * E + e]; perm[L * E + e] = perm[L * E + j]; perm[L * E + j] = t; }
+        for (int e = E - 1; e > 0; e--) {
+            int j = (int)(xs() % (uint64_t)(e + 1)), t = perm[L * E + e];
+            perm[L * E + e] = perm[L * E + j]; perm[L * E + j] = t;
+        }
     }
     for (int st = 0; st < steps; st++)
         for (int L = 0; L < NL; L++) {
@@ -103,7 +106,10 @@ static long belady(const size_t *tr, int n, size_t nkeys, int cap) {
  * same cache model as tools/cache_replay.py, which compares the two (--check-c). */
 static int replay(const char *path, int cap) {
     FILE *f = fopen(path, "r");
-    if (!f || cap < 1) { fprintf(stderr, "test_cache --replay: cannot read %s (or capacity %d < 1)\n", path, cap); return 2; }
+    if (!f || cap < 1) {
+        fprintf(stderr, "test_cache --replay: cannot read %s (or capacity %d < 1)\n", path, cap);
+        return 2;
+    }
     char line[512];
     int NL = 0, E = 0, n = 0, ncap = 1024;
     size_t *tr = malloc(sizeof(size_t) * ncap);
@@ -115,12 +121,22 @@ static int replay(const char *path, int cap) {
             continue;
         }
         int st, L, e;
-        if (sscanf(line, "%d %d %d", &st, &L, &e) != 3 || E <= 0 || L < 0 || L >= NL || e < 0 || e >= E) continue;
-        if (n == ncap) { size_t *t2 = realloc(tr, sizeof(size_t) * (ncap *= 2)); if (!t2) break; tr = t2; }
+        if (sscanf(line, "%d %d %d", &st, &L, &e) != 3 || E <= 0 || L < 0 || L >= NL || e < 0 ||
+            e >= E)
+            continue;
+        if (n == ncap) {
+            size_t *t2 = realloc(tr, sizeof(size_t) * (ncap *= 2));
+            if (!t2) break;
+            tr = t2;
+        }
         tr[n++] = (size_t)L * E + e;
     }
     fclose(f);
-    if (!tr || NL <= 0 || E <= 0) { fprintf(stderr, "test_cache --replay: %s has no k3 trace header\n", path); free(tr); return 2; }
+    if (!tr || NL <= 0 || E <= 0) {
+        fprintf(stderr, "test_cache --replay: %s has no k3 trace header\n", path);
+        free(tr);
+        return 2;
+    }
     printf("hits %ld requests %d capacity %d\n", simulate(tr, n, (size_t)NL * E, cap, 1), n, cap);
     free(tr);
     return 0;
@@ -135,10 +151,11 @@ int main(int argc, char **argv) {
     size_t nkeys = (size_t)NL * E;
     const int caps[] = { 48, 96, 192, 384, 600 };
     for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
-        long l = simulate(tr, n, nkeys, caps[c], 0), p = simulate(tr, n, nkeys, caps[c], 1), b = belady(tr, n, nkeys, caps[c]);
+        long l = simulate(tr, n, nkeys, caps[c], 0), p = simulate(tr, n, nkeys, caps[c], 1);
+        long b = belady(tr, n, nkeys, caps[c]);
         int good = p > l && p <= b;
-        printf("%s capacity %3d of %zu keys: LRU %.3f  lfu-aged %.3f  Belady %.3f\n", good ? "ok  " : "FAIL",
-               caps[c], nkeys, (double)l / n, (double)p / n, (double)b / n);
+        printf("%s capacity %3d of %zu keys: LRU %.3f  lfu-aged %.3f  Belady %.3f\n",
+               good ? "ok  " : "FAIL", caps[c], nkeys, (double)l / n, (double)p / n, (double)b / n);
         fail |= !good;
     }
     /* ageing: a key hot long ago loses to a key hot now */
@@ -149,7 +166,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 1200; i++) k3_policy_touch(&pol, 1);
     size_t cand[2] = { 0, 1 };
     int v = k3_policy_victim(&pol, cand, 2);
-    printf("%s ageing: stale frequency %u vs recent %u, victim key %zu\n", v == 0 ? "ok  " : "FAIL", pol.freq[0], pol.freq[1], cand[v]);
+    printf("%s ageing: stale frequency %u vs recent %u, victim key %zu\n", v == 0 ? "ok  " : "FAIL",
+           pol.freq[0], pol.freq[1], cand[v]);
     fail |= v != 0;
     k3_policy_free(&pol);
     free(tr);

@@ -13,7 +13,8 @@
 #include <string.h>
 
 static int fails;
-#define CHECK(c, ...) do { if (!(c)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)
+#define CHECK(c, ...) do { if (!(c)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+                                       printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)
 
 static int read_ids(const char *path, int **ids, int *n) {
     char err[256];
@@ -38,7 +39,10 @@ static void greedy(K3Engine *e, const int *prompt, int np, int gen, int recomput
         int next = k3_argmax(lg, V);
         out[i] = next; seq[n++] = next;
         if (i + 1 == gen) break;
-        if (recompute) { k3_state_reset(m, s); k3_prefill(e, s, seq, n, 0, lg, 0, err, sizeof err); }
+        if (recompute) {
+            k3_state_reset(m, s);
+            k3_prefill(e, s, seq, n, 0, lg, 0, err, sizeof err);
+        }
         else k3_forward(e, s, seq + n - 1, 1, lg, 0, err, sizeof err);
     }
     if (last) memcpy(last, lg, sizeof(float) * V);
@@ -64,11 +68,13 @@ static void test_model(const char *dir, double tol) {
     size_t len;
     snprintf(path, sizeof path, "%s/ref/logits.f32", dir);
     float *ref = (float *)k3_read_file(path, &len);
-    CHECK(ref && len == sizeof(float) * (size_t)np * V, "%s: %zu bytes, expected %zu", path, len, sizeof(float) * (size_t)np * V);
+    CHECK(ref && len == sizeof(float) * (size_t)np * V, "%s: %zu bytes, expected %zu", path, len,
+          sizeof(float) * (size_t)np * V);
     if (fails > fails0) return;
 
     /* prefill: every position's logits */
-    float *lg = malloc(sizeof(float) * (size_t)np * V), *lg2 = malloc(sizeof(float) * (size_t)np * V);
+    float *lg = malloc(sizeof(float) * (size_t)np * V);
+    float *lg2 = malloc(sizeof(float) * (size_t)np * V);
     K3State *s = k3_state_new(m);
     k3_prefill(&e, s, prompt, np, 0, lg, 1, err, sizeof err);
     double num = 0, den = 0, worst = 0;
@@ -84,9 +90,11 @@ static void test_model(const char *dir, double tol) {
         if (k3_argmax(lg + (size_t)t * V, V) != want_argmax[t]) arg_bad++;
     }
     double rel = sqrt(num / den);
-    printf("%s: logits rel-L2 %.3g (worst position %.3g), teacher-forced argmax %d/%d\n", dir, rel, worst, np - arg_bad, np);
+    printf("%s: logits rel-L2 %.3g (worst position %.3g), teacher-forced argmax %d/%d\n", dir, rel,
+           worst, np - arg_bad, np);
     /* fp32 engine vs float64 reference: 1e-5 over all logits, 1e-4 at any one position */
-    CHECK(rel < tol && worst < 1e-4, "%s: logits rel-L2 %.3g (worst position %.3g) exceeds %.0e (1e-4)", dir, rel, worst, tol);
+    CHECK(rel < tol && worst < 1e-4,
+          "%s: logits rel-L2 %.3g (worst position %.3g) exceeds %.0e (1e-4)", dir, rel, worst, tol);
     CHECK(arg_bad == 0, "%s: teacher-forced argmax differs at %d positions", dir, arg_bad);
 
     /* chunked prefill (1, 3, 5 tokens at a time) gives the same bits as one chunk */
@@ -96,7 +104,8 @@ static void test_model(const char *dir, double tol) {
             int T = np - t < chunk ? np - t : chunk;
             k3_forward(&e, s, prompt + t, T, lg2 + (size_t)t * V, 1, err, sizeof err);
         }
-        CHECK(!memcmp(lg, lg2, sizeof(float) * (size_t)np * V), "%s: prefill in chunks of %d differs from one chunk", dir, chunk);
+        CHECK(!memcmp(lg, lg2, sizeof(float) * (size_t)np * V),
+              "%s: prefill in chunks of %d differs from one chunk", dir, chunk);
     }
 
     /* greedy: incremental == recompute == reference */
@@ -109,7 +118,8 @@ static void test_model(const char *dir, double tol) {
            memcmp(gi, gr, sizeof(int) * ng) ? "!=" : "==", same_ref ? "==" : "!=");
     CHECK(!memcmp(gi, gr, sizeof(int) * ng), "%s: incremental and recompute ids differ", dir);
     CHECK(same_ref, "%s: greedy ids differ from the reference", dir);
-    CHECK(!memcmp(li, lr, sizeof(float) * V), "%s: incremental and recompute logits are not bit-identical", dir);
+    CHECK(!memcmp(li, lr, sizeof(float) * V),
+          "%s: incremental and recompute logits are not bit-identical", dir);
 
     free(gi); free(gr); free(li); free(lr); free(lg); free(lg2); free(ref);
     free(prompt); free(want_argmax); free(want_greedy);
@@ -121,8 +131,11 @@ int main(int argc, char **argv) {
     /* Tolerance over all logits. tiny5f amplifies rounding more: there even the
      * reference's own float32 run is 1.65e-5 from its float64 run (ref/meta.txt). */
     static const struct { const char *dir; double tol; } models[] = {
-        { "tests/models/tiny5", 1e-5 }, { "tests/models/tiny4", 1e-5 }, { "tests/models/tiny5f", 2e-5 } };
+        { "tests/models/tiny5", 1e-5 }, { "tests/models/tiny4", 1e-5 },
+        { "tests/models/tiny5f", 2e-5 } };
     if (argc > 1) for (int i = 1; i < argc; i++) test_model(argv[i], 1e-4);
-    else for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) test_model(models[i].dir, models[i].tol);
+    else
+        for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+            test_model(models[i].dir, models[i].tol);
     return fails ? 1 : 0;
 }

@@ -57,9 +57,12 @@ static void check_layout(const K3RunState *rs, const K3Config *c, const char *wh
     Buf g[64];
     int n = nf;
     memcpy(g, fixed, sizeof(Buf) * nf);
-    g[n++] = (Buf){ rs->kda.q, F * T * C, "kda.q" };  g[n++] = (Buf){ rs->kda.k, F * T * C, "kda.k" };
-    g[n++] = (Buf){ rs->kda.v, F * T * C, "kda.v" };  g[n++] = (Buf){ rs->kda.z, F * T * C, "kda.z" };
-    g[n++] = (Buf){ rs->kda.G, F * T * C, "kda.G" };  g[n++] = (Buf){ rs->kda.o, F * T * C, "kda.o" };
+    g[n++] = (Buf){ rs->kda.q, F * T * C, "kda.q" };
+    g[n++] = (Buf){ rs->kda.k, F * T * C, "kda.k" };
+    g[n++] = (Buf){ rs->kda.v, F * T * C, "kda.v" };
+    g[n++] = (Buf){ rs->kda.z, F * T * C, "kda.z" };
+    g[n++] = (Buf){ rs->kda.G, F * T * C, "kda.G" };
+    g[n++] = (Buf){ rs->kda.o, F * T * C, "kda.o" };
     g[n++] = (Buf){ rs->kda.fa, F * T * c->kda_head_dim, "kda.fa" };
     g[n++] = (Buf){ rs->kda.bl, F * T * c->kda_num_heads, "kda.bl" };
     disjoint(g, n, rs->arena, arena, what);
@@ -74,9 +77,12 @@ static void check_layout(const K3RunState *rs, const K3Config *c, const char *wh
     g[n++] = (Buf){ rs->moe.logit, F * T * E, "moe.logit" };
     g[n++] = (Buf){ rs->moe.wsel, F * T * E, "moe.wsel" };
     g[n++] = (Buf){ rs->moe.sel, T * E, "moe.sel" };
-    g[n++] = (Buf){ rs->moe.xl, F * T * LAT, "moe.xl" }; g[n++] = (Buf){ rs->moe.r, F * T * LAT, "moe.r" };
-    g[n++] = (Buf){ rs->moe.xe, F * T * LAT, "moe.xe" }; g[n++] = (Buf){ rs->moe.y, F * T * LAT, "moe.y" };
-    g[n++] = (Buf){ rs->moe.g, F * T * I, "moe.g" };     g[n++] = (Buf){ rs->moe.u, F * T * I, "moe.u" };
+    g[n++] = (Buf){ rs->moe.xl, F * T * LAT, "moe.xl" };
+    g[n++] = (Buf){ rs->moe.r, F * T * LAT, "moe.r" };
+    g[n++] = (Buf){ rs->moe.xe, F * T * LAT, "moe.xe" };
+    g[n++] = (Buf){ rs->moe.y, F * T * LAT, "moe.y" };
+    g[n++] = (Buf){ rs->moe.g, F * T * I, "moe.g" };
+    g[n++] = (Buf){ rs->moe.u, F * T * I, "moe.u" };
     g[n++] = (Buf){ rs->moe.shared, F * T * H, "moe.shared" };
     g[n++] = (Buf){ rs->moe.tok, sizeof(int) * T, "moe.tok" };
     g[n++] = (Buf){ rs->moe.uni, sizeof(int) * E, "moe.uni" };
@@ -87,7 +93,8 @@ static void check_layout(const K3RunState *rs, const K3Config *c, const char *wh
 }
 
 int main(void) {
-    static const char *models[] = { "tests/models/tiny5", "tests/models/tiny4", "tests/models/tiny5f" };
+    static const char *models[] = { "tests/models/tiny5", "tests/models/tiny4",
+                                    "tests/models/tiny5f" };
     static const int chunks[] = { 1, 3, 64, 200 }, ctxs[] = { 1, 20, 4096 }, rows[] = { 1, 7 };
     int configs = 0;
     for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++)
