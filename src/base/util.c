@@ -52,15 +52,24 @@ int k3_parse_ids(const char *s, int **ids, int *n, char *err, size_t errlen) {
         errno = 0;
         long x = strtol(p, &end, 10);
         if (end == p || errno || x < 0 || x > INT_MAX) {
-            snprintf(err, errlen, "--ids: '%.20s' is not a non-negative integer (expected a list like 1,2,3)", p);
+            snprintf(err, errlen, "--ids: '%.20s' is not a non-negative integer "
+                     "(expected a list like 1,2,3)", p);
             free(v); return -1;
         }
-        if (k == cap) { int *w = realloc(v, (cap *= 2) * sizeof(int)); if (!w) { free(v); return -1; } v = w; }
+        if (k == cap) {
+            int *w = realloc(v, (cap *= 2) * sizeof(int));
+            if (!w) { free(v); snprintf(err, errlen, "out of memory"); return -1; }
+            v = w;
+        }
         v[k++] = (int)x;
         p = end;
         while (*p == ' ' || *p == '\t' || *p == '\n') p++;
         if (*p == ',') p++;
-        else if (*p) { snprintf(err, errlen, "--ids: unexpected '%c' (expected a list like 1,2,3)", *p); free(v); return -1; }
+        else if (*p) {
+            snprintf(err, errlen, "--ids: unexpected '%c' (expected a list like 1,2,3)", *p);
+            free(v);
+            return -1;
+        }
     }
     *ids = v; *n = (int)k;
     return 0;
@@ -80,7 +89,8 @@ char *k3_slurp(const char *path, size_t max, size_t *len, char *err, size_t errl
     }
     if (!fstat(fileno(f), &st) && S_ISREG(st.st_mode)) {      /* size it once */
         if ((uint64_t)st.st_size > max) {
-            snprintf(err, errlen, "%s: %llu bytes is more than the %zu this file may have", path, (unsigned long long)st.st_size, max);
+            snprintf(err, errlen, "%s: %llu bytes is more than the %zu this file may have", path,
+                     (unsigned long long)st.st_size, max);
             if (!std) fclose(f);
             errno = EFBIG;
             return NULL;
@@ -100,7 +110,8 @@ char *k3_slurp(const char *path, size_t max, size_t *len, char *err, size_t errl
     int bad = ferror(f), e = errno;
     if (!std) fclose(f);
     if (!b || bad || n > max) {
-        if (n > max) snprintf(err, errlen, "%s: more than the %zu bytes this file may have", path, max);
+        if (n > max)
+            snprintf(err, errlen, "%s: more than the %zu bytes this file may have", path, max);
         else snprintf(err, errlen, "%s: %s", path, bad ? "read error" : strerror(e));
         free(b);
         errno = bad ? EIO : e;
