@@ -31,7 +31,8 @@ typedef struct {
 } Slot;
 
 struct K3ECache {
-    K3Model *m; K3Mem *mem;
+    K3Model *m;
+    K3ECacheSink out;                        /* where the counters and the trace go */
     int NL, E, nslots, nth, quit, pinned;
     ELoc *loc; int *key_slot;
     Slot *slot; unsigned char *arena; size_t arena_len; uint64_t slot_bytes;
@@ -100,20 +101,20 @@ static void *worker(void *arg) {
             if (got < 0 && attempt == 0) {
                 fprintf(stderr, "k3: %s; retrying once\n", err);
                 pthread_mutex_lock(&c->mu);
-                c->mem->st.expert_retries++;
+                c->out.st->expert_retries++;
                 pthread_mutex_unlock(&c->mu);
             }
         }
         double t1 = k3_now();
         pthread_mutex_lock(&c->mu);
-        c->mem->st.expert_read_s += t1 - t0;
+        c->out.st->expert_read_s += t1 - t0;
         if (got >= 0) {
             s->state = SL_READY;
-            c->mem->st.expert_bytes += (uint64_t)got;
-            c->mem->st.expert_reads++;
+            c->out.st->expert_bytes += (uint64_t)got;
+            c->out.st->expert_reads++;
         } else {
             s->state = SL_FAILED;
-            c->mem->st.expert_failed++;
+            c->out.st->expert_failed++;
             fprintf(stderr, "k3: %s; expert counted as failed\n", err);
         }
         pthread_cond_broadcast(&c->cv_done);
@@ -191,10 +192,9 @@ void k3_ecache_prefetch(K3ECache *c, int L, const int *ids, int n) {
 
 int k3_ecache_get(K3ECache *c, int L, int e, K3Expert *out) {
     const int key = L * c->E + e;
-    K3Mem *mem = c->mem;
     pthread_mutex_lock(&c->mu);
     unpin(c);
-    mem->st.expert_req++;
+    c->out.st->expert_req++;
     int si = c->key_slot[key], hit = 0;
     if (si >= 0 && c->slot[si].state == SL_READY && !c->slot[si].fresh) hit = 1;
     if (si < 0) {
@@ -214,15 +214,15 @@ int k3_ecache_get(K3ECache *c, int L, int e, K3Expert *out) {
     if (s->state == SL_FLIGHT) {
         double t0 = k3_now();
         while (s->state == SL_FLIGHT) pthread_cond_wait(&c->cv_done, &c->mu);
-        mem->st.io_wait_s += k3_now() - t0;
+        c->out.st->io_wait_s += k3_now() - t0;
     }
     s->fresh = 0;
-    if (hit) mem->st.expert_hits++;
-    if (mem->trace) fprintf(mem->trace, "%d %d %d %d\n", mem->step, L, e, hit);
+    if (hit) c->out.st->expert_hits++;
+    if (*c->out.trace) fprintf(*c->out.trace, "%d %d %d %d\n", *c->out.step, L, e, hit);
     k3_policy_touch(&c->pol, (size_t)key);
     if (s->state == SL_FAILED) {
         s->state = SL_EMPTY; s->pin = 0; c->pinned = -1; c->key_slot[key] = -1;
-        mem->base.expert_failures++;
+        (*c->out.failures)++;
         pthread_mutex_unlock(&c->mu);
         return -1;
     }
@@ -237,11 +237,12 @@ int k3_ecache_get(K3ECache *c, int L, int e, K3Expert *out) {
 
 /* ---- setup ---- */
 
-K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3Mem *mem, char *err, size_t errlen) {
+K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3ECacheSink out, char *err,
+                        size_t errlen) {
     const K3Config *cf = &m->cfg;
     K3ECache *c = calloc(1, sizeof *c);
     if (!c) { snprintf(err, errlen, "out of memory"); return NULL; }
-    c->m = m; c->mem = mem; c->NL = cf->num_hidden_layers; c->E = cf->num_experts;
+    c->m = m; c->out = out; c->NL = cf->num_hidden_layers; c->E = cf->num_experts;
     c->nslots = nslots; c->pinned = -1;
     size_t nk = (size_t)c->NL * c->E;
     c->loc = calloc(nk, sizeof(ELoc)); c->key_slot = malloc(nk * sizeof(int));

@@ -80,7 +80,10 @@ int k3_head_matmul(K3Head *h, float *Y, const float *X, int T, K3MemStats *st, c
 
 /* ---- expert_cache.c ---- */
 uint64_t k3_ecache_slot_bytes(const K3Config *c);
-K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3Mem *mem, char *err, size_t errlen);
+/* The counters, failure count and trace the cache reports to (owned by mem.c). */
+typedef struct { K3MemStats *st; long *failures; FILE **trace; const int *step; } K3ECacheSink;
+K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3ECacheSink out, char *err,
+                        size_t errlen);
 void k3_ecache_free(K3ECache *c);
 int k3_ecache_get(K3ECache *c, int L, int e, K3Expert *out);
 void k3_ecache_prefetch(K3ECache *c, int L, const int *ids, int n);

@@ -140,7 +140,8 @@ static int setup(K3Mem *x, const K3MemOpts *o, uint64_t *lb, char *err, size_t e
         return K3_ERR_RUNTIME;
     int any_moe = 0;
     for (int L = 0; L < NL; L++) any_moe |= m->cfg.is_moe[L];
-    if (any_moe && !(x->cache = k3_ecache_new(m, p.nslots, 4, x, err, errlen)))
+    const K3ECacheSink sink = { &x->st, &x->base.expert_failures, &x->trace, &x->step };
+    if (any_moe && !(x->cache = k3_ecache_new(m, p.nslots, 4, sink, err, errlen)))
         return K3_ERR_RUNTIME;
     if (o->trace_dir && (rc = open_trace(x, o, p.nslots, err, errlen))) return rc;
     if (!o->quiet) {
