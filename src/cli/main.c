@@ -372,6 +372,12 @@ static int run_batch(const Opts *o) {
                 "are unsound\n", failures);
         rc = K3_ERR_EXPERT;
     }
+    if (!o->quiet) {                           /* the shape scripts of the original tool parse */
+        double wall = t_prefill + t_decode;
+        fprintf(stderr, "%d tokens in %.3f s, %.3f s/token average\n", n_gen, wall,
+                n_gen ? wall / n_gen : 0.0);
+        fprintf(stderr, "PEAK RSS for the whole run: %.3f GB\n", k3_peak_rss() / K3_GB);
+    }
     if (tok) tok_stream_free(&em.ts);
 done:
     if (st) k3_state_free(&e.m, st);
