@@ -23,6 +23,8 @@ static const char *USAGE =
 "  k3 pack MODEL_DIR TRUNK_DIR [--verify]      pack the trunk for --trunk streaming\n"
 "  k3 --list-presets                             memory presets and what they need\n"
 "  k3 bench-kernels [--help]                     kernel GB/s and GFLOP/s vs this machine\n"
+"  k3 bench MODEL_DIR [options]                  grid of runs, one child each: medians,\n"
+"                       peak RSS, bytes/token vs measured limits (k3 bench --help)\n"
 "  k3 --help | --version\n"
 "\n"
 "Input (exactly one):\n"
@@ -394,6 +396,8 @@ int main(int argc, char **argv) {
         return k3_pack_main(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "bench-kernels"))
         return k3_bench_kernels(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "bench"))
+        return k3_bench_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(USAGE, stdout); return 0; }
