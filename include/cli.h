@@ -7,6 +7,10 @@
 
 int k3_pack_main(int argc, char **argv);          /* pack.c: k3 pack */
 int k3_bench_kernels(int argc, char **argv);      /* bench.c: k3 bench-kernels */
+int k3_bench_main(int argc, char **argv);         /* bench_grid.c: k3 bench */
+/* bench.c: stream-read bandwidth in GB/s of a fresh `bytes` buffer with `threads`
+ * threads, the median of `runs` (<= 16) reads. */
+double k3_mem_read_bw(size_t bytes, int threads, int runs);
 int tok_cli(int argc, char **argv);               /* tok_cli.c: k3 tokenize | detokenize */
 
 /* flags.c: the memory flags shared by batch mode and chat (--trunk, --trunk-gb, --cache-gb,

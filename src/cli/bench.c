@@ -8,6 +8,7 @@
  * pair each kernel run with a reference measured right after it (a stream read of the
  * same bytes, >= 64 MiB, or a short FMA-peak loop) and take the median of the ratios,
  * so a burst of load from other tenants of the machine hits both sides. */
+#include "cli.h"
 #include "kernels.h"
 #include "pool.h"
 #include "util.h"
@@ -73,6 +74,21 @@ static double mem_bw(const uint64_t *buf, size_t n, int threads, int runs) {
         v[r] = n * 8.0 / (k3_now() - t0) / 1e9;
     }
     return median(v, runs);
+}
+
+/* cli.h: the same stream read on a fresh buffer of `bytes` (touched, so real pages),
+ * the memory limit k3 bench reports beside its rows. */
+double k3_mem_read_bw(size_t bytes, int threads, int runs) {
+    size_t n = bytes / 8 & ~(size_t)63;
+    uint64_t *buf = n ? malloc(n * 8) : NULL;
+    if (!buf) return 0;
+    for (size_t i = 0; i < n; i++) buf[i] = i * 0x9E3779B97F4A7C15ull;
+    const int was = k3_threads();
+    k3_threads_set(threads);
+    double bw = mem_bw(buf, n, k3_threads(), runs < 1 ? 1 : runs > 16 ? 16 : runs);
+    k3_threads_set(was);
+    free(buf);
+    return bw;
 }
 
 /* one read of n words from p with the current thread count: GB/s */

@@ -23,6 +23,8 @@ static const char *USAGE =
 "  k3 pack MODEL_DIR TRUNK_DIR [--verify]      pack the trunk for --trunk streaming\n"
 "  k3 --list-presets                             memory presets and what they need\n"
 "  k3 bench-kernels [--help]                     kernel GB/s and GFLOP/s vs this machine\n"
+"  k3 bench MODEL_DIR [options]                  grid of runs, one child each: medians,\n"
+"                       peak RSS, bytes/token vs measured limits (k3 bench --help)\n"
 "  k3 --help | --version\n"
 "\n"
 "Input (exactly one):\n"
@@ -405,6 +407,12 @@ static int run_batch(const Opts *o) {
                 "are unsound\n", failures);
         rc = K3_ERR_EXPERT;
     }
+    if (!o->quiet) {                           /* the shape scripts of the original tool parse */
+        double wall = t_prefill + t_decode;
+        fprintf(stderr, "%d tokens in %.3f s, %.3f s/token average\n", n_gen, wall,
+                n_gen ? wall / n_gen : 0.0);
+        fprintf(stderr, "PEAK RSS for the whole run: %.3f GB\n", k3_peak_rss() / K3_GB);
+    }
     if (tok) tok_stream_free(&em.ts);
 done:
     if (st) k3_state_free(&e.m, st);
@@ -421,6 +429,8 @@ int main(int argc, char **argv) {
         return k3_pack_main(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "bench-kernels"))
         return k3_bench_kernels(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "bench"))
+        return k3_bench_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

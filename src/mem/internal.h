@@ -15,6 +15,7 @@ typedef struct {
     int step, ntok;
     double seconds, io_wait_s;
     uint64_t trunk_bytes, expert_bytes, expert_reads, expert_req, expert_hits;
+    uint64_t head_bytes;                      /* lm_head bytes (also in trunk_bytes) */
 } K3MemStep;
 
 struct K3Mem {
@@ -28,7 +29,7 @@ struct K3Mem {
     int step;
     K3MemStats prev;                          /* counters at the end of the previous step */
     K3MemStep *steps; int n_steps, cap_steps; /* per-step figures for --out */
-    uint64_t buffer_bytes;
+    uint64_t buffer_bytes, plan_bytes;        /* the plan's forward buffers and its total */
 };
 
 /* ---- plan.c ---- */

@@ -128,6 +128,7 @@ static int setup(K3Mem *x, const K3MemOpts *o, uint64_t *lb, char *err, size_t e
     k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb, cgb,
                  self, &p);
     x->buffer_bytes = p.buffers;
+    x->plan_bytes = p.total;
     if (!o->quiet) k3_plan_print(&p, NL, o->trunk_dir != NULL, avail, adesc, o->ctx, stderr);
     if (avail && p.total > avail) {
         k3_plan_refusal(&p, m, o, lb, avail, adesc, err, errlen);

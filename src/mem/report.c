@@ -16,7 +16,8 @@ void k3_mem_step(K3Mem *x, int step, int ntok, double seconds, int verbose) {
         x->steps[x->n_steps++] = (K3MemStep){ step, ntok, seconds, s->io_wait_s - p->io_wait_s,
                                               tb, eb, s->expert_reads - p->expert_reads,
                                               s->expert_req - p->expert_req,
-                                              s->expert_hits - p->expert_hits };
+                                              s->expert_hits - p->expert_hits,
+                                              s->head_bytes - p->head_bytes };
     if (verbose) {
         fprintf(stderr, "k3: step %d (%d token%s): %.3f s, trunk %.1f MB, experts %.1f MB "
                 "(%llu reads), %llu of %llu experts already resident, %.1f MB/s, "
@@ -72,18 +73,22 @@ void k3_mem_json(const K3Mem *x, FILE *f, double wall) {
             s->expert_req ? (double)s->expert_hits / s->expert_req : 0.0,
             s->expert_read_s > 0 ? s->expert_bytes / 1e6 / s->expert_read_s : 0.0,
             (unsigned long long)s->expert_retries);
+    fprintf(f, "  \"head_bytes_read\": %llu,\n  \"plan_bytes\": %llu,\n"
+            "  \"buffer_bytes\": %llu,\n",
+            (unsigned long long)s->head_bytes, (unsigned long long)x->plan_bytes,
+            (unsigned long long)x->buffer_bytes);
     fprintf(f, "  \"steps\": [");
     for (int i = 0; i < x->n_steps; i++) {
         const K3MemStep *q = &x->steps[i];
         fprintf(f, "%s\n    {\"step\": %d, \"tokens\": %d, \"seconds\": %.6f, "
                    "\"trunk_bytes\": %llu, \"expert_bytes\": %llu, \"expert_reads\": %llu, "
                    "\"experts_requested\": %llu, \"experts_already_resident\": %llu, "
-                   "\"bytes_per_second\": %.1f, \"io_wait_seconds\": %.6f}",
+                   "\"bytes_per_second\": %.1f, \"io_wait_seconds\": %.6f, \"head_bytes\": %llu}",
                 i ? "," : "", q->step, q->ntok, q->seconds, (unsigned long long)q->trunk_bytes,
                 (unsigned long long)q->expert_bytes, (unsigned long long)q->expert_reads,
                 (unsigned long long)q->expert_req, (unsigned long long)q->expert_hits,
                 q->seconds > 0 ? (q->trunk_bytes + q->expert_bytes) / q->seconds : 0.0,
-                q->io_wait_s);
+                q->io_wait_s, (unsigned long long)q->head_bytes);
     }
     fprintf(f, "\n  ],\n");
 }

@@ -1,0 +1,82 @@
+/* bench_grid.h — `k3 bench`, private to src/cli: bench_grid.c (options, the grid, one
+ * child process per rep), bench_machine.c (the machine header and the limits measured
+ * in the same run: memory read and disk bandwidth), bench_out.c (md, json, csv, jsonl;
+ * schema in docs/BENCH.md). */
+#ifndef K3_BENCH_GRID_H
+#define K3_BENCH_GRID_H
+#include <stdint.h>
+#include <stdio.h>
+
+#define KB_SCHEMA 1
+#define KB_MAXREP 100
+#define KB_MAXBW 16
+
+enum { KB_MD, KB_JSON, KB_CSV, KB_JSONL };
+
+typedef struct {                  /* the whole-run options */
+    const char *model, *trunk, *tok, *prompt_file, *compare;
+    int fmt, reps, quiet, drop_caches, no_limits;
+    int cold;                     /* 1 --cold, 0 --warm, -1 the default (cold unless preset max) */
+    double disk_gb;               /* bytes the disk limit reads, in GB */
+} KbOpts;
+
+typedef struct {                  /* one configuration of the grid */
+    const char *budget, *preset;  /* "TG:CG", or a preset name; both NULL = the default (auto) */
+    const char *tg, *cg;          /* the budget's two numbers as given */
+    double trunk_gb, cache_gb;    /* what they set; < 0: chosen by the child (auto) */
+    int threads;                  /* 0 = the child's default (online cores) */
+    const char *kernels;          /* NULL = auto */
+    int n_prompt, n_gen, cold;
+} KbConf;
+
+typedef struct {                  /* one successful rep, from the child's --out and wait4() */
+    double spt, ptps, io_share, hit, dhit;
+    double b_trunk, b_exp, b_head;    /* bytes per decode token; < 0 when there was no decode */
+    uint64_t rss, plan, buffers;
+    int n_generated, threads;
+    char kernels[16], version[32];
+} KbRep;
+
+typedef struct {                  /* one side of a row (A = this binary, B = --compare) */
+    KbRep *rep;                   /* [reps] */
+    int n, rc;                    /* successful reps; the failing rep's exit code (0: none) */
+    char error[800];              /* the failure: how the child ended and its last stderr line */
+} KbSide;
+
+typedef struct { KbConf c; KbSide a, b; } KbRow;
+
+typedef struct {                  /* the machine and its limits */
+    char cpu[200], os[200], kernels[16], fs[64], cg_desc[300];
+    int cores, odirect;           /* odirect: 1 yes, 0 no (buffered fallback), -1 not probed */
+    uint64_t mem_total, mem_avail, cg_avail;
+    int n_bw, bw_threads[KB_MAXBW];
+    double bw_gbps[KB_MAXBW];     /* memory read bandwidth per thread count; 0 = not measured */
+    double disk_mbps, disk_s;     /* 0 = not measured */
+    uint64_t disk_bytes, disk_window;
+    int disk_reads, disk_readers;
+    uint64_t touched;             /* weight bytes a decode token touches: trunk, lm_head, top-k */
+    int vocab, bos, eos, pad;
+    char **files; int n_files;    /* the shard files, evicted before a cold rep */
+    uint64_t parent_rss;          /* k3 bench's own RSS when it forks a rep */
+} KbMachine;
+
+typedef struct { double med, min, max; int n; } KbStat;
+
+/* bench_machine.c */
+void kb_machine_describe(KbMachine *m, const char *model);
+/* Weight bytes per decode token, the vocabulary and special ids; 0, or 2 with err. */
+int kb_model_facts(KbMachine *m, const char *model, char *err, size_t errlen);
+void kb_measure_memory(KbMachine *m, const int *threads, int n, int quiet);
+void kb_measure_disk(KbMachine *m, const char *model, double gb, int quiet);
+/* Evicts the model's shard files and the trunk from the page cache (drop_caches too when
+ * asked and root); says once on stderr when drop_caches cannot be written. */
+void kb_evict(const KbMachine *m, const char *trunk, int drop_caches);
+void kb_machine_free(KbMachine *m);
+double kb_mem_limit(const KbMachine *m, int threads);
+
+/* bench_out.c */
+KbStat kb_stat(const double *v, int n);
+void kb_out_start(FILE *f, const KbOpts *o, const KbMachine *m);   /* jsonl: the header line */
+void kb_out_row(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *r, int idx);
+void kb_out_end(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n);
+#endif
