@@ -50,7 +50,8 @@ static const char HELP[] =
 "  /history               the lines typed in this session\n"
 "  /save FILE, /load FILE write / read a JSONL history\n"
 "  /save-state FILE       save the engine state (resume with --history H --load-state FILE)\n"
-"Ctrl-C during a reply stops it; the partial reply is kept (marked truncated).\n";
+"Ctrl-C during a reply stops it; the partial reply is kept (marked truncated). Ctrl-C\n"
+"during the prefill stops it too; the message is then not sent (Up recalls it).\n";
 
 static void on_sigint(int sig) { (void)sig; chat_interrupted = 1; }
 

@@ -31,14 +31,19 @@ static int fed_push(Chat *c, const int32_t *ids, size_t n) {
     return 0;
 }
 
-static int forward(Chat *c, const int32_t *ids, size_t n) {
+/* Feeds ids; 0, -1 on a runtime failure (printed), or 1 when Ctrl-C stopped it (only when
+ * interruptible: the prompt's prefill; a reply's single tokens finish, keeping the state). */
+static int forward(Chat *c, const int32_t *ids, size_t n, int interruptible) {
     char err[512];
     int *v = malloc(sizeof(int) * (n ? n : 1));
     if (!v) { fprintf(stderr, "k3: out of memory\n"); return -1; }
     for (size_t i = 0; i < n; i++) v[i] = ids[i];
     /* chunked: long turns stay bounded */
+    c->eng.interrupt = interruptible ? &chat_interrupted : NULL;
     int rc = k3_prefill(&c->eng, c->st, v, (int)n, 0, c->logits, 0, err, sizeof err);
+    c->eng.interrupt = NULL;
     free(v);
+    if (rc == K3_INTERRUPTED) return 1;
     if (rc) { fprintf(stderr, "\nk3: %s\n", err); return -1; }
     return fed_push(c, ids, n);
 }
@@ -116,16 +121,30 @@ int chat_turn(Chat *c, const char *user_text) {
     else if (c->nfed) {
         size_t d = 0;
         while (d < c->nfed && d < n && ids[d] == c->fed[d]) d++;
-        fprintf(stderr, "k3: the transcript differs from the cached state at position %zu of %zu; "
-                "resetting and re-prefilling %zu tokens\n", d, c->nfed, n);
+        if (c->reprefill_why)
+            fprintf(stderr, "k3: re-prefilling %zu tokens: %s\n", n, c->reprefill_why);
+        else
+            fprintf(stderr, "k3: re-prefilling %zu tokens: the conversation now renders "
+                    "differently from the %zu positions the state holds (from position %zu), "
+                    "and the state cannot roll back\n", n, c->nfed, d);
         chat_forget_state(c);
         c->reprefills++;
-    }
+    } else if (c->reprefill_why) fprintf(stderr, "k3: prefilling %zu tokens: %s\n", n,
+                                         c->reprefill_why);
+    c->reprefill_why = NULL;
     chat_interrupted = 0;
     double t0 = k3_now();
-    if (forward(c, ids + reuse, n - reuse)) {
+    int fr = forward(c, ids + reuse, n - reuse, 1);
+    if (fr) {
+        long done = (long)c->st->pos - (long)reuse;      /* whole chunks the state took in */
         free(ids); chat_msg_free(&c->log.v[--c->log.n]); chat_forget_state(c);
-        return -1;
+        if (fr < 0) return -1;
+        fprintf(stderr, "\nk3: interrupted (Ctrl-C) during the prefill, after %ld of %zu "
+                "tokens: the message was not sent (nothing generated or stored)\n",
+                done > 0 ? done : 0, n - reuse);
+        c->reprefill_why = "the interrupted prefill left the cached state partial, so it "
+                           "was dropped";
+        return 1;
     }
     double tp = k3_now() - t0;
     c->last_reused = (long)reuse; c->last_prefill = (long)(n - reuse); c->last_tp = tp;
@@ -142,7 +161,7 @@ int chat_turn(Chat *c, const char *user_text) {
     Out o = { c, { { 0 }, 0, NULL, 0 }, { { 0 }, 0, NULL, 0 }, 0 };
     tok_stream_init(&o.think); tok_stream_init(&o.resp);
     int32_t *rec = malloc(sizeof *rec * (size_t)(c->gen > 0 ? c->gen : 1));
-    int nrec = 0, rc = 0, state_before_end = p.state;
+    int nrec = 0, rc = 0, state_before_end = p.state, ctrl_c = 0;
     const char *why = NULL;
     if (!rec) { fprintf(stderr, "k3: out of memory\n"); rc = -1; }
     if (c->thinking && !c->hide_thinking) {
@@ -153,7 +172,7 @@ int chat_turn(Chat *c, const char *user_text) {
     double t1 = k3_now();
     int V = c->eng.m.cfg.vocab_size;
     while (!rc) {
-        if (chat_interrupted) { why = "interrupted (Ctrl-C); the partial reply is kept"; break; }
+        if (chat_interrupted) { why = "interrupted (Ctrl-C)"; ctrl_c = 1; break; }
         if (nrec >= c->gen) { why = "reply cut at --gen"; break; }
         if (c->st->pos >= c->ctx) { why = "context limit reached; /reset to start over"; break; }
         int id = sampler_sample(&smp, c->logits, V);
@@ -176,7 +195,7 @@ int chat_turn(Chat *c, const char *user_text) {
         rec[nrec++] = id;
         if (nrec >= c->gen || chat_interrupted) continue;     /* not fed: the loop ends */
         int32_t id32 = id;
-        if (forward(c, &id32, 1)) rc = -1;
+        if (forward(c, &id32, 1, 0)) rc = -1;
     }
     double td = k3_now() - t1;
     int dropped = xtml_parser_finish(&p);
@@ -187,12 +206,20 @@ int chat_turn(Chat *c, const char *user_text) {
     if (c->color) fputs(RST, stdout);
     fputc('\n', stdout);
     fflush(stdout);
+    int empty = 0;                           /* no text at all: not stored as a reply */
     if (rc) {
         chat_forget_state(c);
     } else {
         int end_state = p.state == XP_DONE ? state_before_end : p.state;
         char *reasoning = xtml_parser_reasoning(&p), *content = xtml_parser_content(&p);
-        if (!reasoning || !content ||
+        empty = reasoning && content && !*reasoning && !*content;
+        if (empty) {
+            fprintf(stderr, "k3: %s: the reply is empty, so neither it nor the message is "
+                    "stored; send it again, or /reset\n",
+                    why ? why : "the model ended its reply at once");
+            why = NULL;
+            c->reprefill_why = "the empty turn was dropped from the conversation";
+        } else if (!reasoning || !content ||
             chat_log_add(&c->log, "assistant", content, c->thinking ? reasoning : NULL)) {
             fprintf(stderr, "k3: out of memory\n"); rc = -1;
         } else {
@@ -204,12 +231,13 @@ int chat_turn(Chat *c, const char *user_text) {
         }
         free(reasoning); free(content);
         c->last_gen = nrec; c->last_td = td;
-        c->tot_gen += nrec; c->t_decode += td; c->turns++;
+        c->tot_gen += nrec; c->t_decode += td; c->turns += !empty;
         if (p.anomalies)
             fprintf(stderr, "k3: note: %d control-token sequence(s) in the reply were not valid "
                     "XTML structure; kept as text\n", p.anomalies);
         if (why)
-            fprintf(stderr, "k3: %s (stopped in the %s channel)\n", why, state_name(end_state));
+            fprintf(stderr, "k3: %s%s (stopped in the %s channel)\n", why,
+                    ctrl_c ? "; the partial reply is kept" : "", state_name(end_state));
         fprintf(stderr, "k3: [reused %ld positions, prefilled %ld tokens in %.2f s, "
                 "generated %d tokens in %.2f s]\n", c->last_reused, c->last_prefill, tp, nrec, td);
     }
@@ -217,8 +245,8 @@ int chat_turn(Chat *c, const char *user_text) {
     xtml_parser_free(&p);
     sampler_free(&smp);
     tok_stream_free(&o.think); tok_stream_free(&o.resp);
-    if (rc) chat_msg_free(&c->log.v[--c->log.n]);
-    return rc;
+    if (rc || empty) chat_msg_free(&c->log.v[--c->log.n]);
+    return rc ? rc : empty;
 }
 
 void chat_print_stats(const Chat *c, FILE *f) {
