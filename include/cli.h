@@ -15,4 +15,8 @@ int tok_cli(int argc, char **argv);               /* tok_cli.c: k3 tokenize | de
  * with a message in err. */
 int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx, char *err,
                       size_t errlen);
+/* An output path of FLAG, checked before the model is opened: not a directory, its folder
+ * exists and takes new files (is_dir: the path is the folder, as --dump-cache-trace).
+ * 0, or 2 with "FLAG PATH: why; fix" in err. */
+int k3_check_output(const char *flag, const char *path, int is_dir, char *err, size_t errlen);
 #endif

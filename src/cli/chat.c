@@ -396,6 +396,15 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
     if ((c->save_state || c->load_state) && !c->history)
         return usage("%s", "--save-state and --load-state need --history FILE "
                      "(the state resumes the conversation stored there)");
+    /* outputs written after the first turn or at exit: checked before the model opens */
+    const char *flag[3] = { "--history", "--save-state", "--dump-cache-trace" };
+    const char *path[3] = { c->history, c->save_state, memf.trace_dir };
+    char perr[8400];
+    for (int i = 0; i < 3; i++)
+        if (path[i] && k3_check_output(flag[i], path[i], i == 2, perr, sizeof perr)) {
+            fprintf(stderr, "k3: %s\n", perr);
+            return K3_ERR_USAGE;
+        }
     return 0;
 }
 

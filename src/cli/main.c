@@ -269,21 +269,14 @@ static int read_prompt(const Opts *o, const Tok *tok, int **prompt, int *n_promp
 
 /* Output paths must be writable before a long run (nothing is truncated yet). */
 static int check_outputs(const Opts *o) {
-    for (int i = 0; i < 2; i++) {
-        const char *p = i ? o->dump_logits : o->out;
-        if (!p) continue;
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", p);
-        const char *probe = i ? p : tmp;
-        int existed = access(probe, F_OK) == 0;
-        FILE *f = fopen(probe, "ab");
-        if (!f) {
-            fprintf(stderr, "k3: %s %s: %s\n", i ? "--dump-logits" : "--out", p, strerror(errno));
+    const char *flag[3] = { "--out", "--dump-logits", "--dump-cache-trace" };
+    const char *path[3] = { o->out, o->dump_logits, o->mem.trace_dir };
+    char err[8400];
+    for (int i = 0; i < 3; i++)
+        if (path[i] && k3_check_output(flag[i], path[i], i == 2, err, sizeof err)) {
+            fprintf(stderr, "k3: %s\n", err);
             return K3_ERR_USAGE;
         }
-        fclose(f);
-        if (!existed) unlink(probe);
-    }
     return 0;
 }
 
