@@ -65,4 +65,15 @@ $K3 $M --ids "$P" --gen 1 --preset max --cache-gb 0 2>$T/err >/dev/null; grep -q
 # refuses when the plan does not fit, naming the numbers and a fix
 K3_MEM_AVAILABLE=1000000 $K3 $M --ids "$P" --gen 1 --quiet >/dev/null 2>$T/err; rc=$?
 [ $rc -eq 1 ] && grep -q "needs .* GB but .* GB is available" $T/err && grep -q "Fix:" $T/err && ok "plan refuses (exit 1) with numbers and a fix" || bad "refusal: rc $rc $(cat $T/err)"
+# a context whose MLA cache does not fit: the fix is a smaller --ctx, the largest that fits
+K3_MEM_AVAILABLE=24000000000 $K3 $M --ids "$P" --gen 2 --ctx 100000000 --quiet >/dev/null 2>$T/err; rc=$?
+[ $rc -eq 1 ] && grep -q "Fix: a smaller --ctx" $T/err && ! grep -q "stream the trunk" $T/err \
+  && ok "--ctx 100000000: refused (exit 1), the fix is a smaller --ctx" || bad "--ctx 100000000: rc $rc $(cat $T/err)"
+A=60000000
+K3_MEM_AVAILABLE=$A $K3 $M --ids "$P" --gen 1 --ctx 100000 --quiet >/dev/null 2>$T/err
+n=$(sed -n 's/.*fit these budgets (--ctx \([0-9]*\)).*/\1/p' $T/err)
+if [ -n "$n" ] && K3_MEM_AVAILABLE=$A $K3 $M --ids "$P" --gen 1 --ctx $n --quiet >/dev/null 2>&1 \
+   && ! K3_MEM_AVAILABLE=$A $K3 $M --ids "$P" --gen 1 --ctx $((n + 1)) --quiet >/dev/null 2>&1; then
+  ok "the suggested --ctx $n is the largest that fits $A bytes"
+else bad "suggested --ctx '$n' under K3_MEM_AVAILABLE=$A: $(cat $T/err)"; fi
 exit $fail
