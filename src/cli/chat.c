@@ -472,6 +472,11 @@ static int setup(Chat *c, const char *system) {
                 "checkpoint's own tokenizer\n", c->tok_dir, tok_vocab_size(c->tok), V);
         return K3_ERR_USAGE;
     }
+    const int mpe = c->eng.m.cfg.max_position_embeddings;
+    if (ctx_given && mpe > 0 && c->ctx > mpe)
+        fprintf(stderr, "k3: warning: --ctx %d is past the trained context "
+                "(max_position_embeddings %d in %s); positions past %d are untested\n",
+                c->ctx, mpe, c->eng.m.cfg.source, mpe);
     if (pctx < c->ctx && memf.verbose)
         fprintf(stderr, "k3: note: the memory plan covers %d positions of MLA cache; --ctx N "
                 "plans for more\n", pctx);

@@ -1,6 +1,7 @@
 /* main.c — the k3 command line: batch completion, subcommands, reports.
  * The engine (k3.h) knows nothing of flags; this file knows nothing of the math. */
 #include "engine.h"
+#include "config.h"
 #include "cli.h"
 #include "chat.h"
 #include "sampler.h"
@@ -280,6 +281,30 @@ static int check_outputs(const Opts *o) {
     return 0;
 }
 
+/* prompt + gen past the trained context (max_position_embeddings) is refused unless --ctx
+ * asks for more; then a warning. A config that does not load is left to the engine. */
+static int check_context(const Opts *o, int n_prompt) {
+    K3Config cfg;
+    char err[4096], path[4200];
+    snprintf(path, sizeof path, "%s/config.json", o->model_dir);
+    const char *cp = o->config ? o->config : path;
+    if (k3_config_load(cp, &cfg, err, sizeof err)) return 0;
+    const int mpe = cfg.max_position_embeddings;
+    const long need = (long)n_prompt + o->gen;
+    if (mpe <= 0) return 0;
+    if (o->mem.ctx > mpe) {
+        fprintf(stderr, "k3: warning: --ctx %d is past the trained context "
+                "(max_position_embeddings %d in %s); positions past %d are untested\n",
+                o->mem.ctx, mpe, cp, mpe);
+        return 0;
+    }
+    if (need <= mpe) return 0;
+    fprintf(stderr, "k3: the prompt (%d tokens) + --gen %d = %ld positions is past the trained "
+            "context, max_position_embeddings %d in %s; shorten the prompt or --gen, or pass "
+            "--ctx %ld to run past it anyway\n", n_prompt, o->gen, need, mpe, cp, need);
+    return K3_ERR_USAGE;
+}
+
 /* The engine for this run: the plan covers the prompt, the generation and the chunk. */
 static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size_t errlen) {
     const int pc = o->chunk > 0 ? o->chunk : K3_PREFILL_CHUNK;
@@ -305,7 +330,9 @@ static int run_batch(const Opts *o) {
         tok = tok_load(o->tok_dir, err, sizeof err);
         if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
     }
-    if ((rc = read_prompt(o, tok, &prompt, &n_prompt)) || (rc = check_outputs(o))) goto done;
+    if ((rc = read_prompt(o, tok, &prompt, &n_prompt)) || (rc = check_outputs(o)) ||
+        (rc = check_context(o, n_prompt)))
+        goto done;
 
     double t0 = k3_now();
     rc = open_engine(o, n_prompt, &e, err, sizeof err);
