@@ -28,8 +28,8 @@ int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx,
     else if (!strcmp(a, "--dump-cache-trace")) o->trace_dir = v;
     else if (!strcmp(a, "--preset")) {
         if (k3_preset_apply(v, &o->trunk_gb, &o->cache_gb)) {
-            snprintf(err, errlen, "--preset: unknown preset '%.100s' (laptop, desktop, "
-                     "workstation, server, max, auto; see --list-presets)", v);
+            snprintf(err, errlen, "--preset: unknown preset '%.100s' (minimum, laptop, "
+                     "desktop, workstation, server, max, auto; see --list-presets)", v);
             return -1;
         }
     } else if (!strcmp(a, "--ctx")) {

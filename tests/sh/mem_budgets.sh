@@ -60,6 +60,14 @@ $K3 --list-presets > $T/p && for p in minimum laptop desktop workstation server 
 lap=$(sed -n 's/^laptop .* \([0-9.]*\) GB (.*/\1/p' $T/p); min=$(sed -n 's/^minimum .* \([0-9.]*\) GB (.*/\1/p' $T/p)
 awk -v l="$lap" -v m="$min" 'BEGIN { exit !(l != "" && l + 0 <= 6.5 && m + 0 <= l + 0) }' && ok "--list-presets: minimum $min GB, laptop $lap GB on the real K3 (<= 6.5)" || bad "--list-presets: laptop '$lap' GB, minimum '$min' GB (want <= 6.5)"
 $K3 $M --ids 1 --gen 0 --preset nope --quiet >/dev/null 2>&1; [ $? -eq 2 ] && ok "unknown preset: exit 2" || bad "unknown preset"
+# every preset --list-presets shows is accepted; minimum = both budgets at the working minimum
+out=$($K3 $M --trunk $T/trunk-tiny5 --preset minimum --ids "$P" --gen 8 2>$T/err)
+[ $? -eq 0 ] && [ "$out" = "$(cut -d, -f1-8 $M/ref/greedy.txt)" ] && grep -q 'cache-gb raised to the working minimum' $T/err \
+  && grep -q 'trunk-gb raised to the working minimum' $T/err && ok "--preset minimum runs at the working minimum, same ids" \
+  || bad "--preset minimum: $(tail -3 $T/err)"
+for p in $(awk '$2 ~ /^([0-9.]+|all)$/ {print $1}' $T/p); do
+  $K3 $M --ids 1 --gen 0 --preset $p --quiet >/dev/null 2>$T/err || bad "--preset $p (listed) refused: $(cat $T/err)"
+done
 # a later flag wins: --cache-gb after --preset
 $K3 $M --ids "$P" --gen 1 --preset max --cache-gb 0 2>$T/err >/dev/null; grep -q "raised to the working minimum" $T/err && ok "a later --cache-gb overrides the preset" || bad "later flag"
 # refuses when the plan does not fit, naming the numbers and a fix
