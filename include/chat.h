@@ -81,7 +81,8 @@ int chat_render(Chat *c, int32_t **ids, size_t *n);
 
 /* chat_state.c: --save-state / --load-state (docs/CHAT.md "Saved state").
  * save: 0, or -1 with err (nothing written over FILE). load: 0 (the state, the fed ids and
- * the exact records of the history's replies restored), or 1 (I/O) / 2 (refused) with err. */
+ * the exact records of the history's replies restored), or 1 (I/O; a corrupt or truncated
+ * file) / 2 (refused: another model, history or settings; a missing file) with err. */
 int chat_state_save(Chat *c, const char *path, char *err, size_t errlen);
 int chat_state_load(Chat *c, const char *path, char *err, size_t errlen);
 #endif
