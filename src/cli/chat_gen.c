@@ -10,6 +10,8 @@
 
 volatile sig_atomic_t chat_interrupted;
 
+static const char *s_(long n) { return n == 1 ? "" : "s"; }
+
 #define DIM "\033[2m"
 #define RST "\033[0m"
 
@@ -238,8 +240,9 @@ int chat_turn(Chat *c, const char *user_text) {
         if (why)
             fprintf(stderr, "k3: %s%s (stopped in the %s channel)\n", why,
                     ctrl_c ? "; the partial reply is kept" : "", state_name(end_state));
-        fprintf(stderr, "k3: [reused %ld positions, prefilled %ld tokens in %.2f s, "
-                "generated %d tokens in %.2f s]\n", c->last_reused, c->last_prefill, tp, nrec, td);
+        fprintf(stderr, "k3: [reused %ld position%s, prefilled %ld token%s in %.2f s, "
+                "generated %d token%s in %.2f s]\n", c->last_reused, s_(c->last_reused),
+                c->last_prefill, s_(c->last_prefill), tp, nrec, s_(nrec), td);
     }
     free(rec);
     xtml_parser_free(&p);
@@ -249,18 +252,28 @@ int chat_turn(Chat *c, const char *user_text) {
     return rc ? rc : empty;
 }
 
+/* "N tok/s", or "n/a" when there is nothing timed to divide by (a reply's first token
+ * comes from the prefill's logits: one token alone times only the sampler) */
+static const char *rate(char *b, size_t n, long count, double secs) {
+    if (count > 0 && secs > 0) snprintf(b, n, "%.1f tok/s", count / secs);
+    else snprintf(b, n, "n/a");
+    return b;
+}
+
 void chat_print_stats(const Chat *c, FILE *f) {
-    double ptp = c->last_tp > 0 ? c->last_prefill / c->last_tp : 0;
-    double dtp = c->last_td > 0 ? c->last_gen / c->last_td : 0;
+    char r[4][32];
     fprintf(f, "messages: %d, replies this session: %ld\n", c->log.n, c->turns);
     fprintf(f, "positions: %d in the state (limit %d)\n", c->st->pos, c->ctx);
-    fprintf(f, "last turn: reused %ld positions, prefilled %ld tokens in %.3f s (%.1f tok/s), "
-            "generated %ld tokens in %.3f s (%.1f tok/s)\n",
-            c->last_reused, c->last_prefill, c->last_tp, ptp, c->last_gen, c->last_td, dtp);
-    fprintf(f, "session: prefilled %ld tokens (%.1f tok/s), reused %ld positions, "
-            "generated %ld tokens (%.1f tok/s), re-prefills %ld\n",
-            c->tot_prefill, c->t_prefill > 0 ? c->tot_prefill / c->t_prefill : 0.0, c->tot_reused,
-            c->tot_gen, c->t_decode > 0 ? c->tot_gen / c->t_decode : 0.0, c->reprefills);
+    fprintf(f, "last turn: reused %ld position%s, prefilled %ld token%s in %.3f s (%s), "
+            "generated %ld token%s in %.3f s (%s)\n",
+            c->last_reused, s_(c->last_reused), c->last_prefill, s_(c->last_prefill), c->last_tp,
+            rate(r[0], 32, c->last_prefill, c->last_tp), c->last_gen, s_(c->last_gen), c->last_td,
+            rate(r[1], 32, c->last_gen > 1 ? c->last_gen : 0, c->last_td));
+    fprintf(f, "session: prefilled %ld token%s (%s), reused %ld position%s, "
+            "generated %ld token%s (%s), re-prefills %ld\n",
+            c->tot_prefill, s_(c->tot_prefill), rate(r[2], 32, c->tot_prefill, c->t_prefill),
+            c->tot_reused, s_(c->tot_reused), c->tot_gen, s_(c->tot_gen),
+            rate(r[3], 32, c->tot_gen > 1 ? c->tot_gen : 0, c->t_decode), c->reprefills);
     fprintf(f, "peak RSS: %.1f MiB\n", k3_peak_rss() / 1048576.0);
     if (sampler_is_greedy(&c->sp)) fprintf(f, "sampling: greedy\n");
     else fprintf(f, "sampling: temperature %g, top-k %d, top-p %g, min-p %g, seed %llu\n",

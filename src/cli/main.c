@@ -379,8 +379,8 @@ static int run_batch(const Opts *o) {
         memmove(logits, logits + (size_t)(n_prompt - 1) * V, sizeof(float) * V);
     }
     if (!o->quiet)
-        fprintf(stderr, "k3: prefill %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, t_prefill,
-                n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
+        fprintf(stderr, "k3: prefill %d token%s in %.3f s (%.2f tok/s)\n", n_prompt,
+                n_prompt == 1 ? "" : "s", t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
     double td = k3_now(), td_step = td;
     Sampler smp;                               /* greedy unless a sampling flag is given */
     sampler_init(&smp, &o->sp, o->seed);
@@ -414,9 +414,11 @@ static int run_batch(const Opts *o) {
                  failures };
     if (!o->quiet) {
         double spt = n_gen > 1 ? t_decode / (n_gen - 1) : 0;
-        fprintf(stderr, "k3: generated %d tokens; %.3f s/token (%.2f tok/s); peak RSS %.1f MiB "
-                "(the figure to quote)\n", n_gen, spt, spt > 0 ? 1 / spt : 0,
-                r.peak_rss / 1048576.0);
+        char speed[64];                 /* the first token comes from the prefill: no rate */
+        if (spt > 0) snprintf(speed, sizeof speed, "; %.3f s/token (%.2f tok/s)", spt, 1 / spt);
+        else snprintf(speed, sizeof speed, "%s", n_gen ? " (no decode step to time)" : "");
+        fprintf(stderr, "k3: generated %d token%s%s; peak RSS %.1f MiB (the figure to quote)\n",
+                n_gen, n_gen == 1 ? "" : "s", speed, r.peak_rss / 1048576.0);
         k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
     }
     if (o->out && write_json(o->out, o, &e, &r)) rc = K3_ERR_RUNTIME;
