@@ -337,6 +337,16 @@ static uint64_t draw_seed(void) {
     return s % 10000000000ULL;             /* short enough to retype */
 }
 
+static const K3Flag CHAT_FLAGS[] = {
+    { "--chat", 0 }, { "--tok", 1 }, { "--history", 1 }, { "--save-state", 1 },
+    { "--load-state", 1 }, { "--system", 1 }, { "--config", 1 }, { "--kernels", 1 },
+    { "--gen", 1 }, { "--ctx", 1 }, { "--threads", 1 }, { "--think-effort", 1 },
+    { "--thinking-effort", 1 }, { "--no-think", 0 }, { "--hide-thinking", 0 },
+    { "--canonical-history", 0 }, { "--no-color", 0 }, { "--help", 0 }, K3_FLAGS_SAMPLER,
+    K3_FLAGS_MEM,
+};
+#define N_CHAT_FLAGS (int)(sizeof CHAT_FLAGS / sizeof CHAT_FLAGS[0])
+
 static K3MemOpts memf;                       /* memory flags, shared with batch mode (flags.c) */
 static int ctx_given;
 
@@ -349,7 +359,9 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
     c->tok_dir = getenv("K3_TOK_FILES");
     if (c->tok_dir && !*c->tok_dir) c->tok_dir = NULL;
     c->color = isatty(1) && !getenv("NO_COLOR");
-    char err[256];
+    char err[320];
+    if (k3_args_expand(argc, argv, CHAT_FLAGS, N_CHAT_FLAGS, &argc, &argv, err, sizeof err))
+        return usage("%s", err);                              /* --flag=value, once */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = sampler_parse_flag(argc, argv, &i, &c->sp, &c->seed, seed_set, err, sizeof err);
@@ -384,7 +396,10 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         else if (!strcmp(a, "--canonical-history")) c->canonical = 1;
         else if (!strcmp(a, "--no-color")) c->color = 0;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(CHAT_USAGE, stdout); exit(0); }
-        else if (a[0] == '-' && a[1]) return usage("unknown chat option '%s'", a);
+        else if (a[0] == '-' && a[1]) {
+            k3_unknown_option(a, CHAT_FLAGS, N_CHAT_FLAGS, err, sizeof err);
+            return usage("chat: %s", err);
+        }
         else if (!c->model_dir) c->model_dir = a;
         else return usage("unexpected argument '%s' (MODEL_DIR was already given)", a);
 #undef VAL

@@ -96,3 +96,107 @@ int k3_check_output(const char *flag, const char *path, int is_dir, char *err, s
     unlink(probe);
     return 0;
 }
+
+/* ---- --flag=value and unknown options ---- */
+
+static const K3Flag *find_flag(const char *name, size_t len, const K3Flag *f, int n) {
+    for (int i = 0; i < n; i++)
+        if (strlen(f[i].name) == len && !strncmp(f[i].name, name, len)) return &f[i];
+    return NULL;
+}
+
+int k3_args_expand(int argc, char **argv, const K3Flag *flags, int n, int *out_argc,
+                   char ***out_argv, char *err, size_t errlen) {
+    char **v = malloc(sizeof *v * (size_t)(2 * argc + 1));     /* at most one split per word */
+    int m = 0;
+    if (!v) { snprintf(err, errlen, "out of memory"); return K3_ERR_USAGE; }
+    for (int i = 0; i < argc; i++) {
+        char *a = argv[i], *eq = strchr(a, '=');
+        const K3Flag *f = NULL;
+        if (i > 0 && a[0] == '-' && a[1] == '-' && eq) f = find_flag(a, (size_t)(eq - a), flags, n);
+        if (!f) {
+            const K3Flag *g = i > 0 ? find_flag(a, strlen(a), flags, n) : NULL;
+            v[m++] = a;
+            if (g && g->takes_value && i + 1 < argc) v[m++] = argv[++i];   /* its value, as is */
+            continue;
+        }
+        if (!f->takes_value) {
+            snprintf(err, errlen, "%s takes no value (got '%.200s')", f->name, a);
+            free(v);
+            return K3_ERR_USAGE;
+        }
+        v[m++] = (char *)f->name;      /* the table's own string: lives as long as the process */
+        v[m++] = eq + 1;
+    }
+    v[m] = NULL;
+    *out_argc = m; *out_argv = v;
+    return 0;
+}
+
+/* Edit distance counting a swap of neighbours as one edit (optimal string alignment):
+ * "--gne" is one edit from "--gen". Flags are short; longer strings are "far". */
+static int edit_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b), d[64][64];
+    if (la > 63 || lb > 63) return 99;
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int x = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < x) x = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < x) x = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < x)
+                x = d[i - 2][j - 2] + 1;
+            d[i][j] = x;
+        }
+    return d[la][lb];
+}
+
+/* llama.cpp's flags and what k3 calls them (NULL: the hint says it all) */
+static const struct { const char *from, *to, *hint; } ALIASES[] = {
+    { "--temp", "--temperature", NULL }, { "-n", "--gen", NULL }, { "--n-predict", "--gen", NULL },
+    { "--predict", "--gen", NULL }, { "-p", "--prompt", NULL }, { "-f", "--prompt-file", NULL },
+    { "--file", "--prompt-file", NULL }, { "-t", "--threads", NULL },
+    { "-c", "--ctx", NULL }, { "--ctx-size", "--ctx", NULL }, { "-s", "--seed", NULL },
+    { "-b", "--prefill-chunk", NULL }, { "--batch-size", "--prefill-chunk", NULL },
+    { "-ub", "--prefill-chunk", NULL }, { "--ubatch-size", "--prefill-chunk", NULL },
+    { "--top_k", "--top-k", NULL }, { "--top_p", "--top-p", NULL }, { "--min_p", "--min-p", NULL },
+    { "-i", "--chat", NULL }, { "--interactive", "--chat", NULL }, { "-cnv", "--chat", NULL },
+    { "--conversation", "--chat", NULL }, { "-sys", "--system", NULL },
+    { "--system-prompt", "--system", NULL }, { "--log-disable", "--quiet", NULL },
+    { "-m", NULL, "k3 takes the model directory as a plain argument: k3 MODEL_DIR ..." },
+    { "--model", NULL, "k3 takes the model directory as a plain argument: k3 MODEL_DIR ..." },
+    { "-ngl", NULL, "k3 runs on the CPU: there are no GPU layers to offload; drop it" },
+    { "--n-gpu-layers", NULL, "k3 runs on the CPU: there are no GPU layers to offload; drop it" },
+};
+
+void k3_unknown_option(const char *arg, const K3Flag *flags, int n, char *msg, size_t len) {
+    char name[128];
+    const char *eq = strchr(arg, '=');
+    snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - arg : (long)strlen(arg)), arg);
+    const char *best = NULL;
+    for (size_t i = 0; i < sizeof ALIASES / sizeof ALIASES[0]; i++)
+        if (!strcmp(name, ALIASES[i].from)) {
+            if (ALIASES[i].hint) {
+                snprintf(msg, len, "unknown option '%.200s'; %s", arg, ALIASES[i].hint);
+                return;
+            }
+            if (find_flag(ALIASES[i].to, strlen(ALIASES[i].to), flags, n)) best = ALIASES[i].to;
+        }
+    int nprefix = 0, bd = 99;
+    const char *prefix = NULL, *near = NULL;
+    for (int i = 0; !best && i < n; i++)
+        if (strlen(name) >= 4 && !strncmp(flags[i].name, name, strlen(name))) {
+            prefix = flags[i].name; nprefix++;
+        }
+    if (!best && nprefix == 1) best = prefix;
+    for (int i = 0; !best && i < n; i++) {
+        int d = edit_distance(name, flags[i].name);
+        if (d < bd) { bd = d; near = flags[i].name; }
+    }
+    /* near enough to be a typo: one edit, or one per four characters */
+    if (!best && near && (bd <= 1 || bd * 4 <= (int)strlen(name))) best = near;
+    if (best) snprintf(msg, len, "unknown option '%.200s'; did you mean %s?", arg, best);
+    else snprintf(msg, len, "unknown option '%.200s'", arg);
+}

@@ -84,6 +84,8 @@ static const char *USAGE =
 "Generated ids go to stdout (comma-separated, streamed), or the generated text when a\n"
 "tokenizer is given. Progress and the report go to stderr.\n"
 "\n"
+"Every flag that takes a value also accepts --flag=value.\n"
+"\n"
 "Exit codes: 0 ok; 1 runtime failure; 2 usage or config error; 4 finished but a\n"
 "routed expert failed to load (the ids are unsound).\n";
 
@@ -95,6 +97,17 @@ typedef struct {
     K3MemOpts mem;              /* --trunk --trunk-gb --cache-gb --preset --ctx --verbose ... */
     SamplerParams sp; uint64_t seed; int sampling;   /* sampling flags given */
 } Opts;
+
+/* Every flag parse_args knows (--chat, --help, --version, --list-presets are taken by
+ * main first, listed for the suggestions). */
+static const K3Flag BATCH_FLAGS[] = {
+    { "--ids", 1 }, { "--prompt", 1 }, { "--prompt-file", 1 }, { "--tok", 1 }, { "--config", 1 },
+    { "--out", 1 }, { "--dump-logits", 1 }, { "--kernels", 1 }, { "--gen", 1 },
+    { "--prefill-chunk", 1 }, { "--threads", 1 }, { "--ctx", 1 }, { "--recompute", 0 },
+    { "--incremental", 0 }, { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 },
+    { "--version", 0 }, { "--list-presets", 0 }, K3_FLAGS_SAMPLER, K3_FLAGS_MEM,
+};
+#define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
 
 static int usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "k3: ");
@@ -110,6 +123,9 @@ static int parse_args(int argc, char **argv, Opts *o) {
     sampler_defaults(&o->sp);
     o->tok_dir = getenv("K3_TOK_FILES");
     if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
+    char xerr[320];
+    if (k3_args_expand(argc, argv, BATCH_FLAGS, N_BATCH_FLAGS, &argc, &argv, xerr, sizeof xerr))
+        return usage_error("%s", xerr);                       /* --flag=value, once */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -138,7 +154,10 @@ static int parse_args(int argc, char **argv, Opts *o) {
         } else if (!strcmp(a, "--recompute")) o->recompute = 1;
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
-        else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
+        else if (a[0] == '-' && a[1]) {
+            k3_unknown_option(a, BATCH_FLAGS, N_BATCH_FLAGS, xerr, sizeof xerr);
+            return usage_error("%s", xerr);
+        }
         else if (!o->model_dir) o->model_dir = a;
         else return usage_error("unexpected argument '%s' (MODEL_DIR was already given)", a);
 #undef VAL
