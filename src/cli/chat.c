@@ -254,8 +254,12 @@ static int command(Chat *c, char *text, const Lines *hist) {
             free(d);
         }
         save_history(c);
+        if (c->nfed) c->reprefill_why = "the system message changed (/system)";
         printf("(system message set; the next turn re-prefills)\n");
     } else if (!strcmp(name, "/think")) {
+        const int was = c->thinking;
+        char effort[sizeof c->effort];
+        memcpy(effort, c->effort, sizeof effort);
         if (!strcmp(arg, "on")) c->thinking = 1;
         else if (!strcmp(arg, "off")) c->thinking = 0;
         else if (xtml_effort_ok(arg)) {
@@ -263,7 +267,16 @@ static int command(Chat *c, char *text, const Lines *hist) {
             snprintf(c->effort, sizeof c->effort, "%s", arg);
         }
         else if (*arg) { printf("usage: /think on|off|low|high|max\n"); return 0; }
-        printf("thinking: %s\n", c->thinking ? c->effort : "off");
+        /* the mode and the effort are part of the rendered transcript */
+        int changed = was != c->thinking || (c->thinking && strcmp(effort, c->effort));
+        if (changed && c->nfed) {
+            c->reprefill_why = c->thinking ? "the thinking mode changed (/think), which changes "
+                                             "how the conversation renders"
+                                           : "thinking is off now (/think), which changes how "
+                                             "the conversation renders";
+            printf("thinking: %s (the conversation renders differently now: the next turn "
+                   "prefills it again)\n", c->thinking ? c->effort : "off");
+        } else printf("thinking: %s\n", c->thinking ? c->effort : "off");
     } else if (!strcmp(name, "/temp")) {
         char *end;
         double t = strtod(arg, &end);
@@ -313,6 +326,7 @@ static int command(Chat *c, char *text, const Lines *hist) {
         chat_log_free(&c->log);
         c->log = l;
         save_history(c);
+        if (c->nfed) c->reprefill_why = "another conversation was loaded (/load)";
         printf("(loaded %d messages from %s; the next turn prefills them)\n", l.n, arg);
     } else if (!strcmp(name, "/save-state")) state_save_cmd(c, arg);
     else printf("unknown command %s; /help lists them (start with // to send a literal /)\n", name);

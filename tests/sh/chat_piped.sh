@@ -60,6 +60,18 @@ grep -q 'unknown command /nonsense' "$T/out" || fail "unknown command"
 [ "$(grep -c 'reused' "$T/err")" = 2 ] || fail "expected exactly 2 replies (block and //)"
 echo "ok \"\"\" blocks, // escape, /think /temp /seed /history, /exit stops reading"
 
+# /think off mid-conversation: the command and the next turn say why it re-prefills (not an
+# error-like "differs"); a /think that changes nothing says nothing of the kind
+printf 'What is 2+2?\n/think off\nAnd 3+3?\n/think off\nAnd 4+4?\n' | \
+  timeout 120 "$K3" $M --chat --tok $TK --gen 8 --seed 42 > "$T/out" 2> "$T/err" || fail "/think off session exited $?"
+grep -a -q '^thinking: off (the conversation renders differently now: the next turn prefills it again)$' "$T/out" \
+  || fail "/think off does not say the next turn prefills again"
+grep -a -q '^k3: re-prefilling [0-9]* tokens: thinking is off now (/think)' "$T/err" || fail "the re-prefill does not say why"
+grep -a -q -i 'differs' "$T/err" && fail "the re-prefill still reads like an error"
+[ "$(grep -a -c '^thinking: off$' "$T/out")" = 1 ] || fail "the second /think off (no change) should just say 'thinking: off'"
+[ "$(grep -a -c 're-prefilling' "$T/err")" = 1 ] || fail "a re-prefill after the unchanged /think off"
+echo "ok /think off says why the next turn re-prefills; an unchanged /think does not"
+
 chat --greedy < /dev/null > "$T/out" 2> "$T/err" || fail "EOF at once exited $?"
 grep -q 'greedy decoding' "$T/err" || fail "--greedy not reported"
 timeout 30 "$K3" $M --chat --tok $TK --top-p 2 < /dev/null > "$T/out" 2> "$T/err"; rc=$?
