@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 volatile sig_atomic_t chat_interrupted;
 
@@ -71,6 +72,7 @@ typedef struct {
     Chat *c;
     TokStream think, resp;
     int in_think;        /* the <think> wrapper is open on screen */
+    int indicator;       /* "thinking…" is on a terminal's stderr line, to be erased */
 } Out;
 
 static void out_bytes(Out *o, const char *b, size_t n, int think) {
@@ -88,6 +90,7 @@ static void out_ids(Out *o, const int32_t *ids, int n, int think) {
 }
 
 static void close_think(Out *o) {
+    if (o->indicator) { fputs("\r\033[K", stderr); fflush(stderr); o->indicator = 0; }
     if (!o->in_think) return;
     const char *b; size_t l;
     tok_stream_flush(&o->think, &b, &l);
@@ -160,7 +163,7 @@ int chat_turn(Chat *c, const char *user_text) {
     sampler_init(&smp, &c->sp, sampler_turn_seed(c->seed, turn));
     XtmlParser p;
     xtml_parser_init(&p, c->tok, &c->ids, c->thinking);
-    Out o = { c, { { 0 }, 0, NULL, 0 }, { { 0 }, 0, NULL, 0 }, 0 };
+    Out o = { c, { { 0 }, 0, NULL, 0 }, { { 0 }, 0, NULL, 0 }, 0, 0 };
     tok_stream_init(&o.think); tok_stream_init(&o.resp);
     int32_t *rec = malloc(sizeof *rec * (size_t)(c->gen > 0 ? c->gen : 1));
     int nrec = 0, rc = 0, state_before_end = p.state, ctrl_c = 0;
@@ -169,7 +172,13 @@ int chat_turn(Chat *c, const char *user_text) {
     if (c->thinking && !c->hide_thinking) {
         fputs(c->color ? DIM "<think>\n" : "<think>\n", stdout); o.in_think = 1;
     }
-    else if (c->thinking) o.in_think = 1;
+    else if (c->thinking) {                  /* hidden: say that it is thinking, not silence */
+        o.in_think = 1;
+        o.indicator = isatty(2);
+        fputs(o.indicator ? DIM "thinking…" RST : "k3: thinking… (hidden by --hide-thinking)\n",
+              stderr);
+        fflush(stderr);
+    }
     fflush(stdout);
     double t1 = k3_now();
     int V = c->eng.m.cfg.vocab_size;
@@ -231,6 +240,7 @@ int chat_turn(Chat *c, const char *user_text) {
             m->gen_thinking = c->thinking;
             m->gen_state = end_state;
         }
+        const int no_answer = !empty && content && !*content;
         free(reasoning); free(content);
         c->last_gen = nrec; c->last_td = td;
         c->tot_gen += nrec; c->t_decode += td; c->turns += !empty;
@@ -240,6 +250,10 @@ int chat_turn(Chat *c, const char *user_text) {
         if (why)
             fprintf(stderr, "k3: %s%s (stopped in the %s channel)\n", why,
                     ctrl_c ? "; the partial reply is kept" : "", state_name(end_state));
+        if (no_answer)
+            fprintf(stderr, "k3: note: the reply has no answer, only thinking%s\n",
+                    c->hide_thinking ? " (hidden by --hide-thinking; drop it to see the "
+                                       "thinking)" : "");
         fprintf(stderr, "k3: [reused %ld position%s, prefilled %ld token%s in %.2f s, "
                 "generated %d token%s in %.2f s]\n", c->last_reused, s_(c->last_reused),
                 c->last_prefill, s_(c->last_prefill), tp, nrec, s_(nrec), td);

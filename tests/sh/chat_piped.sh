@@ -47,7 +47,11 @@ grep -q '^<think>' "$T/out" || fail "no <think> wrapper"
 grep -q 'replay with --seed [0-9]' "$T/err" || fail "drawn seed not printed"
 printf 'Hi\n' | timeout 120 "$K3" $M --chat --tok $TK --gen 6 --hide-thinking > "$T/out" 2> "$T/err" || fail "hide-thinking exited $?"
 grep -q 'think>' "$T/out" && fail "--hide-thinking printed the think channel"
-echo "ok thinking shown in <think>, hidden with --hide-thinking, drawn seed printed"
+# a reply that is all thinking, hidden: an indicator while it thinks and a note at the end
+grep -q '^k3: thinking… (hidden by --hide-thinking)$' "$T/err" || fail "--hide-thinking: no thinking indicator"
+grep -q '^k3: note: the reply has no answer, only thinking (hidden by --hide-thinking' "$T/err" \
+  || fail "--hide-thinking: no note that the reply had no answer"
+echo "ok thinking shown in <think>, hidden with --hide-thinking (an indicator, a note when there is no answer), drawn seed printed"
 
 # """ blocks, // escape, commands, greedy determinism
 printf '"""\nline one\nline two\n"""\n//slash text\n/think low\n/temp 0\n/seed 5\n/history\n/nonsense\n/exit\nnot read\n' > "$T/in"
