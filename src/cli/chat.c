@@ -149,13 +149,20 @@ static int read_message(char **out) {
 
 /* ---- commands ---- */
 
+/* Why the files this session must leave behind are not complete ("" = they are): the
+ * history's last write failed, or the state could not be saved at exit. Exit 1 at the end. */
+static char unsaved[1200];
+
 static int save_history(Chat *c) {
     char err[512];
     if (!c->history) return 0;
     if (chat_hist_save(c->history, &c->log, err, sizeof err)) {
         fprintf(stderr, "k3: %s\n", err);
+        snprintf(unsaved, sizeof unsaved, "the history was not written (%s); it lacks this "
+                 "session's last turns", err);
         return -1;
     }
+    unsaved[0] = 0;                              /* a later write made it whole again */
     return 0;
 }
 
@@ -214,8 +221,11 @@ static void state_save_at_exit(Chat *c) {
     char err[1024];
     if (!c->save_state) return;
     double t0 = k3_now();
-    if (chat_state_save(c, c->save_state, err, sizeof err)) fprintf(stderr, "k3: %s\n", err);
-    else
+    if (chat_state_save(c, c->save_state, err, sizeof err)) {
+        fprintf(stderr, "k3: %s\n", err);
+        if (!unsaved[0])
+            snprintf(unsaved, sizeof unsaved, "the state was not saved (%s)", err);
+    } else
         fprintf(stderr, "k3: state saved to %s: %d positions in %.2f s\n", c->save_state,
                 c->st->pos, k3_now() - t0);
 }
@@ -584,6 +594,10 @@ int chat_main(int argc, char **argv) {
         fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the replies are "
                 "unsound\n", failures);
         rc = K3_ERR_EXPERT;
+    }
+    if ((!rc || rc == K3_ERR_EXPERT) && unsaved[0]) {   /* last: the line a script sees */
+        fprintf(stderr, "k3: exit 1: %s\n", unsaved);
+        rc = K3_ERR_RUNTIME;
     }
 done:
     if (c->st) k3_state_free(&c->eng.m, c->st);
