@@ -250,7 +250,7 @@ int chat_turn(Chat *c, const char *user_text) {
         if (why)
             fprintf(stderr, "k3: %s%s (stopped in the %s channel)\n", why,
                     ctrl_c ? "; the partial reply is kept" : "", state_name(end_state));
-        if (no_answer)
+        if (no_answer && (c->hide_thinking || !why))      /* a cut reply says so already */
             fprintf(stderr, "k3: note: the reply has no answer, only thinking%s\n",
                     c->hide_thinking ? " (hidden by --hide-thinking; drop it to see the "
                                        "thinking)" : "");
