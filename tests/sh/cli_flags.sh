@@ -11,11 +11,11 @@ ok()  { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fail=1; }
 
 mkdir $T/a $T/b
-$K3 $M --ids "$P" --gen 4 --threads 1 --kernels scalar --prefill-chunk 5 --temperature 0.8 \
+$K3 $M --ids "$P" --gen 4 --threads 1 --kernels auto --prefill-chunk 5 --temperature 0.8 \
   --seed 3 --top-k 50 --top-p 0.9 --min-p 0.01 --preset minimum --cache-gb 0 --ctx 64 \
   --out $T/a/r.json --dump-logits $T/a/l.f32 --config $M/config.json --tok $TK \
   --dump-cache-trace $T/a --quiet > $T/a/out 2>$T/a/err || bad "two-word flags: $(cat $T/a/err)"
-$K3 $M --ids="$P" --gen=4 --threads=1 --kernels=scalar --prefill-chunk=5 --temperature=0.8 \
+$K3 $M --ids="$P" --gen=4 --threads=1 --kernels=auto --prefill-chunk=5 --temperature=0.8 \
   --seed=3 --top-k=50 --top-p=0.9 --min-p=0.01 --preset=minimum --cache-gb=0 --ctx=64 \
   --out=$T/b/r.json --dump-logits=$T/b/l.f32 --config=$M/config.json --tok=$TK \
   --dump-cache-trace=$T/b --quiet > $T/b/out 2>$T/b/err || bad "--flag=value: $(cat $T/b/err)"
@@ -29,9 +29,9 @@ out=$($K3 $M --ids=1 --gen=1 --prompt-file=/dev/null --quiet 2>&1); [ $? -eq 2 ]
 
 for mode in a b; do
   if [ $mode = a ]; then set -- --tok $TK --gen 3 --seed 5 --history $T/$mode/h.jsonl --system 'Be brief.' \
-      --think-effort low --save-state $T/$mode/s.bin --temperature 0.7 --ctx 512 --threads 1 --kernels scalar
+      --think-effort low --save-state $T/$mode/s.bin --temperature 0.7 --ctx 512 --threads 1 --kernels auto
   else set -- --tok=$TK --gen=3 --seed=5 --history=$T/$mode/h.jsonl --system='Be brief.' \
-      --think-effort=low --save-state=$T/$mode/s.bin --temperature=0.7 --ctx=512 --threads=1 --kernels=scalar; fi
+      --think-effort=low --save-state=$T/$mode/s.bin --temperature=0.7 --ctx=512 --threads=1 --kernels=auto; fi
   printf 'Hello\nAgain\n' | timeout 60 $K3 $M --chat "$@" > $T/$mode/chat 2>$T/$mode/cerr || bad "chat $mode: $(cat $T/$mode/cerr)"
 done
 cmp -s $T/a/chat $T/b/chat && cmp -s $T/a/h.jsonl $T/b/h.jsonl && cmp -s $T/a/s.bin $T/b/s.bin \
