@@ -53,6 +53,7 @@ typedef struct {
     long tot_prefill, tot_reused, tot_gen, reprefills, turns;
     long last_reused, last_prefill, last_gen;
     double t_prefill, t_decode, last_tp, last_td;
+    const char *reprefill_why;                  /* why the next turn prefills again, or NULL */
 } Chat;
 
 /* chat_hist.c */
@@ -68,8 +69,9 @@ int chat_hist_save(const char *path, const ChatLog *l, char *err, size_t errlen)
 /* chat_gen.c */
 extern volatile sig_atomic_t chat_interrupted;   /* set by SIGINT */
 /* Adds a user message and generates the reply (streamed to stdout). Returns 0 (reply
- * added, possibly truncated), 1 when the turn was refused (context full; the user
- * message is removed), or -1 on a runtime failure (message printed). */
+ * added, possibly truncated), 1 when the turn was refused or dropped (context full,
+ * Ctrl-C during the prefill, an empty reply: the user message is removed), or -1 on a
+ * runtime failure (message printed). */
 int chat_turn(Chat *c, const char *user_text);
 void chat_forget_state(Chat *c);                 /* reset the KDA/MLA state */
 void chat_print_stats(const Chat *c, FILE *f);
@@ -79,7 +81,8 @@ int chat_render(Chat *c, int32_t **ids, size_t *n);
 
 /* chat_state.c: --save-state / --load-state (docs/CHAT.md "Saved state").
  * save: 0, or -1 with err (nothing written over FILE). load: 0 (the state, the fed ids and
- * the exact records of the history's replies restored), or 1 (I/O) / 2 (refused) with err. */
+ * the exact records of the history's replies restored), or 1 (I/O; a corrupt or truncated
+ * file) / 2 (refused: another model, history or settings; a missing file) with err. */
 int chat_state_save(Chat *c, const char *path, char *err, size_t errlen);
 int chat_state_load(Chat *c, const char *path, char *err, size_t errlen);
 #endif

@@ -19,4 +19,24 @@ int tok_cli(int argc, char **argv);               /* tok_cli.c: k3 tokenize | de
  * with a message in err. */
 int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx, char *err,
                       size_t errlen);
+/* A flag a mode knows: its name and whether it takes a value. Each mode's table lists every
+ * flag it parses (K3_FLAGS_SAMPLER and K3_FLAGS_MEM: the shared parsers' flags), so that
+ * --flag=value and the "did you mean" suggestions follow the parsers. */
+typedef struct { const char *name; int takes_value; } K3Flag;
+#define K3_FLAGS_SAMPLER { "--temperature", 1 }, { "--top-k", 1 }, { "--top-p", 1 }, \
+                         { "--min-p", 1 }, { "--seed", 1 }, { "--greedy", 0 }
+#define K3_FLAGS_MEM { "--trunk", 1 }, { "--trunk-gb", 1 }, { "--cache-gb", 1 }, \
+                     { "--preset", 1 }, { "--dump-cache-trace", 1 }, { "--verbose", 0 }
+/* argv with each "--flag=value" of a value flag split into "--flag" "value" (a value given
+ * as its own word is never split), into a new argv kept for the life of the process.
+ * 0, or 2 with the message in err ("--greedy takes no value"; out of memory). */
+int k3_args_expand(int argc, char **argv, const K3Flag *flags, int n, int *out_argc,
+                   char ***out_argv, char *err, size_t errlen);
+/* "unknown option 'ARG'" with a hint: llama.cpp's spelling of a k3 flag (--temp, -n, -p,
+ * -c ...), a unique prefix, or the nearest known flag by edit distance. */
+void k3_unknown_option(const char *arg, const K3Flag *flags, int n, char *msg, size_t len);
+/* An output path of FLAG, checked before the model is opened: not a directory, its folder
+ * exists and takes new files (is_dir: the path is the folder, as --dump-cache-trace).
+ * 0, or 2 with "FLAG PATH: why; fix" in err. */
+int k3_check_output(const char *flag, const char *path, int is_dir, char *err, size_t errlen);
 #endif

@@ -3,6 +3,7 @@
  * Where the weights' bytes live is behind weights.h; nothing here exits the process. */
 #ifndef K3_K3_H
 #define K3_K3_H
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "config.h"
@@ -11,6 +12,9 @@
 #include "weights.h"
 
 enum { K3_OK = 0, K3_ERR_RUNTIME = 1, K3_ERR_USAGE = 2, K3_ERR_EXPERT = 4 };
+/* Not an exit code (negative, so it cannot pass for one): k3_forward / k3_prefill
+ * stopped because *K3Engine.interrupt was set. The caller decides what it means. */
+enum { K3_INTERRUPTED = -1 };
 
 struct K3Layer {
     int is_kda, is_moe;
@@ -72,13 +76,15 @@ typedef struct {
 /* What a forward pass runs on: the bound model, where its weights come from, and its
  * scratch. engine.h opens one for the command line; tests open one over the resident
  * weights with k3_engine_open_resident(). mem is the memory system behind w (NULL when
- * resident): the forward pass never touches it. */
+ * resident): the forward pass never touches it. interrupt (NULL = none), when it points
+ * at a non-zero flag, stops k3_prefill between chunks and k3_forward between layers. */
 typedef struct K3Mem K3Mem;
 typedef struct {
     K3Model m;
     K3Weights *w;
     K3RunState rs;
     K3Mem *mem;
+    volatile sig_atomic_t *interrupt;
 } K3Engine;
 
 /* ---- model (src/model) ---- */
@@ -114,11 +120,15 @@ void k3_runstate_free(K3RunState *rs);
 /* ---- forward pass (src/forward) ---- */
 /* Feeds T <= rs.max_T tokens at positions s->pos .. s->pos+T-1 and advances s->pos.
  * logits: [T][vocab] when all_logits, else [vocab] for the last token only.
- * Returns 0, or an exit code (1) with the reason in err. */
+ * Returns 0, or an exit code (1) with the reason in err, or K3_INTERRUPTED ("interrupted"
+ * in err): s->pos is unchanged but the layers before the stop have taken the tokens in,
+ * so reset the state (k3_state_reset) before the next forward on it. The remaining
+ * layers are still acquired and released, in order, so the storage stays in step. */
 int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, int all_logits,
                char *err, size_t errlen);
 /* k3_forward over n tokens in chunks of at most `chunk` (<= 0 or above rs.max_T:
- * rs.max_T); identical bits for any chunk size. */
+ * rs.max_T); identical bits for any chunk size. K3_INTERRUPTED as k3_forward (also
+ * checked before each chunk): reset the state. */
 #define K3_PREFILL_CHUNK 64
 int k3_prefill(K3Engine *e, K3State *s, const int *ids, int n, int chunk, float *logits,
                int all_logits, char *err, size_t errlen);

@@ -50,7 +50,8 @@ static const char HELP[] =
 "  /history               the lines typed in this session\n"
 "  /save FILE, /load FILE write / read a JSONL history\n"
 "  /save-state FILE       save the engine state (resume with --history H --load-state FILE)\n"
-"Ctrl-C during a reply stops it; the partial reply is kept (marked truncated).\n";
+"Ctrl-C during a reply stops it; the partial reply is kept (marked truncated). Ctrl-C\n"
+"during the prefill stops it too; the message is then not sent (Up recalls it).\n";
 
 static void on_sigint(int sig) { (void)sig; chat_interrupted = 1; }
 
@@ -148,13 +149,20 @@ static int read_message(char **out) {
 
 /* ---- commands ---- */
 
+/* Why the files this session must leave behind are not complete ("" = they are): the
+ * history's last write failed, or the state could not be saved at exit. Exit 1 at the end. */
+static char unsaved[1200];
+
 static int save_history(Chat *c) {
     char err[512];
     if (!c->history) return 0;
     if (chat_hist_save(c->history, &c->log, err, sizeof err)) {
         fprintf(stderr, "k3: %s\n", err);
+        snprintf(unsaved, sizeof unsaved, "the history was not written (%s); it lacks this "
+                 "session's last turns", err);
         return -1;
     }
+    unsaved[0] = 0;                              /* a later write made it whole again */
     return 0;
 }
 
@@ -213,8 +221,11 @@ static void state_save_at_exit(Chat *c) {
     char err[1024];
     if (!c->save_state) return;
     double t0 = k3_now();
-    if (chat_state_save(c, c->save_state, err, sizeof err)) fprintf(stderr, "k3: %s\n", err);
-    else
+    if (chat_state_save(c, c->save_state, err, sizeof err)) {
+        fprintf(stderr, "k3: %s\n", err);
+        if (!unsaved[0])
+            snprintf(unsaved, sizeof unsaved, "the state was not saved (%s)", err);
+    } else
         fprintf(stderr, "k3: state saved to %s: %d positions in %.2f s\n", c->save_state,
                 c->st->pos, k3_now() - t0);
 }
@@ -253,8 +264,12 @@ static int command(Chat *c, char *text, const Lines *hist) {
             free(d);
         }
         save_history(c);
+        if (c->nfed) c->reprefill_why = "the system message changed (/system)";
         printf("(system message set; the next turn re-prefills)\n");
     } else if (!strcmp(name, "/think")) {
+        const int was = c->thinking;
+        char effort[sizeof c->effort];
+        memcpy(effort, c->effort, sizeof effort);
         if (!strcmp(arg, "on")) c->thinking = 1;
         else if (!strcmp(arg, "off")) c->thinking = 0;
         else if (xtml_effort_ok(arg)) {
@@ -262,7 +277,16 @@ static int command(Chat *c, char *text, const Lines *hist) {
             snprintf(c->effort, sizeof c->effort, "%s", arg);
         }
         else if (*arg) { printf("usage: /think on|off|low|high|max\n"); return 0; }
-        printf("thinking: %s\n", c->thinking ? c->effort : "off");
+        /* the mode and the effort are part of the rendered transcript */
+        int changed = was != c->thinking || (c->thinking && strcmp(effort, c->effort));
+        if (changed && c->nfed) {
+            c->reprefill_why = c->thinking ? "the thinking mode changed (/think), which changes "
+                                             "how the conversation renders"
+                                           : "thinking is off now (/think), which changes how "
+                                             "the conversation renders";
+            printf("thinking: %s (the conversation renders differently now: the next turn "
+                   "prefills it again)\n", c->thinking ? c->effort : "off");
+        } else printf("thinking: %s\n", c->thinking ? c->effort : "off");
     } else if (!strcmp(name, "/temp")) {
         char *end;
         double t = strtod(arg, &end);
@@ -312,6 +336,7 @@ static int command(Chat *c, char *text, const Lines *hist) {
         chat_log_free(&c->log);
         c->log = l;
         save_history(c);
+        if (c->nfed) c->reprefill_why = "another conversation was loaded (/load)";
         printf("(loaded %d messages from %s; the next turn prefills them)\n", l.n, arg);
     } else if (!strcmp(name, "/save-state")) state_save_cmd(c, arg);
     else printf("unknown command %s; /help lists them (start with // to send a literal /)\n", name);
@@ -336,6 +361,16 @@ static uint64_t draw_seed(void) {
     return s % 10000000000ULL;             /* short enough to retype */
 }
 
+static const K3Flag CHAT_FLAGS[] = {
+    { "--chat", 0 }, { "--tok", 1 }, { "--history", 1 }, { "--save-state", 1 },
+    { "--load-state", 1 }, { "--system", 1 }, { "--config", 1 }, { "--kernels", 1 },
+    { "--gen", 1 }, { "--ctx", 1 }, { "--threads", 1 }, { "--think-effort", 1 },
+    { "--thinking-effort", 1 }, { "--no-think", 0 }, { "--hide-thinking", 0 },
+    { "--canonical-history", 0 }, { "--no-color", 0 }, { "--help", 0 }, K3_FLAGS_SAMPLER,
+    K3_FLAGS_MEM,
+};
+#define N_CHAT_FLAGS (int)(sizeof CHAT_FLAGS / sizeof CHAT_FLAGS[0])
+
 static K3MemOpts memf;                       /* memory flags, shared with batch mode (flags.c) */
 static int ctx_given;
 
@@ -348,7 +383,9 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
     c->tok_dir = getenv("K3_TOK_FILES");
     if (c->tok_dir && !*c->tok_dir) c->tok_dir = NULL;
     c->color = isatty(1) && !getenv("NO_COLOR");
-    char err[256];
+    char err[320];
+    if (k3_args_expand(argc, argv, CHAT_FLAGS, N_CHAT_FLAGS, &argc, &argv, err, sizeof err))
+        return usage("%s", err);                              /* --flag=value, once */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = sampler_parse_flag(argc, argv, &i, &c->sp, &c->seed, seed_set, err, sizeof err);
@@ -383,7 +420,10 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         else if (!strcmp(a, "--canonical-history")) c->canonical = 1;
         else if (!strcmp(a, "--no-color")) c->color = 0;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(CHAT_USAGE, stdout); exit(0); }
-        else if (a[0] == '-' && a[1]) return usage("unknown chat option '%s'", a);
+        else if (a[0] == '-' && a[1]) {
+            k3_unknown_option(a, CHAT_FLAGS, N_CHAT_FLAGS, err, sizeof err);
+            return usage("chat: %s", err);
+        }
         else if (!c->model_dir) c->model_dir = a;
         else return usage("unexpected argument '%s' (MODEL_DIR was already given)", a);
 #undef VAL
@@ -395,6 +435,15 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
     if ((c->save_state || c->load_state) && !c->history)
         return usage("%s", "--save-state and --load-state need --history FILE "
                      "(the state resumes the conversation stored there)");
+    /* outputs written after the first turn or at exit: checked before the model opens */
+    const char *flag[3] = { "--history", "--save-state", "--dump-cache-trace" };
+    const char *path[3] = { c->history, c->save_state, memf.trace_dir };
+    char perr[8400];
+    for (int i = 0; i < 3; i++)
+        if (path[i] && k3_check_output(flag[i], path[i], i == 2, perr, sizeof perr)) {
+            fprintf(stderr, "k3: %s\n", perr);
+            return K3_ERR_USAGE;
+        }
     return 0;
 }
 
@@ -462,6 +511,11 @@ static int setup(Chat *c, const char *system) {
                 "checkpoint's own tokenizer\n", c->tok_dir, tok_vocab_size(c->tok), V);
         return K3_ERR_USAGE;
     }
+    const int mpe = c->eng.m.cfg.max_position_embeddings;
+    if (ctx_given && mpe > 0 && c->ctx > mpe)
+        fprintf(stderr, "k3: warning: --ctx %d is past the trained context "
+                "(max_position_embeddings %d in %s); positions past %d are untested\n",
+                c->ctx, mpe, c->eng.m.cfg.source, mpe);
     if (pctx < c->ctx && memf.verbose)
         fprintf(stderr, "k3: note: the memory plan covers %d positions of MLA cache; --ctx N "
                 "plans for more\n", pctx);
@@ -540,6 +594,10 @@ int chat_main(int argc, char **argv) {
         fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the replies are "
                 "unsound\n", failures);
         rc = K3_ERR_EXPERT;
+    }
+    if ((!rc || rc == K3_ERR_EXPERT) && unsaved[0]) {   /* last: the line a script sees */
+        fprintf(stderr, "k3: exit 1: %s\n", unsaved);
+        rc = K3_ERR_RUNTIME;
     }
 done:
     if (c->st) k3_state_free(&c->eng.m, c->st);

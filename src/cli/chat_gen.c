@@ -7,8 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 volatile sig_atomic_t chat_interrupted;
+
+static const char *s_(long n) { return n == 1 ? "" : "s"; }
 
 #define DIM "\033[2m"
 #define RST "\033[0m"
@@ -31,14 +34,19 @@ static int fed_push(Chat *c, const int32_t *ids, size_t n) {
     return 0;
 }
 
-static int forward(Chat *c, const int32_t *ids, size_t n) {
+/* Feeds ids; 0, -1 on a runtime failure (printed), or 1 when Ctrl-C stopped it (only when
+ * interruptible: the prompt's prefill; a reply's single tokens finish, keeping the state). */
+static int forward(Chat *c, const int32_t *ids, size_t n, int interruptible) {
     char err[512];
     int *v = malloc(sizeof(int) * (n ? n : 1));
     if (!v) { fprintf(stderr, "k3: out of memory\n"); return -1; }
     for (size_t i = 0; i < n; i++) v[i] = ids[i];
     /* chunked: long turns stay bounded */
+    c->eng.interrupt = interruptible ? &chat_interrupted : NULL;
     int rc = k3_prefill(&c->eng, c->st, v, (int)n, 0, c->logits, 0, err, sizeof err);
+    c->eng.interrupt = NULL;
     free(v);
+    if (rc == K3_INTERRUPTED) return 1;
     if (rc) { fprintf(stderr, "\nk3: %s\n", err); return -1; }
     return fed_push(c, ids, n);
 }
@@ -64,6 +72,7 @@ typedef struct {
     Chat *c;
     TokStream think, resp;
     int in_think;        /* the <think> wrapper is open on screen */
+    int indicator;       /* "thinking…" is on a terminal's stderr line, to be erased */
 } Out;
 
 static void out_bytes(Out *o, const char *b, size_t n, int think) {
@@ -81,6 +90,7 @@ static void out_ids(Out *o, const int32_t *ids, int n, int think) {
 }
 
 static void close_think(Out *o) {
+    if (o->indicator) { fputs("\r\033[K", stderr); fflush(stderr); o->indicator = 0; }
     if (!o->in_think) return;
     const char *b; size_t l;
     tok_stream_flush(&o->think, &b, &l);
@@ -116,16 +126,30 @@ int chat_turn(Chat *c, const char *user_text) {
     else if (c->nfed) {
         size_t d = 0;
         while (d < c->nfed && d < n && ids[d] == c->fed[d]) d++;
-        fprintf(stderr, "k3: the transcript differs from the cached state at position %zu of %zu; "
-                "resetting and re-prefilling %zu tokens\n", d, c->nfed, n);
+        if (c->reprefill_why)
+            fprintf(stderr, "k3: re-prefilling %zu tokens: %s\n", n, c->reprefill_why);
+        else
+            fprintf(stderr, "k3: re-prefilling %zu tokens: the conversation now renders "
+                    "differently from the %zu positions the state holds (from position %zu), "
+                    "and the state cannot roll back\n", n, c->nfed, d);
         chat_forget_state(c);
         c->reprefills++;
-    }
+    } else if (c->reprefill_why) fprintf(stderr, "k3: prefilling %zu tokens: %s\n", n,
+                                         c->reprefill_why);
+    c->reprefill_why = NULL;
     chat_interrupted = 0;
     double t0 = k3_now();
-    if (forward(c, ids + reuse, n - reuse)) {
+    int fr = forward(c, ids + reuse, n - reuse, 1);
+    if (fr) {
+        long done = (long)c->st->pos - (long)reuse;      /* whole chunks the state took in */
         free(ids); chat_msg_free(&c->log.v[--c->log.n]); chat_forget_state(c);
-        return -1;
+        if (fr < 0) return -1;
+        fprintf(stderr, "\nk3: interrupted (Ctrl-C) during the prefill, after %ld of %zu "
+                "tokens: the message was not sent (nothing generated or stored)\n",
+                done > 0 ? done : 0, n - reuse);
+        c->reprefill_why = "the interrupted prefill left the cached state partial, so it "
+                           "was dropped";
+        return 1;
     }
     double tp = k3_now() - t0;
     c->last_reused = (long)reuse; c->last_prefill = (long)(n - reuse); c->last_tp = tp;
@@ -139,21 +163,27 @@ int chat_turn(Chat *c, const char *user_text) {
     sampler_init(&smp, &c->sp, sampler_turn_seed(c->seed, turn));
     XtmlParser p;
     xtml_parser_init(&p, c->tok, &c->ids, c->thinking);
-    Out o = { c, { { 0 }, 0, NULL, 0 }, { { 0 }, 0, NULL, 0 }, 0 };
+    Out o = { c, { { 0 }, 0, NULL, 0 }, { { 0 }, 0, NULL, 0 }, 0, 0 };
     tok_stream_init(&o.think); tok_stream_init(&o.resp);
     int32_t *rec = malloc(sizeof *rec * (size_t)(c->gen > 0 ? c->gen : 1));
-    int nrec = 0, rc = 0, state_before_end = p.state;
+    int nrec = 0, rc = 0, state_before_end = p.state, ctrl_c = 0;
     const char *why = NULL;
     if (!rec) { fprintf(stderr, "k3: out of memory\n"); rc = -1; }
     if (c->thinking && !c->hide_thinking) {
         fputs(c->color ? DIM "<think>\n" : "<think>\n", stdout); o.in_think = 1;
     }
-    else if (c->thinking) o.in_think = 1;
+    else if (c->thinking) {                  /* hidden: say that it is thinking, not silence */
+        o.in_think = 1;
+        o.indicator = isatty(2);
+        fputs(o.indicator ? DIM "thinking…" RST : "k3: thinking… (hidden by --hide-thinking)\n",
+              stderr);
+        fflush(stderr);
+    }
     fflush(stdout);
     double t1 = k3_now();
     int V = c->eng.m.cfg.vocab_size;
     while (!rc) {
-        if (chat_interrupted) { why = "interrupted (Ctrl-C); the partial reply is kept"; break; }
+        if (chat_interrupted) { why = "interrupted (Ctrl-C)"; ctrl_c = 1; break; }
         if (nrec >= c->gen) { why = "reply cut at --gen"; break; }
         if (c->st->pos >= c->ctx) { why = "context limit reached; /reset to start over"; break; }
         int id = sampler_sample(&smp, c->logits, V);
@@ -176,7 +206,7 @@ int chat_turn(Chat *c, const char *user_text) {
         rec[nrec++] = id;
         if (nrec >= c->gen || chat_interrupted) continue;     /* not fed: the loop ends */
         int32_t id32 = id;
-        if (forward(c, &id32, 1)) rc = -1;
+        if (forward(c, &id32, 1, 0)) rc = -1;
     }
     double td = k3_now() - t1;
     int dropped = xtml_parser_finish(&p);
@@ -187,12 +217,20 @@ int chat_turn(Chat *c, const char *user_text) {
     if (c->color) fputs(RST, stdout);
     fputc('\n', stdout);
     fflush(stdout);
+    int empty = 0;                           /* no text at all: not stored as a reply */
     if (rc) {
         chat_forget_state(c);
     } else {
         int end_state = p.state == XP_DONE ? state_before_end : p.state;
         char *reasoning = xtml_parser_reasoning(&p), *content = xtml_parser_content(&p);
-        if (!reasoning || !content ||
+        empty = reasoning && content && !*reasoning && !*content;
+        if (empty) {
+            fprintf(stderr, "k3: %s: the reply is empty, so neither it nor the message is "
+                    "stored; send it again, or /reset\n",
+                    why ? why : "the model ended its reply at once");
+            why = NULL;
+            c->reprefill_why = "the empty turn was dropped from the conversation";
+        } else if (!reasoning || !content ||
             chat_log_add(&c->log, "assistant", content, c->thinking ? reasoning : NULL)) {
             fprintf(stderr, "k3: out of memory\n"); rc = -1;
         } else {
@@ -202,37 +240,54 @@ int chat_turn(Chat *c, const char *user_text) {
             m->gen_thinking = c->thinking;
             m->gen_state = end_state;
         }
+        const int no_answer = !empty && content && !*content;
         free(reasoning); free(content);
         c->last_gen = nrec; c->last_td = td;
-        c->tot_gen += nrec; c->t_decode += td; c->turns++;
+        c->tot_gen += nrec; c->t_decode += td; c->turns += !empty;
         if (p.anomalies)
             fprintf(stderr, "k3: note: %d control-token sequence(s) in the reply were not valid "
                     "XTML structure; kept as text\n", p.anomalies);
         if (why)
-            fprintf(stderr, "k3: %s (stopped in the %s channel)\n", why, state_name(end_state));
-        fprintf(stderr, "k3: [reused %ld positions, prefilled %ld tokens in %.2f s, "
-                "generated %d tokens in %.2f s]\n", c->last_reused, c->last_prefill, tp, nrec, td);
+            fprintf(stderr, "k3: %s%s (stopped in the %s channel)\n", why,
+                    ctrl_c ? "; the partial reply is kept" : "", state_name(end_state));
+        if (no_answer && (c->hide_thinking || !why))      /* a cut reply says so already */
+            fprintf(stderr, "k3: note: the reply has no answer, only thinking%s\n",
+                    c->hide_thinking ? " (hidden by --hide-thinking; drop it to see the "
+                                       "thinking)" : "");
+        fprintf(stderr, "k3: [reused %ld position%s, prefilled %ld token%s in %.2f s, "
+                "generated %d token%s in %.2f s]\n", c->last_reused, s_(c->last_reused),
+                c->last_prefill, s_(c->last_prefill), tp, nrec, s_(nrec), td);
     }
     free(rec);
     xtml_parser_free(&p);
     sampler_free(&smp);
     tok_stream_free(&o.think); tok_stream_free(&o.resp);
-    if (rc) chat_msg_free(&c->log.v[--c->log.n]);
-    return rc;
+    if (rc || empty) chat_msg_free(&c->log.v[--c->log.n]);
+    return rc ? rc : empty;
+}
+
+/* "N tok/s", or "n/a" when there is nothing timed to divide by (a reply's first token
+ * comes from the prefill's logits: one token alone times only the sampler) */
+static const char *rate(char *b, size_t n, long count, double secs) {
+    if (count > 0 && secs > 0) snprintf(b, n, "%.1f tok/s", count / secs);
+    else snprintf(b, n, "n/a");
+    return b;
 }
 
 void chat_print_stats(const Chat *c, FILE *f) {
-    double ptp = c->last_tp > 0 ? c->last_prefill / c->last_tp : 0;
-    double dtp = c->last_td > 0 ? c->last_gen / c->last_td : 0;
+    char r[4][32];
     fprintf(f, "messages: %d, replies this session: %ld\n", c->log.n, c->turns);
     fprintf(f, "positions: %d in the state (limit %d)\n", c->st->pos, c->ctx);
-    fprintf(f, "last turn: reused %ld positions, prefilled %ld tokens in %.3f s (%.1f tok/s), "
-            "generated %ld tokens in %.3f s (%.1f tok/s)\n",
-            c->last_reused, c->last_prefill, c->last_tp, ptp, c->last_gen, c->last_td, dtp);
-    fprintf(f, "session: prefilled %ld tokens (%.1f tok/s), reused %ld positions, "
-            "generated %ld tokens (%.1f tok/s), re-prefills %ld\n",
-            c->tot_prefill, c->t_prefill > 0 ? c->tot_prefill / c->t_prefill : 0.0, c->tot_reused,
-            c->tot_gen, c->t_decode > 0 ? c->tot_gen / c->t_decode : 0.0, c->reprefills);
+    fprintf(f, "last turn: reused %ld position%s, prefilled %ld token%s in %.3f s (%s), "
+            "generated %ld token%s in %.3f s (%s)\n",
+            c->last_reused, s_(c->last_reused), c->last_prefill, s_(c->last_prefill), c->last_tp,
+            rate(r[0], 32, c->last_prefill, c->last_tp), c->last_gen, s_(c->last_gen), c->last_td,
+            rate(r[1], 32, c->last_gen > 1 ? c->last_gen : 0, c->last_td));
+    fprintf(f, "session: prefilled %ld token%s (%s), reused %ld position%s, "
+            "generated %ld token%s (%s), re-prefills %ld\n",
+            c->tot_prefill, s_(c->tot_prefill), rate(r[2], 32, c->tot_prefill, c->t_prefill),
+            c->tot_reused, s_(c->tot_reused), c->tot_gen, s_(c->tot_gen),
+            rate(r[3], 32, c->tot_gen > 1 ? c->tot_gen : 0, c->t_decode), c->reprefills);
     fprintf(f, "peak RSS: %.1f MiB\n", k3_peak_rss() / 1048576.0);
     if (sampler_is_greedy(&c->sp)) fprintf(f, "sampling: greedy\n");
     else fprintf(f, "sampling: temperature %g, top-k %d, top-p %g, min-p %g, seed %llu\n",

@@ -300,7 +300,11 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     return e ? -1 : 0;
 }
 
+/* README "Exit codes": a damaged file (corrupt, truncated) is 1; a sound state that does
+ * not belong to this model, history or settings is refused by design, 2. */
 #define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); rc = K3_ERR_USAGE; goto out; } while (0)
+#define CORRUPT(...) \
+    do { snprintf(err, errlen, __VA_ARGS__); rc = K3_ERR_RUNTIME; goto out; } while (0)
 #define RD(x) do { if (x) goto trunc; } while (0)
 
 /* The room left in the file, for the checks before an allocation. */
@@ -336,7 +340,7 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     uint64_t x;
     RD(r_bytes(&r, magic, 8));
     if (memcmp(magic, MAGIC, 8))
-        BAD("state %s: not a k3 chat state file (bad magic); pass the file written by "
+        CORRUPT("state %s: not a k3 chat state file (bad magic); pass the file written by "
             "--save-state", path);
     RD(r_u32(&r, &u));
     if (u != VERSION)
@@ -356,11 +360,12 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
                          (uint32_t)cf->kda_head_dim, (uint32_t)cf->short_conv_kernel_size,
                          (uint32_t)cf->kv_lora_rank, (uint32_t)cf->qk_rope_head_dim };
     if (memcmp(d, want, sizeof d))
-        BAD("state %s: the model dimensions differ from %s; the file is corrupt", path, cf->source);
+        CORRUPT("state %s: the model dimensions differ from %s; the file is corrupt", path,
+                cf->source);
     unsigned char kinds[K3_MAX_LAYERS];
     RD(r_bytes(&r, kinds, (size_t)cf->num_hidden_layers));
     if (memcmp(kinds, cf->is_kda, (size_t)cf->num_hidden_layers))
-        BAD("state %s: the layer kinds differ from %s; the file is corrupt", path, cf->source);
+        CORRUPT("state %s: the layer kinds differ from %s; the file is corrupt", path, cf->source);
     RD(r_u32(&r, &u));
     if (u != (uint32_t)c->eng.m.st->n_shards)
         BAD("state %s was saved from a checkpoint with %u shard(s); %s has %d", path, u,
@@ -371,7 +376,7 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
         RD(r_u64(&r, &x));
         RD(r_u32(&r, &u));
         if (u >= sizeof name)
-            BAD("state %s: shard name %d is %u bytes long; the file is corrupt", path, i, u);
+            CORRUPT("state %s: shard name %d is %u bytes long; the file is corrupt", path, i, u);
         RD(r_bytes(&r, name, u));
         name[u] = 0;
         if (strcmp(name, b) || x != c->eng.m.st->shards[i].file_size)
@@ -397,7 +402,7 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     uint64_t nfed;
     RD(r_u32(&r, &pos)); RD(r_u64(&r, &nfed));
     if (nfed != pos || pos > (1u << 30))
-        BAD("state %s: %u positions but %llu ids; the file is corrupt", path, pos,
+        CORRUPT("state %s: %u positions but %llu ids; the file is corrupt", path, pos,
             (unsigned long long)nfed);
     if ((long)pos + 1 > c->ctx)
         BAD("state %s holds %u positions, over the context limit %d (--ctx)", path, pos, c->ctx);
@@ -412,7 +417,7 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     /* the conversation: must be the start of the loaded history */
     uint32_t nm;
     RD(r_u32(&r, &nm));
-    if (nm > CHAT_MAX_MSGS) BAD("state %s: %u messages; the file is corrupt", path, nm);
+    if (nm > CHAT_MAX_MSGS) CORRUPT("state %s: %u messages; the file is corrupt", path, nm);
     if ((int)nm > c->log.n)
         BAD("state %s covers %u messages but %s holds %d; pass the history it was saved with, "
             "or drop --load-state", path, nm, hist, c->log.n);
@@ -426,7 +431,7 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
                 "then re-prefilled)", path, i + 1, m->role, hist);
         if (ng == 0xFFFFFFFFu) continue;
         if (strcmp(m->role, "assistant") || gs > XP_DONE || gt > 1 || !fits(&r, ng, 4))
-            BAD("state %s: bad record for message %u; the file is corrupt", path, i + 1);
+            CORRUPT("state %s: bad record for message %u; the file is corrupt", path, i + 1);
         int32_t *g = malloc(sizeof *g * (ng ? ng : 1));
         if (!g) {
             snprintf(err, errlen, "state %s: out of memory", path); rc = K3_ERR_RUNTIME; goto out;
@@ -436,13 +441,13 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
         m->gen_ids = g; m->n_gen = (int)ng; m->gen_thinking = (int)gt; m->gen_state = (int)gs;
     }
     size_t n = 0;
-    if (transcript(c, (int)nm, &ids, &n)) BAD("state %s: cannot render the transcript", path);
+    if (transcript(c, (int)nm, &ids, &n)) CORRUPT("state %s: cannot render the transcript", path);
     if (ids_hash(ids, n) != th)
         BAD("state %s: the transcript renders to other ids than when the state was saved "
             "although the messages match; was it saved with another tokenizer than %s? "
             "Pass that --tok, or drop --load-state", path, c->tok_dir);
     if (nfed > n || memcmp(ids, fed, sizeof *ids * nfed))
-        BAD("state %s: the saved ids are not a prefix of the transcript; the file is corrupt",
+        CORRUPT("state %s: the saved ids are not a prefix of the transcript; the file is corrupt",
             path);
     /* the tensors */
     uint64_t need = 0;
@@ -451,7 +456,7 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
                     ? 4 * (uint64_t)(kda_s_len(cf) + kda_conv_len(cf))
                     : 4 * (uint64_t)pos * (uint64_t)(cf->kv_lora_rank + cf->qk_rope_head_dim);
     if (r.size - r.done != need + 8)
-        BAD("state %s: %llu bytes, expected %llu for %u positions; "
+        CORRUPT("state %s: %llu bytes, expected %llu for %u positions; "
             "the file is truncated or corrupt",
             path, (unsigned long long)r.size, (unsigned long long)(r.done + need + 8), pos);
     k3_state_reset(&c->eng.m, s);
@@ -473,7 +478,7 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     uint64_t sum = h_final(&r.h), got;
     RD(r_u64(&r, &got));
     if (sum != got)
-        BAD("state %s: checksum mismatch (stored %016llx, computed %016llx); the file is "
+        CORRUPT("state %s: checksum mismatch (stored %016llx, computed %016llx); the file is "
             "corrupt, re-create it", path, (unsigned long long)got, (unsigned long long)sum);
     s->pos = (int)pos;
     free(c->fed);
@@ -489,7 +494,7 @@ trunc:
         snprintf(err, errlen, "state %s: truncated at byte %llu of %llu; the file is incomplete, "
                  "re-create it with --save-state",
                  path, (unsigned long long)r.done, (unsigned long long)r.size);
-        rc = K3_ERR_USAGE;
+        rc = K3_ERR_RUNTIME;
     }
 out:
     if (rc) k3_state_reset(&c->eng.m, s);

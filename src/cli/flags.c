@@ -1,9 +1,13 @@
 /* flags.c — the memory flags of batch mode and chat, parsed in one place (cli.h). */
 #include "cli.h"
 #include "util.h"
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int takes_value(const char *a, int with_ctx) {
     static const char *const names[] = { "--trunk", "--trunk-gb", "--cache-gb", "--preset",
@@ -24,8 +28,8 @@ int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx,
     else if (!strcmp(a, "--dump-cache-trace")) o->trace_dir = v;
     else if (!strcmp(a, "--preset")) {
         if (k3_preset_apply(v, &o->trunk_gb, &o->cache_gb)) {
-            snprintf(err, errlen, "--preset: unknown preset '%.100s' (laptop, desktop, "
-                     "workstation, server, max, auto; see --list-presets)", v);
+            snprintf(err, errlen, "--preset: unknown preset '%.100s' (minimum, laptop, "
+                     "desktop, workstation, server, max, auto; see --list-presets)", v);
             return -1;
         }
     } else if (!strcmp(a, "--ctx")) {
@@ -41,4 +45,158 @@ int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx,
         else o->cache_gb = g;
     }
     return 1;
+}
+
+int k3_check_output(const char *flag, const char *path, int is_dir, char *err, size_t errlen) {
+    struct stat sb;
+    char dir[4096];
+    size_t n = strlen(path);
+    if (!n || n >= sizeof dir - 64) {
+        snprintf(err, errlen, "%s '%.200s': not a usable path", flag, path);
+        return K3_ERR_USAGE;
+    }
+    if (is_dir) memcpy(dir, path, n + 1);
+    else {
+        if (path[n - 1] == '/' || (!stat(path, &sb) && S_ISDIR(sb.st_mode))) {
+            snprintf(err, errlen, "%s %.3000s: is a directory; give a file name (e.g. "
+                     "%.3000s%sNAME)", flag, path, path, path[n - 1] == '/' ? "" : "/");
+            return K3_ERR_USAGE;
+        }
+        const char *sl = strrchr(path, '/');
+        if (!sl) snprintf(dir, sizeof dir, ".");
+        else if (sl == path) snprintf(dir, sizeof dir, "/");
+        else snprintf(dir, sizeof dir, "%.*s", (int)(sl - path), path);
+    }
+    int st = stat(dir, &sb), e = errno;
+    if (st || !S_ISDIR(sb.st_mode)) {
+        const char *why = st ? (e == ENOENT ? "does not exist" : strerror(e)) : "is not a folder";
+        if (is_dir)
+            snprintf(err, errlen, "%s %.3000s: %s; give an existing folder (create it first)",
+                     flag, path, st ? (e == ENOENT ? "no such folder" : strerror(e))
+                                    : "not a folder");
+        else
+            snprintf(err, errlen, "%s %.3000s: the folder %.3000s %s; create it or pass another "
+                     "path", flag, path, dir, why);
+        return K3_ERR_USAGE;
+    }
+    if (!is_dir && !stat(path, &sb) && access(path, W_OK)) {
+        snprintf(err, errlen, "%s %.3000s: %s", flag, path, strerror(errno));
+        return K3_ERR_USAGE;
+    }
+    /* the folder must take new files (outputs are written to a temporary file, renamed) */
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.k3-probe.%ld", dir, (long)getpid());
+    int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "%s %.3000s: cannot create files in %.3000s: %s", flag, path, dir,
+                 strerror(errno));
+        return K3_ERR_USAGE;
+    }
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+/* ---- --flag=value and unknown options ---- */
+
+static const K3Flag *find_flag(const char *name, size_t len, const K3Flag *f, int n) {
+    for (int i = 0; i < n; i++)
+        if (strlen(f[i].name) == len && !strncmp(f[i].name, name, len)) return &f[i];
+    return NULL;
+}
+
+int k3_args_expand(int argc, char **argv, const K3Flag *flags, int n, int *out_argc,
+                   char ***out_argv, char *err, size_t errlen) {
+    char **v = malloc(sizeof *v * (size_t)(2 * argc + 1));     /* at most one split per word */
+    int m = 0;
+    if (!v) { snprintf(err, errlen, "out of memory"); return K3_ERR_USAGE; }
+    for (int i = 0; i < argc; i++) {
+        char *a = argv[i], *eq = strchr(a, '=');
+        const K3Flag *f = NULL;
+        if (i > 0 && a[0] == '-' && a[1] == '-' && eq) f = find_flag(a, (size_t)(eq - a), flags, n);
+        if (!f) {
+            const K3Flag *g = i > 0 ? find_flag(a, strlen(a), flags, n) : NULL;
+            v[m++] = a;
+            if (g && g->takes_value && i + 1 < argc) v[m++] = argv[++i];   /* its value, as is */
+            continue;
+        }
+        if (!f->takes_value) {
+            snprintf(err, errlen, "%s takes no value (got '%.200s')", f->name, a);
+            free(v);
+            return K3_ERR_USAGE;
+        }
+        v[m++] = (char *)f->name;      /* the table's own string: lives as long as the process */
+        v[m++] = eq + 1;
+    }
+    v[m] = NULL;
+    *out_argc = m; *out_argv = v;
+    return 0;
+}
+
+/* Edit distance counting a swap of neighbours as one edit (optimal string alignment):
+ * "--gne" is one edit from "--gen". Flags are short; longer strings are "far". */
+static int edit_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b), d[64][64];
+    if (la > 63 || lb > 63) return 99;
+    for (int i = 0; i <= la; i++) d[i][0] = i;
+    for (int j = 0; j <= lb; j++) d[0][j] = j;
+    for (int i = 1; i <= la; i++)
+        for (int j = 1; j <= lb; j++) {
+            int x = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+            if (d[i - 1][j] + 1 < x) x = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < x) x = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < x)
+                x = d[i - 2][j - 2] + 1;
+            d[i][j] = x;
+        }
+    return d[la][lb];
+}
+
+/* llama.cpp's flags and what k3 calls them (NULL: the hint says it all) */
+static const struct { const char *from, *to, *hint; } ALIASES[] = {
+    { "--temp", "--temperature", NULL }, { "-n", "--gen", NULL }, { "--n-predict", "--gen", NULL },
+    { "--predict", "--gen", NULL }, { "-p", "--prompt", NULL }, { "-f", "--prompt-file", NULL },
+    { "--file", "--prompt-file", NULL }, { "-t", "--threads", NULL },
+    { "-c", "--ctx", NULL }, { "--ctx-size", "--ctx", NULL }, { "-s", "--seed", NULL },
+    { "-b", "--prefill-chunk", NULL }, { "--batch-size", "--prefill-chunk", NULL },
+    { "-ub", "--prefill-chunk", NULL }, { "--ubatch-size", "--prefill-chunk", NULL },
+    { "--top_k", "--top-k", NULL }, { "--top_p", "--top-p", NULL }, { "--min_p", "--min-p", NULL },
+    { "-i", "--chat", NULL }, { "--interactive", "--chat", NULL }, { "-cnv", "--chat", NULL },
+    { "--conversation", "--chat", NULL }, { "-sys", "--system", NULL },
+    { "--system-prompt", "--system", NULL }, { "--log-disable", "--quiet", NULL },
+    { "-m", NULL, "k3 takes the model directory as a plain argument: k3 MODEL_DIR ..." },
+    { "--model", NULL, "k3 takes the model directory as a plain argument: k3 MODEL_DIR ..." },
+    { "-ngl", NULL, "k3 runs on the CPU: there are no GPU layers to offload; drop it" },
+    { "--n-gpu-layers", NULL, "k3 runs on the CPU: there are no GPU layers to offload; drop it" },
+};
+
+void k3_unknown_option(const char *arg, const K3Flag *flags, int n, char *msg, size_t len) {
+    char name[128];
+    const char *eq = strchr(arg, '=');
+    snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - arg : (long)strlen(arg)), arg);
+    const char *best = NULL;
+    for (size_t i = 0; i < sizeof ALIASES / sizeof ALIASES[0]; i++)
+        if (!strcmp(name, ALIASES[i].from)) {
+            if (ALIASES[i].hint) {
+                snprintf(msg, len, "unknown option '%.200s'; %s", arg, ALIASES[i].hint);
+                return;
+            }
+            if (find_flag(ALIASES[i].to, strlen(ALIASES[i].to), flags, n)) best = ALIASES[i].to;
+        }
+    int nprefix = 0, bd = 99;
+    const char *prefix = NULL, *near = NULL;
+    for (int i = 0; !best && i < n; i++)
+        if (strlen(name) >= 4 && !strncmp(flags[i].name, name, strlen(name))) {
+            prefix = flags[i].name; nprefix++;
+        }
+    if (!best && nprefix == 1) best = prefix;
+    for (int i = 0; !best && i < n; i++) {
+        int d = edit_distance(name, flags[i].name);
+        if (d < bd) { bd = d; near = flags[i].name; }
+    }
+    /* near enough to be a typo: one edit, or one per four characters */
+    if (!best && near && (bd <= 1 || bd * 4 <= (int)strlen(name))) best = near;
+    if (best) snprintf(msg, len, "unknown option '%.200s'; did you mean %s?", arg, best);
+    else snprintf(msg, len, "unknown option '%.200s'", arg);
 }

@@ -1,6 +1,7 @@
 /* main.c — the k3 command line: batch completion, subcommands, reports.
  * The engine (k3.h) knows nothing of flags; this file knows nothing of the math. */
 #include "engine.h"
+#include "config.h"
 #include "cli.h"
 #include "chat.h"
 #include "sampler.h"
@@ -63,9 +64,9 @@ static const char *USAGE =
 "                       through a 64 MB buffer every forward, same bits)\n"
 "  --cache-gb G         routed-expert cache in GB (fixed slots, LFU with ageing;\n"
 "                       never more than all routed experts)\n"
-"  --preset P           laptop (8 GB machine) | desktop (32 GB) | workstation (128 GB)\n"
-"                       | server (512 GB) | max | auto (sets both; a later flag wins;\n"
-"                       default auto = the largest that fits 90% of MemAvailable)\n"
+"  --preset P           minimum | laptop (8 GB machine) | desktop (32 GB) | workstation\n"
+"                       (128 GB) | server (512 GB) | max | auto (sets both; a later flag\n"
+"                       wins; default auto = the largest that fits 90% of MemAvailable)\n"
 "  --ctx N              positions the MLA cache is planned for (default prompt+gen)\n"
 "  --verbose            one line per step: seconds, bytes read, experts resident\n"
 "  --dump-cache-trace DIR  record every expert request (tools/cache_replay.py)\n"
@@ -85,6 +86,8 @@ static const char *USAGE =
 "Generated ids go to stdout (comma-separated, streamed), or the generated text when a\n"
 "tokenizer is given. Progress and the report go to stderr.\n"
 "\n"
+"Every flag that takes a value also accepts --flag=value.\n"
+"\n"
 "Exit codes: 0 ok; 1 runtime failure; 2 usage or config error; 4 finished but a\n"
 "routed expert failed to load (the ids are unsound).\n";
 
@@ -96,6 +99,17 @@ typedef struct {
     K3MemOpts mem;              /* --trunk --trunk-gb --cache-gb --preset --ctx --verbose ... */
     SamplerParams sp; uint64_t seed; int sampling;   /* sampling flags given */
 } Opts;
+
+/* Every flag parse_args knows (--chat, --help, --version, --list-presets are taken by
+ * main first, listed for the suggestions). */
+static const K3Flag BATCH_FLAGS[] = {
+    { "--ids", 1 }, { "--prompt", 1 }, { "--prompt-file", 1 }, { "--tok", 1 }, { "--config", 1 },
+    { "--out", 1 }, { "--dump-logits", 1 }, { "--kernels", 1 }, { "--gen", 1 },
+    { "--prefill-chunk", 1 }, { "--threads", 1 }, { "--ctx", 1 }, { "--recompute", 0 },
+    { "--incremental", 0 }, { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 },
+    { "--version", 0 }, { "--list-presets", 0 }, K3_FLAGS_SAMPLER, K3_FLAGS_MEM,
+};
+#define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
 
 static int usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "k3: ");
@@ -111,6 +125,9 @@ static int parse_args(int argc, char **argv, Opts *o) {
     sampler_defaults(&o->sp);
     o->tok_dir = getenv("K3_TOK_FILES");
     if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
+    char xerr[320];
+    if (k3_args_expand(argc, argv, BATCH_FLAGS, N_BATCH_FLAGS, &argc, &argv, xerr, sizeof xerr))
+        return usage_error("%s", xerr);                       /* --flag=value, once */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -139,7 +156,10 @@ static int parse_args(int argc, char **argv, Opts *o) {
         } else if (!strcmp(a, "--recompute")) o->recompute = 1;
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
-        else if (a[0] == '-' && a[1]) return usage_error("unknown option '%s'", a);
+        else if (a[0] == '-' && a[1]) {
+            k3_unknown_option(a, BATCH_FLAGS, N_BATCH_FLAGS, xerr, sizeof xerr);
+            return usage_error("%s", xerr);
+        }
         else if (!o->model_dir) o->model_dir = a;
         else return usage_error("unexpected argument '%s' (MODEL_DIR was already given)", a);
 #undef VAL
@@ -271,22 +291,39 @@ static int read_prompt(const Opts *o, const Tok *tok, int **prompt, int *n_promp
 
 /* Output paths must be writable before a long run (nothing is truncated yet). */
 static int check_outputs(const Opts *o) {
-    for (int i = 0; i < 2; i++) {
-        const char *p = i ? o->dump_logits : o->out;
-        if (!p) continue;
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp", p);
-        const char *probe = i ? p : tmp;
-        int existed = access(probe, F_OK) == 0;
-        FILE *f = fopen(probe, "ab");
-        if (!f) {
-            fprintf(stderr, "k3: %s %s: %s\n", i ? "--dump-logits" : "--out", p, strerror(errno));
+    const char *flag[3] = { "--out", "--dump-logits", "--dump-cache-trace" };
+    const char *path[3] = { o->out, o->dump_logits, o->mem.trace_dir };
+    char err[8400];
+    for (int i = 0; i < 3; i++)
+        if (path[i] && k3_check_output(flag[i], path[i], i == 2, err, sizeof err)) {
+            fprintf(stderr, "k3: %s\n", err);
             return K3_ERR_USAGE;
         }
-        fclose(f);
-        if (!existed) unlink(probe);
-    }
     return 0;
+}
+
+/* prompt + gen past the trained context (max_position_embeddings) is refused unless --ctx
+ * asks for more; then a warning. A config that does not load is left to the engine. */
+static int check_context(const Opts *o, int n_prompt) {
+    K3Config cfg;
+    char err[4096], path[4200];
+    snprintf(path, sizeof path, "%s/config.json", o->model_dir);
+    const char *cp = o->config ? o->config : path;
+    if (k3_config_load(cp, &cfg, err, sizeof err)) return 0;
+    const int mpe = cfg.max_position_embeddings;
+    const long need = (long)n_prompt + o->gen;
+    if (mpe <= 0) return 0;
+    if (o->mem.ctx > mpe) {
+        fprintf(stderr, "k3: warning: --ctx %d is past the trained context "
+                "(max_position_embeddings %d in %s); positions past %d are untested\n",
+                o->mem.ctx, mpe, cp, mpe);
+        return 0;
+    }
+    if (need <= mpe) return 0;
+    fprintf(stderr, "k3: the prompt (%d tokens) + --gen %d = %ld positions is past the trained "
+            "context, max_position_embeddings %d in %s; shorten the prompt or --gen, or pass "
+            "--ctx %ld to run past it anyway\n", n_prompt, o->gen, need, mpe, cp, need);
+    return K3_ERR_USAGE;
 }
 
 /* The engine for this run: the plan covers the prompt, the generation and the chunk. */
@@ -314,7 +351,9 @@ static int run_batch(const Opts *o) {
         tok = tok_load(o->tok_dir, err, sizeof err);
         if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
     }
-    if ((rc = read_prompt(o, tok, &prompt, &n_prompt)) || (rc = check_outputs(o))) goto done;
+    if ((rc = read_prompt(o, tok, &prompt, &n_prompt)) || (rc = check_outputs(o)) ||
+        (rc = check_context(o, n_prompt)))
+        goto done;
 
     double t0 = k3_now();
     rc = open_engine(o, n_prompt, &e, err, sizeof err);
@@ -361,8 +400,8 @@ static int run_batch(const Opts *o) {
         memmove(logits, logits + (size_t)(n_prompt - 1) * V, sizeof(float) * V);
     }
     if (!o->quiet)
-        fprintf(stderr, "k3: prefill %d tokens in %.3f s (%.2f tok/s)\n", n_prompt, t_prefill,
-                n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
+        fprintf(stderr, "k3: prefill %d token%s in %.3f s (%.2f tok/s)\n", n_prompt,
+                n_prompt == 1 ? "" : "s", t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
     double td = k3_now(), td_step = td;
     Sampler smp;                               /* greedy unless a sampling flag is given */
     sampler_init(&smp, &o->sp, o->seed);
@@ -396,9 +435,11 @@ static int run_batch(const Opts *o) {
                  failures };
     if (!o->quiet) {
         double spt = n_gen > 1 ? t_decode / (n_gen - 1) : 0;
-        fprintf(stderr, "k3: generated %d tokens; %.3f s/token (%.2f tok/s); peak RSS %.1f MiB "
-                "(the figure to quote)\n", n_gen, spt, spt > 0 ? 1 / spt : 0,
-                r.peak_rss / 1048576.0);
+        char speed[64];                 /* the first token comes from the prefill: no rate */
+        if (spt > 0) snprintf(speed, sizeof speed, "; %.3f s/token (%.2f tok/s)", spt, 1 / spt);
+        else snprintf(speed, sizeof speed, "%s", n_gen ? " (no decode step to time)" : "");
+        fprintf(stderr, "k3: generated %d token%s%s; peak RSS %.1f MiB (the figure to quote)\n",
+                n_gen, n_gen == 1 ? "" : "s", speed, r.peak_rss / 1048576.0);
         k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
     }
     if (o->out && write_json(o->out, o, &e, &r)) rc = K3_ERR_RUNTIME;

@@ -47,11 +47,14 @@ int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, in
     float **B = rs->blocks, *h = rs->h, *x = rs->x, *a = rs->a;
     int nb = 0;                                   /* snapshots in B; p is B[nb] */
     float *p = B[0];
+    int stop = -1;                                /* the layer where an interrupt was seen */
 
     embed_rows(&e->m.embed, ids, T, p);           /* p = e, B = [] */
     for (int L = 0; L < c->num_hidden_layers; L++) {
         const K3Layer *ly = w->ops->acquire(w, L, err, errlen);   /* pinned or streamed */
         if (!ly) return K3_ERR_RUNTIME;
+        if (stop < 0 && e->interrupt && *e->interrupt) stop = L;
+        if (stop >= 0) { w->ops->release(w, L); continue; }   /* a streamed ring stays in order */
         int p_empty = 0;
         /* 1. attention-site mix (skipped only while no snapshot exists) */
         if (nb > 0) k3_attnres_mix(h, (const float *const *)B, nb, p, ly->attn_res_w, T, H, eps);
@@ -77,6 +80,10 @@ int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, in
         add_rows(p, a, n);
         w->ops->release(w, L);
     }
+    if (stop >= 0) {
+        snprintf(err, errlen, "interrupted at layer %d of %d", stop, c->num_hidden_layers);
+        return K3_INTERRUPTED;
+    }
     /* final Mix over the snapshots and p, then the final norm, then lm_head */
     k3_attnres_mix(h, (const float *const *)B, nb, p, e->m.out_res_w, T, H, eps);
     rmsnorm_rows(x, h, e->m.final_norm, T, H, eps);
@@ -93,6 +100,10 @@ int k3_prefill(K3Engine *e, K3State *s, const int *ids, int n, int chunk, float 
     const size_t V = (size_t)e->m.cfg.vocab_size;
     if (chunk <= 0 || chunk > e->rs.max_T) chunk = e->rs.max_T;
     for (int t = 0; t < n; t += chunk) {
+        if (e->interrupt && *e->interrupt) {
+            snprintf(err, errlen, "interrupted after %d of %d tokens", t, n);
+            return K3_INTERRUPTED;
+        }
         int T = n - t < chunk ? n - t : chunk;
         float *out = all_logits ? logits + (size_t)t * V : logits;
         int rc = k3_forward(e, s, ids + t, T, out, all_logits, err, errlen);

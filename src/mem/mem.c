@@ -92,9 +92,13 @@ static void pick_budgets(const K3Model *m, const K3MemOpts *o, const uint64_t *l
     k3_preset_budgets(pick, &t, &c);
     if (*tgb < 0) *tgb = t;
     if (*cgb < 0) *cgb = c;
-    if (!o->quiet)
-        fprintf(stderr, "k3: auto budgets: preset %s (--trunk-gb %g --cache-gb %g)\n",
-                k3_preset_name(pick), *tgb, *cgb);
+    if (!o->quiet) {
+        char tb[32], cb[32];                  /* max's 1e6 GB reads "all" */
+        snprintf(tb, sizeof tb, *tgb >= 1e6 ? "all" : "%g", *tgb);
+        snprintf(cb, sizeof cb, *cgb >= 1e6 ? "all" : "%g", *cgb);
+        fprintf(stderr, "k3: auto budgets: preset %s (--trunk-gb %s --cache-gb %s)\n",
+                k3_preset_name(pick), tb, cb);
+    }
 }
 
 static int open_trace(K3Mem *x, const K3MemOpts *o, int nslots, char *err, size_t errlen) {

@@ -97,9 +97,18 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
                p->state + p->mla + p->buffers + p->process;
 }
 
+/* bytes in the unit that keeps them readable (1e3 steps, as GB = 1e9 in the plan) */
+static const char *size_text(uint64_t b, char *out, size_t n) {
+    if (b < 1000) snprintf(out, n, "%llu bytes", (unsigned long long)b);
+    else if (b < 1000000) snprintf(out, n, "%.1f KB", b / 1e3);
+    else if (b < 1000000000) snprintf(out, n, "%.1f MB", b / 1e6);
+    else snprintf(out, n, "%.2f GB", b / 1e9);
+    return out;
+}
+
 void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, const char *adesc,
                    int ctx, FILE *f) {
-    const double slot_mb = p->slot_bytes / 1e6;
+    char slot[32];
     fprintf(f, "k3: memory plan (GB = 1e9 bytes)\n");
     if (have_trunk)
         fprintf(f, "  trunk pinned       %8.3f  %d of %d layers "
@@ -111,8 +120,8 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     if (p->streamed)
         fprintf(f, "  trunk ring         %8.3f  %d slots, %d layers streamed\n",
                 p->ring_bytes / K3_GB, p->ring, p->streamed);
-    fprintf(f, "  expert cache       %8.3f  %d slots of %.1f MB (%.1f%% of all routed experts)\n",
-            p->cache / K3_GB, p->nslots, slot_mb,
+    fprintf(f, "  expert cache       %8.3f  %d slots of %s (%.1f%% of all routed experts)\n",
+            p->cache / K3_GB, p->nslots, size_text(p->slot_bytes, slot, sizeof slot),
             p->all_experts ? 100.0 * p->cache / p->all_experts : 0.0);
     if (p->head_stream)
         fprintf(f, "  lm_head buffer     %8.3f  lm_head (%.3f GB) streamed in row blocks "
@@ -149,12 +158,30 @@ void k3_trunk_sizes_from_shards(const K3Model *m, uint64_t *lb, uint64_t *global
     }
 }
 
+/* The largest context <= o->ctx whose plan at these budgets fits avail (0: none). The
+ * plan grows with the context (MLA cache, score rows, embedding rows), so bisect. */
+static int ctx_that_fits(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, int have_trunk,
+                         double tgb, double cgb, uint64_t process, uint64_t avail) {
+    K3MemOpts q = *o;
+    K3Plan t;
+    int lo = 0, hi = o->ctx > 0 ? o->ctx : 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        q.ctx = mid;
+        k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, &q, lb, have_trunk, tgb, cgb, process,
+                     &t);
+        if (t.total <= avail) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
 void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, const uint64_t *lb,
                      uint64_t avail, const char *adesc, char *err, size_t errlen) {
     const uint64_t used = trunk_used(p, o->trunk_dir != NULL);
     uint64_t excess = p->total - avail, cred = p->cache - p->cache_min, tred = 0;
     if (o->trunk_dir) tred = used - p->trunk_min;
-    char fix[600];
+    char fix[900];
     if (cred + tred >= excess) {
         uint64_t dc = excess < cred ? excess : cred, dt = excess - dc;
         uint64_t nc = p->cache - dc, nt = used - dt;
@@ -163,14 +190,33 @@ void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, cons
         if (dt)
             snprintf(fix + strlen(fix), sizeof fix - strlen(fix), " --trunk-gb %.3f",
                      (double)(nt / 1000000) / 1000);
-    } else if (!o->trunk_dir)
-        snprintf(fix, sizeof fix, "stream the trunk: k3 pack %.300s TRUNK_DIR, then add "
-                 "--trunk TRUNK_DIR --preset laptop", m->dir);
-    else {
+    } else {
+        /* the budgets cannot shrink enough: stream the trunk, or plan a smaller context */
         K3Plan mn;
         k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, 1, 0, 0, p->process, &mn);
-        snprintf(fix, sizeof fix, "a smaller --ctx; even the working minimum needs %.3f GB",
-                 mn.total / K3_GB);
+        const int cur = ctx_that_fits(m, o, lb, o->trunk_dir != NULL, p->trunk_budget / K3_GB,
+                                      p->cache_budget / K3_GB, p->process, avail);
+        const int low = ctx_that_fits(m, o, lb, 1, 0, 0, p->process, avail);
+        char ctxfix[400];
+        snprintf(ctxfix, sizeof ctxfix, "a smaller --ctx: the MLA cache for %d positions needs "
+                 "%.3f GB and the buffers %.3f GB; at most %d positions fit ", o->ctx,
+                 p->mla / K3_GB, p->buffers / K3_GB, cur ? cur : low);
+        if (cur) snprintf(ctxfix + strlen(ctxfix), sizeof ctxfix - strlen(ctxfix),
+                          "these budgets (--ctx %d)", cur);
+        else snprintf(ctxfix + strlen(ctxfix), sizeof ctxfix - strlen(ctxfix),
+                      "the working minimum (--ctx %d --preset minimum%s)", low,
+                      o->trunk_dir ? "" : ", with the trunk streamed");
+        if (!o->trunk_dir && mn.total <= avail)
+            snprintf(fix, sizeof fix, "stream the trunk: k3 pack %.300s TRUNK_DIR, then add "
+                     "--trunk TRUNK_DIR --preset laptop%s%s", m->dir, cur ? "; or " : "",
+                     cur ? ctxfix : "");
+        else if (!o->trunk_dir && !cur && low)
+            snprintf(fix, sizeof fix, "stream the trunk (k3 pack %.300s TRUNK_DIR, then --trunk "
+                     "TRUNK_DIR) and plan %s", m->dir, ctxfix);
+        else if (cur || low) snprintf(fix, sizeof fix, "%s", ctxfix);
+        else
+            snprintf(fix, sizeof fix, "more memory: even the working minimum (streamed trunk, "
+                     "5 expert slots) needs %.3f GB, and no smaller --ctx fits", mn.total / K3_GB);
     }
     snprintf(err, errlen, "the memory plan needs %.3f GB but %.3f GB is available (%s): "
              "trunk %.3f + ring %.3f + expert cache %.3f + lm_head %.3f + embedding rows %.3f "

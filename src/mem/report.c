@@ -3,6 +3,8 @@
 #include "internal.h"
 #include <stdlib.h>
 
+static const char *s_(unsigned long long n) { return n == 1 ? "" : "s"; }
+
 void k3_mem_step(K3Mem *x, int step, int ntok, double seconds, int verbose) {
     if (!x) return;
     const K3MemStats *s = &x->st, *p = &x->prev;
@@ -19,11 +21,11 @@ void k3_mem_step(K3Mem *x, int step, int ntok, double seconds, int verbose) {
                                               s->expert_hits - p->expert_hits,
                                               s->head_bytes - p->head_bytes };
     if (verbose) {
+        const unsigned long long nr = s->expert_reads - p->expert_reads;
         fprintf(stderr, "k3: step %d (%d token%s): %.3f s, trunk %.1f MB, experts %.1f MB "
-                "(%llu reads), %llu of %llu experts already resident, %.1f MB/s, "
+                "(%llu read%s), %llu of %llu experts already resident, %.1f MB/s, "
                 "I/O wait %.3f s\n",
-                step, ntok, ntok == 1 ? "" : "s", seconds, tb / 1e6, eb / 1e6,
-                (unsigned long long)(s->expert_reads - p->expert_reads),
+                step, ntok, ntok == 1 ? "" : "s", seconds, tb / 1e6, eb / 1e6, nr, s_(nr),
                 (unsigned long long)(s->expert_hits - p->expert_hits),
                 (unsigned long long)(s->expert_req - p->expert_req),
                 seconds > 0 ? (tb + eb) / 1e6 / seconds : 0.0, s->io_wait_s - p->io_wait_s);
@@ -36,19 +38,25 @@ void k3_mem_summary(const K3Mem *x, FILE *f, double wall, double t_prefill, int 
                     double t_decode) {
     const K3MemStats *s = k3_mem_stats(x);
     if (!s) return;
-    double spt = n_gen > 1 ? t_decode / (n_gen - 1) : 0;
-    fprintf(f, "k3: memory summary: %d tokens generated, prefill %.3f s, %.3f s/token; "
-            "I/O wait %.1f%% of %.3f s wall\n",
-            n_gen, t_prefill, spt, wall > 0 ? 100 * s->io_wait_s / wall : 0.0, wall);
-    fprintf(f, "k3:   trunk read %.3f GB (%llu layer reads, %.0f MB/s while reading), "
-            "pinned %.3f GB loaded once\n",
-            s->trunk_bytes / K3_GB, (unsigned long long)s->trunk_reads,
-            s->trunk_read_s > 0 ? s->trunk_bytes / 1e6 / s->trunk_read_s : 0.0,
+    char spt[48], tr[48] = "", er[48] = "";
+    if (n_gen > 1 && t_decode > 0)
+        snprintf(spt, sizeof spt, "%.3f s/token", t_decode / (n_gen - 1));
+    else snprintf(spt, sizeof spt, "s/token n/a (no decode step)");
+    if (s->trunk_read_s > 0)
+        snprintf(tr, sizeof tr, ", %.0f MB/s while reading",
+                 s->trunk_bytes / 1e6 / s->trunk_read_s);
+    if (s->expert_read_s > 0)
+        snprintf(er, sizeof er, ", %.0f MB/s per read stream",
+                 s->expert_bytes / 1e6 / s->expert_read_s);
+    fprintf(f, "k3: memory summary: %d token%s generated, prefill %.3f s, %s; "
+            "I/O wait %.1f%% of %.3f s wall\n", n_gen, s_((unsigned long long)n_gen), t_prefill,
+            spt, wall > 0 ? 100 * s->io_wait_s / wall : 0.0, wall);
+    fprintf(f, "k3:   trunk read %.3f GB (%llu layer read%s%s), pinned %.3f GB loaded once\n",
+            s->trunk_bytes / K3_GB, (unsigned long long)s->trunk_reads, s_(s->trunk_reads), tr,
             s->trunk_load_bytes / K3_GB);
-    fprintf(f, "k3:   experts read %.3f GB (%llu reads, %.0f MB/s per read stream), "
-            "requests %llu, retained (hit rate) %.1f%%, retries %llu, failed %llu\n",
-            s->expert_bytes / K3_GB, (unsigned long long)s->expert_reads,
-            s->expert_read_s > 0 ? s->expert_bytes / 1e6 / s->expert_read_s : 0.0,
+    fprintf(f, "k3:   experts read %.3f GB (%llu read%s%s), requests %llu, retained (hit rate) "
+            "%.1f%%, retries %llu, failed %llu\n",
+            s->expert_bytes / K3_GB, (unsigned long long)s->expert_reads, s_(s->expert_reads), er,
             (unsigned long long)s->expert_req,
             s->expert_req ? 100.0 * s->expert_hits / s->expert_req : 0.0,
             (unsigned long long)s->expert_retries, (unsigned long long)s->expert_failed);

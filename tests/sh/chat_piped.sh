@@ -47,7 +47,11 @@ grep -q '^<think>' "$T/out" || fail "no <think> wrapper"
 grep -q 'replay with --seed [0-9]' "$T/err" || fail "drawn seed not printed"
 printf 'Hi\n' | timeout 120 "$K3" $M --chat --tok $TK --gen 6 --hide-thinking > "$T/out" 2> "$T/err" || fail "hide-thinking exited $?"
 grep -q 'think>' "$T/out" && fail "--hide-thinking printed the think channel"
-echo "ok thinking shown in <think>, hidden with --hide-thinking, drawn seed printed"
+# a reply that is all thinking, hidden: an indicator while it thinks and a note at the end
+grep -q '^k3: thinking… (hidden by --hide-thinking)$' "$T/err" || fail "--hide-thinking: no thinking indicator"
+grep -q '^k3: note: the reply has no answer, only thinking (hidden by --hide-thinking' "$T/err" \
+  || fail "--hide-thinking: no note that the reply had no answer"
+echo "ok thinking shown in <think>, hidden with --hide-thinking (an indicator, a note when there is no answer), drawn seed printed"
 
 # """ blocks, // escape, commands, greedy determinism
 printf '"""\nline one\nline two\n"""\n//slash text\n/think low\n/temp 0\n/seed 5\n/history\n/nonsense\n/exit\nnot read\n' > "$T/in"
@@ -59,6 +63,18 @@ grep -q '   1  line one' "$T/out" || fail "/history lists the block"
 grep -q 'unknown command /nonsense' "$T/out" || fail "unknown command"
 [ "$(grep -c 'reused' "$T/err")" = 2 ] || fail "expected exactly 2 replies (block and //)"
 echo "ok \"\"\" blocks, // escape, /think /temp /seed /history, /exit stops reading"
+
+# /think off mid-conversation: the command and the next turn say why it re-prefills (not an
+# error-like "differs"); a /think that changes nothing says nothing of the kind
+printf 'What is 2+2?\n/think off\nAnd 3+3?\n/think off\nAnd 4+4?\n' | \
+  timeout 120 "$K3" $M --chat --tok $TK --gen 8 --seed 42 > "$T/out" 2> "$T/err" || fail "/think off session exited $?"
+grep -a -q '^thinking: off (the conversation renders differently now: the next turn prefills it again)$' "$T/out" \
+  || fail "/think off does not say the next turn prefills again"
+grep -a -q '^k3: re-prefilling [0-9]* tokens: thinking is off now (/think)' "$T/err" || fail "the re-prefill does not say why"
+grep -a -q -i 'differs' "$T/err" && fail "the re-prefill still reads like an error"
+[ "$(grep -a -c '^thinking: off$' "$T/out")" = 1 ] || fail "the second /think off (no change) should just say 'thinking: off'"
+[ "$(grep -a -c 're-prefilling' "$T/err")" = 1 ] || fail "a re-prefill after the unchanged /think off"
+echo "ok /think off says why the next turn re-prefills; an unchanged /think does not"
 
 chat --greedy < /dev/null > "$T/out" 2> "$T/err" || fail "EOF at once exited $?"
 grep -q 'greedy decoding' "$T/err" || fail "--greedy not reported"

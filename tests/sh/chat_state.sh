@@ -32,12 +32,15 @@ echo "$lr" | grep -q "reused [1-9]" || fail "the resumed turn reused nothing: $l
 cmp -s "$T/h.jsonl" "$T/h3.jsonl" || fail "the resumed history differs from the single-process one"
 echo "ok resumed from the state: third reply identical, $reused positions reused, 0 re-prefilled ($lr)"
 
-# refusals: each exits 2 with a message naming the problem and leaves the history alone
-refuse() {   # refuse WHAT PATTERN args...
+# refusals: each exits with a message naming the problem and leaves the history alone:
+# 2 for a sound state of another model, history or settings, 1 for a damaged file
+refuse() { want=2; refused "$@"; }
+damaged() { want=1; refused "$@"; }
+refused() {   # refused WHAT PATTERN args...
   what=$1; pat=$2; shift 2
   cp "$T/h0.jsonl" "$T/hx.jsonl"
   printf 'More\n' | timeout 60 "$K3" "$@" --chat --tok $TK --gen 4 --seed 7 --history "$T/hx.jsonl" > "$T/out" 2> "$T/err"; rc=$?
-  [ $rc = 2 ] || fail "$what: exit $rc, want 2"
+  [ $rc = $want ] || fail "$what: exit $rc, want $want"
   grep -q -- "$pat" "$T/err" || fail "$what: message does not say '$pat'"
   cmp -s "$T/h0.jsonl" "$T/hx.jsonl" || fail "$what: the history was changed"
 }
@@ -47,21 +50,21 @@ else echo "note: $M4 missing; other-model refusal not checked"; fi
 refuse "thinking mode" 'saved with thinking off' $M --load-state "$T/s.bin"
 size=$(wc -c < "$T/s.bin")
 head -c $((size - 100)) "$T/s.bin" > "$T/short.bin"
-refuse "truncated file" 'truncated or corrupt' $M --no-think --load-state "$T/short.bin"
+damaged "truncated file" 'truncated or corrupt' $M --no-think --load-state "$T/short.bin"
 head -c 200 "$T/s.bin" > "$T/short2.bin"
-refuse "truncated header" 'truncated at byte' $M --no-think --load-state "$T/short2.bin"
+damaged "truncated header" 'truncated at byte' $M --no-think --load-state "$T/short2.bin"
 cp "$T/s.bin" "$T/flip.bin"
 printf '\001' | dd of="$T/flip.bin" bs=1 seek=$((size - 5000)) conv=notrunc 2>/dev/null
-refuse "flipped byte" 'checksum mismatch' $M --no-think --load-state "$T/flip.bin"
+damaged "flipped byte" 'checksum mismatch' $M --no-think --load-state "$T/flip.bin"
 printf 'NOTSTATE' > "$T/bad.bin"
-refuse "not a state file" 'not a k3 chat state' $M --no-think --load-state "$T/bad.bin"
+damaged "not a state file" 'not a k3 chat state' $M --no-think --load-state "$T/bad.bin"
 printf '{"role":"user","content":"Hello"}\n{"role":"assistant","content":"x","reasoning_content":""}\n' > "$T/other.jsonl"
 cp "$T/other.jsonl" "$T/hx.jsonl"
 printf 'More\n' | timeout 60 "$K3" $M --chat --tok $TK --no-think --gen 4 --history "$T/hx.jsonl" --load-state "$T/s.bin" > "$T/out" 2> "$T/err"; rc=$?
 [ $rc = 2 ] && grep -q 'covers 4 messages' "$T/err" || fail "another history: rc $rc"
 timeout 30 "$K3" $M --chat --tok $TK --load-state "$T/s.bin" < /dev/null > "$T/out" 2> "$T/err"; rc=$?
 [ $rc = 2 ] && grep -q 'need --history' "$T/err" || fail "--load-state without --history: rc $rc"
-echo "ok refused (exit 2): another model, another thinking mode, another history, truncated, corrupt, not a state file"
+echo "ok refused: another model, another thinking mode, another history (exit 2); truncated, corrupt, not a state file (exit 1)"
 
 # /save-state mid-session, then resume from it
 printf 'Hello there\n/save-state %s\n' "$T/s2.bin" | chat $M --history "$T/h2.jsonl" > "$T/out" 2> "$T/err" || fail "/save-state session exited $?"

@@ -60,9 +60,28 @@ $K3 --list-presets > $T/p && for p in minimum laptop desktop workstation server 
 lap=$(sed -n 's/^laptop .* \([0-9.]*\) GB (.*/\1/p' $T/p); min=$(sed -n 's/^minimum .* \([0-9.]*\) GB (.*/\1/p' $T/p)
 awk -v l="$lap" -v m="$min" 'BEGIN { exit !(l != "" && l + 0 <= 6.5 && m + 0 <= l + 0) }' && ok "--list-presets: minimum $min GB, laptop $lap GB on the real K3 (<= 6.5)" || bad "--list-presets: laptop '$lap' GB, minimum '$min' GB (want <= 6.5)"
 $K3 $M --ids 1 --gen 0 --preset nope --quiet >/dev/null 2>&1; [ $? -eq 2 ] && ok "unknown preset: exit 2" || bad "unknown preset"
+# every preset --list-presets shows is accepted; minimum = both budgets at the working minimum
+out=$($K3 $M --trunk $T/trunk-tiny5 --preset minimum --ids "$P" --gen 8 2>$T/err)
+[ $? -eq 0 ] && [ "$out" = "$(cut -d, -f1-8 $M/ref/greedy.txt)" ] && grep -q 'cache-gb raised to the working minimum' $T/err \
+  && grep -q 'trunk-gb raised to the working minimum' $T/err && ok "--preset minimum runs at the working minimum, same ids" \
+  || bad "--preset minimum: $(tail -3 $T/err)"
+for p in $(awk '$2 ~ /^([0-9.]+|all)$/ {print $1}' $T/p); do
+  $K3 $M --ids 1 --gen 0 --preset $p --quiet >/dev/null 2>$T/err || bad "--preset $p (listed) refused: $(cat $T/err)"
+done
 # a later flag wins: --cache-gb after --preset
 $K3 $M --ids "$P" --gen 1 --preset max --cache-gb 0 2>$T/err >/dev/null; grep -q "raised to the working minimum" $T/err && ok "a later --cache-gb overrides the preset" || bad "later flag"
 # refuses when the plan does not fit, naming the numbers and a fix
 K3_MEM_AVAILABLE=1000000 $K3 $M --ids "$P" --gen 1 --quiet >/dev/null 2>$T/err; rc=$?
 [ $rc -eq 1 ] && grep -q "needs .* GB but .* GB is available" $T/err && grep -q "Fix:" $T/err && ok "plan refuses (exit 1) with numbers and a fix" || bad "refusal: rc $rc $(cat $T/err)"
+# a context whose MLA cache does not fit: the fix is a smaller --ctx, the largest that fits
+K3_MEM_AVAILABLE=24000000000 $K3 $M --ids "$P" --gen 2 --ctx 100000000 --quiet >/dev/null 2>$T/err; rc=$?
+[ $rc -eq 1 ] && grep -q "Fix: a smaller --ctx" $T/err && ! grep -q "stream the trunk" $T/err \
+  && ok "--ctx 100000000: refused (exit 1), the fix is a smaller --ctx" || bad "--ctx 100000000: rc $rc $(cat $T/err)"
+A=60000000
+K3_MEM_AVAILABLE=$A $K3 $M --ids "$P" --gen 1 --ctx 100000 --quiet >/dev/null 2>$T/err
+n=$(sed -n 's/.*fit these budgets (--ctx \([0-9]*\)).*/\1/p' $T/err)
+if [ -n "$n" ] && K3_MEM_AVAILABLE=$A $K3 $M --ids "$P" --gen 1 --ctx $n --quiet >/dev/null 2>&1 \
+   && ! K3_MEM_AVAILABLE=$A $K3 $M --ids "$P" --gen 1 --ctx $((n + 1)) --quiet >/dev/null 2>&1; then
+  ok "the suggested --ctx $n is the largest that fits $A bytes"
+else bad "suggested --ctx '$n' under K3_MEM_AVAILABLE=$A: $(cat $T/err)"; fi
 exit $fail
