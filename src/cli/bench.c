@@ -249,7 +249,7 @@ int k3_bench_kernels(int argc, char **argv) {
     }
     char err[200];
     if (k3_kernels_select(kern, err, sizeof err)) {
-        fprintf(stderr, "k3-bench: %s\n", err); return 2;
+        fprintf(stderr, "k3 bench-kernels: %s\n", err); return 2;
     }
     if (all < 1) all = 1;
     const char *kn = k3_kernels_name();
