@@ -92,6 +92,10 @@ uint64_t k3_checkpoint_identity(uint64_t config_hash, const StIndex *st);
 /* Bytes of a tensor in its shard's read-only mapping (maps the shard on first use);
  * NULL with the reason in err. */
 const void *k3_tensor_data(K3Model *m, const StTensor *t, char *err, size_t errlen);
+/* The path of the shard whose mapping (in any open model) holds addr, or NULL. Reads
+ * only: safe in a signal handler (a shard truncated under the run faults on its mapping
+ * with SIGBUS; the CLI's handler names the shard). */
+const char *k3_mapped_shard(const void *addr);
 /* Bytes of one routed expert's six tensors; and an expert bound from pointers to them
  * (w1 packed, w1 scales, w2 packed, w2 scales, w3 packed, w3 scales). */
 uint64_t k3_expert_bytes(const K3Config *c);
