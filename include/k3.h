@@ -118,7 +118,8 @@ void k3_runstate_free(K3RunState *rs);
 /* ---- forward pass (src/forward) ---- */
 /* Feeds T <= rs.max_T tokens at positions s->pos .. s->pos+T-1 and advances s->pos.
  * logits: [T][vocab] when all_logits, else [vocab] for the last token only.
- * Returns 0, or an exit code (1) with the reason in err. */
+ * Returns 0, or an exit code (1) with the reason in err: an I/O failure, or a NaN/Inf
+ * out of a sublayer (named with its layer and position: the run must stop). */
 int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, int all_logits,
                char *err, size_t errlen);
 /* k3_forward over n tokens in chunks of at most `chunk` (<= 0 or above rs.max_T:

@@ -32,7 +32,7 @@ typedef struct {
     char **prob; int nprob;
     DocShard *sh; int nsh;
     int cores; char kernels[32], fs[64], cgdesc[300]; uint64_t avail, cg; int odirect;
-    DocDisk disk; double mem_gbs;
+    DocDisk disk; double mem_gbs, sum_gbs;
     int nshards, ntensors; uint64_t bytes;
     int model_ok, trunk_tensors, scan_tensors, scan_bad; uint64_t trunk_bytes, scan_bytes;
     const char *rec; double rec_s; int rec_stream;
@@ -118,8 +118,11 @@ static void machine(Doc *d, const char *dir, const K3Model *m, int bench) {
     uint64_t mb = 256u << 20;
     if (d->avail && mb > d->avail / 8) mb = d->avail / 8;
     d->mem_gbs = doc_mem_bench(mb);
-    say(d, "  memory read    %.1f GB/s (%d threads, %.0f MB)\n", d->mem_gbs, k3_threads(),
-        mb / 1e6);
+    say(d, "  memory read    %.1f GB/s (the BF16 matvec on %d threads, %.0f MB of weights)\n",
+        d->mem_gbs, k3_threads(), mb / 1e6);
+    d->sum_gbs = doc_sum_bench(mb / 4);
+    say(d, "  checksum       %.1f GB/s (one thread: what verifying a pinned layer, or with "
+        "--verify-reads every streamed one, costs per byte)\n", d->sum_gbs);
 }
 
 /* ---- the checkpoint ---- */
@@ -343,6 +346,8 @@ static void print_json(const Doc *d, const char *dir) {
     else printf("  \"disk_read_mb_s\": null,\n  \"disk_read_o_direct\": null,\n");
     if (d->mem_gbs > 0) printf("  \"memory_read_gb_s\": %.2f,\n", d->mem_gbs);
     else printf("  \"memory_read_gb_s\": null,\n");
+    if (d->sum_gbs > 0) printf("  \"checksum_gb_s\": %.2f,\n", d->sum_gbs);
+    else printf("  \"checksum_gb_s\": null,\n");
     printf("  \"shards\": %d,\n  \"tensors\": %d,\n  \"bytes\": %llu,\n", d->nshards,
            d->ntensors, (unsigned long long)d->bytes);
     printf("  \"trunk_tensors_checked\": %d,\n  \"tensors_scanned\": %d,\n", d->trunk_tensors,

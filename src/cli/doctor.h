@@ -20,6 +20,10 @@ typedef struct {
  * (m may be NULL), else 1 MB windows over the shards. 0, or -1 with the reason in err. */
 int doc_disk_bench(const K3Model *m, const DocShard *sh, int nsh, uint64_t max_bytes,
                    double max_s, DocDisk *out, char *err, size_t errlen);
-/* Memory read bandwidth in GB/s over a buffer of the given size, on every core. */
+/* GB/s of weights the BF16 matvec kernel reads from memory (a matrix of the given size,
+ * every core): what a resident byte costs a decoded token. */
 double doc_mem_bench(uint64_t bytes);
+/* The trunk checksum (k3_sum64) in GB/s on one thread: what pinning and --verify-reads
+ * add per byte. */
+double doc_sum_bench(uint64_t bytes);
 #endif

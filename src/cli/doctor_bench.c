@@ -1,10 +1,10 @@
 /* doctor_bench.c — what this machine's disk and memory deliver, measured the way the
  * engine reads (doctor.h): the disk with expert-sized O_DIRECT windows (dio.h) from 4
- * threads on the model's own files, bounded in bytes and seconds; memory with a
- * streaming sum on every core (pool.h). Figures for an estimate, not a benchmark. */
+ * threads on the model's own files, bounded in bytes and seconds; memory with the BF16
+ * matvec kernel on every core. Figures for an estimate, not a benchmark. */
 #include "doctor.h"
 #include "dio.h"
-#include "pool.h"
+#include "kernels.h"
 #include "util.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -126,33 +126,43 @@ int doc_disk_bench(const K3Model *m, const DocShard *sh, int nsh, uint64_t max_b
     return rc ? -1 : 0;
 }
 
-typedef struct { const uint64_t *p; size_t n, per; uint64_t sink[64]; } MemRun;
-
-static void mem_task(void *ctx, int i) {
-    MemRun *r = ctx;
-    const size_t a = (size_t)i * r->per, e = a + r->per < r->n ? a + r->per : r->n;
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t k = a; k + 4 <= e; k += 4) {
-        s0 += r->p[k]; s1 += r->p[k + 1]; s2 += r->p[k + 2]; s3 += r->p[k + 3];
+/* Memory as the decode sees it: the engine's own BF16 matvec (k3_matmul, every core)
+ * over a matrix of the given size, best of 3; bytes of weights per second. */
+double doc_mem_bench(uint64_t bytes) {
+    const int cols = 8192, rows = (int)(bytes / 2 / cols);
+    if (rows < 64) return 0;
+    uint16_t *w = malloc((size_t)rows * cols * 2);
+    float *x = malloc(sizeof(float) * cols), *y = malloc(sizeof(float) * rows);
+    double best = 0;
+    if (w && x && y) {
+        for (size_t i = 0; i < (size_t)rows * cols; i++) w[i] = 0x3c00 + (uint16_t)(i & 0xff);
+        for (int i = 0; i < cols; i++) x[i] = 1.0f / (float)(i + 1);
+        const K3Mat W = { K3_W_BF16, rows, cols, w, NULL };
+        for (int run = 0; run < 3; run++) {
+            double t0 = k3_now();
+            k3_matmul(y, &W, x, 1);
+            double dt = k3_now() - t0;
+            if (dt > 0 && (double)rows * cols * 2 / dt / 1e9 > best)
+                best = (double)rows * cols * 2 / dt / 1e9;
+        }
     }
-    r->sink[i % 64] += s0 ^ s1 ^ s2 ^ s3;
+    free(w); free(x); free(y);
+    return best;
 }
 
-double doc_mem_bench(uint64_t bytes) {
-    const size_t n = (size_t)(bytes / 8);
-    uint64_t *p = malloc(n * 8);
-    if (!p || n < 1024) { free(p); return 0; }
-    for (size_t i = 0; i < n; i++) p[i] = i;
-    MemRun r = { p, n, 0, { 0 } };
-    const int tasks = 4 * k3_threads();
-    r.per = (n + tasks - 1) / tasks;
+double doc_sum_bench(uint64_t bytes) {
+    unsigned char *p = malloc(bytes);
+    if (!p || bytes < 4096) { free(p); return 0; }
+    for (uint64_t i = 0; i < bytes; i++) p[i] = (unsigned char)(i * 131 + (i >> 11));
     double best = 0;
+    volatile uint64_t sink = 0;
     for (int run = 0; run < 3; run++) {
         double t0 = k3_now();
-        k3_pool_run(mem_task, &r, tasks);
+        sink ^= k3_sum64(p, bytes);
         double dt = k3_now() - t0;
-        if (dt > 0 && n * 8 / dt / 1e9 > best) best = n * 8 / dt / 1e9;
+        if (dt > 0 && bytes / dt / 1e9 > best) best = bytes / dt / 1e9;
     }
+    (void)sink;
     free(p);
     return best;
 }
