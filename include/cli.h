@@ -12,9 +12,13 @@ int k3_bench_main(int argc, char **argv);         /* bench_grid.c: k3 bench */
  * threads, the median of `runs` (<= 16) reads. */
 double k3_mem_read_bw(size_t bytes, int threads, int runs);
 int tok_cli(int argc, char **argv);               /* tok_cli.c: k3 tokenize | detokenize */
+int k3_doctor_main(int argc, char **argv);        /* doctor.c: k3 doctor */
+/* sigbus.c: a shard truncated under a run (SIGBUS on its mapping) exits 1 naming it. */
+void k3_sigbus_install(void);
 
 /* flags.c: the memory flags shared by batch mode and chat (--trunk, --trunk-gb, --cache-gb,
- * --preset, --verbose, --dump-cache-trace, and --ctx where the caller lets it). argv[*i]
+ * --preset, --verbose, --dump-cache-trace, --verify-reads, and --ctx where the caller lets
+ * it). argv[*i]
  * is one: consumes it (and its value) into o, returns 1; not one: 0; a bad value: -1
  * with a message in err. */
 int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx, char *err,

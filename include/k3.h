@@ -98,6 +98,10 @@ uint64_t k3_checkpoint_identity(uint64_t config_hash, const StIndex *st);
 /* Bytes of a tensor in its shard's read-only mapping (maps the shard on first use);
  * NULL with the reason in err. */
 const void *k3_tensor_data(K3Model *m, const StTensor *t, char *err, size_t errlen);
+/* The path of the shard whose mapping (in any open model) holds addr, or NULL. Reads
+ * only: safe in a signal handler (a shard truncated under the run faults on its mapping
+ * with SIGBUS; the CLI's handler names the shard). */
+const char *k3_mapped_shard(const void *addr);
 /* Bytes of one routed expert's six tensors; and an expert bound from pointers to them
  * (w1 packed, w1 scales, w2 packed, w2 scales, w3 packed, w3 scales). */
 uint64_t k3_expert_bytes(const K3Config *c);
@@ -120,10 +124,11 @@ void k3_runstate_free(K3RunState *rs);
 /* ---- forward pass (src/forward) ---- */
 /* Feeds T <= rs.max_T tokens at positions s->pos .. s->pos+T-1 and advances s->pos.
  * logits: [T][vocab] when all_logits, else [vocab] for the last token only.
- * Returns 0, or an exit code (1) with the reason in err, or K3_INTERRUPTED ("interrupted"
- * in err): s->pos is unchanged but the layers before the stop have taken the tokens in,
- * so reset the state (k3_state_reset) before the next forward on it. The remaining
- * layers are still acquired and released, in order, so the storage stays in step. */
+ * Returns 0; an exit code (1) with the reason in err: an I/O failure, or a NaN/Inf out of a
+ * sublayer (named with its layer and position: the run must stop); or K3_INTERRUPTED
+ * ("interrupted" in err): s->pos is unchanged but the layers before the stop have taken
+ * the tokens in, so reset the state (k3_state_reset) before the next forward on it. The
+ * remaining layers are still acquired and released, in order, so the storage stays in step. */
 int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, int all_logits,
                char *err, size_t errlen);
 /* k3_forward over n tokens in chunks of at most `chunk` (<= 0 or above rs.max_T:

@@ -14,7 +14,7 @@
 #define K3_BUDGET_AUTO  (-2.0)
 
 /* The memory flags (--trunk --trunk-gb --cache-gb --preset --ctx --verbose
- * --dump-cache-trace) and what the caller plans for. */
+ * --dump-cache-trace --verify-reads) and what the caller plans for. */
 typedef struct {
     const char *trunk_dir;        /* --trunk DIR (packed by `k3 pack`), NULL = resident */
     double trunk_gb, cache_gb;    /* GB (1e9 bytes); K3_BUDGET_UNSET / K3_BUDGET_AUTO */
@@ -23,6 +23,7 @@ typedef struct {
     int logits_rows;              /* rows of logits the caller keeps */
     const char *trace_dir;        /* --dump-cache-trace DIR */
     int verbose, quiet;
+    int verify_reads;             /* --verify-reads: streamed trunk layers checked on every read */
 } K3MemOpts;
 void k3_mem_opts_init(K3MemOpts *o);
 
@@ -57,4 +58,21 @@ void k3_mem_json(const K3Mem *x, FILE *f, double wall);
 /* Presets: --preset NAME sets both budgets (auto: the largest that fits MemAvailable). */
 int k3_preset_apply(const char *name, double *trunk_gb, double *cache_gb);
 void k3_presets_print(FILE *f);
+
+/* ---- checks for `k3 doctor` ---- */
+typedef void (*K3Report)(void *ctx, const char *problem);
+/* Opens the packed trunk in dir against m (format, fingerprint, size, layout) and reads
+ * every tensor against its checksum; each problem goes to report. Returns the number of
+ * problems; *bytes and *tensors say what was checked. */
+int k3_trunk_check(K3Model *m, const char *dir, K3Report report, void *ctx, uint64_t *bytes,
+                   int *tensors);
+/* Preset i (0.. while the name is not NULL) on model m with a packed trunk, for ctx
+ * positions: the plan's bytes, and per decoded token the bytes streamed from disk and
+ * read from memory (uniform routing assumed for the cache's hit rate: an estimate). */
+typedef struct {
+    uint64_t total, streamed, resident;
+    int n_pinned, nslots, head_stream;
+    double hit_rate;
+} K3PresetCost;
+const char *k3_preset_cost(const K3Model *m, int i, int ctx, K3PresetCost *out);
 #endif

@@ -34,4 +34,11 @@ int k3_tensor_layer(const char *name);
 int k3_is_trunk_tensor(const char *name);
 /* Index of the layer-matrix entry for layer L whose suffix ends name, or -1. */
 int k3_mat_lookup(const K3Config *c, int L, const char *name);
+
+/* Value checks on stored bytes (load, `k3 pack`, `k3 doctor --scan`): the element index
+ * of the first Inf or NaN in BF16/F16/F32 data (other dtypes: none), and the byte index
+ * of the first E8M0 scale 0xFF (NaN in OCP MX); -1 when there is none. */
+int64_t k3_first_nonfinite(int dtype, const void *data, uint64_t nbytes);
+int64_t k3_first_bad_scale(const void *data, uint64_t nbytes);
+int k3_is_scale_tensor(const char *name);             /* an MXFP4 E8M0 ".weight_scale" */
 #endif

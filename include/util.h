@@ -5,10 +5,17 @@
 #include <stdint.h>
 
 double k3_now(void);                 /* monotonic seconds: the one clock */
-/* FNV-1a 64: the one hash (checkpoint identity, config, chat state, trunk pieces).
+/* FNV-1a 64: the one hash of identities (checkpoint identity, config, chat state).
  * Chain calls: h = k3_hash(k3_hash(K3_HASH_INIT, a, na), b, nb). */
 #define K3_HASH_INIT 0xcbf29ce484222325ull
 uint64_t k3_hash(uint64_t h, const void *p, size_t n);
+/* XXH64 (seed 0) at memory speed: the packed trunk's per-tensor checksums (checksum.c).
+ * k3_sum64 in one call, or init/add/end over pieces: the same value for any split. */
+typedef struct { uint64_t v[4], len; unsigned char tail[32]; unsigned ntail; } K3Sum;
+void k3_sum_init(K3Sum *s);
+void k3_sum_add(K3Sum *s, const void *p, size_t n);
+uint64_t k3_sum_end(const K3Sum *s);
+uint64_t k3_sum64(const void *p, size_t n);
 uint64_t k3_peak_rss(void);          /* getrusage ru_maxrss, in bytes */
 uint64_t k3_mem_available(void);     /* /proc/meminfo MemAvailable in bytes, 0 if unknown */
 /* A command-line integer for flag: all of v, lo <= x <= 2^30. -1 with a message on

@@ -16,6 +16,11 @@ static void read_env(void) {
     faults.expert_read = env_long("K3_FAULT_EXPERT_READ");
     faults.expert_read_once = env_long("K3_FAULT_EXPERT_READ_ONCE");
     faults.lmhead_rows = env_long("K3_LMHEAD_ROWS");
+    faults.pack_write = env_long("K3_FAULT_PACK_WRITE");
+    faults.short_reads = env_long("K3_FAULT_SHORT_READS");
+    faults.shrink_at = env_long("K3_FAULT_SHRINK_AT");
+    faults.shrink_shard = env_long("K3_FAULT_SHRINK_SHARD");
+    faults.shrink_unlink = env_long("K3_FAULT_SHRINK_UNLINK");
     const char *m = getenv("K3_MEM_AVAILABLE");
     if (m && *m) { faults.mem_available = strtoull(m, NULL, 10); faults.mem_available_set = 1; }
 }

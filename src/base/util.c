@@ -1,6 +1,8 @@
 /* util.c — clocks, memory figures, id lists, whole-file reads. */
 #include "util.h"
+#include "fault.h"
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -128,12 +130,20 @@ char *k3_read_file(const char *path, size_t *len) {
 }
 
 
+/* Weak: the fuzz builds link util.c without fault.c (and then have no knob). */
+#pragma weak k3_faults
+
 int64_t k3_pread_full(int fd, void *dst, uint64_t n, uint64_t off) {
-    uint64_t got = 0;
+    uint64_t got = 0, cap = k3_faults ? (uint64_t)k3_faults()->short_reads : 0;
+    int tick = 0;
+    if (cap && (fcntl(fd, F_GETFL) & O_DIRECT)) cap = (cap + 4095) & ~(uint64_t)4095;
     while (got < n) {
         uint64_t want = n - got;
         if (want > ((uint64_t)1 << 30)) want = (uint64_t)1 << 30;
-        ssize_t r = pread(fd, (char *)dst + got, (size_t)want, (off_t)(off + got));
+        if (cap && want > cap) want = cap;                /* K3_FAULT_SHORT_READS */
+        ssize_t r;
+        if (cap && !(tick++ & 1)) { r = -1; errno = EINTR; }
+        else r = pread(fd, (char *)dst + got, (size_t)want, (off_t)(off + got));
         if (r < 0) { if (errno == EINTR) continue; return -1; }
         if (r == 0) break;
         got += (uint64_t)r;

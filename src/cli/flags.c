@@ -21,6 +21,7 @@ int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx,
                       size_t errlen) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     if (!strcmp(a, "--verbose")) { o->verbose = 1; return 1; }
+    if (!strcmp(a, "--verify-reads")) { o->verify_reads = 1; return 1; }
     if (!takes_value(a, with_ctx)) return 0;
     if (!v) { snprintf(err, errlen, "%s needs a value", a); return -1; }
     (*i)++;

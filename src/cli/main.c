@@ -26,6 +26,7 @@ static const char *USAGE =
 "  k3 bench-kernels [--help]                     kernel GB/s and GFLOP/s vs this machine\n"
 "  k3 bench MODEL_DIR [options]                  grid of runs, one child each: medians,\n"
 "                       peak RSS, bytes/token vs measured limits (k3 bench --help)\n"
+"  k3 doctor MODEL_DIR [--trunk DIR] [--scan]    check the machine and the checkpoint\n"
 "  k3 --help | --version\n"
 "\n"
 "Input (exactly one):\n"
@@ -70,6 +71,8 @@ static const char *USAGE =
 "  --ctx N              positions the MLA cache is planned for (default prompt+gen)\n"
 "  --verbose            one line per step: seconds, bytes read, experts resident\n"
 "  --dump-cache-trace DIR  record every expert request (tools/cache_replay.py)\n"
+"  --verify-reads       check every streamed trunk layer against its checksums\n"
+"                       (pinned layers always are; docs/PERFORMANCE.md has the cost)\n"
 "  k3 --list-presets shows each preset's plan on the real K3 and the minimum (about\n"
 "  5.1 GB: a 3.6 GB ring, 5 expert slots, lm_head streamed). The plan is printed\n"
 "  first; the run is refused (exit 1) if it does not fit MemAvailable or the cgroup\n"
@@ -387,7 +390,7 @@ static int run_batch(const Opts *o) {
     double tp = k3_now(), t_prefill = 0, t_decode = 0;
     int n = n_prompt, n_gen = 0;
     rc = k3_prefill(&e, st, seq, n, o->chunk, logits, o->dump_logits != NULL, err, sizeof err);
-    if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
+    if (rc) { fprintf(stderr, "k3: prefill: %s\n", err); goto done; }
     t_prefill = k3_now() - tp;
     k3_mem_step(e.mem, 0, n_prompt, t_prefill, o->mem.verbose && !o->quiet);
     if (o->dump_logits) {
@@ -420,7 +423,7 @@ static int run_batch(const Opts *o) {
             k3_state_reset(m, st);
             rc = k3_prefill(&e, st, seq, n, o->chunk, logits, 0, err, sizeof err);
         } else rc = k3_forward(&e, st, seq + n - 1, 1, logits, 0, err, sizeof err);
-        if (rc) { fprintf(stderr, "\nk3: %s\n", err); goto done; }
+        if (rc) { fprintf(stderr, "\nk3: generation step %d: %s\n", n_gen, err); goto done; }
         double ts = k3_now();
         k3_mem_step(e.mem, n_gen, o->recompute ? n : 1, ts - td_step,
                     o->mem.verbose && !o->quiet);
@@ -464,6 +467,7 @@ done:
 }
 
 int main(int argc, char **argv) {
+    k3_sigbus_install();
     if (argc >= 2 && (!strcmp(argv[1], "tokenize") || !strcmp(argv[1], "detokenize")))
         return tok_cli(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "pack"))
@@ -472,6 +476,7 @@ int main(int argc, char **argv) {
         return k3_bench_kernels(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "bench"))
         return k3_bench_main(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "doctor")) return k3_doctor_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

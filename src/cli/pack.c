@@ -1,11 +1,14 @@
 /* pack.c — `k3 pack MODEL_DIR TRUNK_DIR [--verify]`: rewrites every non-routed-expert
  * text tensor into TRUNK_DIR/trunk.k3, each layer contiguous from a 4096-aligned
- * offset (tensors 64-aligned inside), global tensors last, with a text index and a
- * fingerprint of the source (config.json bytes, shard names and sizes) so a stale or
- * foreign trunk is refused at load. Written to trunk.k3.tmp and renamed at the end,
- * so an interrupted pack leaves no trunk behind. --verify re-reads every byte of the
- * result and compares it with the shards. Format: see trunk.c. */
+ * offset (tensors 64-aligned inside), global tensors last, with a text index, an XXH64
+ * checksum per tensor and a fingerprint of the source (config.json bytes, shard names
+ * and sizes) so a stale, foreign or corrupted trunk is refused. BF16/F32 values are
+ * checked finite on the way. Written to trunk.k3.tmp and renamed at the end, so an
+ * interrupted or failed pack (disk full) leaves no trunk behind. --verify re-reads every
+ * byte of the result and compares it with the shards and the checksums. Format: see
+ * trunk.c. */
 #include "cli.h"
+#include "fault.h"
 #include "tensors.h"
 #include "util.h"
 #include <errno.h>
@@ -15,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef struct { const StTensor *t; int layer; uint64_t off; } PT;
+typedef struct { const StTensor *t; int layer; uint64_t off, sum; } PT;   /* sum: XXH64 */
 
 static int cmp_pt(const void *a, const void *b) {
     const PT *x = a, *y = b;
@@ -29,12 +32,13 @@ static size_t format_index(char *buf, size_t cap, const PT *pt, size_t n, uint64
     size_t o = 0;
 #define PUT(...) do { int w_ = snprintf(buf ? buf + o : NULL, buf ? cap - o : 0, __VA_ARGS__); \
                       o += (size_t)w_; } while (0)
-    PUT("k3trunk 1\nfingerprint %016llx\nfile_size %020llu\nlayers %d\n", (unsigned long long)fp,
+    PUT("k3trunk 2\nfingerprint %016llx\nfile_size %020llu\nlayers %d\n", (unsigned long long)fp,
         (unsigned long long)fsize, NL);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) {        /* fixed widths: the sums are filled in last */
         const StTensor *t = pt[i].t;
-        PUT("t %d %020llu %020llu %s %d", pt[i].layer, (unsigned long long)pt[i].off,
-            (unsigned long long)t->nbytes, st_dtype_name(t->dtype), t->ndim);
+        PUT("t %d %020llu %020llu %016llx %s %d", pt[i].layer, (unsigned long long)pt[i].off,
+            (unsigned long long)t->nbytes, (unsigned long long)pt[i].sum,
+            st_dtype_name(t->dtype), t->ndim);
         for (int d = 0; d < t->ndim; d++) PUT(" %lld", (long long)t->shape[d]);
         PUT(" %s\n", t->name);
     }
@@ -42,14 +46,82 @@ static size_t format_index(char *buf, size_t cap, const PT *pt, size_t n, uint64
     return o;
 }
 
+static long nwrites;                        /* for K3_FAULT_PACK_WRITE */
+
 static int pwrite_all(int fd, const void *p, size_t n, uint64_t off) {
     size_t done = 0;
+    if (++nwrites == k3_faults()->pack_write) { errno = ENOSPC; return -1; }
     while (done < n) {
         ssize_t w = pwrite(fd, (const char *)p + done, n - done, (off_t)(off + done));
         if (w < 0) { if (errno == EINTR) continue; return -1; }
         done += (size_t)w;
     }
     return 0;
+}
+
+/* Copies one tensor in pieces of ch bytes, checking its values are finite (a NaN packed
+ * into the trunk would run as NaN logits) and summing it for the index. */
+static int copy_tensor(StIndex *st, PT *p, int fd, unsigned char *buf, size_t ch,
+                       const char *tmp) {
+    const StTensor *t = p->t;
+    const size_t es = st_dtype_size(t->dtype);
+    char err[4096];
+    K3Sum sum;
+    k3_sum_init(&sum);
+    for (uint64_t o = 0; o < t->nbytes; o += ch) {
+        size_t len = t->nbytes - o < ch ? (size_t)(t->nbytes - o) : ch;
+        if (st_pread(st, t->shard, t->offset + o, buf, len, err, sizeof err)) {
+            fprintf(stderr, "k3 pack: %s\n", err);
+            return K3_ERR_RUNTIME;
+        }
+        int64_t bad = k3_first_nonfinite(t->dtype, buf, len);
+        if (bad >= 0) {
+            fprintf(stderr, "k3 pack: tensor '%s' in %s holds a non-finite value (NaN or Inf) "
+                    "at element %llu: the checkpoint is corrupt — re-download that shard "
+                    "(k3 doctor MODEL_DIR --scan lists every bad tensor); nothing was packed\n",
+                    t->name, st->shards[t->shard].path,
+                    (unsigned long long)(o / es + (uint64_t)bad));
+            return K3_ERR_RUNTIME;
+        }
+        k3_sum_add(&sum, buf, len);
+        if (pwrite_all(fd, buf, len, p->off + o)) {
+            fprintf(stderr, "k3 pack: writing %s: %s\n", tmp, strerror(errno));
+            return K3_ERR_RUNTIME;
+        }
+    }
+    p->sum = k3_sum_end(&sum);
+    return 0;
+}
+
+/* Re-reads one packed tensor: 0 when it equals the shard's bytes and its checksum, 1 when
+ * it differs (said on stderr), -1 when a read fails. */
+static int verify_tensor(StIndex *st, const PT *p, int fd, unsigned char *buf,
+                         unsigned char *buf2, size_t ch) {
+    const StTensor *t = p->t;
+    char err[4096];
+    K3Sum sum;
+    k3_sum_init(&sum);
+    int bad = 0;
+    for (uint64_t o = 0; o < t->nbytes; o += ch) {
+        size_t len = t->nbytes - o < ch ? (size_t)(t->nbytes - o) : ch;
+        if (st_pread(st, t->shard, t->offset + o, buf, len, err, sizeof err) ||
+            k3_pread_full(fd, buf2, len, p->off + o) != (int64_t)len) {
+            fprintf(stderr, "k3 pack: --verify: read failed for %s\n", t->name);
+            return -1;
+        }
+        if (!bad && memcmp(buf, buf2, len)) {
+            fprintf(stderr, "k3 pack: --verify: %s differs at byte %llu\n", t->name,
+                    (unsigned long long)o);
+            bad = 1;
+        }
+        k3_sum_add(&sum, buf2, len);
+    }
+    if (!bad && k3_sum_end(&sum) != p->sum) {
+        fprintf(stderr, "k3 pack: --verify: %s does not match its checksum in the index\n",
+                t->name);
+        bad = 1;
+    }
+    return bad;
 }
 
 static const char *USAGE =
@@ -138,22 +210,20 @@ int k3_pack_main(int argc, char **argv) {
     }
     uint64_t done = 0;
     for (size_t i = 0; !rc && i < n; i++) {
-        const StTensor *t = pt[i].t;
-        for (uint64_t o = 0; !rc && o < t->nbytes; o += CH) {
-            size_t len = t->nbytes - o < CH ? (size_t)(t->nbytes - o) : CH;
-            if (st_pread(st, t->shard, t->offset + o, buf, len, err, sizeof err)) {
-                fprintf(stderr, "k3 pack: %s\n", err); rc = K3_ERR_RUNTIME;
-            } else if (pwrite_all(fd, buf, len, pt[i].off + o)) {
-                fprintf(stderr, "k3 pack: writing %s: %s\n", tmp, strerror(errno));
-                rc = K3_ERR_RUNTIME;
-            }
-        }
-        done += t->nbytes;
+        rc = copy_tensor(st, &pt[i], fd, buf, CH, tmp);
+        done += pt[i].t->nbytes;
         if (!quiet && (i + 1 == n || pt[i + 1].layer != pt[i].layer)) {
             double dt = k3_now() - t0;
             fprintf(stderr, "k3 pack: %s %d done: %.3f of %.3f GB (%.0f MB/s)\n",
                     pt[i].layer < 0 ? "globals" : "layer", pt[i].layer < 0 ? NL : pt[i].layer,
                     done / K3_GB, total / K3_GB, dt > 0 ? done / 1e6 / dt : 0.0);
+        }
+    }
+    if (!rc) {                                 /* the index again, now with the checksums */
+        format_index(ix, ilen + 1, pt, n, fp, fsize, NL);
+        if (pwrite_all(fd, ix, ilen, 16)) {
+            fprintf(stderr, "k3 pack: writing %s: %s\n", tmp, strerror(errno));
+            rc = K3_ERR_RUNTIME;
         }
     }
     if (!rc && fsync(fd)) {
@@ -162,25 +232,14 @@ int k3_pack_main(int argc, char **argv) {
     if (!rc && verify) {
         uint64_t bad = 0;
         for (size_t i = 0; !rc && i < n; i++) {
-            const StTensor *t = pt[i].t;
-            for (uint64_t o = 0; !rc && o < t->nbytes; o += CH) {
-                size_t len = t->nbytes - o < CH ? (size_t)(t->nbytes - o) : CH;
-                ssize_t g = pread(fd, buf2, len, (off_t)(pt[i].off + o));
-                if (st_pread(st, t->shard, t->offset + o, buf, len, err, sizeof err) ||
-                    g != (ssize_t)len) {
-                    fprintf(stderr, "k3 pack: --verify: read failed for %s\n", t->name);
-                    rc = K3_ERR_RUNTIME;
-                } else if (memcmp(buf, buf2, len)) {
-                    fprintf(stderr, "k3 pack: --verify: %s differs at byte %llu\n", t->name,
-                            (unsigned long long)o);
-                    bad++;
-                }
-            }
+            int v = verify_tensor(st, &pt[i], fd, buf, buf2, CH);
+            if (v < 0) rc = K3_ERR_RUNTIME;
+            bad += (uint64_t)v;
         }
         if (bad) rc = K3_ERR_RUNTIME;
         else if (!rc && !quiet)
-            fprintf(stderr, "k3 pack: --verify: all %zu tensors (%.3f GB) re-read and identical\n",
-                    n, total / K3_GB);
+            fprintf(stderr, "k3 pack: --verify: all %zu tensors (%.3f GB) re-read, identical to "
+                    "the shards and to their checksums\n", n, total / K3_GB);
     }
     close(fd);
     if (!rc && rename(tmp, path)) {

@@ -6,6 +6,7 @@
  * layer together so every weight is read once per chunk. Weights come through the
  * storage interface (weights.h), buffers from the run state planned once (k3.h). */
 #include "k3.h"
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -25,6 +26,37 @@ static void rmsnorm_rows(float *out, const float *x, const float *w, int T, int 
 
 static void add_rows(float *p, const float *a, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] += a[i];
+}
+
+/* A NaN or Inf out of a sublayer (a corrupt weight or E8M0 scale) stops the forward where
+ * it first appears instead of running on to NaN logits: a branch-free scan of T x hidden
+ * floats, nothing next to the sublayer's matmuls. On a hit the layer is released and the
+ * reason names the layer (L < 0: the output head), the sublayer and the position. */
+static int nonfinite(K3Engine *e, int L, const char *what, const float *a, int T, int H,
+                     int pos0, char *err, size_t errlen) {
+    const size_t n = (size_t)T * H;
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &a[i], 4);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    if (!bad) return 0;
+    size_t i = 0;
+    while (isfinite(a[i])) i++;
+    const int pos = pos0 + (int)(i / H);
+    const char *kind = isnan(a[i]) ? "NaN" : "Inf";
+    if (L >= 0) {
+        e->w->ops->release(e->w, L);
+        snprintf(err, errlen, "non-finite activations (%s) first in layer %d's %s output, at "
+                 "position %d (this forward: positions %d..%d): a weight or E8M0 scale of "
+                 "layer %d is corrupt (check it: k3 doctor %s --scan)", kind, L, what, pos,
+                 pos0, pos0 + T - 1, L, e->m.dir);
+    } else
+        snprintf(err, errlen, "non-finite logits (%s) at position %d, though every layer's "
+                 "output was finite: lm_head or model.norm is corrupt (check it: k3 doctor "
+                 "%s --scan)", kind, pos, e->m.dir);
+    return 1;
 }
 
 int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, int all_logits,
@@ -69,6 +101,7 @@ int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, in
         rmsnorm_rows(x, h, ly->input_norm, T, H, eps);
         if (ly->is_kda) k3_kda(e, ly, s, L, x, T, a);
         else            k3_mla(e, ly, s, L, x, T, a);
+        if (nonfinite(e, L, "attention", a, T, H, s->pos, err, errlen)) return K3_ERR_RUNTIME;
         if (p_empty) memcpy(p, a, n * sizeof(float));
         else         add_rows(p, a, n);
         /* 5. MLP-site mix (always: B is never empty here) */
@@ -77,6 +110,8 @@ int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, in
         rmsnorm_rows(x, h, ly->post_norm, T, H, eps);
         if (ly->is_moe) k3_moe(e, ly, L, x, T, a);
         else            k3_dense_mlp(e, &ly->gate, &ly->up, &ly->down, x, T, a);
+        if (nonfinite(e, L, ly->is_moe ? "MoE" : "MLP", a, T, H, s->pos, err, errlen))
+            return K3_ERR_RUNTIME;
         add_rows(p, a, n);
         w->ops->release(w, L);
     }
@@ -89,6 +124,9 @@ int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, in
     rmsnorm_rows(x, h, e->m.final_norm, T, H, eps);
     const float *rows = all_logits ? x : x + (size_t)(T - 1) * H;
     if (w->ops->lm_head(w, logits, rows, all_logits ? T : 1, err, errlen)) return K3_ERR_RUNTIME;
+    if (nonfinite(e, -1, "", logits, all_logits ? T : 1, c->vocab_size,
+                  all_logits ? s->pos : s->pos + T - 1, err, errlen))
+        return K3_ERR_RUNTIME;
     s->pos += T;
     return 0;
 }

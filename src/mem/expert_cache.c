@@ -43,6 +43,7 @@ struct K3ECache {
     K3DioFile *file; int *file_open;         /* per shard, opened on first read */
     int *pend, npend, pend_next, nprotect;
     uint64_t nreads;
+    long nprefetch;                          /* for K3_FAULT_SHRINK_AT */
 };
 
 uint64_t k3_ecache_slot_bytes(const K3Config *c) {
@@ -179,7 +180,22 @@ static void unpin(K3ECache *c) {
     c->pinned = -1;
 }
 
+/* K3_FAULT_SHRINK_AT (fault.h): a shard truncated or removed under the run, at a
+ * deterministic point, for the tests of what the run then does. */
+static void fault_shrink(K3ECache *c) {
+    const K3Faults *f = k3_faults();
+    if (!f->shrink_at || ++c->nprefetch != f->shrink_at) return;
+    const int k = f->shrink_shard > 0 ? (int)f->shrink_shard - 1 : 0;
+    if (k >= c->m->st->n_shards) return;
+    const StShard *sh = &c->m->st->shards[k];
+    int rc = f->shrink_unlink ? unlink(sh->path) : truncate(sh->path, (off_t)sh->data_start);
+    fprintf(stderr, "k3: K3_FAULT_SHRINK_AT=%ld: %s %s%s\n", f->shrink_at,
+            f->shrink_unlink ? "removed" : "truncated to its header:", sh->path,
+            rc ? " (failed)" : "");
+}
+
 void k3_ecache_prefetch(K3ECache *c, int L, const int *ids, int n) {
+    fault_shrink(c);
     pthread_mutex_lock(&c->mu);
     unpin(c);
     for (int i = 0; i < c->nslots; i++) c->slot[i].protect = 0;

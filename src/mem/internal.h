@@ -59,7 +59,9 @@ const char *k3_preset_name(int i);
 void k3_preset_budgets(int i, double *trunk_gb, double *cache_gb);
 
 /* ---- trunk.c ---- */
-K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen);
+/* verify_reads: check every streamed layer against its checksums (pinned ones always). */
+K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
+                       size_t errlen);
 uint64_t k3_trunk_layer_bytes(const K3Trunk *t, int L);   /* padded blob size */
 int k3_trunk_start(K3Trunk *t, int n_pinned, K3MemStats *st, char *err, size_t errlen);
 void k3_trunk_close(K3Trunk *t);

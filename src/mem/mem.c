@@ -120,7 +120,8 @@ static int setup(K3Mem *x, const K3MemOpts *o, uint64_t *lb, char *err, size_t e
     const int NL = m->cfg.num_hidden_layers;
     uint64_t global = 0;
     if (o->trunk_dir) {
-        if (!(x->trunk = k3_trunk_open(m, o->trunk_dir, err, errlen))) return K3_ERR_RUNTIME;
+        x->trunk = k3_trunk_open(m, o->trunk_dir, o->verify_reads, err, errlen);
+        if (!x->trunk) return K3_ERR_RUNTIME;
         for (int L = 0; L < NL; L++) lb[L] = k3_trunk_layer_bytes(x->trunk, L);
     } else k3_trunk_sizes_from_shards(m, lb, &global);
     const uint64_t self = k3_rss_now();

@@ -7,9 +7,16 @@
  * tensors.h says which); vectors stay the f32 copies model.c made. A failed trunk read
  * fails the forward pass that needed the layer, with the reason.
  *
+ * Every tensor carries an XXH64 checksum in the index: a pinned layer is verified once
+ * when it is read (a flipped byte is refused, naming the tensor, instead of running with
+ * different logits), a streamed one on every read with --verify-reads, and the whole
+ * file by k3_trunk_check (`k3 doctor --trunk`).
+ *
  * File: "K3TRUNK1", u64 LE index length, the text index, data from the next 4096
- * boundary. Index lines: "k3trunk 1", "fingerprint HEX", "file_size N", "layers N",
- * then "t LAYER OFFSET NBYTES DTYPE NDIM D0.. NAME" (LAYER -1 = global tensors). */
+ * boundary. Index lines: "k3trunk 2" (first), "fingerprint HEX", "file_size N",
+ * "layers N", then "t LAYER OFFSET NBYTES XXH64 DTYPE NDIM D0.. NAME" (LAYER -1 = global
+ * tensors; XXH64 = 16 hex digits of the tensor's bytes). Format 1 had no checksums and
+ * is refused with "re-run k3 pack". */
 #include "internal.h"
 #include "dio.h"
 #include "fault.h"
@@ -25,6 +32,7 @@
 #include <unistd.h>
 
 typedef struct { size_t field; uint64_t rel; } Bind;
+typedef struct { int layer; uint64_t off, n, sum; const char *name; } Piece;   /* one tensor */
 typedef struct { unsigned char *buf; K3Layer ly; } RingSlot;
 
 struct K3Trunk {
@@ -34,6 +42,8 @@ struct K3Trunk {
     int fd, NL;
     uint64_t *off, *len;                      /* per layer: blob offset and padded length */
     Bind **bind; int *nbind;
+    Piece *piece; int npiece;                 /* every tensor of the index, absolute offsets */
+    int verify_reads;                         /* --verify-reads: check streamed layers too */
     unsigned char **pinned;                   /* [NL] pinned blob or NULL */
     int n_pinned, ring, S;
     int *slot_of;                             /* streamed layer i -> ring slot */
@@ -51,11 +61,12 @@ uint64_t k3_trunk_layer_bytes(const K3Trunk *t, int L) { return t->len[L]; }
 
 #define STALE "; re-run k3 pack MODEL_DIR TRUNK_DIR"
 
-K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
+K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
+                       size_t errlen) {
     K3Trunk *t = calloc(1, sizeof *t);
     char *ix = NULL;
     if (!t) { snprintf(err, errlen, "out of memory"); return NULL; }
-    t->m = m; t->fd = -1; t->NL = m->cfg.num_hidden_layers;
+    t->m = m; t->fd = -1; t->NL = m->cfg.num_hidden_layers; t->verify_reads = verify_reads;
     snprintf(t->path, sizeof t->path, "%s/trunk.k3", dir);
     t->off = calloc(t->NL, sizeof(uint64_t)); t->len = calloc(t->NL, sizeof(uint64_t));
     t->bind = calloc(t->NL, sizeof(Bind *)); t->nbind = calloc(t->NL, sizeof(int));
@@ -94,8 +105,13 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
     unsigned long long fp = 0, fsz = 0; int nl = -1, ver = 0;
     char *save = NULL;
     uint64_t want_fp = m->identity;
-    for (char *line = strtok_r(ix, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (sscanf(line, "k3trunk %d", &ver) == 1) continue;
+    char *line = strtok_r(ix, "\n", &save);
+    if (!line || sscanf(line, "k3trunk %d", &ver) != 1 || ver != 2) {
+        snprintf(err, errlen, "%s is trunk format %d; this k3 reads format 2 (per-tensor "
+                 "checksums)" STALE, t->path, line ? ver : 0);
+        goto fail;
+    }
+    for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (sscanf(line, "fingerprint %llx", &fp) == 1) {
             if (fp != want_fp) {
                 snprintf(err, errlen, "%s was packed from a different checkpoint or config.json "
@@ -122,8 +138,9 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
             }
             continue;
         }
-        int L, nd, pos = 0; unsigned long long off, nb; char dt[16];
-        if (sscanf(line, "t %d %llu %llu %15s %d%n", &L, &off, &nb, dt, &nd, &pos) != 5 ||
+        int L, nd, pos = 0; unsigned long long off, nb, sum; char dt[16];
+        if (sscanf(line, "t %d %llu %llu %llx %15s %d%n", &L, &off, &nb, &sum, dt, &nd,
+                   &pos) != 6 ||
             L < -1 || L >= t->NL || nd < 0 || nd > 8) {
             snprintf(err, errlen, "%s: malformed index line '%.80s'" STALE, t->path, line);
             goto fail;
@@ -138,6 +155,10 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
                      "(missing, resized, out of range or no fingerprint)" STALE, t->path, p);
             goto fail;
         }
+        Piece *pc = realloc(t->piece, sizeof(Piece) * (t->npiece + 1));
+        if (!pc) { snprintf(err, errlen, "out of memory"); goto fail; }
+        t->piece = pc;
+        pc[t->npiece++] = (Piece){ L, off, nb, sum, src->name };
         if (L < 0) continue;
         if (!end[L] || off < t->off[L]) t->off[L] = off;
         if (off + nb > end[L]) end[L] = off + nb;
@@ -188,7 +209,26 @@ fail:
     return NULL;
 }
 
-static int read_layer(K3Trunk *t, int L, unsigned char *buf, char *err, size_t errlen) {
+/* Every tensor of layer L in its blob against the index's checksum. */
+static int verify_layer(const K3Trunk *t, int L, const unsigned char *blob, char *err,
+                        size_t errlen) {
+    for (int i = 0; i < t->npiece; i++) {
+        const Piece *pc = &t->piece[i];
+        if (pc->layer != L) continue;
+        uint64_t got = k3_sum64(blob + (pc->off - t->off[L]), pc->n);
+        if (got != pc->sum) {
+            snprintf(err, errlen, "%s: tensor '%s' (layer %d) does not match its checksum "
+                     "(index %016llx, read %016llx): the trunk is corrupt or was modified"
+                     STALE, t->path, pc->name, L, (unsigned long long)pc->sum,
+                     (unsigned long long)got);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int read_layer(K3Trunk *t, int L, unsigned char *buf, int verify, char *err,
+                      size_t errlen) {
     long nr = __atomic_add_fetch(&t->nreads, 1, __ATOMIC_SEQ_CST);
     if (nr == k3_faults()->trunk_read) {
         snprintf(err, errlen,
@@ -200,7 +240,8 @@ static int read_layer(K3Trunk *t, int L, unsigned char *buf, char *err, size_t e
     const unsigned char *d = k3_dio_read(&t->file, buf, t->off[L], t->len[L], NULL, why,
                                          sizeof why);
     if (!d) { snprintf(err, errlen, "layer %d: %s" STALE, L, why); return -1; }
-    return 0;                           /* offsets and lengths are 4096-aligned: d == buf */
+    /* offsets and lengths are 4096-aligned: d == buf */
+    return verify ? verify_layer(t, L, buf, err, errlen) : 0;
 }
 
 static void rebind(const K3Trunk *t, int L, K3Layer *ly, const unsigned char *blob) {
@@ -223,7 +264,7 @@ static void *reader(void *arg) {
         int L = t->n_pinned + i;
         pthread_mutex_unlock(&t->mu);
         double t0 = k3_now();
-        int rc = read_layer(t, L, t->slots[sl].buf, err, sizeof err);
+        int rc = read_layer(t, L, t->slots[sl].buf, t->verify_reads, err, sizeof err);
         double t1 = k3_now();
         pthread_mutex_lock(&t->mu);
         t->st->trunk_read_s += t1 - t0;
@@ -274,7 +315,7 @@ int k3_trunk_start(K3Trunk *t, int n_pinned, K3MemStats *st, char *err, size_t e
             snprintf(err, errlen, "out of memory pinning trunk layer %d", L);
             return K3_ERR_RUNTIME;
         }
-        if (read_layer(t, L, t->pinned[L], err, errlen)) return K3_ERR_RUNTIME;
+        if (read_layer(t, L, t->pinned[L], 1, err, errlen)) return K3_ERR_RUNTIME;
         st->trunk_load_bytes += t->len[L];
         rebind(t, L, &m->layers[L], t->pinned[L]);
     }
@@ -357,7 +398,55 @@ void k3_trunk_close(K3Trunk *t) {
     if (t->fd >= 0) close(t->fd);
     k3_dio_close(&t->file);
     free(t->slots); free(t->slot_of); free(t->pinned); free(t->bind); free(t->nbind);
-    free(t->off); free(t->len);
+    free(t->off); free(t->len); free(t->piece);
     free(t);
 }
 
+
+/* Reads every tensor of the trunk (layers and globals, 64 MB at a time) against its
+ * checksum, for `k3 doctor`: every problem is reported, not just the first. */
+int k3_trunk_check(K3Model *m, const char *dir, K3Report report, void *ctx, uint64_t *bytes,
+                   int *tensors) {
+    char err[6000];
+    const uint64_t CH = 64u << 20;
+    *bytes = 0; *tensors = 0;
+    K3Trunk *t = k3_trunk_open(m, dir, 0, err, sizeof err);
+    if (!t) { report(ctx, err); return 1; }
+    unsigned char *buf = NULL;
+    int bad = 0;
+    int opened = !k3_dio_open(&t->file, t->path, "trunk check reads", err, sizeof err);
+    if (!opened || posix_memalign((void **)&buf, K3_DIO_ALIGN, k3_dio_room(CH))) {
+        report(ctx, opened ? "out of memory for the trunk check" : err);
+        k3_trunk_close(t);
+        return 1;
+    }
+    for (int i = 0; i < t->npiece; i++) {
+        const Piece *pc = &t->piece[i];
+        K3Sum sum;
+        k3_sum_init(&sum);
+        int ok = 1;
+        for (uint64_t o = 0; ok && o < pc->n; o += CH) {
+            const uint64_t n = pc->n - o < CH ? pc->n - o : CH;
+            const unsigned char *d = k3_dio_read(&t->file, buf, pc->off + o, n, NULL, err,
+                                                 sizeof err);
+            if (!d) { report(ctx, err); ok = 0; bad++; break; }
+            k3_sum_add(&sum, d, n);
+        }
+        if (!ok) continue;
+        uint64_t got = k3_sum_end(&sum);
+        if (got != pc->sum) {
+            char where[32] = "global";
+            if (pc->layer >= 0) snprintf(where, sizeof where, "layer %d", pc->layer);
+            snprintf(err, sizeof err, "%s: tensor '%s' (%s) does not match its checksum "
+                     "(index %016llx, read %016llx): the trunk is corrupt or was modified"
+                     STALE, t->path, pc->name, where, (unsigned long long)pc->sum,
+                     (unsigned long long)got);
+            report(ctx, err);
+            bad++;
+        }
+        *bytes += pc->n; (*tensors)++;
+    }
+    free(buf);
+    k3_trunk_close(t);
+    return bad;
+}

@@ -7,6 +7,7 @@
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,6 +140,15 @@ static float *bind_vec(Binder *b, const char *name, int64_t stored, int want) {
         if (t->dtype == ST_F32) memcpy(&v[i], p + 4 * i, 4);
         else { uint16_t h; memcpy(&h, p + 2 * i, 2); v[i] = k3_bf16_to_f32(h); }
     }
+    int64_t bad = k3_first_nonfinite(t->dtype, p, t->nbytes);
+    if (bad >= 0) {                    /* NaN or Inf: every logit would come out NaN */
+        io_fail(b, "%s: tensor '%s%s' holds a non-finite value (%s) at index %lld; %s is "
+                "corrupt — re-download it (k3 doctor %s --scan lists every bad tensor)",
+                b->m->dir, b->prefix, name, isnan(v[bad]) ? "NaN" : "Inf", (long long)bad,
+                b->m->st->shards[t->shard].path, b->m->dir);
+        free(v);
+        return NULL;
+    }
     for (int64_t i = want; i < stored; i++)
         if (v[i] != 0.0f) {
             fprintf(stderr, "k3: warning: %s%s: padding entry %lld is %g, expected 0; "
@@ -259,6 +269,32 @@ static int check_dims(const K3Config *c, char *err, size_t errlen) {
     return 0;
 }
 
+/* Open models, for k3_mapped_shard: written by open/close, only read by the lookup. */
+#define K3_MAX_OPEN 16
+static K3Model *open_models[K3_MAX_OPEN];
+
+static void watch(K3Model *m, K3Model *was) {
+    for (int i = 0; i < K3_MAX_OPEN; i++) {
+        K3Model *expect = was;
+        if (__atomic_compare_exchange_n(&open_models[i], &expect, m, 0, __ATOMIC_SEQ_CST,
+                                        __ATOMIC_SEQ_CST))
+            return;
+    }
+}
+
+const char *k3_mapped_shard(const void *addr) {
+    const char *a = addr;
+    for (int i = 0; i < K3_MAX_OPEN; i++) {
+        const K3Model *m = __atomic_load_n(&open_models[i], __ATOMIC_SEQ_CST);
+        if (!m || !m->maps || !m->map_len || !m->st) continue;
+        for (int k = 0; k < m->st->n_shards; k++) {
+            const char *base = m->maps[k];
+            if (base && a >= base && a < base + m->map_len[k]) return m->st->shards[k].path;
+        }
+    }
+    return NULL;
+}
+
 int k3_model_open(K3Model *m, const char *dir, const char *config_path, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     snprintf(m->dir, sizeof m->dir, "%s", dir);
@@ -277,6 +313,7 @@ int k3_model_open(K3Model *m, const char *dir, const char *config_path, char *er
         snprintf(err, errlen, "out of memory");
         return K3_ERR_RUNTIME;
     }
+    watch(m, NULL);
     Binder b = { m, "language_model.", err, errlen, 0 };
     if (!st_find(m->st, "language_model.model.embed_tokens.weight") &&
         st_find(m->st, "model.embed_tokens.weight"))
@@ -292,6 +329,7 @@ int k3_model_open(K3Model *m, const char *dir, const char *config_path, char *er
 }
 
 void k3_model_close(K3Model *m) {
+    watch(NULL, m);
     if (m->layers)
         for (int L = 0; L < m->cfg.num_hidden_layers; L++) {
             K3Layer *ly = &m->layers[L];

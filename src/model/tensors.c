@@ -96,3 +96,58 @@ int k3_mat_lookup(const K3Config *c, int L, const char *name) {
             return i;
     return -1;
 }
+
+/* Exponent bits all ones: Inf or NaN, in the stored format (no widening needed). Blocks
+ * are OR-reduced without a branch (this scans whole checkpoints); a hit is then located. */
+static int64_t first_nonfinite32(const unsigned char *p, uint64_t n) {
+    for (uint64_t b = 0; b < n; b += 1024) {
+        const uint64_t e = n - b < 1024 ? n - b : 1024;
+        uint32_t bad = 0;
+        for (uint64_t i = 0; i < e; i++) {
+            uint32_t u;
+            memcpy(&u, p + 4 * (b + i), 4);
+            bad |= (u & 0x7f800000u) == 0x7f800000u;
+        }
+        for (uint64_t i = 0; bad && i < e; i++) {
+            uint32_t u;
+            memcpy(&u, p + 4 * (b + i), 4);
+            if ((u & 0x7f800000u) == 0x7f800000u) return (int64_t)(b + i);
+        }
+    }
+    return -1;
+}
+
+static int64_t first_nonfinite16(const unsigned char *p, uint64_t n, uint16_t ex) {
+    for (uint64_t b = 0; b < n; b += 2048) {
+        const uint64_t e = n - b < 2048 ? n - b : 2048;
+        uint16_t bad = 0;
+        for (uint64_t i = 0; i < e; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * (b + i), 2);
+            bad |= (h & ex) == ex;
+        }
+        for (uint64_t i = 0; bad && i < e; i++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * (b + i), 2);
+            if ((h & ex) == ex) return (int64_t)(b + i);
+        }
+    }
+    return -1;
+}
+
+int64_t k3_first_nonfinite(int dtype, const void *data, uint64_t nbytes) {
+    if (dtype == ST_F32) return first_nonfinite32(data, nbytes / 4);
+    if (dtype == ST_BF16) return first_nonfinite16(data, nbytes / 2, 0x7f80);
+    if (dtype == ST_F16) return first_nonfinite16(data, nbytes / 2, 0x7c00);
+    return -1;
+}
+
+int64_t k3_first_bad_scale(const void *data, uint64_t nbytes) {
+    const unsigned char *p = memchr(data, 0xFF, nbytes);
+    return p ? (int64_t)(p - (const unsigned char *)data) : -1;
+}
+
+int k3_is_scale_tensor(const char *name) {
+    size_t n = strlen(name);
+    return n >= 13 && !strcmp(name + n - 13, ".weight_scale");
+}

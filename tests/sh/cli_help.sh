@@ -37,13 +37,15 @@ refuse() {
 BENCH="--kernels --threads --runs --only --no-prefill --help"
 PACK="--verify --quiet --help"
 TOK="--tok --special --ids --help"
+DOCTOR="--trunk --scan --json --no-bench --help"
 for h in --help -h; do
-  help "k3 $h" "--ids --prompt --prompt-file --chat --help" -- $K3 $h
+  help "k3 $h" "--ids --prompt --prompt-file --chat --help --verify-reads doctor" -- $K3 $h
   help "k3 MODEL --chat $h" "--tok --history" -- $K3 $M --chat $h
   help "k3 pack $h" "$PACK" -- $K3 pack $h
   help "k3 tokenize $h" "$TOK" -- $K3 tokenize $h
   help "k3 detokenize $h" "$TOK" -- $K3 detokenize $h
   help "k3 bench-kernels $h" "$BENCH" -- $K3 bench-kernels $h
+  help "k3 doctor $h" "$DOCTOR" -- $K3 doctor $h
 done
 
 refuse "bench-kernels --runs -1" --runs -- $K3 bench-kernels --runs -1
@@ -58,4 +60,5 @@ refuse "k3 pack --bogus" --bogus -- $K3 pack --bogus
 refuse "k3 tokenize --bogus" --bogus -- $K3 tokenize --bogus
 refuse "k3 detokenize --bogus" --bogus -- $K3 detokenize --bogus
 refuse "k3 bench-kernels --bogus" --bogus -- $K3 bench-kernels --bogus
+refuse "k3 doctor --bogus" --bogus -- $K3 doctor $M --bogus
 exit $fail

@@ -1,0 +1,39 @@
+/* predict.c — what a preset would cost per decoded token on this model, for `k3 doctor`:
+ * the engine's own plan (plan.c) at the preset's budgets, then the bytes one token reads
+ * from disk (streamed trunk layers, a streamed lm_head, expert-cache misses) and from
+ * memory (pinned layers, a resident lm_head, cache hits). Routing is taken as uniform
+ * (hit rate = cached experts / all routed experts): an estimate, usually a pessimistic
+ * one (the measured LFU cache does better, docs/PERFORMANCE.md). */
+#include "internal.h"
+#include "sysmem.h"
+#include <stdlib.h>
+#include <string.h>
+
+const char *k3_preset_cost(const K3Model *m, int i, int ctx, K3PresetCost *out) {
+    if (i < 0 || i >= k3_preset_count()) return NULL;
+    const K3Config *c = &m->cfg;
+    const int NL = c->num_hidden_layers;
+    uint64_t *lb = calloc(NL, sizeof(uint64_t)), global = 0;
+    memset(out, 0, sizeof *out);
+    if (!lb) return NULL;
+    k3_trunk_sizes_from_shards(m, lb, &global);
+    K3MemOpts o;
+    k3_mem_opts_init(&o);
+    o.ctx = ctx; o.trunk_dir = "TRUNK_DIR";
+    double tgb, cgb;
+    k3_preset_budgets(i, &tgb, &cgb);
+    K3Plan p;
+    k3_plan_make(c, m->lm_head.type == K3_W_F32, &o, lb, 1, tgb, cgb, k3_rss_now(), &p);
+    int nmoe = 0;
+    for (int L = 0; L < NL; L++) nmoe += c->is_moe[L];
+    const uint64_t all = (uint64_t)nmoe * c->num_experts;
+    const double hit = all ? (p.nslots >= (int)all ? 1.0 : (double)p.nslots / all) : 0.0;
+    const double ex = (double)nmoe * c->num_experts_per_token * k3_expert_bytes(c);
+    out->total = p.total; out->n_pinned = p.n_pinned; out->nslots = p.nslots;
+    out->head_stream = p.head_stream; out->hit_rate = hit;
+    out->streamed = (uint64_t)(ex * (1 - hit)) + (p.head_stream ? p.head_full : 0);
+    out->resident = (uint64_t)(ex * hit) + (p.head_stream ? 0 : p.head_full);
+    for (int L = 0; L < NL; L++) *(L < p.n_pinned ? &out->resident : &out->streamed) += lb[L];
+    free(lb);
+    return k3_preset_name(i);
+}

@@ -1,0 +1,78 @@
+#!/bin/sh
+# k3 doctor: exit 0 and "healthy" on the committed model (with the measurements, with a
+# packed trunk, with --scan, with --json); exit 1 naming the problem on a truncated
+# shard, a missing shard (both named when both happen), a stale trunk, a flipped trunk
+# byte and, with --scan, a NaN weight and an E8M0 scale 0xFF; exit 2 on usage errors.
+# Corrupted copies of tiny5 are made in a temp dir.
+set -u
+K3=${K3:-./bin/k3}
+M=tests/models/tiny5
+[ -f $M/config.json ] || { echo "FAIL: committed fixture $M missing"; exit 1; }
+. tests/sh/lib/tensor.sh
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fail=0
+ok()  { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fail=1; }
+doc() {  # doc CODE PATTERN -- args...: exit CODE, PATTERN in the report (stdout) and stderr
+  code=$1; pat=$2; shift 3
+  $K3 doctor "$@" >$T/o 2>$T/e; rc=$?
+  if [ $rc -ne $code ]; then bad "doctor $*: exit $rc, want $code: $(tail -c 300 $T/e)"; return; fi
+  if [ $code -eq 0 ]; then
+    grep -q "^k3 doctor: healthy$" $T/o && ok "doctor $*: healthy, exit 0" ||
+      bad "doctor $*: no 'healthy' line"
+    return
+  fi
+  grep -q -- "$pat" $T/o && grep -q -- "k3: doctor: .*$pat" $T/e &&
+    ok "doctor $*: exit $code, names '$pat'" || bad "doctor $*: '$pat' not named: $(cat $T/e)"
+}
+fresh() { rm -rf $T/m; mkdir $T/m; cp $M/*.json $M/*.safetensors $T/m/; }
+S4=model-00004-of-000016.safetensors; S7=model-00007-of-000016.safetensors
+
+doc 0 "" -- $M                                   # the machine measured too (bounded: 3 s)
+grep -q "disk read .* MB/s" $T/o && grep -q "recommended: --preset" $T/o &&
+  grep -q "s/token (an estimate)" $T/o && ok "bandwidth measured, a preset and s/token" ||
+  bad "no measurement or recommendation: $(cat $T/o)"
+$K3 pack $M $T/tr --quiet
+doc 0 "" -- $M --trunk $T/tr --scan --no-bench
+grep -q "tensors (.* GB) match their checksums" $T/o && grep -q "every value finite" $T/o &&
+  ok "trunk checksums and scan reported" || bad "trunk/scan lines missing: $(cat $T/o)"
+$K3 doctor $M --no-bench --json >$T/j 2>$T/e && grep -q '"healthy": true' $T/j &&
+  grep -q '"problems": \[\]' $T/j && ok "--json: healthy" || bad "--json: $(cat $T/j)"
+
+# a truncated shard; a missing one; both at once (every problem, not just the first)
+fresh; truncate -s 500000 $T/m/$S4
+doc 1 "$S4: .*truncated" -- $T/m --no-bench
+fresh; rm $T/m/$S7
+doc 1 "$S7 is missing" -- $T/m --no-bench
+truncate -s 500000 $T/m/$S4
+doc 1 "$S4: .*truncated" -- $T/m --no-bench
+grep -q "$S7 is missing" $T/o && grep -q "^k3 doctor: 2 problems" $T/o &&
+  ok "both problems named" || bad "not every problem named: $(cat $T/o)"
+# a stale trunk (config.json changed since the pack) and a flipped trunk byte
+fresh; sed 's/"rms_norm_eps"/ "rms_norm_eps"/' $M/config.json > $T/m/config.json
+doc 1 "trunk.k3 was packed from a different checkpoint or config.json" -- $T/m --trunk $T/tr \
+  --no-bench
+fresh; mkdir $T/trf; cp $T/tr/trunk.k3 $T/trf/
+off=$(grep -a '^t -1 .*model.norm.weight$' $T/trf/trunk.k3 | awk '{print $3 + 0}')
+patch_bytes $T/trf/trunk.k3 $((off + 7)) '\125'
+doc 1 "tensor 'language_model.model.norm.weight' (global) does not match its checksum" -- \
+  $T/m --trunk $T/trf --no-bench
+# --scan: a NaN weight (a matrix, not read at load) and an E8M0 scale 0xFF
+n=language_model.model.layers.5.self_attn.q_proj.weight; f=$(shard_of $T/m $n)
+set -- $(tensor_offset $f $n); patch_bytes $f $(($1 + 64)) '\300\177'
+n=language_model.model.layers.6.block_sparse_moe.experts.3.w2.weight_scale; f=$(shard_of $T/m $n)
+set -- $(tensor_offset $f $n); patch_bytes $f $(($1 + 5)) '\377'
+doc 0 "" -- $T/m --no-bench                        # without --scan nothing reads them
+doc 1 "layers.5.self_attn.q_proj.weight' in .*non-finite value (NaN or Inf) at element 32" -- \
+  $T/m --scan --no-bench
+grep -q "experts.3.w2.weight_scale' in .*E8M0 scale 0xFF (NaN) at element 5" $T/o &&
+  ok "--scan: the bad scale named too" || bad "--scan: scale not named: $(cat $T/o)"
+
+# usage
+$K3 doctor >/dev/null 2>$T/e; [ $? -eq 2 ] && grep -q "missing MODEL_DIR" $T/e &&
+  ok "no MODEL_DIR: exit 2" || bad "no MODEL_DIR: $(cat $T/e)"
+$K3 doctor $M --bogus >/dev/null 2>$T/e; [ $? -eq 2 ] && grep -q "'--bogus'" $T/e &&
+  ok "unknown option: exit 2" || bad "--bogus: $(cat $T/e)"
+$K3 doctor --help >$T/o 2>$T/e && grep -q '^Usage: k3 doctor' $T/o && [ ! -s $T/e ] &&
+  ok "--help: usage on stdout, exit 0" || bad "--help"
+exit $fail
