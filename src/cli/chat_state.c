@@ -87,9 +87,9 @@ static uint64_t ids_hash(const int32_t *ids, size_t n) {
 }
 
 /* ---- buffered writer ---- */
-typedef struct { int fd, failed; unsigned char *b; size_t n; Hash h; } W;
+typedef struct { int fd, failed; unsigned char *b; size_t n; Hash h; } StateWriter;
 
-static void w_flush(W *w) {
+static void w_flush(StateWriter *w) {
     size_t off = 0;
     while (off < w->n && !w->failed) {
         ssize_t r = write(w->fd, w->b + off, w->n - off);
@@ -99,7 +99,7 @@ static void w_flush(W *w) {
     }
     w->n = 0;
 }
-static void w_bytes(W *w, const void *p, size_t n) {
+static void w_bytes(StateWriter *w, const void *p, size_t n) {
     const unsigned char *s = p;
     h_update(&w->h, p, n);
     while (n) {
@@ -108,15 +108,18 @@ static void w_bytes(W *w, const void *p, size_t n) {
         memcpy(w->b + w->n, s, k); w->n += k; s += k; n -= k;
     }
 }
-static void w_u32(W *w, uint32_t x) {
+static void w_u32(StateWriter *w, uint32_t x) {
     unsigned char b[4] = { (unsigned char)x, (unsigned char)(x >> 8), (unsigned char)(x >> 16),
                            (unsigned char)(x >> 24) };
     w_bytes(w, b, 4);
 }
-static void w_u64(W *w, uint64_t x) { w_u32(w, (uint32_t)x); w_u32(w, (uint32_t)(x >> 32)); }
+static void w_u64(StateWriter *w, uint64_t x) {
+    w_u32(w, (uint32_t)x);
+    w_u32(w, (uint32_t)(x >> 32));
+}
 /* 32-bit words (floats or ids) as little-endian, converted 16 K words at a time. */
 #define WCHUNK 16384
-static void w_words(W *w, const void *p, size_t n) {
+static void w_words(StateWriter *w, const void *p, size_t n) {
     static unsigned char t[4 * WCHUNK];
     const unsigned char *s = p;
     while (n) {
@@ -134,9 +137,9 @@ static void w_words(W *w, const void *p, size_t n) {
 /* ---- buffered reader ---- */
 typedef struct {
     int fd; unsigned char *b; size_t pos, len; Hash h; uint64_t done, size; int err;
-} R;
+} StateReader;
 
-static int r_bytes(R *r, void *p, size_t n) {
+static int r_bytes(StateReader *r, void *p, size_t n) {
     unsigned char *d = p;
     while (n) {
         if (r->pos == r->len) {
@@ -152,19 +155,19 @@ static int r_bytes(R *r, void *p, size_t n) {
     }
     return 0;
 }
-static int r_u32(R *r, uint32_t *x) {
+static int r_u32(StateReader *r, uint32_t *x) {
     unsigned char b[4];
     if (r_bytes(r, b, 4)) return -1;
     *x = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
     return 0;
 }
-static int r_u64(R *r, uint64_t *x) {
+static int r_u64(StateReader *r, uint64_t *x) {
     uint32_t lo, hi;
     if (r_u32(r, &lo) || r_u32(r, &hi)) return -1;
     *x = (uint64_t)hi << 32 | lo;
     return 0;
 }
-static int r_words(R *r, void *p, size_t n) {
+static int r_words(StateReader *r, void *p, size_t n) {
     static unsigned char t[4 * WCHUNK];
     unsigned char *d = p;
     while (n) {
@@ -191,7 +194,7 @@ static const char *base(const char *p) { const char *s = strrchr(p, '/'); return
 
 /* The checkpoint identity (k3_checkpoint_identity: config.json bytes, shard names and
  * sizes), then the dimensions and shards again so a refusal can say what differs. */
-static void w_fingerprint(W *w, const K3Model *m) {
+static void w_fingerprint(StateWriter *w, const K3Model *m) {
     const K3Config *c = &m->cfg;
     w_u64(w, m->identity);
     uint32_t d[8] = { (uint32_t)c->num_hidden_layers, (uint32_t)c->hidden_size,
@@ -245,7 +248,7 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     free(ids);
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 32);
-    W w = { -1, 0, malloc(BUF), 0, { { 0 }, { 0 }, 0, 0 } };
+    StateWriter w = { -1, 0, malloc(BUF), 0, { { 0 }, { 0 }, 0, 0 } };
     if (!tmp || !w.b) {
         free(tmp); free(w.b); snprintf(err, errlen, "state %s: out of memory", path);
         return -1;
@@ -308,7 +311,7 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
 #define RD(x) do { if (x) goto trunc; } while (0)
 
 /* The room left in the file, for the checks before an allocation. */
-static int fits(const R *r, uint64_t n, uint64_t each) {
+static int fits(const StateReader *r, uint64_t n, uint64_t each) {
     return each == 0 || n <= (r->size - r->done) / each;
 }
 
@@ -317,7 +320,7 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     K3State *s = c->st;
     int rc = 0;
     int32_t *fed = NULL, *ids = NULL;
-    R r = { -1, NULL, 0, 0, { { 0 }, { 0 }, 0, 0 }, 0, 0, 0 };
+    StateReader r = { -1, NULL, 0, 0, { { 0 }, { 0 }, 0, 0 }, 0, 0, 0 };
     struct stat sb;
     const char *hist = c->history ? c->history : "(no --history)";
     r.fd = open(path, O_RDONLY);

@@ -18,16 +18,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef struct { const StTensor *t; int layer; uint64_t off, sum; } PT;   /* sum: XXH64 */
+typedef struct { const StTensor *t; int layer; uint64_t off, sum; } PackedTensor;   /* sum: XXH64 */
 
 static int cmp_pt(const void *a, const void *b) {
-    const PT *x = a, *y = b;
+    const PackedTensor *x = a, *y = b;
     int lx = x->layer < 0 ? 1 << 30 : x->layer, ly = y->layer < 0 ? 1 << 30 : y->layer;
     if (lx != ly) return lx < ly ? -1 : 1;
     return strcmp(x->t->name, y->t->name);
 }
 
-static size_t format_index(char *buf, size_t cap, const PT *pt, size_t n, uint64_t fp,
+static size_t format_index(char *buf, size_t cap, const PackedTensor *pt, size_t n, uint64_t fp,
                            uint64_t fsize, int NL) {
     size_t o = 0;
 #define PUT(...) do { int w_ = snprintf(buf ? buf + o : NULL, buf ? cap - o : 0, __VA_ARGS__); \
@@ -61,7 +61,7 @@ static int pwrite_all(int fd, const void *p, size_t n, uint64_t off) {
 
 /* Copies one tensor in pieces of ch bytes, checking its values are finite (a NaN packed
  * into the trunk would run as NaN logits) and summing it for the index. */
-static int copy_tensor(StIndex *st, PT *p, int fd, unsigned char *buf, size_t ch,
+static int copy_tensor(StIndex *st, PackedTensor *p, int fd, unsigned char *buf, size_t ch,
                        const char *tmp) {
     const StTensor *t = p->t;
     const size_t es = st_dtype_size(t->dtype);
@@ -95,7 +95,7 @@ static int copy_tensor(StIndex *st, PT *p, int fd, unsigned char *buf, size_t ch
 
 /* Re-reads one packed tensor: 0 when it equals the shard's bytes and its checksum, 1 when
  * it differs (said on stderr), -1 when a read fails. */
-static int verify_tensor(StIndex *st, const PT *p, int fd, unsigned char *buf,
+static int verify_tensor(StIndex *st, const PackedTensor *p, int fd, unsigned char *buf,
                          unsigned char *buf2, size_t ch) {
     const StTensor *t = p->t;
     char err[4096];
@@ -162,7 +162,7 @@ int k3_pack_main(int argc, char **argv) {
     K3Config cfg;                              /* its bytes are part of the trunk's identity */
     int crc = k3_config_load(cfgp, &cfg, err, sizeof err);
     if (crc) { fprintf(stderr, "k3 pack: %s\n", err); st_close(st); return crc; }
-    PT *pt = malloc(sizeof(PT) * (st->n_tensors ? st->n_tensors : 1));
+    PackedTensor *pt = malloc(sizeof(PackedTensor) * (st->n_tensors ? st->n_tensors : 1));
     size_t n = 0;
     int NL = 0;
     for (size_t i = 0; pt && i < st->n_tensors; i++)
@@ -175,7 +175,7 @@ int k3_pack_main(int argc, char **argv) {
         fprintf(stderr, "k3 pack: %s: no trunk tensors found\n", model); free(pt); st_close(st);
         return K3_ERR_RUNTIME;
     }
-    qsort(pt, n, sizeof(PT), cmp_pt);
+    qsort(pt, n, sizeof(PackedTensor), cmp_pt);
     uint64_t fp = k3_checkpoint_identity(cfg.hash, st);
     size_t ilen = format_index(NULL, 0, pt, n, fp, 0, NL);
     uint64_t off = (16 + ilen + 4095) & ~(uint64_t)4095, total = 0;

@@ -345,6 +345,7 @@ void k3_ecache_free(K3ECache *c) {
 }
 
 void k3_ecache_describe(const K3ECache *c, char *buf, size_t n) {
-    snprintf(buf, n, "%d slots x %.1f MB, %d I/O threads, policy lfu-aged", c->nslots,
-             c->slot_bytes / 1e6, c->nth);
+    char size[32];
+    snprintf(buf, n, "%d slots x %s, %d I/O threads, policy lfu-aged", c->nslots,
+             k3_size_text(c->slot_bytes, size, sizeof size), c->nth);
 }

@@ -53,6 +53,9 @@ void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, cons
 /* Trunk bytes per layer (non-routed text tensors) straight from the shard index. */
 void k3_trunk_sizes_from_shards(const K3Model *m, uint64_t *layer_bytes, uint64_t *global);
 
+/* Bytes in the unit that keeps them readable ("20.5 KB", "17.5 MB", "2.34 GB"). */
+const char *k3_size_text(uint64_t b, char *out, size_t n);
+
 /* ---- presets.c ---- */
 int k3_preset_count(void);
 const char *k3_preset_name(int i);
@@ -68,12 +71,12 @@ void k3_trunk_close(K3Trunk *t);
 const K3Layer *k3_trunk_acquire(K3Trunk *t, int L, K3MemStats *st, char *err, size_t errlen);
 void k3_trunk_release(K3Trunk *t, int L);
 void k3_trunk_describe(const K3Trunk *t, char *buf, size_t n);
-/* The ring for S streamed layers of sizes len[0..S): 2 slots (1 when S == 1). Layer i
- * goes to slot slot_of[i] (alternating; for odd S one adjacent pair shares a slot,
+/* The ring for n streamed layers of sizes len[0..n): 2 slots (1 when n == 1). Layer i
+ * goes to slot slot_of[i] (alternating; for odd n one adjacent pair shares a slot,
  * placed where the slots are smallest, ties at the smallest layer: that one layer
  * is read after its neighbour is released instead of during it). slot_of may be NULL.
  * Returns the ring bytes; slot_bytes[0..1] the size of each slot. The plan uses it too. */
-uint64_t k3_ring_layout(const uint64_t *len, int S, int *slot_of, uint64_t *slot_bytes);
+uint64_t k3_ring_layout(const uint64_t *len, int n, int *slot_of, uint64_t *slot_bytes);
 
 /* ---- head.c: lm_head in row blocks through a bounded buffer, for chunks up to max_T ---- */
 K3Head *k3_head_open(K3Model *m, uint64_t buf_bytes, int max_T, char *err, size_t errlen);

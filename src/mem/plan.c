@@ -98,7 +98,7 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
 }
 
 /* bytes in the unit that keeps them readable (1e3 steps, as GB = 1e9 in the plan) */
-static const char *size_text(uint64_t b, char *out, size_t n) {
+const char *k3_size_text(uint64_t b, char *out, size_t n) {
     if (b < 1000) snprintf(out, n, "%llu bytes", (unsigned long long)b);
     else if (b < 1000000) snprintf(out, n, "%.1f KB", b / 1e3);
     else if (b < 1000000000) snprintf(out, n, "%.1f MB", b / 1e6);
@@ -121,7 +121,7 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
         fprintf(f, "  trunk ring         %8.3f  %d slots, %d layers streamed\n",
                 p->ring_bytes / K3_GB, p->ring, p->streamed);
     fprintf(f, "  expert cache       %8.3f  %d slots of %s (%.1f%% of all routed experts)\n",
-            p->cache / K3_GB, p->nslots, size_text(p->slot_bytes, slot, sizeof slot),
+            p->cache / K3_GB, p->nslots, k3_size_text(p->slot_bytes, slot, sizeof slot),
             p->all_experts ? 100.0 * p->cache / p->all_experts : 0.0);
     if (p->head_stream)
         fprintf(f, "  lm_head buffer     %8.3f  lm_head (%.3f GB) streamed in row blocks "

@@ -45,7 +45,7 @@ struct K3Trunk {
     Piece *piece; int npiece;                 /* every tensor of the index, absolute offsets */
     int verify_reads;                         /* --verify-reads: check streamed layers too */
     unsigned char **pinned;                   /* [NL] pinned blob or NULL */
-    int n_pinned, ring, S;
+    int n_pinned, ring, n_streamed;
     int *slot_of;                             /* streamed layer i -> ring slot */
     long last_seq[2];                         /* last sequence number placed in each slot */
     RingSlot *slots;
@@ -256,7 +256,7 @@ static void *reader(void *arg) {
     char err[600];
     pthread_mutex_lock(&t->mu);
     for (long k = 0;; k++) {
-        const int i = (int)(k % t->S), sl = t->slot_of[i];
+        const int i = (int)(k % t->n_streamed), sl = t->slot_of[i];
         while (!t->quit && t->last_seq[sl] >= t->rel_seq)   /* slot still in use */
             pthread_cond_wait(&t->cv, &t->mu);
         if (t->quit) break;
@@ -279,25 +279,25 @@ static void *reader(void *arg) {
     return NULL;
 }
 
-uint64_t k3_ring_layout(const uint64_t *len, int S, int *slot_of, uint64_t *slot_bytes) {
+uint64_t k3_ring_layout(const uint64_t *len, int n, int *slot_of, uint64_t *slot_bytes) {
     uint64_t sb[2] = { 0, 0 }, best = 0, best_stall = 0;
     int bj = 0;
-    if (S <= 0) { if (slot_bytes) slot_bytes[0] = slot_bytes[1] = 0; return 0; }
-    if (S % 2 == 0 || S == 1) {
-        for (int i = 0; i < S; i++) if (len[i] > sb[i % 2]) sb[i % 2] = len[i];
-        for (int i = 0; slot_of && i < S; i++) slot_of[i] = i % 2;
+    if (n <= 0) { if (slot_bytes) slot_bytes[0] = slot_bytes[1] = 0; return 0; }
+    if (n % 2 == 0 || n == 1) {
+        for (int i = 0; i < n; i++) if (len[i] > sb[i % 2]) sb[i % 2] = len[i];
+        for (int i = 0; slot_of && i < n; i++) slot_of[i] = i % 2;
     } else {
-        /* layer (j + k) mod S takes slot k mod 2: layers j-1 and j share slot 0 */
-        for (int j = 0; j < S; j++) {
+        /* layer (j + k) mod n takes slot k mod 2: layers j-1 and j share slot 0 */
+        for (int j = 0; j < n; j++) {
             uint64_t m2[2] = { 0, 0 };
-            for (int k = 0; k < S; k++)
-                if (len[(j + k) % S] > m2[k % 2]) m2[k % 2] = len[(j + k) % S];
+            for (int k = 0; k < n; k++)
+                if (len[(j + k) % n] > m2[k % 2]) m2[k % 2] = len[(j + k) % n];
             if (j == 0 || m2[0] + m2[1] < best ||
                 (m2[0] + m2[1] == best && len[j] < best_stall)) {
                 best = m2[0] + m2[1]; best_stall = len[j]; bj = j; sb[0] = m2[0]; sb[1] = m2[1];
             }
         }
-        for (int k = 0; slot_of && k < S; k++) slot_of[(bj + k) % S] = k % 2;
+        for (int k = 0; slot_of && k < n; k++) slot_of[(bj + k) % n] = k % 2;
     }
     if (slot_bytes) { slot_bytes[0] = sb[0]; slot_bytes[1] = sb[1]; }
     return sb[0] + sb[1];
@@ -305,8 +305,8 @@ uint64_t k3_ring_layout(const uint64_t *len, int S, int *slot_of, uint64_t *slot
 
 int k3_trunk_start(K3Trunk *t, int n_pinned, K3MemStats *st, char *err, size_t errlen) {
     K3Model *m = t->m;
-    t->st = st; t->n_pinned = n_pinned; t->S = t->NL - n_pinned;
-    t->ring = t->S ? (t->S >= 2 ? 2 : 1) : 0;
+    t->st = st; t->n_pinned = n_pinned; t->n_streamed = t->NL - n_pinned;
+    t->ring = t->n_streamed ? (t->n_streamed >= 2 ? 2 : 1) : 0;
     t->err_seq = -1; t->last_seq[0] = t->last_seq[1] = -1;
     if (k3_dio_open(&t->file, t->path, "trunk reads", err, errlen)) return K3_ERR_RUNTIME;
     for (int L = 0; L < n_pinned; L++) {
@@ -319,12 +319,12 @@ int k3_trunk_start(K3Trunk *t, int n_pinned, K3MemStats *st, char *err, size_t e
         st->trunk_load_bytes += t->len[L];
         rebind(t, L, &m->layers[L], t->pinned[L]);
     }
-    if (!t->S) return 0;
+    if (!t->n_streamed) return 0;
     t->slots = calloc(t->ring, sizeof(RingSlot));
-    t->slot_of = calloc(t->S, sizeof(int));
+    t->slot_of = calloc(t->n_streamed, sizeof(int));
     if (!t->slots || !t->slot_of) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
     uint64_t sb[2];
-    k3_ring_layout(t->len + n_pinned, t->S, t->slot_of, sb);
+    k3_ring_layout(t->len + n_pinned, t->n_streamed, t->slot_of, sb);
     for (int r = 0; r < t->ring; r++) {
         uint64_t mx = sb[r];
         if (posix_memalign((void **)&t->slots[r].buf, 4096, mx)) {
@@ -346,7 +346,7 @@ int k3_trunk_start(K3Trunk *t, int n_pinned, K3MemStats *st, char *err, size_t e
 const K3Layer *k3_trunk_acquire(K3Trunk *t, int L, K3MemStats *st, char *err, size_t errlen) {
     if (L < t->n_pinned) return &t->m->layers[L];
     pthread_mutex_lock(&t->mu);
-    int want = t->n_pinned + (int)(t->cons_seq % t->S);
+    int want = t->n_pinned + (int)(t->cons_seq % t->n_streamed);
     if (L != want) {
         pthread_mutex_unlock(&t->mu);
         snprintf(err, errlen, "internal error: trunk layer %d acquired out of order (expected %d)",
@@ -361,7 +361,7 @@ const K3Layer *k3_trunk_acquire(K3Trunk *t, int L, K3MemStats *st, char *err, si
         pthread_mutex_unlock(&t->mu);
         return NULL;
     }
-    RingSlot *s = &t->slots[t->slot_of[t->cons_seq % t->S]];
+    RingSlot *s = &t->slots[t->slot_of[t->cons_seq % t->n_streamed]];
     pthread_mutex_unlock(&t->mu);
     s->ly = t->m->layers[L];
     rebind(t, L, &s->ly, s->buf);
@@ -379,7 +379,7 @@ void k3_trunk_release(K3Trunk *t, int L) {
 
 void k3_trunk_describe(const K3Trunk *t, char *buf, size_t n) {
     snprintf(buf, n, "%s: %d layers pinned, %d streamed through a ring of %d slots (%s)", t->path,
-             t->n_pinned, t->S, t->ring, t->file.direct ? "O_DIRECT" : "buffered");
+             t->n_pinned, t->n_streamed, t->ring, t->file.direct ? "O_DIRECT" : "buffered");
 }
 
 void k3_trunk_close(K3Trunk *t) {
