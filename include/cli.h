@@ -11,7 +11,8 @@ int k3_bench_main(int argc, char **argv);         /* bench_grid.c: k3 bench */
 /* bench.c: stream-read bandwidth in GB/s of a fresh `bytes` buffer with `threads`
  * threads, the median of `runs` (<= 16) reads. */
 double k3_mem_read_bw(size_t bytes, int threads, int runs);
-int tok_cli(int argc, char **argv);               /* tok_cli.c: k3 tokenize | detokenize */
+int tok_cli(int argc, char **argv);
+int k3_serve_main(int argc, char **argv);         /* serve.c: k3 serve (docs/SERVE.md) */               /* tok_cli.c: k3 tokenize | detokenize */
 
 /* flags.c: the memory flags shared by batch mode and chat (--trunk, --trunk-gb, --cache-gb,
  * --preset, --verbose, --dump-cache-trace, and --ctx where the caller lets it). argv[*i]

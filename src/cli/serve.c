@@ -243,7 +243,10 @@ static void *accept_main(void *arg) {
     pthread_attr_setstacksize(&at, 256 << 10);
     while (!stopping) {
         int fd = accept(lfd, NULL, NULL);
-        if (fd < 0) { if (errno == EINTR || errno == ECONNABORTED) continue; usleep(10000); continue; }
+        if (fd < 0) {
+            if (errno != EINTR && errno != ECONNABORTED) usleep(10000);   /* EMFILE: back off */
+            continue;
+        }
         pthread_mutex_lock(&srv.mu);
         int full = srv.conns >= srv.max_conns;
         if (!full) srv.conns++;
@@ -316,7 +319,8 @@ static int parse(int argc, char **argv, Server *s) {
 #undef VAL
     }
     if (!s->model_dir) return usage("%s", "missing MODEL_DIR");
-    if (!s->tok_dir) return usage("%s", "serve needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
+    if (!s->tok_dir)
+        return usage("%s", "serve needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
     if (s->state_dir)
         return usage("%s", "--state-dir is not implemented yet (docs/SERVE.md); kept states "
                      "live in memory only (--state-cache-gb)");

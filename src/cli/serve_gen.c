@@ -78,7 +78,9 @@ static void keep(Server *s, K3State *st, int32_t *fed, size_t n) {
     k->st = st; k->fed = fed; k->nfed = n; k->used = ++s->clock;
     k->bytes = state_bytes(&s->eng.m.cfg, st, n);
     for (Kept *o = s->kept; o; o = o->next)
-        if (o->nfed == n && !memcmp(o->fed, fed, 4 * n)) { unlink_kept(s, o); kept_free(s, o); break; }
+        if (o->nfed == n && !memcmp(o->fed, fed, 4 * n)) {
+            unlink_kept(s, o); kept_free(s, o); break;
+        }
     if (k->bytes > cap) { kept_free(s, k); return; }
     while (s->kept && s->kept_bytes + k->bytes > cap) {
         Kept *lru = s->kept;

@@ -112,7 +112,8 @@ static int messages(ServeReq *r, const Json *m, char *err, size_t errlen) {
         if (content(r, c, i, &r->msgs[i].content, err, errlen)) return 400;
         const Json *rc = json_get(o, "reasoning_content");
         if (rc && rc->type != JSON_NULL) {
-            if (strcmp(ro, "assistant")) BAD("messages[%d]: reasoning_content on a %s message", i, ro);
+            if (strcmp(ro, "assistant"))
+                BAD("messages[%d]: reasoning_content on a %s message", i, ro);
             if (!text_ok(rc)) BAD("messages[%d].reasoning_content must be a string", i);
             r->msgs[i].reasoning = rc->str;
         }
