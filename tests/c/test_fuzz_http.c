@@ -80,7 +80,8 @@ static void fixed_bodies(void) {
         "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"},"
         "{\"type\": \"text\", \"text\": \"b\"}]}, {\"role\": \"assistant\", \"content\": \"c\","
         " \"reasoning_content\": \"r\"}], \"temperature\": 0, \"max_tokens\": 7, \"seed\": 3,"
-        " \"stop\": [\"x\", \"yz\"], \"stream\": true, \"stream_options\": {\"include_usage\": true},"
+        " \"stop\": [\"x\", \"yz\"], \"stream\": true,"
+        " \"stream_options\": {\"include_usage\": true},"
         " \"reasoning_effort\": \"low\"}";
     CHECK(serve_req_parse(ok, strlen(ok), REQ_CHAT, &q, err, sizeof err) == 0, "ok: %s", err);
     CHECK(q.n_msgs == 3 && !strcmp(q.msgs[1].content, "ab") && !strcmp(q.msgs[2].reasoning, "r"),
@@ -145,7 +146,9 @@ static void mutate(unsigned char *s, size_t *n, size_t cap) {
     case 3: {
         const char *t = TOKENS[rnd() % NTOK];
         size_t l = strlen(t) ? strlen(t) : 1;
-        if (*n + l < cap) { memmove(s + pos + l, s + pos, *n - pos); memcpy(s + pos, t, l); *n += l; }
+        if (*n + l < cap) {
+            memmove(s + pos + l, s + pos, *n - pos); memcpy(s + pos, t, l); *n += l;
+        }
     } break;
     default: if (*n) *n = rnd() % *n; break;
     }
@@ -186,7 +189,10 @@ static void fuzz(int iters) {
             ServeReq q;
             int rc = serve_req_parse((const char *)s, n, which == 2 ? REQ_CHAT : REQ_COMPLETION,
                                      &q, err, sizeof err);
-            if (rc) { refused++; CHECK(rc == 400 && err[0], "body refusal %d without message", rc); }
+            if (rc) {
+                refused++;
+                CHECK(rc == 400 && err[0], "body refusal %d without message", rc);
+            }
             else {
                 accepted++;
                 for (int i = 0; i < q.n_msgs; i++) CHECK(q.msgs[i].role != NULL, "role");
