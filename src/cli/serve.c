@@ -25,6 +25,8 @@ static const char SERVE_USAGE[] =
 "  --port N               TCP port (default 8080; 0 picks a free one, printed when ready)\n"
 "  --api-key KEY          require Authorization: Bearer KEY on /v1/* and /metrics\n"
 "  --state-cache-gb G     engine states kept to resume conversations (default 4; 0 = off)\n"
+"  --state-dir DIR        also keep them in DIR (the chat REPL's state format): a restart\n"
+"                         resumes the conversations\n"
 "  --ctx N                context limit in positions (default max_position_embeddings)\n"
 "  --max-tokens N         server-wide cap on each reply (default 4096)\n"
 "  --max-conns N          open connections at most (default 64; more get 503)\n"
@@ -321,9 +323,8 @@ static int parse(int argc, char **argv, Server *s) {
     if (!s->model_dir) return usage("%s", "missing MODEL_DIR");
     if (!s->tok_dir)
         return usage("%s", "serve needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
-    if (s->state_dir)
-        return usage("%s", "--state-dir is not implemented yet (docs/SERVE.md); kept states "
-                     "live in memory only (--state-cache-gb)");
+    if (s->state_dir && s->cache_gb <= 0)
+        return usage("%s", "--state-dir keeps the kept states: it needs --state-cache-gb > 0");
     return 0;
 }
 
@@ -428,6 +429,8 @@ int k3_serve_main(int argc, char **argv) {
     rc = open_engine(s, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); k3_engine_close(&s->eng); tok_free(s->tok);
               return rc; }
+    rc = serve_disk_load(s);
+    if (rc) { k3_engine_close(&s->eng); tok_free(s->tok); return rc; }
     pthread_mutex_lock(&s->mu);
     s->ready = 1;
     pthread_mutex_unlock(&s->mu);

@@ -88,8 +88,21 @@ typedef struct Job {
 
 /* Runs one job on the engine thread and writes its whole response to job->fd. */
 void serve_gen_run(Server *s, Job *j);
-/* Frees every kept state. */
+/* Frees every kept state (their --state-dir files stay for the next start). */
 void serve_cache_free(Server *s);
+/* Keeps st with fed[0..n) (both owned from now on), its --state-dir file named file. */
+void serve_keep_file(Server *s, void *st, int32_t *fed, size_t n, const char *file);
+
+/* ---- serve_disk.c: --state-dir ---- */
+/* Writes the state holding fed[0..nfed) (the prompt is fed[0..nprompt); more is the
+ * reply, whose text is content / reasoning) as FILE.state + FILE.jsonl; file gets the
+ * name ("" when not written, with the reason on stderr). 0 or -1. */
+int serve_disk_save(Server *s, const ServeReq *r, const int32_t *fed, size_t nfed,
+                    size_t nprompt, void *st, const char *content, const char *reasoning,
+                    char file[64]);
+void serve_disk_forget(Server *s, const char *file);
+/* Loads every state in --state-dir into the kept states. 0, or 2 (no such directory). */
+int serve_disk_load(Server *s);
 
 /* Metrics, updated under Server.mu. */
 typedef struct {

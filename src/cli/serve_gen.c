@@ -52,14 +52,17 @@ static K3State *state_clone(const K3Model *m, const K3State *src) {
     return d;
 }
 
+static int forget_files = 1;              /* 0 at shutdown: the files outlive the process */
 static void kept_free(Server *s, Kept *k) {
     if (!k) return;
+    if (forget_files) serve_disk_forget(s, k->file);
     k3_state_free(&s->eng.m, k->st);
     free(k->fed);
     free(k);
 }
 
 void serve_cache_free(Server *s) {
+    forget_files = 0;
     while (s->kept) { Kept *k = s->kept; s->kept = k->next; kept_free(s, k); }
     s->kept_bytes = 0;
 }
@@ -71,14 +74,16 @@ static void unlink_kept(Server *s, Kept *k) {
 
 /* Takes ownership of st and fed[0..n). Drops an entry with the same ids, then the least
  * recently used until the cache fits. */
-static void keep(Server *s, K3State *st, int32_t *fed, size_t n) {
+static void keep(Server *s, K3State *st, int32_t *fed, size_t n, const char *file) {
     size_t cap = (size_t)(s->cache_gb * 1e9);
     Kept *k = calloc(1, sizeof *k);
-    if (!k) { k3_state_free(&s->eng.m, st); free(fed); return; }
+    if (!k) { k3_state_free(&s->eng.m, st); free(fed); serve_disk_forget(s, file); return; }
     k->st = st; k->fed = fed; k->nfed = n; k->used = ++s->clock;
+    snprintf(k->file, sizeof k->file, "%s", file);
     k->bytes = state_bytes(&s->eng.m.cfg, st, n);
     for (Kept *o = s->kept; o; o = o->next)
         if (o->nfed == n && !memcmp(o->fed, fed, 4 * n)) {
+            if (!strcmp(o->file, k->file)) o->file[0] = 0;     /* just rewritten: stays */
             unlink_kept(s, o); kept_free(s, o); break;
         }
     if (k->bytes > cap) { kept_free(s, k); return; }
@@ -91,6 +96,10 @@ static void keep(Server *s, K3State *st, int32_t *fed, size_t n) {
     k->next = s->kept; s->kept = k; s->kept_bytes += k->bytes;
 }
 
+void serve_keep_file(Server *s, void *st, int32_t *fed, size_t n, const char *file) {
+    keep(s, st, fed, n, file);
+}
+
 /* The kept state with the longest fed prefix of ids[0..n) (shorter than n: the last id
  * must be fed to have logits), removed from the cache; NULL when none. */
 static Kept *take(Server *s, const int32_t *ids, size_t n) {
@@ -98,7 +107,7 @@ static Kept *take(Server *s, const int32_t *ids, size_t n) {
     for (Kept *k = s->kept; k; k = k->next)
         if (k->nfed < n && (!best || k->nfed > best->nfed) && !memcmp(k->fed, ids, 4 * k->nfed))
             best = k;
-    if (best) unlink_kept(s, best);
+    if (best) { unlink_kept(s, best); serve_disk_forget(s, best->file); }
     return best;
 }
 
@@ -352,7 +361,12 @@ void serve_gen_run(Server *s, Job *j) {
     if (!rc && s->cache_gb > 0 && pre > 0) {
         K3State *snap = state_clone(m, st);
         int32_t *f2 = snap ? malloc(4 * pre) : NULL;
-        if (f2) { memcpy(f2, fed, 4 * pre); keep(s, snap, f2, pre); }
+        char file[64];
+        if (f2) {
+            memcpy(f2, fed, 4 * pre);
+            serve_disk_save(s, r, f2, pre, n, snap, NULL, NULL, file);
+            keep(s, snap, f2, pre, file);
+        }
         else if (snap) k3_state_free(m, snap);
     }
     if (!rc) rc = k3_forward(&s->eng, st, v + (pre - reuse), 1, s->eng.rs.logits, 0, err,
@@ -434,7 +448,11 @@ void serve_gen_run(Server *s, Job *j) {
         if (!g.gone) reply(&g, finish, (long)nprompt, ngen, (long)reuse);
         if ((size_t)st->pos != n) {                   /* never keep a state out of step */
             k3_state_free(m, st); free(fed);
-        } else if (s->cache_gb > 0) keep(s, st, fed, n);
+        } else if (s->cache_gb > 0) {
+            char file[64];
+            serve_disk_save(s, r, fed, n, nprompt, st, g.text[1], g.text[0], file);
+            keep(s, st, fed, n, file);
+        }
         else { k3_state_free(m, st); free(fed); }
     }
     pthread_mutex_lock(&s->mu);

@@ -302,9 +302,35 @@ chk 401 "chat without key" "$US/v1/chat/completions" -d "{$OKM}"
 $C -H 'Authorization: Bearer sekrit' "$US/v1/models" | grep -q tiny5 || fail "the right key"
 echo "ok pipelined requests, slow head (408), Authorization: Bearer ($n error cases in all)"
 
+# ---- --state-dir: a restart resumes; a corrupt file is refused, the rest still load ----
+mkdir "$T/sd"
+start disk1 --state-dir "$T/sd"
+RQ="{\"messages\": [$U1, $A1, $U2], \"temperature\": 0, \"max_tokens\": 12}"
+$C "http://127.0.0.1:$PORT_disk1/v1/chat/completions" -d "$RQ" > "$T/d1"
+ls "$T/sd" | grep -q '\.state$' || fail "--state-dir: no state file written"
+for p in $PIDS; do kill "$p" 2>/dev/null; done; PIDS=""
+i=0; while [ -n "$($C "$U/health" 2>/dev/null)" ]; do
+  i=$((i+1)); [ $i -gt 100 ] && fail "servers did not stop"; sleep 0.1; done
+printf 'K3STATE\nnonsense' > "$T/sd/0000000000000000-max.state"
+printf '{"role": "user", "content": "x"}\n' > "$T/sd/0000000000000000-max.jsonl"
+start disk2 --state-dir "$T/sd"
+grep -q 'state(s) resumed' "$T/disk2.err" || fail "--state-dir: nothing loaded"
+grep -q 'ignored' "$T/disk2.err" || fail "--state-dir: the corrupt file was not refused"
+$C "http://127.0.0.1:$PORT_disk2/v1/chat/completions" -d "$RQ" > "$T/d2"
+[ "$(jnum cached_tokens < "$T/d2")" -ge "$(jnum prompt_tokens < "$T/d2")" ] ||
+  [ "$(jnum cached_tokens < "$T/d2")" = $(($(jnum prompt_tokens < "$T/d2") - 1)) ] ||
+  fail "after a restart: cached $(jnum cached_tokens < "$T/d2") tokens"
+[ "$(jstr content < "$T/d2")$(jstr reasoning_content < "$T/d2")" = \
+  "$(jstr content < "$T/d1")$(jstr reasoning_content < "$T/d1")" ] ||
+  fail "the resumed reply after a restart differs"
+echo "ok --state-dir: after a restart the request resumes $(jnum cached_tokens < "$T/d2") of" \
+  "$(jnum prompt_tokens < "$T/d2") prompt tokens from disk, same reply; a corrupt file is refused"
+
 "$K3" serve --help | grep -q -- '--state-cache-gb' || fail "serve --help"
 "$K3" serve $M 2>/dev/null; [ $? = 2 ] || fail "serve without --tok must exit 2"
 "$K3" serve $M --tok $TK --port 99999 2>/dev/null; [ $? = 2 ] || fail "--port 99999: exit 2"
 "$K3" serve $M --tok $TK --host nowhere 2>/dev/null; [ $? = 2 ] || fail "--host nowhere: exit 2"
-"$K3" serve $M --tok $TK --port $PORT_main 2>/dev/null; [ $? = 1 ] || fail "port in use: exit 1"
+"$K3" serve $M --tok $TK --port $PORT_disk2 2>/dev/null; [ $? = 1 ] || fail "port in use: exit 1"
+"$K3" serve $M --tok $TK --state-dir "$T/nodir" --port 0 2>/dev/null; [ $? = 2 ] ||
+  fail "--state-dir missing: exit 2"
 echo "ok usage errors exit 2, a port in use exits 1"
