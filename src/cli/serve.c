@@ -437,7 +437,8 @@ int k3_serve_main(int argc, char **argv) {
     fprintf(stderr, "k3: serving %s (%d layers, vocab %d, context %d; kernels %s; opened in "
             "%.2f s)\n", s->model_dir, s->eng.m.cfg.num_hidden_layers, s->eng.m.cfg.vocab_size,
             s->ctx, k3_kernels_name(), k3_now() - t0);
-    fprintf(stderr, "k3: listening on http://%s:%d\n", strchr(s->host, ':') ? "[::1]" : s->host,
+    int v6 = strchr(s->host, ':') != NULL;
+    fprintf(stderr, "k3: listening on http://%s%s%s:%d\n", v6 ? "[" : "", s->host, v6 ? "]" : "",
             port);
     /* the engine loop */
     while (!stopping) {

@@ -339,7 +339,7 @@ void serve_gen_run(Server *s, Job *j) {
     if ((long)n + 1 > s->ctx) {
         snprintf(err, sizeof err, "the prompt is %zu tokens; with the reply it needs more than "
                  "the context of %d positions (k3 serve --ctx)", n, s->ctx);
-        http_error(j->fd, 400, err, j->keep_alive); j->failed = 1; free(fed); return;
+        http_error(j->fd, 400, err, j->keep_alive); free(fed); return;   /* stays open */
     }
     /* resume from the longest kept prefix */
     Kept *k = take(s, fed, n);
