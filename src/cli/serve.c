@@ -145,6 +145,7 @@ static int generate(int fd, int kind, const char *body, size_t n, int ka) {
     }
     pthread_mutex_unlock(&srv.mu);
     int failed = j->failed;
+    if (j->status) count_error(j->status);
     pthread_cond_destroy(&j->cv);
     serve_req_free(&j->req); free(j);
     if (st == 503) return fail(fd, 503, "the model is still loading; retry shortly", ka);

@@ -80,7 +80,7 @@ typedef struct Server Server;
 typedef struct Job {
     ServeReq req;
     int fd, keep_alive;
-    int done, failed;                        /* set by the engine thread */
+    int done, failed, status;                /* set by the engine thread (status: an error) */
     uint64_t id;
     pthread_cond_t cv;
     struct Job *next;

@@ -233,6 +233,12 @@ static int update(Gen *g, int ch, const int32_t *ids, size_t n, int final) {
     return hit;
 }
 
+/* An error reply from the engine thread; the connection thread counts it. */
+static void job_error(Job *j, int status, const char *msg, int keep_alive) {
+    j->status = status;
+    http_error(j->fd, status, msg, keep_alive);
+}
+
 static void usage_json(Buf *b, long prompt, long gen, long cached) {
     buf_fmt(b, "\"usage\": {\"prompt_tokens\": %ld, \"completion_tokens\": %ld, "
             "\"total_tokens\": %ld, \"prompt_tokens_details\": {\"cached_tokens\": %ld}}",
@@ -282,7 +288,7 @@ static void reply(Gen *g, const char *finish, long prompt, long gen, long cached
     }
     usage_json(&b, prompt, gen, cached);
     buf_str(&b, "}\n");
-    if (b.oom) http_error(g->j->fd, 500, "out of memory writing the reply", 0);
+    if (b.oom) job_error(g->j, 500, "out of memory writing the reply", 0);
     else if (http_respond(g->j->fd, 200, "application/json", b.b, b.n, g->j->keep_alive))
         g->gone = 1;
     buf_free(&b);
@@ -331,7 +337,7 @@ void serve_gen_run(Server *s, Job *j) {
     int32_t *fed = NULL;
     size_t n = 0, capfed = 0;
     if (prompt_ids(s, r, &fed, &n, err, sizeof err)) {
-        http_error(j->fd, 500, err, j->keep_alive); j->failed = 1; return;
+        job_error(j, 500, err, j->keep_alive); j->failed = 1; return;
     }
     capfed = n;
     const size_t nprompt = n;
@@ -339,14 +345,14 @@ void serve_gen_run(Server *s, Job *j) {
     if ((long)n + 1 > s->ctx) {
         snprintf(err, sizeof err, "the prompt is %zu tokens; with the reply it needs more than "
                  "the context of %d positions (k3 serve --ctx)", n, s->ctx);
-        http_error(j->fd, 400, err, j->keep_alive); free(fed); return;   /* stays open */
+        job_error(j, 400, err, j->keep_alive); free(fed); return;   /* stays open */
     }
     /* resume from the longest kept prefix */
     Kept *k = take(s, fed, n);
     K3State *st = k ? k->st : k3_state_new(m);
     size_t reuse = k ? k->nfed : 0;
     if (k) { free(k->fed); free(k); }
-    if (!st) { http_error(j->fd, 500, "out of memory", 0); j->failed = 1; free(fed); return; }
+    if (!st) { job_error(j, 500, "out of memory", 0); j->failed = 1; free(fed); return; }
     /* prefill all but the last id, keep that state (a repeat or the next turn of this
      * conversation resumes from it), then feed the last id for the first logits */
     double t0 = k3_now();
@@ -375,7 +381,7 @@ void serve_gen_run(Server *s, Job *j) {
     double tp = k3_now() - t0;
     if (rc) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, err);
-        http_error(j->fd, 500, err, 0);
+        job_error(j, 500, err, 0);
         j->failed = 1; k3_state_free(m, st); free(fed);
         return;
     }
@@ -441,7 +447,7 @@ void serve_gen_run(Server *s, Job *j) {
     if (fail) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, err);
         if (r->stream) g.gone = 1;                    /* the stream ends without [DONE] */
-        else http_error(j->fd, 500, err, 0);
+        else job_error(j, 500, err, 0);
         j->failed = 1;
         k3_state_free(m, st); free(fed);
     } else {

@@ -251,6 +251,8 @@ cbad "completions: prompt empty" '{"prompt": ""}'
 cbad "completions: messages field" '{"prompt": "a", "messages": []}'
 chk 400 "context overflow" "$U/v1/completions" \
   -d "{\"prompt\": \"$(i=0; while [ $i -lt 2000 ]; do printf 'word %d ' $i; i=$((i+1)); done)\"}"
+$C "$U/metrics" | grep -q '^k3_request_errors_total{code="400"} [1-9]' ||
+  fail "/metrics does not count the 400s"
 chk 400 "POST without a body" -X POST "$U/v1/chat/completions"
 chk 413 "huge Content-Length" -H 'Content-Length: 50000000' "$U/v1/chat/completions" -d '{}'
 head -c 5000000 /dev/zero | tr '\0' ' ' > "$T/big"
