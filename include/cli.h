@@ -15,6 +15,7 @@ int tok_cli(int argc, char **argv);               /* tok_cli.c: k3 tokenize | de
 int k3_doctor_main(int argc, char **argv);        /* doctor.c: k3 doctor */
 /* sigbus.c: a shard truncated under a run (SIGBUS on its mapping) exits 1 naming it. */
 void k3_sigbus_install(void);
+int k3_serve_main(int argc, char **argv);         /* serve.c: k3 serve (docs/SERVE.md) */
 
 /* flags.c: the memory flags shared by batch mode and chat (--trunk, --trunk-gb, --cache-gb,
  * --preset, --verbose, --dump-cache-trace, --verify-reads, and --ctx where the caller lets

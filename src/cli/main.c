@@ -27,6 +27,8 @@ static const char *USAGE =
 "  k3 bench MODEL_DIR [options]                  grid of runs, one child each: medians,\n"
 "                       peak RSS, bytes/token vs measured limits (k3 bench --help)\n"
 "  k3 doctor MODEL_DIR [--trunk DIR] [--scan]    check the machine and the checkpoint\n"
+"  k3 serve MODEL_DIR --tok DIR [options]       OpenAI-compatible HTTP server on\n"
+"                       127.0.0.1:8080 (k3 serve --help, docs/SERVE.md)\n"
 "  k3 --help | --version\n"
 "\n"
 "Input (exactly one):\n"
@@ -477,6 +479,7 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "bench"))
         return k3_bench_main(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "doctor")) return k3_doctor_main(argc - 1, argv + 1);
+    if (argc >= 2 && !strcmp(argv[1], "serve")) return k3_serve_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {

@@ -1,0 +1,145 @@
+/* serve.h — k3 serve internals (src/cli/serve*.c; docs/SERVE.md).
+ * serve_http.c: HTTP/1.1 request parsing on a buffer, socket reads with deadlines,
+ * responses and chunked bodies. serve_req.c: the request JSON validated into a ServeReq.
+ * serve_gen.c: the engine thread's side: kept states, prefix reuse, generation, replies.
+ * serve.c: flags, listener, connection threads, routing, the queue, metrics. */
+#ifndef K3_SERVE_H
+#define K3_SERVE_H
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "engine.h"
+#include "json.h"
+#include "sampler.h"
+#include "xtml.h"
+
+/* ---- serve_http.c ---- */
+#define HTTP_MAX_HEADER 16384                /* request line + headers */
+#define HTTP_MAX_BODY ((size_t)4 << 20)      /* Content-Length above: 413 */
+
+typedef struct {
+    char method[16], path[512];
+    int minor;                               /* HTTP/1.minor */
+    size_t content_length; int has_length;
+    int keep_alive, expect_continue;
+    char auth[512];                          /* Authorization value, "" when absent */
+    size_t header_len;                       /* bytes up to and including CRLF CRLF */
+} HttpReq;
+
+/* Parses the request head in buf[0..n). Returns header_len (> 0) when complete, 0 when
+ * more bytes are needed, or -STATUS (400, 413, 431, 501, 505) with the reason in err. */
+int http_parse(const char *buf, size_t n, size_t max_body, HttpReq *r, char *err,
+               size_t errlen);
+const char *http_reason(int status);
+/* send() all of b (MSG_NOSIGNAL); 0, or -1 when the client is gone. */
+int http_send(int fd, const char *b, size_t n);
+/* A whole response with Content-Length. */
+int http_respond(int fd, int status, const char *ctype, const char *body, size_t n,
+                 int keep_alive);
+/* OpenAI-style {"error": {"message","type","code"}}. */
+int http_error(int fd, int status, const char *msg, int keep_alive);
+/* Chunked body: the head (Transfer-Encoding: chunked), then chunks, then the end. */
+int http_chunked_head(int fd, const char *ctype, int keep_alive);
+int http_chunk(int fd, const char *b, size_t n);
+int http_chunk_end(int fd);
+/* 1 when the peer has closed its side (or the socket failed), 0 otherwise; never blocks. */
+int http_peer_gone(int fd);
+
+/* A growing string. */
+typedef struct { char *b; size_t n, cap; int oom; } Buf;
+void buf_add(Buf *s, const char *p, size_t n);
+void buf_str(Buf *s, const char *p);
+void buf_fmt(Buf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void buf_json(Buf *s, const char *p, size_t n);     /* as a JSON string literal */
+void buf_free(Buf *s);
+
+/* ---- serve_req.c ---- */
+enum { REQ_CHAT = 1, REQ_COMPLETION = 2 };
+#define REQ_MAX_STOP 4
+
+typedef struct {
+    int kind;
+    Json *doc;                               /* msgs and prompt point into it */
+    XtmlMsg *msgs; int n_msgs;
+    char **parts;  int n_parts;              /* joined content arrays (owned) */
+    const char *prompt; size_t prompt_len;   /* REQ_COMPLETION */
+    int thinking; char effort[8];
+    SamplerParams sp; uint64_t seed; int seed_set;
+    int max_tokens;                          /* 0: the server's cap */
+    const char *stop[REQ_MAX_STOP]; size_t stop_len[REQ_MAX_STOP]; int n_stop;
+    int stream, include_usage;
+} ServeReq;
+
+/* Validates body[0..n) as a kind request. 0, or 400 with the message in err. */
+int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err,
+                    size_t errlen);
+void serve_req_free(ServeReq *r);
+
+/* ---- serve_gen.c ---- */
+typedef struct Server Server;
+typedef struct Job {
+    ServeReq req;
+    int fd, keep_alive;
+    int done, failed, status;                /* set by the engine thread (status: an error) */
+    uint64_t id;
+    pthread_cond_t cv;
+    struct Job *next;
+} Job;
+
+/* Runs one job on the engine thread and writes its whole response to job->fd. */
+void serve_gen_run(Server *s, Job *j);
+/* Frees every kept state (their --state-dir files stay for the next start). */
+void serve_cache_free(Server *s);
+/* Keeps st with fed[0..n) (both owned from now on), its --state-dir file named file. */
+void serve_keep_file(Server *s, void *st, int32_t *fed, size_t n, const char *file);
+
+/* ---- serve_disk.c: --state-dir ---- */
+/* Writes the state holding fed[0..nfed) (the prompt is fed[0..nprompt); more is the
+ * reply, whose text is content / reasoning) as FILE.state + FILE.jsonl; file gets the
+ * name ("" when not written, with the reason on stderr). 0 or -1. */
+int serve_disk_save(Server *s, const ServeReq *r, const int32_t *fed, size_t nfed,
+                    size_t nprompt, void *st, const char *content, const char *reasoning,
+                    char file[64]);
+void serve_disk_forget(Server *s, const char *file);
+/* Loads every state in --state-dir into the kept states. 0, or 2 (no such directory). */
+int serve_disk_load(Server *s);
+
+/* Metrics, updated under Server.mu. */
+typedef struct {
+    long requests, errors[6];                /* errors by class: 400 401 404 405 413 other */
+    long prompt_tokens, completion_tokens, prefilled, cached;
+    long cache_hits, cache_misses, disconnects;
+    long kept_n, kept_bytes;                 /* copied from the engine thread after each job */
+    double t_prefill, t_decode;
+} ServeStats;
+
+typedef struct Kept {
+    int32_t *fed; size_t nfed;
+    void *st;                                /* K3State */
+    size_t bytes;
+    uint64_t used;                           /* LRU clock */
+    char file[64];                           /* --state-dir file name, "" when not saved */
+    struct Kept *next;
+} Kept;
+
+struct Server {
+    /* options */
+    const char *model_dir, *config, *tok_dir, *host, *api_key, *state_dir, *kernels;
+    int port, threads, ctx, max_tokens, max_conns, max_queue, timeout_s;
+    double cache_gb;
+    K3MemOpts mem;
+    /* engine (the engine thread only, once ready) */
+    K3Engine eng;
+    Tok *tok;
+    XtmlIds ids;
+    char model_id[256];
+    Kept *kept; size_t kept_bytes; uint64_t clock;
+    /* shared, under mu */
+    pthread_mutex_t mu;
+    pthread_cond_t qcv;
+    Job *qhead, *qtail;
+    int qlen, conns, ready;
+    ServeStats st;
+    uint64_t next_id;
+};
+#endif

@@ -1,0 +1,475 @@
+/* serve_gen.c — the engine thread's side of k3 serve: one request at a time.
+ *
+ * A chat request is rendered canonically (from the messages' text: the reply is a function
+ * of the request alone), then resumed from the kept state whose fed ids are the longest
+ * prefix of the render; only the tail is prefilled. Two states are kept per request: the
+ * one before the prompt's last id (so a repeat, and the next turn of the conversation,
+ * reuse at least the prompt, whatever the re-render of the reply) and the one at the end
+ * of the reply. Both
+ * hold exactly the ids fed, so the reply is bit-identical to a run from scratch. Kept
+ * states are bounded by --state-cache-gb, least recently used evicted first.
+ *
+ * Sampling and the think/answer split are the REPL's (chat_gen.c): the same sampler, the
+ * same XTML parser, the same decoding of each channel (ill-formed UTF-8 -> U+FFFD, NUL
+ * dropped). Streamed deltas are cut from that same text, so they concatenate to it. */
+#include "serve.h"
+#include "util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- kept states ---- */
+static size_t kda_len(const K3Config *c) {
+    return (size_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim;
+}
+static size_t conv_len(const K3Config *c) {
+    return 3 * (size_t)c->kda_num_heads * c->kda_head_dim * (size_t)(c->short_conv_kernel_size - 1);
+}
+static size_t state_bytes(const K3Config *c, const K3State *s, size_t nfed) {
+    size_t b = nfed * 4 + sizeof *s;
+    for (int L = 0; L < c->num_hidden_layers; L++)
+        b += c->is_kda[L] ? 4 * (kda_len(c) + conv_len(c))
+                          : 4 * (size_t)s->cap * (size_t)(c->kv_lora_rank + c->qk_rope_head_dim);
+    return b;
+}
+
+static K3State *state_clone(const K3Model *m, const K3State *src) {
+    const K3Config *c = &m->cfg;
+    K3State *d = k3_state_new(m);
+    if (!d) return NULL;
+    if (k3_state_reserve(m, d, src->pos + 1)) { k3_state_free(m, d); return NULL; }
+    for (int L = 0; L < c->num_hidden_layers; L++) {
+        if (c->is_kda[L]) {
+            memcpy(d->kda_S[L], src->kda_S[L], 4 * kda_len(c));
+            memcpy(d->kda_conv[L], src->kda_conv[L], 4 * conv_len(c));
+        } else if (src->pos) {
+            memcpy(d->mla_c[L], src->mla_c[L], 4 * (size_t)src->pos * c->kv_lora_rank);
+            memcpy(d->mla_pe[L], src->mla_pe[L], 4 * (size_t)src->pos * c->qk_rope_head_dim);
+        }
+    }
+    d->pos = src->pos;
+    return d;
+}
+
+static int forget_files = 1;              /* 0 at shutdown: the files outlive the process */
+static void kept_free(Server *s, Kept *k) {
+    if (!k) return;
+    if (forget_files) serve_disk_forget(s, k->file);
+    k3_state_free(&s->eng.m, k->st);
+    free(k->fed);
+    free(k);
+}
+
+void serve_cache_free(Server *s) {
+    forget_files = 0;
+    while (s->kept) { Kept *k = s->kept; s->kept = k->next; kept_free(s, k); }
+    s->kept_bytes = 0;
+}
+
+static void unlink_kept(Server *s, Kept *k) {
+    for (Kept **p = &s->kept; *p; p = &(*p)->next)
+        if (*p == k) { *p = k->next; s->kept_bytes -= k->bytes; return; }
+}
+
+/* Takes ownership of st and fed[0..n). Drops an entry with the same ids, then the least
+ * recently used until the cache fits. */
+static void keep(Server *s, K3State *st, int32_t *fed, size_t n, const char *file) {
+    size_t cap = (size_t)(s->cache_gb * 1e9);
+    Kept *k = calloc(1, sizeof *k);
+    if (!k) { k3_state_free(&s->eng.m, st); free(fed); serve_disk_forget(s, file); return; }
+    k->st = st; k->fed = fed; k->nfed = n; k->used = ++s->clock;
+    snprintf(k->file, sizeof k->file, "%s", file);
+    k->bytes = state_bytes(&s->eng.m.cfg, st, n);
+    for (Kept *o = s->kept; o; o = o->next)
+        if (o->nfed == n && !memcmp(o->fed, fed, 4 * n)) {
+            if (!strcmp(o->file, k->file)) o->file[0] = 0;     /* just rewritten: stays */
+            unlink_kept(s, o); kept_free(s, o); break;
+        }
+    if (k->bytes > cap) { kept_free(s, k); return; }
+    while (s->kept && s->kept_bytes + k->bytes > cap) {
+        Kept *lru = s->kept;
+        for (Kept *o = s->kept; o; o = o->next) if (o->used < lru->used) lru = o;
+        unlink_kept(s, lru);
+        kept_free(s, lru);
+    }
+    k->next = s->kept; s->kept = k; s->kept_bytes += k->bytes;
+}
+
+void serve_keep_file(Server *s, void *st, int32_t *fed, size_t n, const char *file) {
+    keep(s, st, fed, n, file);
+}
+
+/* The kept state with the longest fed prefix of ids[0..n) (shorter than n: the last id
+ * must be fed to have logits), removed from the cache; NULL when none. */
+static Kept *take(Server *s, const int32_t *ids, size_t n) {
+    Kept *best = NULL;
+    for (Kept *k = s->kept; k; k = k->next)
+        if (k->nfed < n && (!best || k->nfed > best->nfed) && !memcmp(k->fed, ids, 4 * k->nfed))
+            best = k;
+    if (best) { unlink_kept(s, best); serve_disk_forget(s, best->file); }
+    return best;
+}
+
+/* ---- text of a channel ---- */
+/* Bytes at the end of b[0..n) that start a UTF-8 sequence which may still complete. */
+static size_t open_tail(const unsigned char *b, size_t n) {
+    for (size_t k = 1; k <= 3 && k <= n; k++) {
+        unsigned char c = b[n - k];
+        if (c >= 0x80 && c < 0xC0) continue;
+        int need = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
+        if (!need || (size_t)need <= k || c > 0xF4) return 0;
+        unsigned char t[4] = { c, 0x80, 0x80, 0x80 };
+        for (size_t i = 1; i < k; i++) t[i] = b[n - k + i];
+        if (k >= 2) { uint32_t cp; return tok_utf8_next(t, (size_t)need, &cp) == need &&
+                                           cp != 0xFFFFFFFFu ? k : 0; }
+        for (int c2 = 0x80; c2 < 0xC0; c2++) {       /* some second byte completes it */
+            uint32_t cp;
+            t[1] = (unsigned char)c2;
+            if (tok_utf8_next(t, (size_t)need, &cp) == need && cp != 0xFFFFFFFFu) return k;
+        }
+        return 0;
+    }
+    return 0;
+}
+
+/* The channel's text as the REPL's parser gives it (xtml.c body_text): ill-formed bytes
+ * -> U+FFFD, NUL dropped. stable: leave out an open UTF-8 tail (more ids may complete it). */
+static char *chan_text(const Tok *t, const int32_t *ids, size_t n, int stable, size_t *len) {
+    size_t rl = 0, j = 0;
+    char *raw = tok_decode(t, ids, n, &rl, NULL);
+    if (!raw) return NULL;
+    if (stable) rl -= open_tail((const unsigned char *)raw, rl);
+    char *o = malloc(rl * 3 + 1);
+    if (!o) { free(raw); return NULL; }
+    for (size_t i = 0; i < rl;) {
+        uint32_t cp;
+        int l = tok_utf8_next((const unsigned char *)raw + i, rl - i, &cp);
+        if (cp == 0xFFFFFFFFu) { memcpy(o + j, "\xEF\xBF\xBD", 3); j += 3; }
+        else if (cp != 0) { memcpy(o + j, raw + i, (size_t)l); j += (size_t)l; }
+        i += (size_t)l;
+    }
+    o[j] = 0;
+    free(raw);
+    *len = j;
+    return o;
+}
+
+/* ---- one request ---- */
+typedef struct {
+    Server *s; Job *j;
+    const char *obj;                      /* "chat.completion" | "text_completion" */
+    char id[48]; long created;
+    int thinking;
+    size_t sent[2];                       /* bytes of reasoning / content streamed */
+    char *text[2]; size_t len[2];         /* final reasoning / content */
+    int stopped;                          /* a stop string was found */
+    int gone;                             /* the client went away */
+    size_t maxstop;
+} Gen;
+
+static void chunk_head(Gen *g, Buf *b) {
+    buf_fmt(b, "data: {\"id\": \"%s\", \"object\": \"%s%s\", \"created\": %ld, \"model\": ",
+            g->id, g->obj, g->j->req.kind == REQ_CHAT ? ".chunk" : "", g->created);
+    buf_json(b, g->s->model_id, strlen(g->s->model_id));
+}
+
+static void send_sse(Gen *g, Buf *b) {
+    if (g->gone) return;
+    if (b->oom || http_chunk(g->j->fd, b->b, b->n)) g->gone = 1;
+}
+
+/* Streams text[sent..upto) of channel ch (0 reasoning, 1 content). */
+static void delta(Gen *g, int ch, const char *text, size_t upto) {
+    if (upto <= g->sent[ch]) return;
+    Buf b = { 0 };
+    chunk_head(g, &b);
+    if (g->j->req.kind == REQ_CHAT) {
+        buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {");
+        buf_str(&b, ch ? "\"content\": " : "\"reasoning_content\": ");
+        buf_json(&b, text + g->sent[ch], upto - g->sent[ch]);
+        buf_str(&b, "}, \"finish_reason\": null}]}\n\n");
+    } else {
+        buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": ");
+        buf_json(&b, text + g->sent[ch], upto - g->sent[ch]);
+        buf_str(&b, ", \"finish_reason\": null}]}\n\n");
+    }
+    send_sse(g, &b);
+    buf_free(&b);
+    g->sent[ch] = upto;
+}
+
+/* Earliest stop string in t[0..n): its offset, or n. */
+static size_t find_stop(const ServeReq *r, const char *t, size_t n) {
+    size_t best = n;
+    for (int i = 0; i < r->n_stop; i++) {
+        const char *p = memmem(t, n, r->stop[i], r->stop_len[i]);
+        if (p && (size_t)(p - t) < best) best = (size_t)(p - t);
+    }
+    return best;
+}
+
+/* After a token: checks stop strings on the answer and streams what is settled. final:
+ * the whole text (the turn ended), kept in g->text. Returns 1 when a stop string ended it. */
+static int update(Gen *g, int ch, const int32_t *ids, size_t n, int final) {
+    const ServeReq *r = &g->j->req;
+    int check = ch == 1 && r->n_stop;
+    if (!final && !r->stream && !check) return 0;
+    size_t len;
+    char *t = chan_text(g->s->tok, ids, n, !final, &len);
+    if (!t) { g->gone = 1; return 0; }
+    int hit = 0;
+    size_t upto = len;
+    if (check) {
+        size_t at = find_stop(r, t, len);
+        if (at < len) { len = upto = at; t[at] = 0; hit = 1; }
+        else if (!final) upto = len > g->maxstop - 1 ? len - (g->maxstop - 1) : 0;
+    }
+    while (upto > g->sent[ch] && upto < len && ((unsigned char)t[upto] & 0xC0) == 0x80) upto--;
+    if (r->stream) delta(g, ch, t, upto < g->sent[ch] ? g->sent[ch] : upto);
+    if (final || hit) {
+        free(g->text[ch]); g->text[ch] = t; g->len[ch] = len;
+    } else free(t);
+    return hit;
+}
+
+/* An error reply from the engine thread; the connection thread counts it. */
+static void job_error(Job *j, int status, const char *msg, int keep_alive) {
+    j->status = status;
+    http_error(j->fd, status, msg, keep_alive);
+}
+
+static void usage_json(Buf *b, long prompt, long gen, long cached) {
+    buf_fmt(b, "\"usage\": {\"prompt_tokens\": %ld, \"completion_tokens\": %ld, "
+            "\"total_tokens\": %ld, \"prompt_tokens_details\": {\"cached_tokens\": %ld}}",
+            prompt, gen, prompt + gen, cached);
+}
+
+static void reply(Gen *g, const char *finish, long prompt, long gen, long cached) {
+    const ServeReq *r = &g->j->req;
+    Buf b = { 0 };
+    const char *e = "";
+    if (r->stream) {
+        for (int ch = 0; ch < 2; ch++) if (g->text[ch]) delta(g, ch, g->text[ch], g->len[ch]);
+        chunk_head(g, &b);
+        if (r->kind == REQ_CHAT)
+            buf_fmt(&b, ", \"choices\": [{\"index\": 0, \"delta\": {}, \"finish_reason\": \"%s\"}]}"
+                    "\n\n", finish);
+        else buf_fmt(&b, ", \"choices\": [{\"index\": 0, \"text\": \"\", \"finish_reason\": "
+                     "\"%s\"}]}\n\n", finish);
+        if (r->include_usage) {
+            chunk_head(g, &b);
+            buf_str(&b, ", \"choices\": [], ");
+            usage_json(&b, prompt, gen, cached);
+            buf_str(&b, "}\n\n");
+        }
+        buf_str(&b, "data: [DONE]\n\n");
+        send_sse(g, &b);
+        if (!g->gone && http_chunk_end(g->j->fd)) g->gone = 1;
+        buf_free(&b);
+        return;
+    }
+    buf_fmt(&b, "{\"id\": \"%s\", \"object\": \"%s\", \"created\": %ld, \"model\": ", g->id,
+            g->obj, g->created);
+    buf_json(&b, g->s->model_id, strlen(g->s->model_id));
+    if (r->kind == REQ_CHAT) {
+        buf_str(&b, ", \"choices\": [{\"index\": 0, \"message\": {\"role\": \"assistant\", "
+                "\"content\": ");
+        buf_json(&b, g->text[1] ? g->text[1] : e, g->len[1]);
+        if (g->thinking) {
+            buf_str(&b, ", \"reasoning_content\": ");
+            buf_json(&b, g->text[0] ? g->text[0] : e, g->len[0]);
+        }
+        buf_fmt(&b, "}, \"finish_reason\": \"%s\"}], ", finish);
+    } else {
+        buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": ");
+        buf_json(&b, g->text[1] ? g->text[1] : e, g->len[1]);
+        buf_fmt(&b, ", \"finish_reason\": \"%s\"}], ", finish);
+    }
+    usage_json(&b, prompt, gen, cached);
+    buf_str(&b, "}\n");
+    if (b.oom) job_error(g->j, 500, "out of memory writing the reply", 0);
+    else if (http_respond(g->j->fd, 200, "application/json", b.b, b.n, g->j->keep_alive))
+        g->gone = 1;
+    buf_free(&b);
+}
+
+/* The prompt as ids: the rendered chat, or the raw prompt (special tokens on). */
+static int prompt_ids(Server *s, const ServeReq *r, int32_t **ids, size_t *n, char *err,
+                      size_t errlen) {
+    if (r->kind == REQ_COMPLETION) {
+        *ids = tok_encode(s->tok, r->prompt, r->prompt_len, 1, n);
+        if (!*ids) { snprintf(err, errlen, "out of memory tokenizing the prompt"); return -1; }
+        return 0;
+    }
+    XtmlOpts o = { r->thinking, r->effort, 1, 0 };
+    return xtml_render_ids(s->tok, r->msgs, r->n_msgs, &o, ids, n, err, errlen);
+}
+
+static int fed_push(int32_t **v, size_t *n, size_t *cap, int32_t id) {
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 1024;
+        int32_t *nv = realloc(*v, sizeof *nv * nc);
+        if (!nv) return -1;
+        *v = nv; *cap = nc;
+    }
+    (*v)[(*n)++] = id;
+    return 0;
+}
+
+static uint64_t draw_seed(Server *s, uint64_t id) {
+    uint64_t x = (uint64_t)time(NULL) ^ (id << 32) ^ (uint64_t)(k3_now() * 1e9) ^ s->clock;
+    return k3_splitmix64(&x) % 10000000000ULL;
+}
+
+void serve_gen_run(Server *s, Job *j) {
+    ServeReq *r = &j->req;
+    char err[1024];
+    Gen g;
+    memset(&g, 0, sizeof g);
+    g.s = s; g.j = j; g.created = (long)time(NULL);
+    g.obj = r->kind == REQ_CHAT ? "chat.completion" : "text_completion";
+    snprintf(g.id, sizeof g.id, "%s-%llu", r->kind == REQ_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)j->id);
+    g.thinking = r->kind == REQ_CHAT && r->thinking;
+    for (int i = 0; i < r->n_stop; i++) if (r->stop_len[i] > g.maxstop) g.maxstop = r->stop_len[i];
+    const K3Model *m = &s->eng.m;
+    int32_t *fed = NULL;
+    size_t n = 0, capfed = 0;
+    if (prompt_ids(s, r, &fed, &n, err, sizeof err)) {
+        job_error(j, 500, err, j->keep_alive); j->failed = 1; return;
+    }
+    capfed = n;
+    const size_t nprompt = n;
+    int cap = r->max_tokens > 0 && r->max_tokens < s->max_tokens ? r->max_tokens : s->max_tokens;
+    if ((long)n + 1 > s->ctx) {
+        snprintf(err, sizeof err, "the prompt is %zu tokens; with the reply it needs more than "
+                 "the context of %d positions (k3 serve --ctx)", n, s->ctx);
+        job_error(j, 400, err, j->keep_alive); free(fed); return;   /* stays open */
+    }
+    /* resume from the longest kept prefix */
+    Kept *k = take(s, fed, n);
+    K3State *st = k ? k->st : k3_state_new(m);
+    size_t reuse = k ? k->nfed : 0;
+    if (k) { free(k->fed); free(k); }
+    if (!st) { job_error(j, 500, "out of memory", 0); j->failed = 1; free(fed); return; }
+    /* prefill all but the last id, keep that state (a repeat or the next turn of this
+     * conversation resumes from it), then feed the last id for the first logits */
+    double t0 = k3_now();
+    const size_t pre = n - 1;
+    int *v = malloc(sizeof(int) * (n - reuse));
+    int rc = v ? 0 : -1;
+    for (size_t i = reuse; v && i < n; i++) v[i - reuse] = fed[i];
+    if (v && pre > reuse)
+        rc = k3_prefill(&s->eng, st, v, (int)(pre - reuse), 0, s->eng.rs.logits, 0, err,
+                        sizeof err);
+    if (!v) snprintf(err, sizeof err, "out of memory");
+    if (!rc && s->cache_gb > 0 && pre > 0) {
+        K3State *snap = state_clone(m, st);
+        int32_t *f2 = snap ? malloc(4 * pre) : NULL;
+        char file[64];
+        if (f2) {
+            memcpy(f2, fed, 4 * pre);
+            serve_disk_save(s, r, f2, pre, n, snap, NULL, NULL, file);
+            keep(s, snap, f2, pre, file);
+        }
+        else if (snap) k3_state_free(m, snap);
+    }
+    if (!rc) rc = k3_forward(&s->eng, st, v + (pre - reuse), 1, s->eng.rs.logits, 0, err,
+                             sizeof err);
+    free(v);
+    double tp = k3_now() - t0;
+    if (rc) {
+        fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, err);
+        job_error(j, 500, err, 0);
+        j->failed = 1; k3_state_free(m, st); free(fed);
+        return;
+    }
+    /* generate */
+    uint64_t seed = r->seed_set ? r->seed : draw_seed(s, j->id);
+    Sampler smp;
+    sampler_init(&smp, &r->sp, seed);
+    XtmlParser p;
+    xtml_parser_init(&p, s->tok, &s->ids, r->thinking);
+    int32_t *out = NULL;                              /* ids of a raw completion */
+    size_t nout = 0, capout = 0;
+    int V = m->cfg.vocab_size, ngen = 0, ended = 0, hit = 0, fail = 0;
+    const char *finish = "length";
+    if (r->stream) {
+        if (http_chunked_head(j->fd, "text/event-stream", j->keep_alive)) g.gone = 1;
+        Buf b = { 0 };
+        chunk_head(&g, &b);
+        if (r->kind == REQ_CHAT)
+            buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {\"role\": \"assistant\", "
+                    "\"content\": \"\"}, \"finish_reason\": null}]}\n\n");
+        else buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": \"\", \"finish_reason\": "
+                     "null}]}\n\n");
+        send_sse(&g, &b);
+        buf_free(&b);
+    }
+    double t1 = k3_now();
+    while (!fail) {
+        if (g.gone || http_peer_gone(j->fd)) { g.gone = 1; break; }
+        if (ngen >= cap || st->pos >= s->ctx) break;
+        int id = sampler_sample(&smp, s->eng.rs.logits, V);
+        if (id < 0) { fail = 1; snprintf(err, sizeof err, "out of memory"); break; }
+        ngen++;
+        if (r->kind == REQ_CHAT) {
+            XtmlEvent ev[2];
+            int ne = xtml_parser_put(&p, id, ev);
+            if (ne < 0) { fail = 1; snprintf(err, sizeof err, "out of memory"); break; }
+            for (int e = 0; e < ne; e++) ended |= ev[e].kind == XE_END;
+            if (ended) break;
+            if (g.thinking) update(&g, 0, p.think_ids, p.n_think, 0);
+            hit = update(&g, 1, p.resp_ids, p.n_resp, 0);
+        } else {
+            if (id == m->cfg.eos_token_id) { ended = 1; break; }
+            if (fed_push(&out, &nout, &capout, id)) { fail = 1; break; }
+            hit = update(&g, 1, out, nout, 0);
+        }
+        if (hit) break;
+        if (ngen >= cap || st->pos + 1 > s->ctx) continue;   /* not fed: the loop ends */
+        if (fed_push(&fed, &n, &capfed, id)) { fail = 1; snprintf(err, sizeof err, "oom"); break; }
+        if (k3_forward(&s->eng, st, &id, 1, s->eng.rs.logits, 0, err, sizeof err)) {
+            fail = 1; break;
+        }
+    }
+    double td = k3_now() - t1;
+    if (ended || hit) finish = "stop";
+    if (!fail && !hit) {
+        xtml_parser_finish(&p);
+        if (r->kind == REQ_CHAT) {
+            if (g.thinking) update(&g, 0, p.think_ids, p.n_think, 1);
+            update(&g, 1, p.resp_ids, p.n_resp, 1);
+        } else update(&g, 1, out, nout, 1);
+    }
+    if (hit && g.thinking && !g.text[0]) update(&g, 0, p.think_ids, p.n_think, 1);
+    if (fail) {
+        fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, err);
+        if (r->stream) g.gone = 1;                    /* the stream ends without [DONE] */
+        else job_error(j, 500, err, 0);
+        j->failed = 1;
+        k3_state_free(m, st); free(fed);
+    } else {
+        if (!g.gone) reply(&g, finish, (long)nprompt, ngen, (long)reuse);
+        if ((size_t)st->pos != n) {                   /* never keep a state out of step */
+            k3_state_free(m, st); free(fed);
+        } else if (s->cache_gb > 0) {
+            char file[64];
+            serve_disk_save(s, r, fed, n, nprompt, st, g.text[1], g.text[0], file);
+            keep(s, st, fed, n, file);
+        }
+        else { k3_state_free(m, st); free(fed); }
+    }
+    pthread_mutex_lock(&s->mu);
+    s->st.prompt_tokens += (long)nprompt; s->st.completion_tokens += ngen;
+    s->st.prefilled += (long)(nprompt - reuse); s->st.cached += (long)reuse;
+    if (reuse) s->st.cache_hits++; else s->st.cache_misses++;
+    s->st.t_prefill += tp; s->st.t_decode += td;
+    if (g.gone) s->st.disconnects++;
+    pthread_mutex_unlock(&s->mu);
+    if (g.gone) j->failed = 1;
+    free(g.text[0]); free(g.text[1]); free(out);
+    xtml_parser_free(&p);
+    sampler_free(&smp);
+}

@@ -1,0 +1,272 @@
+/* serve_req.c — a /v1/chat/completions or /v1/completions body validated into a
+ * ServeReq: every field's type and range checked, unknown fields refused (a typo must not
+ * silently change the reply), each refusal a message naming the field. No engine here, so
+ * the validator is fuzzed on its own (tests/c/test_fuzz_http.c). */
+#include "serve.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return 400; } while (0)
+
+/* Fields accepted and ignored, or accepted only at their neutral value (checked below). */
+static const char *const CHAT_KEYS[] = {
+    "model", "messages", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens",
+    "max_completion_tokens", "stop", "stream", "stream_options", "reasoning_effort",
+    "chat_template_kwargs", "n", "user", "presence_penalty", "frequency_penalty", "logprobs",
+    "response_format", "metadata", "store", "tools", "tool_choice", "parallel_tool_calls", NULL };
+static const char *const COMPL_KEYS[] = {
+    "model", "prompt", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens", "stop",
+    "stream", "stream_options", "n", "user", "presence_penalty", "frequency_penalty",
+    "logprobs", "echo", NULL };
+
+static int known(const char *const *keys, const char *k) {
+    for (int i = 0; keys[i]; i++) if (!strcmp(keys[i], k)) return 1;
+    return 0;
+}
+
+static int num(const Json *j, const char *name, double lo, double hi, double *out, char *err,
+               size_t errlen) {
+    if (!j || j->type == JSON_NULL) return 0;
+    if (j->type != JSON_NUMBER) BAD("'%s' must be a number, not %s", name, json_type_name(j->type));
+    if (!(j->number >= lo && j->number <= hi)) BAD("'%s' must be in [%g, %g]", name, lo, hi);
+    *out = j->number;
+    return 0;
+}
+static int integer(const Json *j, const char *name, int64_t lo, int64_t hi, int64_t *out,
+                   char *err, size_t errlen) {
+    if (!j || j->type == JSON_NULL) return 0;
+    if (j->type != JSON_NUMBER || !j->is_integer) BAD("'%s' must be an integer", name);
+    if (j->integer < lo || j->integer > hi)
+        BAD("'%s' must be in [%lld, %lld]", name, (long long)lo, (long long)hi);
+    *out = j->integer;
+    return 0;
+}
+static int boolean(const Json *j, const char *name, int *out, char *err, size_t errlen) {
+    if (!j || j->type == JSON_NULL) return 0;
+    if (j->type != JSON_BOOL) BAD("'%s' must be true or false", name);
+    *out = j->boolean;
+    return 0;
+}
+/* Text without NUL bytes (the renderer takes C strings). */
+static int text_ok(const Json *j) { return j->type == JSON_STRING && strlen(j->str) == j->len; }
+
+/* A message's content: a string, or an array of {"type":"text","text":...} parts. */
+static int content(ServeReq *r, const Json *c, int i, const char **out, char *err,
+                   size_t errlen) {
+    if (!c || c->type == JSON_NULL) { *out = NULL; return 0; }
+    if (c->type == JSON_STRING) {
+        if (!text_ok(c)) BAD("messages[%d].content contains a NUL character", i);
+        *out = c->str; return 0;
+    }
+    if (c->type != JSON_ARRAY) BAD("messages[%d].content must be a string or an array", i);
+    Buf b = { 0 };
+    buf_add(&b, "", 0);
+    for (size_t k = 0; k < c->len; k++) {
+        const Json *p = c->items[k], *ty = json_get(p, "type"), *tx = json_get(p, "text");
+        if (p->type != JSON_OBJECT || !ty || ty->type != JSON_STRING || strcmp(ty->str, "text") ||
+            !tx || !text_ok(tx)) {
+            buf_free(&b);
+            BAD("messages[%d].content[%zu] must be {\"type\": \"text\", \"text\": STRING} "
+                "(k3 serves text only)", i, k);
+        }
+        buf_add(&b, tx->str, tx->len);
+    }
+    char **np = realloc(r->parts, sizeof *np * (size_t)(r->n_parts + 1));
+    if (b.oom || !np) { buf_free(&b); BAD("out of memory"); }
+    r->parts = np;
+    r->parts[r->n_parts++] = b.b;
+    *out = b.b;
+    return 0;
+}
+
+static int messages(ServeReq *r, const Json *m, char *err, size_t errlen) {
+    if (!m) BAD("'messages' is required");
+    if (m->type != JSON_ARRAY) BAD("'messages' must be an array");
+    if (m->len == 0) BAD("'messages' must not be empty");
+    if (m->len > 100000) BAD("'messages' has over 100000 entries");
+    r->msgs = calloc(m->len, sizeof *r->msgs);
+    if (!r->msgs) BAD("out of memory");
+    r->n_msgs = (int)m->len;
+    for (int i = 0; i < r->n_msgs; i++) {
+        const Json *o = m->items[i];
+        if (o->type != JSON_OBJECT) BAD("messages[%d] must be an object", i);
+        const Json *role = json_get(o, "role");
+        if (!role || role->type != JSON_STRING) BAD("messages[%d].role must be a string", i);
+        const char *ro = role->str;
+        if (!strcmp(ro, "tool") || json_get(o, "tool_calls") || !strcmp(ro, "function"))
+            BAD("messages[%d]: tool messages and tool_calls are not supported by k3 serve yet "
+                "(docs/SERVE.md)", i);
+        if (!strcmp(ro, "developer")) ro = "system";
+        if (strcmp(ro, "system") && strcmp(ro, "user") && strcmp(ro, "assistant"))
+            BAD("messages[%d].role '%.40s' is not system, developer, user or assistant", i, ro);
+        for (size_t k = 0; k < o->len; k++) {
+            const char *key = o->keys[k];
+            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name") &&
+                strcmp(key, "reasoning_content") && strcmp(key, "refusal"))
+                BAD("messages[%d]: unknown field '%.60s'", i, key);
+        }
+        const Json *c = json_get(o, "content");
+        if (!c && strcmp(ro, "assistant")) BAD("messages[%d].content is required", i);
+        r->msgs[i].role = ro;
+        if (content(r, c, i, &r->msgs[i].content, err, errlen)) return 400;
+        const Json *rc = json_get(o, "reasoning_content");
+        if (rc && rc->type != JSON_NULL) {
+            if (strcmp(ro, "assistant"))
+                BAD("messages[%d]: reasoning_content on a %s message", i, ro);
+            if (!text_ok(rc)) BAD("messages[%d].reasoning_content must be a string", i);
+            r->msgs[i].reasoning = rc->str;
+        }
+        const Json *nm = json_get(o, "name");
+        if (nm && nm->type != JSON_STRING) BAD("messages[%d].name must be a string", i);
+    }
+    return 0;
+}
+
+static int stops(ServeReq *r, const Json *s, char *err, size_t errlen) {
+    if (!s || s->type == JSON_NULL) return 0;
+    const Json *one[1] = { s };
+    const Json *const *v = one;
+    size_t n = 1;
+    if (s->type == JSON_ARRAY) { v = (const Json *const *)s->items; n = s->len; }
+    if (n > REQ_MAX_STOP) BAD("'stop' has more than %d entries", REQ_MAX_STOP);
+    for (size_t i = 0; i < n; i++) {
+        if (v[i]->type != JSON_STRING || !text_ok(v[i]))
+            BAD("'stop' must be a string or an array of strings");
+        if (v[i]->len == 0) BAD("'stop' strings must not be empty");
+        if (v[i]->len > 256) BAD("'stop' strings are limited to 256 bytes");
+        r->stop[r->n_stop] = v[i]->str;
+        r->stop_len[r->n_stop++] = v[i]->len;
+    }
+    return 0;
+}
+
+static int neutral(const Json *d, char *err, size_t errlen) {
+    const Json *j;
+    if ((j = json_get(d, "n")) && j->type != JSON_NULL &&
+        (j->type != JSON_NUMBER || !j->is_integer || j->integer != 1))
+        BAD("'n' must be 1 (one choice per request)");
+    const char *pen[2] = { "presence_penalty", "frequency_penalty" };
+    for (int i = 0; i < 2; i++)
+        if ((j = json_get(d, pen[i])) && j->type != JSON_NULL &&
+            (j->type != JSON_NUMBER || j->number != 0))
+            BAD("'%s' is not supported (only 0)", pen[i]);
+    if ((j = json_get(d, "logprobs")) && j->type != JSON_NULL &&
+        !(j->type == JSON_BOOL && !j->boolean) && !(j->type == JSON_NUMBER && j->number == 0))
+        BAD("'logprobs' is not supported");
+    if ((j = json_get(d, "echo")) && j->type != JSON_NULL && !(j->type == JSON_BOOL && !j->boolean))
+        BAD("'echo' is not supported");
+    if ((j = json_get(d, "response_format")) && j->type != JSON_NULL) {
+        const Json *t = json_get(j, "type");
+        if (!t || t->type != JSON_STRING || strcmp(t->str, "text"))
+            BAD("'response_format' must be {\"type\": \"text\"}");
+    }
+    if ((j = json_get(d, "tools")) && j->type != JSON_NULL &&
+        !(j->type == JSON_ARRAY && j->len == 0))
+        BAD("'tools' are not supported by k3 serve yet (docs/SERVE.md)");
+    if ((j = json_get(d, "tool_choice")) && j->type != JSON_NULL &&
+        !(j->type == JSON_STRING && !strcmp(j->str, "none")))
+        BAD("'tool_choice' is not supported by k3 serve yet (only \"none\")");
+    if ((j = json_get(d, "model")) && j->type != JSON_STRING) BAD("'model' must be a string");
+    if ((j = json_get(d, "user")) && j->type != JSON_STRING && j->type != JSON_NULL)
+        BAD("'user' must be a string");
+    return 0;
+}
+
+int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err,
+                    size_t errlen) {
+    char jerr[256];
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    r->thinking = 1;
+    snprintf(r->effort, sizeof r->effort, "max");
+    sampler_defaults(&r->sp);
+    r->doc = json_parse(body, n, jerr, sizeof jerr);
+    if (!r->doc) BAD("the body is not valid JSON: %s", jerr);
+    const Json *d = r->doc;
+    if (d->type != JSON_OBJECT) BAD("the body must be a JSON object");
+    const char *const *keys = kind == REQ_CHAT ? CHAT_KEYS : COMPL_KEYS;
+    for (size_t i = 0; i < d->len; i++)
+        if (!known(keys, d->keys[i])) BAD("unknown field '%.60s'", d->keys[i]);
+    if (neutral(d, err, errlen)) return 400;
+    double x;
+    int64_t k;
+    x = 1;
+    if (num(json_get(d, "temperature"), "temperature", 0, 100, &x, err, errlen)) return 400;
+    r->sp.temperature = x;
+    if (x == 0) r->sp.greedy = 1;
+    x = 1;
+    if (num(json_get(d, "top_p"), "top_p", 0, 1, &x, err, errlen)) return 400;
+    if (x == 0) BAD("'top_p' must be in (0, 1]");
+    r->sp.top_p = x;
+    x = 0;
+    if (num(json_get(d, "min_p"), "min_p", 0, 0.999999, &x, err, errlen)) return 400;
+    r->sp.min_p = x;
+    k = 0;
+    if (integer(json_get(d, "top_k"), "top_k", -1, 1 << 30, &k, err, errlen)) return 400;
+    r->sp.top_k = (int)(k < 0 ? 0 : k);
+    const Json *sd = json_get(d, "seed");
+    if (sd && sd->type != JSON_NULL) {
+        if (sd->type != JSON_NUMBER || !sd->is_integer) BAD("'seed' must be an integer");
+        r->seed = (uint64_t)sd->integer; r->seed_set = 1;
+    }
+    k = 0;
+    if (integer(json_get(d, "max_tokens"), "max_tokens", 1, 1 << 30, &k, err, errlen)) return 400;
+    if (kind == REQ_CHAT &&
+        integer(json_get(d, "max_completion_tokens"), "max_completion_tokens", 1, 1 << 30, &k,
+                err, errlen))
+        return 400;
+    r->max_tokens = (int)k;
+    if (stops(r, json_get(d, "stop"), err, errlen)) return 400;
+    if (boolean(json_get(d, "stream"), "stream", &r->stream, err, errlen)) return 400;
+    const Json *so = json_get(d, "stream_options");
+    if (so && so->type != JSON_NULL) {
+        if (so->type != JSON_OBJECT) BAD("'stream_options' must be an object");
+        for (size_t i = 0; i < so->len; i++)
+            if (strcmp(so->keys[i], "include_usage"))
+                BAD("stream_options: unknown field '%.60s'", so->keys[i]);
+        if (boolean(json_get(so, "include_usage"), "stream_options.include_usage",
+                    &r->include_usage, err, errlen))
+            return 400;
+        if (!r->stream) BAD("'stream_options' is only allowed with \"stream\": true");
+    }
+    if (kind == REQ_COMPLETION) {
+        const Json *p = json_get(d, "prompt");
+        if (!p) BAD("'prompt' is required");
+        if (p->type == JSON_ARRAY && p->len == 1) p = p->items[0];
+        if (!text_ok(p)) BAD("'prompt' must be a string (one prompt per request)");
+        if (p->len == 0) BAD("'prompt' must not be empty");
+        r->prompt = p->str; r->prompt_len = p->len;
+        return 0;
+    }
+    const Json *re = json_get(d, "reasoning_effort");
+    if (re && re->type != JSON_NULL) {
+        if (re->type != JSON_STRING) BAD("'reasoning_effort' must be a string");
+        if (!strcmp(re->str, "none")) r->thinking = 0;
+        else if (!xtml_effort_ok(re->str))
+            BAD("'reasoning_effort' must be low, high, max or none (got '%.20s')", re->str);
+        else snprintf(r->effort, sizeof r->effort, "%s", re->str);
+    }
+    const Json *kw = json_get(d, "chat_template_kwargs");
+    if (kw && kw->type != JSON_NULL) {
+        if (kw->type != JSON_OBJECT) BAD("'chat_template_kwargs' must be an object");
+        for (size_t i = 0; i < kw->len; i++) {
+            const char *key = kw->keys[i];
+            if (strcmp(key, "thinking") && strcmp(key, "enable_thinking"))
+                BAD("chat_template_kwargs: unknown field '%.60s' (thinking is the one known)", key);
+            int t = 1;
+            if (boolean(kw->items[i], "chat_template_kwargs.thinking", &t, err, errlen))
+                return 400;
+            if (!t) r->thinking = 0;
+        }
+    }
+    return messages(r, json_get(d, "messages"), err, errlen);
+}
+
+void serve_req_free(ServeReq *r) {
+    for (int i = 0; i < r->n_parts; i++) free(r->parts[i]);
+    free(r->parts);
+    free(r->msgs);
+    json_free(r->doc);
+    memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,215 @@
+/* test_fuzz_http.c — k3 serve's HTTP request-head parser (http_parse) and request-JSON
+ * validator (serve_req_parse): fixed cases with their expected status, then deterministic
+ * mutation fuzzing (the pattern of test_fuzz_parsers.c): thousands of mutated heads and
+ * bodies must never crash (ASan/UBSan for the full effect), every refusal must carry a
+ * message, and every result must be one of the documented statuses. Runs in seconds. */
+#include "../../src/cli/serve.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fails;
+#define CHECK(c, ...) do { if (!(c)) { printf("  FAIL: "); printf(__VA_ARGS__); printf("\n"); \
+                                       fails++; } } while (0)
+
+static int head(const char *s, HttpReq *r) {
+    char err[256] = "";
+    int rc = http_parse(s, strlen(s), HTTP_MAX_BODY, r, err, sizeof err);
+    if (rc < 0) CHECK(err[0], "refusal without a message for %.40s", s);
+    return rc;
+}
+
+static void fixed_heads(void) {
+    HttpReq r;
+    const char *ok = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n"
+                     "Authorization: Bearer k\r\n\r\n{\"a\": 1}";
+    int n = head(ok, &r);
+    CHECK(n == (int)(strstr(ok, "\r\n\r\n") - ok) + 4, "complete head length %d", n);
+    CHECK(!strcmp(r.method, "POST") && !strcmp(r.path, "/v1/chat/completions"), "line");
+    CHECK(r.has_length && r.content_length == 12 && r.keep_alive, "length / keep-alive");
+    CHECK(!strcmp(r.auth, "Bearer k"), "auth '%s'", r.auth);
+    CHECK(head("GET / HTTP/1.1\r\nHost: x\r\n", &r) == 0, "incomplete head needs more");
+    CHECK(head("GET / HTTP/1.0\r\n\r\n", &r) > 0 && !r.keep_alive, "1.0 closes by default");
+    CHECK(head("GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", &r) > 0 &&
+          !r.keep_alive, "Connection: close");
+    static const struct { const char *s; int st; } bad[] = {
+        { "GARBAGE\r\n\r\n", 400 },
+        { "GET  / HTTP/1.1\r\nHost: x\r\n\r\n", 400 },
+        { "GET x HTTP/1.1\r\nHost: x\r\n\r\n", 400 },
+        { "GET / HTTP/2.0\r\nHost: x\r\n\r\n", 505 },
+        { "GET / HTTP/1.9\r\nHost: x\r\n\r\n", 505 },
+        { "GET / FTP/1.1\r\nHost: x\r\n\r\n", 400 },
+        { "GET / HTTP/1.1\r\n\r\n", 400 },                              /* no Host */
+        { "GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", 400 },
+        { "GET / HTTP/1.1\r\nHost: x\r\nBad Header: 1\r\n\r\n", 400 },
+        { "GET / HTTP/1.1\r\nHost: x\r\nNoColon\r\n\r\n", 400 },
+        { "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1x\r\n\r\n", 400 },
+        { "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400 },
+        { "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", 400 },
+        { "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n", 413 },
+        { "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n", 501 },
+        { "POST / HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n", 400 },
+        { "GET / HTTP/1.1\r\nHost: x\r\nX: a\x01z\r\n\r\n", 400 },
+        { "GET / HTTP/1.1\nHost: x\r\n\r\n", 400 },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = head(bad[i].s, &r);
+        CHECK(rc == -bad[i].st, "case %zu: got %d, want %d", i, rc, -bad[i].st);
+    }
+    char *big = malloc(HTTP_MAX_HEADER + 64);
+    memset(big, 'a', HTTP_MAX_HEADER + 63);
+    memcpy(big, "GET / HTTP/1.1\r\nX: ", 19);
+    big[HTTP_MAX_HEADER + 63] = 0;
+    CHECK(head(big, &r) == -431, "oversized head is 431");
+    free(big);
+}
+
+static int body(const char *s, int kind) {
+    char err[512] = "";
+    ServeReq q;
+    int rc = serve_req_parse(s, strlen(s), kind, &q, err, sizeof err);
+    if (rc) CHECK(err[0] && rc == 400, "refusal %d without a message for %.60s", rc, s);
+    serve_req_free(&q);
+    return rc;
+}
+
+static void fixed_bodies(void) {
+    char err[512];
+    ServeReq q;
+    const char *ok = "{\"model\": \"m\", \"messages\": [{\"role\": \"system\", \"content\": \"S\"},"
+        "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"},"
+        "{\"type\": \"text\", \"text\": \"b\"}]}, {\"role\": \"assistant\", \"content\": \"c\","
+        " \"reasoning_content\": \"r\"}], \"temperature\": 0, \"max_tokens\": 7, \"seed\": 3,"
+        " \"stop\": [\"x\", \"yz\"], \"stream\": true,"
+        " \"stream_options\": {\"include_usage\": true},"
+        " \"reasoning_effort\": \"low\"}";
+    CHECK(serve_req_parse(ok, strlen(ok), REQ_CHAT, &q, err, sizeof err) == 0, "ok: %s", err);
+    CHECK(q.n_msgs == 3 && !strcmp(q.msgs[1].content, "ab") && !strcmp(q.msgs[2].reasoning, "r"),
+          "messages");
+    CHECK(q.sp.greedy && q.max_tokens == 7 && q.seed_set && q.seed == 3 && q.n_stop == 2 &&
+          q.stream && q.include_usage && !strcmp(q.effort, "low") && q.thinking, "fields");
+    serve_req_free(&q);
+    const char *off = "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                      "\"chat_template_kwargs\": {\"thinking\": false}}";
+    CHECK(serve_req_parse(off, strlen(off), REQ_CHAT, &q, err, sizeof err) == 0 && !q.thinking,
+          "thinking off");
+    serve_req_free(&q);
+    static const char *bad[] = {
+        "{", "[]", "\"s\"", "", "{}", "{\"messages\": 1}", "{\"messages\": []}",
+        "{\"messages\": [1]}", "{\"messages\": [{\"content\": \"a\"}]}",
+        "{\"messages\": [{\"role\": \"robot\", \"content\": \"a\"}]}",
+        "{\"messages\": [{\"role\": \"user\"}]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": 5}]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\\u0000b\"}]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\", \"x\": 1}]}",
+        "{\"messages\": [{\"role\": \"tool\", \"content\": \"a\"}]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"foo\": 1}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"temperature\": -1}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"top_p\": 0}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"max_tokens\": 0}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"stop\": [1]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"n\": 2}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tools\": [{}]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"reasoning_effort\": \"x\"}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"stream_options\": {}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(body(bad[i], REQ_CHAT) == 400, "chat case %zu accepted: %s", i, bad[i]);
+    CHECK(body("{\"prompt\": \"a\", \"max_tokens\": 3}", REQ_COMPLETION) == 0, "completion ok");
+    CHECK(body("{\"prompt\": 3}", REQ_COMPLETION) == 400, "prompt type");
+    CHECK(body("{\"prompt\": \"a\", \"messages\": []}", REQ_COMPLETION) == 400, "unknown field");
+}
+
+/* ---- mutation fuzzing ---- */
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
+
+static const char *TOKENS[] = { "\r\n", "\r\n\r\n", ":", " ", "\n", "Content-Length: ",
+    "Host: x\r\n", "Transfer-Encoding: chunked\r\n", "Connection: close\r\n", "HTTP/1.1",
+    "99999999999999999999", "0", "\x00", "\xff", "{", "}", "[", "]", ",", "\"", "\\u0000",
+    "\\ud800", "null", "true", "1e999", "-1", "\"messages\"", "\"role\"", "\"user\"",
+    "\"content\"", "\"stop\"", "\"stream\"", "\"temperature\"", "\"max_tokens\"",
+    "\"stream_options\"", "\"chat_template_kwargs\"", "\"thinking\"", "\"type\"", "\"text\"" };
+#define NTOK (sizeof TOKENS / sizeof *TOKENS)
+
+static void mutate(unsigned char *s, size_t *n, size_t cap) {
+    size_t pos = *n ? rnd() % *n : 0;
+    switch (rnd() % 5) {
+    case 0: if (*n) s[pos] ^= (unsigned char)(1u << (rnd() % 8)); break;
+    case 1: if (*n) s[pos] = (unsigned char)rnd(); break;
+    case 2:
+        if (*n) {
+            size_t l = 1 + rnd() % 8; if (pos + l > *n) l = *n - pos;
+            memmove(s + pos, s + pos + l, *n - pos - l); *n -= l;
+        }
+        break;
+    case 3: {
+        const char *t = TOKENS[rnd() % NTOK];
+        size_t l = strlen(t) ? strlen(t) : 1;
+        if (*n + l < cap) {
+            memmove(s + pos + l, s + pos, *n - pos); memcpy(s + pos, t, l); *n += l;
+        }
+    } break;
+    default: if (*n) *n = rnd() % *n; break;
+    }
+}
+
+static void fuzz(int iters) {
+    static const char *seeds_h[] = {
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n",
+        "GET /health HTTP/1.0\r\nConnection: keep-alive\r\nAuthorization: Bearer k\r\n\r\n" };
+    static const char *seeds_b[] = {
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", "
+        "\"content\": [{\"type\": \"text\", \"text\": \"b\"}], \"reasoning_content\": \"r\"}], "
+        "\"temperature\": 0.5, \"stop\": [\"x\"], \"stream\": true, \"stream_options\": "
+        "{\"include_usage\": true}, \"chat_template_kwargs\": {\"thinking\": false}}",
+        "{\"prompt\": \"abc\", \"max_tokens\": 3, \"top_k\": 4, \"seed\": 1, \"stop\": \"q\"}" };
+    size_t cap = 4096;
+    unsigned char *s = malloc(cap);
+    long accepted = 0, refused = 0;
+    for (int it = 0; it < iters; it++) {
+        int which = it % 4;
+        const char *seed = which < 2 ? seeds_h[which] : seeds_b[which - 2];
+        size_t n = strlen(seed);
+        memcpy(s, seed, n);
+        int m = 1 + (int)(rnd() % 6);
+        for (int k = 0; k < m; k++) mutate(s, &n, cap);
+        char err[512] = "";
+        if (which < 2) {
+            HttpReq r;
+            int rc = http_parse((const char *)s, n, HTTP_MAX_BODY, &r, err, sizeof err);
+            if (rc > 0) { accepted++; CHECK((size_t)rc <= n && r.method[0], "head length"); }
+            else if (rc < 0) {
+                refused++;
+                CHECK(err[0], "head refusal without a message");
+                CHECK(rc == -400 || rc == -413 || rc == -431 || rc == -501 || rc == -505,
+                      "head status %d", -rc);
+            }
+        } else {
+            ServeReq q;
+            int rc = serve_req_parse((const char *)s, n, which == 2 ? REQ_CHAT : REQ_COMPLETION,
+                                     &q, err, sizeof err);
+            if (rc) {
+                refused++;
+                CHECK(rc == 400 && err[0], "body refusal %d without message", rc);
+            }
+            else {
+                accepted++;
+                for (int i = 0; i < q.n_msgs; i++) CHECK(q.msgs[i].role != NULL, "role");
+            }
+            serve_req_free(&q);
+        }
+        if (fails > 10) break;
+    }
+    free(s);
+    printf("fuzz: %d inputs, %ld accepted, %ld refused\n", iters, accepted, refused);
+}
+
+int main(int argc, char **argv) {
+    fixed_heads();
+    fixed_bodies();
+    fuzz(argc > 1 ? atoi(argv[1]) : 40000);
+    if (fails) { printf("FAIL: %d check(s)\n", fails); return 1; }
+    printf("ok http_parse and serve_req_parse\n");
+    return 0;
+}
