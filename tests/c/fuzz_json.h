@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "json.h"
 
 typedef uint64_t (*FjRand)(void);
@@ -208,6 +209,14 @@ static inline size_t fj_mutate_lines(const char *in, size_t n, char *out, size_t
     }
 #undef FJ_LEND
     return o;
+}
+
+/* Where the harnesses write their files: $TMPDIR, else /dev/shm (memory: no disk writes or
+ * fsync waits on a busy machine), else /tmp. */
+static inline const char *fj_tmpdir(void) {
+    const char *t = getenv("TMPDIR");
+    if (t && *t) return t;
+    return access("/dev/shm", W_OK | X_OK) == 0 ? "/dev/shm" : "/tmp";
 }
 
 /* 1 if msg holds a raw control byte other than '\n' (refusals must escape what they echo). */

@@ -3,7 +3,7 @@
  * line (tests/c/fuzz_json.h). Every input is either refused with exit code 2 and a
  * message naming the file and line that echoes no raw control byte, or loads into a
  * well-formed conversation that saves and reloads to the same messages. Runs in about a
- * second; `test_fuzz_hist SECONDS` runs longer (`make fuzz` without libFuzzer).
+ * second (10000 inputs); `test_fuzz_hist SECONDS` runs longer (`make fuzz` without libFuzzer).
  *
  * Built with -DK3_LIBFUZZER -DFUZZ_TARGET_chat_hist it is the libFuzzer target chat_hist.
  * (The saved chat state, src/cli/chat_state.c, is checked against a loaded engine, model
@@ -85,7 +85,7 @@ static const char *SEEDS[] = {
 #define NSEEDS (sizeof SEEDS / sizeof *SEEDS)
 
 static void setup(void) {
-    const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    const char *tmp = fj_tmpdir();
     snprintf(g_path, sizeof g_path, "%s/k3_fuzz_hist_%d.jsonl", tmp, (int)getpid());
     snprintf(g_path2, sizeof g_path2, "%s/k3_fuzz_hist_%d_b.jsonl", tmp, (int)getpid());
 }
@@ -146,7 +146,7 @@ static void expect(const char *text, const char *needle) {
 }
 
 int main(int argc, char **argv) {
-    double secs = argc > 1 ? atof(argv[1]) : 0.5;
+    double secs = argc > 1 ? atof(argv[1]) : 0;
     setup();
     expect("{\"role\":\"\\u001b[2Juser\",\"content\":\"x\"}\n",
            "line 1: role \"\\u001b[2Juser\" is not system, user or assistant");
@@ -160,7 +160,7 @@ int main(int argc, char **argv) {
         if (!check_hist((const unsigned char *)SEEDS[i], strlen(SEEDS[i])))
             fail_now("history seed", "refused");
     clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
-    while (clock() < end) {
+    while (iters < 10000 || clock() < end) {     /* make test: 10000 inputs, always the same */
         for (int k = 0; k < 50; k++, iters++) {
             const char *s = SEEDS[rnd() % NSEEDS];
             size_t n = strlen(s);

@@ -152,7 +152,7 @@ static void write_shard(const char *name, const char *header, size_t data) {
 }
 
 static void setup(void) {
-    const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    const char *tmp = fj_tmpdir();
     snprintf(ix_dir, sizeof ix_dir, "%s/k3_fuzz_%d", tmp, (int)getpid());
     snprintf(st_path, sizeof st_path, "%s.safetensors", ix_dir);
     snprintf(cfg_path, sizeof cfg_path, "%s.json", ix_dir);

@@ -105,7 +105,7 @@ static int setup(void) {
     char err[512];
     g_tok = tok_load(TOK_DIR, err, sizeof err);
     if (!g_tok) { printf("FAIL %s\n", err); return -1; }
-    const char *tmp = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    const char *tmp = fj_tmpdir();
     snprintf(g_dir, sizeof g_dir, "%s/k3tokfuzz.XXXXXX", tmp);
     if (!mkdtemp(g_dir)) { printf("FAIL mkdtemp\n"); return -1; }
     snprintf(g_model, sizeof g_model, "%s/f.model", g_dir);
