@@ -55,19 +55,84 @@ asan:
 clean:
 	rm -rf build bin
 
-# Tokenizer fuzzing (tests/c/test_tok_fuzz.c): libFuzzer when clang has it, else the
-# built-in mutation fuzzer under ASan/UBSan. FUZZ_SECONDS=60 by default.
+# ---- Fuzzing: one libFuzzer target per file k3 reads, each run FUZZ_SECONDS (default 60;
+# FUZZ_RUNS=N stops a target after N inputs) under ASan + UBSan, every report fatal:
+#   json st_header st_index config  tests/c/test_fuzz_parsers.c (JSON, safetensors headers,
+#                                   model.safetensors.index.json, config.json)
+#   tok_text tok_model tok_config   tests/c/test_tok_fuzz.c (encoder, tiktoken.model,
+#                                   tokenizer_config.json)
+#   chat_hist                       tests/c/test_fuzz_hist.c (chat history JSONL)
+# Their custom mutator mixes libFuzzer's byte mutations with structural JSON ones
+# (tests/c/fuzz_json.h). Corpus, log and any crash input: $(BUILD)/fuzz/TARGET/. Without a
+# clang that has libFuzzer (FUZZ_CC), the same harnesses run as the built-in mutation
+# fuzzers, FUZZ_SECONDS each, under $(CC)'s ASan/UBSan. `make fuzz-parsers`: the first four.
+# Runs and findings: docs/data/fuzz_runs.txt.
 FUZZ_SECONDS ?= 60
-TOKSRC := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
+FUZZ_RUNS    ?=
+FUZZ_CC      ?= clang
+FUZZ_TMPDIR  ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo /tmp)
+FUZZ_PARSERS := json st_header st_index config
+FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist
+FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
+                -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Itests/c -pthread
+TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
+PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c src/base/util.c
+HISTSRC   := src/cli/chat_hist.c src/io/json.c src/base/util.c
+FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h) $(PARSERSRC) $(TOKSRC) $(HISTSRC)
+fuzz_main = $(if $(filter $(1),$(FUZZ_PARSERS)),tests/c/test_fuzz_parsers.c,$(if \
+            $(filter tok_%,$(1)),tests/c/test_tok_fuzz.c,tests/c/test_fuzz_hist.c))
+fuzz_src  = $(call fuzz_main,$(1)) $(if $(filter $(1),$(FUZZ_PARSERS)),$(PARSERSRC),$(if \
+            $(filter tok_%,$(1)),$(TOKSRC),$(HISTSRC)))
+
+.PHONY: fuzz-parsers fuzz-run
 fuzz:
-	mkdir -p $(BUILD)/fuzz/corpus
-	if clang -DTOK_LIBFUZZER -fsanitize=fuzzer,address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
-	     -o $(BUILD)/fuzz/tok_libfuzzer tests/c/test_tok_fuzz.c $(TOKSRC) -lm 2>/dev/null; then \
-	  $(BUILD)/fuzz/tok_libfuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 $(BUILD)/fuzz/corpus; \
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_LIST="$(FUZZ_TARGETS)"
+fuzz-parsers:
+	@$(MAKE) --no-print-directory fuzz-run FUZZ_LIST="$(FUZZ_PARSERS)"
+
+# The probe's compiler output stays in probe.log (printed): a missing libFuzzer is a
+# fallback, a harness that does not build is an error, never hidden.
+fuzz-run:
+	@mkdir -p $(BUILD)/fuzz
+	@echo 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { return !d && n; }' \
+	  > $(BUILD)/fuzz/probe.c
+	@if $(FUZZ_CC) -fsanitize=fuzzer,address,undefined -o $(BUILD)/fuzz/probe $(BUILD)/fuzz/probe.c \
+	     > $(BUILD)/fuzz/probe.log 2>&1; then \
+	  $(MAKE) --no-print-directory $(FUZZ_LIST:%=$(BUILD)/fuzz/lf_%) && \
+	  for t in $(FUZZ_LIST); do \
+	    d=$(BUILD)/fuzz/$$t; mkdir -p $$d/corpus; \
+	    if TMPDIR=$(FUZZ_TMPDIR) $(BUILD)/fuzz/lf_$$t -max_total_time=$(FUZZ_SECONDS) \
+	         $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS)) -max_len=16384 -timeout=10 -rss_limit_mb=4096 \
+	         -print_final_stats=1 -artifact_prefix=$$d/ $$d/corpus > $$d/log 2>&1; then \
+	      echo "fuzz $$t: $$(grep -E '^Done [0-9]+ runs' $$d/log | tail -n 1), no finding" \
+	           "(log $$d/log)"; \
+	    else tail -n 60 $$d/log; echo "fuzz $$t: FAILED, the input is in $$d/"; exit 1; fi; \
+	  done; \
 	else \
-	  $(CC) -fsanitize=address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
-	     -o $(BUILD)/fuzz/tok_fuzz tests/c/test_tok_fuzz.c $(TOKSRC) -lm && $(BUILD)/fuzz/tok_fuzz $(FUZZ_SECONDS); \
+	  echo "fuzz: $(FUZZ_CC) cannot build a libFuzzer target ($(BUILD)/fuzz/probe.log:" \
+	       "$$(head -n 1 $(BUILD)/fuzz/probe.log)); running the built-in mutation fuzzers" \
+	       "under $(CC)'s ASan/UBSan instead"; \
+	  $(MAKE) --no-print-directory $(BUILD)/fuzz/mf_parsers $(BUILD)/fuzz/mf_tok \
+	    $(BUILD)/fuzz/mf_hist && \
+	  for m in $(if $(filter-out $(FUZZ_PARSERS),$(FUZZ_LIST)),parsers tok hist,parsers); do \
+	    TMPDIR=$(FUZZ_TMPDIR) $(BUILD)/fuzz/mf_$$m $(FUZZ_SECONDS) || exit 1; \
+	  done; \
 	fi
+
+$(BUILD)/fuzz/lf_%: $(FUZZDEPS) tests/c/test_fuzz_parsers.c tests/c/test_tok_fuzz.c \
+                    tests/c/test_fuzz_hist.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_FLAGS) -DK3_LIBFUZZER -DFUZZ_TARGET_$* -o $@ \
+	  $(call fuzz_src,$*) -lm
+$(BUILD)/fuzz/mf_parsers: tests/c/test_fuzz_parsers.c $(FUZZDEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_FLAGS) -o $@ $< $(PARSERSRC) -lm
+$(BUILD)/fuzz/mf_tok: tests/c/test_tok_fuzz.c $(FUZZDEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_FLAGS) -o $@ $< $(TOKSRC) -lm
+$(BUILD)/fuzz/mf_hist: tests/c/test_fuzz_hist.c $(FUZZDEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_FLAGS) -o $@ $< $(HISTSRC) -lm
 
 # ---- AArch64 cross build (NEON kernels): static bin/k3-aarch64 and its kernel test,
 # run under qemu-aarch64 by tests/sh/kernels_aarch64.sh.
@@ -76,23 +141,6 @@ aarch64:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 bin/k3-aarch64 build/aarch64/tests/test_kernels
 aarch64-test:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 build/aarch64/tests/test_kernels
-
-# Parser fuzzing (tests/c/test_fuzz_parsers.c: JSON, safetensors headers, config.json):
-# libFuzzer when clang has it, else the built-in deterministic mutator under ASan/UBSan.
-# `make fuzz` runs it too (as a prerequisite); `make fuzz-parsers` runs it alone.
-fuzz: fuzz-parsers
-.PHONY: fuzz-parsers
-PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c src/base/util.c
-fuzz-parsers:
-	mkdir -p $(BUILD)/fuzz/parsers_corpus
-	if clang -DK3_LIBFUZZER -fsanitize=fuzzer,address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
-	     -o $(BUILD)/fuzz/parsers_libfuzzer tests/c/test_fuzz_parsers.c $(PARSERSRC) -lm 2>/dev/null; then \
-	  $(BUILD)/fuzz/parsers_libfuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -timeout=10 $(BUILD)/fuzz/parsers_corpus; \
-	else \
-	  $(CC) -fsanitize=address,undefined -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -pthread \
-	     -o $(BUILD)/fuzz/parsers_fuzz tests/c/test_fuzz_parsers.c $(PARSERSRC) -lm && \
-	  $(BUILD)/fuzz/parsers_fuzz 100000; \
-	fi
 
 # ---- Kernel benchmark: bin/k3-bench (tools/bench_kernels.c); results in docs/data/kernels_bench.txt.
 bench: bin/k3-bench

@@ -73,7 +73,8 @@ void tok_stream_free(TokStream *s);
 /* CLI: argv[0] is "tokenize" or "detokenize".
  *   tokenize   --tok DIR [--special] FILE...   one line of comma-separated ids per FILE
  *   detokenize --tok DIR --ids LIST            decoded bytes to stdout
- * --tok defaults to $K3_TOK_FILES. Returns 0 ok, 1 runtime error, 2 usage error. */
+ * --tok defaults to $K3_TOK_FILES. Returns 0 ok, 1 runtime error (a FILE cannot be read,
+ * stdout fails), 2 usage error or a tokenizer that is missing or malformed. */
 int tok_cli(int argc, char **argv);
 
 /* ---- internals, exposed for tests, fuzzers and benchmarks ---- */

@@ -39,6 +39,15 @@ int chat_log_add(ChatLog *l, const char *role, const char *content, const char *
     return 0;
 }
 
+/* s (at most max bytes of it) as a JSON literal: keys and roles come from the file and
+ * may hold control bytes, which must not reach the terminal raw. */
+static const char *quoted(char **buf, const char *s, size_t max) {
+    size_t n = strlen(s);
+    free(*buf);
+    *buf = json_quote(s, n > max ? max : n);
+    return *buf ? *buf : "(out of memory)";
+}
+
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto bad; } while (0)
 
 int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, size_t errlen) {
@@ -64,6 +73,7 @@ int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, si
     }
     ChatLog l = { 0 };
     Json *j = NULL;
+    char *shown = NULL;
     size_t pos = 0;
     long line = 0;
     while (pos < len) {
@@ -87,8 +97,8 @@ int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, si
         for (size_t k = 0; k < j->len; k++) {
             const char *key = j->keys[k];
             if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "reasoning_content"))
-                FAIL("history %s line %ld: unknown key \"%s\" (allowed: role, content, "
-                     "reasoning_content)", path, line, key);
+                FAIL("history %s line %ld: unknown key %s (allowed: role, content, "
+                     "reasoning_content)", path, line, quoted(&shown, key, 60));
             if (j->items[k]->type != JSON_STRING)
                 FAIL("history %s line %ld: \"%s\" must be a string, got %s", path, line, key,
                      json_type_name(j->items[k]->type));
@@ -114,8 +124,8 @@ int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, si
             if (!l.n || strcmp(l.v[l.n - 1].role, "user"))
                 FAIL("history %s line %ld: an assistant message must follow a user message",
                      path, line);
-        } else FAIL("history %s line %ld: role \"%s\" is not system, user or assistant",
-                    path, line, r);
+        } else FAIL("history %s line %ld: role %s is not system, user or assistant",
+                    path, line, quoted(&shown, r, 60));
         if (rc && strcmp(r, "assistant"))
             FAIL("history %s line %ld: reasoning_content is only allowed on assistant messages",
                  path, line);
@@ -133,6 +143,7 @@ int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, si
     *out = l;
     return 0;
 bad:
+    free(shown);
     json_free(j);
     chat_log_free(&l);
     free(buf);

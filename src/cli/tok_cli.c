@@ -16,7 +16,7 @@ static const char *USAGE =
     "FILE - reads stdin.\n";
 
 static int usage(const char *why) {
-    fprintf(stderr, "error: %s\n%s", why, USAGE);
+    fprintf(stderr, "k3: %s\n%s", why, USAGE);
     return 2;
 }
 
@@ -28,7 +28,7 @@ int tok_cli(int argc, char **argv) {
     const char *dir = getenv("K3_TOK_FILES"), *ids = NULL;
     int special = 0, nfiles = 0;
     char **files = calloc((size_t)argc + 1, sizeof *files);
-    if (!files) { fprintf(stderr, "error: out of memory\n"); return 1; }
+    if (!files) { fprintf(stderr, "k3: out of memory\n"); return 1; }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             free(files); fputs(USAGE, stdout); return 0;
@@ -59,19 +59,20 @@ int tok_cli(int argc, char **argv) {
         int *iv, ni;
         if (k3_parse_ids(ids, &iv, &ni, perr, sizeof perr)) { free(files); return usage(perr); }
         idv = malloc(sizeof *idv * (size_t)(ni ? ni : 1));
-        if (!idv) { free(iv); free(files); fprintf(stderr, "error: out of memory\n"); return 1; }
+        if (!idv) { free(iv); free(files); fprintf(stderr, "k3: out of memory\n"); return 1; }
         for (int i = 0; i < ni; i++) idv[i] = iv[i];
         nid = (size_t)ni;
         free(iv);
     }
     char err[512];
     Tok *t = tok_load(dir, err, sizeof err);
-    if (!t) { fprintf(stderr, "error: %s\n", err); free(idv); free(files); return 1; }
+    /* a missing or malformed tokenizer is a config error, exit 2 as in a run or a chat */
+    if (!t) { fprintf(stderr, "k3: %s\n", err); free(idv); free(files); return 2; }
     int rc = 0;
     if (detok) {
         for (size_t i = 0; i < nid; i++)
             if (idv[i] >= tok_vocab_size(t)) {
-                fprintf(stderr, "error: --ids: id %d is out of range (vocabulary size %d)\n",
+                fprintf(stderr, "k3: --ids: id %d is out of range (vocabulary size %d)\n",
                         idv[i], tok_vocab_size(t));
                 rc = 2;
                 goto done;
@@ -85,10 +86,10 @@ int tok_cli(int argc, char **argv) {
             size_t n, nids;
             char rerr[512];
             char *txt = k3_slurp(files[f], SIZE_MAX, &n, rerr, sizeof rerr);
-            if (!txt) { fprintf(stderr, "error: %s\n", rerr); rc = 1; break; }
+            if (!txt) { fprintf(stderr, "k3: %s\n", rerr); rc = 1; break; }
             int32_t *v = tok_encode(t, txt, n, special, &nids);
             free(txt);
-            if (!v) { fprintf(stderr, "error: %s: out of memory\n", files[f]); rc = 1; break; }
+            if (!v) { fprintf(stderr, "k3: %s: out of memory\n", files[f]); rc = 1; break; }
             for (size_t i = 0; i < nids; i++) printf(i ? ",%d" : "%d", v[i]);
             putchar('\n');
             free(v);

@@ -92,8 +92,11 @@ static int get_eq_int(Ctx *c, const Json *o, const char *pfx, const char *key, i
     return 0;
 }
 
-/* Finite number; positive if pos. */
-static int get_num(Ctx *c, const Json *o, const char *pfx, const char *key, int pos, float *out) {
+/* A finite number in the range lo..hi (each end excluded when its _open flag is set),
+ * checked on the float the forward pass uses, so 1e-50 does not pass as a positive eps.
+ * The ranges keep every logit finite; why names K3's value. */
+static int get_num(Ctx *c, const Json *o, const char *pfx, const char *key, double lo,
+                   int lo_open, double hi, int hi_open, const char *why, float *out) {
     const Json *v = json_get(o, key);
     char g[128];
     if (!v) { problem(c, pfx, key, MISSING); return -1; }
@@ -102,10 +105,15 @@ static int get_num(Ctx *c, const Json *o, const char *pfx, const char *key, int 
         problem(c, pfx, key, "expected a finite number, got %s", g);
         return -1;
     }
-    if (pos && !(v->number > 0)) {
-        show(v, g, sizeof g); problem(c, pfx, key, "must be > 0, got %s", g); return -1;
+    float f = (float)v->number;
+    int below = lo_open ? !(f > lo) : !(f >= lo), above = hi_open ? !(f < hi) : !(f <= hi);
+    if (below || above) {
+        show(v, g, sizeof g);
+        problem(c, pfx, key, "must be in %c%g, %g%c, got %s (%s)", lo_open ? '(' : '[', lo, hi,
+                hi_open ? ')' : ']', g, why);
+        return -1;
     }
-    *out = (float)v->number;
+    *out = f;
     return 0;
 }
 
@@ -201,12 +209,20 @@ static void check_quant(Ctx *c, const Json *q, const char *pfx) {
     }
     for (size_t i = 0; i < cg->len; i++) {
         const Json *gr = cg->items[i];
-        snprintf(p2, sizeof p2, "%sconfig_groups.%s", pfx, cg->keys[i]);
+        /* a key with control bytes is shown quoted (escaped), never raw */
+        const char *key = cg->keys[i];
+        char *kq = NULL;
+        for (const char *p = key; *p && !kq; p++)
+            if ((unsigned char)*p < 0x20 || *p == 0x7F) kq = json_quote(key, strlen(key));
+        if (kq) key = kq;
+        snprintf(p2, sizeof p2, "%sconfig_groups.%s", pfx, key);
+        free(kq);
         if (gr->type != JSON_OBJECT) {
             show(gr, g, sizeof g); problem(c, p2, "", "expected an object, got %s", g); continue;
         }
         const Json *f = json_get(gr, "format");
-        snprintf(p2, sizeof p2, "%sconfig_groups.%s.", pfx, cg->keys[i]);
+        size_t pl = strlen(p2);
+        if (pl + 1 < sizeof p2) { p2[pl] = '.'; p2[pl + 1] = 0; }
         if (f) get_eq_str(c, gr, p2, "format", "mxfp4-pack-quantized",
                           "(only mxfp4-pack-quantized is implemented)");
         const Json *ia = json_get(gr, "input_activations");
@@ -274,7 +290,8 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
         L = k->num_hidden_layers;
     get_pos(&c, tc, pfx, "hidden_size", &k->hidden_size);
     get_pos(&c, tc, pfx, "vocab_size", &k->vocab_size);
-    get_num(&c, tc, pfx, "rms_norm_eps", 1, &k->rms_norm_eps);
+    get_num(&c, tc, pfx, "rms_norm_eps", 0, 1, 0.01, 0,
+            "a small guard inside the norms' square root; K3 uses 1e-5", &k->rms_norm_eps);
     get_pos(&c, tc, pfx, "intermediate_size", &k->intermediate_size);
     int fk_ok = get_int(&c, tc, pfx, "first_k_dense_replace", 0, L > 0 ? L : INT32_MAX,
                         &k->first_k_dense_replace) == 0;
@@ -291,15 +308,18 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
     get_eq_str(&c, tc, pfx, "moe_router_activation_func", "sigmoid",
                "(only the sigmoid router is implemented)");
     get_bool(&c, tc, pfx, "moe_renormalize", &k->moe_renormalize);
-    get_num(&c, tc, pfx, "routed_scaling_factor", 1, &k->routed_scaling_factor);
+    get_num(&c, tc, pfx, "routed_scaling_factor", 0, 1, 100, 0,
+            "a positive scale of the router weights; K3 uses 1.0", &k->routed_scaling_factor);
     get_bool(&c, tc, pfx, "use_grouped_topk", &k->use_grouped_topk);
     get_eq_int(&c, tc, pfx, "num_expert_group", 1,
                "grouped top-k with more than one group is not implemented", &k->num_expert_group);
     get_eq_int(&c, tc, pfx, "topk_group", 1,
                "grouped top-k with more than one group is not implemented", &k->topk_group);
     get_eq_str(&c, tc, pfx, "hidden_act", "situ", "(K3 uses SiTU-GLU)");
-    get_num(&c, tc, pfx, "activation_situ_beta", 1, &k->situ_beta);
-    get_num(&c, tc, pfx, "activation_situ_linear_beta", 1, &k->situ_linear_beta);
+    get_num(&c, tc, pfx, "activation_situ_beta", 0, 1, 1000, 0,
+            "the positive cap of SiTU's gate; K3 uses 4", &k->situ_beta);
+    get_num(&c, tc, pfx, "activation_situ_linear_beta", 0, 1, 1000, 0,
+            "the positive cap of SiTU's up value; K3 uses 25", &k->situ_linear_beta);
     get_pos(&c, tc, pfx, "attn_res_block_size", &k->attn_res_block_size);
     int nh_ok = get_pos(&c, tc, pfx, "num_attention_heads", &k->num_attention_heads) == 0;
     if (get_pos(&c, tc, pfx, "num_key_value_heads", &k->num_key_value_heads) == 0 && nh_ok &&
@@ -326,7 +346,9 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
         get_pos(&c, la, lpfx, "short_conv_kernel_size", &k->short_conv_kernel_size);
         get_eq_bool(&c, la, lpfx, "use_full_rank_gate", 1, "K3 has a full-rank g_proj gate",
                     &k->use_full_rank_gate);
-        get_num(&c, la, lpfx, "gate_lower_bound", 0, &k->gate_lower_bound);
+        get_num(&c, la, lpfx, "gate_lower_bound", -80, 0, 0, 1,
+                "the negative bound of the KDA decay gate, which keeps the decay exp(g) a "
+                "normal float in (0, 1); K3 uses -5", &k->gate_lower_bound);
         unsigned char kda[K3_MAX_LAYERS] = {0}, full[K3_MAX_LAYERS] = {0};
         int ok = layer_list(&c, la, lpfx, "kda_layers", L, kda) == 0;
         ok &= layer_list(&c, la, lpfx, "full_attn_layers", L, full) == 0;

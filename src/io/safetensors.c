@@ -50,6 +50,20 @@ static const char *base_name(const char *p) {
     return s ? s + 1 : p;
 }
 
+/* Names are echoed in later messages: one holding a control byte is refused up front,
+ * shown escaped by json_quote, so no raw control byte ever reaches the terminal. */
+static int has_control(const char *s) {
+    for (; *s; s++) if ((unsigned char)*s < 0x20 || *s == 0x7F) return 1;
+    return 0;
+}
+static void control_err(char *err, size_t errlen, const char *fn, const char *what,
+                        const char *name, const char *fix) {
+    char *q = json_quote(name, strlen(name) > 80 ? 80 : strlen(name));
+    seterr(err, errlen, "%s: %s %s holds a control character; %s", fn, what,
+           q ? q : "(out of memory)", fix);
+    free(q);
+}
+
 static const struct { const char *name; StDtype t; size_t size; } DTYPES[] = {
     { "BF16", ST_BF16, 2 }, { "F16", ST_F16, 2 }, { "F32", ST_F32, 4 }, { "U8", ST_U8, 1 },
     { "I8", ST_I8, 1 }, { "I16", ST_I16, 2 }, { "I32", ST_I32, 4 }, { "I64", ST_I64, 8 },
@@ -349,6 +363,11 @@ static int add_parsed(StIndex *ix, int shard, const char *fn, const Json *root, 
         const char *name = root->keys[i];
         if (i + AHEAD < n) PREFETCH(&pv->slots[tags[i + AHEAD] & pv->mask]);
         if (!strcmp(name, "__metadata__")) continue;          /* free-form; ignored */
+        if (has_control(name)) {
+            control_err(err, errlen, fn, "tensor name", name,
+                        "the file is corrupt — re-download it");
+            rc = -1; break;
+        }
         StTensor *t = &ix->tensors[base + m];
         uint64_t b, e;
         if (parse_entry(fn, name, root->items[i], data_len, t, &b, &e, err, errlen)) {
@@ -620,6 +639,12 @@ static StIndex *open_index(const char *dir, const char *ipath, char *err, size_t
     if (!fslot || !map || !sn) { seterr(err, errlen, "%s: out of memory", ipath); goto fail; }
     for (size_t i = 0; i < wm->len; i++) {
         const Json *v = wm->items[i];
+        if (has_control(wm->keys[i]) || (v->type == JSON_STRING && has_control(v->str))) {
+            int k = has_control(wm->keys[i]);
+            control_err(err, errlen, ipath, k ? "weight_map key" : "weight_map value",
+                        k ? wm->keys[i] : v->str, "the index is corrupt — re-download it");
+            goto fail;
+        }
         if (v->type != JSON_STRING) {
             seterr(err, errlen, "%s: weight_map['%s'] is a %s, expected a shard file name",
                    ipath, wm->keys[i], json_type_name(v->type));

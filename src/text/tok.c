@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include "json.h"
 #include "tok.h"
 #include "util.h"
@@ -107,12 +108,25 @@ static long b64dec(const unsigned char *s, size_t n, unsigned char *out) {
 
 static size_t pow2_at_least(size_t n) { size_t p = 16; while (p < n) p <<= 1; return p; }
 
+/* Up to max bytes of p as a JSON string literal (control and invalid bytes escaped, so
+ * binary garbage never reaches the terminal raw), "..." appended when cut. */
+static const char *show(char **buf, const unsigned char *p, size_t n, size_t max) {
+    char *q = json_quote((const char *)p, n > max ? max : n);
+    free(*buf);
+    *buf = q ? malloc(strlen(q) + 4) : NULL;
+    if (!*buf) { free(q); return "(out of memory)"; }
+    snprintf(*buf, strlen(q) + 4, "%s%s", q, n > max ? "..." : "");
+    free(q);
+    return *buf;
+}
+
 #define LOADERR(...) do { snprintf(err, errlen, __VA_ARGS__); goto fail; } while (0)
 
 static int load_ranks(Tok *t, const char *path, char *err, size_t errlen) {
     size_t n;
     char *txt = read_file(path, &n, err, errlen);
     uint32_t *line_of = NULL;
+    char *shown = NULL;            /* the offending bytes, escaped by json_quote */
     if (!txt) return -1;
     size_t nlines = 0;
     for (const char *q = txt; (q = memchr(q, '\n', n - (size_t)(q - txt))); q++) nlines++;
@@ -135,13 +149,14 @@ static int load_ranks(Tok *t, const char *path, char *err, size_t errlen) {
             size_t sp = i;
             while (sp < le && s[sp] != ' ') sp++;
             if (sp == le || sp == i)
-                LOADERR("%s:%zu: expected \"BASE64 RANK\" (one space), got \"%.40s\" "
-                        "(fix: the file must be a tiktoken rank file)", path, lineno, txt + i);
+                LOADERR("%s:%zu: expected \"BASE64 RANK\" (one space), got %s "
+                        "(fix: the file must be a tiktoken rank file)", path, lineno,
+                        show(&shown, s + i, le - i, 40));
             long bl = b64dec(s + i, sp - i, t->arena + ar);
             if (bl <= 0)
-                LOADERR("%s:%zu: bad base64 token \"%.*s\" (fix: standard alphabet "
+                LOADERR("%s:%zu: bad base64 token %s (fix: standard alphabet "
                         "A-Za-z0-9+/ with = padding; the file may be damaged)",
-                        path, lineno, (int)(sp - i > 40 ? 40 : sp - i), txt + i);
+                        path, lineno, show(&shown, s + i, sp - i, 40));
             size_t q = sp + 1;
             if (q == le)
                 LOADERR("%s:%zu: missing rank after the token (fix: \"BASE64 RANK\")",
@@ -149,9 +164,8 @@ static int load_ranks(Tok *t, const char *path, char *err, size_t errlen) {
             uint64_t r = 0;
             for (; q < le; q++) {
                 if (s[q] < '0' || s[q] > '9' || r > 100000000)
-                    LOADERR("%s:%zu: bad rank \"%.*s\" (fix: a decimal number 0..N-1)",
-                            path, lineno, (int)(le - sp - 1 > 20 ? 20 : le - sp - 1),
-                            txt + sp + 1);
+                    LOADERR("%s:%zu: bad rank %s (fix: a decimal number 0..N-1)",
+                            path, lineno, show(&shown, s + sp + 1, le - sp - 1, 20));
                 r = r * 10 + (uint64_t)(s[q] - '0');
             }
             if (r >= nlines)
@@ -193,49 +207,75 @@ static int load_ranks(Tok *t, const char *path, char *err, size_t errlen) {
     free(line_of); free(txt);
     return 0;
 fail:
-    free(line_of); free(txt);
+    free(shown); free(line_of); free(txt);
     return -1;
 }
 
+/* "ID" with ID the canonical decimal of a reserved id (no sign, space or leading zero). */
+static long config_id(const char *k) {
+    long id = 0;
+    if (!k[0] || (k[0] == '0' && k[1])) return -1;
+    for (const char *q = k; *q; q++) {
+        if (*q < '0' || *q > '9' || id > 100000000) return -1;
+        id = id * 10 + (*q - '0');
+    }
+    return id;
+}
+
+/* tokenizer_config.json: only added_tokens_decoder matters, {"ID": {"content": NAME}};
+ * every other key is ignored, whatever its type. Names and keys are echoed quoted. */
 static int load_config(Tok *t, const char *path, char **names, char *err, size_t errlen) {
     size_t n;
     char *txt = read_file(path, &n, err, errlen);
     if (!txt) return -1;
     char jerr[160];
+    char *q = NULL;
     Json *j = json_parse(txt, n, jerr, sizeof jerr);
     free(txt);
     if (!j) { snprintf(err, errlen, "%s: %s (fix: valid JSON)", path, jerr); return -1; }
+    if (j->type != JSON_OBJECT)
+        LOADERR("%s: the top level is %s, expected an object "
+                "(fix: point --tok at the tokenizer directory of the checkpoint)",
+                path, json_type_name(j->type));
     const Json *atd = json_get(j, "added_tokens_decoder");
-    if (j->type != JSON_OBJECT) {
-        snprintf(err, errlen, "%s: top level is not an object", path);
-        json_free(j); return -1;
-    }
     if (!atd) { json_free(j); return 0; }
+    if (atd->type != JSON_OBJECT)
+        LOADERR("%s: added_tokens_decoder must be an object {\"ID\": {\"content\": NAME}}, "
+                "got %s (fix: use the tokenizer_config.json that ships with this rank file)",
+                path, json_type_name(atd->type));
     for (size_t i = 0; i < atd->len; i++) {
         const char *k = atd->keys[i];
-        char *endp;
-        errno = 0;
-        long id = strtol(k, &endp, 10);
-        if (!*k || *endp || errno || k[0] == '-' || k[0] == '+')
-            LOADERR("%s: added_tokens_decoder key \"%s\" is not an id "
-                    "(fix: keys are decimal ids)", path, k);
+        free(q);
+        if (!(q = json_quote(k, strlen(k)))) LOADERR("%s: out of memory", path);
+        long id = config_id(k);
+        if (id < 0)
+            LOADERR("%s: added_tokens_decoder key %s is not an id "
+                    "(fix: keys are decimal ids)", path, q);
         if (id < t->n_ranks || id >= t->n_ranks + TOK_N_RESERVED)
             LOADERR("%s: added_tokens_decoder id %ld is outside the reserved range [%d, %d) "
                     "of this tiktoken.model (fix: use the config that ships with this rank file)",
                     path, id, t->n_ranks, t->n_ranks + TOK_N_RESERVED);
-        const Json *c = json_get(atd->items[i], "content");
+        const Json *e = atd->items[i];
+        if (e->type != JSON_OBJECT)
+            LOADERR("%s: added_tokens_decoder %s must be an object with \"content\", got %s "
+                    "(fix: {\"content\": NAME})", path, q, json_type_name(e->type));
+        const Json *c = json_get(e, "content");
         if (!c || c->type != JSON_STRING || c->len == 0 || c->len > 200 ||
             memchr(c->str, 0, c->len))
-            LOADERR("%s: added_tokens_decoder \"%s\".content is missing, empty or too long "
-                    "(fix: a non-empty string)", path, k);
+            LOADERR("%s: added_tokens_decoder %s.content is %s "
+                    "(fix: a non-empty string of at most 200 bytes without NUL)", path, q,
+                    !c ? "missing" : c->type != JSON_STRING ? json_type_name(c->type)
+                    : c->len == 0 ? "empty" : c->len > 200 ? "too long" : "a string with NUL");
         int slot = (int)(id - t->n_ranks);
         free(names[slot]);
         names[slot] = strdup(c->str);
         if (!names[slot]) LOADERR("%s: out of memory", path);
     }
+    free(q);
     json_free(j);
     return 0;
 fail:
+    free(q);
     json_free(j);
     return -1;
 }
@@ -270,10 +310,14 @@ Tok *tok_load_files(const char *model_path, const char *config_path,
         t->start[id] = (uint32_t)base; t->len[id] = (uint32_t)l;
         base += l;
         int32_t d = ht_insert(t, t->sht, t->smask, id);
-        if (d >= 0)
-            LOADERR("%s: reserved name \"%s\" is used by ids %d and %u "
-                    "(fix: names must be unique)",
-                    config_path ? config_path : model_path, names[i], d, id);
+        if (d >= 0) {
+            char *q = json_quote(names[i], l);
+            snprintf(err, errlen, "%s: reserved name %s is used by ids %d and %u "
+                     "(fix: names must be unique)",
+                     config_path ? config_path : model_path, q ? q : "(out of memory)", d, id);
+            free(q);
+            goto fail;
+        }
         t->first[(unsigned char)names[i][0]] = 1;
         int k = 0;
         while (k < t->nslens && t->slens[k] != l) k++;
@@ -297,9 +341,10 @@ Tok *tok_load(const char *dir, char *err, size_t errlen) {
     if (!mp || !cp) { free(mp); free(cp); snprintf(err, errlen, "out of memory"); return NULL; }
     snprintf(mp, dl + 32, "%s/tiktoken.model", dir);
     snprintf(cp, dl + 32, "%s/tokenizer_config.json", dir);
-    FILE *f = fopen(cp, "rb");
-    if (f) fclose(f);
-    Tok *t = tok_load_files(mp, f ? cp : NULL, err, errlen);
+    /* absent means "no config"; present but unreadable (or a directory) is an error */
+    struct stat sb;
+    int has_cfg = stat(cp, &sb) == 0 || errno != ENOENT;
+    Tok *t = tok_load_files(mp, has_cfg ? cp : NULL, err, errlen);
     free(mp); free(cp);
     return t;
 }

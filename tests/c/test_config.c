@@ -284,7 +284,61 @@ int main(void) {
                repl(nested(), "\"num_hidden_layers\": 93", "\"num_hidden_layers\": 300"),
                "num_hidden_layers: must be in [1, 256]", NULL);
     expect_bad("eps zero", repl(nested(), "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 0"),
-               "rms_norm_eps: must be > 0", NULL);
+               "rms_norm_eps: must be in (0, 0.01], got 0", NULL);
+    /* absurd values that make every logit NaN (or the model meaningless) are refused,
+     * naming the key and the allowed range */
+    static const struct { const char *from, *to, *want; } R[] = {
+        { "\"gate_lower_bound\": -5.0", "\"gate_lower_bound\": 1e9",
+          "linear_attn_config.gate_lower_bound: must be in [-80, 0), got 1000000000" },
+        { "\"gate_lower_bound\": -5.0", "\"gate_lower_bound\": 0",
+          "gate_lower_bound: must be in [-80, 0), got 0" },
+        { "\"gate_lower_bound\": -5.0", "\"gate_lower_bound\": 5",
+          "gate_lower_bound: must be in [-80, 0)" },
+        { "\"gate_lower_bound\": -5.0", "\"gate_lower_bound\": -1e9",
+          "gate_lower_bound: must be in [-80, 0)" },
+        { "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 1e-50",
+          "rms_norm_eps: must be in (0, 0.01], got 1e-50" },
+        { "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 1e9",
+          "rms_norm_eps: must be in (0, 0.01]" },
+        { "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": -1e-05", "rms_norm_eps: must be in" },
+        { "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 1e39",
+          "rms_norm_eps: expected a finite number" },
+        { "\"routed_scaling_factor\": 1.0", "\"routed_scaling_factor\": 1e30",
+          "routed_scaling_factor: must be in (0, 100]" },
+        { "\"routed_scaling_factor\": 1.0", "\"routed_scaling_factor\": 0",
+          "routed_scaling_factor: must be in (0, 100]" },
+        { "\"activation_situ_beta\": 4.0", "\"activation_situ_beta\": 1e20",
+          "activation_situ_beta: must be in (0, 1000]" },
+        { "\"activation_situ_linear_beta\": 25.0", "\"activation_situ_linear_beta\": -25",
+          "activation_situ_linear_beta: must be in (0, 1000]" },
+        { "\"gate_lower_bound\": -5.0", "\"gate_lower_bound\": \"-5\"",
+          "gate_lower_bound: expected a finite number, got \"-5\"" },
+    };
+    for (size_t i = 0; i < sizeof R / sizeof *R; i++)
+        expect_bad(R[i].to, repl(nested(), R[i].from, R[i].to), R[i].want,
+                   strstr(R[i].want, "must be in") ? "K3 uses" : NULL);
+    {   /* a key with control bytes is echoed escaped */
+        char *t = repl(nested(), "{\"group_0\": ", "{\"g\\u001b[2J\": ");
+        t = repl(t, "\"num_bits\": 4", "\"num_bits\": 8");
+        char e2[8192];
+        CHECK(load_str(t, &cfg, e2, sizeof e2) == 2 && !strchr(e2, 0x1b) &&
+              strstr(e2, "config_groups.\"g\\u001b[2J\".weights.num_bits"),
+              "escaped key: %s", e2);
+        free(t);
+    }
+    /* the ends of the ranges and the values of other Kimi models still load */
+    static const struct { const char *from, *to; } OK[] = {
+        { "\"gate_lower_bound\": -5.0", "\"gate_lower_bound\": -80" },
+        { "\"gate_lower_bound\": -5.0", "\"gate_lower_bound\": -0.001" },
+        { "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 1e-6" },
+        { "\"rms_norm_eps\": 1e-05", "\"rms_norm_eps\": 0.01" },
+        { "\"routed_scaling_factor\": 1.0", "\"routed_scaling_factor\": 2.446" },
+    };
+    for (size_t i = 0; i < sizeof OK / sizeof *OK; i++) {
+        char *t = repl(nested(), OK[i].from, OK[i].to);
+        CHECK(load_str(t, &cfg, err, sizeof err) == 0, "%s must load: %s", OK[i].to, err);
+        free(t);
+    }
     expect_bad("activation quant",
                repl(nested(), "\"input_activations\": null",
                     "\"input_activations\": {\"num_bits\": 8}"),

@@ -153,6 +153,10 @@ static void test_header_errors(void) {
     bad_header("bad JSON", "{\"a\":{\"dtype\":\"F32\",", 0, "malformed", "line 1");
     bad_header("header not an object", "[1,2]", 0, "expected an object", NULL);
     bad_header("entry not an object", "{\"a\":5}", 0, "'a'", "expected an object");
+    /* a name with control bytes is refused and shown escaped, never raw */
+    bad_header("control byte in a name",
+               "{\"a\\u001b[2J\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
+               "tensor name \"a\\u001b[2J\" holds a control character", NULL);
     bad_header("unknown dtype",
                "{\"w\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}",
                2, "unknown dtype \"F8_E4M3\"", "'w'");
@@ -268,6 +272,11 @@ static void test_sharded(void) {
     write_sharded("{\"weight_map\":{\"l.1.w\":\"../" F2 "\",\"l.0.w\":\"" F1 "\","
                   "\"l.0.b\":\"" F1 "\"}}");
     expect_fail("path in weight_map", "not a plain file name", NULL);
+
+    write_sharded("{\"weight_map\":{\"l.1.w\\u0007\":\"" F2 "\"}}");
+    expect_fail("control byte in a weight_map key", "weight_map key \"l.1.w\\u0007\"", NULL);
+    write_sharded("{\"weight_map\":{\"l.1.w\":\"\\u001b]0;x\\u0007\"}}");
+    expect_fail("control byte in a weight_map value", "value \"\\u001b]0;x\\u0007\"", NULL);
 
     write_sharded("{\"weight_map\":{\"l.1.w\":3}}");
     expect_fail("weight_map value not a string", "'l.1.w'", NULL);

@@ -74,6 +74,25 @@ static void test_loader(void) {
     expect_load_error(s = byte_vocab("YQ== 256\n"), NULL, "same bytes as rank", "duplicate token");
     free(s);
     expect_load_error("aGk= 0\n", NULL, "single byte 0x00", "missing single bytes");
+    /* binary garbage is echoed escaped (as JSON), never raw */
+    expect_load_error("\x1b[2J\x01\x7f\xff\n", NULL,
+                      "m.model:1: expected \"BASE64 RANK\" (one space), got \"\\u001b[2J\\u0001",
+                      "garbage line");
+    expect_load_error(s = byte_vocab("a\x1b\x07k= 256\n"), NULL,
+                      ":257: bad base64 token \"a\\u001b\\u0007k=\"", "garbage token"); free(s);
+    expect_load_error(s = byte_vocab("aGk= 2\x1b[0m\n"), NULL, "bad rank \"2\\u001b[0m\"",
+                      "garbage rank"); free(s);
+    expect_load_error("0123456789012345678901234567890123456789012345\n", NULL,
+                      "got \"0123456789012345678901234567890123456789\"...", "long line cut");
+    {   /* no byte below 0x20 but the newline in any loader message */
+        char err2[512];
+        const char *garbage = "\x01\x02\x03 \x1b\x1b\n\x05\x06";
+        Tok *g = tok_load_files(tmpfile_with("g.model", garbage), NULL, err2, sizeof err2);
+        int raw = 0;
+        for (const char *p = err2; *p; p++) raw |= (unsigned char)*p < 0x20;
+        CHECK(!g && !raw, "raw control bytes in the message: %s", err2);
+        tok_free(g);
+    }
     expect_load_error("", NULL, "no ranks", "empty file");
     expect_load_error(ok, "{\"added_tokens_decoder\": {\"12\": {\"content\": \"[X]\"}}}",
                       "outside the reserved range [257, 513)", "config id below range");
@@ -88,6 +107,49 @@ static void test_loader(void) {
     expect_load_error(ok, "{\"added_tokens_decoder\": ", "c.json", "bad JSON");
     char okp[600];
     snprintf(okp, sizeof okp, "%s", tmpfile_with("ok.model", ok));
+    /* every wrong JSON type is refused with the file and the field, never a crash */
+    static const char *not_obj[] = { "[1]", "\"x\"", "\"\"", "7", "true", "null", "[]",
+                                     "[{\"content\": \"[X]\"}]" };
+    for (size_t i = 0; i < sizeof not_obj / sizeof *not_obj; i++) {
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "{\"added_tokens_decoder\": %s}", not_obj[i]);
+        expect_load_error(ok, cfg, "c.json: added_tokens_decoder must be an object", cfg);
+    }
+    static const char *bad_entry[] = { "1", "\"[X]\"", "[\"[X]\"]", "null", "false" };
+    for (size_t i = 0; i < sizeof bad_entry / sizeof *bad_entry; i++) {
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "{\"added_tokens_decoder\": {\"300\": %s}}", bad_entry[i]);
+        expect_load_error(ok, cfg, "c.json: added_tokens_decoder \"300\" must be an object", cfg);
+    }
+    static const char *bad_content[] = { "1", "null", "[\"a\"]", "{}", "true", "\"\"",
+                                         "\"a\\u0000b\"" };
+    for (size_t i = 0; i < sizeof bad_content / sizeof *bad_content; i++) {
+        char cfg[128];
+        snprintf(cfg, sizeof cfg, "{\"added_tokens_decoder\": {\"300\": {\"content\": %s}}}",
+                 bad_content[i]);
+        expect_load_error(ok, cfg, "c.json: added_tokens_decoder \"300\".content is", cfg);
+    }
+    expect_load_error(ok, "[{\"added_tokens_decoder\": {}}]", "c.json: the top level is array",
+                      "top-level array");
+    expect_load_error(ok, "\"added_tokens_decoder\"", "the top level is string",
+                      "top-level string");
+    expect_load_error(ok, "{\"added_tokens_decoder\": {\" 300\": {\"content\": \"[X]\"}}}",
+                      "key \" 300\" is not an id", "key with a space");
+    expect_load_error(ok, "{\"added_tokens_decoder\": {\"0300\": {\"content\": \"[X]\"}}}",
+                      "key \"0300\" is not an id", "key with a leading zero");
+    /* keys and names are echoed escaped: no raw control byte reaches the terminal */
+    expect_load_error(ok, "{\"added_tokens_decoder\": {\"\\u001b[31m\": {}}}",
+                      "key \"\\u001b[31m\" is not an id", "escaped key");
+    expect_load_error(ok, "{\"added_tokens_decoder\": {\"300\": {\"content\": \"\\u001bX\"}, "
+                      "\"301\": {\"content\": \"\\u001bX\"}}}", "name \"\\u001bX\" is used",
+                      "escaped duplicate name");
+    /* other keys of the real file are ignored whatever their type */
+    t = tok_load_files(okp, tmpfile_with("c2.json",
+                       "{\"added_tokens_decoder\": {}, \"bos_token\": 5, \"auto_map\": [1], "
+                       "\"model_max_length\": \"x\", \"extra_special_tokens\": null}"),
+                       err, sizeof err);
+    CHECK(t, "unrelated keys of any type are ignored: %s", err);
+    tok_free(t);
     t = tok_load_files(okp, tmpfile_with("c.json",
                                          "{\"additional_special_tokens\": [\"<|im_end|>\"]}"),
                        err, sizeof err);

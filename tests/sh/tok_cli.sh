@@ -29,7 +29,7 @@ env -u K3_TOK_FILES $K3 tokenize "$D/a.txt" >/dev/null 2>&1; [ $? -eq 2 ] || fai
 $K3 detokenize --tok $TOK --ids 1,x >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --ids must exit 2"
 $K3 detokenize --tok $TOK --ids 5000 >/dev/null 2>&1; [ $? -eq 2 ] || fail "id out of range must exit 2"
 $K3 tokenize --tok $TOK --bogus "$D/a.txt" >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option must exit 2"
-$K3 tokenize --tok "$D/nodir" "$D/a.txt" >/dev/null 2>&1; [ $? -eq 1 ] || fail "missing tokenizer must exit 1"
+$K3 tokenize --tok "$D/nodir" "$D/a.txt" >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing tokenizer must exit 2 (a config error, as in a run)"
 err=$($K3 tokenize --tok "$D/nodir" "$D/a.txt" 2>&1); case "$err" in *nodir/tiktoken.model*) ;; *) fail "error names the file: $err" ;; esac
 $K3 tokenize --tok $TOK "$D/missing.txt" >/dev/null 2>&1; [ $? -eq 1 ] || fail "missing FILE must exit 1"
 echo "tok cli: ok"
