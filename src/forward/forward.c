@@ -6,6 +6,7 @@
  * layer together so every weight is read once per chunk. Weights come through the
  * storage interface (weights.h), buffers from the run state planned once (k3.h). */
 #include "k3.h"
+#include "tensors.h"
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,16 +35,9 @@ static void add_rows(float *p, const float *a, size_t n) {
  * reason names the layer (L < 0: the output head), the sublayer and the position. */
 static int nonfinite(K3Engine *e, int L, const char *what, const float *a, int T, int H,
                      int pos0, char *err, size_t errlen) {
-    const size_t n = (size_t)T * H;
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &a[i], 4);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    if (!bad) return 0;
-    size_t i = 0;
-    while (isfinite(a[i])) i++;
+    const int64_t first = k3_first_nonfinite(ST_F32, a, sizeof(float) * (size_t)T * H);
+    if (first < 0) return 0;
+    const size_t i = (size_t)first;
     const int pos = pos0 + (int)(i / H);
     const char *kind = isnan(a[i]) ? "NaN" : "Inf";
     if (L >= 0) {
