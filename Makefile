@@ -63,9 +63,10 @@ clean:
 #                                   tokenizer_config.json)
 #   chat_hist                       tests/c/test_fuzz_hist.c (chat history JSONL)
 # Their custom mutator mixes libFuzzer's byte mutations with structural JSON ones
-# (tests/c/fuzz_json.h). Corpus, log and any crash input: $(BUILD)/fuzz/TARGET/. Without a
-# clang that has libFuzzer (FUZZ_CC), the same harnesses run as the built-in mutation
-# fuzzers, FUZZ_SECONDS each, under $(CC)'s ASan/UBSan. `make fuzz-parsers`: the first four.
+# (tests/c/fuzz_json.h); inputs up to 16 KiB (4 KiB for tok_text). Corpus, log and any
+# crash input: $(BUILD)/fuzz/TARGET/. Without a clang that has libFuzzer (FUZZ_CC), the
+# same harnesses run as the built-in mutation fuzzers, FUZZ_SECONDS each, under $(CC)'s
+# ASan/UBSan. `make fuzz-parsers`: the first four.
 # Runs and findings: docs/data/fuzz_runs.txt.
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS    ?=
@@ -100,9 +101,9 @@ fuzz-run:
 	     > $(BUILD)/fuzz/probe.log 2>&1; then \
 	  $(MAKE) --no-print-directory $(FUZZ_LIST:%=$(BUILD)/fuzz/lf_%) && \
 	  for t in $(FUZZ_LIST); do \
-	    d=$(BUILD)/fuzz/$$t; mkdir -p $$d/corpus; \
+	    d=$(BUILD)/fuzz/$$t; mkdir -p $$d/corpus; ml=16384; [ $$t != tok_text ] || ml=4096; \
 	    if TMPDIR=$(FUZZ_TMPDIR) $(BUILD)/fuzz/lf_$$t -max_total_time=$(FUZZ_SECONDS) \
-	         $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS)) -max_len=16384 -timeout=10 -rss_limit_mb=4096 \
+	         $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS)) -max_len=$$ml -timeout=10 -rss_limit_mb=4096 \
 	         -print_final_stats=1 -artifact_prefix=$$d/ $$d/corpus > $$d/log 2>&1; then \
 	      echo "fuzz $$t: $$(grep -E '^Done [0-9]+ runs' $$d/log | tail -n 1), no finding" \
 	           "(log $$d/log)"; \
