@@ -74,6 +74,9 @@ typedef struct {
 int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err,
                     size_t errlen);
 void serve_req_free(ServeReq *r);
+/* The thinking effort for an OpenAI reasoning_effort value: "low" | "high" | "max", ""
+ * for thinking off, NULL when v is not a known value. */
+const char *serve_effort(const char *v);
 
 /* ---- serve_gen.c ---- */
 typedef struct Server Server;

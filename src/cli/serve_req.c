@@ -173,6 +173,19 @@ static int neutral(const Json *d, char *err, size_t errlen) {
     return 0;
 }
 
+/* OpenAI's reasoning_effort values onto K3's thinking efforts. The encoder accepts only
+ * low, high and max (TOKENIZER_XTML.md §6.4: "medium" is rejected although the effort
+ * body names it), so a value between two levels goes to the next one up: a client asking
+ * for medium gets at least medium. "none" is the encoder's thinking=False. */
+const char *serve_effort(const char *v) {
+    static const char *const map[][2] = {
+        { "none", "" }, { "minimal", "low" }, { "low", "low" }, { "medium", "high" },
+        { "high", "high" }, { "xhigh", "max" }, { "max", "max" } };
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+        if (!strcmp(v, map[i][0])) return map[i][1];
+    return NULL;
+}
+
 int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err,
                     size_t errlen) {
     char jerr[256];
@@ -242,10 +255,12 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
     const Json *re = json_get(d, "reasoning_effort");
     if (re && re->type != JSON_NULL) {
         if (re->type != JSON_STRING) BAD("'reasoning_effort' must be a string");
-        if (!strcmp(re->str, "none")) r->thinking = 0;
-        else if (!xtml_effort_ok(re->str))
-            BAD("'reasoning_effort' must be low, high, max or none (got '%.20s')", re->str);
-        else snprintf(r->effort, sizeof r->effort, "%s", re->str);
+        const char *e = serve_effort(re->str);
+        if (!e)
+            BAD("'reasoning_effort' must be none, minimal, low, medium, high, xhigh or max "
+                "(got '%.20s')", re->str);
+        if (!*e) r->thinking = 0;
+        else snprintf(r->effort, sizeof r->effort, "%s", e);
     }
     const Json *kw = json_get(d, "chat_template_kwargs");
     if (kw && kw->type != JSON_NULL) {

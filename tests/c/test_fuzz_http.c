@@ -94,6 +94,23 @@ static void fixed_bodies(void) {
     CHECK(serve_req_parse(off, strlen(off), REQ_CHAT, &q, err, sizeof err) == 0 && !q.thinking,
           "thinking off");
     serve_req_free(&q);
+    /* reasoning_effort: every OpenAI value onto an effort the encoder accepts */
+    static const struct { const char *v, *effort; int thinking; } eff[] = {
+        { "none", "max", 0 }, { "minimal", "low", 1 }, { "low", "low", 1 },
+        { "medium", "high", 1 }, { "high", "high", 1 }, { "xhigh", "max", 1 }, { "max", "max", 1 },
+    };
+    for (size_t i = 0; i < sizeof eff / sizeof *eff; i++) {
+        char b[160];
+        snprintf(b, sizeof b, "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], "
+                 "\"reasoning_effort\": \"%s\"}", eff[i].v);
+        int rc = serve_req_parse(b, strlen(b), REQ_CHAT, &q, err, sizeof err);
+        CHECK(rc == 0 && q.thinking == eff[i].thinking && !strcmp(q.effort, eff[i].effort) &&
+              (!q.thinking || xtml_effort_ok(q.effort)),
+              "reasoning_effort %s: rc %d thinking %d effort %s", eff[i].v, rc, q.thinking, q.effort);
+        serve_req_free(&q);
+    }
+    CHECK(!serve_effort("Medium") && !serve_effort("") && !serve_effort("maximum"),
+          "unknown reasoning_effort values are refused");
     static const char *bad[] = {
         "{", "[]", "\"s\"", "", "{}", "{\"messages\": 1}", "{\"messages\": []}",
         "{\"messages\": [1]}", "{\"messages\": [{\"content\": \"a\"}]}",
