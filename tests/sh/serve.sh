@@ -302,6 +302,7 @@ chk 401 "Basic auth" -H 'Authorization: Basic c2Vrcml0' "$US/v1/models"
 chk 401 "metrics without key" "$US/metrics"
 chk 401 "chat without key" "$US/v1/chat/completions" -d "{$OKM}"
 $C -H 'Authorization: Bearer sekrit' "$US/v1/models" | grep -q tiny5 || fail "the right key"
+[ $n -ge 50 ] || fail "the malformed-request suite ran $n cases, want >= 50"
 echo "ok pipelined requests, slow head (408), Authorization: Bearer ($n error cases in all)"
 
 # ---- --state-dir: a restart resumes; a corrupt file is refused, the rest still load ----
