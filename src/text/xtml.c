@@ -1,4 +1,4 @@
-/* xtml.c — XTML renderer and completion parser (include/xtml.h,
+/* xtml.c — XTML renderer (include/xtml.h; the completion parser is xtml_parse.c,
  * docs/TOKENIZER.md §6-§7). */
 #include "xtml.h"
 #include <stdio.h>
@@ -78,13 +78,17 @@ static int attr(XtmlSegs *s, const char *key, const char *value) {
     return rc;
 }
 
-/* <|open|>TAG attrs<|sep|> */
+/* <|open|>TAG KEY="VALUE"...<|sep|>: kv holds n key, value pairs; a NULL key is skipped. */
+static int open_kv(XtmlSegs *s, const char *tag, const char *const *kv, int n) {
+    if (add_markup(s, "<|open|>") || add_text(s, tag)) return -1;
+    for (int i = 0; i < n; i++)
+        if (kv[2 * i] && attr(s, kv[2 * i], kv[2 * i + 1])) return -1;
+    return add_markup(s, "<|sep|>");
+}
 static int open_el(XtmlSegs *s, const char *tag, const char *k1, const char *v1,
                    const char *k2, const char *v2) {
-    if (add_markup(s, "<|open|>") || add_text(s, tag)) return -1;
-    if (k1 && attr(s, k1, v1)) return -1;
-    if (k2 && attr(s, k2, v2)) return -1;
-    return add_markup(s, "<|sep|>");
+    const char *kv[4] = { k1, v1, k2, v2 };
+    return open_kv(s, tag, kv, 2);
 }
 static int close_el(XtmlSegs *s, const char *tag) {
     return add_markup(s, "<|close|>") || add_text(s, tag) || add_markup(s, "<|sep|>") ? -1 : 0;
@@ -115,8 +119,62 @@ static int close_from(XtmlSegs *s, int state) {
     }
 }
 
-static int assistant(XtmlSegs *s, const XtmlMsg *m, const XtmlOpts *o) {
-    if (open_el(s, "message", "role", "assistant", NULL, NULL)) return -1;
+/* Nonempty: Python's `if message.get("name")`. */
+static const char *opt(const char *v) { return v && *v ? v : NULL; }
+
+/* <|open|>tools<|sep|> with one call element per tool call (§6.4): an argument element
+ * per key of the arguments object, or a json block for arguments that are not JSON. */
+static int tool_calls(XtmlSegs *s, const XtmlMsgExt *m, int mi, char *err, size_t errlen) {
+    if (open_el(s, "tools", NULL, NULL, NULL, NULL)) return -1;
+    for (int c = 0; c < m->n_calls; c++) {
+        const XtmlToolCall *tc = &m->calls[c];
+        char idx[16];
+        snprintf(idx, sizeof idx, "%d", c + 1);
+        if (!tc->name) {
+            snprintf(err, errlen, "message %d: tool_calls[%d] has no function name", mi, c);
+            return -2;
+        }
+        if (open_el(s, "call", "tool", tc->name, "index", idx)) return -1;
+        const char *a = tc->arguments;
+        char jerr[128];
+        Json *j = blank(a) ? NULL : json_parse(a, strlen(a), jerr, sizeof jerr);
+        if (!blank(a) && !j) {                          /* kept as written */
+            if (open_el(s, "json", "type", "object", NULL, NULL) || add_text(s, a) ||
+                close_el(s, "json"))
+                return -1;
+        } else if (j && j->type != JSON_OBJECT) {
+            json_free(j);
+            snprintf(err, errlen, "message %d: tool_calls[%d].function.arguments must be a JSON "
+                     "object", mi, c);
+            return -2;
+        } else if (j) {
+            int rc = 0;
+            for (size_t k = 0; k < j->len && !rc; k++) {
+                size_t first = 0;
+                while (strcmp(j->keys[first], j->keys[k])) first++;
+                if (first < k) continue;                /* a dict: first place, last value */
+                const Json *v = json_get(j, j->keys[k]);
+                static const char *const TY[] = { "null", "boolean", "number", "string",
+                                                  "array", "object" };
+                char *txt = v->type == JSON_STRING ? NULL : xtml_pyjson(v, 0, 0);
+                if (v->type != JSON_STRING && !txt) { rc = -1; break; }
+                rc = open_el(s, "argument", "key", j->keys[k], "type", TY[v->type]) ||
+                     seg_add(s, txt ? txt : v->str, txt ? strlen(txt) : v->len, 0) ||
+                     close_el(s, "argument") ? -1 : 0;
+                free(txt);
+            }
+            json_free(j);
+            if (rc) return -1;
+        }
+        if (close_el(s, "call")) return -1;
+    }
+    return close_el(s, "tools");
+}
+
+static int assistant(XtmlSegs *s, const XtmlMsg *m, const XtmlMsgExt *x, const XtmlOpts *o,
+                     int mi, char *err, size_t errlen) {
+    if (open_el(s, "message", "role", "assistant", opt(x->name) ? "name" : NULL, x->name))
+        return -1;
     if (o->exact && m->gen_ids && m->gen_thinking == o->thinking) {
         if (open_el(s, o->thinking ? "think" : "response", NULL, NULL, NULL, NULL)) return -1;
         if (seg_add(s, NULL, 0, 2)) return -1;
@@ -133,40 +191,148 @@ static int assistant(XtmlSegs *s, const XtmlMsg *m, const XtmlOpts *o) {
         }
         if (open_el(s, "response", NULL, NULL, NULL, NULL)) return -1;
         if (m->content && add_text(s, m->content)) return -1;
-        if (close_el(s, "response") || close_el(s, "message")) return -1;
+        if (close_el(s, "response")) return -1;
+        if (x->n_calls) {
+            int rc = tool_calls(s, x, mi, err, errlen);
+            if (rc) return rc;
+        }
+        if (close_el(s, "message")) return -1;
     }
     return add_markup(s, "<|end_of_msg|>");
 }
 
+/* <|open|>message role="system" type="TYPE"<|sep|>BODY<|close|>message<|sep|><|end_of_msg|> */
+static int internal(XtmlSegs *s, const char *type, const char *body) {
+    return open_el(s, "message", "role", "system", "type", type) || add_text(s, body) ||
+           close_el(s, "message") || add_markup(s, "<|end_of_msg|>") ? -1 : 0;
+}
+
+/* The order tool messages are rendered in: each run of consecutive tool messages is put
+ * into the call order of the last assistant's tool_calls by tool_call_id (its first call
+ * with that id), stable, when every message of the run names a call; else it stays as
+ * given. byname[i]: the matched call's name (it wins over the message's own). */
+static void tool_order(const XtmlMsg *msgs, const XtmlMsgExt *x, int n, int *ord,
+                       const char **byname) {
+    const XtmlMsgExt *last = NULL;
+    for (int i = 0; i < n; i++) { ord[i] = i; byname[i] = NULL; }
+    int *pos = malloc(sizeof *pos * (size_t)(n + 1));
+    if (!pos) return;                               /* as given */
+    for (int i = 0; i < n;) {
+        if (strcmp(msgs[i].role, "tool")) {
+            if (!strcmp(msgs[i].role, "assistant")) last = &x[i];
+            i++; continue;
+        }
+        int j = i, all = 1;
+        for (; j < n && !strcmp(msgs[j].role, "tool"); j++) {
+            pos[j] = -1;
+            for (int c = 0; last && x[j].tool_call_id && c < last->n_calls && pos[j] < 0; c++)
+                if (last->calls[c].id && !strcmp(last->calls[c].id, x[j].tool_call_id))
+                    pos[j] = c;
+            all &= pos[j] >= 0;
+        }
+        if (all) {
+            for (int a = i + 1; a < j; a++) {           /* insertion sort: stable */
+                int v = ord[a], b = a;
+                while (b > i && pos[ord[b - 1]] > pos[v]) { ord[b] = ord[b - 1]; b--; }
+                ord[b] = v;
+            }
+            for (int a = i; a < j; a++) byname[a] = last->calls[pos[a]].name;
+        }
+        i = j;
+    }
+    free(pos);
+}
+
 int xtml_segments(const XtmlMsg *msgs, int n, const XtmlOpts *o, XtmlSegs *out,
                   char *err, size_t errlen) {
+    return xtml_segments_tools(msgs, n, o, NULL, out, err, errlen);
+}
+
+int xtml_segments_tools(const XtmlMsg *msgs, int n, const XtmlOpts *o, const XtmlTools *t,
+                        XtmlSegs *out, char *err, size_t errlen) {
+    static const XtmlMsgExt NONE;
+    static const XtmlTools NO_TOOLS;
+    if (!t) t = &NO_TOOLS;
     memset(out, 0, sizeof *out);
     int rc = 0;
-    if (o->thinking && o->effort) {
-        if (!xtml_effort_ok(o->effort)) {
-            snprintf(err, errlen, "thinking effort '%s' is not one of low, high, max", o->effort);
-            return -1;
+    if (o->thinking && o->effort && !xtml_effort_ok(o->effort)) {
+        snprintf(err, errlen, "thinking effort '%s' is not one of low, high, max", o->effort);
+        return -1;
+    }
+    if (t->tools) {
+        static const char HEAD[] = "# Tools\nHere are the available tools, described in "
+                                   "JSONSchema.\n\n```json\n";
+        size_t l = strlen(t->tools);
+        char *body = malloc(sizeof HEAD + l + 8);
+        if (!body) rc = -1;
+        else {
+            snprintf(body, sizeof HEAD + l + 8, "%s%s\n```", HEAD, t->tools);
+            rc = internal(out, "tool-declare", body);
+            free(body);
         }
+    }
+    if (!rc && o->thinking && o->effort) {
         char body[sizeof EFFORT_BODY + 8];
         snprintf(body, sizeof body, EFFORT_BODY, o->effort);
         rc = open_el(out, "message", "role", "system", "type", "thinking-effort") ||
              add_text(out, body) || close_el(out, "message") ||
              add_markup(out, "<|end_of_msg|>");
     }
-    for (int i = 0; i < n && !rc; i++) {
-        const XtmlMsg *m = &msgs[i];
-        if (!m->role || (strcmp(m->role, "system") && strcmp(m->role, "user") &&
-                         strcmp(m->role, "assistant"))) {
-            snprintf(err, errlen, "message %d: role '%s' is not system, user or assistant",
-                     i, m->role ? m->role : "(none)");
+    for (int i = 0; i < n; i++) {
+        const char *r = msgs[i].role;
+        if (!r || (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") &&
+                   strcmp(r, "tool"))) {
+            snprintf(err, errlen, "message %d: role '%s' is not system, user, assistant or tool",
+                     i, r ? r : "(none)");
             xtml_segs_free(out);
             return -1;
         }
-        if (!strcmp(m->role, "assistant")) rc = assistant(out, m, o);
-        else rc = open_el(out, "message", "role", m->role, NULL, NULL) ||
-                  (m->content && add_text(out, m->content)) || close_el(out, "message") ||
-                  add_markup(out, "<|end_of_msg|>");
     }
+    int *ord = malloc(sizeof *ord * (size_t)(n + 1));
+    const char **byname = malloc(sizeof *byname * (size_t)(n + 1));
+    if (!ord || !byname) rc = -1;
+    else if (t->ext) tool_order(msgs, t->ext, n, ord, byname);
+    else for (int i = 0; i < n; i++) { ord[i] = i; byname[i] = NULL; }
+    const XtmlMsgExt *last = NULL;                  /* the last assistant message */
+    int tool_index = 0;
+    for (int k = 0; k < n && !rc; k++) {
+        const XtmlMsg *m = &msgs[ord[k]];
+        const XtmlMsgExt *x = t->ext ? &t->ext[ord[k]] : &NONE;
+        if (!strcmp(m->role, "assistant")) {
+            rc = assistant(out, m, x, o, ord[k], err, errlen);
+            last = x; tool_index = 0;
+        } else if (!strcmp(m->role, "tool")) {
+            /* index counts tool messages since the last assistant message; the name is the
+             * matched call's, else the message's, else the call at that position */
+            const char *name = byname[k] ? byname[k] : x->tool;
+            tool_index++;
+            if (!name && last && tool_index <= last->n_calls)
+                name = last->calls[tool_index - 1].name;
+            if (!name) {
+                snprintf(err, errlen, "message %d: a tool message needs its tool's name: a "
+                         "tool_call_id of the last assistant message's tool_calls, or name",
+                         ord[k]);
+                rc = -2; break;
+            }
+            char idx[16];
+            snprintf(idx, sizeof idx, "%d", tool_index);
+            const char *kv[6] = { "role", "tool", "tool", name, "index", idx };
+            rc = open_kv(out, "message", kv, 3) || (m->content && add_text(out, m->content)) ||
+                 close_el(out, "message") || add_markup(out, "<|end_of_msg|>") ? -1 : 0;
+        } else
+            rc = open_el(out, "message", "role", m->role, opt(x->name) ? "name" : NULL,
+                         x->name) ||
+                 (m->content && add_text(out, m->content)) || close_el(out, "message") ||
+                 add_markup(out, "<|end_of_msg|>");
+    }
+    free(ord); free(byname);
+    if (rc == -2) { xtml_segs_free(out); return -1; }
+    if (!rc && t->tool_choice == XTC_REQUIRED)
+        rc = internal(out, "tool-choice", "The system is invoked with `tool_choice=required`.\n"
+                      "You MUST call tools in the next message.");
+    else if (!rc && t->tool_choice == XTC_NONE)
+        rc = internal(out, "tool-choice", "The system is invoked with `tool_choice=none`.\n"
+                      "You MUST NOT call any tools in the next message.");
     if (!rc && o->gen_prompt)
         rc = open_el(out, "message", "role", "assistant", NULL, NULL) ||
              open_el(out, o->thinking ? "think" : "response", NULL, NULL, NULL, NULL);
@@ -242,154 +408,17 @@ int xtml_segs_encode(const XtmlSegs *s, const Tok *t, int32_t **ids, size_t *nid
 
 int xtml_render_ids(const Tok *t, const XtmlMsg *msgs, int n, const XtmlOpts *o,
                     int32_t **ids, size_t *nids, char *err, size_t errlen) {
+    return xtml_render_ids_tools(t, msgs, n, o, NULL, ids, nids, err, errlen);
+}
+
+int xtml_render_ids_tools(const Tok *t, const XtmlMsg *msgs, int n, const XtmlOpts *o,
+                          const XtmlTools *tl, int32_t **ids, size_t *nids, char *err,
+                          size_t errlen) {
     XtmlSegs s;
-    if (xtml_segments(msgs, n, o, &s, err, errlen)) return -1;
+    if (xtml_segments_tools(msgs, n, o, tl, &s, err, errlen)) return -1;
     int rc = xtml_segs_encode(&s, t, ids, nids);
     if (rc) snprintf(err, errlen, "out of memory encoding the chat");
     xtml_segs_free(&s);
     return rc;
 }
 
-/* ---- completion parser ---- */
-
-void xtml_parser_init(XtmlParser *p, const Tok *t, const XtmlIds *ids, int thinking) {
-    memset(p, 0, sizeof *p);
-    p->tok = t; p->ids = *ids; p->thinking = thinking;
-    p->state = thinking ? XP_THINK : XP_RESPONSE;
-    p->end_id = -1;
-}
-
-void xtml_parser_free(XtmlParser *p) {
-    free(p->think_ids); free(p->resp_ids);
-    p->think_ids = p->resp_ids = NULL;
-}
-
-static int body_add(XtmlParser *p, const int32_t *ids, int n) {
-    int32_t **v; size_t *len, *cap;
-    if (p->state == XP_THINK) { v = &p->think_ids; len = &p->n_think; cap = &p->cap_think; }
-    else if (p->state == XP_RESPONSE) { v = &p->resp_ids; len = &p->n_resp; cap = &p->cap_resp; }
-    else return 0;
-    if (*len + (size_t)n > *cap) {
-        size_t nc = *cap ? *cap * 2 : 256;
-        while (nc < *len + (size_t)n) nc *= 2;
-        int32_t *nv = realloc(*v, sizeof *nv * nc);
-        if (!nv) return -1;
-        *v = nv; *cap = nc;
-    }
-    memcpy(*v + *len, ids, sizeof *ids * (size_t)n);
-    *len += (size_t)n;
-    return 0;
-}
-
-static int in_body(const XtmlParser *p) { return p->state == XP_THINK || p->state == XP_RESPONSE; }
-
-/* Ids not taken as structure: kept as body text inside a body, dropped between. */
-static int anomaly(XtmlParser *p, const int32_t *ids, int n, XtmlEvent *ev) {
-    memmove(p->out, ids, sizeof *ids * (size_t)n);
-    p->anomalies++;
-    if (in_body(p) && body_add(p, p->out, n)) return -1;
-    ev->kind = XE_ANOMALY; ev->ids = p->out; ev->n = n;
-    return 1;
-}
-
-static int name_is(const XtmlParser *p, const char *name) {
-    size_t want = strlen(name), got = 0;
-    for (int i = 1; i + 1 < p->npend; i++) {        /* between OPEN|CLOSE and SEP */
-        size_t l;
-        const char *b = tok_token_bytes(p->tok, p->pend[i], &l);
-        if (!b || got + l > want || memcmp(name + got, b, l)) return 0;
-        got += l;
-    }
-    return got == want;
-}
-
-/* A complete marker pend[0..npend) followed by SEP: a transition, or an anomaly. */
-static int marker(XtmlParser *p, XtmlEvent *ev) {
-    int open = p->pend[0] == p->ids.open, next = -1;
-    if (!open && p->state == XP_THINK && name_is(p, "think")) next = XP_BETWEEN;
-    else if (open && p->state == XP_BETWEEN && name_is(p, "response")) next = XP_RESPONSE;
-    else if (!open && p->state == XP_RESPONSE && name_is(p, "response")) next = XP_AFTER_RESPONSE;
-    else if (!open && p->state == XP_AFTER_RESPONSE && name_is(p, "message"))
-        next = XP_AFTER_MESSAGE;
-    int n = p->npend;
-    p->npend = 0;
-    if (next < 0) return anomaly(p, p->pend, n, ev);
-    p->state = next;
-    ev->kind = XE_CHANNEL; ev->ids = NULL; ev->n = 0;
-    return 1;
-}
-
-int xtml_parser_put(XtmlParser *p, int32_t id, XtmlEvent ev[2]) {
-    int ne = 0, r;
-    const XtmlIds *c = &p->ids;
-    if (p->state == XP_DONE) return anomaly(p, &id, 1, ev);
-    int is_end = id == c->eom || (c->eos >= 0 && id == c->eos);
-    if (p->npend) {
-        if (id == c->sep) {
-            p->pend[p->npend++] = id;
-            return marker(p, ev);
-        }
-        if (p->npend >= XTML_MAX_MARKER && id != c->open && id != c->close && !is_end) {
-            p->pend[p->npend++] = id;               /* too long to be a marker */
-            int n = p->npend;
-            p->npend = 0;
-            return anomaly(p, p->pend, n, ev);
-        }
-        if (id == c->open || id == c->close || is_end) {
-            int n = p->npend;
-            p->npend = 0;
-            if ((r = anomaly(p, p->pend, n, &ev[ne])) < 0) return -1;
-            ne += r;
-        } else {
-            p->pend[p->npend++] = id;
-            return 0;
-        }
-    }
-    if (is_end) {
-        p->end_id = id;
-        p->state = XP_DONE;
-        ev[ne].kind = XE_END; ev[ne].ids = NULL; ev[ne].n = 0;
-        return ne + 1;
-    }
-    if (id == c->open || id == c->close) { p->pend[0] = id; p->npend = 1; return ne; }
-    if (id == c->sep || !in_body(p)) {
-        if ((r = anomaly(p, &id, 1, &ev[ne])) < 0) return -1;
-        return ne + r;
-    }
-    if (body_add(p, &id, 1)) return -1;
-    p->out[0] = id;
-    ev[ne].kind = p->state == XP_THINK ? XE_THINK : XE_RESPONSE;
-    ev[ne].ids = p->out; ev[ne].n = 1;
-    return ne + 1;
-}
-
-int xtml_parser_finish(XtmlParser *p) {
-    int n = p->npend;
-    p->npend = 0;
-    return n;
-}
-
-/* Decoded body as valid UTF-8 text: ill-formed bytes become U+FFFD (as Python's
- * decode(errors="replace") in the reference tokenizer) and NUL bytes, which a C string
- * cannot hold, are dropped. The exact ids stay in the turn's record. */
-static char *body_text(const Tok *t, const int32_t *ids, size_t n) {
-    size_t len = 0, j = 0;
-    char *s = tok_decode(t, ids, n, &len, NULL);
-    if (!s) return NULL;
-    char *o = malloc(len * 3 + 1);
-    if (!o) { free(s); return NULL; }
-    for (size_t i = 0; i < len;) {
-        uint32_t cp;
-        int l = tok_utf8_next((const unsigned char *)s + i, len - i, &cp);
-        if (cp == 0xFFFFFFFFu) { memcpy(o + j, "\xEF\xBF\xBD", 3); j += 3; }
-        else if (cp != 0) { memcpy(o + j, s + i, (size_t)l); j += (size_t)l; }
-        i += (size_t)l;
-    }
-    o[j] = 0;
-    free(s);
-    return o;
-}
-char *xtml_parser_reasoning(const XtmlParser *p) {
-    return body_text(p->tok, p->think_ids, p->n_think);
-}
-char *xtml_parser_content(const XtmlParser *p) { return body_text(p->tok, p->resp_ids, p->n_resp); }
