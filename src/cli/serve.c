@@ -404,6 +404,15 @@ int k3_serve_main(int argc, char **argv) {
     if (xtml_ids(s->tok, &s->ids, err, sizeof err)) {
         fprintf(stderr, "k3: %s/%s\n", s->tok_dir, err); tok_free(s->tok); return K3_ERR_USAGE;
     }
+    /* A test hook: every chat or completion reply is these ids (the text, XTML markup as
+     * control tokens) instead of sampled ones, still fed through the engine, so the tool
+     * call parser can be tested end to end on a random model (tests/sh/serve_tools.sh). */
+    const char *tr = getenv("K3_SERVE_TEST_REPLY");
+    if (tr && *tr) {
+        s->test_reply = tok_encode(s->tok, tr, strlen(tr), 1, &s->n_test_reply);
+        fprintf(stderr, "k3: serve: K3_SERVE_TEST_REPLY is set: every reply is its %zu ids "
+                "(a test hook)\n", s->n_test_reply);
+    }
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);

@@ -68,6 +68,12 @@ typedef struct {
     int max_tokens;                          /* 0: the server's cap */
     const char *stop[REQ_MAX_STOP]; size_t stop_len[REQ_MAX_STOP]; int n_stop;
     int stream, include_usage;
+    /* tools (serve_tools.c) */
+    XtmlMsgExt *ext;                         /* one per message: names, tool_calls (owned) */
+    char *tools_json;                        /* the tool declaration's JSON, NULL: none */
+    int tool_choice;                         /* XTC_* */
+    int parse_tools;                         /* the reply's tools channel becomes tool_calls */
+    int uses_tools;                          /* tools, tool_calls or tool messages */
 } ServeReq;
 
 /* Validates body[0..n) as a kind request. 0, or 400 with the message in err. */
@@ -77,6 +83,15 @@ void serve_req_free(ServeReq *r);
 /* The thinking effort for an OpenAI reasoning_effort value: "low" | "high" | "max", ""
  * for thinking off, NULL when v is not a known value. */
 const char *serve_effort(const char *v);
+
+/* ---- serve_tools.c ---- */
+/* `tools`, `tool_choice`, `parallel_tool_calls` of body d into r. 0, or 400 with err. */
+int serve_req_tools(ServeReq *r, const Json *d, char *err, size_t errlen);
+/* messages[i].tool_calls into r->ext[i]. 0, or 400 with err. */
+int serve_req_tool_calls(ServeReq *r, int i, const Json *tc, char *err, size_t errlen);
+/* The completed calls from `from` on as a JSON array of OpenAI tool_calls (with "index"
+ * when delta); returns how many. */
+int serve_tool_calls_json(Buf *b, const XtmlParser *p, uint64_t job, int from, int delta);
 
 /* ---- serve_gen.c ---- */
 typedef struct Server Server;
@@ -137,6 +152,7 @@ struct Server {
     XtmlIds ids;
     char model_id[256];
     Kept *kept; size_t kept_bytes; uint64_t clock;
+    int32_t *test_reply; size_t n_test_reply;   /* K3_SERVE_TEST_REPLY (tests only) */
     /* shared, under mu */
     pthread_mutex_t mu;
     pthread_cond_t qcv;

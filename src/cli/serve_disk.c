@@ -38,7 +38,8 @@ int serve_disk_save(Server *s, const ServeReq *r, const int32_t *fed, size_t nfe
     char err[1024], p[4200];
     Chat c;
     file[0] = 0;
-    if (!s->state_dir || r->kind != REQ_CHAT) return 0;
+    /* the REPL's history lines and state check know no tools: such states stay in memory */
+    if (!s->state_dir || r->kind != REQ_CHAT || r->uses_tools) return 0;
     chat_for(s, &c, st, r->thinking, r->effort);
     int rc = 0;
     for (int i = 0; i < r->n_msgs && !rc; i++)

@@ -166,6 +166,9 @@ typedef struct {
     int stopped;                          /* a stop string was found */
     int gone;                             /* the client went away */
     size_t maxstop;
+    const XtmlParser *p;                  /* chat: the reply's parser (tool calls) */
+    int calls_sent;                       /* tool calls streamed */
+    int settled;                          /* the response channel closed (and was streamed) */
 } Gen;
 
 static void chunk_head(Gen *g, Buf *b) {
@@ -197,6 +200,26 @@ static void delta(Gen *g, int ch, const char *text, size_t upto) {
     send_sse(g, &b);
     buf_free(&b);
     g->sent[ch] = upto;
+}
+
+/* Streams the tool calls completed since the last delta. */
+static void tool_deltas(Gen *g) {
+    const XtmlParser *p = g->p;
+    if (!g->j->req.stream || !p || g->calls_sent >= p->n_calls ||
+        !p->calls[g->calls_sent].complete)
+        return;
+    Buf b = { 0 };
+    chunk_head(g, &b);
+    buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {\"tool_calls\": ");
+    g->calls_sent += serve_tool_calls_json(&b, p, g->j->id, g->calls_sent, 1);
+    buf_str(&b, "}, \"finish_reason\": null}]}\n\n");
+    send_sse(g, &b);
+    buf_free(&b);
+}
+static int calls_done(const Gen *g) {
+    int n = 0;
+    for (int k = 0; g->p && k < g->p->n_calls; k++) n += g->p->calls[k].complete;
+    return n;
 }
 
 /* Earliest stop string in t[0..n): its offset, or n. */
@@ -251,6 +274,7 @@ static void reply(Gen *g, const char *finish, long prompt, long gen, long cached
     const char *e = "";
     if (r->stream) {
         for (int ch = 0; ch < 2; ch++) if (g->text[ch]) delta(g, ch, g->text[ch], g->len[ch]);
+        tool_deltas(g);
         chunk_head(g, &b);
         if (r->kind == REQ_CHAT)
             buf_fmt(&b, ", \"choices\": [{\"index\": 0, \"delta\": {}, \"finish_reason\": \"%s\"}]}"
@@ -275,10 +299,16 @@ static void reply(Gen *g, const char *finish, long prompt, long gen, long cached
     if (r->kind == REQ_CHAT) {
         buf_str(&b, ", \"choices\": [{\"index\": 0, \"message\": {\"role\": \"assistant\", "
                 "\"content\": ");
-        buf_json(&b, g->text[1] ? g->text[1] : e, g->len[1]);
+        int nc = calls_done(g);
+        if (nc && !g->len[1]) buf_str(&b, "null");     /* OpenAI's form for calls only */
+        else buf_json(&b, g->text[1] ? g->text[1] : e, g->len[1]);
         if (g->thinking) {
             buf_str(&b, ", \"reasoning_content\": ");
             buf_json(&b, g->text[0] ? g->text[0] : e, g->len[0]);
+        }
+        if (nc) {
+            buf_str(&b, ", \"tool_calls\": ");
+            serve_tool_calls_json(&b, g->p, g->j->id, 0, 0);
         }
         buf_fmt(&b, "}, \"finish_reason\": \"%s\"}], ", finish);
     } else {
@@ -303,7 +333,8 @@ static int prompt_ids(Server *s, const ServeReq *r, int32_t **ids, size_t *n, ch
         return 0;
     }
     XtmlOpts o = { r->thinking, r->effort, 1, 0 };
-    return xtml_render_ids(s->tok, r->msgs, r->n_msgs, &o, ids, n, err, errlen);
+    XtmlTools tl = { r->tools_json, r->tool_choice, r->ext };
+    return xtml_render_ids_tools(s->tok, r->msgs, r->n_msgs, &o, &tl, ids, n, err, errlen);
 }
 
 static int fed_push(int32_t **v, size_t *n, size_t *cap, int32_t id) {
@@ -391,6 +422,8 @@ void serve_gen_run(Server *s, Job *j) {
     sampler_init(&smp, &r->sp, seed);
     XtmlParser p;
     xtml_parser_init(&p, s->tok, &s->ids, r->thinking);
+    if (r->parse_tools) xtml_parser_tools(&p);
+    if (r->kind == REQ_CHAT) g.p = &p;
     int32_t *out = NULL;                              /* ids of a raw completion */
     size_t nout = 0, capout = 0;
     int V = m->cfg.vocab_size, ngen = 0, ended = 0, hit = 0, fail = 0;
@@ -411,7 +444,8 @@ void serve_gen_run(Server *s, Job *j) {
     while (!fail) {
         if (g.gone || http_peer_gone(j->fd)) { g.gone = 1; break; }
         if (ngen >= cap || st->pos >= s->ctx) break;
-        int id = sampler_sample(&smp, s->eng.rs.logits, V);
+        int id = s->test_reply ? (ngen < (int)s->n_test_reply ? s->test_reply[ngen] : s->ids.eom)
+                               : sampler_sample(&smp, s->eng.rs.logits, V);
         if (id < 0) { fail = 1; snprintf(err, sizeof err, "out of memory"); break; }
         ngen++;
         if (r->kind == REQ_CHAT) {
@@ -422,6 +456,12 @@ void serve_gen_run(Server *s, Job *j) {
             if (ended) break;
             if (g.thinking) update(&g, 0, p.think_ids, p.n_think, 0);
             hit = update(&g, 1, p.resp_ids, p.n_resp, 0);
+            if (!hit && p.state >= XP_AFTER_RESPONSE && p.state != XP_DONE) {
+                /* the answer is settled: all of it goes before the first tool call */
+                if (r->stream && !g.settled) update(&g, 1, p.resp_ids, p.n_resp, 1);
+                g.settled = 1;
+                tool_deltas(&g);
+            }
         } else {
             if (id == m->cfg.eos_token_id) { ended = 1; break; }
             if (fed_push(&out, &nout, &capout, id)) { fail = 1; break; }
@@ -436,6 +476,7 @@ void serve_gen_run(Server *s, Job *j) {
     }
     double td = k3_now() - t1;
     if (ended || hit) finish = "stop";
+    if (ended && calls_done(&g)) finish = "tool_calls";
     if (!fail && !hit) {
         xtml_parser_finish(&p);
         if (r->kind == REQ_CHAT) {

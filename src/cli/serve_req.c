@@ -86,7 +86,8 @@ static int messages(ServeReq *r, const Json *m, char *err, size_t errlen) {
     if (m->len == 0) BAD("'messages' must not be empty");
     if (m->len > 100000) BAD("'messages' has over 100000 entries");
     r->msgs = calloc(m->len, sizeof *r->msgs);
-    if (!r->msgs) BAD("out of memory");
+    r->ext = calloc(m->len, sizeof *r->ext);
+    if (!r->msgs || !r->ext) BAD("out of memory");
     r->n_msgs = (int)m->len;
     for (int i = 0; i < r->n_msgs; i++) {
         const Json *o = m->items[i];
@@ -94,21 +95,32 @@ static int messages(ServeReq *r, const Json *m, char *err, size_t errlen) {
         const Json *role = json_get(o, "role");
         if (!role || role->type != JSON_STRING) BAD("messages[%d].role must be a string", i);
         const char *ro = role->str;
-        if (!strcmp(ro, "tool") || json_get(o, "tool_calls") || !strcmp(ro, "function"))
-            BAD("messages[%d]: tool messages and tool_calls are not supported by k3 serve yet "
-                "(docs/SERVE.md)", i);
+        if (!strcmp(ro, "function"))
+            BAD("messages[%d]: role 'function' (the deprecated function calling) is not "
+                "supported; use tool_calls and 'tool' messages", i);
         if (!strcmp(ro, "developer")) ro = "system";
-        if (strcmp(ro, "system") && strcmp(ro, "user") && strcmp(ro, "assistant"))
-            BAD("messages[%d].role '%.40s' is not system, developer, user or assistant", i, ro);
+        int tool = !strcmp(ro, "tool"), asst = !strcmp(ro, "assistant");
+        if (strcmp(ro, "system") && strcmp(ro, "user") && !asst && !tool)
+            BAD("messages[%d].role '%.40s' is not system, developer, user, assistant or tool",
+                i, ro);
         for (size_t k = 0; k < o->len; k++) {
             const char *key = o->keys[k];
-            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "name") &&
-                strcmp(key, "reasoning_content") && strcmp(key, "refusal"))
-                BAD("messages[%d]: unknown field '%.60s'", i, key);
+            int ok = !strcmp(key, "role") || !strcmp(key, "content") || !strcmp(key, "name") ||
+                     (asst && (!strcmp(key, "reasoning_content") || !strcmp(key, "refusal") ||
+                               !strcmp(key, "tool_calls"))) ||
+                     (tool && !strcmp(key, "tool_call_id"));
+            if (!ok) BAD("messages[%d]: unknown field '%.60s' for a %s message", i, key, ro);
         }
         const Json *c = json_get(o, "content");
-        if (!c && strcmp(ro, "assistant")) BAD("messages[%d].content is required", i);
+        if (!c && !asst) BAD("messages[%d].content is required", i);
         r->msgs[i].role = ro;
+        if (serve_req_tool_calls(r, i, json_get(o, "tool_calls"), err, errlen)) return 400;
+        const Json *id = json_get(o, "tool_call_id");
+        if (id && id->type != JSON_NULL) {
+            if (!text_ok(id)) BAD("messages[%d].tool_call_id must be a string", i);
+            r->ext[i].tool_call_id = id->str;
+        }
+        if (tool) r->uses_tools = 1;
         if (content(r, c, i, &r->msgs[i].content, err, errlen)) return 400;
         const Json *rc = json_get(o, "reasoning_content");
         if (rc && rc->type != JSON_NULL) {
@@ -118,8 +130,23 @@ static int messages(ServeReq *r, const Json *m, char *err, size_t errlen) {
             r->msgs[i].reasoning = rc->str;
         }
         const Json *nm = json_get(o, "name");
-        if (nm && nm->type != JSON_STRING) BAD("messages[%d].name must be a string", i);
+        if (nm && nm->type != JSON_STRING && nm->type != JSON_NULL)
+            BAD("messages[%d].name must be a string", i);
+        if (nm && nm->type == JSON_STRING) {
+            if (!text_ok(nm)) BAD("messages[%d].name contains a NUL character", i);
+            if (tool) r->ext[i].tool = nm->str;
+            else r->ext[i].name = nm->str;
+        }
     }
+    /* what the renderer alone can refuse: a tool message whose tool has no name,
+     * tool-call arguments that are JSON but not an object */
+    XtmlOpts xo = { r->thinking, r->effort, 1, 0 };
+    XtmlTools tl = { r->tools_json, r->tool_choice, r->ext };
+    XtmlSegs segs;
+    char rerr[256];
+    if (xtml_segments_tools(r->msgs, r->n_msgs, &xo, &tl, &segs, rerr, sizeof rerr))
+        BAD("messages: %s", rerr);
+    xtml_segs_free(&segs);
     return 0;
 }
 
@@ -161,12 +188,6 @@ static int neutral(const Json *d, char *err, size_t errlen) {
         if (!t || t->type != JSON_STRING || strcmp(t->str, "text"))
             BAD("'response_format' must be {\"type\": \"text\"}");
     }
-    if ((j = json_get(d, "tools")) && j->type != JSON_NULL &&
-        !(j->type == JSON_ARRAY && j->len == 0))
-        BAD("'tools' are not supported by k3 serve yet (docs/SERVE.md)");
-    if ((j = json_get(d, "tool_choice")) && j->type != JSON_NULL &&
-        !(j->type == JSON_STRING && !strcmp(j->str, "none")))
-        BAD("'tool_choice' is not supported by k3 serve yet (only \"none\")");
     if ((j = json_get(d, "model")) && j->type != JSON_STRING) BAD("'model' must be a string");
     if ((j = json_get(d, "user")) && j->type != JSON_STRING && j->type != JSON_NULL)
         BAD("'user' must be a string");
@@ -275,10 +296,14 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
             if (!t) r->thinking = 0;
         }
     }
+    if (serve_req_tools(r, d, err, errlen)) return 400;
     return messages(r, json_get(d, "messages"), err, errlen);
 }
 
 void serve_req_free(ServeReq *r) {
+    for (int i = 0; r->ext && i < r->n_msgs; i++) free((void *)r->ext[i].calls);
+    free(r->ext);
+    free(r->tools_json);
     for (int i = 0; i < r->n_parts; i++) free(r->parts[i]);
     free(r->parts);
     free(r->msgs);

@@ -26,7 +26,8 @@ static const char TOOLS[] =
 
 static const XtmlToolCall CALLS1[] = {
     { "c1", "get_weather", "{\"city\": \"Paris\"}" },
-    { "c2", "get_weather", "{\"city\":\"Rome\",\"days\":3,\"opts\":{\"u\":\"c\",\"x\":[1,2.5,true,null]}}" },
+    { "c2", "get_weather",
+      "{\"city\":\"Rome\",\"days\":3,\"opts\":{\"u\":\"c\",\"x\":[1,2.5,true,null]}}" },
 };
 static const XtmlToolCall CALLS2[] = {
     { "c3", "search", "not json {" },
@@ -87,7 +88,8 @@ static void check_case(const Tok *t, XtmlOpts o, const XtmlTools *tl, const char
     CHECK(xtml_render_ids_tools(t, CHAT, NMSG, &o, tl, &ids, &k, err, sizeof err) == 0, "%s", err);
     size_t i = 0;
     while (i < k && i < nwant && ids[i] == want_ids[i]) i++;
-    CHECK(k == nwant && i == k, "%s: %zu ids, want %zu; first difference at %zu", name, k, nwant, i);
+    CHECK(k == nwant && i == k, "%s: %zu ids, want %zu; first difference at %zu", name, k,
+          nwant, i);
     free(ids);
 }
 
@@ -184,7 +186,8 @@ static void test_parse(const Tok *t) {
     XtmlMsg m[3] = { CHAT[0], CHAT[1], CHAT[2] };
     XtmlMsgExt x[3] = { EXT[0], EXT[1], EXT[2] };
     static const char *const WANT[2] = { "{\"city\": \"Paris\"}",
-        "{\"city\": \"Rome\", \"days\": 3, \"opts\": {\"u\": \"c\", \"x\": [1, 2.5, true, null]}}" };
+        "{\"city\": \"Rome\", \"days\": 3, \"opts\": {\"u\": \"c\", \"x\": "
+        "[1, 2.5, true, null]}}" };
     for (int think = 0; think < 2; think++)
         for (int tools_on = 0; tools_on < 2; tools_on++) {
             size_t n;

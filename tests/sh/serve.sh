@@ -213,7 +213,7 @@ bad "unknown message field" '{"messages": [{"role": "user", "content": "hi", "mo
 bad "reasoning on user" \
   '{"messages": [{"role": "user", "content": "hi", "reasoning_content": "r"}]}'
 bad "tool role" '{"messages": [{"role": "tool", "content": "hi"}]}'
-bad "tool_calls" '{"messages": [{"role": "assistant", "content": "", "tool_calls": []}]}'
+bad "tool_calls an object" '{"messages": [{"role": "assistant", "content": "", "tool_calls": {}}]}'
 bad "unknown field" "{$OKM, \"frobnicate\": true}"
 bad "temperature string" "{$OKM, \"temperature\": \"hot\"}"
 bad "temperature negative" "{$OKM, \"temperature\": -0.5}"
