@@ -4,7 +4,87 @@
 # nothing is resumed) over one keep-alive connection; the engine's prefill and decode
 # seconds come from /metrics, the rest is HTTP, JSON, the queue and rendering.
 # Usage: sh tools/bench_serve.sh [N] [G] > docs/data/serve_bench.txt
+#
+# sh tools/bench_serve.sh fw [MODEL_DIR] [RUNS] [G]: time to first token and tokens/s of
+# one greedy completion through k3 serve (a fresh server per run: its first request, cold
+# like a batch run; streamed, timed by curl: TTFT = the first byte of the stream, sent
+# once the prompt is prefilled; decode = (G - 1) tokens over the rest) against the same
+# prompt and budget in batch mode (its own prefill and s/token lines), on the full-width
+# slice (default /var/tmp/k3mem/fw6), with and without kept states (--state-cache-gb 0).
+# Every run holds /var/tmp/bench.lock (one heavy run at a time); medians of RUNS.
 K3=${K3:-./bin/k3}; M=${M:-tests/models/tiny5}; TK=${TK:-tests/tok/tiny}
+FWMEM=${FWMEM:---trunk-gb 8 --cache-gb 2 --ctx 256}
+FWPROMPT="The capital of France is a city that many people visit every year"
+LOCK=${LOCK:-/var/tmp/bench.lock}
+if [ "$1" = fw-server ]; then        # one server run (inside the lock): prints 4 numbers
+  FW=$2; G=$3; shift 3
+  T=$(mktemp -d); trap 'kill $pid 2>/dev/null; rm -rf "$T"' EXIT
+  "$K3" serve "$FW" --tok $TK --port 0 $FWMEM "$@" 2> "$T/err" & pid=$!
+  while ! grep -qs 'listening on' "$T/err"; do
+    kill -0 $pid 2>/dev/null || { cat "$T/err" >&2; exit 1; }; sleep 0.2
+  done
+  U=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/err")
+  printf '{"prompt": "%s", "max_tokens": %d, "temperature": 0, "stream": true, ' \
+    "$FWPROMPT" $G > "$T/b"
+  printf '"stream_options": {"include_usage": true}}' >> "$T/b"
+  curl -s -N -o "$T/out" -w '%{time_starttransfer} %{time_total}\n' "$U/v1/completions" \
+    -d @"$T/b" > "$T/w"
+  curl -s "$U/metrics" > "$T/m"
+  pt=$(sed -n 's/.*"prompt_tokens": \([0-9]*\).*/\1/p' "$T/out")
+  ct=$(sed -n 's/.*"completion_tokens": \([0-9]*\).*/\1/p' "$T/out")
+  pf=$(sed -n 's/^k3_prefill_seconds_total //p' "$T/m")
+  dc=$(sed -n 's/^k3_decode_seconds_total //p' "$T/m")
+  echo "$(cat "$T/w") $pt $ct $pf $dc"
+  exit 0
+fi
+med() {
+  sort -g | awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR/2] + v[NR/2+1]) / 2}'
+}
+if [ "$1" = fw ]; then
+  FW=${2:-/var/tmp/k3mem/fw6}; R=${3:-3}; G=${4:-8}
+  T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+  echo "k3 serve vs batch mode on $FW: prompt \"$FWPROMPT\" (tokenizer $TK), $G greedy"
+  echo "tokens, $FWMEM, $R runs each (interleaved), medians; every run under flock $LOCK"
+  r=1
+  while [ $r -le $R ]; do
+    flock "$LOCK" "$K3" "$FW" --tok $TK --prompt "$FWPROMPT" --gen $G $FWMEM \
+      2> "$T/batch.err" > /dev/null || { cat "$T/batch.err"; exit 1; }
+    pf=$(sed -n 's/^k3: prefill \([0-9]*\) tokens in \([0-9.]*\) s.*/\2/p' "$T/batch.err")
+    pt=$(sed -n 's/^k3: prefill \([0-9]*\) tokens in.*/\1/p' "$T/batch.err")
+    spt=$(sed -n 's/^k3: generated \([0-9]*\) tokens; \([0-9.]*\) s\/token.*/\2/p' \
+      "$T/batch.err")
+    echo "$pf $spt $pt" >> "$T/batch"
+    for mode in cold kept; do
+      if [ $mode = cold ]; then fl="--state-cache-gb 0"; else fl=""; fi
+      flock "$LOCK" sh "$0" fw-server "$FW" $G $fl >> "$T/$mode" || exit 1
+    done
+    echo "  run $r: batch $(tail -n 1 "$T/batch"); serve cold $(tail -n 1 "$T/cold");" \
+      "serve kept $(tail -n 1 "$T/kept")"
+    r=$((r+1))
+  done
+  bp=$(cut -d' ' -f1 "$T/batch" | med); bs=$(cut -d' ' -f2 "$T/batch" | med)
+  echo "batch mode:  TTFT (prefill $(cut -d' ' -f3 "$T/batch" | head -n 1) tokens) $bp s;" \
+    "decode $bs s/token"
+  for mode in cold kept; do
+    awk -v G=$G '{print $1}' "$T/$mode" | med > "$T/t"
+    awk -v G=$G '{print ($2 - $1) / (G - 1)}' "$T/$mode" | med > "$T/d"
+    awk '{print $5}' "$T/$mode" | med > "$T/ip"
+    awk '{print $6 / ($4 - 1)}' "$T/$mode" | med > "$T/id"
+    tt=$(cat "$T/t"); dd=$(cat "$T/d")
+    if [ $mode = cold ]; then what="--state-cache-gb 0"; else what="default (kept states)"; fi
+    echo "serve, $what: prompt $(awk '{print $3}' "$T/$mode" | head -n 1) tokens," \
+      "$(awk '{print $4}' "$T/$mode" | head -n 1) generated"
+    awk -v t=$tt -v d=$dd -v bp=$bp -v bs=$bs -v ip=$(cat "$T/ip") -v id=$(cat "$T/id") 'BEGIN {
+      printf "  TTFT %.3f s (%+.1f%% vs batch), decode %.3f s/token = %.3f tok/s (%+.1f%%" \
+        " time per token vs batch)\n", t, 100 * (t / bp - 1), d, 1 / d, 100 * (d / bs - 1)
+      printf "  (the engine inside the server, from /metrics: prefill %.3f s, decode %.3f" \
+        " s/token)\n", ip, id }'
+  done
+  echo "(+: the server is slower than batch mode by that much)"
+  echo "machine: $(nproc) vCPU, $(uname -m), $(free -g | awk '/Mem:/ {print $2}') GB;" \
+    "$(date -u +%Y-%m-%d); page cache warm (the slice is read from the host's cache)"
+  exit 0
+fi
 N=${1:-50}; G=${2:-8}
 T=$(mktemp -d); trap 'kill $pid 2>/dev/null; rm -rf "$T"' EXIT
 "$K3" serve $M --tok $TK --port 0 --state-cache-gb 0 2> "$T/err" & pid=$!

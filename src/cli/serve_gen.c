@@ -385,9 +385,11 @@ void serve_gen_run(Server *s, Job *j) {
     if (k) { free(k->fed); free(k); }
     if (!st) { job_error(j, 500, "out of memory", 0); j->failed = 1; free(fed); return; }
     /* prefill all but the last id, keep that state (a repeat or the next turn of this
-     * conversation resumes from it), then feed the last id for the first logits */
+     * conversation resumes from it), then feed the last id for the first logits. That
+     * split costs one more forward than a single prefill (a decode step's worth of weight
+     * reads; docs/data/serve_bench.txt): without kept states the prompt is one prefill. */
     double t0 = k3_now();
-    const size_t pre = n - 1;
+    const size_t pre = s->cache_gb > 0 ? n - 1 : n;
     int *v = malloc(sizeof(int) * (n - reuse));
     int rc = v ? 0 : -1;
     for (size_t i = reuse; v && i < n; i++) v[i - reuse] = fed[i];
@@ -406,8 +408,9 @@ void serve_gen_run(Server *s, Job *j) {
         }
         else if (snap) k3_state_free(m, snap);
     }
-    if (!rc) rc = k3_forward(&s->eng, st, v + (pre - reuse), 1, s->eng.rs.logits, 0, err,
-                             sizeof err);
+    if (!rc && pre < n)
+        rc = k3_forward(&s->eng, st, v + (pre - reuse), 1, s->eng.rs.logits, 0, err,
+                        sizeof err);
     free(v);
     double tp = k3_now() - t0;
     if (rc) {
