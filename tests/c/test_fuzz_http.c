@@ -73,6 +73,17 @@ static int body(const char *s, int kind) {
     return rc;
 }
 
+/* A request with every tool piece: declaration, named tool_choice, a call, its answer. */
+#define TOOL_BODY \
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"w?\", \"name\": \"bob\"}, " \
+    "{\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"c1\", " \
+    "\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": " \
+    "\"{\\\"city\\\": \\\"Paris\\\"}\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"c1\", " \
+    "\"content\": \"18C\"}], \"tools\": [{\"type\": \"function\", \"function\": {\"name\": " \
+    "\"get_weather\", \"parameters\": {\"type\": \"object\"}}}, {\"type\": \"function\", " \
+    "\"function\": {\"name\": \"search\"}}], \"tool_choice\": {\"type\": \"function\", " \
+    "\"function\": {\"name\": \"search\"}}, \"parallel_tool_calls\": false}"
+
 static void fixed_bodies(void) {
     char err[512];
     ServeReq q;
@@ -94,6 +105,16 @@ static void fixed_bodies(void) {
     CHECK(serve_req_parse(off, strlen(off), REQ_CHAT, &q, err, sizeof err) == 0 && !q.thinking,
           "thinking off");
     serve_req_free(&q);
+    CHECK(serve_req_parse(TOOL_BODY, strlen(TOOL_BODY), REQ_CHAT, &q, err, sizeof err) == 0,
+          "tools: %s", err);
+    CHECK(q.n_msgs == 3 && q.ext && q.ext[1].n_calls == 1 &&
+          !strcmp(q.ext[1].calls[0].name, "get_weather") &&
+          !strcmp(q.ext[1].calls[0].arguments, "{\"city\": \"Paris\"}") &&
+          !strcmp(q.ext[2].tool_call_id, "c1") && !strcmp(q.ext[0].name, "bob") &&
+          q.tool_choice == XTC_REQUIRED && q.parse_tools && q.uses_tools && q.tools_json &&
+          !strcmp(q.tools_json, "[{\"function\":{\"name\":\"search\"},\"type\":\"function\"}]"),
+          "tool fields (declaration %s)", q.tools_json ? q.tools_json : "(none)");
+    serve_req_free(&q);
     /* reasoning_effort: every OpenAI value onto an effort the encoder accepts */
     static const struct { const char *v, *effort; int thinking; } eff[] = {
         { "none", "max", 0 }, { "minimal", "low", 1 }, { "low", "low", 1 },
@@ -106,7 +127,8 @@ static void fixed_bodies(void) {
         int rc = serve_req_parse(b, strlen(b), REQ_CHAT, &q, err, sizeof err);
         CHECK(rc == 0 && q.thinking == eff[i].thinking && !strcmp(q.effort, eff[i].effort) &&
               (!q.thinking || xtml_effort_ok(q.effort)),
-              "reasoning_effort %s: rc %d thinking %d effort %s", eff[i].v, rc, q.thinking, q.effort);
+              "reasoning_effort %s: rc %d thinking %d effort %s", eff[i].v, rc, q.thinking,
+              q.effort);
         serve_req_free(&q);
     }
     CHECK(!serve_effort("Medium") && !serve_effort("") && !serve_effort("maximum"),
@@ -141,7 +163,9 @@ static void fixed_bodies(void) {
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
 
-static const char *TOKENS[] = { "\r\n", "\r\n\r\n", ":", " ", "\n", "Content-Length: ",
+static const char *TOKENS[] = { "\"tools\"", "\"tool_calls\"", "\"tool\"", "\"function\"",
+    "\"tool_choice\"", "\"required\"", "\"arguments\"", "\"tool_call_id\"", "\"name\"",
+    "\r\n", "\r\n\r\n", ":", " ", "\n", "Content-Length: ",
     "Host: x\r\n", "Transfer-Encoding: chunked\r\n", "Connection: close\r\n", "HTTP/1.1",
     "99999999999999999999", "0", "\x00", "\xff", "{", "}", "[", "]", ",", "\"", "\\u0000",
     "\\ud800", "null", "true", "1e999", "-1", "\"messages\"", "\"role\"", "\"user\"",
@@ -180,12 +204,13 @@ static void fuzz(int iters) {
         "\"content\": [{\"type\": \"text\", \"text\": \"b\"}], \"reasoning_content\": \"r\"}], "
         "\"temperature\": 0.5, \"stop\": [\"x\"], \"stream\": true, \"stream_options\": "
         "{\"include_usage\": true}, \"chat_template_kwargs\": {\"thinking\": false}}",
-        "{\"prompt\": \"abc\", \"max_tokens\": 3, \"top_k\": 4, \"seed\": 1, \"stop\": \"q\"}" };
+        "{\"prompt\": \"abc\", \"max_tokens\": 3, \"top_k\": 4, \"seed\": 1, \"stop\": \"q\"}",
+        TOOL_BODY };
     size_t cap = 4096;
     unsigned char *s = malloc(cap);
     long accepted = 0, refused = 0;
     for (int it = 0; it < iters; it++) {
-        int which = it % 4;
+        int which = it % 5;
         const char *seed = which < 2 ? seeds_h[which] : seeds_b[which - 2];
         size_t n = strlen(seed);
         memcpy(s, seed, n);
@@ -204,7 +229,7 @@ static void fuzz(int iters) {
             }
         } else {
             ServeReq q;
-            int rc = serve_req_parse((const char *)s, n, which == 2 ? REQ_CHAT : REQ_COMPLETION,
+            int rc = serve_req_parse((const char *)s, n, which == 3 ? REQ_COMPLETION : REQ_CHAT,
                                      &q, err, sizeof err);
             if (rc) {
                 refused++;
