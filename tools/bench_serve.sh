@@ -12,6 +12,9 @@
 # prompt and budget in batch mode (its own prefill and s/token lines), on the full-width
 # slice (default /var/tmp/k3mem/fw6), with and without kept states (--state-cache-gb 0).
 # Every run holds /var/tmp/bench.lock (one heavy run at a time); medians of RUNS.
+# sh tools/bench_serve.sh share FILE: from the run lines of that output, the server's own
+# share of each run (curl's first byte - the engine's prefill; curl's time after it - the
+# engine's decode seconds, both from /metrics).
 K3=${K3:-./bin/k3}; M=${M:-tests/models/tiny5}; TK=${TK:-tests/tok/tiny}
 FWMEM=${FWMEM:---trunk-gb 8 --cache-gb 2 --ctx 256}
 FWPROMPT="The capital of France is a city that many people visit every year"
@@ -37,6 +40,15 @@ if [ "$1" = fw-server ]; then        # one server run (inside the lock): prints 
   echo "$(cat "$T/w") $pt $ct $pf $dc"
   exit 0
 fi
+if [ "$1" = share ]; then           # the server's own share in each run line of FILE
+  awk '/run [0-9].*batch/ {
+    for (i = 1; i <= NF; i++) if ($i == "cold" || $i == "kept") {
+      f = $(i+1); t = $(i+2); p = $(i+5); d = $(i+6); sub(/;/, "", d)
+      printf "run %s %s ttft_share_ms %.1f decode_share_ms %.1f\n", $2, $i, 1000 * (f - p),
+        1000 * ((t - f) - d)
+    } }' "$2"
+  exit 0
+fi
 med() {
   sort -g | awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR/2] + v[NR/2+1]) / 2}'
 }
@@ -45,6 +57,8 @@ if [ "$1" = fw ]; then
   T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
   echo "k3 serve vs batch mode on $FW: prompt \"$FWPROMPT\" (tokenizer $TK), $G greedy"
   echo "tokens, $FWMEM, $R runs each (interleaved), medians; every run under flock $LOCK"
+  echo "(per run: batch = prefill s, s/token, prompt tokens; serve = curl's first byte s, total"
+  echo " s, prompt tokens, generated tokens, then /metrics prefill s and decode s)"
   r=1
   while [ $r -le $R ]; do
     flock "$LOCK" "$K3" "$FW" --tok $TK --prompt "$FWPROMPT" --gen $G $FWMEM \
@@ -58,8 +72,8 @@ if [ "$1" = fw ]; then
       if [ $mode = cold ]; then fl="--state-cache-gb 0"; else fl=""; fi
       flock "$LOCK" sh "$0" fw-server "$FW" $G $fl >> "$T/$mode" || exit 1
     done
-    echo "  run $r: batch $(tail -n 1 "$T/batch"); serve cold $(tail -n 1 "$T/cold");" \
-      "serve kept $(tail -n 1 "$T/kept")"
+    echo "  run $r (load average $(cut -d' ' -f1 /proc/loadavg)): batch $(tail -n 1 "$T/batch");" \
+      "serve cold $(tail -n 1 "$T/cold"); serve kept $(tail -n 1 "$T/kept")"
     r=$((r+1))
   done
   bp=$(cut -d' ' -f1 "$T/batch" | med); bs=$(cut -d' ' -f2 "$T/batch" | med)
