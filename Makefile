@@ -62,8 +62,15 @@ clean:
 #   tok_text tok_model tok_config   tests/c/test_tok_fuzz.c (encoder, tiktoken.model,
 #                                   tokenizer_config.json)
 #   chat_hist                       tests/c/test_fuzz_hist.c (chat history JSONL)
+#   http_head serve_req             tests/c/test_fuzz_http.c (k3 serve: HTTP request head,
+#                                   request JSON)
+#   chat_state                      tests/c/test_fuzz_state.c (saved chat state)
+#   trunk                           tests/c/test_fuzz_trunk.c (packed trunk header + index)
 # Their custom mutator mixes libFuzzer's byte mutations with structural JSON ones
-# (tests/c/fuzz_json.h); inputs up to 16 KiB (4 KiB for tok_text). Corpus, log and any
+# (tests/c/fuzz_json.h), line and field ones (trunk); inputs up to 16 KiB (4 KiB for
+# tok_text, 64 KiB for trunk, 1 MiB for chat_state: a whole state). The last four link the
+# whole library (chat_state and trunk open an engine on tests/models/tiny5f), built by
+# clang under the same sanitizers in $(BUILD)/fuzz/lib. Corpus, log and any
 # crash input: $(BUILD)/fuzz/TARGET/. Without a clang that has libFuzzer (FUZZ_CC), the
 # same harnesses run as the built-in mutation fuzzers, FUZZ_SECONDS each, under $(CC)'s
 # ASan/UBSan. `make fuzz-parsers`: the first four.
@@ -73,7 +80,8 @@ FUZZ_RUNS    ?=
 FUZZ_CC      ?= clang
 FUZZ_TMPDIR  ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo /tmp)
 FUZZ_PARSERS := json st_header st_index config
-FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist
+FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist http_head serve_req \
+                chat_state trunk
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
                 -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Itests/c -pthread
 TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
@@ -84,6 +92,8 @@ fuzz_main = $(if $(filter $(1),$(FUZZ_PARSERS)),tests/c/test_fuzz_parsers.c,$(if
             $(filter tok_%,$(1)),tests/c/test_tok_fuzz.c,tests/c/test_fuzz_hist.c))
 fuzz_src  = $(call fuzz_main,$(1)) $(if $(filter $(1),$(FUZZ_PARSERS)),$(PARSERSRC),$(if \
             $(filter tok_%,$(1)),$(TOKSRC),$(HISTSRC)))
+FUZZ_LIB  := $(BUILD)/fuzz/lib
+FUZZ_LIBOBJ = $(filter-out $(FUZZ_LIB)/cli/main.o,$(patsubst src/%.c,$(FUZZ_LIB)/%.o,$(SRC)))
 
 .PHONY: fuzz-parsers fuzz-run
 fuzz:
@@ -102,6 +112,7 @@ fuzz-run:
 	  $(MAKE) --no-print-directory $(FUZZ_LIST:%=$(BUILD)/fuzz/lf_%) && \
 	  for t in $(FUZZ_LIST); do \
 	    d=$(BUILD)/fuzz/$$t; mkdir -p $$d/corpus; ml=16384; [ $$t != tok_text ] || ml=4096; \
+	    [ $$t != trunk ] || ml=65536; [ $$t != chat_state ] || ml=1048576; \
 	    if TMPDIR=$(FUZZ_TMPDIR) $(BUILD)/fuzz/lf_$$t -max_total_time=$(FUZZ_SECONDS) \
 	         $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS)) -max_len=$$ml -timeout=10 -rss_limit_mb=4096 \
 	         -print_final_stats=1 -artifact_prefix=$$d/ $$d/corpus > $$d/log 2>&1; then \
@@ -121,10 +132,24 @@ fuzz-run:
 	fi
 
 $(BUILD)/fuzz/lf_%: $(FUZZDEPS) tests/c/test_fuzz_parsers.c tests/c/test_tok_fuzz.c \
-                    tests/c/test_fuzz_hist.c
+                    tests/c/test_fuzz_hist.c tests/c/test_fuzz_http.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_FLAGS) -DK3_LIBFUZZER -DFUZZ_TARGET_$* -o $@ \
 	  $(call fuzz_src,$*) -lm
+# The engine targets: the library built by clang with coverage and the sanitizers.
+.PHONY: fuzz-lib libobj
+libobj: $(LIBOBJ)
+fuzz-lib:
+	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=$(FUZZ_LIB) \
+	  OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+	  -fno-omit-frame-pointer" libobj
+$(BUILD)/fuzz/lf_http_head $(BUILD)/fuzz/lf_serve_req: tests/c/test_fuzz_http.c fuzz-lib
+$(BUILD)/fuzz/lf_chat_state: tests/c/test_fuzz_state.c fuzz-lib
+$(BUILD)/fuzz/lf_trunk: tests/c/test_fuzz_trunk.c fuzz-lib
+$(BUILD)/fuzz/lf_http_head $(BUILD)/fuzz/lf_serve_req $(BUILD)/fuzz/lf_chat_state \
+$(BUILD)/fuzz/lf_trunk: tests/c/fuzz_json.h
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_FLAGS) -DK3_LIBFUZZER -DFUZZ_TARGET_$(@F:lf_%=%) \
+	  -o $@ $(filter %.c,$^) $(FUZZ_LIBOBJ) -lm
 $(BUILD)/fuzz/mf_parsers: tests/c/test_fuzz_parsers.c $(FUZZDEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(FUZZ_FLAGS) -o $@ $< $(PARSERSRC) -lm

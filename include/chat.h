@@ -87,6 +87,9 @@ int chat_render(Chat *c, int32_t **ids, size_t *n);
  * --ctx; a missing path or not a regular file). */
 int chat_state_save(Chat *c, const char *path, char *err, size_t errlen);
 int chat_state_load(Chat *c, const char *path, char *err, size_t errlen);
+/* The reader over a file's n bytes in memory, name standing for its path (the fuzzer). */
+int chat_state_load_bytes(Chat *c, const char *name, const void *data, size_t n, char *err,
+                          size_t errlen);
 /* The file's checksum over its first n bytes (the last 8 bytes hold it); for the fuzzer. */
 uint64_t chat_state_checksum(const void *p, size_t n);
 #endif

@@ -151,6 +151,7 @@ static int r_bytes(StateReader *r, void *p, size_t n) {
     unsigned char *d = p;
     while (n) {
         if (r->pos == r->len) {
+            if (r->fd < 0) { r->err = 0; return -1; }      /* in memory: the end */
             ssize_t k = read(r->fd, r->b, BUF);
             if (k < 0 && errno == EINTR) continue;
             if (k <= 0) { r->err = k < 0 ? errno : 0; return -1; }
@@ -326,16 +327,11 @@ static int fits(const StateReader *r, uint64_t n, uint64_t each) {
     return each == 0 || n <= (r->size - r->done) / each;
 }
 
+static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t errlen);
+
 int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
-    const K3Config *cf = &c->eng.m.cfg;
-    K3State *s = c->st;
-    int rc = 0;
-    int32_t *fed = NULL, *ids = NULL;
-    ChatMsg *old = NULL;            /* the records replaced, put back if the load fails */
-    uint32_t n_old = 0;
     StateReader r = { -1, NULL, 0, 0, { { 0 }, { 0 }, 0, 0 }, 0, 0, 0 };
     struct stat sb;
-    const char *hist = c->history ? c->history : "(no --history)";
     r.fd = open(path, O_RDONLY);
     if (r.fd < 0) {
         snprintf(err, errlen, "state %s: %s", path, strerror(errno));
@@ -350,6 +346,28 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     if (!r.b) {
         close(r.fd); snprintf(err, errlen, "state %s: out of memory", path); return K3_ERR_RUNTIME;
     }
+    int rc = load(c, &r, path, err, errlen);
+    free(r.b);
+    close(r.fd);
+    return rc;
+}
+
+/* The same reader over n bytes in memory (fd -1: the buffer is the whole file). */
+int chat_state_load_bytes(Chat *c, const char *name, const void *data, size_t n, char *err,
+                          size_t errlen) {
+    StateReader r = { -1, (unsigned char *)data, 0, n, { { 0 }, { 0 }, 0, 0 }, 0, n, 0 };
+    return load(c, &r, name, err, errlen);
+}
+
+static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t errlen) {
+    const K3Config *cf = &c->eng.m.cfg;
+    K3State *s = c->st;
+    int rc = 0;
+    int32_t *fed = NULL, *ids = NULL;
+    ChatMsg *old = NULL;            /* the records replaced, put back if the load fails */
+    uint32_t n_old = 0;
+    StateReader r = *rp;            /* (copied back before returning) */
+    const char *hist = c->history ? c->history : "(no --history)";
     h_init(&r.h);
     char magic[8];
     uint32_t u, d[8];
@@ -534,7 +552,7 @@ out:
             m->gen_thinking = old[i].gen_thinking; m->gen_state = old[i].gen_state;
         } else if (old[i].role) free(old[i].gen_ids);
     }
-    free(old); free(fed); free(ids); free(r.b);
-    close(r.fd);
+    free(old); free(fed); free(ids);
+    *rp = r;
     return rc;
 }

@@ -7,7 +7,9 @@
  * message naming the file that echoes no raw control byte, the conversation and the state
  * left as they were; or it loads, and then the state holds exactly the ids it claims
  * (pos == nfed, a prefix of the transcript) and saves back to a file that loads again to
- * the same ids. Runs in seconds (3000 inputs); `test_fuzz_state SECONDS` runs longer.
+ * the same ids. Inputs go through chat_state_load_bytes (no file writes), the fixed cases
+ * and the reloads through chat_state_load. Runs in seconds (3000 inputs);
+ * `test_fuzz_state SECONDS` runs longer.
  *
  * Built with -DK3_LIBFUZZER -DFUZZ_TARGET_chat_state it is the libFuzzer target chat_state. */
 #include <stdio.h>
@@ -17,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "chat.h"
+#define FJ_OWN_MUTATOR
 #include "fuzz_json.h"
 
 #define MODEL "tests/models/tiny5f"
@@ -25,8 +28,9 @@
 static char g_path[300], g_path2[300];
 static Chat g_chat[2];                          /* thinking off, on */
 static ChatLog g_keep[2];                       /* each conversation as it was saved */
+static int g_full;                              /* resave the seeds too */
 static unsigned char *g_seed[2];
-static size_t g_nseed[2];
+static size_t g_nseed[2], g_head[2];            /* file bytes, bytes before the tensors */
 
 static void fail_now(const char *what, const char *msg) {
     printf("FAIL %s: %s\n", what, msg);
@@ -128,6 +132,15 @@ static void setup(void) {
             fail_now("seed", "a chat turn failed");
         if (chat_state_save(c, g_path, err, sizeof err)) fail_now("seed save", err);
         g_seed[k] = read_all(g_path, &g_nseed[k]);
+        const K3Config *cf = &c->eng.m.cfg;
+        size_t tensors = 0;
+        for (int L = 0; L < cf->num_hidden_layers; L++)
+            tensors += cf->is_kda[L]
+                ? 4 * (size_t)cf->kda_num_heads * cf->kda_head_dim *
+                      (cf->kda_head_dim + 3 * (size_t)(cf->short_conv_kernel_size - 1))
+                : 4 * (size_t)c->st->pos * (size_t)(cf->kv_lora_rank + cf->qk_rope_head_dim);
+        if (tensors + 8 >= g_nseed[k]) fail_now("seed", "shorter than its tensors");
+        g_head[k] = g_nseed[k] - tensors - 8;
         keep_log(&c->log, &g_keep[k]);
     }
     fflush(stdout); fflush(stderr);
@@ -141,10 +154,9 @@ static void cleanup(void) { unlink(g_path); unlink(g_path2); }
 static int check_one(int k, const unsigned char *d, size_t n) {
     Chat *c = &g_chat[k];
     char err[2048] = "";
-    write_file(g_path, d, n);
     int32_t *fed0 = c->fed;
     size_t nfed0 = c->nfed;
-    int rc = chat_state_load(c, g_path, err, sizeof err);
+    int rc = chat_state_load_bytes(c, g_path, d, n, err, sizeof err);
     if (rc) {
         if (rc != 1 && rc != 2) fail_now("state", "refused with an exit code other than 1 or 2");
         if (!strstr(err, g_path)) fail_now("state refusal does not name the file", err);
@@ -162,7 +174,11 @@ static int check_one(int k, const unsigned char *d, size_t n) {
     if (c->nfed > m || memcmp(ids, c->fed, sizeof *ids * c->nfed))
         fail_now("state load", "the fed ids are not a prefix of the transcript");
     free(ids);
-    /* saves and loads back to the same ids */
+    /* saves and loads back to the same ids (the seeds did in check_seeds) */
+    if (!g_full && n == g_nseed[k] && !memcmp(d, g_seed[k], n)) {
+        restore_records(&c->log, &g_keep[k]);
+        return 1;
+    }
     int32_t *fed1 = malloc(sizeof *fed1 * (c->nfed + 1));
     size_t nfed1 = c->nfed;
     memcpy(fed1, c->fed, sizeof *fed1 * nfed1);
@@ -173,6 +189,13 @@ static int check_one(int k, const unsigned char *d, size_t n) {
     free(fed1);
     restore_records(&c->log, &g_keep[k]);
     return 1;
+}
+
+static void check_seeds(void) {
+    g_full = 1;
+    for (int k = 0; k < 2; k++)
+        if (check_one(k, g_seed[k], g_nseed[k]) != 1) fail_now("state seed", "refused");
+    g_full = 0;
 }
 
 /* As given, then with the trailing checksum made right. */
@@ -199,25 +222,42 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
     setup();
     atexit(cleanup);
+    check_seeds();
     return 0;
 }
-/* Half the time a seed, else libFuzzer's byte mutations. The first byte of an input picks
- * the chat (its low bit: thinking off / on); the rest is the file. */
+/* An input is a selector byte and the head of a state file: everything before the tensors
+ * (header, fingerprint, options, ids, records), where the reader decides; the harness
+ * appends the seed's tensor bytes and the checksum. Selector: bit 0 the chat (thinking
+ * off / on), bit 1 the seed's checksum as stored (else the right one for the bytes), bits
+ * 2-7 cut that many times 37 bytes off the tensors (truncations). 1 in 16 a seed's head,
+ * else libFuzzer's byte mutations. */
 size_t LLVMFuzzerCustomMutator(uint8_t *d, size_t n, size_t max, unsigned int seed);
 size_t LLVMFuzzerCustomMutator(uint8_t *d, size_t n, size_t max, unsigned int seed) {
     if (n < 2 || seed % 16 == 0) {
         int k = (int)(seed / 16 % 2);
-        if (g_nseed[k] + 1 <= max) {
+        if (g_head[k] + 1 <= max) {
             d[0] = (uint8_t)k;
-            memcpy(d + 1, g_seed[k], g_nseed[k]);
-            return g_nseed[k] + 1;
+            memcpy(d + 1, g_seed[k], g_head[k]);
+            return g_head[k] + 1;
         }
     }
     return LLVMFuzzerMutate(d, n, max);
 }
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
-    if (n) check_state(d[0] & 1, d + 1, n - 1);
+    static unsigned char *f;
+    static size_t cap;
+    if (!n) return 0;
+    const int k = d[0] & 1;
+    const size_t h = n - 1, tl = g_nseed[k] - 8 - g_head[k], cut = (size_t)(d[0] >> 2) * 37;
+    const size_t t = cut < tl ? tl - cut : 0, m = h + t + 8;
+    if (m > cap) { free(f); cap = m; f = malloc(cap); }
+    memcpy(f, d + 1, h);
+    memcpy(f + h, g_seed[k] + g_head[k], t);
+    uint64_t sum = chat_state_checksum(f, h + t);
+    if (d[0] & 2) memcpy(f + h + t, g_seed[k] + g_nseed[k] - 8, 8);
+    else for (int i = 0; i < 8; i++) f[h + t + i] = (unsigned char)(sum >> (8 * i));
+    check_one(k, f, m);
     return 0;
 }
 #else
@@ -257,7 +297,7 @@ static void mutate(unsigned char *b, size_t *np, size_t cap, size_t head) {
 /* Refusals the mutations must also reach, with their exit codes (README "Exit codes"). */
 static void expect(int k, const unsigned char *d, size_t n, int want, const char *needle) {
     char err[2048] = "";
-    write_file(g_path, d, n);
+    write_file(g_path, d, n);              /* the file reader here, the bytes one elsewhere */
     int rc = chat_state_load(&g_chat[k], g_path, err, sizeof err);
     if (rc != want || !strstr(err, needle)) {
         printf("FAIL state refusal: expected exit %d and '%s', got %d: %s\n", want, needle, rc,
@@ -269,8 +309,7 @@ static void expect(int k, const unsigned char *d, size_t n, int want, const char
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 0;
     setup();
-    for (int k = 0; k < 2; k++)
-        if (check_state(k, g_seed[k], g_nseed[k]) != 1) fail_now("state seed", "refused");
+    check_seeds();
     /* a state of the other thinking mode is a settings refusal (2); a damaged one is 1 */
     expect(1, g_seed[0], g_nseed[0], 2, "saved with thinking off");
     size_t n0 = g_nseed[0], cap = (n0 > g_nseed[1] ? n0 : g_nseed[1]) + 4096;

@@ -21,6 +21,7 @@
 #include "../../src/mem/internal.h"
 #include "cli.h"
 #include "dio.h"
+#define FJ_OWN_MUTATOR
 #include "fuzz_json.h"
 #include "tensors.h"
 #include "util.h"
@@ -99,6 +100,16 @@ static void setup(void) {
     g_layers = malloc(sizeof *g_layers * (size_t)NL);
     memcpy(g_layers, g_m.layers, sizeof *g_layers * (size_t)NL);
 }
+/* The seed opens and pins to the checkpoint's bytes (an extra newline: not the seed itself,
+ * which check_trunk does not pin again). */
+static int check_trunk(const unsigned char *d, size_t n);
+static void check_seed(void) {
+    unsigned char *b = malloc(g_nindex + 1);
+    memcpy(b, g_index, g_nindex);
+    b[g_nindex] = '\n';
+    if (!check_trunk(b, g_nindex + 1)) fail_now("trunk seed", "refused");
+    free(b);
+}
 static void cleanup(void) {
     if (g_fd >= 0) close(g_fd);
     unlink(g_file);
@@ -109,16 +120,20 @@ static void cleanup(void) {
  * raw: d is the head itself (header included). */
 static void write_head(const unsigned char *d, size_t n, int raw) {
     static unsigned char *b;
-    if (!b) b = malloc(g_data);
-    memset(b, 0, g_data);
-    if (raw) memcpy(b, d, n < g_data ? n : g_data);
+    static size_t last = 0;                    /* bytes written by the previous input */
+    if (!b) { b = calloc(1, g_data); last = g_data; }
+    size_t len;
+    if (raw) { len = n < g_data ? n : g_data; memcpy(b, d, len); }
     else {
         if (n > g_data - 16) n = g_data - 16;
         memcpy(b, "K3TRUNK1", 8);
         for (int i = 0; i < 8; i++) b[8 + i] = (unsigned char)((uint64_t)n >> (8 * i));
         memcpy(b + 16, d, n);
+        len = 16 + n;
     }
-    pwrite_all(g_fd, b, g_data, 0);
+    if (len < last) memset(b + len, 0, last - len);   /* zeros up to the data, as before */
+    pwrite_all(g_fd, b, len > last ? len : last, 0);
+    last = len;
 }
 
 static const char *nm(const K3Mat *M) { return M->w ? "" : "(none)"; }
@@ -136,6 +151,10 @@ static int check_trunk(const unsigned char *d, size_t n) {
         return 0;
     }
     const int NL = g_m.cfg.num_hidden_layers;
+    if (!raw && n == g_nindex && !memcmp(d, g_index, n)) {   /* the seed: pinned in setup */
+        k3_trunk_close(t);
+        return 1;
+    }
     K3MemStats st;
     memset(&st, 0, sizeof st);
     int rc = k3_trunk_start(t, NL, &st, err, sizeof err);
@@ -241,6 +260,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc; (void)argv;
     setup();
     atexit(cleanup);
+    check_seed();
     return 0;
 }
 /* A seed (now and then as a raw head), else a line or field mutation, else libFuzzer's. */
@@ -299,7 +319,7 @@ static void expect(const char *idx, size_t n, const char *needle) {
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 0;
     setup();
-    if (!check_trunk((const unsigned char *)g_index, g_nindex)) fail_now("trunk seed", "refused");
+    check_seed();
     size_t cap = g_nindex + ROOM / 2;
     unsigned char *buf = malloc(cap);
     /* a checksum of another tensor: the pin refuses it, naming the tensor */
