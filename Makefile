@@ -52,6 +52,20 @@ asan:
 	$(MAKE) BUILD=build/asan BIN=bin/k3-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	  LINK="-fsanitize=address,undefined" bin/k3-asan
 
+# The whole suite under ASan + UBSan, every report fatal (docs/data/asan_suite.txt): bin/k3
+# and the C tests built into build/asan-suite, then tests/run.sh as in make test. Not part of
+# make test (several times slower).
+ASAN_SUITE_OPT := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+                  -fno-omit-frame-pointer
+.PHONY: test-asan
+test-asan:
+	@$(MAKE) --no-print-directory BUILD=build/asan-suite BIN=bin/k3-asan-suite \
+	  OPT="$(ASAN_SUITE_OPT)" LINK="-fsanitize=address,undefined" bin/k3-asan-suite \
+	  $(TESTSRC:tests/c/%.c=build/asan-suite/tests/%)
+	@ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} K3=./bin/k3-asan-suite \
+	  BUILD=build/asan-suite sh tests/run.sh $(TESTSRC:tests/c/%.c=build/asan-suite/tests/%)
+
 clean:
 	rm -rf build bin
 
@@ -68,7 +82,8 @@ clean:
 #   trunk                           tests/c/test_fuzz_trunk.c (packed trunk header + index)
 # Their custom mutator mixes libFuzzer's byte mutations with structural JSON ones
 # (tests/c/fuzz_json.h), line and field ones (trunk); inputs up to 16 KiB (4 KiB for
-# tok_text, 64 KiB for trunk, 1 MiB for chat_state: a whole state). The last four link the
+# tok_text, 64 KiB for trunk and chat_state: an index; a state's head, to which the
+# harness adds the tensors and the checksum). The last four link the
 # whole library (chat_state and trunk open an engine on tests/models/tiny5f), built by
 # clang under the same sanitizers in $(BUILD)/fuzz/lib. Corpus, log and any
 # crash input: $(BUILD)/fuzz/TARGET/. Without a clang that has libFuzzer (FUZZ_CC), the
@@ -112,7 +127,7 @@ fuzz-run:
 	  $(MAKE) --no-print-directory $(FUZZ_LIST:%=$(BUILD)/fuzz/lf_%) && \
 	  for t in $(FUZZ_LIST); do \
 	    d=$(BUILD)/fuzz/$$t; mkdir -p $$d/corpus; ml=16384; [ $$t != tok_text ] || ml=4096; \
-	    [ $$t != trunk ] || ml=65536; [ $$t != chat_state ] || ml=1048576; \
+	    [ $$t != trunk ] && [ $$t != chat_state ] || ml=65536; \
 	    if TMPDIR=$(FUZZ_TMPDIR) $(BUILD)/fuzz/lf_$$t -max_total_time=$(FUZZ_SECONDS) \
 	         $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS)) -max_len=$$ml -timeout=10 -rss_limit_mb=4096 \
 	         -print_final_stats=1 -artifact_prefix=$$d/ $$d/corpus > $$d/log 2>&1; then \
