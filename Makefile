@@ -157,7 +157,7 @@ libobj: $(LIBOBJ)
 fuzz-lib:
 	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=$(FUZZ_LIB) \
 	  OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
-	  -fno-omit-frame-pointer" libobj
+	  -fno-omit-frame-pointer -fsanitize-coverage-ignorelist=tests/c/fuzz_nocov.txt" libobj
 $(BUILD)/fuzz/lf_http_head $(BUILD)/fuzz/lf_serve_req: tests/c/test_fuzz_http.c fuzz-lib
 $(BUILD)/fuzz/lf_chat_state: tests/c/test_fuzz_state.c fuzz-lib
 $(BUILD)/fuzz/lf_trunk: tests/c/test_fuzz_trunk.c fuzz-lib
