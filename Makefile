@@ -87,8 +87,9 @@ clean:
 # whole library (chat_state and trunk open an engine on tests/models/tiny5f), built by
 # clang under the same sanitizers in $(BUILD)/fuzz/lib. Corpus, log and any
 # crash input: $(BUILD)/fuzz/TARGET/. Without a clang that has libFuzzer (FUZZ_CC), the
-# same harnesses run as the built-in mutation fuzzers, FUZZ_SECONDS each, under $(CC)'s
-# ASan/UBSan. `make fuzz-parsers`: the first four.
+# harnesses of the first eight run as the built-in mutation fuzzers, FUZZ_SECONDS each,
+# under $(CC)'s ASan/UBSan (the other four: make test-asan runs their built-in fuzzers).
+# `make fuzz-parsers`: the first four.
 # Runs and findings: docs/data/fuzz_runs.txt.
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS    ?=
