@@ -62,7 +62,7 @@ test-asan:
 	@$(MAKE) --no-print-directory BUILD=build/asan-suite BIN=bin/k3-asan-suite \
 	  OPT="$(ASAN_SUITE_OPT)" LINK="-fsanitize=address,undefined" bin/k3-asan-suite \
 	  $(TESTSRC:tests/c/%.c=build/asan-suite/tests/%)
-	@ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+	@ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} K3_TEST_SLOW=5 \
 	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} K3=./bin/k3-asan-suite \
 	  BUILD=build/asan-suite sh tests/run.sh $(TESTSRC:tests/c/%.c=build/asan-suite/tests/%)
 
