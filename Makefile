@@ -52,6 +52,20 @@ asan:
 	$(MAKE) BUILD=build/asan BIN=bin/k3-asan OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer" \
 	  LINK="-fsanitize=address,undefined" bin/k3-asan
 
+# The whole suite under ASan + UBSan, every report fatal (docs/data/asan_suite.txt): bin/k3
+# and the C tests built into build/asan-suite, then tests/run.sh as in make test. Not part of
+# make test (several times slower).
+ASAN_SUITE_OPT := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+                  -fno-omit-frame-pointer
+.PHONY: test-asan
+test-asan:
+	@$(MAKE) --no-print-directory BUILD=build/asan-suite BIN=bin/k3-asan-suite \
+	  OPT="$(ASAN_SUITE_OPT)" LINK="-fsanitize=address,undefined" bin/k3-asan-suite \
+	  $(TESTSRC:tests/c/%.c=build/asan-suite/tests/%)
+	@ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} K3_TEST_SLOW=5 \
+	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} K3=./bin/k3-asan-suite \
+	  BUILD=build/asan-suite sh tests/run.sh $(TESTSRC:tests/c/%.c=build/asan-suite/tests/%)
+
 clean:
 	rm -rf build bin
 
@@ -62,18 +76,28 @@ clean:
 #   tok_text tok_model tok_config   tests/c/test_tok_fuzz.c (encoder, tiktoken.model,
 #                                   tokenizer_config.json)
 #   chat_hist                       tests/c/test_fuzz_hist.c (chat history JSONL)
+#   http_head serve_req             tests/c/test_fuzz_http.c (k3 serve: HTTP request head,
+#                                   request JSON)
+#   chat_state                      tests/c/test_fuzz_state.c (saved chat state)
+#   trunk                           tests/c/test_fuzz_trunk.c (packed trunk header + index)
 # Their custom mutator mixes libFuzzer's byte mutations with structural JSON ones
-# (tests/c/fuzz_json.h); inputs up to 16 KiB (4 KiB for tok_text). Corpus, log and any
+# (tests/c/fuzz_json.h), line and field ones (trunk); inputs up to 16 KiB (4 KiB for
+# tok_text, 64 KiB for trunk and chat_state: an index; a state's head, to which the
+# harness adds the tensors and the checksum). The last four link the
+# whole library (chat_state and trunk open an engine on tests/models/tiny5f), built by
+# clang under the same sanitizers in $(BUILD)/fuzz/lib. Corpus, log and any
 # crash input: $(BUILD)/fuzz/TARGET/. Without a clang that has libFuzzer (FUZZ_CC), the
-# same harnesses run as the built-in mutation fuzzers, FUZZ_SECONDS each, under $(CC)'s
-# ASan/UBSan. `make fuzz-parsers`: the first four.
+# harnesses of the first eight run as the built-in mutation fuzzers, FUZZ_SECONDS each,
+# under $(CC)'s ASan/UBSan (the other four: make test-asan runs their built-in fuzzers).
+# `make fuzz-parsers`: the first four.
 # Runs and findings: docs/data/fuzz_runs.txt.
 FUZZ_SECONDS ?= 60
 FUZZ_RUNS    ?=
 FUZZ_CC      ?= clang
 FUZZ_TMPDIR  ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo /tmp)
 FUZZ_PARSERS := json st_header st_index config
-FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist
+FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist http_head serve_req \
+                chat_state trunk
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
                 -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Itests/c -pthread
 TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
@@ -84,6 +108,8 @@ fuzz_main = $(if $(filter $(1),$(FUZZ_PARSERS)),tests/c/test_fuzz_parsers.c,$(if
             $(filter tok_%,$(1)),tests/c/test_tok_fuzz.c,tests/c/test_fuzz_hist.c))
 fuzz_src  = $(call fuzz_main,$(1)) $(if $(filter $(1),$(FUZZ_PARSERS)),$(PARSERSRC),$(if \
             $(filter tok_%,$(1)),$(TOKSRC),$(HISTSRC)))
+FUZZ_LIB  := $(BUILD)/fuzz/lib
+FUZZ_LIBOBJ = $(filter-out $(FUZZ_LIB)/cli/main.o,$(patsubst src/%.c,$(FUZZ_LIB)/%.o,$(SRC)))
 
 .PHONY: fuzz-parsers fuzz-run
 fuzz:
@@ -102,6 +128,7 @@ fuzz-run:
 	  $(MAKE) --no-print-directory $(FUZZ_LIST:%=$(BUILD)/fuzz/lf_%) && \
 	  for t in $(FUZZ_LIST); do \
 	    d=$(BUILD)/fuzz/$$t; mkdir -p $$d/corpus; ml=16384; [ $$t != tok_text ] || ml=4096; \
+	    [ $$t != trunk ] && [ $$t != chat_state ] || ml=65536; \
 	    if TMPDIR=$(FUZZ_TMPDIR) $(BUILD)/fuzz/lf_$$t -max_total_time=$(FUZZ_SECONDS) \
 	         $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS)) -max_len=$$ml -timeout=10 -rss_limit_mb=4096 \
 	         -print_final_stats=1 -artifact_prefix=$$d/ $$d/corpus > $$d/log 2>&1; then \
@@ -121,10 +148,24 @@ fuzz-run:
 	fi
 
 $(BUILD)/fuzz/lf_%: $(FUZZDEPS) tests/c/test_fuzz_parsers.c tests/c/test_tok_fuzz.c \
-                    tests/c/test_fuzz_hist.c
+                    tests/c/test_fuzz_hist.c tests/c/test_fuzz_http.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_FLAGS) -DK3_LIBFUZZER -DFUZZ_TARGET_$* -o $@ \
 	  $(call fuzz_src,$*) -lm
+# The engine targets: the library built by clang with coverage and the sanitizers.
+.PHONY: fuzz-lib libobj
+libobj: $(LIBOBJ)
+fuzz-lib:
+	@$(MAKE) --no-print-directory CC=$(FUZZ_CC) BUILD=$(FUZZ_LIB) \
+	  OPT="-O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all \
+	  -fno-omit-frame-pointer -fsanitize-coverage-ignorelist=tests/c/fuzz_nocov.txt" libobj
+$(BUILD)/fuzz/lf_http_head $(BUILD)/fuzz/lf_serve_req: tests/c/test_fuzz_http.c fuzz-lib
+$(BUILD)/fuzz/lf_chat_state: tests/c/test_fuzz_state.c fuzz-lib
+$(BUILD)/fuzz/lf_trunk: tests/c/test_fuzz_trunk.c fuzz-lib
+$(BUILD)/fuzz/lf_http_head $(BUILD)/fuzz/lf_serve_req $(BUILD)/fuzz/lf_chat_state \
+$(BUILD)/fuzz/lf_trunk: tests/c/fuzz_json.h
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_FLAGS) -DK3_LIBFUZZER -DFUZZ_TARGET_$(@F:lf_%=%) \
+	  -o $@ $(filter %.c,$^) $(FUZZ_LIBOBJ) -lm
 $(BUILD)/fuzz/mf_parsers: tests/c/test_fuzz_parsers.c $(FUZZDEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(FUZZ_FLAGS) -o $@ $< $(PARSERSRC) -lm

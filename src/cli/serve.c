@@ -231,6 +231,17 @@ static void *conn_main(void *arg) {
         }
     }
     free(b);
+    /* Lingering close: a refused request (413) can leave body bytes unread, and a close
+     * over them resets the connection, which may discard the reply before the client
+     * reads it. Send FIN, then drain what the client still sends (2 s, 64 MiB at most). */
+    shutdown(fd, SHUT_WR);
+    char sink[16384];
+    double until = k3_now() + 2;
+    for (size_t n = 0; n < ((size_t)64 << 20);) {
+        ssize_t k = read_some(fd, sink, sizeof sink, until);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
     close(fd);
     pthread_mutex_lock(&srv.mu);
     srv.conns--;

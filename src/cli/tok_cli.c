@@ -1,5 +1,7 @@
 /* tok_cli.c — `k3 tokenize` and `k3 detokenize` (wired from main.c). */
+#include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tok.h"
@@ -85,6 +87,13 @@ int tok_cli(int argc, char **argv) {
         for (int f = 0; f < nfiles && !rc; f++) {
             size_t n, nids;
             char rerr[512];
+            struct stat sb;                      /* a path that is not there: usage, 2 */
+            int se = stat(files[f], &sb) ? errno : 0;
+            if (se == ENOENT || se == ENOTDIR || (!se && S_ISDIR(sb.st_mode))) {
+                fprintf(stderr, "k3: %s: %s; pass a text file\n", files[f],
+                        se ? strerror(se) : "is a directory");
+                rc = 2; break;
+            }
             char *txt = k3_slurp(files[f], SIZE_MAX, &n, rerr, sizeof rerr);
             if (!txt) { fprintf(stderr, "k3: %s\n", rerr); rc = 1; break; }
             int32_t *v = tok_encode(t, txt, n, special, &nids);

@@ -1,11 +1,30 @@
 /* engine.c — opens and closes the engine (engine.h). */
 #include "engine.h"
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+
+/* README "Exit codes": a path given on the command line that is missing, or a folder where
+ * a file belongs, is a usage error (2), found before the model is opened; a trunk file
+ * that is there but truncated, corrupt or packed from another checkpoint is data (1). */
+static int trunk_given(const char *dir, char *err, size_t errlen) {
+    char p[4200];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/trunk.k3", dir);
+    const int se = stat(p, &sb) ? errno : 0;
+    if (!se && S_ISREG(sb.st_mode)) return 0;
+    if (se && se != ENOENT && se != ENOTDIR) return 0;     /* EACCES etc.: the reader says */
+    snprintf(err, errlen, "--trunk %s: %s %s (create it with: k3 pack MODEL_DIR %s)", dir, p,
+             se ? "does not exist" : S_ISDIR(sb.st_mode) ? "is a directory" : "is not a file",
+             dir);
+    return K3_ERR_USAGE;
+}
 
 int k3_engine_open(K3Engine *e, const K3EngineOpts *o, char *err, size_t errlen) {
     memset(e, 0, sizeof *e);
     if (k3_kernels_select(o->kernels ? o->kernels : "auto", err, errlen)) return K3_ERR_USAGE;
+    if (o->mem.trunk_dir && trunk_given(o->mem.trunk_dir, err, errlen)) return K3_ERR_USAGE;
     k3_threads_set(o->threads);
     int rc = k3_model_open(&e->m, o->model_dir, o->config, err, errlen);
     if (!rc) rc = k3_mem_open(&e->m, &o->mem, &e->mem, err, errlen);

@@ -61,6 +61,19 @@ uint64_t k3_trunk_layer_bytes(const K3Trunk *t, int L) { return t->len[L]; }
 
 #define STALE "; re-run k3 pack MODEL_DIR TRUNK_DIR"
 
+/* Index text in a message, control and non-ASCII bytes as \xHH (a damaged index must not
+ * write escape sequences to the terminal), at most max bytes of s. */
+static const char *shown(const char *s, size_t max, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 0; s[i] && i < max && o + 5 < cap; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch < 0x20 || ch >= 0x7f) o += (size_t)snprintf(out + o, cap - o, "\\x%02x", ch);
+        else out[o++] = (char)ch;
+    }
+    out[o] = 0;
+    return out;
+}
+
 K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
                        size_t errlen) {
     K3Trunk *t = calloc(1, sizeof *t);
@@ -142,17 +155,31 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
         if (sscanf(line, "t %d %llu %llu %llx %15s %d%n", &L, &off, &nb, &sum, dt, &nd,
                    &pos) != 6 ||
             L < -1 || L >= t->NL || nd < 0 || nd > 8) {
-            snprintf(err, errlen, "%s: malformed index line '%.80s'" STALE, t->path, line);
+            char q[400];
+            snprintf(err, errlen, "%s: malformed index line '%s'" STALE, t->path,
+                     shown(line, 80, q, sizeof q));
             goto fail;
         }
         const char *p = line + pos;
         for (int i = 0; i < nd; i++) { while (*p == ' ') p++; while (*p && *p != ' ') p++; }
         while (*p == ' ') p++;
         const StTensor *src = st_find(m->st, p);
-        if (!src || src->nbytes != nb || strcmp(st_dtype_name(src->dtype), dt) || off + nb > fsz ||
-            !fp) {
+        /* off > fsz - nb, not off + nb > fsz: a huge offset wraps the sum into range */
+        if (!src || src->nbytes != nb || strcmp(st_dtype_name(src->dtype), dt) || nb > fsz ||
+            off > fsz - nb || !fp) {
+            char q[1200];
             snprintf(err, errlen, "%s: tensor '%s' does not match the checkpoint "
-                     "(missing, resized, out of range or no fingerprint)" STALE, t->path, p);
+                     "(missing, resized, out of range or no fingerprint)" STALE, t->path,
+                     shown(p, 256, q, sizeof q));
+            goto fail;
+        }
+        /* each tensor once, under its own layer: else a line could bind one tensor's
+         * bytes (with their right checksum) to another matrix of the same size */
+        int dup = 0;
+        for (int i = 0; i < t->npiece && !dup; i++) dup = t->piece[i].name == src->name;
+        if (dup || k3_tensor_layer(src->name) != L) {
+            snprintf(err, errlen, "%s: tensor '%s' is %s" STALE, t->path, src->name,
+                     dup ? "listed twice" : "listed under another layer");
             goto fail;
         }
         Piece *pc = realloc(t->piece, sizeof(Piece) * (t->npiece + 1));

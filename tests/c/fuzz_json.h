@@ -225,7 +225,7 @@ static inline int fj_raw_control(const char *msg) {
         if (*p < 0x20 && *p != '\n') return 1;
     return 0;
 }
-#ifdef K3_LIBFUZZER
+#if defined K3_LIBFUZZER && !defined FJ_OWN_MUTATOR   /* (a target with its own mutator) */
 /* libFuzzer glue: a target sets its seeds and kind in LLVMFuzzerInitialize; the custom
  * mutator then mixes libFuzzer's byte mutations with seeds and structural mutations. */
 size_t LLVMFuzzerMutate(uint8_t *data, size_t size, size_t max);

@@ -6,8 +6,7 @@
  * second (10000 inputs); `test_fuzz_hist SECONDS` runs longer (`make fuzz` without libFuzzer).
  *
  * Built with -DK3_LIBFUZZER -DFUZZ_TARGET_chat_hist it is the libFuzzer target chat_hist.
- * (The saved chat state, src/cli/chat_state.c, is checked against a loaded engine, model
- * and tokenizer, so it has no harness here; tests/sh/chat_state.sh corrupts it instead.) */
+ * (The saved chat state, checked against an open engine: tests/c/test_fuzz_state.c.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

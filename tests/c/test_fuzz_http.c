@@ -247,6 +247,71 @@ static void fuzz(int iters) {
     printf("fuzz: %d inputs, %ld accepted, %ld refused\n", iters, accepted, refused);
 }
 
+#ifdef K3_LIBFUZZER
+/* libFuzzer targets: http_head (the request head, byte mutations from the seeds) and
+ * serve_req (the request body as a chat and as a completion request, with the structural
+ * JSON mutations of fuzz_json.h); the same checks as the built-in fuzzer, fatal. */
+#include "fuzz_json.h"
+static void must(int ok, const char *what) {
+    if (!ok) { printf("FAIL %s\n", what); fflush(stdout); abort(); }
+}
+static const char *SEEDS[] = {
+#ifdef FUZZ_TARGET_http_head
+    "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n"
+    "Authorization: Bearer k\r\nConnection: keep-alive\r\n\r\n{\"a\": 1}",
+    "GET /health HTTP/1.0\r\nConnection: keep-alive\r\nAuthorization: Bearer k\r\n\r\n",
+    "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+    "Expect: 100-continue\r\n\r\n",
+#elif defined FUZZ_TARGET_serve_req
+    "{\"model\": \"m\", \"messages\": [{\"role\": \"system\", \"content\": \"S\"}, "
+    "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}]}, "
+    "{\"role\": \"assistant\", \"content\": \"c\", \"reasoning_content\": \"r\"}], "
+    "\"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 4, \"max_tokens\": 7, \"seed\": 3, "
+    "\"stop\": [\"x\", \"yz\"], \"stream\": true, \"stream_options\": "
+    "{\"include_usage\": true}, \"reasoning_effort\": \"low\", "
+    "\"chat_template_kwargs\": {\"thinking\": false}}",
+    "{\"prompt\": \"abc\", \"max_tokens\": 3, \"top_k\": 4, \"seed\": 1, \"stop\": \"q\"}",
+#else
+#error "define FUZZ_TARGET_http_head or FUZZ_TARGET_serve_req"
+#endif
+};
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc; (void)argv;
+    fj_seeds = SEEDS; fj_nseeds = sizeof SEEDS / sizeof *SEEDS;
+#ifdef FUZZ_TARGET_http_head
+    fj_kind = FJ_RAW;
+#else
+    fj_kind = FJ_DOC;
+#endif
+    return 0;
+}
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
+    char err[512] = "";
+#ifdef FUZZ_TARGET_http_head
+    HttpReq r;
+    int rc = http_parse((const char *)d, n, HTTP_MAX_BODY, &r, err, sizeof err);
+    if (rc > 0) must((size_t)rc <= n && r.method[0] && r.path[0] == '/', "head accepted");
+    else if (rc < 0)
+        must(err[0] && (rc == -400 || rc == -413 || rc == -431 || rc == -501 || rc == -505),
+             "head refusal: a documented status with a message");
+#else
+    for (int kind = 0; kind < 2; kind++) {
+        ServeReq q;
+        err[0] = 0;
+        int rc = serve_req_parse((const char *)d, n, kind ? REQ_COMPLETION : REQ_CHAT, &q, err,
+                                 sizeof err);
+        if (rc) must(rc == 400 && err[0], "body refusal: 400 with a message");
+        else
+            for (int i = 0; i < q.n_msgs; i++)
+                must(q.msgs[i].role != NULL, "a message without a role");   /* content: NULL = "" */
+        serve_req_free(&q);
+    }
+#endif
+    return 0;
+}
+#else
 int main(int argc, char **argv) {
     fixed_heads();
     fixed_bodies();
@@ -255,3 +320,4 @@ int main(int argc, char **argv) {
     printf("ok http_parse and serve_req_parse\n");
     return 0;
 }
+#endif

@@ -33,7 +33,8 @@ cmp -s "$T/h.jsonl" "$T/h3.jsonl" || fail "the resumed history differs from the 
 echo "ok resumed from the state: third reply identical, $reused positions reused, 0 re-prefilled ($lr)"
 
 # refusals: each exits with a message naming the problem and leaves the history alone:
-# 2 for a sound state of another model, history or settings, 1 for a damaged file
+# 2 when this run's flags contradict a sound state (thinking mode), 1 for a state file that
+# is damaged or foreign (another checkpoint, history or format version; README "Exit codes")
 refuse() { want=2; refused "$@"; }
 damaged() { want=1; refused "$@"; }
 refused() {   # refused WHAT PATTERN args...
@@ -45,7 +46,7 @@ refused() {   # refused WHAT PATTERN args...
   cmp -s "$T/h0.jsonl" "$T/hx.jsonl" || fail "$what: the history was changed"
 }
 if [ -d $M4 ]; then
-  refuse "tiny4 model" 'saved from another checkpoint' $M4 --no-think --load-state "$T/s.bin"
+  damaged "tiny4 model" 'saved from another checkpoint' $M4 --no-think --load-state "$T/s.bin"
 else echo "note: $M4 missing; other-model refusal not checked"; fi
 refuse "thinking mode" 'saved with thinking off' $M --load-state "$T/s.bin"
 size=$(wc -c < "$T/s.bin")
@@ -58,13 +59,19 @@ printf '\001' | dd of="$T/flip.bin" bs=1 seek=$((size - 5000)) conv=notrunc 2>/d
 damaged "flipped byte" 'checksum mismatch' $M --no-think --load-state "$T/flip.bin"
 printf 'NOTSTATE' > "$T/bad.bin"
 damaged "not a state file" 'not a k3 chat state' $M --no-think --load-state "$T/bad.bin"
+cp "$T/s.bin" "$T/v9.bin"
+printf '\011' | dd of="$T/v9.bin" bs=1 seek=8 conv=notrunc 2>/dev/null
+damaged "another format version" 'format version 9' $M --no-think --load-state "$T/v9.bin"
 printf '{"role":"user","content":"Hello"}\n{"role":"assistant","content":"x","reasoning_content":""}\n' > "$T/other.jsonl"
 cp "$T/other.jsonl" "$T/hx.jsonl"
 printf 'More\n' | timeout 60 "$K3" $M --chat --tok $TK --no-think --gen 4 --history "$T/hx.jsonl" --load-state "$T/s.bin" > "$T/out" 2> "$T/err"; rc=$?
-[ $rc = 2 ] && grep -q 'covers 4 messages' "$T/err" || fail "another history: rc $rc"
+[ $rc = 1 ] && grep -q 'covers 4 messages' "$T/err" || fail "another history: rc $rc, want 1"
+sed 's/Hello there/Hello where/' "$T/h0.jsonl" > "$T/hx.jsonl"
+printf 'More\n' | timeout 60 "$K3" $M --chat --tok $TK --no-think --gen 4 --history "$T/hx.jsonl" --load-state "$T/s.bin" > "$T/out" 2> "$T/err"; rc=$?
+[ $rc = 1 ] && grep -q 'message 1 (user) of .* differs' "$T/err" || fail "a changed message: rc $rc, want 1: $(cat "$T/err")"
 timeout 30 "$K3" $M --chat --tok $TK --load-state "$T/s.bin" < /dev/null > "$T/out" 2> "$T/err"; rc=$?
 [ $rc = 2 ] && grep -q 'need --history' "$T/err" || fail "--load-state without --history: rc $rc"
-echo "ok refused: another model, another thinking mode, another history (exit 2); truncated, corrupt, not a state file (exit 1)"
+echo "ok refused: another thinking mode (exit 2); another model, another history, a changed message, another format version, truncated, corrupt, not a state file (exit 1)"
 
 # /save-state mid-session, then resume from it
 printf 'Hello there\n/save-state %s\n' "$T/s2.bin" | chat $M --history "$T/h2.jsonl" > "$T/out" 2> "$T/err" || fail "/save-state session exited $?"

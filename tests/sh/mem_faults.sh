@@ -48,16 +48,18 @@ fi
 sed 's/"rms_norm_eps"/ "rms_norm_eps"/' $M/config.json > $T/m/config.json
 expect 1 "different checkpoint or config.json" -- $K3 $T/m --trunk $T/trm --ids "$P" --gen 1 --quiet
 cp $M/config.json $T/m/
+# a --trunk folder without trunk.k3, or with a directory there, is a usage error (exit 2,
+# README "Exit codes"), found before the model is opened
 mkdir $T/tmp; cp $T/tr/trunk.k3 $T/tmp/trunk.k3.tmp
-expect 1 "k3 pack" -- $K3 $M --trunk $T/tmp --ids "$P" --gen 1 --quiet
-# unreadable files: a directory in place of the trunk file; chmod 000 when not root
+expect 2 "trunk.k3 does not exist (create it with: k3 pack" -- $K3 $M --trunk $T/tmp --ids "$P" --gen 1 --quiet
 mkdir -p $T/dir/trunk.k3
-expect 1 "not a k3 trunk file" -- $K3 $M --trunk $T/dir --ids "$P" --gen 1 --quiet
+expect 2 "trunk.k3 is a directory" -- $K3 $M --trunk $T/dir --ids "$P" --gen 1 --quiet
+# unreadable files: chmod 000 when not root (an I/O failure, exit 1)
 if [ "$(id -u)" != 0 ]; then
   chmod 000 $sh
   expect 1 "model-00004" -- $K3 $T/m --ids "$P" --gen 1 --cache-gb 0 --quiet
   chmod 644 $sh
 else
-  echo "SKIP: chmod 000 cannot make a file unreadable for root (the directory case above covers EISDIR)"
+  echo "SKIP: chmod 000 cannot make a file unreadable for root"
 fi
 exit $fail

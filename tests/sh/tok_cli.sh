@@ -31,5 +31,7 @@ $K3 detokenize --tok $TOK --ids 5000 >/dev/null 2>&1; [ $? -eq 2 ] || fail "id o
 $K3 tokenize --tok $TOK --bogus "$D/a.txt" >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option must exit 2"
 $K3 tokenize --tok "$D/nodir" "$D/a.txt" >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing tokenizer must exit 2 (a config error, as in a run)"
 err=$($K3 tokenize --tok "$D/nodir" "$D/a.txt" 2>&1); case "$err" in *nodir/tiktoken.model*) ;; *) fail "error names the file: $err" ;; esac
-$K3 tokenize --tok $TOK "$D/missing.txt" >/dev/null 2>&1; [ $? -eq 1 ] || fail "missing FILE must exit 1"
+# a missing path or a folder is a usage error, as --prompt-file in a run (README "Exit codes")
+$K3 tokenize --tok $TOK "$D/missing.txt" >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing FILE must exit 2"
+$K3 tokenize --tok $TOK "$D" >/dev/null 2>&1; [ $? -eq 2 ] || fail "a directory as FILE must exit 2"
 echo "tok cli: ok"
