@@ -20,6 +20,8 @@ typedef struct {
     double trunk_gb, cache_gb;    /* GB (1e9 bytes); K3_BUDGET_UNSET / K3_BUDGET_AUTO */
     int ctx;                      /* positions the MLA cache must hold */
     int chunk;                    /* largest number of tokens in one forward (prefill) */
+    int chunk_auto;               /* chunk is the most wanted: the plan lowers it to the
+                                   * largest that fits beside the budgets */
     int logits_rows;              /* rows of logits the caller keeps */
     const char *trace_dir;        /* --dump-cache-trace DIR */
     int verbose, quiet;
@@ -47,6 +49,8 @@ K3Weights *k3_mem_weights(K3Mem *x);          /* the storage the forward pass us
 const K3MemStats *k3_mem_stats(const K3Mem *x);
 /* The bytes the plan counted for the forward buffers (k3_runstate_bytes). */
 uint64_t k3_mem_buffer_bytes(const K3Mem *x);
+/* The prefill chunk the plan chose (the forward buffers' max_T). */
+int k3_mem_chunk(const K3Mem *x);
 
 /* Reports (x may be NULL: nothing): one line per forward on stderr (verbose), the
  * summary, and JSON fields (each line "  \"key\": value,\n") for --out. */

@@ -500,7 +500,8 @@ static int setup(Chat *c, const char *system) {
         ctx = cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 32768;
     }
     const int pctx = ctx_given || ctx < 4096 ? ctx : 4096;
-    eo.mem.ctx = pctx; eo.mem.chunk = K3_PREFILL_CHUNK; eo.mem.logits_rows = 1;
+    /* each turn's new tokens in chunks the plan sizes: the largest that fits, up to ctx */
+    eo.mem.ctx = pctx; eo.mem.chunk = pctx; eo.mem.chunk_auto = 1; eo.mem.logits_rows = 1;
     eo.mem.quiet = !memf.verbose;
     int rc = k3_engine_open(&c->eng, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }

@@ -30,6 +30,7 @@ struct K3Mem {
     K3MemStats prev;                          /* counters at the end of the previous step */
     K3MemStep *steps; int n_steps, cap_steps; /* per-step figures for --out */
     uint64_t buffer_bytes, plan_bytes;        /* the plan's forward buffers and its total */
+    int chunk;                                /* the prefill chunk the plan chose */
 };
 
 /* ---- plan.c ---- */
@@ -40,6 +41,8 @@ typedef struct {
              total;
     uint64_t trunk_total, trunk_min, cache_min, all_experts, head_full, slot_bytes;
     int raised_trunk, raised_cache;
+    int chunk;                               /* tokens per forward the buffers are sized for */
+    const char *chunk_why;                   /* which bound chose it (NULL: not printed) */
 } K3Plan;
 #define K3_HEAD_BUF 64e6                     /* lm_head row-block buffer when streamed */
 /* lb[0..NL): trunk bytes per layer; have_trunk: --trunk given; process: bytes held. */

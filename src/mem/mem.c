@@ -53,6 +53,7 @@ static const K3WeightsOps MEM_OPS = { acquire, release, prefetch, expert, lm_hea
 K3Weights *k3_mem_weights(K3Mem *x) { return &x->base; }
 const K3MemStats *k3_mem_stats(const K3Mem *x) { return x ? &x->st : NULL; }
 uint64_t k3_mem_buffer_bytes(const K3Mem *x) { return x->buffer_bytes; }
+int k3_mem_chunk(const K3Mem *x) { return x->chunk; }
 
 /* ---- setup ---- */
 
@@ -101,6 +102,34 @@ static void pick_budgets(const K3Model *m, const K3MemOpts *o, const uint64_t *l
     }
 }
 
+/* The prefill chunk: the largest T <= o->chunk whose plan (buffers grow with T) fits 90%
+ * of avail beside the budgets, so a prompt reads each (layer, expert) once per chunk with
+ * as few chunks as memory allows. Unknown avail: o->chunk. *why says which bound won. */
+static int fit_chunk(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, double tgb,
+                     double cgb, uint64_t self, uint64_t avail, const char **why) {
+    K3MemOpts q = *o;
+    K3Plan p;
+    int lo = 1, hi = o->chunk > 0 ? o->chunk : 1;
+    *why = "--prefill-chunk or the caller";
+    if (!o->chunk_auto) return hi;
+    *why = "all the tokens of the forward";
+    if (!avail) return hi;
+    const double room = 0.9 * (double)avail;
+    q.chunk = hi;
+    k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, &q, lb, o->trunk_dir != NULL, tgb, cgb,
+                 self, &p);
+    if ((double)p.total <= room) return hi;
+    *why = "the largest whose buffers fit 90% of available beside the budgets";
+    while (lo < hi) {
+        q.chunk = lo + (hi - lo + 1) / 2;
+        k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, &q, lb, o->trunk_dir != NULL, tgb,
+                     cgb, self, &p);
+        if ((double)p.total <= room) lo = q.chunk;
+        else hi = q.chunk - 1;
+    }
+    return lo;
+}
+
 static int open_trace(K3Mem *x, const K3MemOpts *o, int nslots, char *err, size_t errlen) {
     const K3Config *c = &x->m->cfg;
     char path[4200];
@@ -115,8 +144,9 @@ static int open_trace(K3Mem *x, const K3MemOpts *o, int nslots, char *err, size_
     return 0;
 }
 
-static int setup(K3Mem *x, const K3MemOpts *o, uint64_t *lb, char *err, size_t errlen) {
+static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t errlen) {
     K3Model *m = x->m;
+    K3MemOpts opts = *o0, *o = &opts;          /* o->chunk becomes the chunk the plan picks */
     const int NL = m->cfg.num_hidden_layers;
     uint64_t global = 0;
     if (o->trunk_dir) {
@@ -128,12 +158,17 @@ static int setup(K3Mem *x, const K3MemOpts *o, uint64_t *lb, char *err, size_t e
     char adesc[400];
     const uint64_t avail = available(self, adesc, sizeof adesc);
     double tgb = o->trunk_gb, cgb = o->cache_gb;
-    pick_budgets(m, o, lb, self, avail, &tgb, &cgb);
+    if (o->chunk_auto && o->chunk > K3_PREFILL_CHUNK) o->chunk = K3_PREFILL_CHUNK;
+    pick_budgets(m, o, lb, self, avail, &tgb, &cgb);   /* budgets first, then the chunk */
+    const char *why;
+    o->chunk = fit_chunk(m, o0, lb, tgb, cgb, self, avail, &why);
+    x->chunk = o->chunk;
     K3Plan p;
     k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb, cgb,
                  self, &p);
     x->buffer_bytes = p.buffers;
     x->plan_bytes = p.total;
+    p.chunk_why = why;
     if (!o->quiet) k3_plan_print(&p, NL, o->trunk_dir != NULL, avail, adesc, o->ctx, stderr);
     if (avail && p.total > avail) {
         k3_plan_refusal(&p, m, o, lb, avail, adesc, err, errlen);

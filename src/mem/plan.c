@@ -92,6 +92,7 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     }
     const int ctx = o->ctx > 0 ? o->ctx : 1;
     p->buffers = k3_runstate_bytes(c, (int)T, ctx, o->logits_rows);
+    p->chunk = (int)T;
     p->process = process;
     p->total = p->pinned + p->ring_bytes + p->cache + p->lm_head + p->embed + p->vectors +
                p->state + p->mla + p->buffers + p->process;
@@ -131,7 +132,10 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     fprintf(f, "  small vectors f32  %8.3f\n", p->vectors / K3_GB);
     fprintf(f, "  recurrent state    %8.3f  KDA S + conv windows\n", p->state / K3_GB);
     fprintf(f, "  MLA cache          %8.3f  --ctx %d\n", p->mla / K3_GB, ctx);
-    fprintf(f, "  buffers            %8.3f\n", p->buffers / K3_GB);
+    char bt[32];
+    fprintf(f, "  buffers            %8.3f  prefill chunk %d token%s per forward, %s (%s)\n",
+            p->buffers / K3_GB, p->chunk, p->chunk == 1 ? "" : "s",
+            k3_size_text(p->buffers, bt, sizeof bt), p->chunk_why ? p->chunk_why : "planned");
     fprintf(f, "  process so far     %8.3f  binary, index, tokenizer\n", p->process / K3_GB);
     if (adesc)
         fprintf(f, "  total              %8.3f  available %.3f (%s)\n", p->total / K3_GB,

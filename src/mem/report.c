@@ -82,9 +82,9 @@ void k3_mem_json(const K3Mem *x, FILE *f, double wall) {
             s->expert_read_s > 0 ? s->expert_bytes / 1e6 / s->expert_read_s : 0.0,
             (unsigned long long)s->expert_retries);
     fprintf(f, "  \"head_bytes_read\": %llu,\n  \"plan_bytes\": %llu,\n"
-            "  \"buffer_bytes\": %llu,\n",
+            "  \"buffer_bytes\": %llu,\n  \"prefill_chunk\": %d,\n",
             (unsigned long long)s->head_bytes, (unsigned long long)x->plan_bytes,
-            (unsigned long long)x->buffer_bytes);
+            (unsigned long long)x->buffer_bytes, x->chunk);
     fprintf(f, "  \"steps\": [");
     for (int i = 0; i < x->n_steps; i++) {
         const K3MemStep *q = &x->steps[i];
