@@ -26,6 +26,9 @@ typedef struct {
     const char *trace_dir;        /* --dump-cache-trace DIR */
     int verbose, quiet;
     int verify_reads;             /* --verify-reads: streamed trunk layers checked on every read */
+    int io_depth;                 /* --io-depth N: reads in flight (trunk chunks, experts) */
+    double piece_mb;              /* --piece-mb X: trunk piece size (0: the plan's) */
+    int piece_rows;               /* --piece-rows N (tests): rows per trunk piece */
 } K3MemOpts;
 void k3_mem_opts_init(K3MemOpts *o);
 
@@ -38,6 +41,9 @@ typedef struct {
     double io_wait_s;                         /* compute thread blocked on trunk or expert reads */
     double trunk_read_s, expert_read_s;       /* summed time inside reads (I/O threads) */
     uint64_t head_bytes;                      /* lm_head bytes streamed (also in trunk_bytes) */
+    double disk_busy_s;                       /* wall time with any read in flight */
+    int io_depth_max;                         /* most reads in flight at once */
+    uint64_t ahead_max;                       /* most window bytes read ahead of the matmuls */
 } K3MemStats;
 
 /* Plans memory for model m (printed unless quiet), refuses with exit 1 when the plan does

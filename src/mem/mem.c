@@ -1,6 +1,7 @@
 /* mem.c — the memory system as one storage behind weights.h: plans the budgets
- * (plan.c), refuses a plan that does not fit, then opens the trunk (pinned prefix and
- * ring, trunk.c), the streamed lm_head (head.c) and the expert cache (expert_cache.c).
+ * (plan.c), refuses a plan that does not fit, then opens the trunk (its index, trunk.c;
+ * pinned prefix and pieces through the window, lm_head included, stream.c) and the
+ * expert cache (expert_cache.c).
  * Without --trunk the trunk stays in the shard mappings and only experts are cached. */
 #include "internal.h"
 #include "fault.h"
@@ -22,12 +23,12 @@ static K3Mem *of(K3Weights *w) { return (K3Mem *)w; }
 
 static const K3Layer *acquire(K3Weights *w, int L, char *err, size_t errlen) {
     K3Mem *x = of(w);
-    if (!x->trunk) return &x->m->layers[L];
-    return k3_trunk_acquire(x->trunk, L, &x->st, err, errlen);
+    if (!x->stream) return &x->m->layers[L];
+    return k3_stream_acquire(x->stream, L, err, errlen);
 }
 
 static void release(K3Weights *w, int L) {
-    if (of(w)->trunk) k3_trunk_release(of(w)->trunk, L);
+    if (of(w)->stream) k3_stream_release(of(w)->stream, L);
 }
 
 static void prefetch(K3Weights *w, int L, const int *ids, int n) {
@@ -41,7 +42,7 @@ static int expert(K3Weights *w, int L, int e, K3Expert *out) {
 
 static int lm_head(K3Weights *w, float *Y, const float *X, int T, char *err, size_t errlen) {
     K3Mem *x = of(w);
-    if (x->head) return k3_head_matmul(x->head, Y, X, T, &x->st, err, errlen);
+    if (x->stream) return k3_stream_head(x->stream, Y, X, T, err, errlen);
     k3_matmul(Y, &x->m->lm_head, X, T);
     return 0;
 }
@@ -150,7 +151,7 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
     const int NL = m->cfg.num_hidden_layers;
     uint64_t global = 0;
     if (o->trunk_dir) {
-        x->trunk = k3_trunk_open(m, o->trunk_dir, o->verify_reads, err, errlen);
+        x->trunk = k3_trunk_open(m, o->trunk_dir, err, errlen);
         if (!x->trunk) return K3_ERR_RUNTIME;
         for (int L = 0; L < NL; L++) lb[L] = k3_trunk_layer_bytes(x->trunk, L);
     } else k3_trunk_sizes_from_shards(m, lb, &global);
@@ -175,20 +176,30 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
         return K3_ERR_RUNTIME;
     }
     int rc;
-    if (x->trunk && (rc = k3_trunk_start(x->trunk, p.n_pinned, &x->st, err, errlen))) return rc;
-    const int head_T = o->logits_rows > 1 ? (o->chunk > 0 ? o->chunk : 1) : 1;
-    if (p.head_stream && !(x->head = k3_head_open(m, (uint64_t)K3_HEAD_BUF, head_T, err, errlen)))
-        return K3_ERR_RUNTIME;
+    x->io.st = &x->st;
+    pthread_mutex_init(&x->io.mu, NULL);
+    x->io_init = 1;
+    const int depth = o->io_depth > 0 ? o->io_depth : 16;
+    if (x->trunk) {
+        const K3StreamOpts so = { p.pinned, p.piece, p.ring_bytes, o->piece_rows, depth,
+                                  o->chunk, o->verify_reads, 1 };
+        if (!(x->stream = k3_stream_open(m, x->trunk, &so, &x->st, &x->io, err, errlen)))
+            return K3_ERR_RUNTIME;
+    }
     int any_moe = 0;
     for (int L = 0; L < NL; L++) any_moe |= m->cfg.is_moe[L];
-    const K3ECacheSink sink = { &x->st, &x->base.expert_failures, &x->trace, &x->step };
-    if (any_moe && !(x->cache = k3_ecache_new(m, p.nslots, 4, sink, err, errlen)))
+    const K3ECacheSink sink = { &x->st, &x->base.expert_failures, &x->trace, &x->step, &x->io,
+                                x->stream ? k3_stream_kick : NULL, x->stream };
+    /* expert reads in flight: the cache keeps one slot for the expert being computed */
+    const int eth = depth < p.nslots - 1 ? depth : p.nslots - 1 > 0 ? p.nslots - 1 : 1;
+    if (any_moe && !(x->cache = k3_ecache_new(m, p.nslots, eth, sink, err, errlen)))
         return K3_ERR_RUNTIME;
+    if (x->stream && x->cache) k3_stream_set_experts(x->stream, k3_ecache_busy(x->cache));
     if (o->trace_dir && (rc = open_trace(x, o, p.nslots, err, errlen))) return rc;
     if (!o->quiet) {
         char d[700];
-        if (x->trunk) {
-            k3_trunk_describe(x->trunk, d, sizeof d);
+        if (x->stream) {
+            k3_stream_describe(x->stream, d, sizeof d);
             fprintf(stderr, "k3: trunk %s\n", d);
         }
         if (x->cache) {
@@ -219,9 +230,10 @@ int k3_mem_open(K3Model *m, const K3MemOpts *o, K3Mem **out, char *err, size_t e
 
 void k3_mem_close(K3Mem *x) {
     if (!x) return;
+    k3_ecache_free(x->cache);                  /* before the stream its idle hook wakes */
+    k3_stream_close(x->stream);
     k3_trunk_close(x->trunk);
-    k3_head_close(x->head);
-    k3_ecache_free(x->cache);
+    if (x->io_init) pthread_mutex_destroy(&x->io.mu);
     if (x->trace) fclose(x->trace);
     free(x->steps);
     free(x);
