@@ -18,8 +18,8 @@ void k3_sigbus_install(void);
 int k3_serve_main(int argc, char **argv);         /* serve.c: k3 serve (docs/SERVE.md) */
 
 /* flags.c: the memory flags shared by batch mode and chat (--trunk, --trunk-gb, --cache-gb,
- * --preset, --verbose, --dump-cache-trace, --verify-reads, and --ctx where the caller lets
- * it). argv[*i]
+ * --preset, --verbose, --dump-cache-trace, --verify-reads, --io-depth, --piece-mb, the
+ * test flag --piece-rows, and --ctx where the caller lets it). argv[*i]
  * is one: consumes it (and its value) into o, returns 1; not one: 0; a bad value: -1
  * with a message in err. */
 int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx, char *err,
@@ -31,7 +31,8 @@ typedef struct { const char *name; int takes_value; } K3Flag;
 #define K3_FLAGS_SAMPLER { "--temperature", 1 }, { "--top-k", 1 }, { "--top-p", 1 }, \
                          { "--min-p", 1 }, { "--seed", 1 }, { "--greedy", 0 }
 #define K3_FLAGS_MEM { "--trunk", 1 }, { "--trunk-gb", 1 }, { "--cache-gb", 1 }, \
-                     { "--preset", 1 }, { "--dump-cache-trace", 1 }, { "--verbose", 0 }
+                     { "--preset", 1 }, { "--dump-cache-trace", 1 }, { "--verbose", 0 }, \
+                     { "--io-depth", 1 }, { "--piece-mb", 1 }, { "--piece-rows", 1 }
 /* argv with each "--flag=value" of a value flag split into "--flag" "value" (a value given
  * as its own word is never split), into a new argv kept for the life of the process.
  * 0, or 2 with the message in err ("--greedy takes no value"; out of memory). */

@@ -39,13 +39,20 @@
 enum { K3_W_F32 = 0, K3_W_BF16 = 1, K3_W_MXFP4 = 2 };
 
 /* A weight matrix [rows][cols], y = W x. For MXFP4, w is packed [rows][cols/2] and
- * scale is [rows][cols/32]; cols must be a multiple of 32. */
+ * scale is [rows][cols/32]; cols must be a multiple of 32. src: a matrix whose rows
+ * arrive in pieces (the streamed trunk, src/mem) has w NULL; k3_matmul hands the product
+ * to src, which multiplies it piece by piece (rows are independent: the same bits). */
+typedef struct K3RowSource K3RowSource;
 typedef struct {
     int type;
     int rows, cols;
     const void *w;
     const uint8_t *scale;
+    const K3RowSource *src;
 } K3Mat;
+struct K3RowSource {
+    void (*matmul)(const K3RowSource *s, float *Y, const K3Mat *W, const float *X, int T);
+};
 
 /* Select the implementation: "auto", "scalar", "avx2", "avx512", "neon".
  * Returns 0, or -1 with a message when the CPU (or this build) lacks it. */

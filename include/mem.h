@@ -20,10 +20,15 @@ typedef struct {
     double trunk_gb, cache_gb;    /* GB (1e9 bytes); K3_BUDGET_UNSET / K3_BUDGET_AUTO */
     int ctx;                      /* positions the MLA cache must hold */
     int chunk;                    /* largest number of tokens in one forward (prefill) */
+    int chunk_auto;               /* chunk is the most wanted: the plan lowers it to the
+                                   * largest that fits beside the budgets */
     int logits_rows;              /* rows of logits the caller keeps */
     const char *trace_dir;        /* --dump-cache-trace DIR */
     int verbose, quiet;
     int verify_reads;             /* --verify-reads: streamed trunk layers checked on every read */
+    int io_depth;                 /* --io-depth N: reads in flight (trunk chunks, experts) */
+    double piece_mb;              /* --piece-mb X: trunk piece size (0: the plan's) */
+    int piece_rows;               /* --piece-rows N (tests): rows per trunk piece */
 } K3MemOpts;
 void k3_mem_opts_init(K3MemOpts *o);
 
@@ -36,6 +41,9 @@ typedef struct {
     double io_wait_s;                         /* compute thread blocked on trunk or expert reads */
     double trunk_read_s, expert_read_s;       /* summed time inside reads (I/O threads) */
     uint64_t head_bytes;                      /* lm_head bytes streamed (also in trunk_bytes) */
+    double disk_busy_s;                       /* wall time with any read in flight */
+    int io_depth_max;                         /* most reads in flight at once */
+    uint64_t ahead_max;                       /* most window bytes read ahead of the matmuls */
 } K3MemStats;
 
 /* Plans memory for model m (printed unless quiet), refuses with exit 1 when the plan does
@@ -47,6 +55,8 @@ K3Weights *k3_mem_weights(K3Mem *x);          /* the storage the forward pass us
 const K3MemStats *k3_mem_stats(const K3Mem *x);
 /* The bytes the plan counted for the forward buffers (k3_runstate_bytes). */
 uint64_t k3_mem_buffer_bytes(const K3Mem *x);
+/* The prefill chunk the plan chose (the forward buffers' max_T). */
+int k3_mem_chunk(const K3Mem *x);
 
 /* Reports (x may be NULL: nothing): one line per forward on stderr (verbose), the
  * summary, and JSON fields (each line "  \"key\": value,\n") for --out. */

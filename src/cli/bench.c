@@ -201,7 +201,7 @@ static K3Mat *make_copies(const Shape *s, size_t min_bytes, int *ncopy) {
                 buf[elems / 2 + i] = (uint8_t)(118 + brnd() % 10);
         }
         m[k] = (K3Mat){ s->type, s->rows, s->cols, buf,
-                        s->type == K3_W_MXFP4 ? buf + elems / 2 : NULL };
+                        s->type == K3_W_MXFP4 ? buf + elems / 2 : NULL, NULL };
     }
     *ncopy = n;
     return m;

@@ -20,6 +20,7 @@ static const char CHAT_USAGE[] =
 "  --system TEXT          system message (must equal a loaded history's system message)\n"
 "  --gen N                cap on each reply, in tokens (default 4096)\n"
 "  --ctx N                context limit in positions (default max_position_embeddings)\n"
+"  --prefill-chunk N      tokens per forward of a turn (default: the largest that fits)\n"
 "  --no-think             thinking off: no effort message, no think channels\n"
 "  --think-effort E       low | high | max (default max)\n"
 "  --hide-thinking        do not print the think channel\n"
@@ -366,13 +367,14 @@ static const K3Flag CHAT_FLAGS[] = {
     { "--load-state", 1 }, { "--system", 1 }, { "--config", 1 }, { "--kernels", 1 },
     { "--gen", 1 }, { "--ctx", 1 }, { "--threads", 1 }, { "--think-effort", 1 },
     { "--thinking-effort", 1 }, { "--no-think", 0 }, { "--hide-thinking", 0 },
-    { "--canonical-history", 0 }, { "--no-color", 0 }, { "--help", 0 }, K3_FLAGS_SAMPLER,
+    { "--canonical-history", 0 }, { "--no-color", 0 }, { "--help", 0 },
+    { "--prefill-chunk", 1 }, K3_FLAGS_SAMPLER,
     K3_FLAGS_MEM,
 };
 #define N_CHAT_FLAGS (int)(sizeof CHAT_FLAGS / sizeof CHAT_FLAGS[0])
 
 static K3MemOpts memf;                       /* memory flags, shared with batch mode (flags.c) */
-static int ctx_given;
+static int ctx_given, chunk_given;              /* chunk_given: --prefill-chunk N */
 
 static int parse_flags(int argc, char **argv, Chat *c, const char **system, int *seed_set) {
     c->gen = 4096; c->thinking = 1; c->kernels = "auto";
@@ -408,6 +410,8 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         } else if (!strcmp(a, "--ctx")) {
             VAL(); if (k3_parse_int(a, v, 1, &c->ctx)) return K3_ERR_USAGE;
             ctx_given = 1;
+        } else if (!strcmp(a, "--prefill-chunk")) {  /* else the plan sizes each turn's */
+            VAL(); if (k3_parse_int(a, v, 1, &chunk_given)) return K3_ERR_USAGE;
         } else if (!strcmp(a, "--threads")) {
             VAL(); if (k3_parse_int(a, v, 1, &c->threads)) return K3_ERR_USAGE;
         } else if (!strcmp(a, "--think-effort") || !strcmp(a, "--thinking-effort")) {
@@ -500,7 +504,10 @@ static int setup(Chat *c, const char *system) {
         ctx = cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 32768;
     }
     const int pctx = ctx_given || ctx < 4096 ? ctx : 4096;
-    eo.mem.ctx = pctx; eo.mem.chunk = K3_PREFILL_CHUNK; eo.mem.logits_rows = 1;
+    /* each turn's new tokens in chunks the plan sizes: the largest that fits, up to ctx */
+    eo.mem.ctx = pctx; eo.mem.chunk = chunk_given ? chunk_given : pctx;
+    eo.mem.chunk_auto = !chunk_given;
+    eo.mem.logits_rows = 1;
     eo.mem.quiet = !memf.verbose;
     int rc = k3_engine_open(&c->eng, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }

@@ -137,7 +137,7 @@ double doc_mem_bench(uint64_t bytes) {
     if (w && x && y) {
         for (size_t i = 0; i < (size_t)rows * cols; i++) w[i] = 0x3c00 + (uint16_t)(i & 0xff);
         for (int i = 0; i < cols; i++) x[i] = 1.0f / (float)(i + 1);
-        const K3Mat W = { K3_W_BF16, rows, cols, w, NULL };
+        const K3Mat W = { K3_W_BF16, rows, cols, w, NULL, NULL };
         for (int run = 0; run < 3; run++) {
             double t0 = k3_now();
             k3_matmul(y, &W, x, 1);

@@ -11,7 +11,8 @@
 
 static int takes_value(const char *a, int with_ctx) {
     static const char *const names[] = { "--trunk", "--trunk-gb", "--cache-gb", "--preset",
-                                         "--dump-cache-trace" };
+                                         "--dump-cache-trace", "--io-depth", "--piece-mb",
+                                         "--piece-rows" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(a, names[i])) return 1;
     return with_ctx && !strcmp(a, "--ctx");
@@ -35,6 +36,22 @@ int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx,
         }
     } else if (!strcmp(a, "--ctx")) {
         if (k3_parse_int_msg(a, v, 1, &o->ctx, err, errlen)) return -1;
+    } else if (!strcmp(a, "--io-depth")) {
+        if (k3_parse_int_msg(a, v, 1, &o->io_depth, err, errlen)) return -1;
+        if (o->io_depth > 256) {
+            snprintf(err, errlen, "--io-depth: %d reads in flight is more than 256", o->io_depth);
+            return -1;
+        }
+    } else if (!strcmp(a, "--piece-rows")) {      /* tests: rows per streamed trunk piece */
+        if (k3_parse_int_msg(a, v, 1, &o->piece_rows, err, errlen)) return -1;
+    } else if (!strcmp(a, "--piece-mb")) {
+        char *end;
+        double g = strtod(v, &end);
+        if (!*v || *end || !(g >= 0.004) || g > 4096) {
+            snprintf(err, errlen, "--piece-mb: '%.100s' is not a size in MB (0.004 .. 4096)", v);
+            return -1;
+        }
+        o->piece_mb = g;
     } else {
         char *end;
         double g = strtod(v, &end);

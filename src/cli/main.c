@@ -40,8 +40,8 @@ static const char *USAGE =
 "  --gen N              tokens to generate (default 16); 0 = prefill only\n"
 "  --incremental        carry KDA state and the MLA latent cache (the default)\n"
 "  --recompute          re-run the whole prefix for every new token (same ids)\n"
-"  --prefill-chunk N    tokens per prefill forward (default 64; bounds activation\n"
-"                       memory; any value gives the same bits)\n"
+"  --prefill-chunk N    tokens per prefill forward (default: the largest that fits\n"
+"                       beside the budgets, printed in the plan; same bits)\n"
 "  Greedy decoding (argmax, lowest id on ties); stops at --gen or eos_token_id.\n"
 "  --temperature X --top-k K --top-p P --min-p M --seed N --greedy\n"
 "                       sample instead (any of these turns sampling on; defaults\n"
@@ -60,11 +60,12 @@ static const char *USAGE =
 "\n"
 "Memory (docs/PERFORMANCE.md; budgets decide where bytes live, never the bits):\n"
 "  --trunk DIR          stream the trunk from DIR/trunk.k3 (made by k3 pack): the\n"
-"                       first layers that fit --trunk-gb are pinned, the rest cycle\n"
-"                       through a 2-slot ring read ahead by a background thread\n"
-"  --trunk-gb G         trunk budget in GB: pinned layers + ring, plus lm_head when\n"
-"                       it fits beside the ring (else lm_head is read in row blocks\n"
-"                       through a 64 MB buffer every forward, same bits)\n"
+"                       first bytes that fit --trunk-gb are pinned (the prefix may end\n"
+"                       inside a layer), the rest and lm_head are read every forward\n"
+"                       in pieces through a read-ahead window (same bits)\n"
+"  --trunk-gb G         trunk budget in GB: pinned prefix + the window\n"
+"  --io-depth N         reads in flight (trunk chunks, experts; default 16)\n"
+"  --piece-mb X         trunk piece size in MB (default: the plan's, at most 64 MB)\n"
 "  --cache-gb G         routed-expert cache in GB (fixed slots, LFU with ageing;\n"
 "                       never more than all routed experts)\n"
 "  --preset P           minimum | laptop (8 GB machine) | desktop (32 GB) | workstation\n"
@@ -333,8 +334,11 @@ static int check_context(const Opts *o, int n_prompt) {
 
 /* The engine for this run: the plan covers the prompt, the generation and the chunk. */
 static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size_t errlen) {
-    const int pc = o->chunk > 0 ? o->chunk : K3_PREFILL_CHUNK;
+    /* no --prefill-chunk: the plan sizes the chunk (the whole prompt when it fits) */
+    const int want = o->recompute ? n_prompt + o->gen : n_prompt;
+    const int pc = o->chunk > 0 ? o->chunk : (want > 0 ? want : 1);
     K3EngineOpts eo = { o->model_dir, o->config, o->kernels, o->threads, o->mem };
+    eo.mem.chunk_auto = o->chunk <= 0;
     eo.mem.ctx = o->mem.ctx > 0 ? o->mem.ctx : n_prompt + o->gen;
     eo.mem.chunk = o->recompute ? pc : (n_prompt < pc ? n_prompt : pc);
     eo.mem.logits_rows = o->dump_logits ? n_prompt : 1;

@@ -30,7 +30,9 @@ int k3_engine_open(K3Engine *e, const K3EngineOpts *o, char *err, size_t errlen)
     if (!rc) rc = k3_mem_open(&e->m, &o->mem, &e->mem, err, errlen);
     if (!rc) {
         e->w = k3_mem_weights(e->mem);
-        if (k3_runstate_init(&e->rs, &e->m.cfg, o->mem.chunk, o->mem.ctx, o->mem.logits_rows)) {
+        /* the buffers hold the chunk the plan chose (it may lower an automatic one) */
+        if (k3_runstate_init(&e->rs, &e->m.cfg, k3_mem_chunk(e->mem), o->mem.ctx,
+                             o->mem.logits_rows)) {
             snprintf(err, errlen, "out of memory for the forward buffers (%.3f GB)",
                      k3_mem_buffer_bytes(e->mem) / K3_GB);
             rc = K3_ERR_RUNTIME;

@@ -218,6 +218,7 @@ void k3_matmul(float *Y, const K3Mat *W, const float *X, int T) {
     const K3KernelOps *o = ops();
     int rows = W->rows, nt = k3_threads();
     if (T <= 0 || rows <= 0) return;
+    if (W->src) { W->src->matmul(W->src, Y, W, X, T); return; }   /* rows in pieces */
     if (nt <= 1 || (double)rows * W->cols * T < K3_INLINE_MACS) {
         o->matmul(Y, W, X, 0, rows, 0, T); return;
     }

@@ -44,7 +44,10 @@ struct K3ECache {
     int *pend, npend, pend_next, nprotect;
     uint64_t nreads;
     long nprefetch;                          /* for K3_FAULT_SHRINK_AT */
+    int busy;                                /* reads queued or in flight (atomic) */
 };
+
+const int *k3_ecache_busy(const K3ECache *c) { return &c->busy; }
 
 uint64_t k3_ecache_slot_bytes(const K3Config *c) {
     return k3_dio_room(k3_expert_bytes(c));  /* room for the O_DIRECT alignment window */
@@ -88,6 +91,7 @@ static void *worker(void *arg) {
         K3DioFile *f = shard_file(c, l->shard, err, sizeof err);
         pthread_mutex_unlock(&c->mu);
 
+        if (c->out.io) k3_io_begin(c->out.io);
         double t0 = k3_now();
         int64_t got = -1;
         const K3Faults *fault = k3_faults();
@@ -107,8 +111,11 @@ static void *worker(void *arg) {
             }
         }
         double t1 = k3_now();
+        if (c->out.io) k3_io_end(c->out.io);
         pthread_mutex_lock(&c->mu);
         c->out.st->expert_read_s += t1 - t0;
+        if (__atomic_sub_fetch(&c->busy, 1, __ATOMIC_SEQ_CST) == 0 && c->out.idle)
+            c->out.idle(c->out.idle_ctx);       /* the trunk readers may go on */
         if (got >= 0) {
             s->state = SL_READY;
             c->out.st->expert_bytes += (uint64_t)got;
@@ -155,6 +162,7 @@ static void issue(K3ECache *c, int si, int key) {
         c->queue[pos] = c->queue[pos - 1]; pos--;
     }
     c->queue[pos] = si; c->qn++;
+    __atomic_add_fetch(&c->busy, 1, __ATOMIC_SEQ_CST);
     pthread_cond_signal(&c->cv_job);
 }
 

@@ -1,14 +1,21 @@
 /* internal.h — the parts of the memory system (src/mem) and how they meet. mem.c owns
- * them and implements weights.h on top: trunk.c (pinned prefix + layer ring), head.c
- * (lm_head in row blocks), expert_cache.c (slots + I/O pool, policy.c), plan.c (the
- * plan arithmetic), presets.c, report.c. Nothing here exits the process. */
+ * them and implements weights.h on top: trunk.c (the packed trunk's index), stream.c
+ * (pinned prefix + pieces through a read-ahead window, lm_head too), expert_cache.c
+ * (slots + I/O pool, policy.c), plan.c (the plan arithmetic), presets.c, report.c. Nothing here exits the process. */
 #ifndef K3_MEM_INTERNAL_H
 #define K3_MEM_INTERNAL_H
 #include "mem.h"
+#include <pthread.h>
 
 typedef struct K3Trunk K3Trunk;
+typedef struct K3Stream K3Stream;
 typedef struct K3ECache K3ECache;
-typedef struct K3Head K3Head;
+
+/* The disk meter shared by the trunk readers and the expert cache: busy wall time (any
+ * read in flight) and the deepest queue, into st. */
+typedef struct { pthread_mutex_t mu; int n; double t0; K3MemStats *st; } K3IoMeter;
+void k3_io_begin(K3IoMeter *m);
+void k3_io_end(K3IoMeter *m);
 
 /* One forward's figures (the prefill chunk set is step 0, then one per token). */
 typedef struct {
@@ -16,13 +23,15 @@ typedef struct {
     double seconds, io_wait_s;
     uint64_t trunk_bytes, expert_bytes, expert_reads, expert_req, expert_hits;
     uint64_t head_bytes;                      /* lm_head bytes (also in trunk_bytes) */
+    double disk_busy_s;                       /* wall time with a read in flight */
 } K3MemStep;
 
 struct K3Mem {
     K3Weights base;                           /* the weights.h face of the memory system */
     K3Model *m;
     K3Trunk *trunk;                           /* NULL = trunk resident in the shard mappings */
-    K3Head *head;                             /* lm_head streaming, NULL = resident */
+    K3Stream *stream;                         /* the trunk in pieces (with --trunk) */
+    K3IoMeter io; int io_init;
     K3ECache *cache;                          /* NULL = no MoE layer */
     K3MemStats st;
     FILE *trace;
@@ -30,6 +39,7 @@ struct K3Mem {
     K3MemStats prev;                          /* counters at the end of the previous step */
     K3MemStep *steps; int n_steps, cap_steps; /* per-step figures for --out */
     uint64_t buffer_bytes, plan_bytes;        /* the plan's forward buffers and its total */
+    int chunk;                                /* the prefill chunk the plan chose */
 };
 
 /* ---- plan.c ---- */
@@ -39,9 +49,11 @@ typedef struct {
     uint64_t pinned, ring_bytes, cache, lm_head, embed, vectors, state, mla, buffers, process,
              total;
     uint64_t trunk_total, trunk_min, cache_min, all_experts, head_full, slot_bytes;
+    uint64_t piece;                          /* streamed piece size (ring_bytes: the window) */
     int raised_trunk, raised_cache;
+    int chunk;                               /* tokens per forward the buffers are sized for */
+    const char *chunk_why;                   /* which bound chose it (NULL: not printed) */
 } K3Plan;
-#define K3_HEAD_BUF 64e6                     /* lm_head row-block buffer when streamed */
 /* lb[0..NL): trunk bytes per layer; have_trunk: --trunk given; process: bytes held. */
 void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uint64_t *lb,
                   int have_trunk, double tgb, double cgb, uint64_t process, K3Plan *p);
@@ -61,33 +73,62 @@ int k3_preset_count(void);
 const char *k3_preset_name(int i);
 void k3_preset_budgets(int i, double *trunk_gb, double *cache_gb);
 
-/* ---- trunk.c ---- */
-/* verify_reads: check every streamed layer against its checksums (pinned ones always). */
-K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
-                       size_t errlen);
-uint64_t k3_trunk_layer_bytes(const K3Trunk *t, int L);   /* padded blob size */
-int k3_trunk_start(K3Trunk *t, int n_pinned, K3MemStats *st, char *err, size_t errlen);
+/* ---- trunk.c: the packed trunk's index ---- */
+K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen);
 void k3_trunk_close(K3Trunk *t);
-const K3Layer *k3_trunk_acquire(K3Trunk *t, int L, K3MemStats *st, char *err, size_t errlen);
-void k3_trunk_release(K3Trunk *t, int L);
-void k3_trunk_describe(const K3Trunk *t, char *buf, size_t n);
-/* The ring for n streamed layers of sizes len[0..n): 2 slots (1 when n == 1). Layer i
- * goes to slot slot_of[i] (alternating; for odd n one adjacent pair shares a slot,
- * placed where the slots are smallest, ties at the smallest layer: that one layer
- * is read after its neighbour is released instead of during it). slot_of may be NULL.
- * Returns the ring bytes; slot_bytes[0..1] the size of each slot. The plan uses it too. */
-uint64_t k3_ring_layout(const uint64_t *len, int n, int *slot_of, uint64_t *slot_bytes);
+uint64_t k3_trunk_layer_bytes(const K3Trunk *t, int L);   /* padded blob size */
+const char *k3_trunk_path(const K3Trunk *t);
+/* Layer L's bound matrices: how many; matrix i's K3Layer field, checksum and name. */
+int k3_trunk_nmats(const K3Trunk *t, int L);
+void k3_trunk_mat(const K3Trunk *t, int L, int i, size_t *field, uint64_t *sum,
+                  const char **name);
+/* File bytes [*off, *off + *n) of rows [r0, r1) of matrix i of layer L: the only place
+ * that knows how rows lie in the file. */
+void k3_trunk_rows(const K3Trunk *t, int L, int i, int r0, int r1, uint64_t *off,
+                   uint64_t *n);
+/* The refusal of matrix i of layer L whose bytes summed to got. */
+void k3_trunk_bad_sum(const K3Trunk *t, int L, int i, uint64_t got, char *err, size_t errlen);
 
-/* ---- head.c: lm_head in row blocks through a bounded buffer, for chunks up to max_T ---- */
-K3Head *k3_head_open(K3Model *m, uint64_t buf_bytes, int max_T, char *err, size_t errlen);
-void k3_head_close(K3Head *h);
-int k3_head_matmul(K3Head *h, float *Y, const float *X, int T, K3MemStats *st, char *err,
-                   size_t errlen);
+/* ---- stream.c: the trunk (and lm_head) in pieces through a read-ahead window ----
+ * The matrices in the order the forward pass multiplies them (layer by layer, then
+ * lm_head) are cut at row boundaries: the first pin_bytes are read once and pinned (the
+ * prefix may end inside a matrix), the rest is cut into pieces of at most piece_bytes
+ * and read, every forward, by io_depth threads in aligned chunks into a window of
+ * window_bytes, ahead of the matmuls that consume them in order. */
+typedef struct {
+    uint64_t pin_bytes, piece_bytes, window_bytes;
+    int piece_rows;                           /* > 0: rows per piece (tests) */
+    int io_depth, max_T, verify_reads;
+    int head;                                 /* lm_head goes through the stream too */
+} K3StreamOpts;
+K3Stream *k3_stream_open(K3Model *m, K3Trunk *t, const K3StreamOpts *o, K3MemStats *st,
+                         K3IoMeter *io, char *err, size_t errlen);
+/* Expert reads queued or in flight (the cache's counter): while there are any, and the
+ * matmuls do not wait on the window, trunk reads hold back. k3_stream_kick wakes the
+ * readers when the count falls to 0. */
+void k3_stream_set_experts(K3Stream *s, const int *busy);
+void k3_stream_kick(void *stream);
+void k3_stream_close(K3Stream *s);
+const K3Layer *k3_stream_acquire(K3Stream *s, int L, char *err, size_t errlen);
+void k3_stream_release(K3Stream *s, int L);
+int k3_stream_head(K3Stream *s, float *Y, const float *X, int T, char *err, size_t errlen);
+void k3_stream_describe(const K3Stream *s, char *buf, size_t n);
+/* Bytes the stream allocates beyond pin and window (the T > 1 scatter block). */
+uint64_t k3_stream_tmp_bytes(int max_T, uint64_t piece);
+/* The window for pieces of piece bytes when the largest whole matrix is whole_max. */
+uint64_t k3_stream_window(uint64_t piece, uint64_t whole_max);
+/* The piece size the plan picks for a stream of total bytes. */
+uint64_t k3_stream_piece(uint64_t total);
 
 /* ---- expert_cache.c ---- */
 uint64_t k3_ecache_slot_bytes(const K3Config *c);
 /* The counters, failure count and trace the cache reports to (owned by mem.c). */
-typedef struct { K3MemStats *st; long *failures; FILE **trace; const int *step; } K3ECacheSink;
+typedef struct {
+    K3MemStats *st; long *failures; FILE **trace; const int *step;
+    K3IoMeter *io;                           /* may be NULL */
+    void (*idle)(void *ctx); void *idle_ctx; /* called when no expert read is left */
+} K3ECacheSink;
+const int *k3_ecache_busy(const K3ECache *c);
 K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3ECacheSink out, char *err,
                         size_t errlen);
 void k3_ecache_free(K3ECache *c);

@@ -1,6 +1,7 @@
 /* mem.c — the memory system as one storage behind weights.h: plans the budgets
- * (plan.c), refuses a plan that does not fit, then opens the trunk (pinned prefix and
- * ring, trunk.c), the streamed lm_head (head.c) and the expert cache (expert_cache.c).
+ * (plan.c), refuses a plan that does not fit, then opens the trunk (its index, trunk.c;
+ * pinned prefix and pieces through the window, lm_head included, stream.c) and the
+ * expert cache (expert_cache.c).
  * Without --trunk the trunk stays in the shard mappings and only experts are cached. */
 #include "internal.h"
 #include "fault.h"
@@ -22,12 +23,12 @@ static K3Mem *of(K3Weights *w) { return (K3Mem *)w; }
 
 static const K3Layer *acquire(K3Weights *w, int L, char *err, size_t errlen) {
     K3Mem *x = of(w);
-    if (!x->trunk) return &x->m->layers[L];
-    return k3_trunk_acquire(x->trunk, L, &x->st, err, errlen);
+    if (!x->stream) return &x->m->layers[L];
+    return k3_stream_acquire(x->stream, L, err, errlen);
 }
 
 static void release(K3Weights *w, int L) {
-    if (of(w)->trunk) k3_trunk_release(of(w)->trunk, L);
+    if (of(w)->stream) k3_stream_release(of(w)->stream, L);
 }
 
 static void prefetch(K3Weights *w, int L, const int *ids, int n) {
@@ -41,7 +42,7 @@ static int expert(K3Weights *w, int L, int e, K3Expert *out) {
 
 static int lm_head(K3Weights *w, float *Y, const float *X, int T, char *err, size_t errlen) {
     K3Mem *x = of(w);
-    if (x->head) return k3_head_matmul(x->head, Y, X, T, &x->st, err, errlen);
+    if (x->stream) return k3_stream_head(x->stream, Y, X, T, err, errlen);
     k3_matmul(Y, &x->m->lm_head, X, T);
     return 0;
 }
@@ -53,6 +54,7 @@ static const K3WeightsOps MEM_OPS = { acquire, release, prefetch, expert, lm_hea
 K3Weights *k3_mem_weights(K3Mem *x) { return &x->base; }
 const K3MemStats *k3_mem_stats(const K3Mem *x) { return x ? &x->st : NULL; }
 uint64_t k3_mem_buffer_bytes(const K3Mem *x) { return x->buffer_bytes; }
+int k3_mem_chunk(const K3Mem *x) { return x->chunk; }
 
 /* ---- setup ---- */
 
@@ -101,6 +103,34 @@ static void pick_budgets(const K3Model *m, const K3MemOpts *o, const uint64_t *l
     }
 }
 
+/* The prefill chunk: the largest T <= o->chunk whose plan (buffers grow with T) fits 90%
+ * of avail beside the budgets, so a prompt reads each (layer, expert) once per chunk with
+ * as few chunks as memory allows. Unknown avail: o->chunk. *why says which bound won. */
+static int fit_chunk(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, double tgb,
+                     double cgb, uint64_t self, uint64_t avail, const char **why) {
+    K3MemOpts q = *o;
+    K3Plan p;
+    int lo = 1, hi = o->chunk > 0 ? o->chunk : 1;
+    *why = "--prefill-chunk or the caller";
+    if (!o->chunk_auto) return hi;
+    *why = "all the tokens of the forward";
+    if (!avail) return hi;
+    const double room = 0.9 * (double)avail;
+    q.chunk = hi;
+    k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, &q, lb, o->trunk_dir != NULL, tgb, cgb,
+                 self, &p);
+    if ((double)p.total <= room) return hi;
+    *why = "the largest whose buffers fit 90% of available beside the budgets";
+    while (lo < hi) {
+        q.chunk = lo + (hi - lo + 1) / 2;
+        k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, &q, lb, o->trunk_dir != NULL, tgb,
+                     cgb, self, &p);
+        if ((double)p.total <= room) lo = q.chunk;
+        else hi = q.chunk - 1;
+    }
+    return lo;
+}
+
 static int open_trace(K3Mem *x, const K3MemOpts *o, int nslots, char *err, size_t errlen) {
     const K3Config *c = &x->m->cfg;
     char path[4200];
@@ -115,12 +145,13 @@ static int open_trace(K3Mem *x, const K3MemOpts *o, int nslots, char *err, size_
     return 0;
 }
 
-static int setup(K3Mem *x, const K3MemOpts *o, uint64_t *lb, char *err, size_t errlen) {
+static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t errlen) {
     K3Model *m = x->m;
+    K3MemOpts opts = *o0, *o = &opts;          /* o->chunk becomes the chunk the plan picks */
     const int NL = m->cfg.num_hidden_layers;
     uint64_t global = 0;
     if (o->trunk_dir) {
-        x->trunk = k3_trunk_open(m, o->trunk_dir, o->verify_reads, err, errlen);
+        x->trunk = k3_trunk_open(m, o->trunk_dir, err, errlen);
         if (!x->trunk) return K3_ERR_RUNTIME;
         for (int L = 0; L < NL; L++) lb[L] = k3_trunk_layer_bytes(x->trunk, L);
     } else k3_trunk_sizes_from_shards(m, lb, &global);
@@ -128,32 +159,47 @@ static int setup(K3Mem *x, const K3MemOpts *o, uint64_t *lb, char *err, size_t e
     char adesc[400];
     const uint64_t avail = available(self, adesc, sizeof adesc);
     double tgb = o->trunk_gb, cgb = o->cache_gb;
-    pick_budgets(m, o, lb, self, avail, &tgb, &cgb);
+    if (o->chunk_auto && o->chunk > K3_PREFILL_CHUNK) o->chunk = K3_PREFILL_CHUNK;
+    pick_budgets(m, o, lb, self, avail, &tgb, &cgb);   /* budgets first, then the chunk */
+    const char *why;
+    o->chunk = fit_chunk(m, o0, lb, tgb, cgb, self, avail, &why);
+    x->chunk = o->chunk;
     K3Plan p;
     k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb, cgb,
                  self, &p);
     x->buffer_bytes = p.buffers;
     x->plan_bytes = p.total;
+    p.chunk_why = why;
     if (!o->quiet) k3_plan_print(&p, NL, o->trunk_dir != NULL, avail, adesc, o->ctx, stderr);
     if (avail && p.total > avail) {
         k3_plan_refusal(&p, m, o, lb, avail, adesc, err, errlen);
         return K3_ERR_RUNTIME;
     }
     int rc;
-    if (x->trunk && (rc = k3_trunk_start(x->trunk, p.n_pinned, &x->st, err, errlen))) return rc;
-    const int head_T = o->logits_rows > 1 ? (o->chunk > 0 ? o->chunk : 1) : 1;
-    if (p.head_stream && !(x->head = k3_head_open(m, (uint64_t)K3_HEAD_BUF, head_T, err, errlen)))
-        return K3_ERR_RUNTIME;
+    x->io.st = &x->st;
+    pthread_mutex_init(&x->io.mu, NULL);
+    x->io_init = 1;
+    const int depth = o->io_depth > 0 ? o->io_depth : 16;
+    if (x->trunk) {
+        const K3StreamOpts so = { p.pinned, p.piece, p.ring_bytes, o->piece_rows, depth,
+                                  o->chunk, o->verify_reads, 1 };
+        if (!(x->stream = k3_stream_open(m, x->trunk, &so, &x->st, &x->io, err, errlen)))
+            return K3_ERR_RUNTIME;
+    }
     int any_moe = 0;
     for (int L = 0; L < NL; L++) any_moe |= m->cfg.is_moe[L];
-    const K3ECacheSink sink = { &x->st, &x->base.expert_failures, &x->trace, &x->step };
-    if (any_moe && !(x->cache = k3_ecache_new(m, p.nslots, 4, sink, err, errlen)))
+    const K3ECacheSink sink = { &x->st, &x->base.expert_failures, &x->trace, &x->step, &x->io,
+                                x->stream ? k3_stream_kick : NULL, x->stream };
+    /* expert reads in flight: the cache keeps one slot for the expert being computed */
+    const int eth = depth < p.nslots - 1 ? depth : p.nslots - 1 > 0 ? p.nslots - 1 : 1;
+    if (any_moe && !(x->cache = k3_ecache_new(m, p.nslots, eth, sink, err, errlen)))
         return K3_ERR_RUNTIME;
+    if (x->stream && x->cache) k3_stream_set_experts(x->stream, k3_ecache_busy(x->cache));
     if (o->trace_dir && (rc = open_trace(x, o, p.nslots, err, errlen))) return rc;
     if (!o->quiet) {
         char d[700];
-        if (x->trunk) {
-            k3_trunk_describe(x->trunk, d, sizeof d);
+        if (x->stream) {
+            k3_stream_describe(x->stream, d, sizeof d);
             fprintf(stderr, "k3: trunk %s\n", d);
         }
         if (x->cache) {
@@ -184,9 +230,10 @@ int k3_mem_open(K3Model *m, const K3MemOpts *o, K3Mem **out, char *err, size_t e
 
 void k3_mem_close(K3Mem *x) {
     if (!x) return;
+    k3_ecache_free(x->cache);                  /* before the stream its idle hook wakes */
+    k3_stream_close(x->stream);
     k3_trunk_close(x->trunk);
-    k3_head_close(x->head);
-    k3_ecache_free(x->cache);
+    if (x->io_init) pthread_mutex_destroy(&x->io.mu);
     if (x->trace) fclose(x->trace);
     free(x->steps);
     free(x);

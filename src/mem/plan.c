@@ -1,20 +1,22 @@
 /* plan.c — the memory plan: what every budget buys, before anything big is allocated.
  *
- * The plan sums the pinned trunk, the trunk ring, the expert cache, lm_head (resident,
- * or a 64 MB row-block buffer when streamed), embedding rows (a row lookup: only touched
- * rows become resident), the f32 small vectors, the KDA recurrent state, the MLA cache
+ * The plan sums the pinned trunk prefix, the read-ahead window the rest streams through
+ * in pieces (lm_head included), the expert cache, lm_head (resident without --trunk),
+ * embedding rows (a row lookup: only touched rows become resident), the f32 small vectors, the KDA recurrent state, the MLA cache
  * for --ctx positions, the forward buffers (k3_runstate_bytes: exactly what the run
  * state allocates) and what the process already holds, and compares the total with
  * MemAvailable (and a cgroup memory limit). mem.c refuses to start, with every number
  * and the flag that would fix it (k3_plan_refusal), when the total does not fit. */
 #include "internal.h"
+#include "dio.h"
 #include "tensors.h"
 #include <stdlib.h>
 #include <string.h>
 
-/* Trunk bytes the budget governs: pinned layers, the ring, and lm_head when resident. */
+/* Trunk bytes the budget governs: the pinned prefix and the window. */
 static uint64_t trunk_used(const K3Plan *p, int have_trunk) {
-    return p->pinned + p->ring_bytes + (have_trunk && !p->head_stream ? p->lm_head : 0);
+    (void)have_trunk;
+    return p->pinned + p->ring_bytes;
 }
 
 /* lb[0..NL): trunk bytes per layer; process: bytes the process already holds. */
@@ -25,28 +27,37 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     for (int L = 0; L < NL; L++) p->trunk_total += lb[L];
     p->head_full = (uint64_t)V * H * (head_f32 ? 4 : 2);
     p->lm_head = p->head_full;
-    p->trunk_min = have_trunk ? k3_ring_layout(lb, NL, NULL, NULL) : p->trunk_total;
-    p->trunk_budget = tgb * K3_GB;
-    if (have_trunk && p->trunk_budget < p->trunk_min) {
-        p->trunk_budget = (double)p->trunk_min;
-        p->raised_trunk = 1;
-    }
+    p->trunk_min = p->trunk_total;
+    const uint64_t T = o->chunk > 0 ? o->chunk : 1;
     if (!have_trunk) { p->n_pinned = NL; p->pinned = p->trunk_total; }
     else {
-        /* lm_head is read every token like a layer: resident when the budget has room
-         * for it beyond the working ring, else streamed in row blocks (same bits) */
-        p->head_stream = p->trunk_budget < (double)(p->trunk_min + p->head_full);
-        const double room = p->trunk_budget - (p->head_stream ? 0 : (double)p->head_full);
-        uint64_t pin = 0;
-        for (int N = 0; N <= NL; N++) {   /* the deepest pinned prefix that fits with its ring */
-            if (N) pin += lb[N - 1];
-            uint64_t ring = k3_ring_layout(lb + N, NL - N, NULL, NULL);
-            if ((double)(pin + ring) <= room) {
-                p->n_pinned = N; p->pinned = pin; p->ring_bytes = ring;
-            }
+        /* one stream: the layers' matrices, then lm_head; a prefix pinned, the rest read
+         * in pieces through the window every forward (same bits) */
+        const uint64_t stream = p->trunk_total + p->head_full;
+        uint64_t whole = 0;                   /* kv_b is used whole (mla.c) */
+        for (int L = 0; L < NL; L++)
+            if (!c->is_kda[L])
+                whole = (uint64_t)c->num_attention_heads * (c->qk_nope_head_dim +
+                        c->v_head_dim) * c->kv_lora_rank * 2;
+        p->piece = o->piece_mb > 0 ? k3_up4k((uint64_t)(o->piece_mb * 1e6))
+                                   : k3_stream_piece(stream);
+        p->trunk_min = k3_stream_window(p->piece, whole) + k3_stream_tmp_bytes((int)T, p->piece);
+        p->trunk_budget = tgb * K3_GB;
+        if (p->trunk_budget < p->trunk_min) {
+            p->trunk_budget = (double)p->trunk_min;
+            p->raised_trunk = 1;
         }
+        if (p->trunk_budget >= (double)stream) p->pinned = stream;
+        else {
+            p->pinned = (uint64_t)p->trunk_budget - p->trunk_min;
+            p->ring_bytes = p->trunk_min;
+            p->ring = 1;
+            p->head_stream = 1;
+        }
+        uint64_t acc = 0;
+        for (int L = 0; L < NL && acc + lb[L] <= p->pinned; L++) { acc += lb[L]; p->n_pinned++; }
         p->streamed = NL - p->n_pinned;
-        p->ring = p->streamed ? (p->streamed >= 2 ? 2 : 1) : 0;
+        p->lm_head = 0;                       /* pinned or in the window */
     }
     int nmoe = 0;
     for (int L = 0; L < NL; L++) nmoe += c->is_moe[L];
@@ -63,14 +74,6 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     p->nslots = ns >= all ? all : (int)ns;  /* never more slots than routed experts: plan == use */
     if (p->nslots < mins) p->nslots = mins;
     p->cache = (uint64_t)p->nslots * slot;
-    const uint64_t T = o->chunk > 0 ? o->chunk : 1;
-    if (p->head_stream) {   /* block buffer (+ [T][rows] output block for all-row logits) */
-        uint64_t rb = (uint64_t)H * (head_f32 ? 4 : 2), rows = (uint64_t)(K3_HEAD_BUF / rb);
-        if (rows < 1) rows = 1;
-        if (rows > (uint64_t)V) rows = V;
-        p->lm_head = ((rows * rb + 4095) & ~(uint64_t)4095) + 8192 +
-                     (o->logits_rows > 1 ? rows * T * 4 : 0);
-    }
     uint64_t rows = (uint64_t)(o->ctx > 0 ? o->ctx : 1) *
                     (((uint64_t)H * 2 + 4095) / 4096 + 1) * 4096;
     p->embed = rows < (uint64_t)V * H * 2 ? rows : (uint64_t)V * H * 2;
@@ -92,6 +95,7 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     }
     const int ctx = o->ctx > 0 ? o->ctx : 1;
     p->buffers = k3_runstate_bytes(c, (int)T, ctx, o->logits_rows);
+    p->chunk = (int)T;
     p->process = process;
     p->total = p->pinned + p->ring_bytes + p->cache + p->lm_head + p->embed + p->vectors +
                p->state + p->mla + p->buffers + p->process;
@@ -110,28 +114,31 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
                    int ctx, FILE *f) {
     char slot[32];
     fprintf(f, "k3: memory plan (GB = 1e9 bytes)\n");
-    if (have_trunk)
-        fprintf(f, "  trunk pinned       %8.3f  %d of %d layers "
-                "(trunk budget %.3f GB covers pinned + ring%s)\n", p->pinned / K3_GB,
-                p->n_pinned, NL, p->trunk_budget / K3_GB, p->head_stream ? "" : " + lm_head");
-    else
+    char pb[32];
+    if (have_trunk) {
+        fprintf(f, "  trunk pinned       %8.3f  %d of %d layers whole%s, lm_head %s "
+                "(trunk budget %.3f GB covers pinned + window)\n", p->pinned / K3_GB,
+                p->n_pinned, NL, p->ring && p->n_pinned < NL ? " + part of the next" : "",
+                p->head_stream ? "streamed" : "pinned", p->trunk_budget / K3_GB);
+        if (p->ring)
+            fprintf(f, "  trunk window       %8.3f  the rest in pieces of %s, read ahead "
+                    "while the layers compute\n", p->ring_bytes / K3_GB,
+                    k3_size_text(p->piece, pb, sizeof pb));
+    } else
         fprintf(f, "  trunk resident     %8.3f  all %d layers, used in place from the shards "
                 "(stream it: k3 pack + --trunk)\n", p->pinned / K3_GB, NL);
-    if (p->streamed)
-        fprintf(f, "  trunk ring         %8.3f  %d slots, %d layers streamed\n",
-                p->ring_bytes / K3_GB, p->ring, p->streamed);
     fprintf(f, "  expert cache       %8.3f  %d slots of %s (%.1f%% of all routed experts)\n",
             p->cache / K3_GB, p->nslots, k3_size_text(p->slot_bytes, slot, sizeof slot),
             p->all_experts ? 100.0 * p->cache / p->all_experts : 0.0);
-    if (p->head_stream)
-        fprintf(f, "  lm_head buffer     %8.3f  lm_head (%.3f GB) streamed in row blocks "
-                "every forward\n", p->lm_head / K3_GB, p->head_full / K3_GB);
-    else fprintf(f, "  lm_head            %8.3f  resident\n", p->lm_head / K3_GB);
+    if (!have_trunk) fprintf(f, "  lm_head            %8.3f  resident\n", p->lm_head / K3_GB);
     fprintf(f, "  embedding rows     %8.3f  row lookup, touched rows only\n", p->embed / K3_GB);
     fprintf(f, "  small vectors f32  %8.3f\n", p->vectors / K3_GB);
     fprintf(f, "  recurrent state    %8.3f  KDA S + conv windows\n", p->state / K3_GB);
     fprintf(f, "  MLA cache          %8.3f  --ctx %d\n", p->mla / K3_GB, ctx);
-    fprintf(f, "  buffers            %8.3f\n", p->buffers / K3_GB);
+    char bt[32];
+    fprintf(f, "  buffers            %8.3f  prefill chunk %d token%s per forward, %s (%s)\n",
+            p->buffers / K3_GB, p->chunk, p->chunk == 1 ? "" : "s",
+            k3_size_text(p->buffers, bt, sizeof bt), p->chunk_why ? p->chunk_why : "planned");
     fprintf(f, "  process so far     %8.3f  binary, index, tokenizer\n", p->process / K3_GB);
     if (adesc)
         fprintf(f, "  total              %8.3f  available %.3f (%s)\n", p->total / K3_GB,
@@ -139,7 +146,7 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     else fprintf(f, "  total              %8.3f\n", p->total / K3_GB);
     if (p->raised_trunk)
         fprintf(f, "k3: note: --trunk-gb raised to the working minimum %.3f GB "
-                "(a ring of 2 layers)\n", p->trunk_min / K3_GB);
+                "(the read-ahead window)\n", p->trunk_min / K3_GB);
     if (p->raised_cache)
         fprintf(f, "k3: note: --cache-gb raised to the working minimum %.3f GB "
                 "(5 expert slots)\n", p->cache_min / K3_GB);

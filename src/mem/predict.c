@@ -1,7 +1,7 @@
 /* predict.c — what a preset would cost per decoded token on this model, for `k3 doctor`:
  * the engine's own plan (plan.c) at the preset's budgets, then the bytes one token reads
- * from disk (streamed trunk layers, a streamed lm_head, expert-cache misses) and from
- * memory (pinned layers, a resident lm_head, cache hits). Routing is taken as uniform
+ * from disk (the streamed part of the trunk and lm_head, expert-cache misses) and from
+ * memory (the pinned prefix, cache hits). Routing is taken as uniform
  * (hit rate = cached experts / all routed experts): an estimate, usually a pessimistic
  * one (the measured LFU cache does better, docs/PERFORMANCE.md). */
 #include "internal.h"
@@ -31,9 +31,9 @@ const char *k3_preset_cost(const K3Model *m, int i, int ctx, K3PresetCost *out) 
     const double ex = (double)nmoe * c->num_experts_per_token * k3_expert_bytes(c);
     out->total = p.total; out->n_pinned = p.n_pinned; out->nslots = p.nslots;
     out->head_stream = p.head_stream; out->hit_rate = hit;
-    out->streamed = (uint64_t)(ex * (1 - hit)) + (p.head_stream ? p.head_full : 0);
-    out->resident = (uint64_t)(ex * hit) + (p.head_stream ? 0 : p.head_full);
-    for (int L = 0; L < NL; L++) *(L < p.n_pinned ? &out->resident : &out->streamed) += lb[L];
+    /* the trunk and lm_head: the pinned prefix from memory, the rest from disk */
+    out->streamed = (uint64_t)(ex * (1 - hit)) + (p.trunk_total + p.head_full - p.pinned);
+    out->resident = (uint64_t)(ex * hit) + p.pinned;
     free(lb);
     return k3_preset_name(i);
 }

@@ -3,12 +3,15 @@
 #include "internal.h"
 #include <string.h>
 
-static const struct { const char *name, *machine; double trunk, cache; } PRESETS[] = {
-    { "laptop", "8 GB machine", 3.7, 0.6 },
-    { "desktop", "32 GB machine", 16, 8 },
-    { "workstation", "128 GB machine", 58, 45 },
-    { "server", "512 GB machine", 120, 320 },
-    { "max", "everything resident (1.6 TB)", 1e6, 1e6 },
+/* ram: the machine's memory in GB; its plan (and the prefill chunk it allows) must fit
+ * 80% of it. The laptop spends what the small window leaves of 6.5 GB on pinned trunk
+ * and expert slots. */
+static const struct { const char *name, *machine; double trunk, cache, ram; } PRESETS[] = {
+    { "laptop", "8 GB machine", 2.4, 2.4, 8 },
+    { "desktop", "32 GB machine", 16, 8, 32 },
+    { "workstation", "128 GB machine", 58, 40, 128 },
+    { "server", "512 GB machine", 120, 280, 512 },
+    { "max", "everything resident (1.6 TB)", 1e6, 1e6, 0 },
 };
 #define NPRESETS (int)(sizeof PRESETS / sizeof PRESETS[0])
 
@@ -51,41 +54,64 @@ static void real_k3(K3Config *c, uint64_t *lb) {
     }
 }
 
+/* The largest prefill chunk (up to ctx) whose plan fits room bytes (room 0: ctx). */
+static int preset_chunk(const K3Config *c, K3MemOpts *o, const uint64_t *lb, double t, double g,
+                        double room, K3Plan *p) {
+    int lo = 1, hi = o->ctx;
+    if (room > 0)
+        while (lo < hi) {
+            o->chunk = lo + (hi - lo + 1) / 2;
+            k3_plan_make(c, 0, o, lb, 1, t, g, (uint64_t)REAL_PROCESS, p);
+            if ((double)p->total <= room) lo = o->chunk;
+            else hi = o->chunk - 1;
+        }
+    else lo = hi;
+    o->chunk = lo;
+    k3_plan_make(c, 0, o, lb, 1, t, g, (uint64_t)REAL_PROCESS, p);
+    return lo;
+}
+
+static void preset_line(FILE *f, const char *name, const char *tb, const char *cb,
+                        const K3Plan *p, int chunk, const char *what) {
+    char pin[32];
+    fprintf(f, "%-13s %10s  %10s  %8.2f GB (pinned %s, window %.2f GB, %d expert slots, "
+            "lm_head %s, prefill chunk %d)  %s\n", name, tb, cb, p->total / K3_GB,
+            k3_size_text(p->pinned, pin, sizeof pin), p->ring_bytes / K3_GB, p->nslots,
+            p->head_stream ? "streamed" : "pinned", chunk, what);
+}
+
 void k3_presets_print(FILE *f) {
     K3Config c;
     uint64_t lb[93];
     real_k3(&c, lb);
     K3MemOpts o;
     k3_mem_opts_init(&o);
-    o.ctx = 4096; o.chunk = 64; o.logits_rows = 1;
+    o.ctx = 4096; o.chunk = K3_PREFILL_CHUNK; o.logits_rows = 1;
     K3Plan p;
-    fprintf(f, "preset        --trunk-gb  --cache-gb  "
-            "plan on the real K3 (--trunk, ctx 4096)  for\n");
+    fprintf(f, "preset        --trunk-gb  --cache-gb  plan on the real K3 (--trunk, ctx 4096; "
+            "the largest prefill chunk that fits 80%% of the machine)  for\n");
     k3_plan_make(&c, 0, &o, lb, 1, 0, 0, (uint64_t)REAL_PROCESS, &p);
-    fprintf(f, "%-13s %10s  %10s  %8.2f GB (ring %.2f, %d expert slots, lm_head streamed)  "
-            "the working minimum\n",
-            "minimum", "0", "0", p.total / K3_GB, p.ring_bytes / K3_GB, p.nslots);
+    preset_line(f, "minimum", "0", "0", &p, K3_PREFILL_CHUNK, "the working minimum");
     for (int i = 0; i < NPRESETS; i++) {
-        k3_plan_make(&c, 0, &o, lb, 1, PRESETS[i].trunk, PRESETS[i].cache,
-                     (uint64_t)REAL_PROCESS, &p);
+        const int chunk = preset_chunk(&c, &o, lb, PRESETS[i].trunk, PRESETS[i].cache,
+                                       0.8 * PRESETS[i].ram * K3_GB, &p);
         char tb[32], cb[32];
         snprintf(tb, sizeof tb, PRESETS[i].trunk >= 1e6 ? "all" : "%g", PRESETS[i].trunk);
         snprintf(cb, sizeof cb, PRESETS[i].cache >= 1e6 ? "all" : "%g", PRESETS[i].cache);
-        fprintf(f, "%-13s %10s  %10s  %8.2f GB (%d layers pinned, %d expert slots, lm_head %s)  "
-                "%s\n", PRESETS[i].name, tb, cb, p.total / K3_GB, p.n_pinned, p.nslots,
-                p.head_stream ? "streamed" : "resident", PRESETS[i].machine);
+        o.chunk = K3_PREFILL_CHUNK;          /* the machine figure: at the default chunk */
+        K3Plan q;
+        k3_plan_make(&c, 0, &o, lb, 1, PRESETS[i].trunk, PRESETS[i].cache,
+                     (uint64_t)REAL_PROCESS, &q);
+        preset_line(f, PRESETS[i].name, tb, cb, &q, chunk, PRESETS[i].machine);
     }
     fprintf(f, "auto          the largest preset whose plan fits 90%% of MemAvailable "
                "(the default)\n"
-               "Budgets are GB (1e9 bytes). The trunk budget covers pinned layers, "
-               "a 2-slot ring and\n"
-               "lm_head when it fits (else lm_head is streamed in row blocks); "
-               "streaming needs --trunk DIR\n"
-               "from `k3 pack`. Budgets below the working minimum (the ring, 5 expert slots) "
-               "are raised\n"
-               "to it. A later flag wins. Real-model figures are computed from docs/MODEL.md "
-               "sizes (the\n"
-               "process/index share is an estimate of %.1f GB), not measured.\n",
+               "Budgets are GB (1e9 bytes); totals are at a prefill chunk of %d. The trunk "
+               "budget covers\nthe pinned prefix (it may end inside a layer) and the "
+               "read-ahead window the rest and\nlm_head stream through in pieces; streaming "
+               "needs --trunk DIR from `k3 pack`. Budgets\nbelow the working minimum (the "
+               "window, 5 expert slots) are raised to it. A later flag\nwins. Real-model "
+               "figures are computed from docs/MODEL.md sizes (the process/index share\n"
+               "is an estimate of %.1f GB), not measured.\n", K3_PREFILL_CHUNK,
                REAL_PROCESS / K3_GB);
 }
-

@@ -19,16 +19,20 @@ void k3_mem_step(K3Mem *x, int step, int ntok, double seconds, int verbose) {
                                               tb, eb, s->expert_reads - p->expert_reads,
                                               s->expert_req - p->expert_req,
                                               s->expert_hits - p->expert_hits,
-                                              s->head_bytes - p->head_bytes };
+                                              s->head_bytes - p->head_bytes,
+                                              s->disk_busy_s - p->disk_busy_s };
     if (verbose) {
         const unsigned long long nr = s->expert_reads - p->expert_reads;
-        fprintf(stderr, "k3: step %d (%d token%s): %.3f s, trunk %.1f MB, experts %.1f MB "
-                "(%llu read%s), %llu of %llu experts already resident, %.1f MB/s, "
-                "I/O wait %.3f s\n",
-                step, ntok, ntok == 1 ? "" : "s", seconds, tb / 1e6, eb / 1e6, nr, s_(nr),
+        const uint64_t hb = s->head_bytes - p->head_bytes;
+        fprintf(stderr, "k3: step %d (%d token%s): %.3f s, trunk %.1f MB + lm_head %.1f MB, "
+                "experts %.1f MB (%llu read%s), %llu of %llu experts already resident, "
+                "%.1f MB/s, I/O wait %.3f s, disk busy %.0f%%\n",
+                step, ntok, ntok == 1 ? "" : "s", seconds, (tb - hb) / 1e6, hb / 1e6,
+                eb / 1e6, nr, s_(nr),
                 (unsigned long long)(s->expert_hits - p->expert_hits),
                 (unsigned long long)(s->expert_req - p->expert_req),
-                seconds > 0 ? (tb + eb) / 1e6 / seconds : 0.0, s->io_wait_s - p->io_wait_s);
+                seconds > 0 ? (tb + eb) / 1e6 / seconds : 0.0, s->io_wait_s - p->io_wait_s,
+                seconds > 0 ? 100 * (s->disk_busy_s - p->disk_busy_s) / seconds : 0.0);
     }
     x->prev = *s;
     x->step = step + 1;
@@ -54,6 +58,10 @@ void k3_mem_summary(const K3Mem *x, FILE *f, double wall, double t_prefill, int 
     fprintf(f, "k3:   trunk read %.3f GB (%llu layer read%s%s), pinned %.3f GB loaded once\n",
             s->trunk_bytes / K3_GB, (unsigned long long)s->trunk_reads, s_(s->trunk_reads), tr,
             s->trunk_load_bytes / K3_GB);
+    if (s->disk_busy_s > 0)
+        fprintf(f, "k3:   disk busy %.1f%% of the wall clock, up to %d reads in flight, read "
+                "ahead up to %.1f MB\n", wall > 0 ? 100 * s->disk_busy_s / wall : 0.0,
+                s->io_depth_max, s->ahead_max / 1e6);
     fprintf(f, "k3:   experts read %.3f GB (%llu read%s%s), requests %llu, retained (hit rate) "
             "%.1f%%, retries %llu, failed %llu\n",
             s->expert_bytes / K3_GB, (unsigned long long)s->expert_reads, s_(s->expert_reads), er,
@@ -82,21 +90,37 @@ void k3_mem_json(const K3Mem *x, FILE *f, double wall) {
             s->expert_read_s > 0 ? s->expert_bytes / 1e6 / s->expert_read_s : 0.0,
             (unsigned long long)s->expert_retries);
     fprintf(f, "  \"head_bytes_read\": %llu,\n  \"plan_bytes\": %llu,\n"
-            "  \"buffer_bytes\": %llu,\n",
+            "  \"buffer_bytes\": %llu,\n  \"prefill_chunk\": %d,\n",
             (unsigned long long)s->head_bytes, (unsigned long long)x->plan_bytes,
-            (unsigned long long)x->buffer_bytes);
+            (unsigned long long)x->buffer_bytes, x->chunk);
+    /* per decoded token (the steps after the prefill), by kind */
+    uint64_t tk = 0, hk = 0, ek = 0;
+    int nd = 0;
+    for (int i = 0; i < x->n_steps; i++)
+        if (x->steps[i].step > 0) {
+            tk += x->steps[i].trunk_bytes - x->steps[i].head_bytes;
+            hk += x->steps[i].head_bytes; ek += x->steps[i].expert_bytes; nd++;
+        }
+    fprintf(f, "  \"trunk_bytes_per_token\": %.0f,\n  \"head_bytes_per_token\": %.0f,\n"
+            "  \"expert_bytes_per_token\": %.0f,\n", nd ? (double)tk / nd : 0.0,
+            nd ? (double)hk / nd : 0.0, nd ? (double)ek / nd : 0.0);
+    fprintf(f, "  \"disk_busy_seconds\": %.6f,\n  \"disk_busy_share\": %.6f,\n"
+            "  \"io_depth_max\": %d,\n  \"read_ahead_bytes_max\": %llu,\n",
+            s->disk_busy_s, wall > 0 ? s->disk_busy_s / wall : 0.0, s->io_depth_max,
+            (unsigned long long)s->ahead_max);
     fprintf(f, "  \"steps\": [");
     for (int i = 0; i < x->n_steps; i++) {
         const K3MemStep *q = &x->steps[i];
         fprintf(f, "%s\n    {\"step\": %d, \"tokens\": %d, \"seconds\": %.6f, "
                    "\"trunk_bytes\": %llu, \"expert_bytes\": %llu, \"expert_reads\": %llu, "
                    "\"experts_requested\": %llu, \"experts_already_resident\": %llu, "
-                   "\"bytes_per_second\": %.1f, \"io_wait_seconds\": %.6f, \"head_bytes\": %llu}",
+                   "\"bytes_per_second\": %.1f, \"io_wait_seconds\": %.6f, \"head_bytes\": %llu, "
+                   "\"disk_busy_seconds\": %.6f}",
                 i ? "," : "", q->step, q->ntok, q->seconds, (unsigned long long)q->trunk_bytes,
                 (unsigned long long)q->expert_bytes, (unsigned long long)q->expert_reads,
                 (unsigned long long)q->expert_req, (unsigned long long)q->expert_hits,
                 q->seconds > 0 ? (q->trunk_bytes + q->expert_bytes) / q->seconds : 0.0,
-                q->io_wait_s, (unsigned long long)q->head_bytes);
+                q->io_wait_s, (unsigned long long)q->head_bytes, q->disk_busy_s);
     }
     fprintf(f, "\n  ],\n");
 }

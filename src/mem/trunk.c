@@ -1,15 +1,11 @@
 /* trunk.c — the packed trunk (`k3 pack`, cli/pack.c): every non-routed text tensor in
- * one file, each layer contiguous at a 4096-aligned offset. The first N layers that fit
- * the trunk budget are read once and pinned; the rest cycle through a ring of slots
- * filled by a background reader thread (layer L+1 is read while layer L computes),
- * through dio.h (O_DIRECT where the filesystem allows it). K3Layer matrices are
- * rebound to point into the pinned buffers or the ring slots (the tensor table of
- * tensors.h says which); vectors stay the f32 copies model.c made. A failed trunk read
- * fails the forward pass that needed the layer, with the reason.
+ * one file, each layer contiguous at a 4096-aligned offset. This file reads and checks
+ * the index and says where each layer matrix's rows are (k3_trunk_rows); stream.c pins
+ * a prefix of it and streams the rest in pieces.
  *
- * Every tensor carries an XXH64 checksum in the index: a pinned layer is verified once
+ * Every tensor carries an XXH64 checksum in the index: a pinned matrix is verified once
  * when it is read (a flipped byte is refused, naming the tensor, instead of running with
- * different logits), a streamed one on every read with --verify-reads, and the whole
+ * different logits), a streamed one on every pass with --verify-reads, and the whole
  * file by k3_trunk_check (`k3 doctor --trunk`).
  *
  * File: "K3TRUNK1", u64 LE index length, the text index, data from the next 4096
@@ -24,16 +20,14 @@
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef struct { size_t field; uint64_t rel; } Bind;
+typedef struct { size_t field; uint64_t rel; int tensor; } Bind;   /* tensor: index in piece */
 typedef struct { int layer; uint64_t off, n, sum; const char *name; } Piece;   /* one tensor */
-typedef struct { unsigned char *buf; K3Layer ly; } RingSlot;
 
 struct K3Trunk {
     K3Model *m;
@@ -43,18 +37,6 @@ struct K3Trunk {
     uint64_t *off, *len;                      /* per layer: blob offset and padded length */
     Bind **bind; int *nbind;
     Piece *piece; int npiece;                 /* every tensor of the index, absolute offsets */
-    int verify_reads;                         /* --verify-reads: check streamed layers too */
-    unsigned char **pinned;                   /* [NL] pinned blob or NULL */
-    int n_pinned, ring, n_streamed;
-    int *slot_of;                             /* streamed layer i -> ring slot */
-    long last_seq[2];                         /* last sequence number placed in each slot */
-    RingSlot *slots;
-    pthread_t th; int started, quit;
-    pthread_mutex_t mu; pthread_cond_t cv;
-    long rel_seq, ready_seq, cons_seq, err_seq;
-    char err[600];
-    K3MemStats *st;
-    long nreads;
 };
 
 uint64_t k3_trunk_layer_bytes(const K3Trunk *t, int L) { return t->len[L]; }
@@ -74,18 +56,16 @@ static const char *shown(const char *s, size_t max, char *out, size_t cap) {
     return out;
 }
 
-K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
-                       size_t errlen) {
+K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
     K3Trunk *t = calloc(1, sizeof *t);
     char *ix = NULL;
     if (!t) { snprintf(err, errlen, "out of memory"); return NULL; }
-    t->m = m; t->fd = -1; t->NL = m->cfg.num_hidden_layers; t->verify_reads = verify_reads;
+    t->m = m; t->fd = -1; t->NL = m->cfg.num_hidden_layers;
     snprintf(t->path, sizeof t->path, "%s/trunk.k3", dir);
     t->off = calloc(t->NL, sizeof(uint64_t)); t->len = calloc(t->NL, sizeof(uint64_t));
     t->bind = calloc(t->NL, sizeof(Bind *)); t->nbind = calloc(t->NL, sizeof(int));
-    t->pinned = calloc(t->NL, sizeof(unsigned char *));
     uint64_t *end = calloc(t->NL, sizeof(uint64_t));
-    if (!t->off || !t->len || !t->bind || !t->nbind || !t->pinned || !end) {
+    if (!t->off || !t->len || !t->bind || !t->nbind || !end) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
@@ -197,6 +177,7 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
             t->bind[L] = b;
             b[t->nbind[L]].field = k3_layer_mats[mi].field;
             b[t->nbind[L]].rel = off;                            /* absolute for now */
+            b[t->nbind[L]].tensor = t->npiece - 1;
             t->nbind[L]++;
             const K3Mat *M = k3_mat_field(&m->layers[L], &k3_layer_mats[mi]);
             uint64_t want = (uint64_t)M->rows * M->cols * (M->type == K3_W_F32 ? 4 : 2);
@@ -236,199 +217,41 @@ fail:
     return NULL;
 }
 
-/* Every tensor of layer L in its blob against the index's checksum. */
-static int verify_layer(const K3Trunk *t, int L, const unsigned char *blob, char *err,
-                        size_t errlen) {
-    for (int i = 0; i < t->npiece; i++) {
-        const Piece *pc = &t->piece[i];
-        if (pc->layer != L) continue;
-        uint64_t got = k3_sum64(blob + (pc->off - t->off[L]), pc->n);
-        if (got != pc->sum) {
-            snprintf(err, errlen, "%s: tensor '%s' (layer %d) does not match its checksum "
-                     "(index %016llx, read %016llx): the trunk is corrupt or was modified"
-                     STALE, t->path, pc->name, L, (unsigned long long)pc->sum,
-                     (unsigned long long)got);
-            return -1;
-        }
-    }
-    return 0;
+const char *k3_trunk_path(const K3Trunk *t) { return t->path; }
+int k3_trunk_nmats(const K3Trunk *t, int L) { return t->nbind[L]; }
+
+void k3_trunk_mat(const K3Trunk *t, int L, int i, size_t *field, uint64_t *sum,
+                  const char **name) {
+    const Piece *pc = &t->piece[t->bind[L][i].tensor];
+    *field = t->bind[L][i].field; *sum = pc->sum; *name = pc->name;
 }
 
-static int read_layer(K3Trunk *t, int L, unsigned char *buf, int verify, char *err,
-                      size_t errlen) {
-    long nr = __atomic_add_fetch(&t->nreads, 1, __ATOMIC_SEQ_CST);
-    if (nr == k3_faults()->trunk_read) {
-        snprintf(err, errlen,
-                 "%s: injected failure of trunk read %ld (layer %d, K3_FAULT_TRUNK_READ)",
-                 t->path, nr, L);
-        return -1;
-    }
-    char why[500];
-    const unsigned char *d = k3_dio_read(&t->file, buf, t->off[L], t->len[L], NULL, why,
-                                         sizeof why);
-    if (!d) { snprintf(err, errlen, "layer %d: %s" STALE, L, why); return -1; }
-    /* offsets and lengths are 4096-aligned: d == buf */
-    return verify ? verify_layer(t, L, buf, err, errlen) : 0;
+void k3_trunk_bad_sum(const K3Trunk *t, int L, int i, uint64_t got, char *err, size_t errlen) {
+    const Piece *pc = &t->piece[t->bind[L][i].tensor];
+    snprintf(err, errlen, "%s: tensor '%s' (layer %d) does not match its checksum "
+             "(index %016llx, read %016llx): the trunk is corrupt or was modified" STALE,
+             t->path, pc->name, L, (unsigned long long)pc->sum, (unsigned long long)got);
 }
 
-static void rebind(const K3Trunk *t, int L, K3Layer *ly, const unsigned char *blob) {
-    for (int i = 0; i < t->nbind[L]; i++) {
-        K3Mat *M = (K3Mat *)((char *)ly + t->bind[L][i].field);
-        M->w = blob + t->bind[L][i].rel;
-    }
-}
-
-static void *reader(void *arg) {
-    K3Trunk *t = arg;
-    char err[600];
-    pthread_mutex_lock(&t->mu);
-    for (long k = 0;; k++) {
-        const int i = (int)(k % t->n_streamed), sl = t->slot_of[i];
-        while (!t->quit && t->last_seq[sl] >= t->rel_seq)   /* slot still in use */
-            pthread_cond_wait(&t->cv, &t->mu);
-        if (t->quit) break;
-        t->last_seq[sl] = k;
-        int L = t->n_pinned + i;
-        pthread_mutex_unlock(&t->mu);
-        double t0 = k3_now();
-        int rc = read_layer(t, L, t->slots[sl].buf, t->verify_reads, err, sizeof err);
-        double t1 = k3_now();
-        pthread_mutex_lock(&t->mu);
-        t->st->trunk_read_s += t1 - t0;
-        if (rc) {
-            if (t->err_seq < 0) { t->err_seq = k; snprintf(t->err, sizeof t->err, "%s", err); }
-        } else { t->st->trunk_bytes += t->len[L]; t->st->trunk_reads++; }
-        t->ready_seq = k + 1;
-        pthread_cond_broadcast(&t->cv);
-        if (rc) break;
-    }
-    pthread_mutex_unlock(&t->mu);
-    return NULL;
-}
-
-uint64_t k3_ring_layout(const uint64_t *len, int n, int *slot_of, uint64_t *slot_bytes) {
-    uint64_t sb[2] = { 0, 0 }, best = 0, best_stall = 0;
-    int bj = 0;
-    if (n <= 0) { if (slot_bytes) slot_bytes[0] = slot_bytes[1] = 0; return 0; }
-    if (n % 2 == 0 || n == 1) {
-        for (int i = 0; i < n; i++) if (len[i] > sb[i % 2]) sb[i % 2] = len[i];
-        for (int i = 0; slot_of && i < n; i++) slot_of[i] = i % 2;
-    } else {
-        /* layer (j + k) mod n takes slot k mod 2: layers j-1 and j share slot 0 */
-        for (int j = 0; j < n; j++) {
-            uint64_t m2[2] = { 0, 0 };
-            for (int k = 0; k < n; k++)
-                if (len[(j + k) % n] > m2[k % 2]) m2[k % 2] = len[(j + k) % n];
-            if (j == 0 || m2[0] + m2[1] < best ||
-                (m2[0] + m2[1] == best && len[j] < best_stall)) {
-                best = m2[0] + m2[1]; best_stall = len[j]; bj = j; sb[0] = m2[0]; sb[1] = m2[1];
-            }
-        }
-        for (int k = 0; slot_of && k < n; k++) slot_of[(bj + k) % n] = k % 2;
-    }
-    if (slot_bytes) { slot_bytes[0] = sb[0]; slot_bytes[1] = sb[1]; }
-    return sb[0] + sb[1];
-}
-
-int k3_trunk_start(K3Trunk *t, int n_pinned, K3MemStats *st, char *err, size_t errlen) {
-    K3Model *m = t->m;
-    t->st = st; t->n_pinned = n_pinned; t->n_streamed = t->NL - n_pinned;
-    t->ring = t->n_streamed ? (t->n_streamed >= 2 ? 2 : 1) : 0;
-    t->err_seq = -1; t->last_seq[0] = t->last_seq[1] = -1;
-    if (k3_dio_open(&t->file, t->path, "trunk reads", err, errlen)) return K3_ERR_RUNTIME;
-    for (int L = 0; L < n_pinned; L++) {
-        if (posix_memalign((void **)&t->pinned[L], 4096, t->len[L])) {
-            t->pinned[L] = NULL;
-            snprintf(err, errlen, "out of memory pinning trunk layer %d", L);
-            return K3_ERR_RUNTIME;
-        }
-        if (read_layer(t, L, t->pinned[L], 1, err, errlen)) return K3_ERR_RUNTIME;
-        st->trunk_load_bytes += t->len[L];
-        rebind(t, L, &m->layers[L], t->pinned[L]);
-    }
-    if (!t->n_streamed) return 0;
-    t->slots = calloc(t->ring, sizeof(RingSlot));
-    t->slot_of = calloc(t->n_streamed, sizeof(int));
-    if (!t->slots || !t->slot_of) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
-    uint64_t sb[2];
-    k3_ring_layout(t->len + n_pinned, t->n_streamed, t->slot_of, sb);
-    for (int r = 0; r < t->ring; r++) {
-        uint64_t mx = sb[r];
-        if (posix_memalign((void **)&t->slots[r].buf, 4096, mx)) {
-            t->slots[r].buf = NULL;
-            snprintf(err, errlen, "out of memory for the trunk ring (slot of %.3f GB)",
-                     mx / K3_GB);
-            return K3_ERR_RUNTIME;
-        }
-    }
-    pthread_mutex_init(&t->mu, NULL); pthread_cond_init(&t->cv, NULL);
-    if (pthread_create(&t->th, NULL, reader, t)) {
-        snprintf(err, errlen, "cannot start the trunk reader thread");
-        return K3_ERR_RUNTIME;
-    }
-    t->started = 1;
-    return 0;
-}
-
-const K3Layer *k3_trunk_acquire(K3Trunk *t, int L, K3MemStats *st, char *err, size_t errlen) {
-    if (L < t->n_pinned) return &t->m->layers[L];
-    pthread_mutex_lock(&t->mu);
-    int want = t->n_pinned + (int)(t->cons_seq % t->n_streamed);
-    if (L != want) {
-        pthread_mutex_unlock(&t->mu);
-        snprintf(err, errlen, "internal error: trunk layer %d acquired out of order (expected %d)",
-                 L, want);
-        return NULL;
-    }
-    double t0 = k3_now();
-    while (t->ready_seq <= t->cons_seq) pthread_cond_wait(&t->cv, &t->mu);
-    st->io_wait_s += k3_now() - t0;
-    if (t->err_seq >= 0 && t->err_seq <= t->cons_seq) {
-        snprintf(err, errlen, "trunk read failed: %s", t->err);
-        pthread_mutex_unlock(&t->mu);
-        return NULL;
-    }
-    RingSlot *s = &t->slots[t->slot_of[t->cons_seq % t->n_streamed]];
-    pthread_mutex_unlock(&t->mu);
-    s->ly = t->m->layers[L];
-    rebind(t, L, &s->ly, s->buf);
-    return &s->ly;
-}
-
-void k3_trunk_release(K3Trunk *t, int L) {
-    if (L < t->n_pinned) return;
-    pthread_mutex_lock(&t->mu);
-    t->cons_seq++;
-    t->rel_seq = t->cons_seq;
-    pthread_cond_broadcast(&t->cv);
-    pthread_mutex_unlock(&t->mu);
-}
-
-void k3_trunk_describe(const K3Trunk *t, char *buf, size_t n) {
-    snprintf(buf, n, "%s: %d layers pinned, %d streamed through a ring of %d slots (%s)", t->path,
-             t->n_pinned, t->n_streamed, t->ring, t->file.direct ? "O_DIRECT" : "buffered");
+/* The one place that knows how a matrix's rows lie in the file: plain BF16/F32 rows
+ * back to back from the tensor's offset. */
+void k3_trunk_rows(const K3Trunk *t, int L, int i, int r0, int r1, uint64_t *off,
+                   uint64_t *n) {
+    const Piece *pc = &t->piece[t->bind[L][i].tensor];
+    const K3Mat *M = (const K3Mat *)((const char *)&t->m->layers[L] + t->bind[L][i].field);
+    const uint64_t rb = pc->n / (uint64_t)M->rows;
+    *off = pc->off + (uint64_t)r0 * rb;
+    *n = (uint64_t)(r1 - r0) * rb;
 }
 
 void k3_trunk_close(K3Trunk *t) {
     if (!t) return;
-    if (t->started) {
-        pthread_mutex_lock(&t->mu);
-        t->quit = 1;
-        pthread_cond_broadcast(&t->cv);
-        pthread_mutex_unlock(&t->mu);
-        pthread_join(t->th, NULL);
-        pthread_mutex_destroy(&t->mu); pthread_cond_destroy(&t->cv);
-    }
-    if (t->slots) for (int r = 0; r < t->ring; r++) free(t->slots[r].buf);
-    if (t->pinned) for (int L = 0; L < t->NL; L++) free(t->pinned[L]);
     if (t->bind) for (int L = 0; L < t->NL; L++) free(t->bind[L]);
     if (t->fd >= 0) close(t->fd);
     k3_dio_close(&t->file);
-    free(t->slots); free(t->slot_of); free(t->pinned); free(t->bind); free(t->nbind);
-    free(t->off); free(t->len); free(t->piece);
+    free(t->bind); free(t->nbind); free(t->off); free(t->len); free(t->piece);
     free(t);
 }
-
 
 /* Reads every tensor of the trunk (layers and globals, 64 MB at a time) against its
  * checksum, for `k3 doctor`: every problem is reported, not just the first. */
@@ -437,7 +260,7 @@ int k3_trunk_check(K3Model *m, const char *dir, K3Report report, void *ctx, uint
     char err[6000];
     const uint64_t CH = 64u << 20;
     *bytes = 0; *tensors = 0;
-    K3Trunk *t = k3_trunk_open(m, dir, 0, err, sizeof err);
+    K3Trunk *t = k3_trunk_open(m, dir, err, sizeof err);
     if (!t) { report(ctx, err); return 1; }
     unsigned char *buf = NULL;
     int bad = 0;

@@ -91,7 +91,7 @@ void k3_expert_bind(const K3Config *c, const void *const part[6], K3Expert *out)
     const int rows[3] = { I, LAT, I }, cols[3] = { LAT, I, LAT };
     for (int j = 0; j < 3; j++) {
         w[j]->type = K3_W_MXFP4; w[j]->rows = rows[j]; w[j]->cols = cols[j];
-        w[j]->w = part[2 * j]; w[j]->scale = part[2 * j + 1];
+        w[j]->w = part[2 * j]; w[j]->scale = part[2 * j + 1]; w[j]->src = NULL;
     }
 }
 

@@ -25,7 +25,7 @@ static int same(float a, float b) { return bits(a) == bits(b) || (a != a && b !=
         printf("FAIL: "); printf(__VA_ARGS__); printf("\n"); } } } while (0)
 
 static void fill_mat(K3Mat *m, int type, int rows, int cols, int special, void **buf) {
-    m->type = type; m->rows = rows; m->cols = cols; m->scale = NULL;
+    m->type = type; m->rows = rows; m->cols = cols; m->scale = NULL; m->src = NULL;
     size_t n = (size_t)rows * cols;
     if (type == K3_W_F32) {
         float *w = malloc(n * 4 + 4);
@@ -193,7 +193,7 @@ static void check_double_math(void) {
         s += (double)wf[i] * xb[i]; sa += fabs((double)wf[i] * xb[i]);
         uint32_t u = (uint32_t)wb[i] << 16; float f; memcpy(&f, &u, 4); sb += (double)f * xb[i];
     }
-    K3Mat mf = { K3_W_F32, 1, 300, wf, NULL }, mb = { K3_W_BF16, 1, 300, wb, NULL };
+    K3Mat mf = { K3_W_F32, 1, 300, wf, NULL, NULL }, mb = { K3_W_BF16, 1, 300, wb, NULL, NULL };
     float yf, yb;
     k3_kernels_scalar()->matmul(&yf, &mf, xb, 0, 1, 0, 1);
     k3_kernels_scalar()->matmul(&yb, &mb, xb, 0, 1, 0, 1);

@@ -342,7 +342,7 @@ static void test_mxfp4(void) {
     }
     CHECK(k3_e2m1[8] == 0.0f && signbit(k3_e2m1[8]) && k3_e2m1[0xF] == -6.0f &&
           k3_e2m1[0x7] == 6.0f, "E2M1 table: 0x8 must be -0, 0xF -6, 0x7 +6");
-    K3Mat W = { K3_W_MXFP4, 2, 64, packed, &scale[0][0] };
+    K3Mat W = { K3_W_MXFP4, 2, 64, packed, &scale[0][0], NULL };
     float X[64][64], Y[64][2];
     memset(X, 0, sizeof X);
     for (int t = 0; t < 64; t++) X[t][t] = 1.0f;
@@ -420,7 +420,7 @@ static void test_router(K3Engine *en) {
     memset(Wr, 0, sizeof Wr);
     for (int e = 0; e < 16; e++) Wr[e * H] = e < 7 ? logit[e] : -3.0f - 0.1f * (e - 7);
     bias[3] = -0.3f; bias[5] = 0.6f; bias[6] = 0.7f;
-    ly.router = (K3Mat){ K3_W_F32, 16, H, Wr, NULL };
+    ly.router = (K3Mat){ K3_W_F32, 16, H, Wr, NULL, NULL };
     ly.router_bias = bias;
     for (int i = 0; i < H; i++) x[i] = (float)sin(0.7 * i + 0.3);   /* any full-width input */
     x[0] = 1.0f;

@@ -21,7 +21,7 @@ session() {   # session LABEL extra flags...: the whole scenario
 label=$1; shift
 rm -f "$T/in" "$T/h.jsonl" "$T/cache_trace.txt"
 mkfifo "$T/in"
-"$K3" $M --chat --tok $TK --no-think --gen 4 --seed 9 --threads 1 --history "$T/h.jsonl" \
+"$K3" $M --chat --tok $TK --no-think --gen 4 --seed 9 --threads 1 --prefill-chunk 64 --history "$T/h.jsonl" \
   --dump-cache-trace "$T" "$@" < "$T/in" > "$T/out" 2> "$T/err" &
 pid=$!
 exec 3> "$T/in"
@@ -30,7 +30,7 @@ wait_for "$T/err" '^k3: \[reused' 1 || fail "turn 1 did not finish"
 n1=$(lines)
 long=$(i=0; while [ $i -lt 300 ]; do printf 'words %d and more ' $i; i=$((i+1)); done)
 printf '%s\n' "$long" >&3
-# ~2900 tokens: about 45 chunks of 64, each adding up to 12 layers x 16 experts to the trace
+# ~2900 tokens: about 45 chunks of 64 (--prefill-chunk 64; the plan would take one), each adding up to 12 layers x 16 experts to the trace
 i=0; while [ "$(lines)" -lt $((n1 + 1000)) ]; do i=$((i+1)); [ $i -gt $((600 * slow)) ] && fail "the long prefill did not start"; sleep 0.05; done
 kill -INT $pid
 wait_for "$T/err" 'interrupted (Ctrl-C) during the prefill' 1 || fail "Ctrl-C did not stop the prefill"

@@ -16,7 +16,7 @@ fail() { echo "FAIL: $*"; echo "--- screen"; tmux -L $S capture-pane -p -t $S -S
 wait_for() { i=0; while n=$(grep -a -c -- "$2" "$1" 2>/dev/null); [ "${n:-0}" -lt "$3" ]; do i=$((i+1)); [ $i -gt 300 ] && return 1; sleep 0.1; done; }
 K3ABS=$(cd "$(dirname "$K3")" && pwd)/$(basename "$K3")
 tmux -L $S new-session -d -s $S -x 160 -y 50 \
-  "cd '$PWD' && '$K3ABS' $M --chat --tok $TK --no-think --gen 12 --seed 9 --threads 1 --dump-cache-trace '$T' 2>'$T/err'; rc=\$?; stty -a > '$T/stty' 2>&1; echo EXITED \$rc > '$T/done'; sleep 30"
+  "cd '$PWD' && '$K3ABS' $M --chat --tok $TK --no-think --gen 12 --seed 9 --threads 1 --prefill-chunk 64 --dump-cache-trace '$T' 2>'$T/err'; rc=\$?; stty -a > '$T/stty' 2>&1; echo EXITED \$rc > '$T/done'; sleep 30"
 wait_for "$T/err" 'type /help' 1 || fail "no banner"
 tmux -L $S send-keys -t $S 'Hello there' Enter
 wait_for "$T/err" '^k3: \[reused' 1 || fail "turn 1 did not finish"
@@ -32,7 +32,7 @@ echo "ok two turns in a terminal; /stats shows $(grep -o 'reused [0-9]* position
 # Ctrl-C is sent once the expert-cache trace has grown by GROW lines since the send
 lines() { wc -l < "$T/cache_trace.txt" 2>/dev/null || echo 0; }
 ctrl_c_after() { i=0; while [ "$(lines)" -lt $(($1 + $2)) ]; do i=$((i+1)); [ $i -gt 600 ] && fail "$3 did not start"; sleep 0.05; done; tmux -L $S send-keys -t $S C-c; }
-# a long message (~1200 tokens): Ctrl-C inside its prefill drops the turn
+# a long message (~1200 tokens, chunks of 64): Ctrl-C inside its prefill drops the turn
 long=$(i=0; while [ $i -lt 120 ]; do printf 'words %d and more ' $i; i=$((i+1)); done)
 tmux -L $S send-keys -t $S '/gen 5000' Enter
 n0=$(lines)
