@@ -38,20 +38,28 @@ void k3_mem_step(K3Mem *x, int step, int ntok, double seconds, int verbose) {
     x->step = step + 1;
 }
 
+/* A read rate that never shows as "0 MB/s": tiny reads on a loaded machine can be slow. */
+static const char *rate_text(double mbps, char *out, size_t n) {
+    if (mbps >= 10) snprintf(out, n, "%.0f MB/s", mbps);
+    else if (mbps >= 0.1) snprintf(out, n, "%.2f MB/s", mbps);
+    else snprintf(out, n, "%.1f KB/s", mbps * 1e3);
+    return out;
+}
+
 void k3_mem_summary(const K3Mem *x, FILE *f, double wall, double t_prefill, int n_gen,
                     double t_decode) {
     const K3MemStats *s = k3_mem_stats(x);
     if (!s) return;
-    char spt[48], tr[48] = "", er[48] = "";
+    char spt[48], tr[64] = "", er[64] = "", r[32];
     if (n_gen > 1 && t_decode > 0)
         snprintf(spt, sizeof spt, "%.3f s/token", t_decode / (n_gen - 1));
     else snprintf(spt, sizeof spt, "s/token n/a (no decode step)");
     if (s->trunk_read_s > 0)
-        snprintf(tr, sizeof tr, ", %.0f MB/s while reading",
-                 s->trunk_bytes / 1e6 / s->trunk_read_s);
+        snprintf(tr, sizeof tr, ", %s while reading",
+                 rate_text(s->trunk_bytes / 1e6 / s->trunk_read_s, r, sizeof r));
     if (s->expert_read_s > 0)
-        snprintf(er, sizeof er, ", %.0f MB/s per read stream",
-                 s->expert_bytes / 1e6 / s->expert_read_s);
+        snprintf(er, sizeof er, ", %s per read stream",
+                 rate_text(s->expert_bytes / 1e6 / s->expert_read_s, r, sizeof r));
     fprintf(f, "k3: memory summary: %d token%s generated, prefill %.3f s, %s; "
             "I/O wait %.1f%% of %.3f s wall\n", n_gen, s_((unsigned long long)n_gen), t_prefill,
             spt, wall > 0 ? 100 * s->io_wait_s / wall : 0.0, wall);
