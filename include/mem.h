@@ -21,6 +21,7 @@ typedef struct {
     int ctx;                      /* positions the MLA cache must hold */
     int chunk;                    /* largest number of tokens in one forward (prefill) */
     int logits_rows;              /* rows of logits the caller keeps */
+    int seqs;                     /* sequences in flight (KDA state + MLA cache each); <= 1: one */
     const char *trace_dir;        /* --dump-cache-trace DIR */
     int verbose, quiet;
     int verify_reads;             /* --verify-reads: streamed trunk layers checked on every read */

@@ -69,26 +69,35 @@ static void kda_head(void *arg, int h) {
     }
 }
 
-void k3_kda(K3Engine *e, const K3Layer *ly, K3State *s, int L, const float *x, int T,
+void k3_kda(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, const float *x,
             float *out) {
     const K3Config *c = &e->m.cfg;
     const int NH = c->kda_num_heads, C = NH * c->kda_head_dim, K = c->short_conv_kernel_size;
     float *q = e->rs.kda.q, *k = e->rs.kda.k, *v = e->rs.kda.v, *z = e->rs.kda.z;
     float *G = e->rs.kda.G, *fa = e->rs.kda.fa, *bl = e->rs.kda.bl, *o = e->rs.kda.o;
+    int T = 0;
+    for (int i = 0; i < n; i++) T += seq[i].T;
 
+    /* projections over every row of the step */
     k3_matmul(q, &ly->q, x, T);
     k3_matmul(k, &ly->k, x, T);
     k3_matmul(v, &ly->v, x, T);
-    float *win = s->kda_conv[L];
-    short_conv(q, win, ly->q_conv, T, C, K);
-    short_conv(k, win + (size_t)C * (K - 1), ly->k_conv, T, C, K);
-    short_conv(v, win + (size_t)2 * C * (K - 1), ly->v_conv, T, C, K);
     k3_matmul(fa, &ly->f_a, x, T);              /* decay input z = W_fb (W_fa x) */
     k3_matmul(z, &ly->f_b, fa, T);
     k3_matmul(bl, &ly->b, x, T);
     k3_matmul(G, &ly->g, x, T);
-
-    KdaHeads heads = { c, ly, s->kda_S[L], T, q, k, v, z, G, bl, o };
-    k3_pool_run(kda_head, &heads, NH);
+    /* conv windows and the recurrence per sequence, on its rows */
+    for (int i = 0, r = 0; i < n; r += seq[i].T, i++) {
+        K3State *s = seq[i].s;
+        const int Ti = seq[i].T;
+        const size_t ro = (size_t)r * C;
+        float *win = s->kda_conv[L];
+        short_conv(q + ro, win, ly->q_conv, Ti, C, K);
+        short_conv(k + ro, win + (size_t)C * (K - 1), ly->k_conv, Ti, C, K);
+        short_conv(v + ro, win + (size_t)2 * C * (K - 1), ly->v_conv, Ti, C, K);
+        KdaHeads heads = { c, ly, s->kda_S[L], Ti, q + ro, k + ro, v + ro, z + ro, G + ro,
+                           bl + (size_t)r * NH, o + ro };
+        k3_pool_run(kda_head, &heads, NH);
+    }
     k3_matmul(out, &ly->o, o, T);
 }

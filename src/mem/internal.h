@@ -40,6 +40,7 @@ typedef struct {
              total;
     uint64_t trunk_total, trunk_min, cache_min, all_experts, head_full, slot_bytes;
     int raised_trunk, raised_cache;
+    int seqs;                                /* sequences whose state and MLA cache count */
 } K3Plan;
 #define K3_HEAD_BUF 64e6                     /* lm_head row-block buffer when streamed */
 /* lb[0..NL): trunk bytes per layer; have_trunk: --trunk given; process: bytes held. */
