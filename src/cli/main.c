@@ -4,6 +4,7 @@
 #include "config.h"
 #include "cli.h"
 #include "chat.h"
+#include "batch.h"
 #include "sampler.h"
 #include "json.h"
 #include "tok.h"
@@ -48,6 +49,8 @@ static const char *USAGE =
 "                       temperature 1, top-k off, top-p 1, min-p 0, seed 0)\n"
 "  k3 MODEL_DIR --chat --tok DIR ...   interactive XTML chat; its flags: k3 MODEL_DIR\n"
 "                       --chat --help (and docs/CHAT.md)\n"
+"  k3 MODEL_DIR --batch FILE ...       prompts from JSON Lines, completed together, one\n"
+"                       JSON line each; its flags: k3 MODEL_DIR --batch FILE --help\n"
 "\n"
 "Model and tokenizer:\n"
 "  --config PATH        config.json to use (default MODEL_DIR/config.json)\n"
@@ -112,7 +115,8 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--out", 1 }, { "--dump-logits", 1 }, { "--kernels", 1 }, { "--gen", 1 },
     { "--prefill-chunk", 1 }, { "--threads", 1 }, { "--ctx", 1 }, { "--recompute", 0 },
     { "--incremental", 0 }, { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 },
-    { "--version", 0 }, { "--list-presets", 0 }, K3_FLAGS_SAMPLER, K3_FLAGS_MEM,
+    { "--version", 0 }, { "--list-presets", 0 }, { "--batch", 1 }, K3_FLAGS_SAMPLER,
+    K3_FLAGS_MEM,
 };
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
 
@@ -481,6 +485,9 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "doctor")) return k3_doctor_main(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "serve")) return k3_serve_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);
+    for (int i = 1; i < argc; i++)                    /* --batch FILE: batch.c */
+        if (!strcmp(argv[i], "--batch") || !strncmp(argv[i], "--batch=", 8))
+            return k3_batch_main(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(USAGE, stdout);
