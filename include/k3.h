@@ -45,6 +45,16 @@ typedef struct {
     void **maps; uint64_t *map_len;           /* one read-only mapping per shard */
 } K3Model;
 
+/* One forward logged for k3_state_rollback (k3_state_mark; src/model/state.c), per KDA
+ * layer L: the state and conv windows before it, and per position t < T the raw conv
+ * inputs raw[L][t][3][C] and the recurrence inputs q, k (normalised), v, alpha [t][C],
+ * beta [t][heads]. */
+struct K3Undo {
+    int max_T, T, armed, pos0;
+    float **S0, **conv0;
+    float **raw, **q, **k, **v, **alpha, **beta;
+};
+
 /* Per-sequence decode state (§3.8): KDA recurrent state + conv windows, and the
  * MLA latent cache (normalised c' and k_pe per position). */
 typedef struct {
@@ -54,6 +64,7 @@ typedef struct {
     float **kda_conv;                         /* [L] -> [3][C][K-1] or NULL */
     float **mla_c;                            /* [L] -> [cap][kv_lora] */
     float **mla_pe;                           /* [L] -> [cap][rope] */
+    struct K3Undo *undo;                      /* k3_state_mark: the next forward is logged */
 } K3State;
 
 /* One sequence's share of a forward step (k3_forward_seqs): its T tokens ids[0..T) go in
@@ -122,6 +133,15 @@ K3State *k3_state_new(const K3Model *m);
 int k3_state_reserve(const K3Model *m, K3State *s, int n_positions);   /* grow the MLA cache */
 void k3_state_reset(const K3Model *m, K3State *s);
 void k3_state_free(const K3Model *m, K3State *s);
+/* Speculative verification: k3_state_mark arms a log for the next forward on s (of at most
+ * max_T tokens): each KDA layer keeps its state and conv windows from before it (one copy)
+ * and the recurrence inputs of each position (post-conv q, k, v, decay, beta; the raw conv
+ * inputs). After that forward, k3_state_rollback keeps its first `keep` positions: the KDA
+ * state is replayed from the copy over them (no weight is read), the conv windows rebuilt,
+ * the MLA cache cut at pos - T + keep; the bits are those of a forward of only those
+ * positions. 0, or -1 (out of memory; mark) / (no marked forward; rollback). */
+int k3_state_mark(const K3Model *m, K3State *s, int max_T);
+int k3_state_rollback(const K3Model *m, K3State *s, int keep);
 
 /* ---- scratch (src/forward/runstate.c) ---- */
 size_t k3_runstate_bytes(const K3Config *c, int max_T, int ctx, int logits_rows);

@@ -82,6 +82,12 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
             return K3_ERR_RUNTIME;
         }
     }
+    for (int q = 0; q < n_seq; q++)              /* a logged (speculative) forward fits its log */
+        if (seq[q].s->undo && seq[q].s->undo->armed && seq[q].T > seq[q].s->undo->max_T) {
+            snprintf(err, errlen, "a logged forward of %d tokens is past its log (%d)",
+                     seq[q].T, seq[q].s->undo->max_T);
+            return K3_ERR_RUNTIME;
+        }
     if (n_seq < 1 || empty || T > rs->max_T) {
         snprintf(err, errlen, "a forward of %d tokens is outside the planned chunk (1..%d)",
                  T, rs->max_T);
@@ -153,7 +159,10 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     if (w->ops->lm_head(w, logits, h, rows, err, errlen)) return K3_ERR_RUNTIME;
     if (nonfinite(e, -1, "", logits, rows, c->vocab_size, seq, n_seq, 1, err, errlen))
         return K3_ERR_RUNTIME;
-    for (int q = 0; q < n_seq; q++) seq[q].s->pos += seq[q].T;
+    for (int q = 0; q < n_seq; q++) {
+        seq[q].s->pos += seq[q].T;
+        if (seq[q].s->undo && seq[q].s->undo->armed) seq[q].s->undo->T = seq[q].T;
+    }
     return 0;
 }
 
