@@ -13,7 +13,9 @@
 typedef struct {
     const int *ref; int n_ref;       /* reference ids (--draft-ids / --draft-file), or none */
     int kmax;                        /* most draft tokens per pass */
-    double p;                        /* measured acceptance per drafted token (running) */
+    double p[2];                     /* measured acceptance per drafted token (running), for
+                                      * drafts from the aligned reference [0] and the rest [1] */
+    int src;                         /* where the last draft came from */
     double step_cost;                /* cost of one more position, relative to a 1-token step */
     long drafted, accepted, passes;  /* passes: verify passes with a draft (k >= 1) */
     int idle;                        /* drafts found but not tried since the last probe */

@@ -7,7 +7,8 @@ void k3_spec_init(K3Spec *sp, const K3Model *m, const int *ref, int n_ref, int k
     const K3Config *c = &m->cfg;
     memset(sp, 0, sizeof *sp);
     sp->ref = ref; sp->n_ref = n_ref; sp->kmax = kmax > 0 ? kmax : 8;
-    sp->p = 0.5;                  /* prior: a draft is worth trying until measured */
+    sp->p[0] = 0.9;               /* priors: the user's reference, while it agrees, is */
+    sp->p[1] = 0.5;               /* likely right; a lookup is worth trying until measured */
     /* bytes: all tensors minus the routed experts and the embedding (rows only) = what
      * one step reads; one more token adds at most top-k experts per MoE layer */
     double all = 0, n_moe = 0;
@@ -23,11 +24,11 @@ void k3_spec_init(K3Spec *sp, const K3Model *m, const int *ref, int n_ref, int k
 
 /* The k that maximises expected tokens per pass over its cost: a pass with k drafts gives
  * 1 + p + .. + p^k tokens for 1 + k * step_cost. */
-static int best_k(const K3Spec *sp, int limit) {
+static int best_k(const K3Spec *sp, int src, int limit) {
     int best = 0;
     double best_rate = 1.0, e = 1.0, pk = 1.0;
     for (int k = 1; k <= limit; k++) {
-        pk *= sp->p; e += pk;
+        pk *= sp->p[src]; e += pk;
         const double rate = e / (1.0 + k * sp->step_cost);
         if (rate > best_rate) { best_rate = rate; best = k; }
     }
@@ -46,12 +47,13 @@ static int find(const int *hay, int nh, int before, const int *seq, int n, int g
 int k3_spec_draft(K3Spec *sp, const int *seq, int n, int n_prompt, int room, int *draft) {
     int limit = sp->kmax < room ? sp->kmax : room;
     if (limit < 1) return 0;
-    int k = best_k(sp, limit);
     const int gen = n - n_prompt;
     const int *src = NULL;
     int avail = 0;
+    sp->src = 1;
     if (sp->ref && gen < sp->n_ref && !memcmp(sp->ref, seq + n_prompt, sizeof(int) * gen)) {
         src = sp->ref + gen; avail = sp->n_ref - gen;      /* the reference, aligned */
+        sp->src = 0;
     }
     for (int g = 3; !src && sp->ref && g >= 1; g--) {      /* n-grams of the reference */
         const int at = find(sp->ref, sp->n_ref, sp->n_ref, seq, n, g);
@@ -63,6 +65,7 @@ int k3_spec_draft(K3Spec *sp, const int *seq, int n, int n_prompt, int room, int
         if (at >= 0) { src = seq + at; avail = n - at; }
     }
     if (!src) return 0;
+    int k = best_k(sp, sp->src, limit);
     if (k < 1) {                  /* not worth it as measured: probe once in a while */
         if (++sp->idle < 16) return 0;
         sp->idle = 0; k = 1;
@@ -88,8 +91,9 @@ int k3_spec_accept(K3Spec *sp, const K3Model *m, K3State *s, Sampler *smp, long 
     if (k > 0) {
         const int acc = a < k && out[a] == draft[a] ? a + 1 : a;   /* eos accepted: counts */
         sp->drafted += k; sp->accepted += acc; sp->passes++;
-        sp->p = 0.7 * sp->p + 0.3 * ((double)acc / k);
-        if (sp->p < 0.02) sp->p = 0.02;           /* keep probing: drafts may start to fit */
+        double *p = &sp->p[sp->src];
+        *p = 0.7 * *p + 0.3 * ((double)acc / k);
+        if (*p < 0.02) *p = 0.02;
     }
     return a + 1;
 }
