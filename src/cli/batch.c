@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "engine.h"
 #include "json.h"
+#include "spec.h"
 #include "tok.h"
 #include "util.h"
 #include <errno.h>
@@ -36,12 +37,14 @@ static const char *USAGE =
 "                       (generated tokens per second of the run's wall time), peak_rss_bytes\n"
 "  --dump-logits DIR    each prompt's prompt logits (float32 [n_prompt][vocab]) in\n"
 "                       DIR/LINE.f32, LINE its line number: the bytes of its solo dump\n"
+"  --spec [--spec-k N]  exact speculative decoding per sequence (n-gram drafts of its\n"
+"                       own tokens, at most N, default 8): the same ids, fewer steps\n"
 "  --quiet              no progress on stderr\n"
 "  --config --threads --kernels, the sampling flags and the memory flags as in k3 --help\n";
 
 typedef struct {
     const char *model_dir, *config, *tok_dir, *file, *out, *dump, *kernels;
-    int gen, batch_size, chunk, threads, quiet;
+    int gen, batch_size, chunk, threads, quiet, spec, spec_k;
     K3MemOpts mem;
     SamplerParams sp; uint64_t seed; int sampling;
 } BOpts;
@@ -50,6 +53,7 @@ static const K3Flag FLAGS[] = {
     { "--batch", 1 }, { "--batch-size", 1 }, { "--gen", 1 }, { "--tok", 1 }, { "--config", 1 },
     { "--out", 1 }, { "--dump-logits", 1 }, { "--kernels", 1 }, { "--threads", 1 },
     { "--prefill-chunk", 1 }, { "--ctx", 1 }, { "--quiet", 0 }, { "--help", 0 },
+    { "--spec", 0 }, { "--spec-k", 1 },
     K3_FLAGS_SAMPLER, K3_FLAGS_MEM,
 };
 #define N_FLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
@@ -93,7 +97,12 @@ static int parse(int argc, char **argv, BOpts *o) {
             VAL(); if (k3_parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE;
         } else if (!strcmp(a, "--threads")) {
             VAL(); if (k3_parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE;
-        } else if (!strcmp(a, "--quiet")) o->quiet = 1;
+        } else if (!strcmp(a, "--spec-k")) {
+            VAL(); if (k3_parse_int(a, v, 1, &o->spec_k)) return K3_ERR_USAGE;
+            if (o->spec_k > 64) return usage("%s", "--spec-k is at most 64");
+            o->spec = 1;
+        } else if (!strcmp(a, "--spec")) o->spec = 1;
+        else if (!strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strcmp(a, "--help")) { fputs(USAGE, stdout); exit(0); }
         else if (a[0] == '-' && a[1]) {
             k3_unknown_option(a, FLAGS, N_FLAGS, xerr, sizeof xerr);
@@ -105,6 +114,7 @@ static int parse(int argc, char **argv, BOpts *o) {
     if (!o->model_dir) return usage("%s", "missing MODEL_DIR");
     if (!o->file) return usage("%s", "--batch needs a FILE of JSON lines");
     if (sampler_check(&o->sp, serr, sizeof serr)) return usage("%s", serr);
+    if (o->spec && !o->spec_k) o->spec_k = 8;
     return 0;
 }
 
@@ -118,6 +128,8 @@ typedef struct {
     Sampler smp;
     double t0, t_first;
     float *dump;                       /* [n_prompt][V] when dumping */
+    K3Spec spec;                       /* --spec: this sequence's drafts and acceptance */
+    int k;                             /* drafts in the step just run (0: a plain step) */
 } Slot;
 
 typedef struct {
@@ -129,6 +141,7 @@ typedef struct {
     Slot *slot; int n_slots;
     int next, done;
     long n_generated;
+    long drafted, accepted, passes;    /* --spec, over every finished sequence */
     double t_run;
 } Batch;
 
@@ -186,6 +199,8 @@ static int start(Batch *b, Slot *s, char *err, size_t errlen) {
         if (!s->dump) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
     }
     s->t0 = k3_now(); s->t_first = 0;
+    if (b->o->spec) k3_spec_init(&s->spec, &b->e.m, NULL, 0, b->o->spec_k);
+    s->k = 0;
     return 0;
 }
 
@@ -220,6 +235,7 @@ static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
         }
     }
     b->n_generated += s->n_gen;
+    b->drafted += s->spec.drafted; b->accepted += s->spec.accepted; b->passes += s->spec.passes;
     b->done++;
     sampler_free(&s->smp);
     s->l = NULL;
@@ -242,6 +258,22 @@ static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *
     if (s->fed < s->n) return 0;                   /* the prompt is still going in */
     const float *last = lg + (size_t)(all ? T - 1 : 0) * V;
     if (s->n_gen == s->gen) return finish(b, s, 0, err, errlen);   /* --gen 0 */
+    if (s->k > 0) {                    /* a verify pass: keep what the model agrees with */
+        int out[65];
+        const int cnt = k3_spec_accept(&s->spec, &b->e.m, s->st, &s->smp, s->n_gen,
+                                       s->seq + s->n, s->k, lg, out);
+        if (cnt < 0) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+        s->k = 0;
+        for (int j = 0; j < cnt; j++) {
+            const int id = out[j];
+            s->seq[s->n++] = id;
+            s->n_gen++;
+            if (id == b->e.m.cfg.eos_token_id || s->n_gen == s->gen)
+                return finish(b, s, id == b->e.m.cfg.eos_token_id, err, errlen);
+        }
+        s->fed = s->n - 1;             /* the state holds all but the model's own token */
+        return 0;
+    }
     const int id = sampler_sample_at(&s->smp, last, V, s->n_gen);  /* by position only */
     if (id < 0) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
     if (!s->t_first) s->t_first = k3_now();
@@ -271,9 +303,23 @@ static int run(Batch *b, char *err, size_t errlen) {
                 int k = s->n - s->fed;
                 if (k > max_T - T) k = max_T - T;
                 if (k < 1) continue;
-                seq[n] = (K3Seq){ s->st, s->seq + s->fed, k, s->dump && s->fed < s->n_prompt };
+                s->k = 0;
+                if (pass == 0 && b->o->spec && max_T - T > 1) {   /* draft after the last token */
+                    s->k = k3_spec_draft(&s->spec, s->seq, s->n, s->n_prompt,
+                                         s->gen - s->n_gen - 1 < max_T - T - 1 ?
+                                         s->gen - s->n_gen - 1 : max_T - T - 1, s->seq + s->n);
+                    if (s->k > 0 && k3_state_mark(&b->e.m, s->st, s->k + 1)) {
+                        snprintf(err, errlen, "out of memory");
+                        rc = K3_ERR_RUNTIME;
+                        break;
+                    }
+                    k += s->k;
+                }
+                seq[n] = (K3Seq){ s->st, s->seq + s->fed, k,
+                                  s->k > 0 || (s->dump && s->fed < s->n_prompt) };
                 who[n++] = i; T += k;
             }
+        if (rc) break;
         const double t0 = k3_now();
         rc = k3_forward_seqs(&b->e, seq, n, b->e.rs.logits, err, errlen);
         if (rc) break;
@@ -303,6 +349,9 @@ static int write_report(const Batch *b, const char *path) {
     fprintf(f, "  \"kernels\": \"%s\",\n  \"threads\": %d,\n", k3_kernels_name(), k3_threads());
     fprintf(f, "  \"seconds\": %.6f,\n  \"tokens_per_second\": %.6f,\n", b->t_run,
             b->t_run > 0 ? b->n_generated / b->t_run : 0.0);
+    if (b->o->spec)
+        fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
+                b->drafted, b->accepted, b->passes);
     const long fails = k3_engine_expert_failures(&b->e);
     fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", fails, fails ? "false" : "true");
     k3_mem_json(b->e.mem, f, b->t_run);
@@ -360,7 +409,8 @@ int k3_batch_main(int argc, char **argv) {
     K3EngineOpts eo = { o.model_dir, o.config, o.kernels, o.threads, o.mem };
     eo.mem.ctx = o.mem.ctx > 0 ? o.mem.ctx : ctx;
     eo.mem.chunk = chunk;
-    eo.mem.logits_rows = o.dump ? chunk : b.n_slots;
+    if (o.spec && chunk < b.n_slots * (o.spec_k + 1)) chunk = b.n_slots * (o.spec_k + 1);
+    eo.mem.logits_rows = o.dump || o.spec ? chunk : b.n_slots;
     eo.mem.seqs = b.n_slots;
     eo.mem.quiet = o.quiet;
     rc = k3_engine_open(&b.e, &eo, err, sizeof err);
@@ -390,6 +440,10 @@ int k3_batch_main(int argc, char **argv) {
                 "peak RSS %.1f MiB\n", b.n_generated, b.n_lines, b.t_run,
                 b.t_run > 0 ? b.n_generated / b.t_run : 0.0, k3_peak_rss() / 1048576.0);
         k3_mem_summary(b.e.mem, stderr, b.t_run, 0, (int)b.n_generated, b.t_run);
+        if (o.spec)
+            fprintf(stderr, "k3: spec: %ld verify passes, %ld drafted, %ld accepted (%.2f "
+                    "accepted tokens per pass)\n", b.passes, b.drafted, b.accepted,
+                    b.passes ? (double)b.accepted / b.passes : 0.0);
     }
     if (o.out && write_report(&b, o.out)) rc = K3_ERR_RUNTIME;
     const long fails = k3_engine_expert_failures(&b.e);

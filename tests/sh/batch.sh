@@ -26,13 +26,14 @@ l3|$EOSP|40||
 l4|9,8,7,6,5,4,3,2,1,10,11,12,13,14,15,16,17,18,19,20|5|--temperature 0.9 --seed 4|, "temperature": 0.9, "seed": 4
 l5|100,200|7|--temperature 1.3 --top-k 5 --seed 11|, "top_k": 5, "temperature": 1.3, "seed": 11
 l6|3,3,3|0||
+l8|7,8,9,7,8,9,7,8,9,7,8|30||
 SPEC
   : > "$T/in.jsonl"
   while IFS='|' read -r id ids gen flags json; do
     echo "{\"id\": \"$id\", \"ids\": [$ids], \"gen\": $gen$json}" >> "$T/in.jsonl"
   done < "$T/spec"
   echo '{"id": "l7", "prompt": "Hello there, batch", "gen": 4}' >> "$T/in.jsonl"
-  mkdir -p "$T/solo" "$T/d1" "$T/d2" "$T/d3"
+  mkdir -p "$T/solo" "$T/d1" "$T/d2" "$T/d3" "$T/d4" "$T/d5"
   while IFS='|' read -r id ids gen flags json; do
     # shellcheck disable=SC2086
     "$K3" $M --ids "$ids" --gen $gen $flags --quiet --dump-logits "$T/solo/$id.f32" \
@@ -44,12 +45,13 @@ SPEC
   tr=$T/$m.trunk
   "$K3" pack $M "$tr" --quiet 2> "$T/err" || fail "$m pack"
   run=0
-  for how in "" "--batch-size 2" "--batch-size 3 --trunk $tr --trunk-gb 0 --cache-gb 0"; do
+  for how in "" "--batch-size 2" "--batch-size 3 --trunk $tr --trunk-gb 0 --cache-gb 0" \
+             "--spec --batch-size 4" "--spec --spec-k 3 --batch-size 2 --trunk $tr --trunk-gb 0"; do
     run=$((run + 1))
     # shellcheck disable=SC2086
     "$K3" $M --batch "$T/in.jsonl" --tok $TK $how --threads 2 --quiet --out "$T/r$run.json" \
       --dump-logits "$T/d$run" > "$T/out$run" 2> "$T/err" || fail "$m batch ($how) exited $?"
-    [ "$(wc -l < "$T/out$run")" -eq 7 ] || fail "$m batch ($how): $(wc -l < "$T/out$run") lines"
+    [ "$(wc -l < "$T/out$run")" -eq 8 ] || fail "$m batch ($how): $(wc -l < "$T/out$run") lines"
     line=0
     while IFS='|' read -r id ids gen flags json; do
       line=$((line + 1))
@@ -57,7 +59,7 @@ SPEC
       [ "$got" = "$want" ] || fail "$m batch ($how) $id: ids '$got', solo '$want'"
       cmp -s "$T/d$run/$line.f32" "$T/solo/$id.f32" || fail "$m batch ($how) $id: logits differ"
     done < "$T/spec"
-    cmp -s "$T/d$run/7.f32" "$T/solo/l7.f32" || fail "$m batch ($how) l7 (text): logits differ"
+    cmp -s "$T/d$run/8.f32" "$T/solo/l7.f32" || fail "$m batch ($how) l7 (text): logits differ"
     [ "$(ids_of l7 "$T/out$run")" = "$want7" ] || fail "$m batch ($how) l7 (text): ids differ"
     grep -q '^{"id": "l7", "generated_ids": \[[0-9, ]*\], "text": "' "$T/out$run" ||
       fail "$m: no text field with a tokenizer"
@@ -68,8 +70,11 @@ SPEC
     for k in tokens_per_second peak_rss_bytes n_generated seconds; do
       grep -q "\"$k\": [0-9]" "$T/r$run.json" || fail "$m --out has no $k"
     done
+    case $how in *--spec*)
+      grep -q '"spec_passes": [1-9]' "$T/r$run.json" || fail "$m ($how): no verify pass";;
+    esac
   done
-  echo "ok $m: 7 prompts (gen 0..40, eos, sampled, text) = their solo ids and logits bytes, in one batch, --batch-size 2, and streamed at the smallest budget"
+  echo "ok $m: 8 prompts (gen 0..40, eos, sampled, text) = their solo ids and logits bytes, in one batch, --batch-size 2, streamed at the smallest budget, and with --spec"
 done
 
 # malformed lines: exit 2, naming the line number and the field
