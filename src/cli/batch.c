@@ -385,13 +385,10 @@ int k3_batch_main(int argc, char **argv) {
             fprintf(stderr, "k3: %s\n", err);
             rc = K3_ERR_USAGE;
         }
-    int need_tok = 0;
-    for (int i = 0; i < b.n_lines; i++) need_tok |= b.lines[i].prompt != NULL;
     if (!rc && o.tok_dir) {
         b.tok = tok_load(o.tok_dir, err, sizeof err);
         if (!b.tok) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_USAGE; }
     }
-    (void)need_tok;
     b.prompts = calloc((size_t)b.n_lines, sizeof(int *));
     b.n_prompts = calloc((size_t)b.n_lines, sizeof(int));
     if (!rc && (!b.prompts || !b.n_prompts)) { fprintf(stderr, "k3: out of memory\n"); rc = 1; }

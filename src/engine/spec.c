@@ -59,7 +59,9 @@ int k3_spec_draft(K3Spec *sp, const int *seq, int n, int n_prompt, int room, int
         const int at = find(sp->ref, sp->n_ref, sp->n_ref, seq, n, g);
         if (at >= 0) { src = sp->ref + at; avail = sp->n_ref - at; }
     }
-    if (!src && gen < sp->n_ref) { src = sp->ref + gen; avail = sp->n_ref - gen; }   /* by position */
+    if (!src && gen < sp->n_ref) {                         /* the reference by position */
+        src = sp->ref + gen; avail = sp->n_ref - gen;
+    }
     for (int g = 3; !src && g >= 1; g--) {                 /* prompt lookup: the sequence's own */
         const int at = find(seq, n, n - 1, seq, n, g);
         if (at >= 0) { src = seq + at; avail = n - at; }
