@@ -45,6 +45,16 @@ typedef struct {
     void **maps; uint64_t *map_len;           /* one read-only mapping per shard */
 } K3Model;
 
+/* One forward logged for k3_state_rollback (k3_state_mark; src/model/state.c), per KDA
+ * layer L: the state and conv windows before it, and per position t < T the raw conv
+ * inputs raw[L][t][3][C] and the recurrence inputs q, k (normalised), v, alpha [t][C],
+ * beta [t][heads]. */
+struct K3Undo {
+    int max_T, T, armed, pos0;
+    float **S0, **conv0;
+    float **raw, **q, **k, **v, **alpha, **beta;
+};
+
 /* Per-sequence decode state (§3.8): KDA recurrent state + conv windows, and the
  * MLA latent cache (normalised c' and k_pe per position). */
 typedef struct {
@@ -54,7 +64,17 @@ typedef struct {
     float **kda_conv;                         /* [L] -> [3][C][K-1] or NULL */
     float **mla_c;                            /* [L] -> [cap][kv_lora] */
     float **mla_pe;                           /* [L] -> [cap][rope] */
+    struct K3Undo *undo;                      /* k3_state_mark: the next forward is logged */
 } K3State;
+
+/* One sequence's share of a forward step (k3_forward_seqs): its T tokens ids[0..T) go in
+ * at positions s->pos.. and their rows follow the earlier sequences' rows in the step.
+ * all_logits: logits for all T rows, else for the last only. */
+typedef struct {
+    K3State *s;
+    const int *ids;
+    int T, all_logits;
+} K3Seq;
 
 /* Every buffer a forward pass and its layers use, allocated once for chunks of up to
  * max_T tokens and contexts of ctx positions (forward/runstate.c). The layer kinds run
@@ -113,6 +133,15 @@ K3State *k3_state_new(const K3Model *m);
 int k3_state_reserve(const K3Model *m, K3State *s, int n_positions);   /* grow the MLA cache */
 void k3_state_reset(const K3Model *m, K3State *s);
 void k3_state_free(const K3Model *m, K3State *s);
+/* Speculative verification: k3_state_mark arms a log for the next forward on s (of at most
+ * max_T tokens): each KDA layer keeps its state and conv windows from before it (one copy)
+ * and the recurrence inputs of each position (post-conv q, k, v, decay, beta; the raw conv
+ * inputs). After that forward, k3_state_rollback keeps its first `keep` positions: the KDA
+ * state is replayed from the copy over them (no weight is read), the conv windows rebuilt,
+ * the MLA cache cut at pos - T + keep; the bits are those of a forward of only those
+ * positions. 0, or -1 (out of memory; mark) / (no marked forward; rollback). */
+int k3_state_mark(const K3Model *m, K3State *s, int max_T);
+int k3_state_rollback(const K3Model *m, K3State *s, int keep);
 
 /* ---- scratch (src/forward/runstate.c) ---- */
 size_t k3_runstate_bytes(const K3Config *c, int max_T, int ctx, int logits_rows);
@@ -122,13 +151,20 @@ int k3_runstate_ctx(K3RunState *rs, const K3Config *c, int ctx);
 void k3_runstate_free(K3RunState *rs);
 
 /* ---- forward pass (src/forward) ---- */
-/* Feeds T <= rs.max_T tokens at positions s->pos .. s->pos+T-1 and advances s->pos.
- * logits: [T][vocab] when all_logits, else [vocab] for the last token only.
- * Returns 0; an exit code (1) with the reason in err: an I/O failure, or a NaN/Inf out of a
- * sublayer (named with its layer and position: the run must stop); or K3_INTERRUPTED
- * ("interrupted" in err): s->pos is unchanged but the layers before the stop have taken
- * the tokens in, so reset the state (k3_state_reset) before the next forward on it. The
- * remaining layers are still acquired and released, in order, so the storage stays in step. */
+/* One step over n sequences (each with its own state), sum of T <= rs.max_T tokens: each
+ * layer and each selected expert is read once for all of them, and every sequence gets
+ * the bits of its solo k3_forward. logits: the rows of each sequence in order (T rows
+ * when its all_logits, else 1), [rows][vocab]. Advances each s->pos. Returns 0; an exit
+ * code (1) with the reason in err: an I/O failure, or a NaN/Inf out of a sublayer (named
+ * with its layer, sequence and position: the run must stop); or K3_INTERRUPTED
+ * ("interrupted" in err): each s->pos is unchanged but the layers before the stop have
+ * taken the tokens in, so reset the states (k3_state_reset) before the next forward on
+ * them. The remaining layers are still acquired and released, in order, so the storage
+ * stays in step. */
+int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n, float *logits, char *err,
+                    size_t errlen);
+/* The one-sequence step: T tokens at s->pos.., logits [T][vocab] when all_logits, else
+ * [vocab] for the last token; as k3_forward_seqs otherwise. */
 int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, int all_logits,
                char *err, size_t errlen);
 /* k3_forward over n tokens in chunks of at most `chunk` (<= 0 or above rs.max_T:
@@ -138,10 +174,12 @@ int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, in
 int k3_prefill(K3Engine *e, K3State *s, const int *ids, int n, int chunk, float *logits,
                int all_logits, char *err, size_t errlen);
 
-/* Layer kinds (one file each). x is the normalised input [T][hidden]; out [T][hidden]. */
-void k3_kda(K3Engine *e, const K3Layer *ly, K3State *s, int L, const float *x, int T,
+/* Layer kinds (one file each). x is the normalised input [T][hidden] of the step's T
+ * tokens (the rows of seq[0..n) in order); out [T][hidden]. The attention kinds run their
+ * projections over all T rows, their recurrence / cache per sequence. */
+void k3_kda(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, const float *x,
             float *out);
-void k3_mla(K3Engine *e, const K3Layer *ly, K3State *s, int L, const float *x, int T,
+void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, const float *x,
             float *out);
 void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float *out);
 void k3_dense_mlp(K3Engine *e, const K3Mat *gate, const K3Mat *up, const K3Mat *down,

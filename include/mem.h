@@ -23,6 +23,7 @@ typedef struct {
     int chunk_auto;               /* chunk is the most wanted: the plan lowers it to the
                                    * largest that fits beside the budgets */
     int logits_rows;              /* rows of logits the caller keeps */
+    int seqs;                     /* sequences in flight (KDA state + MLA cache each); <= 1: one */
     const char *trace_dir;        /* --dump-cache-trace DIR */
     int verbose, quiet;
     int verify_reads;             /* --verify-reads: streamed trunk layers checked on every read */

@@ -10,11 +10,19 @@
  *   4. top-k (k <= 0: off) keeps the first k; min-p (0: off) keeps p_i >= min_p * p_max;
  *      top-p (1: off) keeps the smallest prefix whose mass reaches top_p times the mass
  *      left after steps 4a-4b (HF order: the nucleus is taken on the renormalised rest).
- *   5. r = U * kept_mass with U in [0,1) from 53 bits of xoshiro256**; the first
- *      candidate whose cumulative mass (summed in sorted order) exceeds r is chosen.
+ *   5. r = U * kept_mass with U in [0,1) from the top 53 bits of k3_rng_at(seed, pos);
+ *      the first candidate whose cumulative mass (summed in sorted order) exceeds r is
+ *      chosen.
  *
- * Random stream: xoshiro256** (Blackman & Vigna), its 256-bit state filled from four
- * successive splitmix64 outputs of the seed. Chat derives one stream per assistant
+ * Random draws are counter-based (since the batch/speculation change; before it a
+ * xoshiro256** stream was advanced per sampled token, so sampled outputs changed once):
+ * the draw for the pos-th generated token of a sequence (pos = 0 for the first) is
+ *   k3_rng_at(seed, pos) = mix(mix(seed) ^ (pos + 1) * 0xd1b54a32d192ed03)
+ * with mix the splitmix64 output function (state += golden gamma, then its finaliser).
+ * It depends only on the seed and the position, never on what was drawn before, so
+ * batching prompts together or verifying speculative drafts cannot move a draw.
+ * sampler_sample draws at an internal counter (the calls so far, greedy ones included);
+ * sampler_sample_at takes the position explicitly. Chat derives one seed per assistant
  * turn: seed_turn = splitmix64(seed ^ (turn * 0x9e3779b97f4a7c15)), so replaying a
  * conversation with the same --seed reproduces every reply, whatever came before.
  * Same seed + same logits -> same tokens everywhere. */
@@ -31,20 +39,19 @@ typedef struct {
     int greedy;           /* force argmax */
 } SamplerParams;
 
-typedef struct { uint64_t s[4]; } K3Rng;
-
 typedef struct {
     SamplerParams p;
-    K3Rng rng;
+    uint64_t seed;
+    long pos;             /* the position sampler_sample draws at next */
     int *idx;             /* workspace: candidate ids */
     double *prob;         /* workspace: probabilities by id */
     int cap;
 } Sampler;
 
 uint64_t k3_splitmix64(uint64_t *state);
-void k3_rng_seed(K3Rng *r, uint64_t seed);
-uint64_t k3_rng_next(K3Rng *r);
-double k3_rng_uniform(K3Rng *r);          /* [0,1), 53 bits */
+/* The counter-based draw of position pos under seed (above), and as U in [0,1), 53 bits. */
+uint64_t k3_rng_at(uint64_t seed, long pos);
+double k3_rng_uniform_at(uint64_t seed, long pos);
 
 /* Defaults: temperature 1, top_k 0, top_p 1, min_p 0, not greedy. */
 void sampler_defaults(SamplerParams *p);
@@ -54,10 +61,13 @@ int sampler_check(const SamplerParams *p, char *err, size_t errlen);
 int sampler_is_greedy(const SamplerParams *p);
 
 void sampler_init(Sampler *s, const SamplerParams *p, uint64_t seed);
-void sampler_reseed(Sampler *s, uint64_t seed);
+void sampler_reseed(Sampler *s, uint64_t seed);   /* new seed, position back to 0 */
 uint64_t sampler_turn_seed(uint64_t seed, int turn);
-/* Picks an id from logits[0..n). Returns -1 only when out of memory. */
+/* Picks an id from logits[0..n) with the draw of position s->pos, then s->pos++.
+ * Returns -1 only when out of memory. */
 int sampler_sample(Sampler *s, const float *logits, int n);
+/* The same with the draw of position pos; s->pos is left alone. */
+int sampler_sample_at(Sampler *s, const float *logits, int n, long pos);
 /* The kept candidate distribution of the last non-greedy call is not exposed; this
  * computes it for tests: probs[0..n) after filtering and renormalising (greedy: one-hot).
  * Returns 0, or -1 when out of memory. */

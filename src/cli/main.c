@@ -4,6 +4,8 @@
 #include "config.h"
 #include "cli.h"
 #include "chat.h"
+#include "batch.h"
+#include "spec.h"
 #include "sampler.h"
 #include "json.h"
 #include "tok.h"
@@ -40,6 +42,11 @@ static const char *USAGE =
 "  --gen N              tokens to generate (default 16); 0 = prefill only\n"
 "  --incremental        carry KDA state and the MLA latent cache (the default)\n"
 "  --recompute          re-run the whole prefix for every new token (same ids)\n"
+"  --spec               exact speculative decoding: drafts verified k+1 positions per\n"
+"                       forward, the ids of the plain run (drafts: n-grams of the\n"
+"                       sequence, and the reference below); --spec-k N most drafts (8)\n"
+"  --draft-ids LIST     reference ids to draft from (implies --spec)\n"
+"  --draft-file PATH    reference text to draft from, tokenized (implies --spec)\n"
 "  --prefill-chunk N    tokens per prefill forward (default: the largest that fits\n"
 "                       beside the budgets, printed in the plan; same bits)\n"
 "  Greedy decoding (argmax, lowest id on ties); stops at --gen or eos_token_id.\n"
@@ -48,6 +55,8 @@ static const char *USAGE =
 "                       temperature 1, top-k off, top-p 1, min-p 0, seed 0)\n"
 "  k3 MODEL_DIR --chat --tok DIR ...   interactive XTML chat; its flags: k3 MODEL_DIR\n"
 "                       --chat --help (and docs/CHAT.md)\n"
+"  k3 MODEL_DIR --batch FILE ...       prompts from JSON Lines, completed together, one\n"
+"                       JSON line each; its flags: k3 MODEL_DIR --batch FILE --help\n"
 "\n"
 "Model and tokenizer:\n"
 "  --config PATH        config.json to use (default MODEL_DIR/config.json)\n"
@@ -101,6 +110,7 @@ typedef struct {
     const char *model_dir, *config, *tok_dir, *ids, *prompt, *prompt_file;
     const char *out, *dump_logits, *kernels;
     int gen, recompute, threads, quiet, chunk;
+    int spec, spec_k; const char *draft_ids, *draft_file;   /* --spec and its drafts */
     int tok_given;                  /* --tok on the command line: text out even with --ids */
     K3MemOpts mem;              /* --trunk --trunk-gb --cache-gb --preset --ctx --verbose ... */
     SamplerParams sp; uint64_t seed; int sampling;   /* sampling flags given */
@@ -113,7 +123,9 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--out", 1 }, { "--dump-logits", 1 }, { "--kernels", 1 }, { "--gen", 1 },
     { "--prefill-chunk", 1 }, { "--threads", 1 }, { "--ctx", 1 }, { "--recompute", 0 },
     { "--incremental", 0 }, { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 },
-    { "--version", 0 }, { "--list-presets", 0 }, K3_FLAGS_SAMPLER, K3_FLAGS_MEM,
+    { "--version", 0 }, { "--list-presets", 0 }, { "--batch", 1 }, { "--spec", 0 },
+    { "--spec-k", 1 }, { "--draft-ids", 1 }, { "--draft-file", 1 }, K3_FLAGS_SAMPLER,
+    K3_FLAGS_MEM,
 };
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
 
@@ -162,6 +174,12 @@ static int parse_args(int argc, char **argv, Opts *o) {
         } else if (!strcmp(a, "--recompute")) o->recompute = 1;
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
+        else if (!strcmp(a, "--spec")) o->spec = 1;
+        else if (!strcmp(a, "--spec-k")) {
+            VAL(); if (k3_parse_int(a, v, 1, &o->spec_k)) return K3_ERR_USAGE;
+            if (o->spec_k > 64) return usage_error("%s", "--spec-k is at most 64");
+        } else if (!strcmp(a, "--draft-ids")) { VAL(); o->draft_ids = v; o->spec = 1; }
+        else if (!strcmp(a, "--draft-file")) { VAL(); o->draft_file = v; o->spec = 1; }
         else if (a[0] == '-' && a[1]) {
             k3_unknown_option(a, BATCH_FLAGS, N_BATCH_FLAGS, xerr, sizeof xerr);
             return usage_error("%s", xerr);
@@ -175,6 +193,10 @@ static int parse_args(int argc, char **argv, Opts *o) {
     if (n_in != 1) return usage_error("%s", "give exactly one of --ids, --prompt, --prompt-file");
     char serr[256];
     if (sampler_check(&o->sp, serr, sizeof serr)) return usage_error("%s", serr);
+    if (o->spec && o->recompute) return usage_error("%s", "--spec needs --incremental");
+    if (o->draft_file && !o->tok_dir)
+        return usage_error("%s", "--draft-file needs a tokenizer: pass --tok DIR");
+    if (o->spec && !o->spec_k) o->spec_k = 8;
     if (!o->ids && !o->tok_dir)
         return usage_error("%s", "--prompt/--prompt-file need a tokenizer: "
                            "pass --tok DIR or set K3_TOK_FILES");
@@ -221,6 +243,7 @@ typedef struct {
     double t_prefill, t_decode;
     uint64_t peak_rss;
     long expert_failures;
+    const K3Spec *spec;                        /* NULL without --spec */
 } Report;
 
 static int write_json(const char *path, const Opts *o, const K3Engine *e, const Report *r) {
@@ -246,6 +269,9 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
             r->t_prefill > 0 ? r->n_prompt / r->t_prefill : 0.0);
     fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", r->expert_failures,
             r->expert_failures ? "false" : "true");
+    if (r->spec)
+        fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
+                r->spec->drafted, r->spec->accepted, r->spec->passes);
     k3_mem_json(e->mem, f, r->t_prefill + r->t_decode);
     fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", e->m.cfg.vocab_size,
             (unsigned long long)r->peak_rss);
@@ -292,6 +318,27 @@ static int read_prompt(const Opts *o, const Tok *tok, int **prompt, int *n_promp
         fprintf(stderr, "k3: the prompt is empty: give at least one token\n");
         return K3_ERR_USAGE;
     }
+    return 0;
+}
+
+/* --draft-ids LIST or --draft-file PATH (tokenized): the reference drafts come from. */
+static int read_draft(const Opts *o, const Tok *tok, int **ref, int *n_ref) {
+    char err[4096];
+    if (o->draft_ids && k3_parse_ids(o->draft_ids, ref, n_ref, err, sizeof err)) {
+        fprintf(stderr, "k3: --draft-ids: %s\n", err);
+        return K3_ERR_USAGE;
+    }
+    if (!o->draft_file) return 0;
+    size_t len = 0, n = 0;
+    char *text = k3_slurp(o->draft_file, SIZE_MAX, &len, err, sizeof err);
+    if (!text) { fprintf(stderr, "k3: --draft-file %s\n", err); return K3_ERR_USAGE; }
+    int32_t *ids = tok_encode(tok, text, len, 0, &n);
+    free(text);
+    int *v = ids ? realloc(*ref, sizeof(int) * ((size_t)*n_ref + n + 1)) : NULL;
+    if (!v) { free(ids); fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
+    for (size_t i = 0; i < n; i++) v[*n_ref + i] = ids[i];
+    *ref = v; *n_ref += (int)n;
+    free(ids);
     return 0;
 }
 
@@ -342,6 +389,10 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
     eo.mem.ctx = o->mem.ctx > 0 ? o->mem.ctx : n_prompt + o->gen;
     eo.mem.chunk = o->recompute ? pc : (n_prompt < pc ? n_prompt : pc);
     eo.mem.logits_rows = o->dump_logits ? n_prompt : 1;
+    if (o->spec) {                             /* a verify pass: k+1 positions, every row */
+        if (eo.mem.chunk < o->spec_k + 1) eo.mem.chunk = o->spec_k + 1;
+        if (eo.mem.logits_rows < o->spec_k + 1) eo.mem.logits_rows = o->spec_k + 1;
+    }
     eo.mem.quiet = o->quiet;
     if (o->mem.ctx > 0 && o->mem.ctx < n_prompt + o->gen && !o->quiet)
         fprintf(stderr, "k3: note: --ctx %d is less than prompt + gen (%d); the MLA cache grows "
@@ -352,16 +403,16 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
 static int run_batch(const Opts *o) {
     char err[4096];
     Tok *tok = NULL;
-    int *prompt = NULL, n_prompt = 0, rc = 0, *seq = NULL;
+    int *prompt = NULL, n_prompt = 0, rc = 0, *seq = NULL, *ref = NULL, n_ref = 0;
     K3State *st = NULL;
     K3Engine e;
     memset(&e, 0, sizeof e);            /* closing an engine that never opened is a no-op */
-    if (o->tok_dir && (o->prompt || o->prompt_file || o->tok_given)) {
+    if (o->tok_dir && (o->prompt || o->prompt_file || o->tok_given || o->draft_file)) {
         tok = tok_load(o->tok_dir, err, sizeof err);
         if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
     }
     if ((rc = read_prompt(o, tok, &prompt, &n_prompt)) || (rc = check_outputs(o)) ||
-        (rc = check_context(o, n_prompt)))
+        (rc = check_context(o, n_prompt)) || (rc = read_draft(o, tok, &ref, &n_ref)))
         goto done;
 
     double t0 = k3_now();
@@ -373,6 +424,12 @@ static int run_batch(const Opts *o) {
         if (prompt[i] >= V) {
             fprintf(stderr, "k3: prompt id %d is outside the vocabulary (vocab_size %d)\n",
                     prompt[i], V);
+            rc = K3_ERR_USAGE; goto done;
+        }
+    for (int i = 0; i < n_ref; i++)
+        if (ref[i] < 0 || ref[i] >= V) {
+            fprintf(stderr, "k3: --draft-ids id %d is outside the vocabulary (vocab_size %d)\n",
+                    ref[i], V);
             rc = K3_ERR_USAGE; goto done;
         }
     if (tok && tok_vocab_size(tok) > V)
@@ -415,8 +472,12 @@ static int run_batch(const Opts *o) {
     Sampler smp;                               /* greedy unless a sampling flag is given */
     sampler_init(&smp, &o->sp, o->seed);
     if (!o->sampling) smp.p.greedy = 1;
+    K3Spec spec;                               /* --spec: tokens a verify pass already drew */
+    int pend[65], n_pend = 0, i_pend = 0, draft[64];
+    if (o->spec) k3_spec_init(&spec, m, ref, n_ref, o->spec_k);
     while (n_gen < o->gen) {
-        int next = sampler_sample(&smp, logits, V);
+        /* the token at generated position n_gen: drawn by (seed, position) only */
+        int next = i_pend < n_pend ? pend[i_pend++] : sampler_sample_at(&smp, logits, V, n_gen);
         if (next < 0) {
             fprintf(stderr, "\nk3: out of memory\n");
             rc = K3_ERR_RUNTIME;
@@ -425,13 +486,28 @@ static int run_batch(const Opts *o) {
         seq[n++] = next; n_gen++;
         emit(&em, next);
         if (next == m->cfg.eos_token_id || n_gen == o->gen) break;
-        if (o->recompute) {
+        if (i_pend < n_pend) continue;         /* an accepted draft: already in the state */
+        const int k = o->spec ? k3_spec_draft(&spec, seq, n, n_prompt, o->gen - n_gen - 1,
+                                              draft) : 0;
+        if (k > 0) {                           /* verify: the last token and k drafts */
+            memcpy(seq + n, draft, sizeof(int) * k);   /* room: n + k < n_prompt + gen */
+            if (k3_state_mark(m, st, k + 1)) { fprintf(stderr, "k3: out of memory\n");
+                                               rc = K3_ERR_RUNTIME; goto done; }
+            rc = k3_forward(&e, st, seq + n - 1, k + 1, logits, 1, err, sizeof err);
+            if (!rc) {
+                n_pend = k3_spec_accept(&spec, m, st, &smp, n_gen, draft, k, logits, pend);
+                i_pend = 0;
+                if (n_pend < 0) { snprintf(err, sizeof err, "out of memory"); rc = 1; }
+                else if (o->mem.verbose && !o->quiet)
+                    fprintf(stderr, "k3: spec pass: %d drafted, %d accepted\n", k, n_pend - 1);
+            }
+        } else if (o->recompute) {
             k3_state_reset(m, st);
             rc = k3_prefill(&e, st, seq, n, o->chunk, logits, 0, err, sizeof err);
         } else rc = k3_forward(&e, st, seq + n - 1, 1, logits, 0, err, sizeof err);
         if (rc) { fprintf(stderr, "\nk3: generation step %d: %s\n", n_gen, err); goto done; }
         double ts = k3_now();
-        k3_mem_step(e.mem, n_gen, o->recompute ? n : 1, ts - td_step,
+        k3_mem_step(e.mem, n_gen, o->recompute ? n : k + 1, ts - td_step,
                     o->mem.verbose && !o->quiet);
         td_step = ts;
     }
@@ -441,7 +517,7 @@ static int run_batch(const Opts *o) {
 
     const long failures = k3_engine_expert_failures(&e);
     Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(),
-                 failures };
+                 failures, o->spec ? &spec : NULL };
     if (!o->quiet) {
         double spt = n_gen > 1 ? t_decode / (n_gen - 1) : 0;
         char speed[64];                 /* the first token comes from the prefill: no rate */
@@ -450,6 +526,10 @@ static int run_batch(const Opts *o) {
         fprintf(stderr, "k3: generated %d token%s%s; peak RSS %.1f MiB (the figure to quote)\n",
                 n_gen, n_gen == 1 ? "" : "s", speed, r.peak_rss / 1048576.0);
         k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
+        if (o->spec)
+            fprintf(stderr, "k3: spec: %ld verify passes, %ld drafted, %ld accepted (%.2f "
+                    "accepted tokens per pass)\n", spec.passes, spec.drafted, spec.accepted,
+                    spec.passes ? (double)spec.accepted / spec.passes : 0.0);
     }
     if (o->out && write_json(o->out, o, &e, &r)) rc = K3_ERR_RUNTIME;
     if (!rc && failures) {
@@ -466,7 +546,7 @@ static int run_batch(const Opts *o) {
     if (tok) tok_stream_free(&em.ts);
 done:
     if (st) k3_state_free(&e.m, st);
-    free(seq); free(prompt);
+    free(seq); free(prompt); free(ref);
     k3_engine_close(&e);
     tok_free(tok);
     return rc;
@@ -485,6 +565,9 @@ int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "doctor")) return k3_doctor_main(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "serve")) return k3_serve_main(argc - 1, argv + 1);
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);
+    for (int i = 1; i < argc; i++)                    /* --batch FILE: batch.c */
+        if (!strcmp(argv[i], "--batch") || !strncmp(argv[i], "--batch=", 8))
+            return k3_batch_main(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(USAGE, stdout);

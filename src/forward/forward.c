@@ -2,8 +2,9 @@
  *
  * There is no conventional residual stream: p is a per-block partial sum of sublayer
  * outputs, B holds block snapshots, and every sublayer reads a softmax Mix over
- * depth (attention residuals). All activations are fp32; T tokens go through each
- * layer together so every weight is read once per chunk. Weights come through the
+ * depth (attention residuals). All activations are fp32; the T tokens of a step, from
+ * one sequence or several, go through each layer together so every weight is read once
+ * per step; only the attention's recurrence and cache are per sequence. Weights come through the
  * storage interface (weights.h), buffers from the run state planned once (k3.h). */
 #include "k3.h"
 #include "tensors.h"
@@ -32,50 +33,78 @@ static void add_rows(float *p, const float *a, size_t n) {
 /* A NaN or Inf out of a sublayer (a corrupt weight or E8M0 scale) stops the forward where
  * it first appears instead of running on to NaN logits: a branch-free scan of T x hidden
  * floats, nothing next to the sublayer's matmuls. On a hit the layer is released and the
- * reason names the layer (L < 0: the output head), the sublayer and the position. */
+ * reason names the layer (L < 0: the output head), the sublayer, the sequence (when the
+ * step has several) and the position. rows_of(i) is how many rows sequence i has in a. */
 static int nonfinite(K3Engine *e, int L, const char *what, const float *a, int T, int H,
-                     int pos0, char *err, size_t errlen) {
+                     const K3Seq *seq, int n, int head, char *err, size_t errlen) {
     const int64_t first = k3_first_nonfinite(ST_F32, a, sizeof(float) * (size_t)T * H);
     if (first < 0) return 0;
     const size_t i = (size_t)first;
-    const int pos = pos0 + (int)(i / H);
+    int row = (int)(i / H), q = 0, rows = 0;   /* the sequence and position of that row */
+    for (; q < n; q++) {
+        rows = head && !seq[q].all_logits ? 1 : seq[q].T;
+        if (row < rows) break;
+        row -= rows;
+    }
+    const int pos0 = seq[q].s->pos, pos = pos0 + (rows < seq[q].T ? seq[q].T - 1 : row);
+    char which[48] = "";
+    if (n > 1) snprintf(which, sizeof which, " of sequence %d", q);
     const char *kind = isnan(a[i]) ? "NaN" : "Inf";
     if (L >= 0) {
         e->w->ops->release(e->w, L);
         snprintf(err, errlen, "non-finite activations (%s) first in layer %d's %s output, at "
-                 "position %d (this forward: positions %d..%d): a weight or E8M0 scale of "
+                 "position %d%s (this forward: positions %d..%d): a weight or E8M0 scale of "
                  "layer %d is corrupt (check it: k3 doctor %s --scan)", kind, L, what, pos,
-                 pos0, pos0 + T - 1, L, e->m.dir);
+                 which, pos0, pos0 + seq[q].T - 1, L, e->m.dir);
     } else
-        snprintf(err, errlen, "non-finite logits (%s) at position %d, though every layer's "
+        snprintf(err, errlen, "non-finite logits (%s) at position %d%s, though every layer's "
                  "output was finite: lm_head or model.norm is corrupt (check it: k3 doctor "
-                 "%s --scan)", kind, pos, e->m.dir);
+                 "%s --scan)", kind, pos, which, e->m.dir);
     return 1;
 }
 
-int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, int all_logits,
-               char *err, size_t errlen) {
+int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, char *err,
+                    size_t errlen) {
     const K3Config *c = &e->m.cfg;
     K3RunState *rs = &e->rs;
     K3Weights *w = e->w;
     const int H = c->hidden_size;
     const float eps = c->rms_norm_eps;
-    const size_t n = (size_t)T * H;
-    if (T < 1 || T > rs->max_T) {
+    int T = 0, ctx = 0, empty = 0;                /* the step's rows; the longest context */
+    for (int q = 0; q < n_seq; q++) {
+        K3State *s = seq[q].s;
+        empty |= seq[q].T < 1;
+        T += seq[q].T;
+        if (s->pos + seq[q].T > ctx) ctx = s->pos + seq[q].T;
+        if (k3_state_reserve(&e->m, s, s->pos + seq[q].T)) {
+            snprintf(err, errlen, "out of memory growing the context to %d positions",
+                     s->pos + seq[q].T);
+            return K3_ERR_RUNTIME;
+        }
+    }
+    for (int q = 0; q < n_seq; q++)              /* a logged (speculative) forward fits its log */
+        if (seq[q].s->undo && seq[q].s->undo->armed && seq[q].T > seq[q].s->undo->max_T) {
+            snprintf(err, errlen, "a logged forward of %d tokens is past its log (%d)",
+                     seq[q].T, seq[q].s->undo->max_T);
+            return K3_ERR_RUNTIME;
+        }
+    if (n_seq < 1 || empty || T > rs->max_T) {
         snprintf(err, errlen, "a forward of %d tokens is outside the planned chunk (1..%d)",
                  T, rs->max_T);
         return K3_ERR_RUNTIME;
     }
-    if (k3_state_reserve(&e->m, s, s->pos + T) || k3_runstate_ctx(rs, c, s->pos + T)) {
-        snprintf(err, errlen, "out of memory growing the context to %d positions", s->pos + T);
+    if (k3_runstate_ctx(rs, c, ctx)) {
+        snprintf(err, errlen, "out of memory growing the context to %d positions", ctx);
         return K3_ERR_RUNTIME;
     }
+    const size_t n = (size_t)T * H;
     float **B = rs->blocks, *h = rs->h, *x = rs->x, *a = rs->a;
     int nb = 0;                                   /* snapshots in B; p is B[nb] */
     float *p = B[0];
     int stop = -1;                                /* the layer where an interrupt was seen */
 
-    embed_rows(&e->m.embed, ids, T, p);           /* p = e, B = [] */
+    for (int q = 0, r = 0; q < n_seq; r += seq[q].T, q++)   /* p = e, B = [] */
+        embed_rows(&e->m.embed, seq[q].ids, seq[q].T, p + (size_t)r * H);
     for (int L = 0; L < c->num_hidden_layers; L++) {
         const K3Layer *ly = w->ops->acquire(w, L, err, errlen);   /* pinned or streamed */
         if (!ly) return K3_ERR_RUNTIME;
@@ -91,20 +120,23 @@ int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, in
             p = B[nb];
             p_empty = 1;
         }
-        /* 3-4. attention sublayer on RMSNorm(h) */
+        /* 3-4. attention sublayer on RMSNorm(h): projections over all rows, the KDA
+         * recurrence or the MLA cache per sequence */
         rmsnorm_rows(x, h, ly->input_norm, T, H, eps);
-        if (ly->is_kda) k3_kda(e, ly, s, L, x, T, a);
-        else            k3_mla(e, ly, s, L, x, T, a);
-        if (nonfinite(e, L, "attention", a, T, H, s->pos, err, errlen)) return K3_ERR_RUNTIME;
+        if (ly->is_kda) k3_kda(e, ly, seq, n_seq, L, x, a);
+        else            k3_mla(e, ly, seq, n_seq, L, x, a);
+        if (nonfinite(e, L, "attention", a, T, H, seq, n_seq, 0, err, errlen))
+            return K3_ERR_RUNTIME;
         if (p_empty) memcpy(p, a, n * sizeof(float));
         else         add_rows(p, a, n);
         /* 5. MLP-site mix (always: B is never empty here) */
         k3_attnres_mix(h, (const float *const *)B, nb, p, ly->mlp_res_w, T, H, eps);
-        /* 6-7. feed-forward on RMSNorm(h2), added to p */
+        /* 6-7. feed-forward on RMSNorm(h2), added to p: every row together, each expert
+         * of the union read once */
         rmsnorm_rows(x, h, ly->post_norm, T, H, eps);
         if (ly->is_moe) k3_moe(e, ly, L, x, T, a);
         else            k3_dense_mlp(e, &ly->gate, &ly->up, &ly->down, x, T, a);
-        if (nonfinite(e, L, ly->is_moe ? "MoE" : "MLP", a, T, H, s->pos, err, errlen))
+        if (nonfinite(e, L, ly->is_moe ? "MoE" : "MLP", a, T, H, seq, n_seq, 0, err, errlen))
             return K3_ERR_RUNTIME;
         add_rows(p, a, n);
         w->ops->release(w, L);
@@ -113,16 +145,31 @@ int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, in
         snprintf(err, errlen, "interrupted at layer %d of %d", stop, c->num_hidden_layers);
         return K3_INTERRUPTED;
     }
-    /* final Mix over the snapshots and p, then the final norm, then lm_head */
+    /* final Mix over the snapshots and p, then the final norm, then lm_head on the rows
+     * that want logits (gathered into h, free by now) */
     k3_attnres_mix(h, (const float *const *)B, nb, p, e->m.out_res_w, T, H, eps);
     rmsnorm_rows(x, h, e->m.final_norm, T, H, eps);
-    const float *rows = all_logits ? x : x + (size_t)(T - 1) * H;
-    if (w->ops->lm_head(w, logits, rows, all_logits ? T : 1, err, errlen)) return K3_ERR_RUNTIME;
-    if (nonfinite(e, -1, "", logits, all_logits ? T : 1, c->vocab_size,
-                  all_logits ? s->pos : s->pos + T - 1, err, errlen))
+    int rows = 0;
+    for (int q = 0, r = 0; q < n_seq; r += seq[q].T, q++) {
+        const int k = seq[q].all_logits ? seq[q].T : 1;
+        memmove(h + (size_t)rows * H, x + (size_t)(r + seq[q].T - k) * H,
+                sizeof(float) * (size_t)k * H);
+        rows += k;
+    }
+    if (w->ops->lm_head(w, logits, h, rows, err, errlen)) return K3_ERR_RUNTIME;
+    if (nonfinite(e, -1, "", logits, rows, c->vocab_size, seq, n_seq, 1, err, errlen))
         return K3_ERR_RUNTIME;
-    s->pos += T;
+    for (int q = 0; q < n_seq; q++) {
+        seq[q].s->pos += seq[q].T;
+        if (seq[q].s->undo && seq[q].s->undo->armed) seq[q].s->undo->T = seq[q].T;
+    }
     return 0;
+}
+
+int k3_forward(K3Engine *e, K3State *s, const int *ids, int T, float *logits, int all_logits,
+               char *err, size_t errlen) {
+    const K3Seq one = { s, ids, T, all_logits };
+    return k3_forward_seqs(e, &one, 1, logits, err, errlen);
 }
 
 /* Feeds n tokens in chunks of at most `chunk` (bounding activation memory; each chunk

@@ -43,6 +43,7 @@ typedef struct {
     float *S;                                  /* [heads][D][D] */
     int T;
     float *q, *k, *v, *z, *G, *bl, *o;         /* [T][heads*D] (bl: [T][heads]) */
+    float *alpha_log, *beta_log;               /* NULL, or [T][heads*D], [T][heads] */
 } KdaHeads;
 
 static void kda_head(void *arg, int h) {
@@ -59,6 +60,10 @@ static void kda_head(void *arg, int h) {
             alpha[d] = k3_expf(gz);
         }
         float beta = k3_sigmoidf(a->bl[(size_t)t * NH + h]);
+        if (a->alpha_log) {                    /* a speculative pass: keep the inputs */
+            memcpy(a->alpha_log + ho, alpha, sizeof alpha);
+            a->beta_log[(size_t)t * NH + h] = beta;
+        }
         l2norm(a->q + ho, D, qscale);
         l2norm(a->k + ho, D, 1.0f);
         k3_kda_step(a->S + (size_t)h * D * D, a->q + ho, a->k + ho, a->v + ho, alpha, beta,
@@ -69,26 +74,48 @@ static void kda_head(void *arg, int h) {
     }
 }
 
-void k3_kda(K3Engine *e, const K3Layer *ly, K3State *s, int L, const float *x, int T,
+void k3_kda(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, const float *x,
             float *out) {
     const K3Config *c = &e->m.cfg;
     const int NH = c->kda_num_heads, C = NH * c->kda_head_dim, K = c->short_conv_kernel_size;
     float *q = e->rs.kda.q, *k = e->rs.kda.k, *v = e->rs.kda.v, *z = e->rs.kda.z;
     float *G = e->rs.kda.G, *fa = e->rs.kda.fa, *bl = e->rs.kda.bl, *o = e->rs.kda.o;
+    int T = 0;
+    for (int i = 0; i < n; i++) T += seq[i].T;
 
+    /* projections over every row of the step */
     k3_matmul(q, &ly->q, x, T);
     k3_matmul(k, &ly->k, x, T);
     k3_matmul(v, &ly->v, x, T);
-    float *win = s->kda_conv[L];
-    short_conv(q, win, ly->q_conv, T, C, K);
-    short_conv(k, win + (size_t)C * (K - 1), ly->k_conv, T, C, K);
-    short_conv(v, win + (size_t)2 * C * (K - 1), ly->v_conv, T, C, K);
     k3_matmul(fa, &ly->f_a, x, T);              /* decay input z = W_fb (W_fa x) */
     k3_matmul(z, &ly->f_b, fa, T);
     k3_matmul(bl, &ly->b, x, T);
     k3_matmul(G, &ly->g, x, T);
-
-    KdaHeads heads = { c, ly, s->kda_S[L], T, q, k, v, z, G, bl, o };
-    k3_pool_run(kda_head, &heads, NH);
+    /* conv windows and the recurrence per sequence, on its rows */
+    for (int i = 0, r = 0; i < n; r += seq[i].T, i++) {
+        K3State *s = seq[i].s;
+        const int Ti = seq[i].T;
+        const size_t ro = (size_t)r * C;
+        float *win = s->kda_conv[L];
+        struct K3Undo *u = s->undo && s->undo->armed ? s->undo : NULL;
+        for (int t = 0; u && t < Ti; t++) {      /* the raw conv inputs, for a rollback */
+            float *raw = u->raw[L] + (size_t)t * 3 * C;
+            memcpy(raw, q + ro + (size_t)t * C, sizeof(float) * C);
+            memcpy(raw + C, k + ro + (size_t)t * C, sizeof(float) * C);
+            memcpy(raw + 2 * C, v + ro + (size_t)t * C, sizeof(float) * C);
+        }
+        short_conv(q + ro, win, ly->q_conv, Ti, C, K);
+        short_conv(k + ro, win + (size_t)C * (K - 1), ly->k_conv, Ti, C, K);
+        short_conv(v + ro, win + (size_t)2 * C * (K - 1), ly->v_conv, Ti, C, K);
+        KdaHeads heads = { c, ly, s->kda_S[L], Ti, q + ro, k + ro, v + ro, z + ro, G + ro,
+                           bl + (size_t)r * NH, o + ro, u ? u->alpha[L] : NULL,
+                           u ? u->beta[L] : NULL };
+        k3_pool_run(kda_head, &heads, NH);
+        if (u) {                                 /* q, k normalised in place by the heads */
+            memcpy(u->q[L], q + ro, sizeof(float) * (size_t)Ti * C);
+            memcpy(u->k[L], k + ro, sizeof(float) * (size_t)Ti * C);
+            memcpy(u->v[L], v + ro, sizeof(float) * (size_t)Ti * C);
+        }
+    }
     k3_matmul(out, &ly->o, o, T);
 }

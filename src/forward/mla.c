@@ -60,7 +60,7 @@ static void mla_head(void *arg, int h) {
     }
 }
 
-void k3_mla(K3Engine *e, const K3Layer *ly, K3State *s, int L, const float *x, int T,
+void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, const float *x,
             float *out) {
     const K3Config *c = &e->m.cfg;
     const int NH = c->num_attention_heads, NOPE = c->qk_nope_head_dim, ROPE = c->qk_rope_head_dim;
@@ -68,22 +68,31 @@ void k3_mla(K3Engine *e, const K3Layer *ly, K3State *s, int L, const float *x, i
     const float mla_eps = 1e-6f;               /* q_a / kv_a norms: KimiRMSNorm default */
     float *cq = e->rs.mla.cq, *q = e->rs.mla.q, *kva = e->rs.mla.kva;
     float *G = e->rs.mla.G, *o = e->rs.mla.o;
+    int T = 0;
+    for (int i = 0; i < n; i++) T += seq[i].T;
 
+    /* projections over every row of the step */
     k3_matmul(cq, &ly->q_a, x, T);
     for (int t = 0; t < T; t++)
         k3_rmsnorm(cq + (size_t)t * QL, cq + (size_t)t * QL, ly->q_a_norm, QL, mla_eps);
     k3_matmul(q, &ly->q_b, cq, T);
     k3_matmul(kva, &ly->kv_a, x, T);
     if (c->mla_use_output_gate) k3_matmul(G, &ly->g, x, T);
-    /* append this chunk's latents to the cache first: token t attends to 0..pos+t */
-    for (int t = 0; t < T; t++) {
-        const float *a = kva + (size_t)t * (R + ROPE);
-        k3_rmsnorm(s->mla_c[L] + (size_t)(s->pos + t) * R, a, ly->kv_a_norm, R, mla_eps);
-        memcpy(s->mla_pe[L] + (size_t)(s->pos + t) * ROPE, a + R, sizeof(float) * ROPE);
+    /* the cache and attention per sequence, on its rows */
+    for (int i = 0, r = 0; i < n; r += seq[i].T, i++) {
+        K3State *s = seq[i].s;
+        const int Ti = seq[i].T;
+        /* append these latents to the cache first: token t attends to 0..pos+t */
+        for (int t = 0; t < Ti; t++) {
+            const float *a = kva + (size_t)(r + t) * (R + ROPE);
+            k3_rmsnorm(s->mla_c[L] + (size_t)(s->pos + t) * R, a, ly->kv_a_norm, R, mla_eps);
+            memcpy(s->mla_pe[L] + (size_t)(s->pos + t) * ROPE, a + R, sizeof(float) * ROPE);
+        }
+        MlaHeads heads = { ly, s, L, Ti, NH, NOPE, ROPE, VD, R, QH, 1.0f / sqrtf((float)QH),
+                           q + (size_t)r * NH * QH, o + (size_t)r * NH * VD,
+                           e->rs.mla.scores, e->rs.ctx };
+        k3_pool_run(mla_head, &heads, NH);
     }
-    MlaHeads heads = { ly, s, L, T, NH, NOPE, ROPE, VD, R, QH, 1.0f / sqrtf((float)QH), q, o,
-                       e->rs.mla.scores, e->rs.ctx };
-    k3_pool_run(mla_head, &heads, NH);
     /* output gate σ(W_g x) on the concatenated heads, before o_proj */
     if (c->mla_use_output_gate)
         for (size_t i = 0; i < (size_t)T * NH * VD; i++) o[i] *= k3_sigmoidf(G[i]);

@@ -53,6 +53,7 @@ typedef struct {
     int raised_trunk, raised_cache;
     int chunk;                               /* tokens per forward the buffers are sized for */
     const char *chunk_why;                   /* which bound chose it (NULL: not printed) */
+    int seqs;                                /* sequences whose state and MLA cache count */
 } K3Plan;
 /* lb[0..NL): trunk bytes per layer; have_trunk: --trunk given; process: bytes held. */
 void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uint64_t *lb,

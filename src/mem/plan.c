@@ -93,6 +93,8 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
         if (c->is_moe[L])
             p->vectors += (uint64_t)(c->num_experts + c->routed_expert_hidden_size) * 4;
     }
+    const uint64_t seqs = o->seqs > 1 ? (uint64_t)o->seqs : 1;   /* a state per sequence */
+    p->state *= seqs; p->mla *= seqs; p->seqs = (int)seqs;
     const int ctx = o->ctx > 0 ? o->ctx : 1;
     p->buffers = k3_runstate_bytes(c, (int)T, ctx, o->logits_rows);
     p->chunk = (int)T;
@@ -133,7 +135,8 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     if (!have_trunk) fprintf(f, "  lm_head            %8.3f  resident\n", p->lm_head / K3_GB);
     fprintf(f, "  embedding rows     %8.3f  row lookup, touched rows only\n", p->embed / K3_GB);
     fprintf(f, "  small vectors f32  %8.3f\n", p->vectors / K3_GB);
-    fprintf(f, "  recurrent state    %8.3f  KDA S + conv windows\n", p->state / K3_GB);
+    fprintf(f, "  recurrent state    %8.3f  KDA S + conv windows%s\n", p->state / K3_GB,
+            p->seqs > 1 ? " (each sequence its own)" : "");
     fprintf(f, "  MLA cache          %8.3f  --ctx %d\n", p->mla / K3_GB, ctx);
     char bt[32];
     fprintf(f, "  buffers            %8.3f  prefill chunk %d token%s per forward, %s (%s)\n",
@@ -144,6 +147,12 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
         fprintf(f, "  total              %8.3f  available %.3f (%s)\n", p->total / K3_GB,
                 avail / K3_GB, adesc);
     else fprintf(f, "  total              %8.3f\n", p->total / K3_GB);
+    const uint64_t per_seq = (p->state + p->mla) / (uint64_t)p->seqs;
+    char each[32];
+    if (adesc && per_seq && p->total <= avail)   /* sequences beside the rest of the plan */
+        fprintf(f, "  sequences          %8d  planned; %llu fit this budget (%s of state + MLA "
+                "cache each)\n", p->seqs, (unsigned long long)((avail - p->total) / per_seq +
+                (uint64_t)p->seqs), k3_size_text(per_seq, each, sizeof each));
     if (p->raised_trunk)
         fprintf(f, "k3: note: --trunk-gb raised to the working minimum %.3f GB "
                 "(the read-ahead window)\n", p->trunk_min / K3_GB);

@@ -104,6 +104,21 @@ void k3_presets_print(FILE *f) {
                      (uint64_t)REAL_PROCESS, &q);
         preset_line(f, PRESETS[i].name, tb, cb, &q, chunk, PRESETS[i].machine);
     }
+    /* batches (k3 --batch): each sequence adds a KDA state and an MLA cache */
+    k3_plan_make(&c, 0, &o, lb, 1, 0, 0, (uint64_t)REAL_PROCESS, &p);
+    const double per_seq = (double)(p.state + p.mla);
+    fprintf(f, "batch: a sequence adds %.3f GB (KDA state %.3f + MLA cache %.3f at ctx 4096); "
+            "sequences each preset admits on its machine (90%% of it):", per_seq / K3_GB,
+            p.state / K3_GB, p.mla / K3_GB);
+    for (int i = 0; i < NPRESETS; i++) {
+        double gb = 0;
+        if (sscanf(PRESETS[i].machine, "%lf GB", &gb) != 1) continue;
+        k3_plan_make(&c, 0, &o, lb, 1, PRESETS[i].trunk, PRESETS[i].cache,
+                     (uint64_t)REAL_PROCESS, &p);
+        const double room = 0.9 * gb * K3_GB - (double)p.total;
+        fprintf(f, " %s %d", PRESETS[i].name, room >= 0 ? 1 + (int)(room / per_seq) : 0);
+    }
+    fprintf(f, "\n");
     fprintf(f, "auto          the largest preset whose plan fits 90%% of MemAvailable "
                "(the default)\n"
                "Budgets are GB (1e9 bytes); totals are at a prefill chunk of %d. The trunk "

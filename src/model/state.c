@@ -42,6 +42,8 @@ int k3_state_reserve(const K3Model *m, K3State *s, int n) {
     return 0;
 }
 
+static void undo_free(const K3Model *m, struct K3Undo *u);
+
 void k3_state_reset(const K3Model *m, K3State *s) {
     const K3Config *c = &m->cfg;
     size_t C = (size_t)c->kda_num_heads * c->kda_head_dim;
@@ -51,6 +53,7 @@ void k3_state_reset(const K3Model *m, K3State *s) {
             memset(s->kda_conv[L], 0, sizeof(float) * 3 * C * (c->short_conv_kernel_size - 1));
         }
     s->pos = 0;
+    if (s->undo) s->undo->armed = 0;
 }
 
 void k3_state_free(const K3Model *m, K3State *s) {
@@ -62,5 +65,86 @@ void k3_state_free(const K3Model *m, K3State *s) {
         if (s->mla_pe) free(s->mla_pe[L]);
     }
     free(s->kda_S); free(s->kda_conv); free(s->mla_c); free(s->mla_pe);
+    undo_free(m, s->undo);
     free(s);
+}
+
+/* ---- speculation: one forward logged so that a prefix of it can be kept ---- */
+static void undo_free(const K3Model *m, struct K3Undo *u) {
+    if (!u) return;
+    float **all[8] = { u->S0, u->conv0, u->raw, u->q, u->k, u->v, u->alpha, u->beta };
+    for (int a = 0; a < 8; a++) {
+        for (int L = 0; all[a] && L < m->cfg.num_hidden_layers; L++) free(all[a][L]);
+        free(all[a]);
+    }
+    free(u);
+}
+
+int k3_state_mark(const K3Model *m, K3State *s, int max_T) {
+    const K3Config *c = &m->cfg;
+    const int NL = c->num_hidden_layers, K = c->short_conv_kernel_size;
+    const size_t NH = c->kda_num_heads, D = c->kda_head_dim, C = NH * D;
+    struct K3Undo *u = s->undo;
+    if (u && u->max_T < max_T) { undo_free(m, u); u = s->undo = NULL; }
+    if (!u) {
+        u = s->undo = calloc(1, sizeof *u);
+        if (!u) return -1;
+        u->max_T = max_T;
+        float ***all[8] = { &u->S0, &u->conv0, &u->raw, &u->q, &u->k, &u->v, &u->alpha,
+                            &u->beta };
+        const size_t T = (size_t)max_T;
+        const size_t n[8] = { NH * D * D, 3 * C * (K - 1) + 1, T * 3 * C, T * C, T * C,
+                              T * C, T * C, T * NH };
+        for (int a = 0; a < 8; a++)
+            if (!(*all[a] = calloc((size_t)NL, sizeof(float *)))) goto oom;
+        for (int L = 0; L < NL; L++)
+            for (int a = 0; c->is_kda[L] && a < 8; a++)
+                if (!((*all[a])[L] = malloc(sizeof(float) * n[a]))) goto oom;
+    }
+    for (int L = 0; L < NL; L++)
+        if (c->is_kda[L]) {
+            memcpy(u->S0[L], s->kda_S[L], sizeof(float) * NH * D * D);
+            memcpy(u->conv0[L], s->kda_conv[L], sizeof(float) * 3 * C * (K - 1));
+        }
+    u->armed = 1; u->T = 0; u->pos0 = s->pos;
+    return 0;
+oom:
+    undo_free(m, u);
+    s->undo = NULL;
+    return -1;
+}
+
+int k3_state_rollback(const K3Model *m, K3State *s, int keep) {
+    const K3Config *c = &m->cfg;
+    const int NL = c->num_hidden_layers, K = c->short_conv_kernel_size;
+    const int NH = c->kda_num_heads, D = c->kda_head_dim, C = NH * D;
+    struct K3Undo *u = s->undo;
+    if (!u || !u->T || keep < 0 || keep > u->T) return -1;
+    u->armed = 0;
+    if (keep == u->T) return 0;                  /* every position kept: nothing to undo */
+    float o[D];
+    for (int L = 0; L < NL; L++) {
+        if (!c->is_kda[L]) continue;
+        float *S = s->kda_S[L];
+        memcpy(S, u->S0[L], sizeof(float) * (size_t)NH * D * D);
+        for (int t = 0; t < keep; t++)           /* the delta rule over the kept positions */
+            for (int h = 0; h < NH; h++) {
+                const size_t ho = (size_t)t * C + (size_t)h * D;
+                k3_kda_step(S + (size_t)h * D * D, u->q[L] + ho, u->k[L] + ho, u->v[L] + ho,
+                            u->alpha[L] + ho, u->beta[L][(size_t)t * NH + h], o, D);
+            }
+        /* each window: the last K-1 raw inputs of (window before ++ kept inputs) */
+        for (int w = 0; w < 3; w++)
+            for (int ch = 0; ch < C; ch++) {
+                float hist[K - 1 + keep];
+                const float *w0 = u->conv0[L] + ((size_t)w * C + ch) * (K - 1);
+                for (int j = 0; j < K - 1; j++) hist[j] = w0[j];
+                for (int t = 0; t < keep; t++)
+                    hist[K - 1 + t] = u->raw[L][(size_t)t * 3 * C + (size_t)w * C + ch];
+                float *wc = s->kda_conv[L] + ((size_t)w * C + ch) * (K - 1);
+                for (int j = 0; j < K - 1; j++) wc[j] = hist[keep + j];
+            }
+    }
+    s->pos = u->pos0 + keep;                     /* the MLA cache past it is overwritten later */
+    return 0;
 }

@@ -14,22 +14,17 @@ uint64_t k3_splitmix64(uint64_t *state) {
     return z ^ (z >> 31);
 }
 
-void k3_rng_seed(K3Rng *r, uint64_t seed) {
+/* Counter-based: a function of (seed, pos) only, so no order of calls can move a draw. */
+uint64_t k3_rng_at(uint64_t seed, long pos) {
     uint64_t st = seed;
-    for (int i = 0; i < 4; i++) r->s[i] = k3_splitmix64(&st);
+    uint64_t key = k3_splitmix64(&st);
+    st = key ^ ((uint64_t)pos + 1) * 0xd1b54a32d192ed03ULL;
+    return k3_splitmix64(&st);
 }
 
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t k3_rng_next(K3Rng *r) {       /* xoshiro256** 1.0 */
-    uint64_t *s = r->s;
-    uint64_t res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-    s[2] ^= s[0]; s[3] ^= s[1]; s[1] ^= s[2]; s[0] ^= s[3];
-    s[2] ^= t; s[3] = rotl(s[3], 45);
-    return res;
+double k3_rng_uniform_at(uint64_t seed, long pos) {
+    return (double)(k3_rng_at(seed, pos) >> 11) * 0x1.0p-53;
 }
-
-double k3_rng_uniform(K3Rng *r) { return (double)(k3_rng_next(r) >> 11) * 0x1.0p-53; }
 
 void sampler_defaults(SamplerParams *p) {
     p->temperature = 1.0; p->top_k = 0; p->top_p = 1.0; p->min_p = 0.0; p->greedy = 0;
@@ -57,10 +52,10 @@ int sampler_is_greedy(const SamplerParams *p) { return p->greedy || p->temperatu
 void sampler_init(Sampler *s, const SamplerParams *p, uint64_t seed) {
     memset(s, 0, sizeof *s);
     s->p = *p;
-    k3_rng_seed(&s->rng, seed);
+    s->seed = seed;
 }
 
-void sampler_reseed(Sampler *s, uint64_t seed) { k3_rng_seed(&s->rng, seed); }
+void sampler_reseed(Sampler *s, uint64_t seed) { s->seed = seed; s->pos = 0; }
 
 uint64_t sampler_turn_seed(uint64_t seed, int turn) {
     uint64_t st = seed ^ ((uint64_t)turn * 0x9e3779b97f4a7c15ULL);
@@ -126,11 +121,15 @@ static int candidates(Sampler *s, const float *logits, int n, double *kept_mass)
 }
 
 int sampler_sample(Sampler *s, const float *logits, int n) {
+    return sampler_sample_at(s, logits, n, s->pos++);
+}
+
+int sampler_sample_at(Sampler *s, const float *logits, int n, long pos) {
     if (sampler_is_greedy(&s->p)) return k3_argmax(logits, n);
     double mass;
     int K = candidates(s, logits, n, &mass);
     if (K < 0) return -1;
-    double r = k3_rng_uniform(&s->rng) * mass, cum = 0;
+    double r = k3_rng_uniform_at(s->seed, pos) * mass, cum = 0;
     for (int k = 0; k < K; k++) {
         cum += s->prob[s->idx[k]];
         if (cum > r) return s->idx[k];

@@ -181,13 +181,15 @@ static void test_model_ops(const char *dir) {
         K3State *s = k3_state_new(&m), *s2 = k3_state_new(&m);
         k3_state_reserve(&m, s, T); k3_state_reserve(&m, s2, T);
         s->pos = s2->pos = 0;
-        if (ly->is_kda) k3_kda(&en, ly, s, L, x, T, out);
-        else            k3_mla(&en, ly, s, L, x, T, out);
+        const K3Seq sq = { s, NULL, T, 0 };
+        if (ly->is_kda) k3_kda(&en, ly, &sq, 1, L, x, out);
+        else            k3_mla(&en, ly, &sq, 1, L, x, out);
         op_check(ly->is_kda ? OP_KDA : OP_MLA, L, rel_l2(out, a, n));
         for (int t = 0; t < T; t++) {   /* incremental: one token per call, carried state */
             s2->pos = t;                /* k3_forward advances pos; we call the op directly */
-            if (ly->is_kda) k3_kda(&en, ly, s2, L, x + (size_t)t * H, 1, out2 + (size_t)t * H);
-            else            k3_mla(&en, ly, s2, L, x + (size_t)t * H, 1, out2 + (size_t)t * H);
+            const K3Seq s1 = { s2, NULL, 1, 0 };
+            if (ly->is_kda) k3_kda(&en, ly, &s1, 1, L, x + (size_t)t * H, out2 + (size_t)t * H);
+            else            k3_mla(&en, ly, &s1, 1, L, x + (size_t)t * H, out2 + (size_t)t * H);
         }
         if (memcmp(out, out2, n * sizeof(float))) {
             inc_bad++;
@@ -665,7 +667,8 @@ static void test_attn_mutants(K3Engine *en, const char *dir) {
     int off;
 
     kda_ref(m, &m->layers[1], x1, T, KM_NONE, want);
-    k3_kda(en, &m->layers[1], s, 1, x1, T, eng);
+    const K3Seq sq = { s, NULL, T, 0 };
+    k3_kda(en, &m->layers[1], &sq, 1, 1, x1, eng);
     double e = rel_l2fd(eng, want, (size_t)T * H);
     CHECK(e < OP_TOL, "kda vs in-test float64 KDA: rel-L2 %.3e", e);
     off = snprintf(line, sizeof line,
@@ -681,7 +684,7 @@ static void test_attn_mutants(K3Engine *en, const char *dir) {
 
     s->pos = 0;
     mla_ref(m, &m->layers[3], x3, T, MM_NONE, want);
-    k3_mla(en, &m->layers[3], s, 3, x3, T, eng);
+    k3_mla(en, &m->layers[3], &sq, 1, 3, x3, eng);
     e = rel_l2fd(eng, want, (size_t)T * H);
     CHECK(e < OP_TOL, "mla vs in-test float64 MLA: rel-L2 %.3e", e);
     off = snprintf(line, sizeof line,
@@ -703,7 +706,7 @@ static void test_attn_mutants(K3Engine *en, const char *dir) {
     s->pos = 0;
     mla_ref(m, &m->layers[3], x3, T, MM_NONE, want);
     mla_ref(m, &m->layers[3], x3, T, MM_EPS_1E5, bad);
-    k3_mla(en, &m->layers[3], s, 3, x3, T, eng);
+    k3_mla(en, &m->layers[3], &sq, 1, 3, x3, eng);
     e = rel_l2fd(eng, want, (size_t)T * H);
     double d = rel_l2d(bad, want, (size_t)T * H);
     CHECK(e < OP_TOL, "mla at small input vs float64: rel-L2 %.3e (LoRA norm eps?)", e);

@@ -1,0 +1,465 @@
+/* batch.c — k3 MODEL_DIR --batch FILE: a file of prompts (JSON Lines, batch.h) completed
+ * together. Up to --batch-size sequences are in flight, each with its own state; every
+ * step feeds them all in one k3_forward_seqs (one read of each layer and selected expert
+ * for all), a finished sequence's place going to the next waiting prompt (continuous
+ * batching). Each prompt's ids and logits are its solo run's: the forward gives every
+ * sequence its solo bits and the sampler draws by (seed, position) only. */
+#include "batch.h"
+#include "cli.h"
+#include "engine.h"
+#include "json.h"
+#include "spec.h"
+#include "tok.h"
+#include "util.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *USAGE =
+"Usage: k3 MODEL_DIR --batch FILE [options]\n"
+"\n"
+"FILE holds one JSON object per line (blank lines skipped):\n"
+"  {\"id\": \"a\", \"ids\": [1, 2, 3]}   or   {\"id\": 7, \"prompt\": \"text\"}\n"
+"with optional \"gen\" (default --gen) and sampling fields \"temperature\", \"top_p\",\n"
+"\"top_k\", \"min_p\", \"seed\" (any of them turns sampling on for the line; the sampling\n"
+"flags below are the defaults). Every line is checked before the run (exit 2 naming the\n"
+"line and field). As each prompt finishes one JSON line goes to stdout: id,\n"
+"generated_ids, text (with a tokenizer), stop (length or eos), n_prompt, n_generated,\n"
+"seconds_prefill, seconds_decode. Each prompt gets the ids of its solo run.\n"
+"\n"
+"  --batch-size N       sequences in flight (default: the prompts, at most 16)\n"
+"  --gen N              tokens per prompt without \"gen\" (default 16)\n"
+"  --tok DIR            tokenizer for \"prompt\" lines and the text field\n"
+"  --prefill-chunk N    most tokens one step feeds (default 64, at least --batch-size)\n"
+"  --out FILE           run report: n_prompts, n_generated, seconds, tokens_per_second\n"
+"                       (generated tokens per second of the run's wall time), peak_rss_bytes\n"
+"  --dump-logits DIR    each prompt's prompt logits (float32 [n_prompt][vocab]) in\n"
+"                       DIR/LINE.f32, LINE its line number: the bytes of its solo dump\n"
+"  --spec [--spec-k N]  exact speculative decoding per sequence (n-gram drafts of its\n"
+"                       own tokens, at most N, default 8): the same ids, fewer steps\n"
+"  --quiet              no progress on stderr\n"
+"  --config --threads --kernels, the sampling flags and the memory flags as in k3 --help\n";
+
+typedef struct {
+    const char *model_dir, *config, *tok_dir, *file, *out, *dump, *kernels;
+    int gen, batch_size, chunk, threads, quiet, spec, spec_k;
+    K3MemOpts mem;
+    SamplerParams sp; uint64_t seed; int sampling;
+} BOpts;
+
+static const K3Flag FLAGS[] = {
+    { "--batch", 1 }, { "--batch-size", 1 }, { "--gen", 1 }, { "--tok", 1 }, { "--config", 1 },
+    { "--out", 1 }, { "--dump-logits", 1 }, { "--kernels", 1 }, { "--threads", 1 },
+    { "--prefill-chunk", 1 }, { "--ctx", 1 }, { "--quiet", 0 }, { "--help", 0 },
+    { "--spec", 0 }, { "--spec-k", 1 },
+    K3_FLAGS_SAMPLER, K3_FLAGS_MEM,
+};
+#define N_FLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
+
+static int usage(const char *fmt, const char *arg) {
+    fprintf(stderr, "k3: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'k3 MODEL_DIR --batch FILE --help'.\n");
+    return K3_ERR_USAGE;
+}
+
+static int parse(int argc, char **argv, BOpts *o) {
+    memset(o, 0, sizeof *o);
+    o->gen = 16; o->kernels = "auto";
+    k3_mem_opts_init(&o->mem);
+    sampler_defaults(&o->sp);
+    o->tok_dir = getenv("K3_TOK_FILES");
+    if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
+    char xerr[320], serr[256];
+    if (k3_args_expand(argc, argv, FLAGS, N_FLAGS, &argc, &argv, xerr, sizeof xerr))
+        return usage("%s", xerr);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define VAL() do { if (!v) return usage("%s needs a value", a); i++; } while (0)
+        int sr = sampler_parse_flag(argc, argv, &i, &o->sp, &o->seed, NULL, serr, sizeof serr);
+        if (sr < 0) return usage("%s", serr);
+        if (sr) { o->sampling = 1; continue; }
+        int mr = k3_mem_parse_flag(argc, argv, &i, &o->mem, 1, serr, sizeof serr);
+        if (mr < 0) return usage("%s", serr);
+        if (mr) continue;
+        if (!strcmp(a, "--batch")) { VAL(); o->file = v; }
+        else if (!strcmp(a, "--tok")) { VAL(); o->tok_dir = v; }
+        else if (!strcmp(a, "--config")) { VAL(); o->config = v; }
+        else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
+        else if (!strcmp(a, "--dump-logits")) { VAL(); o->dump = v; }
+        else if (!strcmp(a, "--kernels")) { VAL(); o->kernels = v; }
+        else if (!strcmp(a, "--gen")) { VAL(); if (k3_parse_int(a, v, 0, &o->gen)) return 2; }
+        else if (!strcmp(a, "--batch-size")) {
+            VAL(); if (k3_parse_int(a, v, 1, &o->batch_size)) return K3_ERR_USAGE;
+        } else if (!strcmp(a, "--prefill-chunk")) {
+            VAL(); if (k3_parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE;
+        } else if (!strcmp(a, "--threads")) {
+            VAL(); if (k3_parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE;
+        } else if (!strcmp(a, "--spec-k")) {
+            VAL(); if (k3_parse_int(a, v, 1, &o->spec_k)) return K3_ERR_USAGE;
+            if (o->spec_k > 64) return usage("%s", "--spec-k is at most 64");
+            o->spec = 1;
+        } else if (!strcmp(a, "--spec")) o->spec = 1;
+        else if (!strcmp(a, "--quiet")) o->quiet = 1;
+        else if (!strcmp(a, "--help")) { fputs(USAGE, stdout); exit(0); }
+        else if (a[0] == '-' && a[1]) {
+            k3_unknown_option(a, FLAGS, N_FLAGS, xerr, sizeof xerr);
+            return usage("%s", xerr);
+        } else if (!o->model_dir) o->model_dir = a;
+        else return usage("unexpected argument '%s' (MODEL_DIR was already given)", a);
+#undef VAL
+    }
+    if (!o->model_dir) return usage("%s", "missing MODEL_DIR");
+    if (!o->file) return usage("%s", "--batch needs a FILE of JSON lines");
+    if (sampler_check(&o->sp, serr, sizeof serr)) return usage("%s", serr);
+    if (o->spec && !o->spec_k) o->spec_k = 8;
+    return 0;
+}
+
+/* One sequence in flight. seq holds the prompt, then what was generated; fed tokens of it
+ * are in the state, the rest (the prompt's remainder, or the last sampled token) is fed
+ * by the next steps. */
+typedef struct {
+    const BatchLine *l;                /* NULL: free */
+    K3State *st;
+    int *seq, n_prompt, n, fed, n_gen, gen;
+    Sampler smp;
+    double t0, t_first;
+    float *dump;                       /* [n_prompt][V] when dumping */
+    K3Spec spec;                       /* --spec: this sequence's drafts and acceptance */
+    int k;                             /* drafts in the step just run (0: a plain step) */
+} Slot;
+
+typedef struct {
+    const BOpts *o;
+    K3Engine e;
+    Tok *tok;
+    BatchLine *lines; int n_lines;
+    int **prompts, *n_prompts;         /* each line's prompt ids */
+    Slot *slot; int n_slots;
+    int next, done;
+    long n_generated;
+    long drafted, accepted, passes;    /* --spec, over every finished sequence */
+    double t_run;
+} Batch;
+
+static int ids_of(Batch *b, int i, char *err, size_t errlen) {
+    const BatchLine *l = &b->lines[i];
+    if (l->ids) {
+        b->prompts[i] = malloc(sizeof(int) * (size_t)l->n_ids);
+        if (!b->prompts[i]) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+        memcpy(b->prompts[i], l->ids, sizeof(int) * (size_t)l->n_ids);
+        b->n_prompts[i] = l->n_ids;
+        return 0;
+    }
+    if (!b->tok) {
+        snprintf(err, errlen, "--batch %s: line %d: \"prompt\" needs a tokenizer: pass --tok DIR "
+                 "or set K3_TOK_FILES (or give \"ids\")", b->o->file, l->line);
+        return K3_ERR_USAGE;
+    }
+    size_t n = 0;
+    int32_t *t = tok_encode(b->tok, l->prompt, l->prompt_len, 0, &n);
+    if (!t) { snprintf(err, errlen, "out of memory tokenizing line %d", l->line); return 1; }
+    b->prompts[i] = malloc(sizeof(int) * (n ? n : 1));
+    if (!b->prompts[i]) { free(t); snprintf(err, errlen, "out of memory"); return 1; }
+    for (size_t k = 0; k < n; k++) b->prompts[i][k] = t[k];
+    b->n_prompts[i] = (int)n;
+    free(t);
+    if (!n) {
+        snprintf(err, errlen, "--batch %s: line %d: \"prompt\" has no tokens", b->o->file,
+                 l->line);
+        return K3_ERR_USAGE;
+    }
+    return 0;
+}
+
+static int line_gen(const Batch *b, int i) {
+    return b->lines[i].gen >= 0 ? b->lines[i].gen : b->o->gen;
+}
+
+/* Takes the next waiting prompt into slot s. */
+static int start(Batch *b, Slot *s, char *err, size_t errlen) {
+    const int i = b->next++, V = b->e.m.cfg.vocab_size;
+    s->l = &b->lines[i];
+    s->n_prompt = b->n_prompts[i];
+    s->gen = line_gen(b, i);
+    s->n = s->n_prompt; s->fed = 0; s->n_gen = 0;
+    free(s->seq);
+    s->seq = malloc(sizeof(int) * (size_t)(s->n_prompt + s->gen + 1));
+    if (!s->seq) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    memcpy(s->seq, b->prompts[i], sizeof(int) * (size_t)s->n_prompt);
+    k3_state_reset(&b->e.m, s->st);
+    sampler_init(&s->smp, &s->l->sp, s->l->seed);     /* greedy unless the line samples */
+    if (!s->l->sampling) s->smp.p.greedy = 1;
+    if (b->o->dump) {
+        free(s->dump);
+        s->dump = malloc(sizeof(float) * (size_t)s->n_prompt * V);
+        if (!s->dump) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    }
+    s->t0 = k3_now(); s->t_first = 0;
+    if (b->o->spec) k3_spec_init(&s->spec, &b->e.m, NULL, 0, b->o->spec_k);
+    s->k = 0;
+    return 0;
+}
+
+static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
+    const double now = k3_now();
+    const int *g = s->seq + s->n_prompt;
+    printf("{\"id\": %s, \"generated_ids\": [", s->l->id);
+    for (int i = 0; i < s->n_gen; i++) printf(i ? ", %d" : "%d", g[i]);
+    printf("]");
+    if (b->tok) {
+        size_t len = 0, bad = 0;
+        int32_t *t = malloc(sizeof(int32_t) * (size_t)(s->n_gen + 1));
+        for (int i = 0; t && i < s->n_gen; i++) t[i] = g[i];
+        char *txt = t ? tok_decode(b->tok, t, (size_t)s->n_gen, &len, &bad) : NULL;
+        char *q = txt ? json_quote(txt, len) : NULL;
+        printf(", \"text\": %s", q ? q : "null");
+        free(q); free(txt); free(t);
+    }
+    const double tf = s->t_first > 0 ? s->t_first : now;
+    printf(", \"stop\": \"%s\", \"n_prompt\": %d, \"n_generated\": %d, \"seconds_prefill\": "
+           "%.6f, \"seconds_decode\": %.6f}\n", eos ? "eos" : "length", s->n_prompt, s->n_gen,
+           tf - s->t0, now - tf);
+    fflush(stdout);
+    if (b->o->dump) {
+        char path[1024];
+        snprintf(path, sizeof path, "%.990s/%d.f32", b->o->dump, s->l->line);
+        FILE *f = fopen(path, "wb");
+        size_t nl = (size_t)s->n_prompt * b->e.m.cfg.vocab_size;
+        if (!f || fwrite(s->dump, sizeof(float), nl, f) != nl || fclose(f)) {
+            snprintf(err, errlen, "--dump-logits %s: %s", path, strerror(errno));
+            return K3_ERR_RUNTIME;
+        }
+    }
+    b->n_generated += s->n_gen;
+    b->drafted += s->spec.drafted; b->accepted += s->spec.accepted; b->passes += s->spec.passes;
+    b->done++;
+    sampler_free(&s->smp);
+    s->l = NULL;
+    if (!b->o->quiet) {
+        const double el = now - b->t_run, rate = el > 0 ? b->n_generated / el : 0;
+        fprintf(stderr, "k3: batch: %d/%d prompts done, %.2f tok/s, ETA %.0f s\n", b->done,
+                b->n_lines, rate, b->done ? el / b->done * (b->n_lines - b->done) : 0.0);
+    }
+    return 0;
+}
+
+/* After a step: sequence s got `rows` rows of logits; the last one follows its last fed
+ * token. When its fed tokens reach its end, it samples (or finishes). */
+static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *err,
+                      size_t errlen) {
+    const int V = b->e.m.cfg.vocab_size;
+    if (all && s->dump && s->fed < s->n_prompt)   /* prompt rows, in order */
+        memcpy(s->dump + (size_t)s->fed * V, lg, sizeof(float) * (size_t)T * V);
+    s->fed += T;
+    if (s->fed < s->n) return 0;                   /* the prompt is still going in */
+    const float *last = lg + (size_t)(all ? T - 1 : 0) * V;
+    if (s->n_gen == s->gen) return finish(b, s, 0, err, errlen);   /* --gen 0 */
+    if (s->k > 0) {                    /* a verify pass: keep what the model agrees with */
+        int out[65];
+        const int cnt = k3_spec_accept(&s->spec, &b->e.m, s->st, &s->smp, s->n_gen,
+                                       s->seq + s->n, s->k, lg, out);
+        if (cnt < 0) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+        s->k = 0;
+        for (int j = 0; j < cnt; j++) {
+            const int id = out[j];
+            s->seq[s->n++] = id;
+            s->n_gen++;
+            if (id == b->e.m.cfg.eos_token_id || s->n_gen == s->gen)
+                return finish(b, s, id == b->e.m.cfg.eos_token_id, err, errlen);
+        }
+        s->fed = s->n - 1;             /* the state holds all but the model's own token */
+        return 0;
+    }
+    const int id = sampler_sample_at(&s->smp, last, V, s->n_gen);  /* by position only */
+    if (id < 0) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    if (!s->t_first) s->t_first = k3_now();
+    s->seq[s->n++] = id;
+    s->n_gen++;
+    if (id == b->e.m.cfg.eos_token_id || s->n_gen == s->gen)
+        return finish(b, s, id == b->e.m.cfg.eos_token_id, err, errlen);
+    return 0;
+}
+
+static int run(Batch *b, char *err, size_t errlen) {
+    const int max_T = b->e.rs.max_T, V = b->e.m.cfg.vocab_size;
+    K3Seq *seq = malloc(sizeof *seq * (size_t)b->n_slots);
+    int *who = malloc(sizeof(int) * (size_t)b->n_slots), rc = 0, step = 0;
+    if (!seq || !who) { free(seq); free(who); snprintf(err, errlen, "out of memory"); return 1; }
+    b->t_run = k3_now();
+    while (!rc && b->done < b->n_lines) {
+        for (int i = 0; !rc && i < b->n_slots; i++)
+            if (!b->slot[i].l && b->next < b->n_lines) rc = start(b, &b->slot[i], err, errlen);
+        if (rc) break;
+        /* decoding sequences first (one token each), then prompts take what is left */
+        int n = 0, T = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < b->n_slots; i++) {
+                Slot *s = &b->slot[i];
+                if (!s->l || (s->fed >= s->n_prompt) != (pass == 0)) continue;
+                int k = s->n - s->fed;
+                if (k > max_T - T) k = max_T - T;
+                if (k < 1) continue;
+                s->k = 0;
+                if (pass == 0 && b->o->spec && max_T - T > 1) {   /* draft after the last token */
+                    s->k = k3_spec_draft(&s->spec, s->seq, s->n, s->n_prompt,
+                                         s->gen - s->n_gen - 1 < max_T - T - 1 ?
+                                         s->gen - s->n_gen - 1 : max_T - T - 1, s->seq + s->n);
+                    if (s->k > 0 && k3_state_mark(&b->e.m, s->st, s->k + 1)) {
+                        snprintf(err, errlen, "out of memory");
+                        rc = K3_ERR_RUNTIME;
+                        break;
+                    }
+                    k += s->k;
+                }
+                seq[n] = (K3Seq){ s->st, s->seq + s->fed, k,
+                                  s->k > 0 || (s->dump && s->fed < s->n_prompt) };
+                who[n++] = i; T += k;
+            }
+        if (rc) break;
+        const double t0 = k3_now();
+        rc = k3_forward_seqs(&b->e, seq, n, b->e.rs.logits, err, errlen);
+        if (rc) break;
+        k3_mem_step(b->e.mem, step++, T, k3_now() - t0, b->o->mem.verbose && !b->o->quiet);
+        const float *lg = b->e.rs.logits;
+        for (int j = 0; !rc && j < n; j++) {
+            rc = after_step(b, &b->slot[who[j]], lg, seq[j].T, seq[j].all_logits, err, errlen);
+            lg += (size_t)(seq[j].all_logits ? seq[j].T : 1) * V;
+        }
+    }
+    b->t_run = k3_now() - b->t_run;
+    free(seq); free(who);
+    return rc;
+}
+
+static int write_report(const Batch *b, const char *path) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno)); return -1; }
+    char *md = json_quote(b->o->model_dir, strlen(b->o->model_dir));
+    fprintf(f, "{\n  \"version\": \"%s\",\n  \"model_dir\": %s,\n  \"mode\": \"batch\",\n",
+            K3_VERSION, md ? md : "null");
+    free(md);
+    fprintf(f, "  \"n_prompts\": %d,\n  \"batch_size\": %d,\n  \"n_generated\": %ld,\n",
+            b->n_lines, b->n_slots, b->n_generated);
+    fprintf(f, "  \"kernels\": \"%s\",\n  \"threads\": %d,\n", k3_kernels_name(), k3_threads());
+    fprintf(f, "  \"seconds\": %.6f,\n  \"tokens_per_second\": %.6f,\n", b->t_run,
+            b->t_run > 0 ? b->n_generated / b->t_run : 0.0);
+    if (b->o->spec)
+        fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
+                b->drafted, b->accepted, b->passes);
+    const long fails = k3_engine_expert_failures(&b->e);
+    fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", fails, fails ? "false" : "true");
+    k3_mem_json(b->e.mem, f, b->t_run);
+    fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", b->e.m.cfg.vocab_size,
+            (unsigned long long)k3_peak_rss());
+    if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
+        fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int k3_batch_main(int argc, char **argv) {
+    BOpts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc;
+    char err[4096];
+    Batch b;
+    memset(&b, 0, sizeof b);
+    b.o = &o;
+    size_t len = 0;
+    char *text = k3_slurp(o.file, (size_t)1 << 32, &len, err, sizeof err);
+    if (!text) { fprintf(stderr, "k3: --batch %s\n", err); return K3_ERR_USAGE; }
+    rc = batch_parse_all(text, len, &o.sp, o.seed, o.sampling, &b.lines, &b.n_lines, err,
+                         sizeof err);
+    free(text);
+    if (rc) { fprintf(stderr, "k3: --batch %s: %s\n", o.file, err); return K3_ERR_USAGE; }
+    const char *oflag[2] = { "--out", "--dump-logits" }, *opath[2] = { o.out, o.dump };
+    for (int i = 0; i < 2 && !rc; i++)
+        if (opath[i] && k3_check_output(oflag[i], opath[i], i == 1, err, sizeof err)) {
+            fprintf(stderr, "k3: %s\n", err);
+            rc = K3_ERR_USAGE;
+        }
+    if (!rc && o.tok_dir) {
+        b.tok = tok_load(o.tok_dir, err, sizeof err);
+        if (!b.tok) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_USAGE; }
+    }
+    b.prompts = calloc((size_t)b.n_lines, sizeof(int *));
+    b.n_prompts = calloc((size_t)b.n_lines, sizeof(int));
+    if (!rc && (!b.prompts || !b.n_prompts)) { fprintf(stderr, "k3: out of memory\n"); rc = 1; }
+    int ctx = 1, max_prompt = 1;
+    for (int i = 0; !rc && i < b.n_lines; i++) {
+        if ((rc = ids_of(&b, i, err, sizeof err))) { fprintf(stderr, "k3: %s\n", err); break; }
+        if (b.n_prompts[i] + line_gen(&b, i) > ctx) ctx = b.n_prompts[i] + line_gen(&b, i);
+        if (b.n_prompts[i] > max_prompt) max_prompt = b.n_prompts[i];
+    }
+    if (rc) goto done;
+    b.n_slots = o.batch_size > 0 ? o.batch_size : b.n_lines < 16 ? b.n_lines : 16;
+    if (b.n_slots > b.n_lines) b.n_slots = b.n_lines;
+    int chunk = o.chunk > 0 ? o.chunk : K3_PREFILL_CHUNK;
+    if (chunk < b.n_slots) chunk = b.n_slots;          /* every decoding sequence fits a step */
+    K3EngineOpts eo = { o.model_dir, o.config, o.kernels, o.threads, o.mem };
+    eo.mem.ctx = o.mem.ctx > 0 ? o.mem.ctx : ctx;
+    eo.mem.chunk = chunk;
+    if (o.spec && chunk < b.n_slots * (o.spec_k + 1)) chunk = b.n_slots * (o.spec_k + 1);
+    eo.mem.logits_rows = o.dump || o.spec ? chunk : b.n_slots;
+    eo.mem.seqs = b.n_slots;
+    eo.mem.quiet = o.quiet;
+    rc = k3_engine_open(&b.e, &eo, err, sizeof err);
+    if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
+    const int V = b.e.m.cfg.vocab_size;
+    for (int i = 0; !rc && i < b.n_lines; i++)
+        for (int k = 0; k < b.n_prompts[i]; k++)
+            if (b.n_prompts[i] && b.prompts[i][k] >= V) {
+                fprintf(stderr, "k3: --batch %s: line %d: \"ids\" item %d (%d) is outside the "
+                        "vocabulary (vocab_size %d)\n", o.file, b.lines[i].line, k,
+                        b.prompts[i][k], V);
+                rc = K3_ERR_USAGE;
+                break;
+            }
+    if (rc) goto done;
+    b.slot = calloc((size_t)b.n_slots, sizeof *b.slot);
+    for (int i = 0; b.slot && i < b.n_slots; i++)
+        if (!(b.slot[i].st = k3_state_new(&b.e.m))) { rc = K3_ERR_RUNTIME; break; }
+    if (!b.slot || rc) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
+    if (!o.quiet)
+        fprintf(stderr, "k3: batch: %d prompts, %d in flight, steps of up to %d tokens\n",
+                b.n_lines, b.n_slots, chunk);
+    rc = run(&b, err, sizeof err);
+    if (rc) { fprintf(stderr, "k3: batch: %s\n", err); goto done; }
+    if (!o.quiet) {
+        fprintf(stderr, "k3: batch: %ld tokens generated for %d prompts in %.3f s (%.2f tok/s); "
+                "peak RSS %.1f MiB\n", b.n_generated, b.n_lines, b.t_run,
+                b.t_run > 0 ? b.n_generated / b.t_run : 0.0, k3_peak_rss() / 1048576.0);
+        k3_mem_summary(b.e.mem, stderr, b.t_run, 0, (int)b.n_generated, b.t_run);
+        if (o.spec)
+            fprintf(stderr, "k3: spec: %ld verify passes, %ld drafted, %ld accepted (%.2f "
+                    "accepted tokens per pass)\n", b.passes, b.drafted, b.accepted,
+                    b.passes ? (double)b.accepted / b.passes : 0.0);
+    }
+    if (o.out && write_report(&b, o.out)) rc = K3_ERR_RUNTIME;
+    const long fails = k3_engine_expert_failures(&b.e);
+    if (!rc && fails) {
+        fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the generated ids "
+                "are unsound\n", fails);
+        rc = K3_ERR_EXPERT;
+    }
+done:
+    for (int i = 0; b.slot && i < b.n_slots; i++) {
+        if (b.slot[i].st) k3_state_free(&b.e.m, b.slot[i].st);
+        free(b.slot[i].seq); free(b.slot[i].dump);
+        if (b.slot[i].l) sampler_free(&b.slot[i].smp);
+    }
+    free(b.slot);
+    for (int i = 0; b.prompts && i < b.n_lines; i++) free(b.prompts[i]);
+    free(b.prompts); free(b.n_prompts);
+    batch_lines_free(b.lines, b.n_lines);
+    k3_engine_close(&b.e);
+    tok_free(b.tok);
+    return rc;
+}

@@ -1,0 +1,101 @@
+/* test_batch.c — the multi-sequence forward (k3_forward_seqs) against solo runs: several
+ * sequences of different lengths fed in one step each time, on a random schedule that
+ * mixes prefill chunks of one sequence with single tokens of others, give every sequence
+ * the logits bytes of its solo run (one prefill of the whole sequence, all rows). */
+#include "engine.h"
+#include "util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fails;
+#define CHECK(c, ...) do { if (!(c)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); \
+                                       printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)
+
+enum { NSEQ = 5, MAXLEN = 24, MAXT = 16 };
+
+static uint64_t rnd = 0x1234567;
+static int rand_int(int n) {          /* deterministic: the schedule is the same every run */
+    rnd ^= rnd << 13; rnd ^= rnd >> 7; rnd ^= rnd << 17;
+    return (int)(rnd % (uint64_t)n);
+}
+
+static void test_dir(const char *dir) {
+    char err[4096];
+    K3Engine e;
+    int rc = k3_engine_open_resident(&e, dir, MAXT, 64, err, sizeof err);
+    CHECK(rc == 0, "%s: open: %s", dir, err);
+    if (rc) return;
+    const K3Model *m = &e.m;
+    const int V = m->cfg.vocab_size;
+    const int len[NSEQ] = { 1, 7, 24, 3, 12 };
+    int ids[NSEQ][MAXLEN];
+    float *solo[NSEQ], *got = malloc(sizeof(float) * MAXT * V);
+    for (int q = 0; q < NSEQ; q++) {
+        for (int i = 0; i < len[q]; i++) ids[q][i] = (q * 37 + i * 11 + 5) % V;
+        solo[q] = malloc(sizeof(float) * (size_t)len[q] * V);
+        K3State *s = k3_state_new(m);
+        rc = k3_prefill(&e, s, ids[q], len[q], 0, solo[q], 1, err, sizeof err);
+        CHECK(rc == 0, "%s: solo prefill %d: %s", dir, q, err);
+        k3_state_free(m, s);
+    }
+    K3State *st[NSEQ];
+    int done[NSEQ] = { 0 }, steps = 0, multi = 0, bad = 0;
+    for (int q = 0; q < NSEQ; q++) st[q] = k3_state_new(m);
+    for (;;) {
+        K3Seq seq[NSEQ];
+        int who[NSEQ], n = 0, T = 0;
+        for (int q = 0; q < NSEQ; q++) {
+            if (done[q] == len[q] || rand_int(4) == 0) continue;   /* some sit a step out */
+            int k = 1 + (rand_int(3) == 0 ? rand_int(5) : 0);       /* mostly one token */
+            if (k > len[q] - done[q]) k = len[q] - done[q];
+            if (T + k > MAXT) continue;
+            seq[n] = (K3Seq){ st[q], ids[q] + done[q], k, rand_int(2) };
+            who[n++] = q; T += k;
+        }
+        int left = 0;
+        for (int q = 0; q < NSEQ; q++) left += len[q] - done[q];
+        if (!left) break;
+        if (!n) continue;
+        rc = k3_forward_seqs(&e, seq, n, got, err, sizeof err);
+        CHECK(rc == 0, "%s: step %d: %s", dir, steps, err);
+        if (rc) break;
+        steps++; multi += n > 1;
+        const float *row = got;
+        for (int i = 0; i < n; i++) {
+            const int q = who[i], k = seq[i].T, first = seq[i].all_logits ? 0 : k - 1;
+            for (int t = first; t < k; t++, row += V)
+                if (memcmp(row, solo[q] + (size_t)(done[q] + t) * V, sizeof(float) * V)) {
+                    if (!bad++) CHECK(0, "%s: sequence %d position %d: logits differ from its "
+                                      "solo run (step %d, %d sequences)", dir, q, done[q] + t,
+                                      steps, n);
+                }
+            CHECK(st[q]->pos == done[q] + k, "%s: pos not advanced", dir);
+            done[q] += k;
+        }
+    }
+    CHECK(multi > 5, "%s: only %d multi-sequence steps", dir, multi);
+    /* refusals: more tokens than the plan, an empty share */
+    K3Seq big[2] = { { st[0], ids[2], MAXT, 0 }, { st[1], ids[2], 1, 0 } };
+    CHECK(k3_forward_seqs(&e, big, 2, got, err, sizeof err) == K3_ERR_RUNTIME,
+          "%s: %d tokens over a plan of %d accepted", dir, MAXT + 1, MAXT);
+    big[1].T = 0;
+    CHECK(k3_forward_seqs(&e, big + 1, 1, got, err, sizeof err) == K3_ERR_RUNTIME,
+          "%s: a share of 0 tokens accepted", dir);
+    if (!bad) printf("ok %s: %d sequences (lengths 1..24) in %d steps (%d with several "
+                     "sequences): every row's logits bytes equal its solo run\n", dir, NSEQ,
+                     steps, multi);
+    for (int q = 0; q < NSEQ; q++) { k3_state_free(m, st[q]); free(solo[q]); }
+    free(got);
+    k3_engine_close(&e);
+}
+
+int main(void) {
+    k3_threads_set(2);
+    test_dir("tests/models/tiny5");
+    test_dir("tests/models/tiny4");
+    test_dir("tests/models/tiny5f");
+    if (fails) { printf("%d check(s) failed\n", fails); return 1; }
+    printf("test_batch: ok\n");
+    return 0;
+}
