@@ -11,6 +11,7 @@
  * meet the two FMAs.
  * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq (Makefile). */
 #include "kernels.h"
+#include "codec.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 #include <immintrin.h>
@@ -378,6 +379,73 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
     }
 }
 
+/* K3_W_BF16C matvec (codec.h): one 16-weight group per zmm, decoded in registers. The
+ * exponent starts as lo (shifted into place), the three code planes are kmasks that add
+ * 1, 2, 4; code 7 lanes take the escape bytes by vpexpandd; sign and mantissa come from
+ * the byte plane. A row's last block when cols % 16 != 0 goes through the reference
+ * decoder (a 256-weight stack buffer) and the BF16 lanes: same order, same bits. */
+INL __m512 c_bits(__m512i v, __m512i e) {            /* sign+mantissa bytes, exponent<<23 */
+    __m512i s = _mm512_and_si512(_mm512_slli_epi32(v, 24), _mm512_set1_epi32((int)0x80000000u));
+    __m512i m = _mm512_and_si512(_mm512_slli_epi32(v, 16), _mm512_set1_epi32(0x7F0000));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_or_si512(s, m), e));
+}
+
+INL __m512 c_block(const uint8_t *p, int G, const float *x, __m512 acc) {
+    if (p[1] == K3_CODEC_RAW) {
+        const uint8_t *ex = p + 2, *sm = ex + 16 * G;
+        for (int g = 0; g < G; g++) {
+            __m512i e = _mm512_slli_epi32(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ex + 16 * g))), 23);
+            __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm + 16 * g)));
+            acc = _mm512_fmadd_ps(c_bits(v, e), _mm512_loadu_ps(x + 16 * g), acc);
+        }
+        return acc;
+    }
+    const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
+    const __m512i base = _mm512_set1_epi32(p[0] << 23), c1 = _mm512_set1_epi32(1 << 23);
+    const __m512i c2 = _mm512_set1_epi32(2 << 23), c4 = _mm512_set1_epi32(4 << 23);
+    for (int g = 0; g < G; g++) {
+        uint16_t q[3];
+        memcpy(q, pl + 6 * g, 6);
+        __mmask16 k0 = q[0], k1 = q[1], k2 = q[2], ke = (__mmask16)(q[0] & q[1] & q[2]);
+        __m512i e = _mm512_mask_add_epi32(base, k0, base, c1);
+        e = _mm512_mask_add_epi32(e, k1, e, c2);
+        e = _mm512_mask_add_epi32(e, k2, e, c4);
+        __m512i xe = _mm512_slli_epi32(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)esc)), 23);  /* in block */
+        e = _mm512_mask_expand_epi32(e, ke, xe);
+        esc += __builtin_popcount(ke);
+        __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm + 16 * g)));
+        acc = _mm512_fmadd_ps(c_bits(v, e), _mm512_loadu_ps(x + 16 * g), acc);
+    }
+    return acc;
+}
+
+static float dot_c(const uint8_t *p, int cols, const float *x) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
+        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
+        const uint8_t *next = p + (p[1] == K3_CODEC_RAW ? 2 + 32 * G : 2 + 22 * G + p[1]);
+        for (int l = 0; l < 6; l++) _mm_prefetch((const char *)p + PF + 64 * l, _MM_HINT_T0);
+        if (n % 16 == 0) acc = c_block(p, G, x + c, acc);
+        else {
+            uint16_t w[K3_CODEC_BLOCK];
+            k3_codec_decode_block(w, p, n);
+            int i = 0;
+            for (; i + 16 <= n; i += 16)
+                acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
+                    _mm256_loadu_si256((const __m256i *)(w + i))), 16)),
+                    _mm512_loadu_ps(x + c + i), acc);
+            __mmask16 k = tailmask(n - i);
+            __m512 wt = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
+                _mm256_maskz_loadu_epi16(k, w + i)), 16));
+            acc = _mm512_mask3_fmadd_ps(wt, _mm512_maskz_loadu_ps(k, x + c + i), acc, k);
+        }
+        p = next;
+    }
+    return fold(acc);
+}
+
 #define MATVEC(FN, ...)                                                                   \
     for (r = r0; r < r1;) {                                                               \
         if (r1 - r >= 8) { FN(__VA_ARGS__, 8, Y, X, r); r += 8; }                         \
@@ -385,10 +453,17 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
         else { FN(__VA_ARGS__, 1, Y, X, r); r += 1; }                                     \
     }
 
+static const K3KernelOps OPS;
 static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int r1,
                           int t0, int t1) {
     M m = { W->cols, W->w, W->w, W->w, W->scale };
     int rows = W->rows, r;
+    if (W->type == K3_W_BF16C) {
+        if (t1 - t0 > 1) { k3_codec_prefill(&OPS, Y, W, X, r0, r1, t0, t1); return; }
+        for (r = r0; r < r1; r++)
+            Y[(size_t)t0 * rows + r] = dot_c(k3_codec_row(W, r), m.cols, X + (size_t)t0 * m.cols);
+        return;
+    }
     if (t1 - t0 == 1) {
         Y += (size_t)t0 * rows; X += (size_t)t0 * m.cols;
         if (W->type == K3_W_F32) MATVEC(mv_fb, &m, K3_W_F32)
