@@ -16,8 +16,12 @@
  * boundary. Index lines: "k3trunk 2" (first), "fingerprint HEX", "file_size N",
  * "layers N", then "t LAYER OFFSET NBYTES XXH64 DTYPE NDIM D0.. NAME" (LAYER -1 = global
  * tensors; XXH64 = 16 hex digits of the tensor's bytes). Format 1 had no checksums and
- * is refused with "re-run k3 pack". */
+ * is refused with "re-run k3 pack". Format 3 (k3 pack --compress) adds a word after DTYPE:
+ * "raw", or "bc1" for a BF16 layer matrix stored coded (codec.h): NBYTES and XXH64 are
+ * then those of the stored bytes, the matrix is bound as K3_W_BF16C and stays coded in
+ * RAM (pinned or in the ring), its structure checked each time its bytes are read. */
 #include "internal.h"
+#include "codec.h"
 #include "dio.h"
 #include "fault.h"
 #include "tensors.h"
@@ -31,7 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef struct { size_t field; uint64_t rel; } Bind;
+typedef struct { size_t field; uint64_t rel, n; int coded, piece; } Bind;  /* coded: codec.h */
 typedef struct { int layer; uint64_t off, n, sum; const char *name; } Piece;   /* one tensor */
 typedef struct { unsigned char *buf; K3Layer ly; } RingSlot;
 
@@ -106,9 +110,9 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
     char *save = NULL;
     uint64_t want_fp = m->identity;
     char *line = strtok_r(ix, "\n", &save);
-    if (!line || sscanf(line, "k3trunk %d", &ver) != 1 || ver != 2) {
-        snprintf(err, errlen, "%s is trunk format %d; this k3 reads format 2 (per-tensor "
-                 "checksums)" STALE, t->path, line ? ver : 0);
+    if (!line || sscanf(line, "k3trunk %d", &ver) != 1 || (ver != 2 && ver != 3)) {
+        snprintf(err, errlen, "%s is trunk format %d; this k3 reads formats 2 (per-tensor "
+                 "checksums) and 3 (coded, k3 pack --compress)" STALE, t->path, line ? ver : 0);
         goto fail;
     }
     for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -138,9 +142,13 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
             }
             continue;
         }
-        int L, nd, pos = 0; unsigned long long off, nb, sum; char dt[16];
-        if (sscanf(line, "t %d %llu %llu %llx %15s %d%n", &L, &off, &nb, &sum, dt, &nd,
-                   &pos) != 6 ||
+        int L, nd, pos = 0, coded = 0; unsigned long long off, nb, sum; char dt[16], code[8];
+        int got = ver == 2
+            ? sscanf(line, "t %d %llu %llu %llx %15s %d%n", &L, &off, &nb, &sum, dt, &nd, &pos)
+            : sscanf(line, "t %d %llu %llu %llx %15s %7s %d%n", &L, &off, &nb, &sum, dt, code,
+                     &nd, &pos) - 1;
+        if (ver == 3 && got == 6) coded = !strcmp(code, "bc1");
+        if (got != 6 || (ver == 3 && !coded && strcmp(code, "raw")) ||
             L < -1 || L >= t->NL || nd < 0 || nd > 8) {
             snprintf(err, errlen, "%s: malformed index line '%.80s'" STALE, t->path, line);
             goto fail;
@@ -149,8 +157,8 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
         for (int i = 0; i < nd; i++) { while (*p == ' ') p++; while (*p && *p != ' ') p++; }
         while (*p == ' ') p++;
         const StTensor *src = st_find(m->st, p);
-        if (!src || src->nbytes != nb || strcmp(st_dtype_name(src->dtype), dt) || off + nb > fsz ||
-            !fp) {
+        if (!src || (!coded && src->nbytes != nb) || strcmp(st_dtype_name(src->dtype), dt) ||
+            off + nb > fsz || !fp) {
             snprintf(err, errlen, "%s: tensor '%s' does not match the checkpoint "
                      "(missing, resized, out of range or no fingerprint)" STALE, t->path, p);
             goto fail;
@@ -159,21 +167,26 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
         if (!pc) { snprintf(err, errlen, "out of memory"); goto fail; }
         t->piece = pc;
         pc[t->npiece++] = (Piece){ L, off, nb, sum, src->name };
+        int mi = L < 0 ? -1 : k3_mat_lookup(&m->cfg, L, p);
+        if (coded && (mi < 0 || k3_layer_mats[mi].field == offsetof(K3Layer, kv_b))) {
+            snprintf(err, errlen, "%s: tensor '%s' is coded, but only BF16 layer matrices "
+                     "multiplied by k3_matmul may be (not kv_b, read by rows)" STALE, t->path, p);
+            goto fail;
+        }
         if (L < 0) continue;
         if (!end[L] || off < t->off[L]) t->off[L] = off;
         if (off + nb > end[L]) end[L] = off + nb;
         /* remember the offset of this tensor for binding below */
-        int mi = k3_mat_lookup(&m->cfg, L, p);
         if (mi >= 0) {
             Bind *b = realloc(t->bind[L], sizeof(Bind) * (t->nbind[L] + 1));
             if (!b) { snprintf(err, errlen, "out of memory"); goto fail; }
             t->bind[L] = b;
-            b[t->nbind[L]].field = k3_layer_mats[mi].field;
-            b[t->nbind[L]].rel = off;                            /* absolute for now */
+            /* rel: absolute for now */
+            b[t->nbind[L]] = (Bind){ k3_layer_mats[mi].field, off, nb, coded, t->npiece - 1 };
             t->nbind[L]++;
             const K3Mat *M = k3_mat_field(&m->layers[L], &k3_layer_mats[mi]);
             uint64_t want = (uint64_t)M->rows * M->cols * (M->type == K3_W_F32 ? 4 : 2);
-            if (want != nb) {
+            if (want != (coded ? src->nbytes : nb) || (coded && M->type != K3_W_BF16)) {
                 snprintf(err, errlen,
                          "%s: tensor '%s' has %llu bytes, the model expects %llu" STALE,
                          t->path, p, nb, (unsigned long long)want);
@@ -227,6 +240,24 @@ static int verify_layer(const K3Trunk *t, int L, const unsigned char *blob, char
     return 0;
 }
 
+/* The structure of every coded tensor of layer L (codec.h), each time its bytes arrive:
+ * the kernels then never read outside them. */
+static int check_coded(const K3Trunk *t, int L, const unsigned char *blob, char *err,
+                       size_t errlen) {
+    for (int i = 0; i < t->nbind[L]; i++) {
+        const Bind *b = &t->bind[L][i];
+        if (!b->coded) continue;
+        const K3Mat *M = (const K3Mat *)((const char *)&t->m->layers[L] + b->field);
+        char why[300];
+        if (k3_codec_check(blob + b->rel, b->n, M->rows, M->cols, why, sizeof why)) {
+            snprintf(err, errlen, "%s: coded tensor '%s' (layer %d) is corrupt: %s" STALE,
+                     t->path, t->piece[b->piece].name, L, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int read_layer(K3Trunk *t, int L, unsigned char *buf, int verify, char *err,
                       size_t errlen) {
     long nr = __atomic_add_fetch(&t->nreads, 1, __ATOMIC_SEQ_CST);
@@ -241,13 +272,15 @@ static int read_layer(K3Trunk *t, int L, unsigned char *buf, int verify, char *e
                                          sizeof why);
     if (!d) { snprintf(err, errlen, "layer %d: %s" STALE, L, why); return -1; }
     /* offsets and lengths are 4096-aligned: d == buf */
-    return verify ? verify_layer(t, L, buf, err, errlen) : 0;
+    if (verify && verify_layer(t, L, buf, err, errlen)) return -1;
+    return check_coded(t, L, buf, err, errlen);
 }
 
 static void rebind(const K3Trunk *t, int L, K3Layer *ly, const unsigned char *blob) {
     for (int i = 0; i < t->nbind[L]; i++) {
         K3Mat *M = (K3Mat *)((char *)ly + t->bind[L][i].field);
-        M->w = blob + t->bind[L][i].rel;
+        if (t->bind[L][i].coded) k3_codec_bind(M, blob + t->bind[L][i].rel);
+        else M->w = blob + t->bind[L][i].rel;
     }
 }
 
