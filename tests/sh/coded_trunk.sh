@@ -20,7 +20,9 @@ for tag in tiny4 tiny5 tiny5f; do
   grep -q '^k3 pack: coded trunk: ' "$tmp/pack.txt" || fail "$tag: no ratio summary"
   ps=$(wc -c < "$tmp/$tag.plain/trunk.k3"); cs=$(wc -c < "$tmp/$tag.coded/trunk.k3")
   [ "$cs" -lt "$ps" ] || fail "$tag: coded trunk $cs bytes, plain $ps"
-  run() { "$@" "$M" --ids "$ids" --gen 3 --quiet --dump-logits "$tmp/out.f32" >"$tmp/run.txt" 2>&1; }
+  run() {
+    "$@" "$M" --ids "$ids" --gen 3 --quiet --dump-logits "$tmp/out.f32" >"$tmp/run.txt" 2>&1
+  }
   run "$K3" --kernels scalar --threads 1 --trunk "$tmp/$tag.plain" ||
     { cat "$tmp/run.txt"; fail "$tag plain trunk"; }
   mv "$tmp/out.f32" "$tmp/ref.f32"
