@@ -1,6 +1,6 @@
 /* pack.c — `k3 pack MODEL_DIR TRUNK_DIR [--compress] [--verify]`: rewrites every
- * non-routed-expert text tensor into TRUNK_DIR/trunk.k3, each layer contiguous from a 4096-aligned
- * offset (tensors 64-aligned inside), global tensors last, with a text index, an XXH64
+ * non-routed-expert text tensor into TRUNK_DIR/trunk.k3, each layer contiguous from a
+ * 4096-aligned offset (tensors 64-aligned inside), global tensors last, with a text index, an XXH64
  * checksum per tensor and a fingerprint of the source (config.json bytes, shard names
  * and sizes) so a stale, foreign or corrupted trunk is refused. BF16/F32 values are
  * checked finite on the way. Written to trunk.k3.tmp and renamed at the end, so an
