@@ -7,10 +7,12 @@
  *   row data               every row on its own: ceil(cols / 256) blocks of 256 weights
  *                          (the last one shorter), each of G = ceil(n / 16) groups.
  * A block of n weights starts with two bytes, lo and nesc:
- *   coded (nesc <= 254): 6G bytes of code planes (per group: three u16 LE, bit l of
- *     plane k = bit k of lane l's 3-bit code), nesc escape bytes, then 16G sign+mantissa
+ *   coded (nesc <= 254): 6G bytes of code planes, nesc escape bytes, then 16G sign+mantissa
  *     bytes (bf16 bit 15 -> bit 7, bits 0-6 -> bits 0-6). Code c < 7: exponent lo + c
- *     (lo <= 249); code 7: the next escape byte is the exponent.
+ *     (lo <= 249); code 7: the next escape byte is the exponent. The planes come in
+ *     chunks of 4 groups (64 weights, the last chunk shorter): plane 0, 1, 2 of the
+ *     chunk, each 2 bytes per group, bit j = bit k of the 3-bit code of the chunk's
+ *     weight j; a full chunk is three u64 masks (AVX-512), any 8 lanes one byte each.
  *   raw (nesc == 255, lo == 0): 16G exponent bytes, then 16G sign+mantissa bytes.
  * Lanes past n (the last group of a row's last block) have code 0 and zero bytes.
  * Reading 16 bytes from any escape position stays inside the block (the sign+mantissa
@@ -28,6 +30,13 @@
 typedef struct {
     uint64_t weights, blocks, raw_blocks, escapes;
 } K3CodecStats;
+
+/* Offset from a block's planes (block + 2) of the byte of code plane p (0..2) for lanes
+ * 8h..8h+7 of group g, in a block of G groups. */
+static inline size_t k3_codec_plane(int G, int g, int p, int h) {
+    int k = g >> 2, gc = G - 4 * k < 4 ? G - 4 * k : 4;
+    return 24 * (size_t)k + 2 * (size_t)(p * gc + (g & 3)) + (size_t)h;
+}
 
 /* Bytes of the row offset table. */
 static inline size_t k3_codec_table_bytes(int rows) { return 4 * ((size_t)rows + 1); }
@@ -62,6 +71,10 @@ static inline const uint8_t *k3_codec_row(const K3Mat *W, int r) {
  * gives each row's bits independently of the tiling (kernels.h). */
 void k3_codec_prefill(const K3KernelOps *o, float *Y, const K3Mat *W, const float *X,
                       int r0, int r1, int t0, int t1);
+
+/* Tests: the AVX-512 coded matvec uses its VBMI decoder when the CPU has it and on != 0
+ * (on < 0: no change); returns the previous setting. */
+int k3_avx512_codec_vbmi(int on);
 
 /* For the 8-lane SIMD decoders (AVX2, NEON): k3_codec_expand8[m] is the byte shuffle
  * that moves escape byte j to the j-th set lane of the 8-bit mask m (0x80 elsewhere). */

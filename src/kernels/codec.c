@@ -55,10 +55,9 @@ static size_t enc_block(uint8_t *o, const uint16_t *w, int n, K3CodecStats *st) 
     for (int i = 0; i < n; i++) {
         int e = (w[i] >> 7) & 255, c = e - lo;
         if (c < 0 || c > 6) { c = 7; esc[k++] = (uint8_t)e; }
-        uint8_t *g = pl + 6 * (i >> 4);
         int l = i & 15;
         for (int b = 0; b < 3; b++)
-            if (c >> b & 1) g[2 * b + (l >> 3)] |= (uint8_t)(1u << (l & 7));
+            if (c >> b & 1) pl[k3_codec_plane(G, i >> 4, b, l >> 3)] |= (uint8_t)(1u << (l & 7));
         sm[i] = (uint8_t)(((w[i] >> 8) & 0x80) | (w[i] & 0x7F));
     }
     st->escapes += (uint64_t)nesc;
@@ -108,8 +107,9 @@ static int check_block(const uint8_t *h, size_t len, int n, int r, int b, char *
         const uint8_t *pl = h + 2;
         int nesc = 0;
         for (int g = 0; g < G; g++) {
-            const uint8_t *p = pl + 6 * g;
-            unsigned p0 = u16le(p), p1 = u16le(p + 2), p2 = u16le(p + 4);
+            unsigned p0 = u16le(pl + k3_codec_plane(G, g, 0, 0));
+            unsigned p1 = u16le(pl + k3_codec_plane(G, g, 1, 0));
+            unsigned p2 = u16le(pl + k3_codec_plane(G, g, 2, 0));
             unsigned valid = g == G - 1 ? tailmask : 0xFFFF;
             if ((p0 | p1 | p2) & ~valid & 0xFFFF)
                 FAIL("row %d block %d: codes in padding lanes", r, b);
@@ -168,9 +168,10 @@ const uint8_t *k3_codec_decode_block(uint16_t *o, const uint8_t *p, int n) {
         const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
         int lo = p[0];
         for (int i = 0; i < n; i++) {
-            const uint8_t *g = pl + 6 * (i >> 4);
-            int l = i & 15, bit = 1 << (l & 7), h = l >> 3;
-            int code = (g[h] & bit ? 1 : 0) | (g[2 + h] & bit ? 2 : 0) | (g[4 + h] & bit ? 4 : 0);
+            int l = i & 15, bit = 1 << (l & 7), h = l >> 3, g = i >> 4;
+            int code = (pl[k3_codec_plane(G, g, 0, h)] & bit ? 1 : 0) |
+                       (pl[k3_codec_plane(G, g, 1, h)] & bit ? 2 : 0) |
+                       (pl[k3_codec_plane(G, g, 2, h)] & bit ? 4 : 0);
             int e = code == 7 ? *esc++ : lo + code;
             o[i] = (uint16_t)((sm[i] & 0x80) << 8 | e << 7 | (sm[i] & 0x7F));
         }

@@ -315,9 +315,9 @@ INL void c_block(const uint8_t *p, int G, const float *x, __m256 *a0, __m256 *a1
     for (int g = 0; g < G; g++)
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            const uint8_t *q = pl + 6 * g + h;
-            const int o = 16 * g + 8 * h;
-            unsigned b0 = q[0], b1 = q[2], b2 = q[4], be = b0 & b1 & b2;
+            const uint8_t *q = pl + k3_codec_plane(G, g, 0, h);
+            const int o = 16 * g + 8 * h, gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
+            unsigned b0 = q[0], b1 = q[gc], b2 = q[2 * gc], be = b0 & b1 & b2;
             __m256i m0 = c_lanes(b0, lb), m1 = c_lanes(b1, lb), m2 = c_lanes(b2, lb);
             __m256i e = _mm256_add_epi32(base, _mm256_and_si256(m0, c1));
             e = _mm256_add_epi32(e, _mm256_and_si256(m1, c2));

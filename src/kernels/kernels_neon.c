@@ -248,9 +248,9 @@ INL void c_block(const uint8_t *p, int G, const float *x, float32x4_t *acc) {
     const uint32x4_t lb[2] = { vld1q_u32(LB), vld1q_u32(LB + 4) };
     for (int g = 0; g < G; g++)
         for (int h = 0; h < 2; h++) {
-            const uint8_t *q = pl + 6 * g + h;
-            const int o = 16 * g + 8 * h;
-            unsigned b0 = q[0], b1 = q[2], b2 = q[4], be = b0 & b1 & b2;
+            const uint8_t *q = pl + k3_codec_plane(G, g, 0, h);
+            const int o = 16 * g + 8 * h, gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
+            unsigned b0 = q[0], b1 = q[gc], b2 = q[2 * gc], be = b0 & b1 & b2;
             uint8x8_t eb = vtbl1_u8(vld1_u8(esc), vld1_u8(k3_codec_expand8[be]));  /* in block */
             uint16x8_t xe = vmovl_u8(eb), v = vmovl_u8(vld1_u8(sm + o));
             esc += __builtin_popcount(be);

@@ -73,19 +73,22 @@ static const char *PATHS[] = { "scalar", "avx2", "avx512", "neon" };
 static int matmul_all(const K3Mat *C, const float *X, int T, const float *ref, const char *what) {
     int paths = 0;
     float *Y = malloc(sizeof(float) * (size_t)T * C->rows);
-    for (int p = 0; p < 4; p++) {
-        if (!k3_kernels_usable(PATHS[p])) continue;
-        k3_kernels_select(PATHS[p], NULL, 0);
+    const int vbmi = k3_avx512_codec_vbmi(-1);
+    for (int p = 0; p < 5; p++) {          /* 4: avx512 without its VBMI decoder */
+        if (!k3_kernels_usable(PATHS[p < 4 ? p : 2]) || (p == 4 && !vbmi)) continue;
+        k3_kernels_select(PATHS[p < 4 ? p : 2], NULL, 0);
+        k3_avx512_codec_vbmi(p != 4);
         for (int nth = 1; nth <= 2; nth++) {
             k3_threads_set(nth);
             k3_matmul(Y, C, X, T);
             int bad = 0;
             for (size_t i = 0; i < (size_t)T * C->rows; i++) bad += !same(Y[i], ref[i]);
             CHECK(!bad, "%s: %s threads %d, %dx%d T=%d: %d outputs differ from the BF16 matmul",
-                  what, PATHS[p], nth, C->rows, C->cols, T, bad);
+                  what, p < 4 ? PATHS[p] : "avx512 (no vbmi)", nth, C->rows, C->cols, T, bad);
         }
         paths++;
     }
+    k3_avx512_codec_vbmi(vbmi);
     k3_kernels_select("auto", NULL, 0);
     k3_threads_set(1);
     free(Y);
@@ -204,6 +207,7 @@ int main(void) {
     printf("ok   codec: %d shapes x %d kinds round-trip; BF16C matmul == BF16 matmul on", shapes,
            NK);
     for (int p = 0; p < 4; p++) if (k3_kernels_usable(PATHS[p])) printf(" %s", PATHS[p]);
+    if (k3_avx512_codec_vbmi(-1)) printf(" (avx512 with and without VBMI)");
     printf(", threads 1 and 2\n");
     fuzz();
     if (fails) { printf("%d failures\n", fails); return 1; }
