@@ -458,7 +458,7 @@ static float dot_c(const uint8_t *p, int cols, const float *x) {
 }
 
 #ifndef PFC
-#define PFC 2048  /* coded matvec prefetch distance (bytes ahead on each row stream) */
+#define PFC 1024  /* coded matvec prefetch distance (bytes ahead on each row stream) */
 #endif
 #define VB __attribute__((target("avx512vbmi,avx512vbmi2"), always_inline)) static inline
 typedef struct { const uint8_t *pl, *esc, *sm; __m512i lo; int raw; } Chunks;
