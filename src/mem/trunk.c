@@ -111,8 +111,8 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, int verify_reads, char *err,
     uint64_t want_fp = m->identity;
     char *line = strtok_r(ix, "\n", &save);
     if (!line || sscanf(line, "k3trunk %d", &ver) != 1 || (ver != 2 && ver != 3)) {
-        snprintf(err, errlen, "%s is trunk format %d; this k3 reads formats 2 (per-tensor "
-                 "checksums) and 3 (coded, k3 pack --compress)" STALE, t->path, line ? ver : 0);
+        snprintf(err, errlen, "%s is trunk format %d; this k3 reads format 2 (per-tensor "
+                 "checksums) or 3 (coded, k3 pack --compress)" STALE, t->path, line ? ver : 0);
         goto fail;
     }
     for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
