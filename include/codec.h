@@ -68,9 +68,11 @@ static inline const uint8_t *k3_codec_row(const K3Mat *W, int r) {
 
 /* Prefill (T > 1) for the SIMD paths: rows decoded a few at a time into per-thread
  * scratch (a block of rows, never a layer) and multiplied by o's own BF16 kernel, which
- * gives each row's bits independently of the tiling (kernels.h). */
-void k3_codec_prefill(const K3KernelOps *o, float *Y, const K3Mat *W, const float *X,
-                      int r0, int r1, int t0, int t1);
+ * gives each row's bits independently of the tiling (kernels.h). dec: the path's fast
+ * row decoder (NULL: k3_codec_decode_row). */
+typedef void (*K3RowDecoder)(uint16_t *out, const K3Mat *W, int r);
+void k3_codec_prefill(const K3KernelOps *o, K3RowDecoder dec, float *Y, const K3Mat *W,
+                      const float *X, int r0, int r1, int t0, int t1);
 
 /* Tests: the AVX-512 coded matvec uses its VBMI decoder when the CPU has it and on != 0
  * (on < 0: no change); returns the previous setting. */

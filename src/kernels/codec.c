@@ -158,22 +158,30 @@ void k3_codec_bind(K3Mat *M, const uint8_t *stored) {
     M->w = stored + k3_codec_table_bytes(M->rows);
 }
 
+/* spread[b]: bit j of b -> bit 0 of byte j, so three plane bytes give 8 codes at once */
+static uint64_t spread[256];
+__attribute__((constructor)) static void spread_init(void) {
+    for (int b = 0; b < 256; b++)
+        for (int j = 0; j < 8; j++) spread[b] |= (uint64_t)(b >> j & 1) << (8 * j);
+}
+
 const uint8_t *k3_codec_decode_block(uint16_t *o, const uint8_t *p, int n) {
     int G = ngroups(n);
     if (p[1] == K3_CODEC_RAW) {
         const uint8_t *ex = p + 2, *sm = ex + 16 * G;
         for (int i = 0; i < n; i++)
             o[i] = (uint16_t)((sm[i] & 0x80) << 8 | ex[i] << 7 | (sm[i] & 0x7F));
-    } else {
-        const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
-        int lo = p[0];
-        for (int i = 0; i < n; i++) {
-            int l = i & 15, bit = 1 << (l & 7), h = l >> 3, g = i >> 4;
-            int code = (pl[k3_codec_plane(G, g, 0, h)] & bit ? 1 : 0) |
-                       (pl[k3_codec_plane(G, g, 1, h)] & bit ? 2 : 0) |
-                       (pl[k3_codec_plane(G, g, 2, h)] & bit ? 4 : 0);
-            int e = code == 7 ? *esc++ : lo + code;
-            o[i] = (uint16_t)((sm[i] & 0x80) << 8 | e << 7 | (sm[i] & 0x7F));
+        return p + block_bytes(p, n);
+    }
+    const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
+    const int lo = p[0];
+    for (int i = 0; i < n; i += 8) {                  /* 8 lanes: one byte of each plane */
+        int g = i >> 4, gc = G - (g & ~3) < 4 ? G - (g & ~3) : 4;
+        const uint8_t *q = pl + k3_codec_plane(G, g, 0, (i >> 3) & 1);
+        uint64_t c = spread[q[0]] | spread[q[2 * gc]] << 1 | spread[q[4 * gc]] << 2;
+        for (int j = 0; j < 8 && i + j < n; j++, c >>= 8) {
+            int code = (int)(c & 7), e = code == 7 ? *esc++ : lo + code;
+            o[i + j] = (uint16_t)((sm[i + j] & 0x80) << 8 | e << 7 | (sm[i + j] & 0x7F));
         }
     }
     return p + block_bytes(p, n);
@@ -210,8 +218,9 @@ static void *scratch(size_t n) {
     return p;
 }
 
-void k3_codec_prefill(const K3KernelOps *o, float *Y, const K3Mat *W, const float *X,
-                      int r0, int r1, int t0, int t1) {
+void k3_codec_prefill(const K3KernelOps *o, K3RowDecoder dec, float *Y, const K3Mat *W,
+                      const float *X, int r0, int r1, int t0, int t1) {
+    if (!dec) dec = k3_codec_decode_row;
     const int cols = W->cols, T = t1 - t0;
     int RB = (int)((256u << 10) / (2u * (unsigned)cols));      /* ~256 KB of rows */
     RB = RB < 16 ? 16 : RB > 128 ? 128 : RB & ~15;
@@ -222,7 +231,7 @@ void k3_codec_prefill(const K3KernelOps *o, float *Y, const K3Mat *W, const floa
     float *yt = (float *)(s + wb);
     for (int r = r0; r < r1; r += RB) {
         int nr = r1 - r < RB ? r1 - r : RB;
-        for (int i = 0; i < nr; i++) k3_codec_decode_row(w + (size_t)i * cols, W, r + i);
+        for (int i = 0; i < nr; i++) dec(w + (size_t)i * cols, W, r + i);
         K3Mat V = { K3_W_BF16, nr, cols, w, NULL };
         o->matmul(yt, &V, X + (size_t)t0 * cols, 0, nr, 0, T);
         for (int t = 0; t < T; t++)

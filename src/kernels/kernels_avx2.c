@@ -361,7 +361,7 @@ static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1
     M m = { W->type, W->cols, W->w, W->w, W->w, W->scale };
     int rows = W->rows, r;
     if (W->type == K3_W_BF16C) {
-        if (t1 - t0 > 1) { k3_codec_prefill(&OPS, Y, W, X, r0, r1, t0, t1); return; }
+        if (t1 - t0 > 1) { k3_codec_prefill(&OPS, NULL, Y, W, X, r0, r1, t0, t1); return; }
         for (r = r0; r < r1; r++)
             Y[(size_t)t0 * rows + r] = dot_c(k3_codec_row(W, r), m.cols, X + (size_t)t0 * m.cols);
         return;

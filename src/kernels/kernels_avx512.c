@@ -471,8 +471,8 @@ VB void ch_init(Chunks *s, const uint8_t *p, int G) {
     s->lo = _mm512_set1_epi8((char)p[0]);
 }
 
-/* full chunk k (4 groups) of a block: 64 weights into acc */
-VB __m512 ch_step(Chunks *s, int k, const float *x, __m512 acc) {
+/* full chunk k (4 groups) of a block: the BF16 low and high bytes of its 64 weights */
+VB void ch_bytes(Chunks *s, int k, __m512i *blo, __m512i *bhi) {
     const __m512i B80 = _mm512_set1_epi8((char)0x80);
     __m512i e;
     if (s->raw) e = _mm512_loadu_si512(s->pl + 64 * k);
@@ -490,7 +490,14 @@ VB __m512 ch_step(Chunks *s, int k, const float *x, __m512 acc) {
     __m512i sm = _mm512_loadu_si512(s->sm + 64 * k);
     /* 0xE4: C ? A : B per bit. hi = sign | exponent >> 1, lo = exponent bit 0 | mantissa */
     __m512i hi = _mm512_ternarylogic_epi32(sm, _mm512_srli_epi16(e, 1), B80, 0xE4);
-    __m512i lo = _mm512_ternarylogic_epi32(_mm512_slli_epi16(e, 7), sm, B80, 0xE4);
+    *bhi = hi;
+    *blo = _mm512_ternarylogic_epi32(_mm512_slli_epi16(e, 7), sm, B80, 0xE4);
+}
+
+/* full chunk k (4 groups) of a block: 64 weights into acc */
+VB __m512 ch_step(Chunks *s, int k, const float *x, __m512 acc) {
+    __m512i lo, hi;
+    ch_bytes(s, k, &lo, &hi);
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) {
         __m512i idx = _mm512_add_epi32(
@@ -534,6 +541,34 @@ VB void mv_cv(const K3Mat *W, int r, const int R, float *y, const float *x) {
     for (int i = 0; i < R; i++) y[r + i] = fold(acc[i]);
 }
 
+/* Prefill: row r to BF16 (64 weights a step; blocks of < 4 groups by the reference). */
+__attribute__((target("avx512vbmi,avx512vbmi2")))
+static void dec_row_v(uint16_t *out, const K3Mat *W, int r) {
+    const uint8_t *p = k3_codec_row(W, r);
+    __m512i ia = _mm512_setzero_si512(), ib = ia;
+    {
+        uint8_t a[64], b[64];                         /* word j = lo[j], hi[j] (64 + j) */
+        for (int j = 0; j < 32; j++) {
+            a[2 * j] = (uint8_t)j; a[2 * j + 1] = (uint8_t)(64 + j);
+            b[2 * j] = (uint8_t)(32 + j); b[2 * j + 1] = (uint8_t)(96 + j);
+        }
+        ia = _mm512_loadu_si512(a); ib = _mm512_loadu_si512(b);
+    }
+    for (int c = 0; c < W->cols; c += K3_CODEC_BLOCK) {
+        int n = W->cols - c < K3_CODEC_BLOCK ? W->cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
+        if (n % 64) { p = k3_codec_decode_block(out + c, p, n); continue; }
+        Chunks s;
+        ch_init(&s, p, G);
+        for (int k = 0; k < G / 4; k++) {
+            __m512i lo, hi;
+            ch_bytes(&s, k, &lo, &hi);
+            _mm512_storeu_si512(out + c + 64 * k, _mm512_permutex2var_epi8(lo, ia, hi));
+            _mm512_storeu_si512(out + c + 64 * k + 32, _mm512_permutex2var_epi8(lo, ib, hi));
+        }
+        p += c_size(p, G);
+    }
+}
+
 static int vbmi_ok;
 __attribute__((constructor)) static void vbmi_init(void) {
     __builtin_cpu_init();
@@ -574,7 +609,10 @@ static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int 
     M m = { W->cols, W->w, W->w, W->w, W->scale };
     int rows = W->rows, r;
     if (W->type == K3_W_BF16C) {
-        if (t1 - t0 > 1) { k3_codec_prefill(&OPS, Y, W, X, r0, r1, t0, t1); return; }
+        if (t1 - t0 > 1) {
+            k3_codec_prefill(&OPS, vbmi_ok ? dec_row_v : NULL, Y, W, X, r0, r1, t0, t1);
+            return;
+        }
         mv_c(W, r0, r1, Y + (size_t)t0 * rows, X + (size_t)t0 * m.cols);
         return;
     }
