@@ -30,6 +30,7 @@ print(json.dumps({"side": sys.argv[2], "config": sys.argv[3], "rep": int(sys.arg
                   "trunk_bytes_per_token": sum(s["trunk_bytes"] for s in dec) / max(1, len(dec)),
                   "expert_bytes_per_token": sum(s["expert_bytes"] for s in dec) / max(1, len(dec)),
                   "trunk_pinned_bytes": d["trunk_pinned_bytes"], "plan_bytes": d["plan_bytes"],
+                  "trunk_read_mb_per_s": d["trunk_read_mb_per_s"],
                   "peak_rss_bytes": d["peak_rss_bytes"], "kernels": d["kernels"],
                   "logits_sha": sys.argv[5], "generated_ids": d["generated_ids"]}))
 PY
