@@ -45,9 +45,13 @@ size_t k3_codec_bound(int rows, int cols);
 /* Codes w [rows][cols] into out (k3_codec_bound bytes); returns the stored size, or 0
  * when the data would pass 4 GiB (u32 offsets): store such a tensor raw. */
 size_t k3_codec_encode(uint8_t *out, const uint16_t *w, int rows, int cols, K3CodecStats *st);
-/* The whole structure of a stored coded tensor of n bytes: 0, or -1 with a message
- * naming the row and block ("row 3 block 1: 9 escape codes, header says 8"). */
-int k3_codec_check(const uint8_t *stored, size_t n, int rows, int cols, char *err,
+/* The structure of a stored coded tensor of n bytes: 0, or -1 with a message naming the
+ * row and block ("row 3 block 1: 9 escape codes, its header says 8"). Always: the offset
+ * table, every block's size from its header, lo — all the decoders need to stay inside
+ * the tensor and to agree bit for bit (a few operations per block). full: also the
+ * escape counts against the code planes and the zero padding (the canonical form the
+ * encoder writes; one pass over the planes). */
+int k3_codec_check(const uint8_t *stored, size_t n, int rows, int cols, int full, char *err,
                    size_t errlen);
 /* Points M (rows, cols already set) at checked stored bytes: type K3_W_BF16C, scale =
  * the row offset table. A view of rows [r0, r1) is the same with scale advanced by

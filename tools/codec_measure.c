@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
         K3CodecStats st = {0};
         size_t sz = k3_codec_encode(out, w, rows, cols, &st);
         char err[200];
-        if (!sz || k3_codec_check(out, sz, rows, cols, err, sizeof err)) {
+        if (!sz || k3_codec_check(out, sz, rows, cols, 1, err, sizeof err)) {
             printf("encode/check failed: %s\n", err); return 1;
         }
         K3Mat M = { 0, rows, cols, NULL, NULL };

@@ -203,7 +203,7 @@ static int verify_coded(StIndex *st, const PackedTensor *p, int fd, size_t ch) {
         fprintf(stderr, "k3 pack: --verify: %s does not match its checksum in the index\n",
                 t->name);
         bad = 1;
-    } else if (k3_codec_check(c, p->nb, rows, cols, why, sizeof why)) {
+    } else if (k3_codec_check(c, p->nb, rows, cols, 1, why, sizeof why)) {
         fprintf(stderr, "k3 pack: --verify: coded %s is malformed: %s\n", t->name, why);
         bad = 1;
     } else {

@@ -87,7 +87,7 @@ static unsigned u16le(const uint8_t *p) { return (unsigned)p[0] | (unsigned)p[1]
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); return -1; } while (0)
 
 /* One block of n weights that must fill exactly len bytes. */
-static int check_block(const uint8_t *h, size_t len, int n, int r, int b, char *err,
+static int check_block(const uint8_t *h, size_t len, int n, int r, int b, int full, char *err,
                        size_t errlen) {
     int G = ngroups(n), tail = n - 16 * (G - 1);
     unsigned tailmask = tail == 16 ? 0xFFFF : (1u << tail) - 1;
@@ -96,6 +96,11 @@ static int check_block(const uint8_t *h, size_t len, int n, int r, int b, char *
         FAIL("row %d block %d: %zu bytes, its header (lo %u, nesc %u) needs %zu", r, b, len,
              h[0], h[1], block_bytes(h, n));
     const uint8_t *last_sm;
+    if (!full) {
+        if (h[1] == K3_CODEC_RAW ? h[0] != 0 : h[0] > 249)
+            FAIL("row %d block %d: lo %u with nesc %u", r, b, h[0], h[1]);
+        return 0;
+    }
     if (h[1] == K3_CODEC_RAW) {
         if (h[0]) FAIL("row %d block %d: raw block with lo %u (must be 0)", r, b, h[0]);
         const uint8_t *ex = h + 2 + 16 * (G - 1);
@@ -124,7 +129,7 @@ static int check_block(const uint8_t *h, size_t len, int n, int r, int b, char *
     return 0;
 }
 
-int k3_codec_check(const uint8_t *stored, size_t n, int rows, int cols, char *err,
+int k3_codec_check(const uint8_t *stored, size_t n, int rows, int cols, int full, char *err,
                    size_t errlen) {
     size_t tb = k3_codec_table_bytes(rows);
     if (rows <= 0 || cols <= 0) FAIL("bad shape %d x %d", rows, cols);
@@ -144,7 +149,7 @@ int k3_codec_check(const uint8_t *stored, size_t n, int rows, int cols, char *er
             if (end - o < 2) FAIL("row %d block %d: past the end of the row", r, b);
             size_t len = block_bytes(data + o, nb);
             if (len > end - o) FAIL("row %d block %d: runs past the end of the row", r, b);
-            if (check_block(data + o, len, nb, r, b, err, errlen)) return -1;
+            if (check_block(data + o, len, nb, r, b, full, err, errlen)) return -1;
             o += len;
         }
         if (o != end) FAIL("row %d: %zu bytes left after its last block", r, (size_t)(end - o));

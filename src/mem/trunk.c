@@ -241,15 +241,16 @@ static int verify_layer(const K3Trunk *t, int L, const unsigned char *blob, char
 }
 
 /* The structure of every coded tensor of layer L (codec.h), each time its bytes arrive:
- * the kernels then never read outside them. */
-static int check_coded(const K3Trunk *t, int L, const unsigned char *blob, char *err,
+ * the kernels then never read outside them (full: also the escape counts, when the
+ * layer is checksummed too: pinned, or --verify-reads). */
+static int check_coded(const K3Trunk *t, int L, const unsigned char *blob, int full, char *err,
                        size_t errlen) {
     for (int i = 0; i < t->nbind[L]; i++) {
         const Bind *b = &t->bind[L][i];
         if (!b->coded) continue;
         const K3Mat *M = (const K3Mat *)((const char *)&t->m->layers[L] + b->field);
         char why[300];
-        if (k3_codec_check(blob + b->rel, b->n, M->rows, M->cols, why, sizeof why)) {
+        if (k3_codec_check(blob + b->rel, b->n, M->rows, M->cols, full, why, sizeof why)) {
             snprintf(err, errlen, "%s: coded tensor '%s' (layer %d) is corrupt: %s" STALE,
                      t->path, t->piece[b->piece].name, L, why);
             return -1;
@@ -273,7 +274,7 @@ static int read_layer(K3Trunk *t, int L, unsigned char *buf, int verify, char *e
     if (!d) { snprintf(err, errlen, "layer %d: %s" STALE, L, why); return -1; }
     /* offsets and lengths are 4096-aligned: d == buf */
     if (verify && verify_layer(t, L, buf, err, errlen)) return -1;
-    return check_coded(t, L, buf, err, errlen);
+    return check_coded(t, L, buf, verify, err, errlen);     /* full with the checksum */
 }
 
 static void rebind(const K3Trunk *t, int L, K3Layer *ly, const unsigned char *blob) {

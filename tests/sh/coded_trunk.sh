@@ -73,7 +73,7 @@ printf '\376' | dd of="$tmp/bad/trunk.k3" bs=1 seek="$pos" conv=notrunc 2>/dev/n
 "$K3" "$M" --ids "$ids" --gen 1 --trunk "$tmp/bad" --trunk-gb 0 --cache-gb 0 \
   >"$tmp/run.txt" 2>&1; rc=$?
 [ "$rc" = 1 ] || { cat "$tmp/run.txt"; fail "corrupt coded block: exit $rc, want 1"; }
-grep -q "coded tensor '$name' (layer [0-9]*) is corrupt: row 0 block 0" "$tmp/run.txt" ||
+grep -q "coded tensor '$name' (layer [0-9]*) is corrupt: row 0 block [0-9]" "$tmp/run.txt" ||
   { cat "$tmp/run.txt"; fail "corrupt coded block: no message naming $name"; }
 "$K3" "$M" --ids "$ids" --gen 1 --trunk "$tmp/bad" --trunk-gb 16 >"$tmp/run.txt" 2>&1; rc=$?
 [ "$rc" = 1 ] && grep -q "'$name'.*does not match its checksum" "$tmp/run.txt" ||
