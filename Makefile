@@ -180,9 +180,11 @@ $(BUILD)/fuzz/mf_hist: tests/c/test_fuzz_hist.c $(FUZZDEPS)
 # run under qemu-aarch64 by tests/sh/kernels_aarch64.sh.
 AARCH64_CC ?= aarch64-linux-gnu-gcc
 aarch64:
-	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 bin/k3-aarch64 build/aarch64/tests/test_kernels
+	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 bin/k3-aarch64 build/aarch64/tests/test_kernels \
+	  build/aarch64/tests/test_codec
 aarch64-test:
-	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 build/aarch64/tests/test_kernels
+	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 build/aarch64/tests/test_kernels \
+	  build/aarch64/tests/test_codec
 
 # ---- Kernel benchmark: bin/k3-bench (tools/bench_kernels.c); results in docs/data/kernels_bench.txt.
 bench: bin/k3-bench

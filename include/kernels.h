@@ -36,10 +36,13 @@
 
 #define K3_LANES 16
 
-enum { K3_W_F32 = 0, K3_W_BF16 = 1, K3_W_MXFP4 = 2 };
+enum { K3_W_F32 = 0, K3_W_BF16 = 1, K3_W_MXFP4 = 2, K3_W_BF16C = 3 };
 
 /* A weight matrix [rows][cols], y = W x. For MXFP4, w is packed [rows][cols/2] and
- * scale is [rows][cols/32]; cols must be a multiple of 32. src: a matrix whose rows
+ * scale is [rows][cols/32]; cols must be a multiple of 32. K3_W_BF16C (codec.h): BF16
+ * weights stored coded: scale points to the u32 row offset table, row r starts at
+ * (uint8_t *)w + rowoff[r]; the bits are exactly those of the BF16 matmul on the
+ * decoded weights (same lanes, same order). src: a matrix whose rows
  * arrive in pieces (the streamed trunk, src/mem) has w NULL; k3_matmul hands the product
  * to src, which multiplies it piece by piece (rows are independent: the same bits). */
 typedef struct K3RowSource K3RowSource;

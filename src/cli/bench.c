@@ -7,9 +7,15 @@
  * scalar kernel that accumulates in double. Medians of several runs. The percentages
  * pair each kernel run with a reference measured right after it (a stream read of the
  * same bytes, >= 64 MiB, or a short FMA-peak loop) and take the median of the ratios,
- * so a burst of load from other tenants of the machine hits both sides. */
+ * so a burst of load from other tenants of the machine hits both sides.
+ * Coded BF16 (K3_W_BF16C, docs/CODEC.md) on weights like trained ones (about normal,
+ * std 0.02): GB/s columns are effective BF16 bytes, %bw pairs the coded bytes read with
+ * a stream read of as many; a line after it gives the stored GB/s, the ratio to the
+ * plain BF16 matvec of the same shape, and the decode throughput of one core with the
+ * weights in cache (no memory bound). */
 #include "cli.h"
 #include "kernels.h"
+#include "codec.h"
 #include "pool.h"
 #include "util.h"
 #include <stdio.h>
@@ -178,7 +184,8 @@ typedef struct { int type, rows, cols; const char *name; } Shape;
 
 static size_t wbytes(const Shape *s) {
     size_t n = (size_t)s->rows * s->cols;
-    return s->type == K3_W_BF16 ? n * 2 : s->type == K3_W_F32 ? n * 4 : n / 2 + n / 32;
+    return s->type == K3_W_BF16 || s->type == K3_W_BF16C ? n * 2
+         : s->type == K3_W_F32 ? n * 4 : n / 2 + n / 32;
 }
 
 /* copies: enough that the rotation covers >= min_bytes (so the weights come from RAM) */
@@ -190,6 +197,21 @@ static K3Mat *make_copies(const Shape *s, size_t min_bytes, int *ncopy) {
     size_t elems = (size_t)s->rows * s->cols;
     for (int k = 0; k < n; k++) {
         uint8_t *buf = malloc(b);
+        if (s->type == K3_W_BF16C) {          /* about normal, std 0.02, BF16-rounded */
+            uint16_t *w = (uint16_t *)buf;
+            for (size_t i = 0; i < elems; i++) {
+                float f = 0.02f * (bfr() + bfr() + bfr() + bfr()) * 0.866f;
+                uint32_t u; memcpy(&u, &f, 4);
+                w[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+            }
+            uint8_t *c = malloc(k3_codec_bound(s->rows, s->cols));
+            size_t cb = k3_codec_encode(c, w, s->rows, s->cols, NULL);
+            free(buf);
+            m[k] = (K3Mat){ 0, s->rows, s->cols, NULL, NULL, NULL };
+            k3_codec_bind(&m[k], c);
+            (void)cb;                                  /* > 0: far below 4 GiB */
+            continue;
+        }
         if (s->type == K3_W_BF16) {
             uint16_t *w = (uint16_t *)buf;
             for (size_t i = 0; i < elems; i++) {
@@ -205,6 +227,29 @@ static K3Mat *make_copies(const Shape *s, size_t min_bytes, int *ncopy) {
     }
     *ncopy = n;
     return m;
+}
+
+static size_t stored_bytes(const K3Mat *m) {
+    if (m->type != K3_W_BF16C) return 0;
+    return k3_codec_table_bytes(m->rows) + k3_codec_rowoff(m)[m->rows];
+}
+
+/* One core decoding with the weights in cache: rows of W whose coded bytes are ~512 KB,
+ * many times over; G weights/s. */
+static double decode_in_cache(const K3Mat *W, const float *x, float *y, int runs) {
+    K3Mat V = *W;
+    V.rows = (int)((512u << 10) / (k3_codec_rowoff(W)[1] + 4));
+    if (V.rows < 1) V.rows = 1;
+    if (V.rows > W->rows) V.rows = W->rows;
+    double v[16];
+    k3_threads_set(1);
+    for (int r = 0; r < runs; r++) {
+        k3_matmul(y, &V, x, 1);
+        double t0 = k3_now();
+        for (int i = 0; i < 20; i++) k3_matmul(y, &V, x, 1);
+        v[r] = 20.0 * V.rows * V.cols / (k3_now() - t0) / 1e9;
+    }
+    return median(v, runs);
 }
 
 static const char *USAGE =
@@ -272,8 +317,12 @@ int k3_bench_kernels(int argc, char **argv) {
         { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" },
         { K3_W_MXFP4, 3584, 3072, "mxfp4 3584x3072" },
         { K3_W_BF16, 12288, 7168, "bf16 12288x7168" },
+        { K3_W_BF16C, 12288, 7168, "bf16c 12288x7168" },
         { K3_W_BF16, 7168, 12288, "bf16 7168x12288" },
+        { K3_W_BF16C, 7168, 12288, "bf16c 7168x12288" },
     };
+    const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+    double plain[2] = { 0, 0 };                   /* the last bf16 shape: 1 thr, all thr */
     printf("Each kernel run is paired with, right after it, a stream read of the same byte\n"
            "count (at least 64 MiB; matvec) or a short FMA-peak loop (prefill); %%bw, %%peak =\n"
            "medians of the paired ratios (robust to a noisy machine); GB/s, GFLOP/s = medians;\n"
@@ -281,7 +330,7 @@ int k3_bench_kernels(int argc, char **argv) {
     printf("%-17s %-9s %9s %7s %6s %9s %7s %9s %7s %s\n", "matvec T=1", "", "1 thr", "%bw", "best",
            "all thr", "%bw", "dbl base", "", "(effective GB/s of weight bytes)");
     size_t roff = 0;
-    for (int si = 0; si < 4; si++) {
+    for (int si = 0; si < nshapes; si++) {
         const Shape *s = &shapes[si];
         if (only && !strstr(s->name, only)) continue;
         int nc;
@@ -290,7 +339,9 @@ int k3_bench_kernels(int argc, char **argv) {
         for (int i = 0; i < 64 * s->cols; i++) x[i] = bfr();
         double v[16], q[16], g1 = 0, gn = 0, gb, p1 = 0, pn = 0, kmax, rmax;
         int k = 0;
-        size_t nw = wbytes(s) / 8 & ~(size_t)63;      /* at least 64 MiB: a steady-state stream */
+        size_t sb = s->type == K3_W_BF16C ? stored_bytes(&m[0]) : wbytes(s);   /* bytes read */
+        double ratio = (double)sb / wbytes(s);
+        size_t nw = sb / 8 & ~(size_t)63;             /* at least 64 MiB: a steady-state stream */
         if (nw < ((size_t)8 << 20)) nw = (size_t)8 << 20;
         kmax = rmax = 0;
         for (int th = 0; th < 2; th++) {
@@ -301,7 +352,7 @@ int k3_bench_kernels(int argc, char **argv) {
                 v[r] = wbytes(s) / (k3_now() - t0) / 1e9;
                 if (roff + nw > big / 8) roff = 0;
                 double rd = read_once(buf + roff, nw);
-                q[r] = v[r] / rd; roff += nw;
+                q[r] = v[r] * ratio / rd; roff += nw;
                 if (!th && v[r] > kmax) kmax = v[r];
                 if (!th && rd > rmax) rmax = rd;
             }
@@ -309,14 +360,29 @@ int k3_bench_kernels(int argc, char **argv) {
             else { g1 = median(v, runs); p1 = median(q, runs); }
         }
         int br = runs < 5 ? runs : 5;
-        for (int r = 0; r < br; r++) {
+        for (int r = 0; r < br && s->type != K3_W_BF16C; r++) {
             double t0 = k3_now();
             base_matvec(y, &m[k++ % nc], x);
             v[r] = wbytes(s) / (k3_now() - t0) / 1e9;
         }
-        gb = median(v, br);
-        printf("%-17s %-9s %9.2f %6.0f%% %5.0f%% %9.2f %6.0f%% %9.2f   x%.1f vs baseline (1 thr)\n",
-               s->name, "", g1, 100 * p1, 100 * kmax / rmax, gn, 100 * pn, gb, g1 / gb);
+        gb = s->type == K3_W_BF16C ? 0 : median(v, br);
+        if (s->type == K3_W_BF16C)
+            printf("%-17s %-9s %9.2f %6.0f%% %5.0f%% %9.2f %6.0f%% %9s\n", s->name, "", g1,
+                   100 * p1, 100 * kmax * ratio / rmax, gn, 100 * pn, "-");
+        else
+            printf("%-17s %-9s %9.2f %6.0f%% %5.0f%% %9.2f %6.0f%% %9.2f   x%.1f vs baseline "
+                   "(1 thr)\n", s->name, "", g1, 100 * p1, 100 * kmax / rmax, gn, 100 * pn, gb,
+                   g1 / gb);
+        if (s->type == K3_W_BF16) { plain[0] = g1; plain[1] = gn; }
+        if (s->type == K3_W_BF16C) {
+            double dc = decode_in_cache(&m[0], x, y, runs);
+            printf("  coded %.4f of bf16: stored GB/s 1 thr %.2f, %d thr %.2f; effective bf16 "
+                   "GB/s / plain bf16 matvec: 1 thr x%.2f, %d thr x%.2f\n"
+                   "  decode in cache (1 core): %.2f G weights/s = %.1f GB/s of bf16 "
+                   "(memory: %.1f GB/s 1 thr)\n", ratio, g1 * ratio, all, gn * ratio,
+                   plain[0] > 0 ? g1 / plain[0] : 0, all, plain[1] > 0 ? gn / plain[1] : 0, dc,
+                   2 * dc, bw1);
+        }
         /* prefill: weights once per call, T tokens */
         for (int T = 16; prefill && T <= 64; T *= 4) {
             double flop = 2.0 * s->rows * s->cols * T;
@@ -341,7 +407,8 @@ int k3_bench_kernels(int argc, char **argv) {
                    "   (GFLOP/s, %% of FMA peak)\n",
                    T, "", g1, 100 * p1, 100 * kmax / rmax, gn, 100 * pn);
         }
-        for (int i = 0; i < nc; i++) free((void *)m[i].w);
+        for (int i = 0; i < nc; i++)
+            free(m[i].type == K3_W_BF16C ? (void *)m[i].scale : (void *)m[i].w);
         free(m); free(x); free(y);
     }
     free(buf);

@@ -24,6 +24,7 @@ static const char *USAGE =
 "  k3 tokenize --tok DIR [--special] FILE...     one line of ids per FILE\n"
 "  k3 detokenize --tok DIR --ids LIST            decoded bytes to stdout\n"
 "  k3 pack MODEL_DIR TRUNK_DIR [--verify]      pack the trunk for --trunk streaming\n"
+"                       (--compress: lossless coded trunk, k3 pack --help)\n"
 "  k3 --list-presets                             memory presets and what they need\n"
 "  k3 bench-kernels [--help]                     kernel GB/s and GFLOP/s vs this machine\n"
 "  k3 bench MODEL_DIR [options]                  grid of runs, one child each: medians,\n"

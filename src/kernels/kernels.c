@@ -2,6 +2,7 @@
  * define the bits; kernels_avx2.c, kernels_avx512.c, kernels_neon.c reproduce them),
  * the run-time dispatch, the threaded matmul driver and our own transcendentals. */
 #include "kernels.h"
+#include "codec.h"
 #include "pool.h"
 #include <math.h>
 #include <pthread.h>
@@ -65,6 +66,21 @@ static float dot_mxfp4(const uint8_t *p, const uint8_t *sc, const float *x, int 
     return fold(acc);
 }
 
+/* K3_W_BF16C (codec.h): each block decoded to BF16, then exactly dot_bf16's lanes and
+ * order (a block is 256 columns, a multiple of the 16 lanes). */
+static float dot_bf16c(const K3Mat *W, int r, const float *x) {
+    float acc[K3_LANES] = {0};
+    uint16_t w[K3_CODEC_BLOCK];
+    const uint8_t *p = k3_codec_row(W, r);
+    for (int c = 0; c < W->cols; c += K3_CODEC_BLOCK) {
+        int n = W->cols - c < K3_CODEC_BLOCK ? W->cols - c : K3_CODEC_BLOCK;
+        p = k3_codec_decode_block(w, p, n);
+        for (int i = 0; i < n; i++)
+            acc[i % K3_LANES] = fmaf(k3_bf16_to_f32(w[i]), x[c + i], acc[i % K3_LANES]);
+    }
+    return fold(acc);
+}
+
 static void matmul_s(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     int cols = W->cols;
     for (int t = t0; t < t1; t++) {
@@ -75,6 +91,7 @@ static void matmul_s(float *Y, const K3Mat *W, const float *X, int r0, int r1, i
             switch (W->type) {
             case K3_W_F32:  y[r] = dot_s((const float *)W->w + ro, x, cols); break;
             case K3_W_BF16: y[r] = dot_bf16((const uint16_t *)W->w + ro, x, cols); break;
+            case K3_W_BF16C: y[r] = dot_bf16c(W, r, x); break;
             default:
                 y[r] = dot_mxfp4((const uint8_t *)W->w + ro / 2, W->scale + ro / 32, x, cols);
                 break;

@@ -11,6 +11,7 @@
  * the accumulators cannot tell.
  * Compiled with -mavx2 -mfma (Makefile); elsewhere this file is empty of code. */
 #include "kernels.h"
+#include "codec.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -277,9 +278,94 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
     }
 }
 
+/* K3_W_BF16C matvec (codec.h): 8 lanes a step (half a 16-weight group). A code plane
+ * byte becomes a lane mask by vpand/vpcmpeqd with the lanes' bits; the masks add 1, 2, 4
+ * to lo; escapes (all three bits) take their bytes by pshufb through k3_codec_expand8.
+ * A row's last block when cols % 16 != 0 goes through the reference decoder and the BF16
+ * lanes (spilled tail, as tail_finish): same order, same bits. */
+INL __m256 c_bits(__m256i v, __m256i e) {            /* sign+mantissa bytes, exponent<<23 */
+    __m256i s = _mm256_and_si256(_mm256_slli_epi32(v, 24), _mm256_set1_epi32((int)0x80000000u));
+    __m256i m = _mm256_and_si256(_mm256_slli_epi32(v, 16), _mm256_set1_epi32(0x7F0000));
+    return _mm256_castsi256_ps(_mm256_or_si256(_mm256_or_si256(s, m), e));
+}
+INL __m256i c_lanes(unsigned b, __m256i lb) {        /* bit l of b -> all-ones lane l */
+    return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)b), lb), lb);
+}
+
+INL void c_block(const uint8_t *p, int G, const float *x, __m256 *a0, __m256 *a1) {
+    __m256 acc[2] = { *a0, *a1 };
+    if (p[1] == K3_CODEC_RAW) {
+        const uint8_t *ex = p + 2, *sm = ex + 16 * G;
+        for (int g = 0; g < G; g++)
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const int o = 16 * g + 8 * h;
+                __m256i e = _mm256_slli_epi32(
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(ex + o))), 23);
+                __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + o)));
+                acc[h] = _mm256_fmadd_ps(c_bits(v, e), _mm256_loadu_ps(x + o), acc[h]);
+            }
+        *a0 = acc[0]; *a1 = acc[1];
+        return;
+    }
+    const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
+    const __m256i lb = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i base = _mm256_set1_epi32(p[0] << 23), c1 = _mm256_set1_epi32(1 << 23);
+    const __m256i c2 = _mm256_set1_epi32(2 << 23), c4 = _mm256_set1_epi32(4 << 23);
+    for (int g = 0; g < G; g++)
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *q = pl + k3_codec_plane(G, g, 0, h);
+            const int o = 16 * g + 8 * h, gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
+            unsigned b0 = q[0], b1 = q[gc], b2 = q[2 * gc], be = b0 & b1 & b2;
+            __m256i m0 = c_lanes(b0, lb), m1 = c_lanes(b1, lb), m2 = c_lanes(b2, lb);
+            __m256i e = _mm256_add_epi32(base, _mm256_and_si256(m0, c1));
+            e = _mm256_add_epi32(e, _mm256_and_si256(m1, c2));
+            e = _mm256_add_epi32(e, _mm256_and_si256(m2, c4));
+            __m128i xb = _mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)esc),   /* in block */
+                                          _mm_loadl_epi64((const __m128i *)k3_codec_expand8[be]));
+            __m256i xe = _mm256_slli_epi32(_mm256_cvtepu8_epi32(xb), 23);
+            e = _mm256_blendv_epi8(e, xe, _mm256_and_si256(_mm256_and_si256(m0, m1), m2));
+            esc += __builtin_popcount(be);
+            __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + o)));
+            acc[h] = _mm256_fmadd_ps(c_bits(v, e), _mm256_loadu_ps(x + o), acc[h]);
+        }
+    *a0 = acc[0]; *a1 = acc[1];
+}
+
+static float dot_c(const uint8_t *p, int cols, const float *x) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
+        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
+        const uint8_t *next = p + (p[1] == K3_CODEC_RAW ? 2 + 32 * G : 2 + 22 * G + p[1]);
+        for (int l = 0; l < 6; l++) _mm_prefetch((const char *)p + PF + 64 * l, _MM_HINT_T0);
+        if (n % 16 == 0) { c_block(p, G, x + c, &a0, &a1); p = next; continue; }
+        uint16_t w[K3_CODEC_BLOCK];              /* the row's last block: cols % 16 != 0 */
+        k3_codec_decode_block(w, p, n);
+        int i = 0;
+        for (; i + 16 <= n; i += 16) {
+            a0 = _mm256_fmadd_ps(ld_bf16(w + i), _mm256_loadu_ps(x + c + i), a0);
+            a1 = _mm256_fmadd_ps(ld_bf16(w + i + 8), _mm256_loadu_ps(x + c + i + 8), a1);
+        }
+        float acc[16];
+        _mm256_storeu_ps(acc, a0); _mm256_storeu_ps(acc + 8, a1);
+        for (int j = 0; i < n; i++, j++)
+            acc[j] = __builtin_fmaf(k3_bf16_to_f32(w[i]), x[c + i], acc[j]);
+        return fold_arr(acc);
+    }
+    return fold2(a0, a1);
+}
+
+static const K3KernelOps OPS;
 static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     M m = { W->type, W->cols, W->w, W->w, W->w, W->scale };
     int rows = W->rows, r;
+    if (W->type == K3_W_BF16C) {
+        if (t1 - t0 > 1) { k3_codec_prefill(&OPS, NULL, Y, W, X, r0, r1, t0, t1); return; }
+        for (r = r0; r < r1; r++)
+            Y[(size_t)t0 * rows + r] = dot_c(k3_codec_row(W, r), m.cols, X + (size_t)t0 * m.cols);
+        return;
+    }
     if (t1 - t0 == 1) {                    /* matvec: 4 rows share each x load */
         if (W->type == K3_W_F32) TILES(K3_W_F32, 4)
         else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 4)

@@ -11,6 +11,7 @@
  * meet the two FMAs.
  * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512dq (Makefile). */
 #include "kernels.h"
+#include "codec.h"
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 #include <immintrin.h>
@@ -378,6 +379,223 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
     }
 }
 
+/* K3_W_BF16C matvec (codec.h), decoded in registers, two decoders:
+ * - with VBMI/VBMI2 (vbmi_ok): 64 weights a step. The three code planes of a chunk are
+ *   64-bit kmasks that add 1, 2, 4 to lo in bytes; escapes (all three bits) take their
+ *   bytes by vpexpandb; two vpternlog build the BF16 high and low bytes; one vpermt2b per
+ *   16 lanes places them as [0, 0, lo, hi] = the fp32 bits. 4 rows at a time (the
+ *   16-lane chains of one row would otherwise bound the speed). Blocks of fewer than
+ *   4 groups (a row's last one) finish group by group.
+ * - otherwise one 16-weight group per zmm (kmasks of 16 lanes, vpexpandd).
+ * A row's last block when cols % 16 != 0 goes through the reference decoder (a
+ * 256-weight stack buffer) and the BF16 lanes: same order, same bits either way. */
+INL __m512 c_bits(__m512i v, __m512i e) {            /* sign+mantissa bytes, exponent<<23 */
+    __m512i s = _mm512_and_si512(_mm512_slli_epi32(v, 24), _mm512_set1_epi32((int)0x80000000u));
+    __m512i m = _mm512_and_si512(_mm512_slli_epi32(v, 16), _mm512_set1_epi32(0x7F0000));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_or_si512(s, m), e));
+}
+
+/* groups [g0, G) of the block at p; esc: its next escape byte (coded blocks) */
+INL __m512 c_groups(const uint8_t *p, int G, int g0, const uint8_t *esc, const float *x,
+                    __m512 acc) {
+    if (p[1] == K3_CODEC_RAW) {
+        const uint8_t *ex = p + 2, *sm = ex + 16 * G;
+        for (int g = g0; g < G; g++) {
+            __m512i e = _mm512_slli_epi32(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ex + 16 * g))), 23);
+            __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm + 16 * g)));
+            acc = _mm512_fmadd_ps(c_bits(v, e), _mm512_loadu_ps(x + 16 * g), acc);
+        }
+        return acc;
+    }
+    const uint8_t *pl = p + 2, *sm = pl + 6 * G + p[1];
+    const __m512i base = _mm512_set1_epi32(p[0] << 23), c1 = _mm512_set1_epi32(1 << 23);
+    const __m512i c2 = _mm512_set1_epi32(2 << 23), c4 = _mm512_set1_epi32(4 << 23);
+    for (int g = g0; g < G; g++) {
+        uint16_t q[3];
+        for (int k = 0; k < 3; k++) memcpy(&q[k], pl + k3_codec_plane(G, g, k, 0), 2);
+        __mmask16 k0 = q[0], k1 = q[1], k2 = q[2], ke = (__mmask16)(q[0] & q[1] & q[2]);
+        __m512i e = _mm512_mask_add_epi32(base, k0, base, c1);
+        e = _mm512_mask_add_epi32(e, k1, e, c2);
+        e = _mm512_mask_add_epi32(e, k2, e, c4);
+        __m512i xe = _mm512_slli_epi32(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)esc)), 23);  /* in block */
+        e = _mm512_mask_expand_epi32(e, ke, xe);
+        esc += __builtin_popcount(ke);
+        __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm + 16 * g)));
+        acc = _mm512_fmadd_ps(c_bits(v, e), _mm512_loadu_ps(x + 16 * g), acc);
+    }
+    return acc;
+}
+
+/* the row's last block when cols % 16 != 0: reference decoder, then the BF16 lanes */
+INL __m512 c_tail(const uint8_t *p, int n, const float *x, __m512 acc) {
+    uint16_t w[K3_CODEC_BLOCK];
+    k3_codec_decode_block(w, p, n);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
+            _mm256_loadu_si256((const __m256i *)(w + i))), 16)), _mm512_loadu_ps(x + i), acc);
+    __mmask16 k = tailmask(n - i);
+    __m512 wt = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
+        _mm256_maskz_loadu_epi16(k, w + i)), 16));
+    return _mm512_mask3_fmadd_ps(wt, _mm512_maskz_loadu_ps(k, x + i), acc, k);
+}
+
+INL size_t c_size(const uint8_t *p, int G) {
+    return p[1] == K3_CODEC_RAW ? 2 + 32 * (size_t)G : 2 + 22 * (size_t)G + p[1];
+}
+
+static float dot_c(const uint8_t *p, int cols, const float *x) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
+        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
+        for (int l = 0; l < 6; l++) _mm_prefetch((const char *)p + PF + 64 * l, _MM_HINT_T0);
+        acc = n % 16 ? c_tail(p, n, x + c, acc) : c_groups(p, G, 0, p + 2 + 6 * G, x + c, acc);
+        p += c_size(p, G);
+    }
+    return fold(acc);
+}
+
+#ifndef PFC
+#define PFC 1024  /* coded matvec prefetch distance (bytes ahead on each row stream) */
+#endif
+#define VB __attribute__((target("avx512vbmi,avx512vbmi2"), always_inline)) static inline
+typedef struct { const uint8_t *pl, *esc, *sm; __m512i lo; int raw; } Chunks;
+
+VB void ch_init(Chunks *s, const uint8_t *p, int G) {
+    s->raw = p[1] == K3_CODEC_RAW;
+    s->pl = p + 2;
+    s->esc = s->pl + 6 * G;
+    s->sm = s->raw ? s->pl + 16 * G : s->esc + p[1];
+    s->lo = _mm512_set1_epi8((char)p[0]);
+}
+
+/* full chunk k (4 groups) of a block: the BF16 low and high bytes of its 64 weights */
+VB void ch_bytes(Chunks *s, int k, __m512i *blo, __m512i *bhi) {
+    const __m512i B80 = _mm512_set1_epi8((char)0x80);
+    __m512i e;
+    if (s->raw) e = _mm512_loadu_si512(s->pl + 64 * k);
+    else {
+        __mmask64 *q = (__mmask64 *)(uintptr_t)(s->pl + 24 * k);    /* only read */
+        __mmask64 k0 = _load_mask64(q), k1 = _load_mask64(q + 1), k2 = _load_mask64(q + 2);
+        __mmask64 ke = _kand_mask64(_kand_mask64(k0, k1), k2);
+        e = _mm512_mask_add_epi8(s->lo, k0, s->lo, _mm512_set1_epi8(1));
+        e = _mm512_mask_add_epi8(e, k1, e, _mm512_set1_epi8(2));
+        e = _mm512_mask_add_epi8(e, k2, e, _mm512_set1_epi8(4));
+        /* 64 bytes from any escape position of a block of >= 4 groups stay inside it */
+        e = _mm512_mask_expand_epi8(e, ke, _mm512_loadu_si512(s->esc));
+        s->esc += __builtin_popcountll(_cvtmask64_u64(ke));
+    }
+    __m512i sm = _mm512_loadu_si512(s->sm + 64 * k);
+    /* 0xE4: C ? A : B per bit. hi = sign | exponent >> 1, lo = exponent bit 0 | mantissa */
+    __m512i hi = _mm512_ternarylogic_epi32(sm, _mm512_srli_epi16(e, 1), B80, 0xE4);
+    *bhi = hi;
+    *blo = _mm512_ternarylogic_epi32(_mm512_slli_epi16(e, 7), sm, B80, 0xE4);
+}
+
+/* full chunk k (4 groups) of a block: 64 weights into acc */
+VB __m512 ch_step(Chunks *s, int k, const float *x, __m512 acc) {
+    __m512i lo, hi;
+    ch_bytes(s, k, &lo, &hi);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        __m512i idx = _mm512_add_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(16 * g));
+        /* dword l: byte 2 = lo[16g + l], byte 3 = hi[16g + l] (index 64 + ...) */
+        idx = _mm512_or_si512(_mm512_slli_epi32(idx, 16),
+                              _mm512_slli_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(64)), 24));
+        __m512i w = _mm512_maskz_permutex2var_epi8(0xCCCCCCCCCCCCCCCCull, lo, idx, hi);
+        acc = _mm512_fmadd_ps(_mm512_castsi512_ps(w), _mm512_loadu_ps(x + 64 * k + 16 * g), acc);
+    }
+    return acc;
+}
+
+/* R (1 or 4) rows from r, interleaved chunk by chunk */
+VB void mv_cv(const K3Mat *W, int r, const int R, float *y, const float *x) {
+    const int cols = W->cols;
+    __m512 acc[4];
+    const uint8_t *p[4];
+    for (int i = 0; i < R; i++) { acc[i] = _mm512_setzero_ps(); p[i] = k3_codec_row(W, r + i); }
+    for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
+        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
+        if (n % 16) {
+            for (int i = 0; i < R; i++) acc[i] = c_tail(p[i], n, x + c, acc[i]);
+            break;                                  /* the last block */
+        }
+        Chunks s[4];
+        for (int i = 0; i < R; i++) {
+            for (int l = 0; l < 6; l++)
+                _mm_prefetch((const char *)p[i] + PFC + 64 * l, _MM_HINT_T0);
+            ch_init(&s[i], p[i], G);
+        }
+        for (int k = 0; k < G / 4; k++)
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) acc[i] = ch_step(&s[i], k, x + c, acc[i]);
+        for (int i = 0; i < R; i++) {
+            if (G % 4) acc[i] = c_groups(p[i], G, G & ~3, s[i].esc, x + c, acc[i]);
+            p[i] += c_size(p[i], G);
+        }
+    }
+    for (int i = 0; i < R; i++) y[r + i] = fold(acc[i]);
+}
+
+/* Prefill: row r to BF16 (64 weights a step; blocks of < 4 groups by the reference). */
+__attribute__((target("avx512vbmi,avx512vbmi2")))
+static void dec_row_v(uint16_t *out, const K3Mat *W, int r) {
+    const uint8_t *p = k3_codec_row(W, r);
+    __m512i ia = _mm512_setzero_si512(), ib = ia;
+    {
+        uint8_t a[64], b[64];                         /* word j = lo[j], hi[j] (64 + j) */
+        for (int j = 0; j < 32; j++) {
+            a[2 * j] = (uint8_t)j; a[2 * j + 1] = (uint8_t)(64 + j);
+            b[2 * j] = (uint8_t)(32 + j); b[2 * j + 1] = (uint8_t)(96 + j);
+        }
+        ia = _mm512_loadu_si512(a); ib = _mm512_loadu_si512(b);
+    }
+    for (int c = 0; c < W->cols; c += K3_CODEC_BLOCK) {
+        int n = W->cols - c < K3_CODEC_BLOCK ? W->cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
+        if (n % 64) { p = k3_codec_decode_block(out + c, p, n); continue; }
+        Chunks s;
+        ch_init(&s, p, G);
+        for (int k = 0; k < G / 4; k++) {
+            __m512i lo, hi;
+            ch_bytes(&s, k, &lo, &hi);
+            _mm512_storeu_si512(out + c + 64 * k, _mm512_permutex2var_epi8(lo, ia, hi));
+            _mm512_storeu_si512(out + c + 64 * k + 32, _mm512_permutex2var_epi8(lo, ib, hi));
+        }
+        p += c_size(p, G);
+    }
+}
+
+static int vbmi_ok;
+__attribute__((constructor)) static void vbmi_init(void) {
+    __builtin_cpu_init();
+    vbmi_ok = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2");
+}
+int k3_avx512_codec_vbmi(int on) {
+    int was = vbmi_ok;
+    if (on >= 0) {
+        __builtin_cpu_init();
+        vbmi_ok = on && __builtin_cpu_supports("avx512vbmi") &&
+                  __builtin_cpu_supports("avx512vbmi2");
+    }
+    return was;
+}
+
+__attribute__((target("avx512vbmi,avx512vbmi2")))
+static void mv_cv_rows(const K3Mat *W, int r0, int r1, float *y, const float *x) {
+    int r = r0;
+    for (; r + 4 <= r1; r += 4) mv_cv(W, r, 4, y, x);
+    for (; r < r1; r++) mv_cv(W, r, 1, y, x);
+}
+
+static void mv_c(const K3Mat *W, int r0, int r1, float *y, const float *x) {
+    if (vbmi_ok) { mv_cv_rows(W, r0, r1, y, x); return; }
+    for (int r = r0; r < r1; r++) y[r] = dot_c(k3_codec_row(W, r), W->cols, x);
+}
+
 #define MATVEC(FN, ...)                                                                   \
     for (r = r0; r < r1;) {                                                               \
         if (r1 - r >= 8) { FN(__VA_ARGS__, 8, Y, X, r); r += 8; }                         \
@@ -385,10 +603,19 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
         else { FN(__VA_ARGS__, 1, Y, X, r); r += 1; }                                     \
     }
 
+static const K3KernelOps OPS;
 static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int r1,
                           int t0, int t1) {
     M m = { W->cols, W->w, W->w, W->w, W->scale };
     int rows = W->rows, r;
+    if (W->type == K3_W_BF16C) {
+        if (t1 - t0 > 1) {
+            k3_codec_prefill(&OPS, vbmi_ok ? dec_row_v : NULL, Y, W, X, r0, r1, t0, t1);
+            return;
+        }
+        mv_c(W, r0, r1, Y + (size_t)t0 * rows, X + (size_t)t0 * m.cols);
+        return;
+    }
     if (t1 - t0 == 1) {
         Y += (size_t)t0 * rows; X += (size_t)t0 * m.cols;
         if (W->type == K3_W_F32) MATVEC(mv_fb, &m, K3_W_F32)
@@ -411,4 +638,5 @@ const K3KernelOps *k3_kernels_avx512(void) { return &OPS; }
 
 #else
 const K3KernelOps *k3_kernels_avx512(void) { return 0; }
+int k3_avx512_codec_vbmi(int on) { (void)on; return 0; }
 #endif

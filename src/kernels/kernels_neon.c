@@ -8,6 +8,7 @@
  * (exact), times 2^(s-128) (exact), FMA with x de-interleaved by vld2q_f32.
  * On other architectures this file has no code. */
 #include "kernels.h"
+#include "codec.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON)
 #include <arm_neon.h>
@@ -212,9 +213,92 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
         t += tt;                                                                          \
     }
 
+/* K3_W_BF16C matvec (codec.h): 4 lanes a step. A code plane byte becomes lane masks by
+ * vtst against the lanes' bits; the masks add 1, 2, 4 to lo; escapes (all three bits)
+ * take their bytes by vtbl through k3_codec_expand8 (8 lanes at a time). A row's last
+ * block when cols % 16 != 0 goes through the reference decoder and the BF16 lanes
+ * (spilled tail, as tail_finish): same order, same bits. */
+INL float32x4_t c_bits(uint32x4_t v, uint32x4_t e) {   /* sign+mantissa bytes, exponent<<23 */
+    uint32x4_t s = vandq_u32(vshlq_n_u32(v, 24), vdupq_n_u32(0x80000000u));
+    uint32x4_t m = vandq_u32(vshlq_n_u32(v, 16), vdupq_n_u32(0x7F0000u));
+    return vreinterpretq_f32_u32(vorrq_u32(vorrq_u32(s, m), e));
+}
+INL uint32x4_t wide(uint16x8_t h, int k) {
+    return k ? vmovl_high_u16(h) : vmovl_u16(vget_low_u16(h));
+}
+
+INL void c_block(const uint8_t *p, int G, const float *x, float32x4_t *acc) {
+    static const uint32_t LB[8] = { 1, 2, 4, 8, 16, 32, 64, 128 };
+    if (p[1] == K3_CODEC_RAW) {
+        const uint8_t *ex = p + 2, *sm = ex + 16 * G;
+        for (int g = 0; g < G; g++)
+            for (int h = 0; h < 2; h++) {
+                const int o = 16 * g + 8 * h;
+                uint16x8_t e = vmovl_u8(vld1_u8(ex + o)), v = vmovl_u8(vld1_u8(sm + o));
+                for (int k = 0; k < 2; k++)
+                    acc[2 * h + k] = vfmaq_f32(acc[2 * h + k],
+                                               c_bits(wide(v, k), vshlq_n_u32(wide(e, k), 23)),
+                                               vld1q_f32(x + o + 4 * k));
+            }
+        return;
+    }
+    const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
+    const uint32x4_t base = vdupq_n_u32((uint32_t)p[0] << 23), c1 = vdupq_n_u32(1u << 23);
+    const uint32x4_t c2 = vdupq_n_u32(2u << 23), c4 = vdupq_n_u32(4u << 23);
+    const uint32x4_t lb[2] = { vld1q_u32(LB), vld1q_u32(LB + 4) };
+    for (int g = 0; g < G; g++)
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *q = pl + k3_codec_plane(G, g, 0, h);
+            const int o = 16 * g + 8 * h, gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
+            unsigned b0 = q[0], b1 = q[gc], b2 = q[2 * gc], be = b0 & b1 & b2;
+            uint8x8_t eb = vtbl1_u8(vld1_u8(esc), vld1_u8(k3_codec_expand8[be]));  /* in block */
+            uint16x8_t xe = vmovl_u8(eb), v = vmovl_u8(vld1_u8(sm + o));
+            esc += __builtin_popcount(be);
+            for (int k = 0; k < 2; k++) {
+                uint32x4_t m0 = vtstq_u32(vdupq_n_u32(b0), lb[k]);
+                uint32x4_t m1 = vtstq_u32(vdupq_n_u32(b1), lb[k]);
+                uint32x4_t m2 = vtstq_u32(vdupq_n_u32(b2), lb[k]);
+                uint32x4_t e = vaddq_u32(base, vandq_u32(m0, c1));
+                e = vaddq_u32(e, vandq_u32(m1, c2));
+                e = vaddq_u32(e, vandq_u32(m2, c4));
+                e = vbslq_u32(vandq_u32(vandq_u32(m0, m1), m2), vshlq_n_u32(wide(xe, k), 23), e);
+                acc[2 * h + k] = vfmaq_f32(acc[2 * h + k], c_bits(wide(v, k), e),
+                                           vld1q_f32(x + o + 4 * k));
+            }
+        }
+}
+
+static float dot_c(const uint8_t *p, int cols, const float *x) {
+    float32x4_t z = vdupq_n_f32(0.0f), a[4] = { z, z, z, z };
+    for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
+        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
+        const uint8_t *next = p + (p[1] == K3_CODEC_RAW ? 2 + 32 * G : 2 + 22 * G + p[1]);
+        if (n % 16 == 0) { c_block(p, G, x + c, a); p = next; continue; }
+        uint16_t w[K3_CODEC_BLOCK];              /* the row's last block: cols % 16 != 0 */
+        k3_codec_decode_block(w, p, n);
+        int i = 0;
+        for (; i + 16 <= n; i += 16)
+            for (int q = 0; q < 4; q++)
+                a[q] = vfmaq_f32(a[q], ld_bf16(w + i + 4 * q), vld1q_f32(x + c + i + 4 * q));
+        float acc[16];
+        for (int q = 0; q < 4; q++) vst1q_f32(acc + 4 * q, a[q]);
+        for (int j = 0; i < n; i++, j++)
+            acc[j] = __builtin_fmaf(k3_bf16_to_f32(w[i]), x[c + i], acc[j]);
+        return fold_arr(acc);
+    }
+    return fold4(a[0], a[1], a[2], a[3]);
+}
+
+static const K3KernelOps OPS;
 static void matmul_neon(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     M m = { W->type, W->cols, W->w, W->w, W->w, W->scale };
     int rows = W->rows, r, t;
+    if (W->type == K3_W_BF16C) {
+        if (t1 - t0 > 1) { k3_codec_prefill(&OPS, NULL, Y, W, X, r0, r1, t0, t1); return; }
+        for (r = r0; r < r1; r++)
+            Y[(size_t)t0 * rows + r] = dot_c(k3_codec_row(W, r), m.cols, X + (size_t)t0 * m.cols);
+        return;
+    }
     if (t1 - t0 == 1) {
         if (W->type == K3_W_F32) TILES(K3_W_F32, 4, 1)
         else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 4, 1)

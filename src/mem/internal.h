@@ -87,6 +87,10 @@ void k3_trunk_mat(const K3Trunk *t, int L, int i, size_t *field, uint64_t *sum,
  * that knows how rows lie in the file. */
 void k3_trunk_rows(const K3Trunk *t, int L, int i, int r0, int r1, uint64_t *off,
                    uint64_t *n);
+/* Matrix i of layer L's row offset table when it is stored coded (K3_W_BF16C, codec.h:
+ * [rows + 1] entries, relative to its first row's bytes; the table itself is the first
+ * 4 (rows + 1) bytes of the stored tensor and of its checksum), else NULL. */
+const uint32_t *k3_trunk_rowoff(const K3Trunk *t, int L, int i);
 /* The refusal of matrix i of layer L whose bytes summed to got. */
 void k3_trunk_bad_sum(const K3Trunk *t, int L, int i, uint64_t got, char *err, size_t errlen);
 

@@ -11,8 +11,14 @@
  *
  * The stream is consumed in exactly its order; a matrix used out of it (a change in the
  * forward pass's order) fails the forward with a message, never a hang or other bits.
- * A read failure fails the forward that needed the piece. */
+ * A read failure fails the forward that needed the piece.
+ *
+ * A coded matrix (K3_W_BF16C, codec.h) streams the same way: its row offset table stays
+ * with the trunk index, a piece is the coded bytes of its rows, multiplied through a
+ * small table of offsets relative to the piece, and its structure is checked when the
+ * piece is used (so the decoders stay inside it). Its checksum covers table and rows. */
 #include "internal.h"
+#include "codec.h"
 #include "dio.h"
 #include "fault.h"
 #include "util.h"
@@ -44,9 +50,13 @@ typedef struct {
     const unsigned char *pin;
     int first, npieces;                       /* its streamed pieces */
     K3Sum pin_sum;                            /* checksum state after the pinned rows */
+    const uint32_t *ro;                       /* coded: the row offset table, else NULL */
 } SMat;
 
-typedef struct { int mat, r0, r1, file; uint64_t off, n; } SPiece;
+typedef struct {
+    int mat, r0, r1, file; uint64_t off, n;
+    uint32_t *rel;                            /* coded: row offsets from the piece's start */
+} SPiece;
 typedef struct { long seq; uint64_t vpos, span, a0; int chunks, state, released, whole; } Rec;
 enum { R_READING, R_READY, R_FAILED };
 
@@ -252,7 +262,9 @@ static void mul_rows(K3Stream *s, float *Y, int ldy, const K3Mat *P, uint64_t rb
     for (int a = 0; a < P->rows; a += s->tmp_rows) {
         const int nb = P->rows - a < s->tmp_rows ? P->rows - a : s->tmp_rows;
         K3Mat B = *P;
-        B.rows = nb; B.w = (const unsigned char *)P->w + (uint64_t)a * rb;
+        B.rows = nb;
+        if (P->type == K3_W_BF16C) B.scale = P->scale + 4 * (size_t)a;   /* a view: codec.h */
+        else B.w = (const unsigned char *)P->w + (uint64_t)a * rb;
         k3_matmul(s->tmp, &B, X, T);
         for (int t = 0; t < T; t++)
             memcpy(Y + (size_t)t * ldy + r0 + a, s->tmp + (size_t)t * nb, sizeof(float) * nb);
@@ -275,7 +287,7 @@ static void smat_matmul(const K3RowSource *src, float *Y, const K3Mat *W, const 
     K3Stream *s = sm->s;
     (void)W;
     if (sm->pin_rows) {
-        K3Mat P = { sm->type, sm->pin_rows, sm->cols, sm->pin, NULL, NULL };
+        K3Mat P = { sm->type, sm->pin_rows, sm->cols, sm->pin, (const uint8_t *)sm->ro, NULL };
         mul_rows(s, Y, sm->rows, &P, sm->row_bytes, 0, X, T);
     }
     K3Sum sum = sm->pin_sum;
@@ -288,7 +300,21 @@ static void smat_matmul(const K3RowSource *src, float *Y, const K3Mat *W, const 
                 memset(Y + (size_t)t * sm->rows + p->r0, 0, sizeof(float) * (p->r1 - p->r0));
             continue;
         }
-        K3Mat P = { sm->type, p->r1 - p->r0, sm->cols, d, NULL, NULL };
+        K3Mat P = { sm->type, p->r1 - p->r0, sm->cols, d, (const uint8_t *)p->rel, NULL };
+        char why[300];
+        if (sm->ro && k3_codec_check_rows(sm->ro, p->r0, p->r1, d, sm->cols, s->verify, why,
+                                          sizeof why)) {
+            char msg[700];
+            snprintf(msg, sizeof msg, "%s: coded tensor '%s' (layer %d) is corrupt: %s; re-run "
+                     "k3 pack MODEL_DIR TRUNK_DIR", k3_trunk_path(s->t), sm->name, sm->L, why);
+            pthread_mutex_lock(&s->mu);
+            fail(s, "%s", msg);
+            pthread_mutex_unlock(&s->mu);
+            for (int t = 0; t < T; t++)
+                memset(Y + (size_t)t * sm->rows + p->r0, 0, sizeof(float) * (p->r1 - p->r0));
+            put_piece(s, seq);
+            continue;
+        }
         mul_rows(s, Y, sm->rows, &P, sm->row_bytes, p->r0, X, T);
         if (s->verify) k3_sum_add(&sum, d, p->n);
         put_piece(s, seq);
@@ -372,6 +398,11 @@ static int add_mat(K3Stream *s, int L, int mi, const K3Mat *M, uint64_t sum, con
     sm->L = L; sm->mi = mi; sm->type = M->type; sm->rows = M->rows; sm->cols = M->cols;
     sm->whole = whole; sm->sum = sum; sm->name = name;
     sm->row_bytes = (uint64_t)M->cols * (M->type == K3_W_F32 ? 4 : 2);
+    if (L >= 0 && (sm->ro = k3_trunk_rowoff(s->t, L, mi))) {
+        /* coded: rows differ in size; row_bytes is their mean, for sizing pieces only */
+        sm->type = K3_W_BF16C;
+        sm->row_bytes = sm->ro[sm->rows] / (uint64_t)sm->rows + 1;
+    }
     return 0;
 }
 
@@ -416,9 +447,12 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
     int prefix = 1;
     for (int j = 0; j < s->nmat; j++) {
         SMat *sm = &s->mat[j];
-        const uint64_t bytes = (uint64_t)sm->rows * sm->row_bytes;
+        uint64_t at, bytes;
+        rows_at(s, sm, 0, sm->rows, &at, &bytes);
         if (prefix && budget >= bytes) { sm->pin_rows = sm->rows; budget -= bytes; continue; }
-        if (prefix && !sm->whole) sm->pin_rows = (int)(budget / sm->row_bytes);
+        if (prefix && !sm->whole && sm->ro)       /* coded: the most rows inside the budget */
+            while (sm->pin_rows < sm->rows && sm->ro[sm->pin_rows + 1] <= budget) sm->pin_rows++;
+        else if (prefix && !sm->whole) sm->pin_rows = (int)(budget / sm->row_bytes);
         prefix = 0;
         budget = 0;
         int per = o->piece_rows > 0 ? o->piece_rows : (int)(o->piece_bytes / sm->row_bytes);
@@ -434,6 +468,15 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
             p->mat = j; p->r0 = r; p->r1 = r + per < sm->rows ? r + per : sm->rows;
             p->file = sm->L < 0;
             rows_at(s, sm, p->r0, p->r1, &p->off, &p->n);
+            p->rel = NULL;
+            if (sm->ro) {
+                if (!(p->rel = malloc(sizeof(uint32_t) * (size_t)(p->r1 - p->r0 + 1)))) {
+                    snprintf(err, errlen, "out of memory");
+                    return -1;
+                }
+                for (int r = p->r0; r <= p->r1; r++)
+                    p->rel[r - p->r0] = sm->ro[r] - sm->ro[p->r0];
+            }
             sm->npieces++;
         }
     }
@@ -448,8 +491,11 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
  * its checksum: a partly pinned one by reading its streamed rows once through the window. */
 static int load_pinned(K3Stream *s, char *err, size_t errlen) {
     uint64_t n = 0;
-    for (int j = 0; j < s->nmat; j++)
-        n += ((uint64_t)s->mat[j].pin_rows * s->mat[j].row_bytes + 63) & ~(uint64_t)63;
+    for (int j = 0; j < s->nmat; j++) {
+        uint64_t off, len;
+        rows_at(s, &s->mat[j], 0, s->mat[j].pin_rows, &off, &len);
+        n += (len + 63) & ~(uint64_t)63;
+    }
     s->pin_len = n;
     if (n && posix_memalign((void **)&s->pin, 4096, n)) {
         s->pin = NULL;
@@ -460,6 +506,8 @@ static int load_pinned(K3Stream *s, char *err, size_t errlen) {
     for (int j = 0; j < s->nmat; j++) {
         SMat *sm = &s->mat[j];
         k3_sum_init(&sm->pin_sum);
+        if (sm->ro)                           /* the stored tensor starts with its table */
+            k3_sum_add(&sm->pin_sum, sm->ro, k3_codec_table_bytes(sm->rows));
         if (!sm->pin_rows) continue;
         uint64_t off, len;
         rows_at(s, sm, 0, sm->pin_rows, &off, &len);
@@ -481,7 +529,15 @@ static int load_pinned(K3Stream *s, char *err, size_t errlen) {
         if (sm->L < 0) continue;              /* lm_head: no checksum in the shards */
         k3_sum_add(&sm->pin_sum, dst, len);
         K3Sum all = sm->pin_sum;
-        for (int r = sm->pin_rows; r < sm->rows;) {    /* a partly pinned matrix */
+        for (int i = sm->first; sm->ro && i < sm->first + sm->npieces; i++) {
+            const SPiece *p = &s->pc[i];      /* coded, partly pinned: its pieces fit W */
+            if (k3_dio_pread(&s->file[0], s->win, p->off, p->n, why, sizeof why)) {
+                snprintf(err, errlen, "checking '%s': %s", sm->name, why);
+                return -1;
+            }
+            k3_sum_add(&all, s->win, p->n);
+        }
+        for (int r = sm->pin_rows; !sm->ro && r < sm->rows;) {    /* a partly pinned matrix */
             int nb = (int)((s->W > sm->row_bytes ? s->W - 8192 : sm->row_bytes) / sm->row_bytes);
             if (nb > sm->rows - r) nb = sm->rows - r;
             uint64_t o2, l2;
@@ -495,6 +551,13 @@ static int load_pinned(K3Stream *s, char *err, size_t errlen) {
         }
         const uint64_t got = k3_sum_end(&all);
         if (got != sm->sum) { k3_trunk_bad_sum(s->t, sm->L, sm->mi, got, err, errlen); return -1; }
+        /* the checksum matched: the structure too (a stale pack could differ) */
+        if (sm->ro && k3_codec_check_rows(sm->ro, 0, sm->pin_rows, dst, sm->cols, 1, why,
+                                          sizeof why)) {
+            snprintf(err, errlen, "%s: coded tensor '%s' (layer %d) is corrupt: %s; re-run "
+                     "k3 pack MODEL_DIR TRUNK_DIR", k3_trunk_path(s->t), sm->name, sm->L, why);
+            return -1;
+        }
     }
     return 0;
 }
@@ -508,6 +571,7 @@ static void bind_layers(K3Stream *s) {
         k3_trunk_mat(s->t, sm->L, sm->mi, &field, &sum, &name);
         K3Mat *M = (K3Mat *)((char *)&s->ly[sm->L] + field);
         M->w = sm->pin_rows == sm->rows ? sm->pin : NULL;
+        if (sm->ro) { M->type = K3_W_BF16C; M->scale = (const uint8_t *)sm->ro; }
         M->src = sm->pin_rows == sm->rows || sm->whole ? NULL : &sm->src;
     }
 }
@@ -611,6 +675,7 @@ void k3_stream_close(K3Stream *s) {
     pthread_mutex_destroy(&s->mu); pthread_cond_destroy(&s->cv);
     k3_dio_close(&s->file[0]); k3_dio_close(&s->file[1]);
     free(s->th); free(s->rec); free(s->win); free(s->wbuf); free(s->pin); free(s->tmp);
+    for (int i = 0; i < s->npc; i++) free(s->pc[i].rel);
     free(s->mat); free(s->pc); free(s->first_of); free(s->ly);
     free(s);
 }

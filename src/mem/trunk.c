@@ -12,8 +12,12 @@
  * boundary. Index lines: "k3trunk 2" (first), "fingerprint HEX", "file_size N",
  * "layers N", then "t LAYER OFFSET NBYTES XXH64 DTYPE NDIM D0.. NAME" (LAYER -1 = global
  * tensors; XXH64 = 16 hex digits of the tensor's bytes). Format 1 had no checksums and
- * is refused with "re-run k3 pack". */
+ * is refused with "re-run k3 pack". Format 3 (k3 pack --compress) adds a word after DTYPE:
+ * "raw", or "bc1" for a BF16 layer matrix stored coded (codec.h): NBYTES and XXH64 are
+ * then those of the stored bytes, the matrix is bound as K3_W_BF16C and stays coded in
+ * RAM (pinned or in the ring), its structure checked each time its bytes are read. */
 #include "internal.h"
+#include "codec.h"
 #include "dio.h"
 #include "fault.h"
 #include "tensors.h"
@@ -26,7 +30,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-typedef struct { size_t field; uint64_t rel; int tensor; } Bind;   /* tensor: index in piece */
+typedef struct {
+    size_t field; uint64_t rel; int tensor;   /* tensor: index in piece */
+    int coded, rows;                          /* coded (codec.h): stored as K3_W_BF16C */
+    uint32_t *rowoff;                         /* then its row offset table, read at open */
+} Bind;
 typedef struct { int layer; uint64_t off, n, sum; const char *name; } Piece;   /* one tensor */
 
 struct K3Trunk {
@@ -54,6 +62,33 @@ static const char *shown(const char *s, size_t max, char *out, size_t cap) {
     }
     out[o] = 0;
     return out;
+}
+
+/* A coded matrix's row offset table (codec.h), read once at open and kept (4 bytes a row):
+ * the stream finds any rows' bytes through it. Checked here: in order and inside the
+ * tensor, so a piece's range is always inside the file. */
+static int read_rowoff(K3Trunk *t, Bind *b, char *err, size_t errlen) {
+    const Piece *pc = &t->piece[b->tensor];
+    const size_t tb = k3_codec_table_bytes(b->rows);
+    if (pc->n < tb || !(b->rowoff = malloc(tb))) {
+        snprintf(err, errlen, "%s: coded tensor '%s' is smaller than its row offset table"
+                 STALE, t->path, pc->name);
+        return -1;
+    }
+    if (k3_pread_full(t->fd, b->rowoff, tb, pc->off) != (int64_t)tb) {
+        snprintf(err, errlen, "%s: cannot read the row offsets of '%s'" STALE, t->path,
+                 pc->name);
+        return -1;
+    }
+    const uint32_t *ro = b->rowoff;
+    int ok = ro[0] == 0 && ro[b->rows] == pc->n - tb;
+    for (int r = 0; ok && r < b->rows; r++) ok = ro[r + 1] >= ro[r];
+    if (!ok) {
+        snprintf(err, errlen, "%s: coded tensor '%s' has a corrupt row offset table" STALE,
+                 t->path, pc->name);
+        return -1;
+    }
+    return 0;
 }
 
 K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
@@ -99,9 +134,9 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
     char *save = NULL;
     uint64_t want_fp = m->identity;
     char *line = strtok_r(ix, "\n", &save);
-    if (!line || sscanf(line, "k3trunk %d", &ver) != 1 || ver != 2) {
+    if (!line || sscanf(line, "k3trunk %d", &ver) != 1 || (ver != 2 && ver != 3)) {
         snprintf(err, errlen, "%s is trunk format %d; this k3 reads format 2 (per-tensor "
-                 "checksums)" STALE, t->path, line ? ver : 0);
+                 "checksums) or 3 (coded, k3 pack --compress)" STALE, t->path, line ? ver : 0);
         goto fail;
     }
     for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -131,9 +166,13 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
             }
             continue;
         }
-        int L, nd, pos = 0; unsigned long long off, nb, sum; char dt[16];
-        if (sscanf(line, "t %d %llu %llu %llx %15s %d%n", &L, &off, &nb, &sum, dt, &nd,
-                   &pos) != 6 ||
+        int L, nd, pos = 0, coded = 0; unsigned long long off, nb, sum; char dt[16], code[8];
+        int got = ver == 2
+            ? sscanf(line, "t %d %llu %llu %llx %15s %d%n", &L, &off, &nb, &sum, dt, &nd, &pos)
+            : sscanf(line, "t %d %llu %llu %llx %15s %7s %d%n", &L, &off, &nb, &sum, dt, code,
+                     &nd, &pos) - 1;
+        if (ver == 3 && got == 6) coded = !strcmp(code, "bc1");
+        if (got != 6 || (ver == 3 && !coded && strcmp(code, "raw")) ||
             L < -1 || L >= t->NL || nd < 0 || nd > 8) {
             char q[400];
             snprintf(err, errlen, "%s: malformed index line '%s'" STALE, t->path,
@@ -145,8 +184,8 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
         while (*p == ' ') p++;
         const StTensor *src = st_find(m->st, p);
         /* off > fsz - nb, not off + nb > fsz: a huge offset wraps the sum into range */
-        if (!src || src->nbytes != nb || strcmp(st_dtype_name(src->dtype), dt) || nb > fsz ||
-            off > fsz - nb || !fp) {
+        if (!src || (!coded && src->nbytes != nb) || strcmp(st_dtype_name(src->dtype), dt) ||
+            nb > fsz || off > fsz - nb || !fp) {
             char q[1200];
             snprintf(err, errlen, "%s: tensor '%s' does not match the checkpoint "
                      "(missing, resized, out of range or no fingerprint)" STALE, t->path,
@@ -166,11 +205,16 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
         if (!pc) { snprintf(err, errlen, "out of memory"); goto fail; }
         t->piece = pc;
         pc[t->npiece++] = (Piece){ L, off, nb, sum, src->name };
+        int mi = L < 0 ? -1 : k3_mat_lookup(&m->cfg, L, p);
+        if (coded && (mi < 0 || k3_layer_mats[mi].field == offsetof(K3Layer, kv_b))) {
+            snprintf(err, errlen, "%s: tensor '%s' is coded, but only BF16 layer matrices "
+                     "multiplied by k3_matmul may be (not kv_b, read by rows)" STALE, t->path, p);
+            goto fail;
+        }
         if (L < 0) continue;
         if (!end[L] || off < t->off[L]) t->off[L] = off;
         if (off + nb > end[L]) end[L] = off + nb;
         /* remember the offset of this tensor for binding below */
-        int mi = k3_mat_lookup(&m->cfg, L, p);
         if (mi >= 0) {
             Bind *b = realloc(t->bind[L], sizeof(Bind) * (t->nbind[L] + 1));
             if (!b) { snprintf(err, errlen, "out of memory"); goto fail; }
@@ -178,10 +222,13 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
             b[t->nbind[L]].field = k3_layer_mats[mi].field;
             b[t->nbind[L]].rel = off;                            /* absolute for now */
             b[t->nbind[L]].tensor = t->npiece - 1;
+            b[t->nbind[L]].coded = coded;
+            b[t->nbind[L]].rowoff = NULL;
             t->nbind[L]++;
             const K3Mat *M = k3_mat_field(&m->layers[L], &k3_layer_mats[mi]);
+            b[t->nbind[L] - 1].rows = M->rows;
             uint64_t want = (uint64_t)M->rows * M->cols * (M->type == K3_W_F32 ? 4 : 2);
-            if (want != nb) {
+            if (want != (coded ? src->nbytes : nb) || (coded && M->type != K3_W_BF16)) {
                 snprintf(err, errlen,
                          "%s: tensor '%s' has %llu bytes, the model expects %llu" STALE,
                          t->path, p, nb, (unsigned long long)want);
@@ -208,6 +255,8 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
             goto fail;
         }
         for (int i = 0; i < t->nbind[L]; i++) t->bind[L][i].rel -= t->off[L];
+        for (int i = 0; i < t->nbind[L]; i++)
+            if (t->bind[L][i].coded && read_rowoff(t, &t->bind[L][i], err, errlen)) goto fail;
     }
     free(ix); free(end);
     return t;
@@ -218,6 +267,7 @@ fail:
 }
 
 const char *k3_trunk_path(const K3Trunk *t) { return t->path; }
+const uint32_t *k3_trunk_rowoff(const K3Trunk *t, int L, int i) { return t->bind[L][i].rowoff; }
 int k3_trunk_nmats(const K3Trunk *t, int L) { return t->nbind[L]; }
 
 void k3_trunk_mat(const K3Trunk *t, int L, int i, size_t *field, uint64_t *sum,
@@ -234,10 +284,17 @@ void k3_trunk_bad_sum(const K3Trunk *t, int L, int i, uint64_t got, char *err, s
 }
 
 /* The one place that knows how a matrix's rows lie in the file: plain BF16/F32 rows
- * back to back from the tensor's offset. */
+ * back to back from the tensor's offset; coded rows after the offset table, where it
+ * says (rows [r0, r1) are one range: codec.h). */
 void k3_trunk_rows(const K3Trunk *t, int L, int i, int r0, int r1, uint64_t *off,
                    uint64_t *n) {
     const Piece *pc = &t->piece[t->bind[L][i].tensor];
+    const uint32_t *ro = t->bind[L][i].rowoff;
+    if (ro) {
+        *off = pc->off + k3_codec_table_bytes(t->bind[L][i].rows) + ro[r0];
+        *n = ro[r1] - ro[r0];
+        return;
+    }
     const K3Mat *M = (const K3Mat *)((const char *)&t->m->layers[L] + t->bind[L][i].field);
     const uint64_t rb = pc->n / (uint64_t)M->rows;
     *off = pc->off + (uint64_t)r0 * rb;
@@ -246,7 +303,11 @@ void k3_trunk_rows(const K3Trunk *t, int L, int i, int r0, int r1, uint64_t *off
 
 void k3_trunk_close(K3Trunk *t) {
     if (!t) return;
-    if (t->bind) for (int L = 0; L < t->NL; L++) free(t->bind[L]);
+    if (t->bind)
+        for (int L = 0; L < t->NL; L++) {
+            for (int i = 0; i < t->nbind[L]; i++) free(t->bind[L][i].rowoff);
+            free(t->bind[L]);
+        }
     if (t->fd >= 0) close(t->fd);
     k3_dio_close(&t->file);
     free(t->bind); free(t->nbind); free(t->off); free(t->len); free(t->piece);

@@ -2,7 +2,7 @@
 # Cross-path, cross-thread and cross-architecture bit identity of the kernels.
 # 1. The kernel conformance test built for AArch64 (make aarch64-test) under qemu-aarch64:
 #    NEON vs scalar bit for bit, and the reference fingerprints (transcendentals, scalar
-#    matmul) equal to the native x86 run's.
+#    matmul) equal to the native x86 run's; the codec test (coded NEON matvec).
 # 2. --dump-logits on tests/models/tiny5 byte for byte: --kernels scalar / auto / every
 #    usable SIMD path, --threads 1 / 2, and bin/k3-aarch64 (scalar, neon) under qemu.
 K3=${K3:-./bin/k3}; BUILD=${BUILD:-build}
@@ -22,6 +22,9 @@ else
   make -s aarch64-test >"$tmp/build.txt" 2>&1 || { tail -20 "$tmp/build.txt"; fail "make aarch64-test"; }
   qemu-aarch64 build/aarch64/tests/test_kernels > "$tmp/arm.txt" || { cat "$tmp/arm.txt"; fail "kernel test under qemu-aarch64"; }
   grep -q '^ok   neon:' "$tmp/arm.txt" || { cat "$tmp/arm.txt"; fail "neon path did not run under qemu"; }
+  qemu-aarch64 build/aarch64/tests/test_codec > "$tmp/codec.txt" || { cat "$tmp/codec.txt"; fail "codec test under qemu-aarch64"; }
+  grep -q 'matmul on scalar neon' "$tmp/codec.txt" || { cat "$tmp/codec.txt"; fail "coded neon path did not run under qemu"; }
+  echo "ok   aarch64 under qemu: coded (K3_W_BF16C) neon == BF16 matmul"
   a=$(grep fingerprint "$tmp/native.txt"); b=$(grep fingerprint "$tmp/arm.txt")
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "reference fingerprints differ: x86 [$a] aarch64 [$b]"
   echo "ok   aarch64 under qemu: neon == scalar; fingerprints equal to x86"
