@@ -2,9 +2,10 @@
  *
  * The plan sums the pinned trunk prefix, the read-ahead window the rest streams through
  * in pieces (lm_head included), the expert cache, lm_head (resident without --trunk),
- * embedding rows (a row lookup: only touched rows become resident), the f32 small vectors, the KDA recurrent state, the MLA cache
- * for --ctx positions, the forward buffers (k3_runstate_bytes: exactly what the run
- * state allocates) and what the process already holds, and compares the total with
+ * embedding rows (a row lookup: only touched rows become resident), the f32 small vectors,
+ * the KDA recurrent state (one per sequence), the MLA cache for --ctx positions, the
+ * forward buffers (k3_runstate_bytes: exactly what the run state allocates) and what the
+ * process already holds, and compares the total with
  * MemAvailable (and a cgroup memory limit). mem.c refuses to start, with every number
  * and the flag that would fix it (k3_plan_refusal), when the total does not fit. */
 #include "internal.h"
