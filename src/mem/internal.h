@@ -1,7 +1,8 @@
 /* internal.h — the parts of the memory system (src/mem) and how they meet. mem.c owns
  * them and implements weights.h on top: trunk.c (the packed trunk's index), stream.c
  * (pinned prefix + pieces through a read-ahead window, lm_head too), expert_cache.c
- * (slots + I/O pool, policy.c), plan.c (the plan arithmetic), presets.c, report.c. Nothing here exits the process. */
+ * (slots + I/O pool, policy.c), plan.c (the plan arithmetic), presets.c, report.c.
+ * Nothing here exits the process. */
 #ifndef K3_MEM_INTERNAL_H
 #define K3_MEM_INTERNAL_H
 #include "mem.h"
