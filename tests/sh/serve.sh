@@ -5,40 +5,10 @@
 # the second turn resumes a kept state (cached_tokens, only the tail prefilled) and is
 # byte-identical to a server without kept states, two concurrent clients, a client that
 # disconnects mid-stream, and a malformed-request suite (status, JSON error, still healthy).
-K3=${K3:-./bin/k3}
-M=tests/models/tiny5; TK=tests/tok/tiny
-command -v curl >/dev/null 2>&1 ||
-  { echo "SKIP: serve.sh needs curl (.ci/run installs it)"; exit 0; }
-[ -d $M ] && [ -d $TK ] || { echo "FAIL: committed fixture $M or $TK missing"; exit 1; }
-T=$(mktemp -d)
-PIDS=""
-cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fail() { echo "FAIL: $*"; for f in "$T"/*.err; do echo "--- $f"; tail -n 5 "$f"; done; exit 1; }
-
-# start NAME [flags]: a server on a free port; sets PORT_NAME
-start() {
-  name=$1; shift
-  "$K3" serve $M --tok $TK --port 0 "$@" 2> "$T/$name.err" &
-  PIDS="$PIDS $!"
-  i=0
-  while ! grep -qs 'listening on http://' "$T/$name.err"; do
-    i=$((i+1)); [ $i -gt 300 ] && fail "server $name did not start"
-    sleep 0.1
-  done
-  p=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.err")
-  eval "PORT_$name=$p"
-}
+. tests/sh/lib/serve.sh
 start main
 U=http://127.0.0.1:$PORT_main
-C="curl -s --max-time 60"
 post() { $C -H 'Content-Type: application/json' "$U$1" -d "$2"; }
-# jstr KEY: the JSON string value of the first "KEY": "..." on stdin, still escaped
-jstr() { sed -n "s/.*\"$1\": \(\"\([^\"\\\\]\|\\\\.\)*\"\).*/\1/p" | head -n 1; }
-jnum() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p" | head -n 1; }
-# hjstr KEY FILE LINE: the same from the REPL's JSONL history (no space after the colon)
-hjstr() { sed -n "$3p" "$2" | sed -n "s/.*\"$1\":\(\"\([^\"\\\\]\|\\\\.\)*\"\).*/\1/p"; }
 
 [ "$($C "$U/health")" = '{"status": "ok"}' ] || fail "/health"
 $C "$U/v1/models" | grep -q '"id": "tiny5"' || fail "/v1/models"

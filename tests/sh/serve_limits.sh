@@ -5,34 +5,7 @@
 # OpenAI reasoning_effort value rendered as the effort it maps to (the reply equals the
 # REPL's --greedy reply at that effort), and the first-turn reply equal to the REPL's
 # default (exact-id) history mode as well as --canonical-history (docs/SERVE.md).
-K3=${K3:-./bin/k3}
-M=tests/models/tiny5; TK=tests/tok/tiny
-command -v curl >/dev/null 2>&1 ||
-  { echo "SKIP: serve_limits.sh needs curl (.ci/run installs it)"; exit 0; }
-[ -d $M ] && [ -d $TK ] || { echo "FAIL: committed fixture $M or $TK missing"; exit 1; }
-T=$(mktemp -d)
-PIDS=""
-cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fail() { echo "FAIL: $*"; for f in "$T"/*.err; do echo "--- $f"; tail -n 5 "$f"; done; exit 1; }
-C="curl -s --max-time 60"
-# start NAME [flags]: a server on a free port; sets PORT_NAME
-start() {
-  name=$1; shift
-  "$K3" serve $M --tok $TK --port 0 "$@" 2> "$T/$name.err" &
-  PIDS="$PIDS $!"
-  i=0
-  while ! grep -qs 'listening on http://' "$T/$name.err"; do
-    i=$((i+1)); [ $i -gt 300 ] && fail "server $name did not start"
-    sleep 0.1
-  done
-  p=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' "$T/$name.err")
-  eval "PORT_$name=$p"
-}
-jstr() { sed -n "s/.*\"$1\": \(\"\([^\"\\\\]\|\\\\.\)*\"\).*/\1/p" | head -n 1; }
-jnum() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p" | head -n 1; }
-hjstr() { sed -n "$3p" "$2" | sed -n "s/.*\"$1\":\(\"\([^\"\\\\]\|\\\\.\)*\"\).*/\1/p"; }
+. tests/sh/lib/serve.sh
 
 # ---- --max-conns: one more connection is 503, then the server serves on ----
 start lim --max-conns 1 --timeout 2

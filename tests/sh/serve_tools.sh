@@ -6,32 +6,7 @@
 # turn's assistant message it renders to the very ids the model wrote (cached_tokens =
 # the whole previous prompt and reply). tool_choice auto/none/required/named rendered as
 # the spec says (compared through prompt_tokens), and malformed tools refused with 400.
-K3=${K3:-./bin/k3}
-M=tests/models/tiny5; TK=tests/tok/tiny
-command -v curl >/dev/null 2>&1 ||
-  { echo "SKIP: serve_tools.sh needs curl (.ci/run installs it)"; exit 0; }
-[ -d $M ] && [ -d $TK ] || { echo "FAIL: committed fixture $M or $TK missing"; exit 1; }
-T=$(mktemp -d)
-PIDS=""
-cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-fail() { echo "FAIL: $*"; for f in "$T"/*.err; do echo "--- $f"; tail -n 5 "$f"; done; exit 1; }
-C="curl -s --max-time 60"
-start() {
-  name=$1; shift
-  "$K3" serve $M --tok $TK --port 0 "$@" 2> "$T/$name.err" &
-  PIDS="$PIDS $!"
-  i=0
-  while ! grep -qs 'listening on http://' "$T/$name.err"; do
-    i=$((i+1)); [ $i -gt 300 ] && fail "server $name did not start"
-    sleep 0.1
-  done
-  p=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$T/$name.err")
-  eval "PORT_$name=$p"
-}
-jstr() { sed -n "s/.*\"$1\": \(\"\([^\"\\\\]\|\\\\.\)*\"\).*/\1/p" | head -n 1; }
-jnum() { sed -n "s/.*\"$1\": \([0-9]*\).*/\1/p" | head -n 1; }
+. tests/sh/lib/serve.sh
 
 REPLY='I will check.<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|>'
 REPLY="$REPLY"'<|open|>tools<|sep|><|open|>call tool="get_weather" index="1"<|sep|>'
