@@ -225,6 +225,38 @@ static inline int fj_raw_control(const char *msg) {
         if (*p < 0x20 && *p != '\n') return 1;
     return 0;
 }
+/* A harness's own failure: the message, then abort (a libFuzzer target keeps the input). */
+static inline void fj_fail_now(const char *what, const char *msg) {
+    printf("FAIL %s: %s\n", what, msg);
+    fflush(stdout);
+    abort();
+}
+
+static inline void fj_write_file(const char *p, const unsigned char *d, size_t n) {
+    FILE *f = fopen(p, "wb");
+    if (!f) fj_fail_now(p, "cannot write");
+    if (n && fwrite(d, 1, n, f) != n) fj_fail_now(p, "cannot write");
+    fclose(f);
+}
+
+/* One byte-level mutation of b[0..*np) (cap bytes of room): a random byte, a deletion, a
+ * truncation, or one of the format's tokens inserted. */
+static inline void fj_mutate_bytes(unsigned char *b, size_t *np, size_t cap,
+                                   const char *const *tokens, size_t ntokens, FjRand rnd) {
+    size_t n = *np, pos = n ? rnd() % n : 0;
+    switch (rnd() % 4) {
+    case 0: if (n) b[pos] = (unsigned char)rnd(); break;
+    case 1: if (n) { memmove(b + pos, b + pos + 1, n - pos - 1); n--; } break;
+    case 2: if (n) n = rnd() % n; break;
+    default: {
+        const char *t = tokens[rnd() % ntokens];
+        size_t l = strlen(t);
+        if (n + l < cap) { memmove(b + pos + l, b + pos, n - pos); memcpy(b + pos, t, l); n += l; }
+    }
+    }
+    *np = n;
+}
+
 #if defined K3_LIBFUZZER && !defined FJ_OWN_MUTATOR   /* (a target with its own mutator) */
 /* libFuzzer glue: a target sets its seeds and kind in LLVMFuzzerInitialize; the custom
  * mutator then mixes libFuzzer's byte mutations with seeds and structural mutations. */

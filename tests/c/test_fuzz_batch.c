@@ -13,11 +13,6 @@
 #include "batch.h"
 #include "fuzz_json.h"
 
-static void fail_now(const char *what, const char *msg) {
-    printf("FAIL %s: %s\n", what, msg);
-    fflush(stdout);
-    abort();
-}
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs >> 11; }
@@ -51,30 +46,32 @@ static int check(const unsigned char *d, size_t n) {
     int rc = batch_parse_all((const char *)d, n, &sp, 0, 0, &v, &nv, err, sizeof err);
     if (rc) {
         int ln = 0;
-        if (rc != 2) fail_now("batch", "refused with an exit code other than 2");
-        if (fj_raw_control(err)) fail_now("batch refusal echoes a raw control byte", err);
+        if (rc != 2) fj_fail_now("batch", "refused with an exit code other than 2");
+        if (fj_raw_control(err)) fj_fail_now("batch refusal echoes a raw control byte", err);
         if (strncmp(err, "no prompt lines", 15) &&
             (sscanf(err, "line %d:", &ln) != 1 || ln < 1 || ln > lines))
-            fail_now("batch refusal does not name a line of the input", err);
+            fj_fail_now("batch refusal does not name a line of the input", err);
         return 0;
     }
     static char buf[1 << 16];
     for (int i = 0; i < nv; i++) {
         const BatchLine *l = &v[i];
-        if (!l->id || !!l->ids == !!l->prompt) fail_now("batch", "a line without id or one input");
-        if (l->gen < -1 || sampler_check(&l->sp, err, sizeof err)) fail_now("batch", "bad field");
-        if (l->line < 1 || l->line > lines) fail_now("batch", "line number out of range");
+        if (!l->id || !!l->ids == !!l->prompt)
+            fj_fail_now("batch", "a line without id or one input");
+        if (l->gen < -1 || sampler_check(&l->sp, err, sizeof err))
+            fj_fail_now("batch", "bad field");
+        if (l->line < 1 || l->line > lines) fj_fail_now("batch", "line number out of range");
         size_t m = write_line(l, buf, sizeof buf);
         if (m >= sizeof buf) continue;
         BatchLine r;
         if (batch_parse_line(buf, m, 1, &sp, 0, 0, &r, err, sizeof err))
-            fail_now("batch: a parsed line written back was refused", err);
+            fj_fail_now("batch: a parsed line written back was refused", err);
         if (strcmp(r.id, l->id) || r.n_ids != l->n_ids || r.seed != l->seed ||
             (l->ids && memcmp(r.ids, l->ids, sizeof(int) * (size_t)l->n_ids)) ||
             (l->prompt && (r.prompt_len != l->prompt_len ||
                            memcmp(r.prompt, l->prompt, l->prompt_len))) ||
             r.sp.temperature != l->sp.temperature || r.sp.top_k != l->sp.top_k)
-            fail_now("batch", "a parsed line written back parses differently");
+            fj_fail_now("batch", "a parsed line written back parses differently");
         batch_line_free(&r);
     }
     batch_lines_free(v, nv);
@@ -93,20 +90,6 @@ static const char *TOKENS[] = { "{", "}", "\"", "\\", "\n", "\r", ",", ":", "\\u
     "\\u001b", "\\ud800", "\"id\"", "\"ids\"", "\"prompt\"", "\"gen\"", "\"seed\"", "-1",
     "1e308", "null", "[]", "\xff", "\xc3", "0.5", "9223372036854775808" };
 
-static void mutate_bytes(unsigned char *b, size_t *np, size_t cap) {
-    size_t n = *np, pos = n ? rnd() % n : 0;
-    switch (rnd() % 4) {
-    case 0: if (n) b[pos] = (unsigned char)rnd(); break;
-    case 1: if (n) { memmove(b + pos, b + pos + 1, n - pos - 1); n--; } break;
-    case 2: if (n) n = rnd() % n; break;
-    default: {
-        const char *t = TOKENS[rnd() % (sizeof TOKENS / sizeof *TOKENS)];
-        size_t l = strlen(t);
-        if (n + l < cap) { memmove(b + pos + l, b + pos, n - pos); memcpy(b + pos, t, l); n += l; }
-    }
-    }
-    *np = n;
-}
 
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 0;
@@ -114,7 +97,7 @@ int main(int argc, char **argv) {
     long iters = 0, ok = 0;
     for (size_t i = 0; i < NSEEDS; i++)
         if (!check((const unsigned char *)SEEDS[i], strlen(SEEDS[i])))
-            fail_now("batch seed", "refused");
+            fj_fail_now("batch seed", "refused");
     clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
     while (iters < 10000 || clock() < end) {
         for (int k = 0; k < 50; k++, iters++) {
@@ -125,7 +108,8 @@ int main(int argc, char **argv) {
             for (int j = 0; j < m; j++) {
                 size_t t = rnd() % 3 ? fj_mutate_lines((char *)buf, n, (char *)tmp, sizeof tmp, rnd)
                                      : 0;
-                if (t) { memcpy(buf, tmp, t); n = t; } else mutate_bytes(buf, &n, sizeof buf);
+                if (t) { memcpy(buf, tmp, t); n = t; }
+                else fj_mutate_bytes(buf, &n, sizeof buf, TOKENS, FJ_N(TOKENS), rnd);
             }
             ok += check(buf, n);
         }

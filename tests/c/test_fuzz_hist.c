@@ -17,18 +17,7 @@
 
 static char g_path[300], g_path2[300];
 
-static void fail_now(const char *what, const char *msg) {
-    printf("FAIL %s: %s\n", what, msg);
-    fflush(stdout);
-    abort();
-}
 
-static void write_file(const char *p, const unsigned char *d, size_t n) {
-    FILE *f = fopen(p, "wb");
-    if (!f) fail_now(p, "cannot write");
-    if (n && fwrite(d, 1, n, f) != n) fail_now(p, "cannot write");
-    fclose(f);
-}
 
 static const char *nz(const char *s) { return s ? s : ""; }
 
@@ -45,29 +34,29 @@ static int same_log(const ChatLog *a, const ChatLog *b) {
 static int check_hist(const unsigned char *d, size_t n) {
     char err[1024] = "";
     ChatLog l = { 0 }, l2 = { 0 };
-    write_file(g_path, d, n);
+    fj_write_file(g_path, d, n);
     int rc = chat_hist_load(g_path, 0, &l, err, sizeof err);
     if (rc) {
-        if (rc != 2) fail_now("history", "refused with an exit code other than 2");
-        if (!strstr(err, g_path)) fail_now("history refusal does not name the file", err);
-        if (fj_raw_control(err)) fail_now("history refusal echoes a raw control byte", err);
+        if (rc != 2) fj_fail_now("history", "refused with an exit code other than 2");
+        if (!strstr(err, g_path)) fj_fail_now("history refusal does not name the file", err);
+        if (fj_raw_control(err)) fj_fail_now("history refusal echoes a raw control byte", err);
         return 0;
     }
     for (int i = 0; i < l.n; i++) {
         const char *r = l.v[i].role;
         int sys = !strcmp(r, "system"), user = !strcmp(r, "user"), as = !strcmp(r, "assistant");
-        if (!sys && !user && !as) fail_now("history", "loaded an unknown role");
-        if (sys && i) fail_now("history", "loaded a system message after the first");
+        if (!sys && !user && !as) fj_fail_now("history", "loaded an unknown role");
+        if (sys && i) fj_fail_now("history", "loaded a system message after the first");
         if (as && (!i || strcmp(l.v[i - 1].role, "user")))
-            fail_now("history", "loaded an assistant message not after a user message");
+            fj_fail_now("history", "loaded an assistant message not after a user message");
         if (user && i && strcmp(l.v[i - 1].role, "assistant") && strcmp(l.v[i - 1].role, "system"))
-            fail_now("history", "loaded two user messages in a row");
-        if (!as && l.v[i].reasoning) fail_now("history", "reasoning on a non-assistant message");
+            fj_fail_now("history", "loaded two user messages in a row");
+        if (!as && l.v[i].reasoning) fj_fail_now("history", "reasoning on a non-assistant message");
     }
-    if (l.n && !strcmp(l.v[l.n - 1].role, "user")) fail_now("history", "loaded a trailing user");
-    if (chat_hist_save(g_path2, &l, err, sizeof err)) fail_now("history save", err);
-    if (chat_hist_load(g_path2, 0, &l2, err, sizeof err)) fail_now("history reload", err);
-    if (!same_log(&l, &l2)) fail_now("history", "save + load changed the conversation");
+    if (l.n && !strcmp(l.v[l.n - 1].role, "user")) fj_fail_now("history", "loaded a trailing user");
+    if (chat_hist_save(g_path2, &l, err, sizeof err)) fj_fail_now("history save", err);
+    if (chat_hist_load(g_path2, 0, &l2, err, sizeof err)) fj_fail_now("history reload", err);
+    if (!same_log(&l, &l2)) fj_fail_now("history", "save + load changed the conversation");
     chat_log_free(&l); chat_log_free(&l2);
     return 1;
 }
@@ -117,26 +106,12 @@ static const char *TOKENS[] = { "{", "}", "\"", "\\", "\n", "\r", ",", ":", "\\u
     "\\u001b", "\\ud800", "\"role\"", "\"content\"", "\"reasoning_content\"", "\"user\"",
     "\"assistant\"", "\"system\"", "null", "1", "[]", "\xff", "\xc3" };
 
-static void mutate_bytes(unsigned char *b, size_t *np, size_t cap) {
-    size_t n = *np, pos = n ? rnd() % n : 0;
-    switch (rnd() % 4) {
-    case 0: if (n) b[pos] = (unsigned char)rnd(); break;
-    case 1: if (n) { memmove(b + pos, b + pos + 1, n - pos - 1); n--; } break;
-    case 2: if (n) n = rnd() % n; break;
-    default: {
-        const char *t = TOKENS[rnd() % (sizeof TOKENS / sizeof *TOKENS)];
-        size_t l = strlen(t);
-        if (n + l < cap) { memmove(b + pos + l, b + pos, n - pos); memcpy(b + pos, t, l); n += l; }
-    }
-    }
-    *np = n;
-}
 
 /* Refusals that must name the line and show what they echo escaped. */
 static void expect(const char *text, const char *needle) {
     char err[1024] = "";
     ChatLog l = { 0 };
-    write_file(g_path, (const unsigned char *)text, strlen(text));
+    fj_write_file(g_path, (const unsigned char *)text, strlen(text));
     int rc = chat_hist_load(g_path, 0, &l, err, sizeof err);
     if (rc != 2 || !strstr(err, needle) || fj_raw_control(err)) {
         printf("FAIL history refusal: expected exit 2 and '%s', got %d: %s\n", needle, rc, err);
@@ -157,7 +132,7 @@ int main(int argc, char **argv) {
     long iters = 0, ok = 0;
     for (size_t i = 0; i < NSEEDS; i++)
         if (!check_hist((const unsigned char *)SEEDS[i], strlen(SEEDS[i])))
-            fail_now("history seed", "refused");
+            fj_fail_now("history seed", "refused");
     clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
     while (iters < 10000 || clock() < end) {     /* make test: 10000 inputs, always the same */
         for (int k = 0; k < 50; k++, iters++) {
@@ -168,7 +143,8 @@ int main(int argc, char **argv) {
             for (int j = 0; j < m; j++) {
                 size_t t = rnd() % 3 ? fj_mutate_lines((char *)buf, n, (char *)tmp, sizeof tmp, rnd)
                                      : 0;
-                if (t) { memcpy(buf, tmp, t); n = t; } else mutate_bytes(buf, &n, sizeof buf);
+                if (t) { memcpy(buf, tmp, t); n = t; }
+                else fj_mutate_bytes(buf, &n, sizeof buf, TOKENS, FJ_N(TOKENS), rnd);
             }
             ok += check_hist(buf, n);
         }

@@ -33,27 +33,16 @@ static char g_err[2048];                        /* the last refusal */
 static unsigned char *g_seed[2];
 static size_t g_nseed[2], g_head[2];            /* file bytes, bytes before the tensors */
 
-static void fail_now(const char *what, const char *msg) {
-    printf("FAIL %s: %s\n", what, msg);
-    fflush(stdout);
-    abort();
-}
 
-static void write_file(const char *p, const unsigned char *d, size_t n) {
-    FILE *f = fopen(p, "wb");
-    if (!f) fail_now(p, "cannot write");
-    if (n && fwrite(d, 1, n, f) != n) fail_now(p, "cannot write");
-    fclose(f);
-}
 
 static unsigned char *read_all(const char *p, size_t *n) {
     FILE *f = fopen(p, "rb");
-    if (!f) fail_now(p, "cannot read");
+    if (!f) fj_fail_now(p, "cannot read");
     fseek(f, 0, SEEK_END);
     long sz = ftell(f);
     fseek(f, 0, SEEK_SET);
     unsigned char *b = malloc(sz > 0 ? (size_t)sz : 1);
-    if (!b || fread(b, 1, (size_t)sz, f) != (size_t)sz) fail_now(p, "cannot read");
+    if (!b || fread(b, 1, (size_t)sz, f) != (size_t)sz) fj_fail_now(p, "cannot read");
     fclose(f);
     *n = (size_t)sz;
     return b;
@@ -104,13 +93,13 @@ static void open_chat(Chat *c, int thinking) {
     c->gen = 6; c->ctx = 4096; c->thinking = thinking; c->sp.greedy = 1; c->seed = 7;
     snprintf(c->effort, sizeof c->effort, "max");
     c->tok = tok_load(TOKDIR, err, sizeof err);
-    if (!c->tok) fail_now("tokenizer", err);
-    if (xtml_ids(c->tok, &c->ids, err, sizeof err)) fail_now("xtml ids", err);
+    if (!c->tok) fj_fail_now("tokenizer", err);
+    if (xtml_ids(c->tok, &c->ids, err, sizeof err)) fj_fail_now("xtml ids", err);
     if (k3_engine_open_resident(&c->eng, MODEL, K3_PREFILL_CHUNK, c->ctx, err, sizeof err))
-        fail_now("engine", err);
+        fj_fail_now("engine", err);
     c->st = k3_state_new(&c->eng.m);
     c->logits = c->eng.rs.logits;
-    if (!c->st) fail_now("state", "out of memory");
+    if (!c->st) fj_fail_now("state", "out of memory");
 }
 
 static void setup(void) {
@@ -124,14 +113,14 @@ static void setup(void) {
     fflush(stderr);
     int out = dup(1), errfd = dup(2), null = open("/dev/null", O_WRONLY);
     if (out < 0 || errfd < 0 || null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
-        fail_now("stdout", "cannot redirect");
+        fj_fail_now("stdout", "cannot redirect");
     close(null);
     for (int k = 0; k < 2; k++) {
         Chat *c = &g_chat[k];
         open_chat(c, k);
         if (chat_turn(c, "Hello there") || chat_turn(c, "Second one"))
-            fail_now("seed", "a chat turn failed");
-        if (chat_state_save(c, g_path, err, sizeof err)) fail_now("seed save", err);
+            fj_fail_now("seed", "a chat turn failed");
+        if (chat_state_save(c, g_path, err, sizeof err)) fj_fail_now("seed save", err);
         g_seed[k] = read_all(g_path, &g_nseed[k]);
         const K3Config *cf = &c->eng.m.cfg;
         size_t tensors = 0;
@@ -140,7 +129,7 @@ static void setup(void) {
                 ? 4 * (size_t)cf->kda_num_heads * cf->kda_head_dim *
                       (cf->kda_head_dim + 3 * (size_t)(cf->short_conv_kernel_size - 1))
                 : 4 * (size_t)c->st->pos * (size_t)(cf->kv_lora_rank + cf->qk_rope_head_dim);
-        if (tensors + 8 >= g_nseed[k]) fail_now("seed", "shorter than its tensors");
+        if (tensors + 8 >= g_nseed[k]) fj_fail_now("seed", "shorter than its tensors");
         g_head[k] = g_nseed[k] - tensors - 8;
         keep_log(&c->log, &g_keep[k]);
     }
@@ -160,21 +149,21 @@ static int check_one(int k, const unsigned char *d, size_t n) {
     int rc = chat_state_load_bytes(c, g_path, d, n, err, sizeof err);
     snprintf(g_err, sizeof g_err, "%s", err);
     if (rc) {
-        if (rc != 1 && rc != 2) fail_now("state", "refused with an exit code other than 1 or 2");
-        if (!strstr(err, g_path)) fail_now("state refusal does not name the file", err);
-        if (fj_raw_control(err)) fail_now("state refusal echoes a raw control byte", err);
-        if (c->st->pos != 0) fail_now("state refusal", "left positions in the state");
-        if (c->fed != fed0 || c->nfed != nfed0) fail_now("state refusal", "changed the fed ids");
+        if (rc != 1 && rc != 2) fj_fail_now("state", "refused with an exit code other than 1 or 2");
+        if (!strstr(err, g_path)) fj_fail_now("state refusal does not name the file", err);
+        if (fj_raw_control(err)) fj_fail_now("state refusal echoes a raw control byte", err);
+        if (c->st->pos != 0) fj_fail_now("state refusal", "left positions in the state");
+        if (c->fed != fed0 || c->nfed != nfed0) fj_fail_now("state refusal", "changed the fed ids");
         if (!same_records(&c->log, &g_keep[k]))
-            fail_now("state refusal", "changed the exact records of the conversation");
+            fj_fail_now("state refusal", "changed the exact records of the conversation");
         return 0;
     }
-    if ((size_t)c->st->pos != c->nfed) fail_now("state load", "positions != fed ids");
+    if ((size_t)c->st->pos != c->nfed) fj_fail_now("state load", "positions != fed ids");
     int32_t *ids = NULL;
     size_t m = 0;
-    if (chat_render(c, &ids, &m)) fail_now("state load", "the transcript does not render");
+    if (chat_render(c, &ids, &m)) fj_fail_now("state load", "the transcript does not render");
     if (c->nfed > m || memcmp(ids, c->fed, sizeof *ids * c->nfed))
-        fail_now("state load", "the fed ids are not a prefix of the transcript");
+        fj_fail_now("state load", "the fed ids are not a prefix of the transcript");
     free(ids);
     /* saves and loads back to the same ids (the seeds did in check_seeds) */
     if (!g_full && n == g_nseed[k] && !memcmp(d, g_seed[k], n)) {
@@ -184,10 +173,10 @@ static int check_one(int k, const unsigned char *d, size_t n) {
     int32_t *fed1 = malloc(sizeof *fed1 * (c->nfed + 1));
     size_t nfed1 = c->nfed;
     memcpy(fed1, c->fed, sizeof *fed1 * nfed1);
-    if (chat_state_save(c, g_path2, err, sizeof err)) fail_now("state resave", err);
-    if (chat_state_load(c, g_path2, err, sizeof err)) fail_now("state reload", err);
+    if (chat_state_save(c, g_path2, err, sizeof err)) fj_fail_now("state resave", err);
+    if (chat_state_load(c, g_path2, err, sizeof err)) fj_fail_now("state reload", err);
     if (c->nfed != nfed1 || memcmp(c->fed, fed1, sizeof *fed1 * nfed1))
-        fail_now("state reload", "other ids than the first load");
+        fj_fail_now("state reload", "other ids than the first load");
     free(fed1);
     restore_records(&c->log, &g_keep[k]);
     return 1;
@@ -196,7 +185,7 @@ static int check_one(int k, const unsigned char *d, size_t n) {
 static void check_seeds(void) {
     g_full = 1;
     for (int k = 0; k < 2; k++)
-        if (check_one(k, g_seed[k], g_nseed[k]) != 1) fail_now("state seed", "refused");
+        if (check_one(k, g_seed[k], g_nseed[k]) != 1) fj_fail_now("state seed", "refused");
     g_full = 0;
 }
 
@@ -302,7 +291,7 @@ static void mutate(unsigned char *b, size_t *np, size_t cap, size_t head) {
 /* Refusals the mutations must also reach, with their exit codes (README "Exit codes"). */
 static void expect(int k, const unsigned char *d, size_t n, int want, const char *needle) {
     char err[2048] = "";
-    write_file(g_path, d, n);              /* the file reader here, the bytes one elsewhere */
+    fj_write_file(g_path, d, n);              /* the file reader here, the bytes one elsewhere */
     int rc = chat_state_load(&g_chat[k], g_path, err, sizeof err);
     if (rc != want || !strstr(err, needle)) {
         printf("FAIL state refusal: expected exit %d and '%s', got %d: %s\n", want, needle, rc,
@@ -333,7 +322,7 @@ int main(int argc, char **argv) {
         for (int j = 0; j < 50; j++, iters++) {
             int k = (int)(rnd() % 2);
             size_t n = g_nseed[k];
-            if (n > cap) fail_now("state seed", "too large");
+            if (n > cap) fj_fail_now("state seed", "too large");
             memcpy(buf, g_seed[k], n);
             /* the header, fingerprint, ids and records: all but the tensors and checksum */
             size_t head = n > 4096 ? 4096 : n;

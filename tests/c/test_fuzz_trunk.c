@@ -39,17 +39,12 @@ static size_t g_nindex;
 static uint64_t g_data;                   /* where the data starts in the harness's file */
 static int g_fd = -1;
 
-static void fail_now(const char *what, const char *msg) {
-    printf("FAIL %s: %s\n", what, msg);
-    fflush(stdout);
-    abort();
-}
 
 static void pwrite_all(int fd, const void *p, size_t n, uint64_t off) {
     const char *s = p;
     while (n) {
         ssize_t w = pwrite(fd, s, n, (off_t)off);
-        if (w <= 0) fail_now(g_file, "cannot write");
+        if (w <= 0) fj_fail_now(g_file, "cannot write");
         s += w; n -= (size_t)w; off += (uint64_t)w;
     }
 }
@@ -61,14 +56,14 @@ static void setup(void) {
     snprintf(g_dir, sizeof g_dir, "%s/k3_fuzz_trunk_%d", tmp, (int)getpid());
     snprintf(g_file, sizeof g_file, "%s/trunk.k3", g_dir);
     snprintf(src, sizeof src, "%s/src", g_dir);
-    if (mkdir(g_dir, 0700) || mkdir(src, 0700)) fail_now(g_dir, "cannot create");
+    if (mkdir(g_dir, 0700) || mkdir(src, 0700)) fj_fail_now(g_dir, "cannot create");
     char *argv[] = { "pack", MODEL, src, "--quiet", NULL };
-    if (k3_pack_main(4, argv)) fail_now("k3 pack", MODEL);
+    if (k3_pack_main(4, argv)) fj_fail_now("k3 pack", MODEL);
     char sp[420];
     snprintf(sp, sizeof sp, "%s/trunk.k3", src);
     size_t n = 0;
     unsigned char *f = (unsigned char *)k3_slurp(sp, (size_t)1 << 30, &n, err, sizeof err);
-    if (!f || n < 16) fail_now("packed trunk", err);
+    if (!f || n < 16) fj_fail_now("packed trunk", err);
     unlink(sp); rmdir(src);
     uint64_t ilen = 0;
     for (int i = 0; i < 8; i++) ilen |= (uint64_t)f[8 + i] << (8 * i);
@@ -94,10 +89,10 @@ static void setup(void) {
     free(line);
     g_nindex = o;
     g_fd = open(g_file, O_RDWR | O_CREAT | O_TRUNC, 0600);
-    if (g_fd < 0) fail_now(g_file, "cannot create");
+    if (g_fd < 0) fj_fail_now(g_file, "cannot create");
     pwrite_all(g_fd, f + d0, n - d0, g_data);
     free(f);
-    if (k3_model_open(&g_m, MODEL, NULL, err, sizeof err)) fail_now("model", err);
+    if (k3_model_open(&g_m, MODEL, NULL, err, sizeof err)) fj_fail_now("model", err);
     const int NL = g_m.cfg.num_hidden_layers;
     g_layers = malloc(sizeof *g_layers * (size_t)NL);
     memcpy(g_layers, g_m.layers, sizeof *g_layers * (size_t)NL);
@@ -109,7 +104,7 @@ static void check_seed(void) {
     unsigned char *b = malloc(g_nindex + 1);
     memcpy(b, g_index, g_nindex);
     b[g_nindex] = '\n';
-    if (!check_trunk(b, g_nindex + 1)) fail_now("trunk seed", "refused");
+    if (!check_trunk(b, g_nindex + 1)) fj_fail_now("trunk seed", "refused");
     free(b);
 }
 static void cleanup(void) {
@@ -147,9 +142,9 @@ static int check_trunk(const unsigned char *d, size_t n) {
     write_head(d, n, raw);
     K3Trunk *t = k3_trunk_open(&g_m, g_dir, err, sizeof err);
     if (!t) {
-        if (!err[0]) fail_now("trunk refusal", "no message");
-        if (!strstr(err, g_dir)) fail_now("trunk refusal does not name the file", err);
-        if (fj_raw_control(err)) fail_now("trunk refusal echoes a raw control byte", err);
+        if (!err[0]) fj_fail_now("trunk refusal", "no message");
+        if (!strstr(err, g_dir)) fj_fail_now("trunk refusal does not name the file", err);
+        if (fj_raw_control(err)) fj_fail_now("trunk refusal echoes a raw control byte", err);
         return 0;
     }
     const int NL = g_m.cfg.num_hidden_layers;
@@ -167,13 +162,13 @@ static int check_trunk(const unsigned char *d, size_t n) {
     K3Stream *sm = k3_stream_open(&g_m, t, &so, &st, &io, err, sizeof err);
     int rc = sm ? 0 : 1;
     if (rc) {
-        if (!strstr(err, g_dir)) fail_now("trunk pin refusal does not name the file", err);
-        if (fj_raw_control(err)) fail_now("trunk pin refusal echoes a raw control byte", err);
+        if (!strstr(err, g_dir)) fj_fail_now("trunk pin refusal does not name the file", err);
+        if (fj_raw_control(err)) fj_fail_now("trunk pin refusal echoes a raw control byte", err);
     } else {
         /* every bound matrix holds the checkpoint's bytes */
         for (int L = 0; L < NL; L++) {
             const K3Layer *ly = k3_stream_acquire(sm, L, err, sizeof err);
-            if (!ly) fail_now("trunk acquire of a pinned layer", err);
+            if (!ly) fj_fail_now("trunk acquire of a pinned layer", err);
             for (int i = 0; i < k3_n_layer_mats; i++) {
                 if (!k3_mat_in_layer(&k3_layer_mats[i], &g_m.cfg, L)) continue;
                 const K3Mat *a = k3_mat_field((K3Layer *)ly, &k3_layer_mats[i]);
@@ -187,7 +182,7 @@ static int check_trunk(const unsigned char *d, size_t n) {
                     snprintf(why, sizeof why, "layer %d, %s%s: other bytes than the "
                              "checkpoint's, not refused (input in %s)", L,
                              k3_layer_mats[i].suffix, nm(a), p);
-                    fail_now("trunk", why);
+                    fj_fail_now("trunk", why);
                 }
             }
             k3_stream_release(sm, L);
@@ -320,7 +315,7 @@ static void mutate_bytes(unsigned char *b, size_t *np, size_t cap) {
 
 /* Refusals the reader must give, each naming what is wrong. */
 static void expect(const char *idx, size_t n, const char *needle) {
-    if (n > g_data - 16) fail_now("trunk expect", "index too long");
+    if (n > g_data - 16) fj_fail_now("trunk expect", "index too long");
     char err[1024] = "";
     write_head((const unsigned char *)idx, n, 0);
     K3Trunk *t = k3_trunk_open(&g_m, g_dir, err, sizeof err);
@@ -346,11 +341,11 @@ int main(int argc, char **argv) {
         if (b16 && (!e || b16 < e)) break;
         l = strstr(l + 1, "\nt 0 ");
     }
-    if (!l) fail_now("trunk seed", "no layer 0 matrix line");
+    if (!l) fj_fail_now("trunk seed", "no layer 0 matrix line");
     char *sum = l + 1;
     for (int i = 0; i < 4; i++) sum = strchr(sum, ' ') + 1;
     sum[0] = sum[0] == '0' ? '1' : '0';
-    if (check_trunk(buf, g_nindex)) fail_now("trunk", "a wrong checksum was pinned");
+    if (check_trunk(buf, g_nindex)) fj_fail_now("trunk", "a wrong checksum was pinned");
     expect("k3trunk 1\n", 10, "trunk format 1");
     expect("k3trunk 2\nt 0 1 2 3 F32 1 5 \x1b[2Jx\n", 35, "tensor '\\x1b[2Jx' does not match");
     expect("k3trunk 2\nt 0 \x1b[2J\n", 18, "malformed index line 't 0 \\x1b[2J'");
@@ -370,12 +365,12 @@ int main(int argc, char **argv) {
         while (b5 > (char *)buf && b5[-1] != '\n') b5--;
         a[3] = '5'; b5[2] = '4'; swapped = 1;
     }
-    if (!swapped) fail_now("trunk seed", "no matrix in both layers 4 and 5");
+    if (!swapped) fj_fail_now("trunk seed", "no matrix in both layers 4 and 5");
     expect((char *)buf, g_nindex, "is listed under another layer");
     /* an offset that wraps: off + nbytes overflows into the file's range */
     memcpy(buf, g_index, g_nindex); buf[g_nindex] = 0;
     char *big = strstr((char *)buf, " 00000000000000221184 ");
-    if (!big) fail_now("trunk seed", "no 221184-byte tensor");
+    if (!big) fj_fail_now("trunk seed", "no 221184-byte tensor");
     char *o = big - 1;
     while (*o != ' ') o--;
     char *line2 = malloc(g_nindex + 64);

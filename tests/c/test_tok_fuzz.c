@@ -21,52 +21,41 @@ static Tok *g_tok;
 static char g_dir[256], g_model[300], g_cfg[300];
 static char *g_cfg_seed;               /* tests/tok/tiny/tokenizer_config.json */
 
-static void fail_now(const char *what, const char *msg) {
-    printf("FAIL %s: %s\n", what, msg);
-    fflush(stdout);
-    abort();
-}
 
 static void check_encode(const Tok *t, const unsigned char *d, size_t n) {
     for (int sp = 0; sp < 2; sp++) {
         size_t k; int32_t *v = tok_encode(t, (const char *)d, n, sp, &k);
-        if (!v) fail_now("encode", "failed");
+        if (!v) fj_fail_now("encode", "failed");
         for (size_t i = 0; i < k; i++)
-            if (v[i] < 0 || v[i] >= tok_vocab_size(t)) fail_now("encode", "id out of range");
+            if (v[i] < 0 || v[i] >= tok_vocab_size(t)) fj_fail_now("encode", "id out of range");
         size_t dl; char *back = tok_decode(t, v, k, &dl, NULL);
-        if (!back || dl != n || memcmp(back, d, n)) fail_now("encode", "decode(encode(x)) != x");
+        if (!back || dl != n || memcmp(back, d, n)) fj_fail_now("encode", "decode(encode(x)) != x");
         free(back); free(v);
     }
 }
 
 static void check_text(const unsigned char *d, size_t n) {
     size_t *e; long np = tok_split((const char *)d, n, &e);
-    if (np < 0) fail_now("split", "failed");
+    if (np < 0) fj_fail_now("split", "failed");
     size_t a = 0;
     for (long i = 0; i < np; i++) {
-        if (e[i] <= a || e[i] > n) fail_now("split", "pieces out of order");
+        if (e[i] <= a || e[i] > n) fj_fail_now("split", "pieces out of order");
         a = e[i];
     }
-    if (a != n) fail_now("split", "pieces do not cover the input");
+    if (a != n) fj_fail_now("split", "pieces do not cover the input");
     free(e);
     check_encode(g_tok, d, n);
 }
 
-static void write_file(const char *p, const unsigned char *d, size_t n) {
-    FILE *f = fopen(p, "wb");
-    if (!f) fail_now(p, "cannot write");
-    if (n && fwrite(d, 1, n, f) != n) fail_now(p, "cannot write");
-    fclose(f);
-}
 
 static void check_refusal(const char *what, const char *err) {
-    if (!err[0]) fail_now(what, "refusal without a message");
-    if (fj_raw_control(err)) fail_now(what, "raw control byte in the message");
+    if (!err[0]) fj_fail_now(what, "refusal without a message");
+    if (fj_raw_control(err)) fj_fail_now(what, "raw control byte in the message");
 }
 
 static int check_loader(const unsigned char *d, size_t n) {
     char err[512] = "";
-    write_file(g_model, d, n);
+    fj_write_file(g_model, d, n);
     Tok *t = tok_load_files(g_model, NULL, err, sizeof err);
     if (t) {   /* whatever loaded must work */
         size_t k; int32_t *v = tok_encode(t, (const char *)d, n < 64 ? n : 64, 1, &k);
@@ -79,21 +68,22 @@ static int check_loader(const unsigned char *d, size_t n) {
 /* A config that loads names every reserved id uniquely: each name encodes to its id. */
 static int check_config(const unsigned char *d, size_t n) {
     char err[512] = "";
-    write_file(g_cfg, d, n);
+    fj_write_file(g_cfg, d, n);
     Tok *t = tok_load_files(TOK_DIR "/tiktoken.model", g_cfg, err, sizeof err);
     if (!t) { check_refusal("tokenizer_config.json", err); return 0; }
     for (int id = tok_n_ranks(t); id < tok_vocab_size(t); id++) {
         size_t l, k;
         const char *name = tok_token_bytes(t, id, &l);
         char buf[256];
-        if (!name || l == 0 || l >= sizeof buf) fail_now("config", "reserved name length");
+        if (!name || l == 0 || l >= sizeof buf) fj_fail_now("config", "reserved name length");
         memcpy(buf, name, l); buf[l] = 0;
-        if (tok_special_id(t, buf) != id) fail_now("config", "reserved name not found");
+        if (tok_special_id(t, buf) != id) fj_fail_now("config", "reserved name not found");
         char dflt[48];
         snprintf(dflt, sizeof dflt, "<|reserved_token_%d|>", id);
         if (!strcmp(buf, dflt)) continue;         /* not from the config: cheap checks only */
         int32_t *v = tok_encode(t, name, l, 1, &k);
-        if (!v || k != 1 || v[0] != id) fail_now("config", "a reserved name encodes to another id");
+        if (!v || k != 1 || v[0] != id)
+            fj_fail_now("config", "a reserved name encodes to another id");
         free(v);
     }
     check_encode(t, d, n < 256 ? n : 256);
@@ -231,7 +221,7 @@ int main(int argc, char **argv) {
     clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
     for (size_t i = 0; i < NSEEDS(CFG_SEEDS); i++)
         if (!check_config((const unsigned char *)CFG_SEEDS[i], strlen(CFG_SEEDS[i])))
-            fail_now("config seed", "refused");
+            fj_fail_now("config seed", "refused");
     while (clock() < end) {
         for (int k = 0; k < 50; k++, iters++) {
             int kind = iters % 8 == 7 ? 1 : iters % 8 >= 5 ? 2 : 0;  /* 1 model, 2 config */
