@@ -124,7 +124,11 @@ const K3KernelOps *k3_kernels_avx2(void);
 const K3KernelOps *k3_kernels_avx512(void);
 const K3KernelOps *k3_kernels_neon(void);
 /* Per-thread scratch of at least `bytes` (64-byte aligned, reused, freed at thread exit);
- * NULL when out of memory (the SIMD prefill then falls back to the scalar kernel). */
+ * NULL when out of memory (the SIMD prefill then falls back to the scalar kernel).
+ * k3_scratch is slot K3_SCRATCH_KERNEL; a caller that holds its slot across a kernel call
+ * (the coded prefill's decoded rows) uses another. */
+enum { K3_SCRATCH_KERNEL, K3_SCRATCH_CODEC, K3_SCRATCH_SLOTS };
+void *k3_scratch_slot(int slot, size_t bytes);
 void *k3_scratch(size_t bytes);
 /* Does this CPU run it? (compiled in and supported) */
 int k3_kernels_usable(const char *which);

@@ -2,7 +2,6 @@
  * structure check, row decoder, and the prefill driver the SIMD paths share. The
  * matvec decoders live beside their BF16 twins in kernels*.c. */
 #include "codec.h"
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,20 +214,6 @@ void k3_codec_decode_row(uint16_t *out, const K3Mat *W, int r) {
 const uint8_t k3_codec_expand8[256][8] = { X64(0), X64(64), X64(128), X64(192) };
 
 /* ------------------------------------------------------------------ prefill */
-static pthread_key_t key;
-static pthread_once_t once = PTHREAD_ONCE_INIT;
-static _Thread_local struct { void *p; size_t n; } buf;
-static void key_init(void) { pthread_key_create(&key, free); }
-static void *scratch(size_t n) {
-    if (buf.n >= n) return buf.p;
-    pthread_once(&once, key_init);
-    void *p = NULL;
-    if (posix_memalign(&p, 64, n)) return NULL;
-    free(buf.p);
-    buf.p = p; buf.n = n;
-    pthread_setspecific(key, p);
-    return p;
-}
 
 void k3_codec_prefill(const K3KernelOps *o, K3RowDecoder dec, float *Y, const K3Mat *W,
                       const float *X, int r0, int r1, int t0, int t1) {
@@ -237,7 +222,7 @@ void k3_codec_prefill(const K3KernelOps *o, K3RowDecoder dec, float *Y, const K3
     int RB = (int)((256u << 10) / (2u * (unsigned)cols));      /* ~256 KB of rows */
     RB = RB < 16 ? 16 : RB > 128 ? 128 : RB & ~15;
     size_t wb = ((size_t)RB * cols * 2 + 63) & ~(size_t)63;
-    uint8_t *s = scratch(wb + sizeof(float) * (size_t)RB * T);
+    uint8_t *s = k3_scratch_slot(K3_SCRATCH_CODEC, wb + sizeof(float) * (size_t)RB * T);
     if (!s) { k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1); return; }  /* same bits */
     uint16_t *w = (uint16_t *)s;
     float *yt = (float *)(s + wb);

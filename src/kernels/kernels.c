@@ -194,22 +194,27 @@ int k3_kernels_select(const char *which, char *err, size_t errlen) {
 const char *k3_kernels_name(void) { return ops()->name; }
 
 /* ------------------------------------------------------------------ per-thread scratch */
-/* For the prefill kernels (parked lanes, X panels): grown on demand, 64-byte aligned,
- * freed when the thread exits (a key destructor). NULL when out of memory. */
-static pthread_key_t scratch_key;
+/* For the prefill kernels (parked lanes, X panels) and the coded prefill's decoded rows
+ * (one slot each: the coded prefill calls a kernel that uses its own): grown on demand,
+ * 64-byte aligned, freed when the thread exits (a key destructor). NULL when out of
+ * memory. */
+static pthread_key_t scratch_key[K3_SCRATCH_SLOTS];
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
-static _Thread_local struct { void *p; size_t n; } scratch;
-static void scratch_init(void) { pthread_key_create(&scratch_key, free); }
-void *k3_scratch(size_t bytes) {
-    if (scratch.n >= bytes) return scratch.p;
+static _Thread_local struct { void *p; size_t n; } scratch[K3_SCRATCH_SLOTS];
+static void scratch_init(void) {
+    for (int i = 0; i < K3_SCRATCH_SLOTS; i++) pthread_key_create(&scratch_key[i], free);
+}
+void *k3_scratch_slot(int slot, size_t bytes) {
+    if (scratch[slot].n >= bytes) return scratch[slot].p;
     pthread_once(&scratch_once, scratch_init);
     void *p = NULL;
     if (posix_memalign(&p, 64, bytes)) return NULL;
-    free(scratch.p);
-    scratch.p = p; scratch.n = bytes;
-    pthread_setspecific(scratch_key, p);
+    free(scratch[slot].p);
+    scratch[slot].p = p; scratch[slot].n = bytes;
+    pthread_setspecific(scratch_key[slot], p);
     return p;
 }
+void *k3_scratch(size_t bytes) { return k3_scratch_slot(K3_SCRATCH_KERNEL, bytes); }
 
 /* ------------------------------------------------------------------ threaded matmul */
 /* Below this many multiply-adds a matmul runs inline (waking workers costs ~10 us). */
