@@ -49,6 +49,14 @@ struct K3ECache {
 
 const int *k3_ecache_busy(const K3ECache *c) { return &c->busy; }
 
+/* The index beside the slots (locations, slot map, the policy's history, the pending
+ * list): it counts inside --cache-gb. */
+uint64_t k3_ecache_index_bytes(const K3Config *c) {
+    const uint64_t nk = (uint64_t)c->num_hidden_layers * c->num_experts;
+    return nk * (sizeof(ELoc) + sizeof(int) + sizeof(uint32_t) + sizeof(uint64_t)) +
+           (uint64_t)c->num_experts * sizeof(int);
+}
+
 uint64_t k3_ecache_slot_bytes(const K3Config *c) {
     return k3_dio_room(k3_expert_bytes(c));  /* room for the O_DIRECT alignment window */
 }

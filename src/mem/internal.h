@@ -40,6 +40,7 @@ struct K3Mem {
     K3MemStats prev;                          /* counters at the end of the previous step */
     K3MemStep *steps; int n_steps, cap_steps; /* per-step figures for --out */
     uint64_t buffer_bytes, plan_bytes;        /* the plan's forward buffers and its total */
+    uint64_t trunk_budget, cache_budget;      /* the flags after raising to the minimum */
     int chunk;                                /* the prefill chunk the plan chose */
 };
 
@@ -49,6 +50,9 @@ typedef struct {
     int n_pinned, ring, nslots, streamed, head_stream;
     uint64_t pinned, ring_bytes, cache, lm_head, embed, vectors, state, mla, buffers, process,
              total;
+    uint64_t tmp;                            /* the stream's T > 1 scatter block */
+    uint64_t side;                           /* embed .. process: inside --trunk-gb */
+    uint64_t cache_index;                    /* the cache's index: inside --cache-gb */
     uint64_t trunk_total, trunk_min, cache_min, all_experts, head_full, slot_bytes;
     uint64_t piece;                          /* streamed piece size (ring_bytes: the window) */
     int raised_trunk, raised_cache;
@@ -128,6 +132,7 @@ uint64_t k3_stream_piece(uint64_t total);
 
 /* ---- expert_cache.c ---- */
 uint64_t k3_ecache_slot_bytes(const K3Config *c);
+uint64_t k3_ecache_index_bytes(const K3Config *c);   /* counted in --cache-gb */
 /* The counters, failure count and trace the cache reports to (owned by mem.c). */
 typedef struct {
     K3MemStats *st; long *failures; FILE **trace; const int *step;

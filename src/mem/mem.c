@@ -9,6 +9,7 @@
 #include "util.h"
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 void k3_mem_opts_init(K3MemOpts *o) {
     memset(o, 0, sizeof *o);
@@ -21,8 +22,22 @@ void k3_mem_opts_init(K3MemOpts *o) {
 
 static K3Mem *of(K3Weights *w) { return (K3Mem *)w; }
 
+/* The embedding's pages in the shard mapping: a row lookup, so the kernel must not map
+ * whole 2 MB folios or read ahead around the rows (advice at open), and the rows a
+ * forward touched are unmapped once copied out (at layer 0), so the embedding holds one
+ * forward's rows (plan.c), never a growing share of the mapping. The page cache keeps
+ * them: a later lookup is a minor fault. */
+static void embed_advise(const K3Model *m, int advice) {
+    const K3Mat *E = &m->embed;
+    const uintptr_t a = (uintptr_t)E->w, pg = 4096;
+    const uintptr_t n = (uintptr_t)E->rows * E->cols * (E->type == K3_W_F32 ? 4 : 2);
+    const uintptr_t lo = (a + pg - 1) & ~(pg - 1), hi = (a + n) & ~(pg - 1);
+    if (E->w && hi > lo) (void)madvise((void *)lo, hi - lo, advice);
+}
+
 static const K3Layer *acquire(K3Weights *w, int L, char *err, size_t errlen) {
     K3Mem *x = of(w);
+    if (L == 0) embed_advise(x->m, MADV_DONTNEED);
     if (!x->stream) return &x->m->layers[L];
     return k3_stream_acquire(x->stream, L, err, errlen);
 }
@@ -103,30 +118,38 @@ static void pick_budgets(const K3Model *m, const K3MemOpts *o, const uint64_t *l
     }
 }
 
-/* The prefill chunk: the largest T <= o->chunk whose plan (buffers grow with T) fits 90%
- * of avail beside the budgets, so a prompt reads each (layer, expert) once per chunk with
- * as few chunks as memory allows. Unknown avail: o->chunk. *why says which bound won. */
+/* The prefill chunk: the largest T <= o->chunk whose buffers fit inside the trunk budget
+ * beside the window (--trunk-gb is the ceiling: a larger chunk costs pinned bytes, never
+ * more memory) and whose plan fits 90% of avail, so a prompt reads each (layer, expert)
+ * once per chunk with as few chunks as memory allows. At the working minimum (the budget
+ * is raised even for T = 1) only avail bounds it. *why says which bound won. */
+static int fits(const K3Model *m, K3MemOpts *q, const uint64_t *lb, double tgb, double cgb,
+                uint64_t self, double room, int floor, int T) {
+    K3Plan p;
+    q->chunk = T;
+    k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, q, lb, q->trunk_dir != NULL, tgb, cgb,
+                 self, &p);
+    return (!room || (double)p.total <= room) && (floor || !p.raised_trunk);
+}
+
 static int fit_chunk(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, double tgb,
                      double cgb, uint64_t self, uint64_t avail, const char **why) {
     K3MemOpts q = *o;
-    K3Plan p;
     int lo = 1, hi = o->chunk > 0 ? o->chunk : 1;
     *why = "--prefill-chunk or the caller";
     if (!o->chunk_auto) return hi;
     *why = "all the tokens of the forward";
-    if (!avail) return hi;
     const double room = 0.9 * (double)avail;
-    q.chunk = hi;
-    k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, &q, lb, o->trunk_dir != NULL, tgb, cgb,
-                 self, &p);
-    if ((double)p.total <= room) return hi;
-    *why = "the largest whose buffers fit 90% of available beside the budgets";
+    const int floor = !fits(m, &q, lb, tgb, cgb, self, 0, 0, 1);   /* raised at T = 1 */
+    if (fits(m, &q, lb, tgb, cgb, self, room, floor, hi)) return hi;
+    *why = floor || !fits(m, &q, lb, tgb, cgb, self, 0, 0, hi)
+         ? (floor ? "the largest whose buffers fit 90% of available beside the budgets"
+                  : "the largest whose buffers fit inside --trunk-gb beside the window")
+         : "the largest whose buffers fit 90% of available beside the budgets";
     while (lo < hi) {
-        q.chunk = lo + (hi - lo + 1) / 2;
-        k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, &q, lb, o->trunk_dir != NULL, tgb,
-                     cgb, self, &p);
-        if ((double)p.total <= room) lo = q.chunk;
-        else hi = q.chunk - 1;
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (fits(m, &q, lb, tgb, cgb, self, room, floor, mid)) lo = mid;
+        else hi = mid - 1;
     }
     return lo;
 }
@@ -169,6 +192,8 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
                  self, &p);
     x->buffer_bytes = p.buffers;
     x->plan_bytes = p.total;
+    x->trunk_budget = o->trunk_dir ? (uint64_t)p.trunk_budget : 0;
+    x->cache_budget = (uint64_t)p.cache_budget;
     p.chunk_why = why;
     if (!o->quiet) k3_plan_print(&p, NL, o->trunk_dir != NULL, avail, adesc, o->ctx, stderr);
     if (avail && p.total > avail) {
@@ -176,6 +201,8 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
         return K3_ERR_RUNTIME;
     }
     int rc;
+    embed_advise(m, MADV_NOHUGEPAGE);
+    embed_advise(m, MADV_RANDOM);
     x->io.st = &x->st;
     pthread_mutex_init(&x->io.mu, NULL);
     x->io_init = 1;

@@ -1,83 +1,46 @@
 /* plan.c — the memory plan: what every budget buys, before anything big is allocated.
  *
- * The plan sums the pinned trunk prefix, the read-ahead window the rest streams through
- * in pieces (lm_head included), the expert cache, lm_head (resident without --trunk),
- * embedding rows (a row lookup: only touched rows become resident), the f32 small vectors,
- * the KDA recurrent state (one per sequence), the MLA cache for --ctx positions, the
- * forward buffers (k3_runstate_bytes: exactly what the run state allocates) and what the
- * process already holds, and compares the total with
- * MemAvailable (and a cgroup memory limit). mem.c refuses to start, with every number
- * and the flag that would fix it (k3_plan_refusal), when the total does not fit. */
+ * The two flags are the ceiling of the whole process. --cache-gb holds the expert slots
+ * and the cache's index; --trunk-gb holds everything else: the read-ahead window the
+ * streamed trunk (lm_head included) goes through in pieces, embedding rows (a row
+ * lookup), the f32 small vectors, the KDA recurrent state (one per sequence), the MLA
+ * cache for --ctx positions, the forward buffers (k3_runstate_bytes: exactly what the run
+ * state allocates) and what the process already holds; the pinned trunk prefix gets what
+ * is left. Without --trunk the trunk and lm_head are resident in the shard mappings. The
+ * total is compared with MemAvailable (and a cgroup memory limit); mem.c refuses to
+ * start, with every number and the flag that would fix it (k3_plan_refusal), when it
+ * does not fit. */
 #include "internal.h"
 #include "dio.h"
 #include "tensors.h"
 #include <stdlib.h>
 #include <string.h>
 
-/* Trunk bytes the budget governs: the pinned prefix and the window. */
-static uint64_t trunk_used(const K3Plan *p, int have_trunk) {
-    (void)have_trunk;
-    return p->pinned + p->ring_bytes;
+/* Bytes --trunk-gb governs: the pinned prefix, the window and everything beside it. */
+static uint64_t trunk_used(const K3Plan *p) {
+    return p->pinned + p->ring_bytes + p->tmp + p->side;
 }
 
-/* lb[0..NL): trunk bytes per layer; process: bytes the process already holds. */
+/* Bytes of the embedding rows one forward of T tokens maps: a row lookup in the shard
+ * mapping, dropped before layer 0 (mem.c), so only one forward's rows are resident; each
+ * row's pages and the fault-around (64 KiB) the kernel maps beside them. */
+static uint64_t embed_bytes(int H, int V, uint64_t T) {
+    const uint64_t rows = T * (((uint64_t)H * 2 + 65535) / 65536 + 1) * 65536;
+    return rows < (uint64_t)V * H * 2 ? rows : (uint64_t)V * H * 2;
+}
+
+/* lb[0..NL): trunk bytes per layer; process: bytes the process already holds.
+ * The flags are the ceiling of the whole process: --cache-gb holds the expert slots and
+ * the cache's index, --trunk-gb everything else (pinned prefix, window, forward buffers,
+ * states, MLA cache, vectors, embedding rows, the process); pinned gets what is left. */
 void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uint64_t *lb,
                   int have_trunk, double tgb, double cgb, uint64_t process, K3Plan *p) {
     const int NL = c->num_hidden_layers, H = c->hidden_size, V = c->vocab_size;
     memset(p, 0, sizeof *p);
     for (int L = 0; L < NL; L++) p->trunk_total += lb[L];
     p->head_full = (uint64_t)V * H * (head_f32 ? 4 : 2);
-    p->lm_head = p->head_full;
-    p->trunk_min = p->trunk_total;
     const uint64_t T = o->chunk > 0 ? o->chunk : 1;
-    if (!have_trunk) { p->n_pinned = NL; p->pinned = p->trunk_total; }
-    else {
-        /* one stream: the layers' matrices, then lm_head; a prefix pinned, the rest read
-         * in pieces through the window every forward (same bits) */
-        const uint64_t stream = p->trunk_total + p->head_full;
-        uint64_t whole = 0;                   /* kv_b is used whole (mla.c) */
-        for (int L = 0; L < NL; L++)
-            if (!c->is_kda[L])
-                whole = (uint64_t)c->num_attention_heads * (c->qk_nope_head_dim +
-                        c->v_head_dim) * c->kv_lora_rank * 2;
-        p->piece = o->piece_mb > 0 ? k3_up4k((uint64_t)(o->piece_mb * 1e6))
-                                   : k3_stream_piece(stream);
-        p->trunk_min = k3_stream_window(p->piece, whole) + k3_stream_tmp_bytes((int)T, p->piece);
-        p->trunk_budget = tgb * K3_GB;
-        if (p->trunk_budget < p->trunk_min) {
-            p->trunk_budget = (double)p->trunk_min;
-            p->raised_trunk = 1;
-        }
-        if (p->trunk_budget >= (double)stream) p->pinned = stream;
-        else {
-            p->pinned = (uint64_t)p->trunk_budget - p->trunk_min;
-            p->ring_bytes = p->trunk_min;
-            p->ring = 1;
-            p->head_stream = 1;
-        }
-        uint64_t acc = 0;
-        for (int L = 0; L < NL && acc + lb[L] <= p->pinned; L++) { acc += lb[L]; p->n_pinned++; }
-        p->streamed = NL - p->n_pinned;
-        p->lm_head = 0;                       /* pinned or in the window */
-    }
-    int nmoe = 0;
-    for (int L = 0; L < NL; L++) nmoe += c->is_moe[L];
-    const uint64_t slot = k3_ecache_slot_bytes(c);
-    p->slot_bytes = slot;
-    int all = nmoe * c->num_experts, mins = all < 5 ? all : 5;
-    p->all_experts = (uint64_t)all * slot; p->cache_min = (uint64_t)mins * slot;
-    p->cache_budget = cgb * K3_GB;
-    if (p->cache_budget < (double)p->cache_min) {
-        p->cache_budget = (double)p->cache_min;
-        p->raised_cache = 1;
-    }
-    double ns = p->cache_budget / (double)slot;
-    p->nslots = ns >= all ? all : (int)ns;  /* never more slots than routed experts: plan == use */
-    if (p->nslots < mins) p->nslots = mins;
-    p->cache = (uint64_t)p->nslots * slot;
-    uint64_t rows = (uint64_t)(o->ctx > 0 ? o->ctx : 1) *
-                    (((uint64_t)H * 2 + 4095) / 4096 + 1) * 4096;
-    p->embed = rows < (uint64_t)V * H * 2 ? rows : (uint64_t)V * H * 2;
+    p->embed = embed_bytes(H, V, T);
     const uint64_t C = (uint64_t)c->kda_num_heads * c->kda_head_dim;
     uint64_t cap = 64;
     while (cap < (uint64_t)(o->ctx > 0 ? o->ctx : 1)) cap *= 2;
@@ -100,8 +63,60 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     p->buffers = k3_runstate_bytes(c, (int)T, ctx, o->logits_rows);
     p->chunk = (int)T;
     p->process = process;
-    p->total = p->pinned + p->ring_bytes + p->cache + p->lm_head + p->embed + p->vectors +
-               p->state + p->mla + p->buffers + p->process;
+    p->side = p->embed + p->vectors + p->state + p->mla + p->buffers + p->process;
+    p->lm_head = p->head_full;
+    p->trunk_min = p->trunk_total + p->head_full + p->side;
+    if (!have_trunk) { p->n_pinned = NL; p->pinned = p->trunk_total; }
+    else {
+        /* one stream: the layers' matrices, then lm_head; a prefix pinned, the rest read
+         * in pieces through the window every forward (same bits) */
+        const uint64_t stream = p->trunk_total + p->head_full;
+        uint64_t whole = 0;                   /* kv_b is used whole (mla.c) */
+        for (int L = 0; L < NL; L++)
+            if (!c->is_kda[L])
+                whole = (uint64_t)c->num_attention_heads * (c->qk_nope_head_dim +
+                        c->v_head_dim) * c->kv_lora_rank * 2;
+        p->piece = o->piece_mb > 0 ? k3_up4k((uint64_t)(o->piece_mb * 1e6))
+                                   : k3_stream_piece(stream);
+        const uint64_t window = k3_stream_window(p->piece, whole);
+        const uint64_t tmp = k3_stream_tmp_bytes((int)T, p->piece);
+        p->trunk_min = window + tmp + p->side;
+        p->trunk_budget = tgb * K3_GB;
+        if (p->trunk_budget < p->trunk_min) {
+            p->trunk_budget = (double)p->trunk_min;
+            p->raised_trunk = 1;
+        }
+        if (p->trunk_budget >= (double)(stream + p->side)) p->pinned = stream;
+        else {
+            p->pinned = (uint64_t)p->trunk_budget - p->trunk_min;
+            p->ring_bytes = window;
+            p->tmp = tmp;
+            p->ring = 1;
+            p->head_stream = 1;
+        }
+        uint64_t acc = 0;
+        for (int L = 0; L < NL && acc + lb[L] <= p->pinned; L++) { acc += lb[L]; p->n_pinned++; }
+        p->streamed = NL - p->n_pinned;
+        p->lm_head = 0;                       /* pinned or in the window */
+    }
+    int nmoe = 0;
+    for (int L = 0; L < NL; L++) nmoe += c->is_moe[L];
+    const uint64_t slot = k3_ecache_slot_bytes(c);
+    p->slot_bytes = slot;
+    int all = nmoe * c->num_experts, mins = all < 5 ? all : 5;
+    p->cache_index = nmoe ? k3_ecache_index_bytes(c) : 0;
+    p->all_experts = (uint64_t)all * slot;
+    p->cache_min = (uint64_t)mins * slot + p->cache_index;
+    p->cache_budget = cgb * K3_GB;
+    if (p->cache_budget < (double)p->cache_min) {
+        p->cache_budget = (double)p->cache_min;
+        p->raised_cache = 1;
+    }
+    double ns = (p->cache_budget - (double)p->cache_index) / (double)slot;
+    p->nslots = ns >= all ? all : (int)ns;  /* never more slots than routed experts: plan == use */
+    if (p->nslots < mins) p->nslots = mins;
+    p->cache = (uint64_t)p->nslots * slot + p->cache_index;
+    p->total = p->pinned + p->ring_bytes + p->tmp + p->cache + p->lm_head + p->side;
 }
 
 /* bytes in the unit that keeps them readable (1e3 steps, as GB = 1e9 in the plan) */
@@ -120,21 +135,28 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     char pb[32];
     if (have_trunk) {
         fprintf(f, "  trunk pinned       %8.3f  %d of %d layers whole%s, lm_head %s "
-                "(trunk budget %.3f GB covers pinned + window)\n", p->pinned / K3_GB,
+                "(what the trunk budget %.3f GB leaves: it holds every line but the expert "
+                "cache)\n", p->pinned / K3_GB,
                 p->n_pinned, NL, p->ring && p->n_pinned < NL ? " + part of the next" : "",
                 p->head_stream ? "streamed" : "pinned", p->trunk_budget / K3_GB);
+        char tb[32];
         if (p->ring)
             fprintf(f, "  trunk window       %8.3f  the rest in pieces of %s, read ahead "
-                    "while the layers compute\n", p->ring_bytes / K3_GB,
-                    k3_size_text(p->piece, pb, sizeof pb));
+                    "while the layers compute (+ %s scatter block)\n",
+                    (p->ring_bytes + p->tmp) / K3_GB, k3_size_text(p->piece, pb, sizeof pb),
+                    k3_size_text(p->tmp, tb, sizeof tb));
     } else
         fprintf(f, "  trunk resident     %8.3f  all %d layers, used in place from the shards "
                 "(stream it: k3 pack + --trunk)\n", p->pinned / K3_GB, NL);
-    fprintf(f, "  expert cache       %8.3f  %d slots of %s (%.1f%% of all routed experts)\n",
-            p->cache / K3_GB, p->nslots, k3_size_text(p->slot_bytes, slot, sizeof slot),
-            p->all_experts ? 100.0 * p->cache / p->all_experts : 0.0);
+    char ix[32];
+    fprintf(f, "  expert cache       %8.3f  %d slots of %s (%.1f%% of all routed experts) "
+            "+ index %s\n", p->cache / K3_GB, p->nslots,
+            k3_size_text(p->slot_bytes, slot, sizeof slot), p->all_experts ?
+            100.0 * (p->cache - p->cache_index) / p->all_experts : 0.0,
+            k3_size_text(p->cache_index, ix, sizeof ix));
     if (!have_trunk) fprintf(f, "  lm_head            %8.3f  resident\n", p->lm_head / K3_GB);
-    fprintf(f, "  embedding rows     %8.3f  row lookup, touched rows only\n", p->embed / K3_GB);
+    fprintf(f, "  embedding rows     %8.3f  row lookup: one forward's rows, dropped after it\n",
+            p->embed / K3_GB);
     fprintf(f, "  small vectors f32  %8.3f\n", p->vectors / K3_GB);
     fprintf(f, "  recurrent state    %8.3f  KDA S + conv windows%s\n", p->state / K3_GB,
             p->seqs > 1 ? " (each sequence its own)" : "");
@@ -156,7 +178,7 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
                 (uint64_t)p->seqs), k3_size_text(per_seq, each, sizeof each));
     if (p->raised_trunk)
         fprintf(f, "k3: note: --trunk-gb raised to the working minimum %.3f GB "
-                "(the read-ahead window)\n", p->trunk_min / K3_GB);
+                "(the read-ahead window and what sits beside it)\n", p->trunk_min / K3_GB);
     if (p->raised_cache)
         fprintf(f, "k3: note: --cache-gb raised to the working minimum %.3f GB "
                 "(5 expert slots)\n", p->cache_min / K3_GB);
@@ -195,7 +217,7 @@ static int ctx_that_fits(const K3Model *m, const K3MemOpts *o, const uint64_t *l
 
 void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, const uint64_t *lb,
                      uint64_t avail, const char *adesc, char *err, size_t errlen) {
-    const uint64_t used = trunk_used(p, o->trunk_dir != NULL);
+    const uint64_t used = trunk_used(p);
     uint64_t excess = p->total - avail, cred = p->cache - p->cache_min, tred = 0;
     if (o->trunk_dir) tred = used - p->trunk_min;
     char fix[900];
@@ -236,9 +258,10 @@ void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, cons
                      "5 expert slots) needs %.3f GB, and no smaller --ctx fits", mn.total / K3_GB);
     }
     snprintf(err, errlen, "the memory plan needs %.3f GB but %.3f GB is available (%s): "
-             "trunk %.3f + ring %.3f + expert cache %.3f + lm_head %.3f + embedding rows %.3f "
+             "trunk %.3f + window %.3f + expert cache %.3f + lm_head %.3f + embedding rows %.3f "
              "+ vectors %.3f + state %.3f + MLA cache %.3f + buffers %.3f + process %.3f. Fix: %s",
-             p->total / K3_GB, avail / K3_GB, adesc, p->pinned / K3_GB, p->ring_bytes / K3_GB,
+             p->total / K3_GB, avail / K3_GB, adesc, p->pinned / K3_GB,
+             (p->ring_bytes + p->tmp) / K3_GB,
              p->cache / K3_GB, p->lm_head / K3_GB, p->embed / K3_GB, p->vectors / K3_GB,
              p->state / K3_GB, p->mla / K3_GB, p->buffers / K3_GB, p->process / K3_GB, fix);
 }

@@ -54,7 +54,8 @@ static void real_k3(K3Config *c, uint64_t *lb) {
     }
 }
 
-/* The largest prefill chunk (up to ctx) whose plan fits room bytes (room 0: ctx). */
+/* The largest prefill chunk (up to ctx) whose plan fits room bytes and whose buffers fit
+ * inside the trunk budget beside the window (room 0: ctx). */
 static int preset_chunk(const K3Config *c, K3MemOpts *o, const uint64_t *lb, double t, double g,
                         double room, K3Plan *p) {
     int lo = 1, hi = o->ctx;
@@ -62,7 +63,7 @@ static int preset_chunk(const K3Config *c, K3MemOpts *o, const uint64_t *lb, dou
         while (lo < hi) {
             o->chunk = lo + (hi - lo + 1) / 2;
             k3_plan_make(c, 0, o, lb, 1, t, g, (uint64_t)REAL_PROCESS, p);
-            if ((double)p->total <= room) lo = o->chunk;
+            if ((double)p->total <= room && !p->raised_trunk) lo = o->chunk;   /* inside */
             else hi = o->chunk - 1;
         }
     else lo = hi;
@@ -121,12 +122,14 @@ void k3_presets_print(FILE *f) {
     fprintf(f, "\n");
     fprintf(f, "auto          the largest preset whose plan fits 90%% of MemAvailable "
                "(the default)\n"
-               "Budgets are GB (1e9 bytes); totals are at a prefill chunk of %d. The trunk "
-               "budget covers\nthe pinned prefix (it may end inside a layer) and the "
-               "read-ahead window the rest and\nlm_head stream through in pieces; streaming "
+               "Budgets are GB (1e9 bytes); totals are at a prefill chunk of %d. The two flags are "
+               "the\nceiling of the process: --cache-gb holds the expert slots, --trunk-gb "
+               "everything else\n(the read-ahead window the trunk and lm_head stream through "
+               "in pieces, the forward\nbuffers, states, MLA cache, the process) and pins "
+               "the trunk with what is left (the\nprefix may end inside a layer); streaming "
                "needs --trunk DIR from `k3 pack`. Budgets\nbelow the working minimum (the "
-               "window, 5 expert slots) are raised to it. A later flag\nwins. Real-model "
-               "figures are computed from docs/MODEL.md sizes (the process/index share\n"
-               "is an estimate of %.1f GB), not measured.\n", K3_PREFILL_CHUNK,
+               "window and the rest, 5 expert slots) are raised to it.\nA later flag "
+               "wins. Real-model figures are computed from docs/MODEL.md sizes\n(the "
+               "process/index share is an estimate of %.1f GB), not measured.\n", K3_PREFILL_CHUNK,
                REAL_PROCESS / K3_GB);
 }

@@ -101,6 +101,8 @@ void k3_mem_json(const K3Mem *x, FILE *f, double wall) {
             "  \"buffer_bytes\": %llu,\n  \"prefill_chunk\": %d,\n",
             (unsigned long long)s->head_bytes, (unsigned long long)x->plan_bytes,
             (unsigned long long)x->buffer_bytes, x->chunk);
+    fprintf(f, "  \"trunk_budget_bytes\": %llu,\n  \"cache_budget_bytes\": %llu,\n",
+            (unsigned long long)x->trunk_budget, (unsigned long long)x->cache_budget);
     /* per decoded token (the steps after the prefill), by kind */
     uint64_t tk = 0, hk = 0, ek = 0;
     int nd = 0;

@@ -51,4 +51,21 @@ for tr in "" "--trunk $T/trunk"; do
   done
   ok "--prefill-chunk 1 7 64 299 300 1000${tr:+ (trunk)}: logits bytes identical"
 done
+# --trunk-gb is the ceiling: between the working minimum at chunk 1 and at chunk 300, the
+# chunk shrinks to what fits inside it (pinned gets the rest) instead of raising the budget
+$K3 $M --ids "$ids" --gen 0 --trunk $T/trunk --trunk-gb 0 --cache-gb 0 --prefill-chunk 1 \
+  --out $T/r1.json --quiet >/dev/null 2>&1
+$K3 $M --ids "$ids" --gen 0 --trunk $T/trunk --trunk-gb 0 --cache-gb 0 --out $T/r300.json \
+  --quiet >/dev/null 2>&1
+f1=$(num trunk_budget_bytes $T/r1.json); f300=$(num trunk_budget_bytes $T/r300.json)
+tg=$(awk -v a="${f1:-0}" -v b="${f300:-0}" 'BEGIN { printf "%.6f", (a + b) / 2e9 }')
+$K3 $M --ids "$ids" --gen 0 --trunk $T/trunk --trunk-gb $tg --cache-gb 0 --dump-logits $T/l.f32 \
+  --out $T/r.json 2>$T/err >/dev/null || bad "--trunk-gb $tg: exit $?"
+c=$(num prefill_chunk $T/r.json); tb=$(num trunk_budget_bytes $T/r.json)
+want=$(awk -v t=$tg 'BEGIN { printf "%d", t * 1e9 }')
+cmp -s $T/base.f32 $T/l.f32 || bad "--trunk-gb $tg: logits bytes differ"
+[ -n "$c" ] && [ "$c" -gt 1 ] && [ "$c" -lt 300 ] && [ "$tb" = "$want" ] \
+  && grep -q "fit inside --trunk-gb" $T/err && ! grep -q "trunk-gb raised" $T/err \
+  && ok "--trunk-gb $tg (floors $f1 at chunk 1, $f300 at 300): chunk $c inside the budget" \
+  || bad "--trunk-gb $tg: chunk '$c', trunk budget '$tb' (want $want) $(grep chunk $T/err)"
 exit $fail

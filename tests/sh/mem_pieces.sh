@@ -56,11 +56,19 @@ done
 hb=$(sed -n 's/^  "head_bytes_read": \([0-9]*\).*/\1/p' $T/r.json)
 [ "${hb:-0}" -gt 0 ] && ok "--out JSON: per-token bytes by kind, disk busy share, read-ahead; lm_head streamed ($hb bytes)" \
   || bad "lm_head was not streamed through the window"
-# peak RSS follows the plan (same figures the plan printed)
-plan=$(sed -n 's/^  "plan_bytes": \([0-9]*\).*/\1/p' $T/r.json)
-peak=$(sed -n 's/^  "peak_rss_bytes": \([0-9]*\).*/\1/p' $T/r.json)
-[ -n "$plan" ] && [ -n "$peak" ] && [ "$peak" -le $((plan + plan / 10 + 2000000)) ] \
-  && ok "peak RSS $peak bytes, plan $plan" || bad "peak RSS $peak above plan $plan"
+# the flags are the ceiling: plan <= trunk budget + cache budget, and peak RSS <= plan + 2%
+# (starved, streamed with a pinned prefix, all pinned)
+jn() { sed -n "s/^  \"$1\": \([0-9]*\).*/\1/p" $T/r.json; }
+for tg in 0 0.012 0.02; do
+  $K3 $M --ids "$P" --gen 8 --trunk $T/tr-tiny5 --trunk-gb $tg --cache-gb 0.002 --out $T/r.json \
+    --quiet >/dev/null 2>&1 || bad "--trunk-gb $tg: run failed"
+  plan=$(jn plan_bytes); peak=$(jn peak_rss_bytes); tb=$(jn trunk_budget_bytes)
+  cb=$(jn cache_budget_bytes)
+  [ -n "$plan" ] && [ -n "$peak" ] && [ -n "$tb" ] && [ -n "$cb" ] \
+    && [ "$plan" -le $((tb + cb)) ] && [ "$peak" -le $((plan + plan / 50)) ] \
+    && ok "--trunk-gb $tg: peak RSS $peak <= plan $plan + 2% <= trunk $tb + cache $cb" \
+    || bad "--trunk-gb $tg: peak RSS $peak, plan $plan, budgets $tb + $cb"
+done
 $K3 $M --ids 1 --gen 0 --io-depth 0 --quiet >/dev/null 2>&1; [ $? -eq 2 ] \
   && ok "--io-depth 0: exit 2" || bad "--io-depth 0 accepted"
 exit $fail
