@@ -36,7 +36,9 @@ static const size_t ORDER[] = { F(kv_b), F(q), F(k), F(v), F(f_a), F(f_b), F(b),
                                 F(q_b), F(kv_a), F(g), F(o), F(router), F(lat_down),
                                 F(lat_up), F(gate), F(up), F(down) };
 #define NORDER (int)(sizeof ORDER / sizeof ORDER[0])
-#define TMP_BYTES (8u << 20)                  /* the T > 1 scatter block */
+#define TMP_BYTES (8u << 20)                  /* the T > 1 scatter block, at most */
+#define TMP_ROWS 2048                         /* rows per block: every piece fills it, so
+                                               * its bytes are resident as planned */
 #define CHUNK (1u << 20)                      /* bytes per read */
 
 typedef struct {
@@ -87,6 +89,7 @@ struct K3Stream {
 uint64_t k3_stream_tmp_bytes(int max_T, uint64_t piece) {
     if (max_T <= 1) return 0;
     uint64_t rows = (piece < TMP_BYTES ? piece : TMP_BYTES) / (4u * (uint64_t)max_T);
+    if (rows > TMP_ROWS) rows = TMP_ROWS;
     if (rows < 1) rows = 1;
     return rows * (uint64_t)max_T * 4;
 }
