@@ -1,7 +1,8 @@
 /* mem.h — where the bytes live: the memory plan, budgets and presets, and the storage
- * behind weights.h when a budget is given (src/mem): a pinned trunk prefix and a ring of
- * streamed layers (from `k3 pack`), lm_head streamed in row blocks, and the routed-expert
- * cache fed by a pthread I/O pool. Budgets only decide where bytes live; every path hands
+ * behind weights.h when a budget is given (src/mem): a pinned trunk prefix and the rest
+ * (from `k3 pack`), lm_head included, streamed in pieces through a read-ahead window, and
+ * the routed-expert cache fed by a pthread I/O pool. The two budgets are the ceiling of
+ * the process (plan.c). Budgets only decide where bytes live; every path hands
  * the kernels the same bytes, so ids and logits are bit-identical at every budget. */
 #ifndef K3_MEM_H
 #define K3_MEM_H

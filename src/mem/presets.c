@@ -23,7 +23,7 @@ void k3_preset_budgets(int i, double *trunk_gb, double *cache_gb) {
 
 int k3_preset_apply(const char *name, double *trunk_gb, double *cache_gb) {
     if (!strcmp(name, "auto")) { *trunk_gb = *cache_gb = K3_BUDGET_AUTO; return 0; }
-    /* both budgets 0: the plan raises them to the working minimum (a ring, 5 slots) */
+    /* both budgets 0: the plan raises them to the working minimum (the window, 5 slots) */
     if (!strcmp(name, "minimum")) { *trunk_gb = *cache_gb = 0; return 0; }
     for (int i = 0; i < NPRESETS; i++)
         if (!strcmp(name, PRESETS[i].name)) {
