@@ -215,7 +215,9 @@ int main(void) {
     check_shape(K_NORMAL, 131, 1088, 75);       /* threaded, column-blocked prefill */
     check_shape(K_TAILS, 67, 2048, 1);
     check_shape(K_ROWMIX, 13, 1792, 1);         /* 4-row steps over mixed rows */
-    shapes += 3;
+    check_shape(K_ROWMIX, 7, 1300, 7);          /* fused prefill: token groups 4 + 2 + 1 */
+    check_shape(K_TAILS, 5, 2048, 8);
+    shapes += 5;
     printf("ok   codec: %d shapes x %d kinds round-trip; BF16C matmul == BF16 matmul on", shapes,
            NK);
     for (int p = 0; p < 4; p++) if (k3_kernels_usable(PATHS[p])) printf(" %s", PATHS[p]);
