@@ -589,11 +589,17 @@ VB void mv_cv4(const K3Mat *W, int r, float *y, const float *x, __m512i ia, __m5
     __m512 acc[4];
     const uint8_t *p[4];
     for (int i = 0; i < 4; i++) { acc[i] = _mm512_setzero_ps(); p[i] = k3_codec_row(W, r + i); }
+    /* the next 4 rows' first PFC bytes, a line of each per block: new streams start warm */
+    const uint8_t *nx[4];
+    int nlines = r + 8 <= W->rows ? PFC / 64 : 0;
+    for (int i = 0; i < 4 && nlines; i++) nx[i] = k3_codec_row(W, r + 4 + i);
     for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
-        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK;
+        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, b = c / K3_CODEC_BLOCK;
         for (int i = 0; i < 4; i++)
             for (int l = 0; l < 6; l++)
                 _mm_prefetch((const char *)p[i] + PFC + 64 * l, _MM_HINT_T0);
+        if (b < nlines)
+            for (int i = 0; i < 4; i++) _mm_prefetch((const char *)nx[i] + 64 * b, _MM_HINT_T0);
         if (n < K3_CODEC_BLOCK || p[0][1] == K3_CODEC_RAW || p[1][1] == K3_CODEC_RAW ||
             p[2][1] == K3_CODEC_RAW || p[3][1] == K3_CODEC_RAW) {
 #pragma GCC unroll 4
