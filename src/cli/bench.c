@@ -12,7 +12,10 @@
  * std 0.02): GB/s columns are effective BF16 bytes, %bw pairs the coded bytes read with
  * a stream read of as many; a line after it gives the stored GB/s, the ratio to the
  * plain BF16 matvec of the same shape, and the decode throughput of one core with the
- * weights in cache (no memory bound). */
+ * weights in cache (no memory bound). --disk MODEL adds the disk's read bandwidth with the
+ * engine's read pattern on MODEL's files (bench_machine.c), so the decode per core stands
+ * beside memory and disk from the same run. */
+#include "bench_grid.h"
 #include "cli.h"
 #include "kernels.h"
 #include "codec.h"
@@ -261,6 +264,7 @@ static const char *USAGE =
     "  --runs N           runs per measurement, 1 to 15 (default 7); medians are shown\n"
     "  --only SUBSTRING   only the shapes whose name contains SUBSTRING (e.g. mxfp4)\n"
     "  --no-prefill       matvec rows only (no prefill T=16, T=64)\n"
+    "  --disk MODEL       also the disk's read bandwidth on MODEL's files (1 GB, O_DIRECT)\n"
     "  -h, --help         this text\n";
 
 static int usage_error(const char *what, const char *arg) {
@@ -270,12 +274,12 @@ static int usage_error(const char *what, const char *arg) {
 
 int k3_bench_kernels(int argc, char **argv) {
     int runs = 7, all = k3_threads();
-    const char *kern = "auto", *only = NULL;
+    const char *kern = "auto", *only = NULL, *disk = NULL;
     int prefill = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int val = !strcmp(a, "--runs") || !strcmp(a, "--threads") || !strcmp(a, "--kernels") ||
-                  !strcmp(a, "--only");
+                  !strcmp(a, "--only") || !strcmp(a, "--disk");
         if (val && i + 1 >= argc) return usage_error("missing value for", a);
         const char *v = val ? argv[++i] : NULL;
         if (!strcmp(a, "--runs")) {
@@ -287,6 +291,7 @@ int k3_bench_kernels(int argc, char **argv) {
             if (k3_parse_int(a, v, 1, &all)) return 2;
         } else if (!strcmp(a, "--kernels")) kern = v;
         else if (!strcmp(a, "--only")) only = v;
+        else if (!strcmp(a, "--disk")) disk = v;
         else if (!strcmp(a, "--no-prefill")) prefill = 0;
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
         else if (strcmp(a, "bench-kernels"))
@@ -311,7 +316,24 @@ int k3_bench_kernels(int argc, char **argv) {
     printf("memory read bandwidth (512 MiB stream): 1 thread %.1f GB/s, %d threads %.1f GB/s\n",
            bw1, all, bwn);
     printf("FMA peak (register-only, %d-lane fp32): 1 thread %.1f GFLOP/s, "
-           "%d threads %.1f GFLOP/s\n\n", lanes, pk1, all, pkn);
+           "%d threads %.1f GFLOP/s\n", lanes, pk1, all, pkn);
+    double disk_gbps = 0;
+    if (disk) {
+        KbMachine km;
+        memset(&km, 0, sizeof km);
+        kb_measure_disk(&km, disk, 1.0, 1);
+        if (km.disk_mbps <= 0) {
+            fprintf(stderr, "k3: bench-kernels --disk: no disk bandwidth measured on '%s' (it "
+                    "must be a model folder with expert tensors)\n", disk);
+            free(buf);
+            return 1;
+        }
+        disk_gbps = km.disk_mbps / 1e3;
+        printf("disk read bandwidth (%s, %.2f GB in expert windows, %d readers, %s): "
+               "%.2f GB/s\n", disk, km.disk_bytes / 1e9, km.disk_readers,
+               km.odirect ? "O_DIRECT" : "buffered", disk_gbps);
+    }
+    printf("\n");
 
     static const Shape shapes[] = {
         { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" },
@@ -378,10 +400,13 @@ int k3_bench_kernels(int argc, char **argv) {
             double dc = decode_in_cache(&m[0], x, y, runs);
             printf("  coded %.4f of bf16: stored GB/s 1 thr %.2f, %d thr %.2f; effective bf16 "
                    "GB/s / plain bf16 matvec: 1 thr x%.2f, %d thr x%.2f\n"
-                   "  decode in cache (1 core): %.2f G weights/s = %.1f GB/s of bf16 "
-                   "(memory: %.1f GB/s 1 thr)\n", ratio, g1 * ratio, all, gn * ratio,
-                   plain[0] > 0 ? g1 / plain[0] : 0, all, plain[1] > 0 ? gn / plain[1] : 0, dc,
-                   2 * dc, bw1);
+                   "  decode in cache (1 core): %.2f G weights/s = %.1f GB/s of bf16, %.1f GB/s "
+                   "of coded bytes (memory: %.1f GB/s 1 thr)\n", ratio, g1 * ratio, all,
+                   gn * ratio, plain[0] > 0 ? g1 / plain[0] : 0, all,
+                   plain[1] > 0 ? gn / plain[1] : 0, dc, 2 * dc, 2 * dc * ratio, bw1);
+            if (disk_gbps > 0)
+                printf("  decode per core / disk: x%.1f in coded bytes (disk %.2f GB/s)\n",
+                       2 * dc * ratio / disk_gbps, disk_gbps);
         }
         /* prefill: weights once per call, T tokens */
         for (int T = 16; prefill && T <= 64; T *= 4) {

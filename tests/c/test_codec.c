@@ -29,9 +29,10 @@ static int same(float a, float b) { return bits(a) == bits(b) || (a != a && b !=
 #define CHECK(cond, ...) do { if (!(cond)) { if (fails++ < 20) {                              \
         printf("FAIL: "); printf(__VA_ARGS__); printf("\n"); } } } while (0)
 
-enum { K_NORMAL, K_TAILS, K_ONE_EXP, K_SUBNORMAL, K_ZEROS, K_SPECIAL, K_RANDOM, K_MIXED, NK };
+enum { K_NORMAL, K_TAILS, K_ONE_EXP, K_SUBNORMAL, K_ZEROS, K_SPECIAL, K_RANDOM, K_MIXED, K_ROWMIX, NK };
 static const char *KIND[NK] = { "normal", "heavy tails", "one exponent", "subnormals",
-                                "zeros/-0", "inf/nan", "random bits", "mixed blocks" };
+                                "zeros/-0", "inf/nan", "random bits", "mixed blocks",
+                                "raw blocks in some rows" };
 
 static uint16_t weight(int kind, size_t i) {
     float f = (float)(0.02 * gauss());
@@ -47,6 +48,7 @@ static uint16_t weight(int kind, size_t i) {
     case K_SPECIAL: if (rnd() % 4 == 0) h = (uint16_t)(0x7F80 | (rnd() & 0x807F)); break;
     case K_RANDOM: h = (uint16_t)rnd(); break;
     case K_MIXED: if ((i / 256) % 3 == 1) h = (uint16_t)rnd(); break;
+    case K_ROWMIX: if ((i / 256) % 3 == 1) h = (uint16_t)rnd(); break;     /* i: rowmix() */
     }
     return h;
 }
@@ -95,10 +97,16 @@ static int matmul_all(const K3Mat *C, const float *X, int T, const float *ref, c
     return paths;
 }
 
+/* K_ROWMIX: block b of row r raw when (b + r) % 3 == 1, so the 4-row matvec meets rows
+ * whose blocks differ in kind */
+static size_t rowmix(int kind, size_t i, int cols) {
+    return i % cols + (kind == K_ROWMIX ? 256 * (i / cols) : 0);
+}
+
 static void check_shape(int kind, int rows, int cols, int T) {
     size_t n = (size_t)rows * cols;
     uint16_t *w = malloc(n * 2), *back = malloc((size_t)cols * 2);
-    for (size_t i = 0; i < n; i++) w[i] = weight(kind, i % cols);
+    for (size_t i = 0; i < n; i++) w[i] = weight(kind, rowmix(kind, i, cols));
     uint8_t *out = malloc(k3_codec_bound(rows, cols));
     K3CodecStats st = {0};
     size_t sz = k3_codec_encode(out, w, rows, cols, &st);
@@ -206,7 +214,10 @@ int main(void) {
         }
     check_shape(K_NORMAL, 131, 1088, 75);       /* threaded, column-blocked prefill */
     check_shape(K_TAILS, 67, 2048, 1);
-    shapes += 2;
+    check_shape(K_ROWMIX, 13, 1792, 1);         /* 4-row steps over mixed rows */
+    check_shape(K_ROWMIX, 7, 1300, 7);          /* fused prefill: token groups 4 + 2 + 1 */
+    check_shape(K_TAILS, 5, 2048, 8);
+    shapes += 5;
     printf("ok   codec: %d shapes x %d kinds round-trip; BF16C matmul == BF16 matmul on", shapes,
            NK);
     for (int p = 0; p < 4; p++) if (k3_kernels_usable(PATHS[p])) printf(" %s", PATHS[p]);
