@@ -19,6 +19,9 @@ typedef struct {
     double step_cost;                /* cost of one more position, relative to a 1-token step */
     long drafted, accepted, passes;  /* passes: verify passes with a draft (k >= 1) */
     int idle;                        /* drafts found but not tried since the last probe */
+    int gap;                         /* steps between probes: 16, doubled per failed pass */
+    int kcap;                        /* widest pass now: 4, doubled / halved by outcome */
+    int fails, cool;                 /* failed passes in a row; plain steps still to wait */
 } K3Spec;
 
 /* kmax <= 0: 8. The cost of a wider step is the model's: the routed experts one more
@@ -28,7 +31,7 @@ void k3_spec_init(K3Spec *sp, const K3Model *m, const int *ref, int n_ref, int k
  * the reference's continuation when the generated part is a prefix of it; what follows
  * the latest match of the sequence's last 3, 2 or 1 tokens in the reference; the
  * reference from the generated length on; what followed the latest earlier match of the
- * last 3, 2 or 1 tokens in the sequence itself (prompt lookup). At most the k the
+ * last 3 or 2 tokens in the sequence itself (prompt lookup). At most the k the
  * measured acceptance and cost make worth it, and at most `room`. Writes draft[0..k) and
  * returns k (0: no draft, a plain step). */
 int k3_spec_draft(K3Spec *sp, const int *seq, int n, int n_prompt, int room, int *draft);
