@@ -31,9 +31,10 @@ void k3_spec_init(K3Spec *sp, const K3Model *m, const int *ref, int n_ref, int k
  * the reference's continuation when the generated part is a prefix of it; what follows
  * the latest match of the sequence's last 3, 2 or 1 tokens in the reference; the
  * reference from the generated length on; what followed the latest earlier match of the
- * last 3 or 2 tokens in the sequence itself (prompt lookup). At most the k the
- * measured acceptance and cost make worth it, and at most `room`. Writes draft[0..k) and
- * returns k (0: no draft, a plain step). */
+ * last 3, 2 or 1 tokens in the sequence itself (prompt lookup). At most the k the
+ * measured acceptance and cost make worth it, at most kcap and `room`; none while a
+ * cooldown after failed passes runs. Writes draft[0..k) and returns k (0: no draft, a
+ * plain step). */
 int k3_spec_draft(K3Spec *sp, const int *seq, int n, int n_prompt, int room, int *draft);
 /* After a forward (on a k3_state_mark'ed s) of the last token then draft[0..k), with every
  * row's logits lg[k+1][vocab]: draws the model's token at positions gen_pos, gen_pos+1, ..

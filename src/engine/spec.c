@@ -65,8 +65,7 @@ int k3_spec_draft(K3Spec *sp, const int *seq, int n, int n_prompt, int room, int
     if (!src && gen < sp->n_ref) {                         /* the reference by position */
         src = sp->ref + gen; avail = sp->n_ref - gen;
     }
-    /* prompt lookup: the sequence's own; a single matching token predicts too little */
-    for (int g = 3; !src && g >= 2; g--) {
+    for (int g = 3; !src && g >= 1; g--) {                 /* prompt lookup: the sequence's own */
         const int at = find(seq, n, n - 1, seq, n, g);
         if (at >= 0) { src = seq + at; avail = n - at; }
     }
