@@ -55,7 +55,8 @@ fi
 if [ "$r" != summary ]; then
   for reg in $REGIMES; do
     TRUE=$(cat "$W/true.$reg")
-    WRONG=$(echo "$TRUE" | awk -F, '{for (i = 1; i <= NF; i++) printf "%s%d", (i > 1 ? "," : ""), ($i + 7) % 16000}')
+    WRONG=$(echo "$TRUE" | awk -F, '{ for (i = 1; i <= NF; i++)
+                                      printf "%s%d", (i > 1 ? "," : ""), ($i + 7) % 16000 }')
     for kind in nospec default true wrong; do
       case $kind in nospec) x=--no-spec;; default) x=;; true) x="--draft-ids $TRUE";;
                     wrong) x="--draft-ids $WRONG";; esac

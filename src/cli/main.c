@@ -126,7 +126,8 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--prefill-chunk", 1 }, { "--threads", 1 }, { "--ctx", 1 }, { "--recompute", 0 },
     { "--incremental", 0 }, { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 },
     { "--version", 0 }, { "--list-presets", 0 }, { "--batch", 1 }, { "--spec", 0 },
-    { "--no-spec", 0 }, { "--spec-k", 1 }, { "--draft-ids", 1 }, { "--draft-file", 1 }, K3_FLAGS_SAMPLER,
+    { "--no-spec", 0 }, { "--spec-k", 1 }, { "--draft-ids", 1 }, { "--draft-file", 1 },
+    K3_FLAGS_SAMPLER,
     K3_FLAGS_MEM,
 };
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])

@@ -34,7 +34,8 @@ static int plain(K3Engine *e, const int *p, int np, const SamplerParams *sp, int
 
 /* mode 0: the true continuation; 1: wrong everywhere; 2: right up to a random point;
  * 3: the drafter (n-grams of the sequence); 4: the drafter with a reference that is wrong
- * everywhere (it must back off: a handful of passes over GEN steps). Returns the passes with a rejected draft. */
+ * everywhere (it must back off: a handful of passes over GEN steps). Returns the passes
+ * with a rejected draft. */
 static int spec_run(K3Engine *e, const int *p, int np, const SamplerParams *sp, int mode,
                     const int *want, int nwant, const float *want_lg, const char *what) {
     char err[512];
