@@ -37,7 +37,7 @@ $(BUILD)/%.o: src/%.c $(wildcard include/*.h src/*/*.h) | $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/c/%.c $(LIBOBJ) $(wildcard include/*.h) | $(BUILD)/tests
+$(BUILD)/tests/%: tests/c/%.c $(LIBOBJ) $(wildcard include/*.h tests/c/*.h) | $(BUILD)/tests
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBOBJ) $(LDLIBS)
 
 bin $(BUILD) $(BUILD)/tests:

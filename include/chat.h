@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include "engine.h"
 #include "sampler.h"
+#include "spec.h"
 #include "tok.h"
 #include "xtml.h"
 
@@ -37,6 +38,8 @@ typedef struct {
     const char *model_dir, *config, *tok_dir, *history, *kernels;
     const char *save_state, *load_state;        /* chat_state.c */
     int threads, gen, ctx, thinking, hide_thinking, canonical, color;
+    int spec, spec_k;                           /* speculation: on unless --no-spec */
+    const char *draft_file;                     /* --draft-file: a reference to draft from */
     char effort[8];
     SamplerParams sp;
     uint64_t seed;
@@ -45,13 +48,19 @@ typedef struct {
     K3State *st;
     Tok *tok;
     XtmlIds ids;
-    float *logits;                              /* eng.rs.logits */
+    float *logits;                              /* eng.rs.logits (spec_k + 1 rows) */
+    K3Spec spec_st;                             /* drafts and acceptance, the whole session */
+    int *ref, n_ref;                            /* --draft-file, tokenized */
+    int *seen; size_t nseen;                    /* ids of the conversations this session
+                                                 * dropped (/reset, re-prefills): drafts */
+    int *dbuf; size_t capd;                     /* seen, then fed: what a draft looks in */
     /* conversation and what the state holds */
     ChatLog log;
     int32_t *fed; size_t nfed, capfed;
     /* stats */
     long tot_prefill, tot_reused, tot_gen, reprefills, turns;
     long last_reused, last_prefill, last_gen;
+    long last_passes, last_accepted;            /* verify passes, accepted drafts (last turn) */
     double t_prefill, t_decode, last_tp, last_td;
     const char *reprefill_why;                  /* why the next turn prefills again, or NULL */
 } Chat;

@@ -19,6 +19,9 @@ typedef struct {
     double step_cost;                /* cost of one more position, relative to a 1-token step */
     long drafted, accepted, passes;  /* passes: verify passes with a draft (k >= 1) */
     int idle;                        /* drafts found but not tried since the last probe */
+    int gap;                         /* steps between probes: 16, doubled per failed pass */
+    int kcap;                        /* widest pass now: 4, doubled / halved by outcome */
+    int fails, cool;                 /* failed passes in a row; plain steps still to wait */
 } K3Spec;
 
 /* kmax <= 0: 8. The cost of a wider step is the model's: the routed experts one more
@@ -29,8 +32,9 @@ void k3_spec_init(K3Spec *sp, const K3Model *m, const int *ref, int n_ref, int k
  * the latest match of the sequence's last 3, 2 or 1 tokens in the reference; the
  * reference from the generated length on; what followed the latest earlier match of the
  * last 3, 2 or 1 tokens in the sequence itself (prompt lookup). At most the k the
- * measured acceptance and cost make worth it, and at most `room`. Writes draft[0..k) and
- * returns k (0: no draft, a plain step). */
+ * measured acceptance and cost make worth it, at most kcap and `room`; none while a
+ * cooldown after failed passes runs. Writes draft[0..k) and returns k (0: no draft, a
+ * plain step). */
 int k3_spec_draft(K3Spec *sp, const int *seq, int n, int n_prompt, int room, int *draft);
 /* After a forward (on a k3_state_mark'ed s) of the last token then draft[0..k), with every
  * row's logits lg[k+1][vocab]: draws the model's token at positions gen_pos, gen_pos+1, ..

@@ -38,7 +38,8 @@ static const char *USAGE =
 "  --dump-logits DIR    each prompt's prompt logits (float32 [n_prompt][vocab]) in\n"
 "                       DIR/LINE.f32, LINE its line number: the bytes of its solo dump\n"
 "  --spec [--spec-k N]  exact speculative decoding per sequence (n-gram drafts of its\n"
-"                       own tokens, at most N, default 8): the same ids, fewer steps\n"
+"                       own tokens, at most N, default 8): the same ids, fewer steps;\n"
+"                       off by default here (--no-spec accepted), on for one prompt\n"
 "  --quiet              no progress on stderr\n"
 "  --config --threads --kernels, the sampling flags and the memory flags as in k3 --help\n";
 
@@ -53,7 +54,7 @@ static const K3Flag FLAGS[] = {
     { "--batch", 1 }, { "--batch-size", 1 }, { "--gen", 1 }, { "--tok", 1 }, { "--config", 1 },
     { "--out", 1 }, { "--dump-logits", 1 }, { "--kernels", 1 }, { "--threads", 1 },
     { "--prefill-chunk", 1 }, { "--ctx", 1 }, { "--quiet", 0 }, { "--help", 0 },
-    { "--spec", 0 }, { "--spec-k", 1 },
+    { "--spec", 0 }, { "--spec-k", 1 }, { "--no-spec", 0 },
     K3_FLAGS_SAMPLER, K3_FLAGS_MEM,
 };
 #define N_FLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
@@ -102,6 +103,7 @@ static int parse(int argc, char **argv, BOpts *o) {
             if (o->spec_k > 64) return usage("%s", "--spec-k is at most 64");
             o->spec = 1;
         } else if (!strcmp(a, "--spec")) o->spec = 1;
+        else if (!strcmp(a, "--no-spec")) o->spec = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strcmp(a, "--help")) { fputs(USAGE, stdout); exit(0); }
         else if (a[0] == '-' && a[1]) {

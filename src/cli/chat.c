@@ -28,6 +28,10 @@ static const char CHAT_USAGE[] =
 "  --temperature X --top-k K --top-p P --min-p M --seed N --greedy\n"
 "                         sampling (default temperature 1, top-p 0.95, a drawn seed)\n"
 "  --no-color             no ANSI dim for the thinking text\n"
+"  --no-spec              no speculative decoding (on by default: drafts from n-grams of\n"
+"                         the conversation verified k+1 positions per forward; the same\n"
+"                         replies, docs/BATCH.md); --spec-k N most drafts per pass (8)\n"
+"  --draft-file PATH      also draft from this text (e.g. the file the answer copies)\n"
 "  --save-state FILE      at exit, save the engine state (needs --history; see docs/CHAT.md)\n"
 "  --load-state FILE      resume from a saved state instead of re-prefilling the history\n"
 "  --config PATH --threads N --kernels K   engine options as in batch mode\n"
@@ -368,7 +372,8 @@ static const K3Flag CHAT_FLAGS[] = {
     { "--gen", 1 }, { "--ctx", 1 }, { "--threads", 1 }, { "--think-effort", 1 },
     { "--thinking-effort", 1 }, { "--no-think", 0 }, { "--hide-thinking", 0 },
     { "--canonical-history", 0 }, { "--no-color", 0 }, { "--help", 0 },
-    { "--prefill-chunk", 1 }, K3_FLAGS_SAMPLER,
+    { "--prefill-chunk", 1 }, { "--spec", 0 }, { "--no-spec", 0 }, { "--spec-k", 1 },
+    { "--draft-file", 1 }, K3_FLAGS_SAMPLER,
     K3_FLAGS_MEM,
 };
 #define N_CHAT_FLAGS (int)(sizeof CHAT_FLAGS / sizeof CHAT_FLAGS[0])
@@ -377,7 +382,7 @@ static K3MemOpts memf;                       /* memory flags, shared with batch 
 static int ctx_given, chunk_given;              /* chunk_given: --prefill-chunk N */
 
 static int parse_flags(int argc, char **argv, Chat *c, const char **system, int *seed_set) {
-    c->gen = 4096; c->thinking = 1; c->kernels = "auto";
+    c->gen = 4096; c->thinking = 1; c->kernels = "auto"; c->spec = 1; c->spec_k = 8;
     snprintf(c->effort, sizeof c->effort, "max");
     sampler_defaults(&c->sp);
     k3_mem_opts_init(&memf);
@@ -423,6 +428,12 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         else if (!strcmp(a, "--hide-thinking")) c->hide_thinking = 1;
         else if (!strcmp(a, "--canonical-history")) c->canonical = 1;
         else if (!strcmp(a, "--no-color")) c->color = 0;
+        else if (!strcmp(a, "--spec")) c->spec = 1;
+        else if (!strcmp(a, "--no-spec")) c->spec = 0;
+        else if (!strcmp(a, "--spec-k")) {
+            VAL(); if (k3_parse_int(a, v, 1, &c->spec_k)) return K3_ERR_USAGE;
+            if (c->spec_k > 64) return usage("%s", "--spec-k is at most 64");
+        } else if (!strcmp(a, "--draft-file")) { VAL(); c->draft_file = v; }
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(CHAT_USAGE, stdout); exit(0); }
         else if (a[0] == '-' && a[1]) {
             k3_unknown_option(a, CHAT_FLAGS, N_CHAT_FLAGS, err, sizeof err);
@@ -451,6 +462,23 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
     return 0;
 }
 
+/* --draft-file: the text tokenized (as text, specials off) into c->ref. */
+static int read_ref(Chat *c) {
+    char err[4400];
+    size_t len = 0, n = 0;
+    char *txt = k3_slurp(c->draft_file, SIZE_MAX, &len, err, sizeof err);
+    if (!txt) { fprintf(stderr, "k3: --draft-file %s\n", err); return K3_ERR_USAGE; }
+    int32_t *ids = tok_encode(c->tok, txt, len, 0, &n);
+    free(txt);
+    c->ref = malloc(sizeof(int) * (n ? n : 1));
+    if (!ids || !c->ref) { free(ids); fprintf(stderr, "k3: out of memory\n");
+                              return K3_ERR_RUNTIME; }
+    for (size_t i = 0; i < n; i++) c->ref[i] = ids[i];
+    c->n_ref = (int)n;
+    free(ids);
+    return 0;
+}
+
 static int setup(Chat *c, const char *system) {
     char err[4096];
     if (k3_kernels_select(c->kernels, err, sizeof err)) {
@@ -464,6 +492,8 @@ static int setup(Chat *c, const char *system) {
         fprintf(stderr, "k3: %s/%s\n", c->tok_dir, err);
         return K3_ERR_USAGE;
     }
+    int rr = c->draft_file ? read_ref(c) : 0;
+    if (rr) return rr;
     if (c->history) {
         int rc = chat_hist_load(c->history, 1, &c->log, err, sizeof err);
         if (rc) {
@@ -508,6 +538,10 @@ static int setup(Chat *c, const char *system) {
     eo.mem.ctx = pctx; eo.mem.chunk = chunk_given ? chunk_given : pctx;
     eo.mem.chunk_auto = !chunk_given;
     eo.mem.logits_rows = 1;
+    if (c->spec) {                             /* a verify pass: k+1 positions, every row */
+        if (eo.mem.chunk < c->spec_k + 1) eo.mem.chunk = c->spec_k + 1;
+        eo.mem.logits_rows = c->spec_k + 1;
+    }
     eo.mem.quiet = !memf.verbose;
     int rc = k3_engine_open(&c->eng, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
@@ -526,6 +560,7 @@ static int setup(Chat *c, const char *system) {
     if (pctx < c->ctx && memf.verbose)
         fprintf(stderr, "k3: note: the memory plan covers %d positions of MLA cache; --ctx N "
                 "plans for more\n", pctx);
+    k3_spec_init(&c->spec_st, &c->eng.m, c->ref, c->n_ref, c->spec_k);
     c->st = k3_state_new(&c->eng.m);
     c->logits = c->eng.rs.logits;
     if (!c->st) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
@@ -609,7 +644,7 @@ int chat_main(int argc, char **argv) {
 done:
     if (c->st) k3_state_free(&c->eng.m, c->st);
     k3_engine_close(&c->eng);
-    free(c->fed);
+    free(c->fed); free(c->ref); free(c->seen); free(c->dbuf);
     chat_log_free(&c->log);
     tok_free(c->tok);
     return rc;

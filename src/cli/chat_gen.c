@@ -16,8 +16,19 @@ static const char *s_(long n) { return n == 1 ? "" : "s"; }
 #define DIM "\033[2m"
 #define RST "\033[0m"
 
+enum { SEEN_MAX = 1 << 20 };                /* ids of dropped conversations kept to draft */
+
 void chat_forget_state(Chat *c) {
     k3_state_reset(&c->eng.m, c->st);
+    /* a regenerated reply (/reset, the same message) drafts from the one before */
+    size_t n = c->nfed < SEEN_MAX ? c->nfed : SEEN_MAX, keep = c->nseen;
+    if (keep + n > SEEN_MAX) keep = SEEN_MAX - n;           /* the oldest go */
+    int *v = realloc(c->seen, sizeof *v * (keep + n ? keep + n : 1));
+    if (v) {
+        memmove(v, v + c->nseen - keep, sizeof *v * keep);
+        for (size_t i = 0; i < n; i++) v[keep + i] = c->fed[c->nfed - n + i];
+        c->seen = v; c->nseen = keep + n;
+    }
     c->nfed = 0;
 }
 
@@ -49,6 +60,46 @@ static int forward(Chat *c, const int32_t *ids, size_t n, int interruptible) {
     if (rc == K3_INTERRUPTED) return 1;
     if (rc) { fprintf(stderr, "\nk3: %s\n", err); return -1; }
     return fed_push(c, ids, n);
+}
+
+/* Speculation: the reply's token id (recorded, not yet fed) and a draft from the whole
+ * conversation (n-grams, --draft-file) verified in one forward. Then the state and c->fed
+ * hold id and the accepted drafts; pend[0..*np) are the tokens the pass drew (the
+ * accepted drafts, then the model's own, not in the state). *np = 0: no draft, nothing
+ * fed. 0, or -1 on a runtime failure (printed). */
+static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t reply0,
+                     int room, int *pend, int *np) {
+    char err[512];
+    int v[65];
+    *np = 0;
+    const size_t n = c->nseen + c->nfed + 1;     /* seen, the conversation, id */
+    if (n > c->capd) {
+        int *b = realloc(c->dbuf, sizeof *b * n * 2);
+        if (!b) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
+        c->dbuf = b; c->capd = n * 2;
+    }
+    memcpy(c->dbuf, c->seen, sizeof(int) * c->nseen);
+    for (size_t i = 0; i < c->nfed; i++) c->dbuf[c->nseen + i] = c->fed[i];
+    c->dbuf[n - 1] = id;
+    const int k = k3_spec_draft(&c->spec_st, c->dbuf, (int)n, (int)(c->nseen + reply0), room,
+                                v + 1);
+    if (k <= 0) return 0;
+    v[0] = id;
+    if (k3_state_mark(&c->eng.m, c->st, k + 1)) { fprintf(stderr, "\nk3: out of memory\n");
+                                                  return -1; }
+    if (k3_forward(&c->eng, c->st, v, k + 1, c->logits, 1, err, sizeof err)) {
+        fprintf(stderr, "\nk3: %s\n", err); return -1;
+    }
+    const int got = k3_spec_accept(&c->spec_st, &c->eng.m, c->st, smp, gen_pos, v + 1, k,
+                                   c->logits, pend);
+    if (got < 0) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
+    c->last_passes++; c->last_accepted += got - 1;
+    for (int j = 0; j < got; j++) {
+        const int32_t x = v[j];
+        if (fed_push(c, &x, 1)) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
+    }
+    *np = got;
+    return 0;
 }
 
 /* Renders the whole transcript (+ generation prompt) to ids. */
@@ -182,11 +233,20 @@ int chat_turn(Chat *c, const char *user_text) {
     fflush(stdout);
     double t1 = k3_now();
     int V = c->eng.m.cfg.vocab_size;
+    /* --spec: pend[0..np) the last verify pass drew; pend[0..np-1) are in the state (and
+     * c->fed) already, `kept` of them went where the plain loop feeds its tokens */
+    int pend[65], np = 0, ip = 0, kept = 0;
+    const size_t reply0 = c->nfed;
+    c->last_passes = c->last_accepted = 0;
     while (!rc) {
+        const int ahead = np ? np - 1 - kept : 0;      /* in the state, not fed in plain */
         if (chat_interrupted) { why = "interrupted (Ctrl-C)"; ctrl_c = 1; break; }
         if (nrec >= c->gen) { why = "reply cut at --gen"; break; }
-        if (c->st->pos >= c->ctx) { why = "context limit reached; /reset to start over"; break; }
-        int id = sampler_sample(&smp, c->logits, V);
+        if (c->st->pos - ahead >= c->ctx) {
+            why = "context limit reached; /reset to start over"; break;
+        }
+        /* the draw of reply position nrec, as the plain loop's sampler_sample makes it */
+        int id = ip < np ? pend[ip++] : sampler_sample_at(&smp, c->logits, V, nrec);
         if (id < 0) { fprintf(stderr, "k3: out of memory\n"); rc = -1; break; }
         XtmlEvent ev[2];
         int prev = p.state;
@@ -205,8 +265,23 @@ int chat_turn(Chat *c, const char *user_text) {
         if (ended) { state_before_end = prev; break; }
         rec[nrec++] = id;
         if (nrec >= c->gen || chat_interrupted) continue;     /* not fed: the loop ends */
+        if (ip < np) { kept++; continue; }      /* an accepted draft: in the state already */
+        np = ip = kept = 0;
+        /* the drafts the plain loop could still feed; a reply that ends (at the context
+         * limit, on END, by Ctrl-C) inside accepted drafts rolls the state back below */
+        int room = c->gen - nrec - 1;
+        if (room > c->eng.rs.max_T - 1) room = c->eng.rs.max_T - 1;   /* one forward */
+        if (c->spec && room > 0 && spec_step(c, &smp, id, nrec, reply0, room, pend, &np)) {
+            rc = -1; break;
+        }
         int32_t id32 = id;
-        if (forward(c, &id32, 1, 0)) rc = -1;
+        if (!np && forward(c, &id32, 1, 0)) rc = -1;
+    }
+    if (!rc && np && kept < np - 1) {         /* the reply ended inside accepted drafts */
+        if (k3_state_rollback(&c->eng.m, c->st, 1 + kept)) {
+            fprintf(stderr, "k3: the state could not be rolled back\n"); rc = -1;
+        }
+        c->nfed -= (size_t)(np - 1 - kept);
     }
     double td = k3_now() - t1;
     int dropped = xtml_parser_finish(&p);
@@ -257,6 +332,11 @@ int chat_turn(Chat *c, const char *user_text) {
         fprintf(stderr, "k3: [reused %ld position%s, prefilled %ld token%s in %.2f s, "
                 "generated %d token%s in %.2f s]\n", c->last_reused, s_(c->last_reused),
                 c->last_prefill, s_(c->last_prefill), tp, nrec, s_(nrec), td);
+        if (c->last_passes)
+            fprintf(stderr, "k3: spec: %ld verify pass%s, %ld draft%s accepted (%.2f accepted "
+                    "tokens per pass)\n", c->last_passes, c->last_passes == 1 ? "" : "es",
+                    c->last_accepted, s_(c->last_accepted),
+                    (double)c->last_accepted / c->last_passes);
     }
     free(rec);
     xtml_parser_free(&p);

@@ -43,9 +43,10 @@ static const char *USAGE =
 "  --gen N              tokens to generate (default 16); 0 = prefill only\n"
 "  --incremental        carry KDA state and the MLA latent cache (the default)\n"
 "  --recompute          re-run the whole prefix for every new token (same ids)\n"
-"  --spec               exact speculative decoding: drafts verified k+1 positions per\n"
-"                       forward, the ids of the plain run (drafts: n-grams of the\n"
-"                       sequence, and the reference below); --spec-k N most drafts (8)\n"
+"  --spec               exact speculative decoding, on by default (not with\n"
+"                       --recompute): drafts verified k+1 positions per forward, the ids\n"
+"                       of the plain run (drafts: n-grams of the sequence, and the\n"
+"                       reference below); --spec-k N most drafts (8); --no-spec: off\n"
 "  --draft-ids LIST     reference ids to draft from (implies --spec)\n"
 "  --draft-file PATH    reference text to draft from, tokenized (implies --spec)\n"
 "  --prefill-chunk N    tokens per prefill forward (default: the largest that fits\n"
@@ -127,7 +128,8 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--prefill-chunk", 1 }, { "--threads", 1 }, { "--ctx", 1 }, { "--recompute", 0 },
     { "--incremental", 0 }, { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 },
     { "--version", 0 }, { "--list-presets", 0 }, { "--batch", 1 }, { "--spec", 0 },
-    { "--spec-k", 1 }, { "--draft-ids", 1 }, { "--draft-file", 1 }, K3_FLAGS_SAMPLER,
+    { "--no-spec", 0 }, { "--spec-k", 1 }, { "--draft-ids", 1 }, { "--draft-file", 1 },
+    K3_FLAGS_SAMPLER,
     K3_FLAGS_MEM,
 };
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
@@ -141,7 +143,7 @@ static int usage_error(const char *fmt, const char *arg) {
 
 static int parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
-    o->gen = 16; o->kernels = "auto";
+    o->gen = 16; o->kernels = "auto"; o->spec = -1;
     k3_mem_opts_init(&o->mem);
     sampler_defaults(&o->sp);
     o->tok_dir = getenv("K3_TOK_FILES");
@@ -178,11 +180,12 @@ static int parse_args(int argc, char **argv, Opts *o) {
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strcmp(a, "--spec")) o->spec = 1;
+        else if (!strcmp(a, "--no-spec")) o->spec = 0;
         else if (!strcmp(a, "--spec-k")) {
             VAL(); if (k3_parse_int(a, v, 1, &o->spec_k)) return K3_ERR_USAGE;
             if (o->spec_k > 64) return usage_error("%s", "--spec-k is at most 64");
-        } else if (!strcmp(a, "--draft-ids")) { VAL(); o->draft_ids = v; o->spec = 1; }
-        else if (!strcmp(a, "--draft-file")) { VAL(); o->draft_file = v; o->spec = 1; }
+        } else if (!strcmp(a, "--draft-ids")) { VAL(); o->draft_ids = v; }
+        else if (!strcmp(a, "--draft-file")) { VAL(); o->draft_file = v; }
         else if (a[0] == '-' && a[1]) {
             k3_unknown_option(a, BATCH_FLAGS, N_BATCH_FLAGS, xerr, sizeof xerr);
             return usage_error("%s", xerr);
@@ -196,7 +199,10 @@ static int parse_args(int argc, char **argv, Opts *o) {
     if (n_in != 1) return usage_error("%s", "give exactly one of --ids, --prompt, --prompt-file");
     char serr[256];
     if (sampler_check(&o->sp, serr, sizeof serr)) return usage_error("%s", serr);
-    if (o->spec && o->recompute) return usage_error("%s", "--spec needs --incremental");
+    if (o->spec == 1 && o->recompute) return usage_error("%s", "--spec needs --incremental");
+    if (!o->spec && (o->draft_ids || o->draft_file))
+        return usage_error("%s", "--draft-ids and --draft-file draft for --spec: drop --no-spec");
+    if (o->spec < 0) o->spec = !o->recompute;       /* speculation is the default */
     if (o->draft_file && !o->tok_dir)
         return usage_error("%s", "--draft-file needs a tokenizer: pass --tok DIR");
     if (o->spec && !o->spec_k) o->spec_k = 8;

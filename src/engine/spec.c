@@ -9,6 +9,7 @@ void k3_spec_init(K3Spec *sp, const K3Model *m, const int *ref, int n_ref, int k
     sp->ref = ref; sp->n_ref = n_ref; sp->kmax = kmax > 0 ? kmax : 8;
     sp->p[0] = 0.9;               /* priors: the user's reference, while it agrees, is */
     sp->p[1] = 0.5;               /* likely right; a lookup is worth trying until measured */
+    sp->gap = 16; sp->kcap = 4;
     /* bytes: all tensors minus the routed experts and the embedding (rows only) = what
      * one step reads; one more token adds at most top-k experts per MoE layer */
     double all = 0, n_moe = 0;
@@ -46,7 +47,9 @@ static int find(const int *hay, int nh, int before, const int *seq, int n, int g
 
 int k3_spec_draft(K3Spec *sp, const int *seq, int n, int n_prompt, int room, int *draft) {
     int limit = sp->kmax < room ? sp->kmax : room;
+    if (limit > sp->kcap) limit = sp->kcap;
     if (limit < 1) return 0;
+    if (sp->cool > 0) { sp->cool--; return 0; }            /* after failed passes */
     const int gen = n - n_prompt;
     const int *src = NULL;
     int avail = 0;
@@ -69,7 +72,7 @@ int k3_spec_draft(K3Spec *sp, const int *seq, int n, int n_prompt, int room, int
     if (!src) return 0;
     int k = best_k(sp, sp->src, limit);
     if (k < 1) {                  /* not worth it as measured: probe once in a while */
-        if (++sp->idle < 16) return 0;
+        if (++sp->idle < sp->gap) return 0;
         sp->idle = 0; k = 1;
     }
     const int m = avail < k ? avail : k;
@@ -94,8 +97,19 @@ int k3_spec_accept(K3Spec *sp, const K3Model *m, K3State *s, Sampler *smp, long 
         const int acc = a < k && out[a] == draft[a] ? a + 1 : a;   /* eos accepted: counts */
         sp->drafted += k; sp->accepted += acc; sp->passes++;
         double *p = &sp->p[sp->src];
-        *p = 0.7 * *p + 0.3 * ((double)acc / k);
+        *p = 0.6 * *p + 0.4 * ((double)acc / k);
         if (*p < 0.02) *p = 0.02;
+        /* a failed pass doubles the steps to the next probe (while k = 0 wins): a source
+         * that keeps failing costs one position every 256 steps at most */
+        sp->gap = acc ? 16 : (sp->gap < 128 ? sp->gap * 2 : 256);
+        /* the widest pass: doubled after a fully accepted one, halved after a failed one,
+         * so an untried source risks 4 positions, not kmax */
+        if (acc == k) sp->kcap = sp->kcap * 2 < sp->kmax ? sp->kcap * 2 : sp->kmax;
+        else if (!acc && sp->kcap > 1) sp->kcap /= 2;
+        /* failed passes in a row wait 4, 8, 16 .. 256 plain steps before the next draft:
+         * a source that is wrong everywhere costs a position now and then, not per step */
+        sp->fails = acc ? 0 : sp->fails + 1;
+        sp->cool = acc ? 0 : 4 << (sp->fails - 1 < 6 ? sp->fails - 1 : 6);
     }
     return a + 1;
 }

@@ -2,29 +2,18 @@
  * sequences of different lengths fed in one step each time, on a random schedule that
  * mixes prefill chunks of one sequence with single tokens of others, give every sequence
  * the logits bytes of its solo run (one prefill of the whole sequence, all rows). */
-#include "engine.h"
+#include "engine_fixture.h"
 #include "util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fails;
-#define CHECK(c, ...) do { if (!(c)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-                                       printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)
-
 enum { NSEQ = 5, MAXLEN = 24, MAXT = 16 };
-
-static uint64_t rnd = 0x1234567;
-static int rand_int(int n) {          /* deterministic: the schedule is the same every run */
-    rnd ^= rnd << 13; rnd ^= rnd >> 7; rnd ^= rnd << 17;
-    return (int)(rnd % (uint64_t)n);
-}
 
 static void test_dir(const char *dir) {
     char err[4096];
     K3Engine e;
-    int rc = k3_engine_open_resident(&e, dir, MAXT, 64, err, sizeof err);
-    CHECK(rc == 0, "%s: open: %s", dir, err);
+    int rc = fixture_open(&e, dir, MAXT, 64);
     if (rc) return;
     const K3Model *m = &e.m;
     const int V = m->cfg.vocab_size;
@@ -90,12 +79,4 @@ static void test_dir(const char *dir) {
     k3_engine_close(&e);
 }
 
-int main(void) {
-    k3_threads_set(2);
-    test_dir("tests/models/tiny5");
-    test_dir("tests/models/tiny4");
-    test_dir("tests/models/tiny5f");
-    if (fails) { printf("%d check(s) failed\n", fails); return 1; }
-    printf("test_batch: ok\n");
-    return 0;
-}
+int main(void) { return fixture_run("test_batch", test_dir); }

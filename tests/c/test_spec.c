@@ -3,23 +3,15 @@
  * continuation, wrong everywhere, right up to a random point, and the n-gram drafter's
  * own; every pass gives the plain run's ids, and every logits row a token is drawn from
  * (the first row after a rejected draft included) has the plain run's bytes. */
-#include "engine.h"
+#define FIXTURE_SEED 0x2545F4914F6CDD1Dull
+#include "engine_fixture.h"
 #include "spec.h"
 #include "util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fails;
-#define CHECK(c, ...) do { if (!(c)) { printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-                                       printf(__VA_ARGS__); printf("\n"); fails++; } } while (0)
-
 enum { GEN = 40, KMAX = 6 };
-static uint64_t rnd = 0x2545F4914F6CDD1Dull;
-static int rand_int(int n) {
-    rnd ^= rnd << 13; rnd ^= rnd >> 7; rnd ^= rnd << 17;
-    return (int)(rnd % (uint64_t)n);
-}
 
 /* The plain run: ids and, per generated position, the logits its token is drawn from. */
 static int plain(K3Engine *e, const int *p, int np, const SamplerParams *sp, int *ids,
@@ -41,7 +33,9 @@ static int plain(K3Engine *e, const int *p, int np, const SamplerParams *sp, int
 }
 
 /* mode 0: the true continuation; 1: wrong everywhere; 2: right up to a random point;
- * 3: the drafter (n-grams of the sequence). Returns the passes with a rejected draft. */
+ * 3: the drafter (n-grams of the sequence); 4: the drafter with a reference that is wrong
+ * everywhere (it must back off: a handful of passes over GEN steps). Returns the passes
+ * with a rejected draft. */
 static int spec_run(K3Engine *e, const int *p, int np, const SamplerParams *sp, int mode,
                     const int *want, int nwant, const float *want_lg, const char *what) {
     char err[512];
@@ -52,7 +46,10 @@ static int spec_run(K3Engine *e, const int *p, int np, const SamplerParams *sp, 
     memcpy(seq, p, sizeof(int) * np);
     K3State *s = k3_state_new(&e->m);
     Sampler smp; sampler_init(&smp, sp, 77);
-    K3Spec spec; k3_spec_init(&spec, &e->m, NULL, 0, KMAX);
+    int wrong[GEN];
+    for (int j = 0; j < GEN && j < nwant; j++) wrong[j] = (want[j] + 7) % V;
+    K3Spec spec;
+    k3_spec_init(&spec, &e->m, mode == 4 ? wrong : NULL, mode == 4 ? nwant : 0, KMAX);
     k3_prefill(e, s, seq, n, 0, lg, 0, err, sizeof err);
     int fresh = 1;                            /* lg row 0 holds the logits of position g */
     for (;;) {
@@ -68,7 +65,7 @@ static int spec_run(K3Engine *e, const int *p, int np, const SamplerParams *sp, 
         if (ip < np_) continue;
         int room = nwant - g - 1, k = 0;
         if (room > 0) {
-            if (mode == 3) k = k3_spec_draft(&spec, seq, n, np, room, draft);
+            if (mode >= 3) k = k3_spec_draft(&spec, seq, n, np, room, draft);
             else {
                 k = 1 + rand_int(KMAX);
                 if (k > room) k = room;
@@ -105,27 +102,50 @@ static int spec_run(K3Engine *e, const int *p, int np, const SamplerParams *sp, 
     CHECK(!bad_lg, "%s: %d logits rows differ from the plain run", what, bad_lg);
     if (mode == 0) CHECK(spec.accepted == spec.drafted, "%s: a true draft rejected", what);
     if (mode == 1) CHECK(spec.accepted == 0 && spec.passes > 0, "%s: a wrong draft kept", what);
+    if (mode == 4) CHECK(spec.passes >= 1 && spec.passes - spec.accepted <= 4,
+                         "%s: %ld passes (%ld accepted) over %d steps: no back-off", what,
+                         spec.passes, spec.accepted, nwant);
     sampler_free(&smp); k3_state_free(&e->m, s); free(lg);
     return rejected;
 }
 
+/* A pass rolled back once (as k3_spec_accept does), then again to fewer positions before
+ * any forward (chat, when a reply ends inside the accepted drafts): the next logits are
+ * those of a run that fed only the positions kept the second time. */
+static void rollback_twice(K3Engine *e, const int *p, int np, const char *dir) {
+    char err[512];
+    const int V = e->m.cfg.vocab_size, x[5] = { 5, 77, 301, 9, 640 };
+    int seq[80];
+    float *want = malloc(sizeof(float) * V), *got = malloc(sizeof(float) * 5 * V);
+    memcpy(seq, p, sizeof(int) * np); memcpy(seq + np, x, sizeof x);
+    K3State *a = k3_state_new(&e->m), *b = k3_state_new(&e->m);
+    int rc = k3_prefill(e, a, seq, np + 3, 0, want, 0, err, sizeof err);  /* p, x0..x2 */
+    rc |= k3_prefill(e, b, seq, np, 0, got, 0, err, sizeof err);
+    rc |= k3_state_mark(&e->m, b, 5);
+    rc |= k3_forward(e, b, x, 5, got, 1, err, sizeof err);
+    rc |= k3_state_rollback(&e->m, b, 4) | k3_state_rollback(&e->m, b, 2);
+    CHECK(rc == 0 && b->pos == np + 2, "%s: rollback twice: rc %d, pos %d", dir, rc, b->pos);
+    rc = k3_forward(e, b, x + 2, 1, got, 0, err, sizeof err);
+    CHECK(rc == 0 && !memcmp(got, want, sizeof(float) * V),
+          "%s: after rolling back twice the logits differ from the plain run's", dir);
+    k3_state_free(&e->m, a); k3_state_free(&e->m, b); free(want); free(got);
+}
+
 static void test_dir(const char *dir) {
-    char err[4096];
     K3Engine e;
-    int rc = k3_engine_open_resident(&e, dir, 64, 256, err, sizeof err);
-    CHECK(rc == 0, "%s: open: %s", dir, err);
-    if (rc) return;
+    if (fixture_open(&e, dir, 64, 256)) return;
     const int V = e.m.cfg.vocab_size;
     const int prompt[] = { 768, 12, 345, 67, 89, 101, 500, 23, 400, 7, 650, 3, 12, 345, 67 };
     const int np = (int)(sizeof prompt / sizeof *prompt);
     float *lg = malloc(sizeof(float) * (GEN + 1) * V);
     int ids[GEN];
-    const char *mn[4] = { "true draft", "wrong draft", "partly right", "n-gram drafter" };
+    const char *mn[5] = { "true draft", "wrong draft", "partly right", "n-gram drafter",
+                          "a wrong reference" };
     for (int samp = 0; samp < 2; samp++) {
         SamplerParams sp; sampler_defaults(&sp);
         if (samp) sp.temperature = 0.8; else sp.greedy = 1;
         int ng = plain(&e, prompt, np, &sp, ids, lg), rej = 0;
-        for (int mode = 0; mode < 4; mode++) {
+        for (int mode = 0; mode < 5; mode++) {
             char what[128];
             snprintf(what, sizeof what, "%s %s %s", dir, samp ? "sampled" : "greedy", mn[mode]);
             int r = spec_run(&e, prompt, np, &sp, mode, ids, ng, lg, what);
@@ -136,16 +156,9 @@ static void test_dir(const char *dir) {
                "ids and logits bytes (%d rejected drafts rolled back)\n", dir,
                samp ? "sampled" : "greedy", ng, rej);
     }
+    rollback_twice(&e, prompt, np, dir);
     free(lg);
     k3_engine_close(&e);
 }
 
-int main(void) {
-    k3_threads_set(2);
-    test_dir("tests/models/tiny5");
-    test_dir("tests/models/tiny4");
-    test_dir("tests/models/tiny5f");
-    if (fails) { printf("%d check(s) failed\n", fails); return 1; }
-    printf("test_spec: ok\n");
-    return 0;
-}
+int main(void) { return fixture_run("test_spec", test_dir); }

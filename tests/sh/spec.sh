@@ -2,7 +2,8 @@
 # k3 --spec on every committed model, greedy and sampled, resident and with the trunk
 # streamed at the smallest budget: the n-gram drafter, the true continuation as
 # --draft-ids (every draft accepted), a wrong draft (none accepted) and --draft-file give
-# the ids of the plain run; --out reports spec_drafted, spec_accepted, spec_passes.
+# the ids of the plain run (--no-spec), and so does the default (speculation on); --out
+# reports spec_drafted, spec_accepted, spec_passes.
 K3=${K3:-./bin/k3}
 TK=tests/tok/tiny
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -17,7 +18,9 @@ for m in tiny5 tiny4 tiny5f; do
     for s in "" "--temperature 0.8 --seed 5"; do
       # shellcheck disable=SC2086
       run() { "$K3" $M --ids "$P" --gen 24 --threads 2 --quiet $how $s "$@" 2> "$T/err"; }
-      want=$(run) || fail "$m plain ($how $s)"
+      want=$(run --no-spec) || fail "$m plain ($how $s)"
+      got=$(run) || fail "$m default (speculation on) exited $?"
+      [ "$got" = "$want" ] || fail "$m default ($how $s): '$got', --no-spec '$want'"
       got=$(run --spec --out "$T/a.json") || fail "$m --spec exited $?"
       [ "$got" = "$want" ] || fail "$m --spec ($how $s): '$got', plain '$want'"
       got=$(run --draft-ids "$want" --out "$T/t.json") || fail "$m true draft exited $?"
@@ -33,7 +36,8 @@ for m in tiny5 tiny4 tiny5f; do
     done
   done
   printf 'Hello there, speculation. Hello there, speculation.' > "$T/ref.txt"
-  want=$("$K3" $M --prompt "Hello there," --tok $TK --gen 12 --quiet 2> "$T/err") || fail "$m text"
+  want=$("$K3" $M --prompt "Hello there," --tok $TK --gen 12 --quiet --no-spec 2> "$T/err") ||
+    fail "$m text"
   got=$("$K3" $M --prompt "Hello there," --tok $TK --gen 12 --quiet --draft-file "$T/ref.txt" \
         2> "$T/err") || fail "$m --draft-file exited $?"
   [ "$got" = "$want" ] || fail "$m --draft-file: '$got', plain '$want'"
@@ -43,4 +47,11 @@ done
 [ $? -eq 2 ] && grep -q "outside the vocabulary" "$T/err" || fail "a draft id past the vocabulary"
 "$K3" tests/models/tiny5 --ids 1 --spec --recompute --quiet > /dev/null 2> "$T/err"
 [ $? -eq 2 ] || fail "--spec --recompute accepted"
-echo "ok refusals: a draft id outside the vocabulary, --spec with --recompute"
+"$K3" tests/models/tiny5 --ids 1 --no-spec --draft-ids 1,2 --quiet > /dev/null 2> "$T/err"
+[ $? -eq 2 ] && grep -q "drop --no-spec" "$T/err" || fail "--draft-ids with --no-spec accepted"
+want=$("$K3" tests/models/tiny5 --ids 1,2,3 --gen 6 --recompute --quiet 2> "$T/err") ||
+  fail "--recompute (speculation off by default there) exited $?"
+[ "$want" = "$("$K3" tests/models/tiny5 --ids 1,2,3 --gen 6 --no-spec --quiet)" ] ||
+  fail "--recompute ids differ"
+echo "ok refusals: a draft id outside the vocabulary, --spec with --recompute, --draft-ids"
+echo "   with --no-spec; --recompute alone runs (speculation is off there)"
