@@ -114,7 +114,7 @@ void serve_keep_file(Server *s, void *st, int32_t *fed, size_t n, float *logits,
 
 /* The kept state with the longest fed prefix of ids[0..n): one that holds all n ids needs
  * its logits row (the first token is sampled from it), a shorter one feeds the rest. NULL
- * when none. The caller removes it (it advances the state) or clones it (all n ids). */
+ * when none. The caller advances a copy. */
 static Kept *find_kept(Server *s, const int32_t *ids, size_t n) {
     Kept *best = NULL;
     for (Kept *k = s->kept; k; k = k->next)
@@ -394,18 +394,14 @@ static int resume(Server *s, Gen *g) {
     const K3Model *m = &s->eng.m;
     const size_t V = (size_t)m->cfg.vocab_size, n = g->n;
     Kept *k = find_kept(s, g->fed, n);
-    if (k && k->nfed == n) {              /* the whole prompt: sampled from the kept row */
+    if (k) {                              /* a copy: the kept one stays for other branches */
         g->st = state_clone(m, k->st);
-        if (!g->st) return snprintf(g->err, sizeof g->err, "out of memory"), -1;
-        memcpy(g->logits, k->logits, 4 * V);
-        k->used = ++s->clock;             /* it stays kept */
-        g->reuse = n;
-        return 0;
-    }
-    if (k) {                              /* ours from now on: it advances */
-        unlink_kept(s, k); serve_disk_forget(s, k->file);
-        g->st = k->st; g->reuse = k->nfed;
-        free(k->fed); free(k->logits); free(k);
+        g->reuse = k->nfed;
+        k->used = ++s->clock;
+        if (g->st && g->reuse == n) {     /* the whole prompt: sampled from the kept row */
+            memcpy(g->logits, k->logits, 4 * V);
+            return 0;
+        }
     } else g->st = k3_state_new(m);
     if (!g->st) return snprintf(g->err, sizeof g->err, "out of memory"), -1;
     int *v = malloc(sizeof(int) * (n - g->reuse));
