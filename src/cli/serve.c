@@ -26,7 +26,7 @@ static const char SERVE_USAGE[] =
 "  --port N               TCP port (default 8080; 0 picks a free one, printed when ready)\n"
 "  --api-key KEY          require Authorization: Bearer KEY on /v1/* and /metrics\n"
 "  --state-cache-gb G     engine states kept to resume conversations (default 4; 0 = off)\n"
-"  --state-dir DIR        also keep them in DIR (the chat REPL's state format): a restart\n"
+"  --state-dir DIR        also keep them in DIR (checksummed files, docs/SERVE.md): a restart\n"
 "                         resumes the conversations\n"
 "  --ctx N                context limit in positions (default max_position_embeddings)\n"
 "  --max-tokens N         server-wide cap on each reply (default 4096)\n"

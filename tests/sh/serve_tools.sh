@@ -74,7 +74,8 @@ ls "$T/sd" | grep -q '\.state$' || fail "--state-dir: no tool conversation saved
 pid=${PIDS##* }; kill $pid; wait $pid 2>/dev/null
 K3_SERVE_TEST_REPLY=$REPLY start disk2 --state-dir "$T/sd"
 UD=http://127.0.0.1:$PORT_disk2
-grep -q ' [1-9][0-9]* state(s) resumed' "$T/disk2.err" || fail "nothing resumed: $(cat "$T/disk2.err")"
+grep -q ' [1-9][0-9]* state(s) resumed' "$T/disk2.err" ||
+  fail "nothing resumed: $(cat "$T/disk2.err")"
 post $UD "$R2" > "$T/d2"
 p2=$(jnum prompt_tokens < "$T/d2")
 [ "$(jnum cached_tokens < "$T/d2")" = "$p2" ] ||
