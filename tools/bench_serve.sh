@@ -12,12 +12,15 @@
 # prompt and budget in batch mode (its own prefill and s/token lines), on the full-width
 # slice (default /var/tmp/k3mem/fw6), with and without kept states (--state-cache-gb 0).
 # Every run holds /var/tmp/bench.lock (one heavy run at a time); medians of RUNS.
+# Each run also serves two concurrent clients (other prompts of the same length) from one
+# server: their decode steps are shared; the aggregate tokens/s against one client's.
 # sh tools/bench_serve.sh share FILE: from the run lines of that output, the server's own
 # share of each run (curl's first byte - the engine's prefill; curl's time after it - the
 # engine's decode seconds, both from /metrics).
 K3=${K3:-./bin/k3}; M=${M:-tests/models/tiny5}; TK=${TK:-tests/tok/tiny}
 FWMEM=${FWMEM:---trunk-gb 8 --cache-gb 2 --ctx 256}
 FWPROMPT="The capital of France is a city that many people visit every year"
+FWPROMPT2="The capital of Italy is a town that many people see every summer"
 LOCK=${LOCK:-/var/tmp/bench.lock}
 if [ "$1" = fw-server ]; then        # one server run (inside the lock): prints 4 numbers
   FW=$2; G=$3; shift 3
@@ -38,6 +41,30 @@ if [ "$1" = fw-server ]; then        # one server run (inside the lock): prints 
   pf=$(sed -n 's/^k3_prefill_seconds_total //p' "$T/m")
   dc=$(sed -n 's/^k3_decode_seconds_total //p' "$T/m")
   echo "$(cat "$T/w") $pt $ct $pf $dc"
+  exit 0
+fi
+if [ "$1" = fw-two ]; then           # one server, two concurrent clients: 4 numbers each
+  FW=$2; G=$3; shift 3
+  T=$(mktemp -d); trap 'kill $pid 2>/dev/null; rm -rf "$T"' EXIT
+  "$K3" serve "$FW" --tok $TK --port 0 $FWMEM "$@" 2> "$T/err" & pid=$!
+  while ! grep -qs 'listening on' "$T/err"; do
+    kill -0 $pid 2>/dev/null || { cat "$T/err" >&2; exit 1; }; sleep 0.2
+  done
+  U=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/err")
+  for c in 1 2; do
+    if [ $c = 1 ]; then pr=$FWPROMPT; else pr=$FWPROMPT2; fi
+    printf '{"prompt": "%s", "max_tokens": %d, "temperature": 0, "stream": true}' "$pr" $G \
+      > "$T/b$c"
+  done
+  W=""
+  for c in 1 2; do
+    curl -s -N -o "$T/out$c" -w '%{time_starttransfer} %{time_total}\n' "$U/v1/completions" \
+      -d @"$T/b$c" > "$T/w$c" & W="$W $!"
+  done
+  wait $W
+  curl -s "$U/metrics" > "$T/m"
+  occ=$(sed -n 's/^k3_batch_occupancy //p' "$T/m")
+  echo "$(cat "$T/w1") $(cat "$T/w2") $occ"
   exit 0
 fi
 if [ "$1" = share ]; then           # the server's own share in each run line of FILE
@@ -72,8 +99,10 @@ if [ "$1" = fw ]; then
       if [ $mode = cold ]; then fl="--state-cache-gb 0"; else fl=""; fi
       flock "$LOCK" sh "$0" fw-server "$FW" $G $fl >> "$T/$mode" || exit 1
     done
+    flock "$LOCK" sh "$0" fw-two "$FW" $G >> "$T/two" || exit 1
     echo "  run $r (load average $(cut -d' ' -f1 /proc/loadavg)): batch $(tail -n 1 "$T/batch");" \
-      "serve cold $(tail -n 1 "$T/cold"); serve kept $(tail -n 1 "$T/kept")"
+      "serve cold $(tail -n 1 "$T/cold"); serve kept $(tail -n 1 "$T/kept");" \
+      "two clients $(tail -n 1 "$T/two")"
     r=$((r+1))
   done
   bp=$(cut -d' ' -f1 "$T/batch" | med); bs=$(cut -d' ' -f2 "$T/batch" | med)
@@ -95,6 +124,15 @@ if [ "$1" = fw ]; then
         " s/token)\n", ip, id }'
   done
   echo "(+: the server is slower than batch mode by that much)"
+  # two clients: both decode together once the second is prefilled (each prefill alone)
+  awk -v G=$G '{ f = $1 > $3 ? $1 : $3; t = $2 > $4 ? $2 : $4; print 2 * (G - 1) / (t - f) }' \
+    "$T/two" | med > "$T/agg"
+  awk '{print $5}' "$T/two" | med > "$T/occ"
+  awk -v a=$(cat "$T/agg") -v d=$dd -v o=$(cat "$T/occ") 'BEGIN {
+    printf "two concurrent clients (default mode): decode %.3f tok/s together = %.2fx one" \
+      " client'"'"'s %.3f tok/s (mean occupancy %s sequences per step)\n", a, a * d, 1 / d, o }'
+  echo "(two clients: each line is client 1 first byte + total s, client 2 first byte +" \
+    "total s, then /metrics k3_batch_occupancy)"
   echo "machine: $(nproc) vCPU, $(uname -m), $(free -g | awk '/Mem:/ {print $2}') GB;" \
     "$(date -u +%Y-%m-%d); page cache warm (the slice is read from the host's cache)"
   exit 0

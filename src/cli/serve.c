@@ -1,7 +1,8 @@
 /* serve.c — k3 serve MODEL --tok DIR: an OpenAI-compatible HTTP server (docs/SERVE.md).
- * One engine, run by the main thread, serves the queued requests one at a time; every
- * connection has its own thread that reads requests (with deadlines), validates them,
- * answers what needs no engine, and waits while the engine thread writes the reply. */
+ * One engine, run by the main thread, serves the queued requests, up to --max-batch at
+ * once with their decode steps shared (serve_step.c); every connection has its own thread
+ * that reads requests (with deadlines), validates them, answers what needs no engine, and
+ * waits while the engine thread writes the reply. */
 #include "serve.h"
 #include "cli.h"
 #include "util.h"
@@ -25,13 +26,15 @@ static const char SERVE_USAGE[] =
 "  --port N               TCP port (default 8080; 0 picks a free one, printed when ready)\n"
 "  --api-key KEY          require Authorization: Bearer KEY on /v1/* and /metrics\n"
 "  --state-cache-gb G     engine states kept to resume conversations (default 4; 0 = off)\n"
-"  --state-dir DIR        also keep them in DIR (the chat REPL's state format): a restart\n"
+"  --state-dir DIR        also keep them in DIR (checksummed files, docs/SERVE.md): a restart\n"
 "                         resumes the conversations\n"
 "  --ctx N                context limit in positions (default max_position_embeddings)\n"
 "  --max-tokens N         server-wide cap on each reply (default 4096)\n"
 "  --max-conns N          open connections at most (default 64; more get 503)\n"
 "  --max-queue N          requests waiting for the engine at most (default 64; more get 429)\n"
 "  --timeout S            idle and slow-client timeout in seconds (default 30)\n"
+"  --max-batch N          requests generating at once, their decode steps shared\n"
+"                         (default 4; the memory plan counts their states)\n"
 "  --config PATH --threads N --kernels K   engine options as in batch mode\n"
 "  --trunk DIR --trunk-gb G --cache-gb G --preset P --verbose   memory budgets as in batch\n"
 "                         mode (k3 --help, docs/PERFORMANCE.md)\n"
@@ -111,6 +114,13 @@ static void metrics(int fd, int ka) {
     GAU("decode_seconds_total", "Seconds spent generating.", "%.6f", t.t_decode);
     GAU("seconds_per_token", "Mean decode seconds per generated token.", "%.6f",
         t.completion_tokens ? t.t_decode / (double)t.completion_tokens : 0.0);
+    CTR("batch_steps_total", "Decode steps (one k3_forward_seqs each).", t.steps);
+    CTR("batch_rows_total", "Sequences fed in those steps (rows / steps: the occupancy).",
+        t.step_rows);
+    GAU("batch_occupancy", "Mean sequences per decode step.", "%.4f",
+        t.steps ? (double)t.step_rows / (double)t.steps : 0.0);
+    GAU("batch_active", "Requests generating now.", "%ld", t.active);
+    GAU("max_batch", "Requests that may generate at once (--max-batch).", "%d", srv.max_batch);
     GAU("kept_states", "Engine states kept for resuming.", "%ld", t.kept_n);
     GAU("kept_state_bytes", "Bytes of the kept states.", "%ld", t.kept_bytes);
     GAU("queue_length", "Requests waiting for the engine.", "%d", q);
@@ -293,6 +303,7 @@ static int parse(int argc, char **argv, Server *s) {
     char err[256];
     s->host = "127.0.0.1"; s->port = 8080; s->kernels = "auto"; s->cache_gb = 4;
     s->max_tokens = 4096; s->max_conns = 64; s->max_queue = 64; s->timeout_s = 30;
+    s->max_batch = 4;
     k3_mem_opts_init(&s->mem);
     s->tok_dir = getenv("K3_TOK_FILES");
     if (s->tok_dir && !*s->tok_dir) s->tok_dir = NULL;
@@ -326,6 +337,7 @@ static int parse(int argc, char **argv, Server *s) {
         else if (!strcmp(a, "--max-queue")) INT(1, &s->max_queue);
         else if (!strcmp(a, "--timeout")) INT(1, &s->timeout_s);
         else if (!strcmp(a, "--threads")) INT(1, &s->threads);
+        else if (!strcmp(a, "--max-batch")) INT(1, &s->max_batch);
         else if (a[0] == '-' && a[1]) return usage("unknown serve option '%s'", a);
         else if (!s->model_dir) s->model_dir = a;
         else return usage("unexpected argument '%s' (MODEL_DIR was already given)", a);
@@ -387,10 +399,13 @@ static int open_engine(Server *s, char *err, size_t errlen) {
         s->ctx = cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 32768;
     }
     eo.mem.ctx = s->ctx < 4096 ? s->ctx : 4096;
-    eo.mem.chunk = K3_PREFILL_CHUNK; eo.mem.logits_rows = 1;
+    /* every request in flight fits one step, with a row of logits each */
+    eo.mem.chunk = s->max_batch > K3_PREFILL_CHUNK ? s->max_batch : K3_PREFILL_CHUNK;
+    eo.mem.logits_rows = s->max_batch; eo.mem.seqs = s->max_batch;
     eo.mem.quiet = !s->mem.verbose;
     int rc = k3_engine_open(&s->eng, &eo, err, errlen);
     if (rc) return rc;
+    if (s->max_batch > s->eng.rs.max_T) s->max_batch = s->eng.rs.max_T;   /* the plan's chunk */
     if (tok_vocab_size(s->tok) > s->eng.m.cfg.vocab_size) {
         snprintf(err, errlen, "the tokenizer in %s has %d ids but the model only %d; use the "
                  "checkpoint's own tokenizer", s->tok_dir, tok_vocab_size(s->tok),
@@ -461,30 +476,7 @@ int k3_serve_main(int argc, char **argv) {
     int v6 = strchr(s->host, ':') != NULL;
     fprintf(stderr, "k3: listening on http://%s%s%s:%d\n", v6 ? "[" : "", s->host, v6 ? "]" : "",
             port);
-    /* the engine loop */
-    while (!stopping) {
-        pthread_mutex_lock(&s->mu);
-        while (!s->qhead && !stopping) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 200000000L;
-            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
-            pthread_cond_timedwait(&s->qcv, &s->mu, &ts);
-        }
-        Job *j = s->qhead;
-        if (j) { s->qhead = j->next; if (!s->qhead) s->qtail = NULL; s->qlen--; }
-        pthread_mutex_unlock(&s->mu);
-        if (!j) continue;
-        serve_gen_run(s, j);
-        pthread_mutex_lock(&s->mu);
-        s->st.requests++;
-        long kn = 0;
-        for (Kept *k = s->kept; k; k = k->next) kn++;
-        s->st.kept_n = kn; s->st.kept_bytes = (long)s->kept_bytes;
-        j->done = 1;
-        pthread_cond_signal(&j->cv);
-        pthread_mutex_unlock(&s->mu);
-    }
+    serve_engine_loop(s, &stopping);
     fprintf(stderr, "k3: serve: stopping\n");
     const long failures = k3_engine_expert_failures(&s->eng);
     serve_cache_free(s);

@@ -1,11 +1,14 @@
 /* serve.h — k3 serve internals (src/cli/serve*.c; docs/SERVE.md).
  * serve_http.c: HTTP/1.1 request parsing on a buffer, socket reads with deadlines,
  * responses and chunked bodies. serve_req.c: the request JSON validated into a ServeReq.
- * serve_gen.c: the engine thread's side: kept states, prefix reuse, generation, replies.
+ * serve_gen.c: one request on the engine thread: kept states, prefix reuse, generation,
+ * replies. serve_step.c: the engine loop, every request in flight in one step.
+ * serve_disk.c: --state-dir files. serve_tools.c: tools and tool calls.
  * serve.c: flags, listener, connection threads, routing, the queue, metrics. */
 #ifndef K3_SERVE_H
 #define K3_SERVE_H
 #include <pthread.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "engine.h"
@@ -93,7 +96,7 @@ int serve_req_tool_calls(ServeReq *r, int i, const Json *tc, char *err, size_t e
  * when delta); returns how many. */
 int serve_tool_calls_json(Buf *b, const XtmlParser *p, uint64_t job, int from, int delta);
 
-/* ---- serve_gen.c ---- */
+/* ---- serve_gen.c: one request; serve_step.c: the engine loop over them ---- */
 typedef struct Server Server;
 typedef struct Job {
     ServeReq req;
@@ -104,19 +107,34 @@ typedef struct Job {
     struct Job *next;
 } Job;
 
-/* Runs one job on the engine thread and writes its whole response to job->fd. */
-void serve_gen_run(Server *s, Job *j);
+typedef struct Gen Gen;
+/* Starts job j: renders its prompt, resumes the longest kept prefix, prefills the rest,
+ * sends the stream's head. NULL when j is already answered (an error). */
+Gen *serve_gen_begin(Server *s, Job *j);
+/* One token of g: sampled from its logits row and handled (streamed, stop strings, tool
+ * calls). 1 when it must be fed: *seq is its share of the next step; 0 when g is over. */
+int serve_gen_token(Server *s, Gen *g, K3Seq *seq);
+/* The logits row of g's fed token, after the step. */
+void serve_gen_fed(Gen *g, const float *row);
+/* Ends g: the reply (or an error: fail_err, NULL when none), its kept states, the metrics;
+ * frees g. */
+void serve_gen_end(Server *s, Gen *g, const char *fail_err);
+Job *serve_gen_job(const Gen *g);
+/* The engine loop: takes queued jobs (up to --max-batch in flight) and runs their decode
+ * steps together until *stop. */
+void serve_engine_loop(Server *s, volatile sig_atomic_t *stop);
 /* Frees every kept state (their --state-dir files stay for the next start). */
 void serve_cache_free(Server *s);
-/* Keeps st with fed[0..n) (both owned from now on), its --state-dir file named file. */
-void serve_keep_file(Server *s, void *st, int32_t *fed, size_t n, const char *file);
+/* Keeps st with fed[0..n) and logits (the last position's row, or NULL; all owned from now
+ * on), its --state-dir file named file. */
+void serve_keep_file(Server *s, void *st, int32_t *fed, size_t n, float *logits,
+                     const char *file);
 
 /* ---- serve_disk.c: --state-dir ---- */
-/* Writes the state holding fed[0..nfed) (the prompt is fed[0..nprompt); more is the
- * reply, whose text is content / reasoning) as FILE.state + FILE.jsonl; file gets the
- * name ("" when not written, with the reason on stderr). 0 or -1. */
-int serve_disk_save(Server *s, const ServeReq *r, const int32_t *fed, size_t nfed,
-                    size_t nprompt, void *st, const char *content, const char *reasoning,
+/* Writes the state holding fed[0..nfed) (and logits, the row of its last position, or
+ * NULL) as FILE.state; file gets the name ("" when not written, with the reason on
+ * stderr). 0 or -1. */
+int serve_disk_save(Server *s, const int32_t *fed, size_t nfed, void *st, const float *logits,
                     char file[64]);
 void serve_disk_forget(Server *s, const char *file);
 /* Loads every state in --state-dir into the kept states. 0, or 2 (no such directory). */
@@ -127,6 +145,7 @@ typedef struct {
     long requests, errors[6];                /* errors by class: 400 401 404 405 413 other */
     long prompt_tokens, completion_tokens, prefilled, cached;
     long cache_hits, cache_misses, disconnects;
+    long steps, step_rows, active;           /* decode steps, sequences in them, in flight */
     long kept_n, kept_bytes;                 /* copied from the engine thread after each job */
     double t_prefill, t_decode;
 } ServeStats;
@@ -134,6 +153,7 @@ typedef struct {
 typedef struct Kept {
     int32_t *fed; size_t nfed;
     void *st;                                /* K3State */
+    float *logits;                           /* [vocab]: the last position's row, or NULL */
     size_t bytes;
     uint64_t used;                           /* LRU clock */
     char file[64];                           /* --state-dir file name, "" when not saved */
@@ -143,7 +163,7 @@ typedef struct Kept {
 struct Server {
     /* options */
     const char *model_dir, *config, *tok_dir, *host, *api_key, *state_dir, *kernels;
-    int port, threads, ctx, max_tokens, max_conns, max_queue, timeout_s;
+    int port, threads, ctx, max_tokens, max_conns, max_queue, timeout_s, max_batch;
     double cache_gb;
     K3MemOpts mem;
     /* engine (the engine thread only, once ready) */

@@ -1,17 +1,32 @@
-/* serve_disk.c — k3 serve --state-dir: every kept state is also a file in the REPL's
- * checksummed state format (chat_state.c, written by chat_state_save and checked by
- * chat_state_load), beside the conversation it resumes (NAME.jsonl: one {"role",
- * "content", "reasoning_content"} per line, the REPL's history lines; the last may be a
- * user message, since a state may end at the prompt). A restart loads them all, so
- * conversations resume without re-prefill. A file leaves with its kept state. */
+/* serve_disk.c — k3 serve --state-dir: every kept state is also a file, HASH.state (HASH:
+ * of the ids it holds), so a restart resumes conversations (tool conversations too)
+ * without re-prefill. A file leaves with its kept state.
+ *
+ * File (every integer and float little-endian):
+ *   "K3SERVE\n", u32 version (2)
+ *   u64 checkpoint identity (K3Model.identity), u32 layers, hidden, vocab, KDA heads, KDA
+ *     head dim, conv kernel, kv_lora, rope dim, u8 is_kda[layers]
+ *   u32 pos; i32 fed[pos]                      the exact ids the state holds
+ *   u32 has_logits; f32 logits[vocab] when 1   the row of the last position
+ *   f32 data: per KDA layer S [heads][D][D] then conv [3][C][K-1]; per MLA layer c'
+ *     [pos][kv_lora] then k_pe [pos][rope]
+ *   u64 checksum of every byte before it (chat_state_checksum)
+ * Version 1 was the chat REPL's state format (K3STATE, no logits row): refused with a
+ * note, the conversation is prefilled once more and saved anew. Written to FILE.tmp.PID,
+ * fsynced, renamed; on load everything is checked before use. */
 #include "serve.h"
 #include "chat.h"
 #include "util.h"
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#define MAGIC "K3SERVE\n"
+#define VERSION 2u
 
 static void path_of(const Server *s, const char *file, const char *ext, char *p, size_t n) {
     snprintf(p, n, "%s/%s%s", s->state_dir, file, ext);
@@ -21,79 +36,194 @@ void serve_disk_forget(Server *s, const char *file) {
     char p[4200];
     if (!s->state_dir || !file[0]) return;
     path_of(s, file, ".state", p, sizeof p); unlink(p);
-    path_of(s, file, ".jsonl", p, sizeof p); unlink(p);
 }
 
-static void chat_for(Server *s, Chat *c, K3State *st, int thinking, const char *effort) {
-    memset(c, 0, sizeof *c);
-    c->eng = s->eng;                        /* a view: closed by the server, never here */
-    c->st = st; c->tok = s->tok; c->ids = s->ids; c->ctx = s->ctx;
-    c->thinking = thinking;
-    snprintf(c->effort, sizeof c->effort, "%s", effort);
+/* ---- little-endian words in a byte buffer ---- */
+typedef struct { unsigned char *b; size_t n, cap; } Out;
+static void put32(Out *o, uint32_t x) {
+    unsigned char *p = o->b + o->n;
+    p[0] = (unsigned char)x; p[1] = (unsigned char)(x >> 8);
+    p[2] = (unsigned char)(x >> 16); p[3] = (unsigned char)(x >> 24);
+    o->n += 4;
 }
-
-int serve_disk_save(Server *s, const ServeReq *r, const int32_t *fed, size_t nfed,
-                    size_t nprompt, void *st, const char *content, const char *reasoning,
-                    char file[64]) {
-    char err[1024], p[4200];
-    Chat c;
-    file[0] = 0;
-    /* the REPL's history lines and state check know no tools: such states stay in memory */
-    if (!s->state_dir || r->kind != REQ_CHAT || r->uses_tools) return 0;
-    chat_for(s, &c, st, r->thinking, r->effort);
-    int rc = 0;
-    for (int i = 0; i < r->n_msgs && !rc; i++)
-        rc = chat_log_add(&c.log, r->msgs[i].role, r->msgs[i].content, r->msgs[i].reasoning);
-    if (!rc && nfed > nprompt) {            /* the reply, as the exact ids fed */
-        rc = chat_log_add(&c.log, "assistant", content ? content : "",
-                          r->thinking ? (reasoning ? reasoning : "") : NULL);
-        ChatMsg *m = rc ? NULL : &c.log.v[c.log.n - 1];
-        if (m && (m->gen_ids = malloc(4 * (nfed - nprompt + 1)))) {
-            memcpy(m->gen_ids, fed + nprompt, 4 * (nfed - nprompt));
-            m->n_gen = (int)(nfed - nprompt);
-            m->gen_thinking = r->thinking;
-            m->gen_state = r->thinking ? XP_THINK : XP_RESPONSE;
-        } else rc = -1;
+static void put64(Out *o, uint64_t x) { put32(o, (uint32_t)x); put32(o, (uint32_t)(x >> 32)); }
+static void put_words(Out *o, const void *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u; memcpy(&u, (const char *)p + 4 * i, 4); put32(o, u);
     }
-    uint64_t h = K3_HASH_INIT;
-    h = k3_hash(h, fed, 4 * nfed);
-    h = k3_hash(h, c.effort, strlen(c.effort));
-    snprintf(file, 64, "%016llx-%s", (unsigned long long)h, r->thinking ? c.effort : "off");
-    c.fed = (int32_t *)fed; c.nfed = nfed;
-    path_of(s, file, ".jsonl", p, sizeof p);
-    if (!rc && chat_hist_save(p, &c.log, err, sizeof err)) rc = -1;
-    else if (!rc) {
+}
+static uint32_t get32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static void get_words(void *d, const unsigned char *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = get32(p + 4 * i); memcpy((char *)d + 4 * i, &u, 4);
+    }
+}
+
+static void dims(const K3Config *c, uint32_t d[8]) {
+    uint32_t v[8] = { (uint32_t)c->num_hidden_layers, (uint32_t)c->hidden_size,
+                      (uint32_t)c->vocab_size, (uint32_t)c->kda_num_heads,
+                      (uint32_t)c->kda_head_dim, (uint32_t)c->short_conv_kernel_size,
+                      (uint32_t)c->kv_lora_rank, (uint32_t)c->qk_rope_head_dim };
+    memcpy(d, v, sizeof v);
+}
+static size_t kda_len(const K3Config *c) {
+    return (size_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim;
+}
+static size_t conv_len(const K3Config *c) {
+    return 3 * (size_t)c->kda_num_heads * c->kda_head_dim * (size_t)(c->short_conv_kernel_size - 1);
+}
+/* Bytes of the file for pos positions (with or without the logits row). */
+static size_t file_bytes(const K3Config *c, size_t pos, int has_logits) {
+    size_t b = 8 + 4 + 8 + 32 + (size_t)c->num_hidden_layers + 4 + 4 * pos + 4 + 8;
+    if (has_logits) b += 4 * (size_t)c->vocab_size;
+    for (int L = 0; L < c->num_hidden_layers; L++)
+        b += c->is_kda[L] ? 4 * (kda_len(c) + conv_len(c))
+                          : 4 * pos * (size_t)(c->kv_lora_rank + c->qk_rope_head_dim);
+    return b;
+}
+
+static int write_all(const char *path, const unsigned char *b, size_t n, char *err,
+                     size_t errlen) {
+    char tmp[4300];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = 0;
+    if (fd < 0) { snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno)); return -1; }
+    for (size_t off = 0; off < n && !e;) {
+        ssize_t r = write(fd, b + off, n - off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) e = errno ? errno : EIO; else off += (size_t)r;
+    }
+    if (!e && fsync(fd)) e = errno;
+    if (close(fd) && !e) e = errno;
+    if (!e && rename(tmp, path)) e = errno;
+    if (e) { snprintf(err, errlen, "writing %s: %s", tmp, strerror(e)); unlink(tmp); }
+    return e ? -1 : 0;
+}
+
+int serve_disk_save(Server *s, const int32_t *fed, size_t nfed, void *stv, const float *logits,
+                    char file[64]) {
+    const K3Model *m = &s->eng.m;
+    const K3Config *c = &m->cfg;
+    const K3State *st = stv;
+    char err[4400], p[4200];
+    file[0] = 0;
+    if (!s->state_dir) return 0;
+    uint64_t h = k3_hash(K3_HASH_INIT, fed, 4 * nfed);
+    snprintf(file, 64, "%016llx", (unsigned long long)h);
+    Out o = { NULL, 0, file_bytes(c, nfed, logits != NULL) };
+    o.b = (size_t)st->pos == nfed ? malloc(o.cap) : NULL;
+    int rc = -1;
+    if (!o.b) snprintf(err, sizeof err, "out of memory (or a state out of step); not saved");
+    else {
+        memcpy(o.b, MAGIC, 8); o.n = 8;
+        put32(&o, VERSION);
+        put64(&o, m->identity);
+        uint32_t d[8];
+        dims(c, d);
+        for (int i = 0; i < 8; i++) put32(&o, d[i]);
+        memcpy(o.b + o.n, c->is_kda, (size_t)c->num_hidden_layers);
+        o.n += (size_t)c->num_hidden_layers;
+        put32(&o, (uint32_t)nfed);
+        put_words(&o, fed, nfed);
+        put32(&o, logits != NULL);
+        if (logits) put_words(&o, logits, (size_t)c->vocab_size);
+        for (int L = 0; L < c->num_hidden_layers; L++) {
+            if (c->is_kda[L]) {
+                put_words(&o, st->kda_S[L], kda_len(c));
+                put_words(&o, st->kda_conv[L], conv_len(c));
+            } else if (nfed) {
+                put_words(&o, st->mla_c[L], nfed * (size_t)c->kv_lora_rank);
+                put_words(&o, st->mla_pe[L], nfed * (size_t)c->qk_rope_head_dim);
+            }
+        }
+        put64(&o, chat_state_checksum(o.b, o.n));
         path_of(s, file, ".state", p, sizeof p);
-        rc = chat_state_save(&c, p, err, sizeof err);
-    } else snprintf(err, sizeof err, "out of memory");
+        rc = write_all(p, o.b, o.n, err, sizeof err);
+    }
+    free(o.b);
     if (rc) {
         fprintf(stderr, "k3: serve: --state-dir: %s\n", err);
-        serve_disk_forget(s, file);
         file[0] = 0;
     }
-    chat_log_free(&c.log);
     return rc;
 }
 
-/* The REPL's history lines, read without its turn-order rules. */
-static int read_log(const char *path, ChatLog *l) {
+/* One file into a kept state. 0, or -1 with the reason in err. */
+static int load_one(Server *s, const char *path, const char *file, char *err, size_t errlen) {
+    const K3Model *m = &s->eng.m;
+    const K3Config *c = &m->cfg;
     size_t n;
-    char *t = k3_read_file(path, &n), err[256];
-    if (!t) return -1;
-    int rc = 0;
-    for (char *line = t, *e; !rc && line < t + n; line = e + 1) {
-        e = memchr(line, '\n', (size_t)(t + n - line));
-        if (!e) e = t + n;
-        Json *j = json_parse(line, (size_t)(e - line), err, sizeof err);
-        const Json *ro = json_get(j, "role"), *co = json_get(j, "content"),
-                   *re = json_get(j, "reasoning_content");
-        if (!ro || ro->type != JSON_STRING || !co || co->type != JSON_STRING ||
-            (re && re->type != JSON_STRING) ||
-            chat_log_add(l, ro->str, co->str, re ? re->str : NULL))
-            rc = -1;
-        json_free(j);
+    unsigned char *b = (unsigned char *)k3_read_file(path, &n);
+    if (!b) return snprintf(err, errlen, "%s: cannot read it", path), -1;
+    int rc = -1;
+    K3State *st = NULL;
+    int32_t *fed = NULL;
+    float *lg = NULL;
+    uint32_t d[8];
+    dims(c, d);
+    size_t head = 8 + 4 + 8 + 32 + (size_t)c->num_hidden_layers + 4;
+    if (n >= 8 && !memcmp(b, "K3STATE\n", 8))
+        snprintf(err, errlen, "%s: a version 1 state (the chat REPL's format, without the "
+                 "logits row); the conversation is prefilled once more and saved anew", path);
+    else if (n < 12 || memcmp(b, MAGIC, 8))
+        snprintf(err, errlen, "%s: not a k3 serve state (bad magic)", path);
+    else if (get32(b + 8) != VERSION)
+        snprintf(err, errlen, "%s: format version %u, this k3 reads version %u", path,
+                 get32(b + 8), VERSION);
+    else if (n < head + 4 + 8)
+        snprintf(err, errlen, "%s: truncated (%zu bytes)", path, n);
+    else if (chat_state_checksum(b, n - 8) !=
+             ((uint64_t)get32(b + n - 4) << 32 | get32(b + n - 8)))
+        snprintf(err, errlen, "%s: checksum mismatch; the file is corrupt", path);
+    else if (((uint64_t)get32(b + 16) << 32 | get32(b + 12)) != m->identity)
+        snprintf(err, errlen, "%s was saved from another checkpoint (identity differs)", path);
+    else {
+        int ok = 1;
+        for (int i = 0; i < 8; i++) ok &= get32(b + 20 + 4 * i) == d[i];
+        ok = ok && !memcmp(b + 52, c->is_kda, (size_t)c->num_hidden_layers);
+        uint32_t pos = ok ? get32(b + head - 4) : 0;
+        size_t at = head + 4 * (size_t)pos;
+        uint32_t hl = ok && pos <= (1u << 28) && at + 4 <= n ? get32(b + at) : 2;
+        if (!ok || hl > 1 || n != file_bytes(c, pos, (int)hl))
+            snprintf(err, errlen, "%s: the model dimensions or the sizes differ; the file is "
+                     "corrupt or from another model", path);
+        else if ((long)pos + 1 > s->ctx)
+            snprintf(err, errlen, "%s holds %u positions, over the context limit %d (--ctx)",
+                     path, pos, s->ctx);
+        else if (!(st = k3_state_new(m)) || k3_state_reserve(m, st, (int)pos + 1) ||
+                 !(fed = malloc(4 * ((size_t)pos + 1))) ||
+                 (hl && !(lg = malloc(4 * (size_t)c->vocab_size))))
+            snprintf(err, errlen, "%s: out of memory", path);
+        else {
+            const unsigned char *q = b + head;
+            get_words(fed, q, pos); q += 4 * (size_t)pos + 4;
+            rc = 0;
+            for (uint32_t i = 0; i < pos; i++)
+                if (fed[i] < 0 || fed[i] >= c->vocab_size) rc = -1;
+            if (lg) { get_words(lg, q, (size_t)c->vocab_size); q += 4 * (size_t)c->vocab_size; }
+            for (int L = 0; L < c->num_hidden_layers; L++) {
+                if (c->is_kda[L]) {
+                    get_words(st->kda_S[L], q, kda_len(c)); q += 4 * kda_len(c);
+                    get_words(st->kda_conv[L], q, conv_len(c)); q += 4 * conv_len(c);
+                } else if (pos) {
+                    get_words(st->mla_c[L], q, (size_t)pos * c->kv_lora_rank);
+                    q += 4 * (size_t)pos * c->kv_lora_rank;
+                    get_words(st->mla_pe[L], q, (size_t)pos * c->qk_rope_head_dim);
+                    q += 4 * (size_t)pos * c->qk_rope_head_dim;
+                }
+            }
+            if (rc) snprintf(err, errlen, "%s: an id outside the vocabulary; corrupt", path);
+            else {
+                st->pos = (int)pos;
+                serve_keep_file(s, st, fed, pos, lg, file);
+                st = NULL; fed = NULL; lg = NULL;
+            }
+        }
     }
-    free(t);
+    if (st) k3_state_free(m, st);
+    free(fed); free(lg); free(b);
     return rc;
 }
 
@@ -109,33 +239,13 @@ int serve_disk_load(Server *s) {
     while ((de = readdir(d))) {
         size_t L = strlen(de->d_name);
         if (L < 7 || L > 60 || strcmp(de->d_name + L - 6, ".state")) continue;
-        char file[64], p[4200], err[1024];
+        char file[64], p[4200], err[4400];
         snprintf(file, sizeof file, "%.*s", (int)(L - 6), de->d_name);
-        const char *mode = strrchr(file, '-');
-        if (!mode) continue;
-        mode++;
-        Chat c;
-        chat_for(s, &c, k3_state_new(&s->eng.m), strcmp(mode, "off") != 0,
-                 strcmp(mode, "off") ? mode : "max");
-        path_of(s, file, ".jsonl", p, sizeof p);
-        c.history = p;
-        int rc = !c.st || read_log(p, &c.log) ? 1 : 0;
-        if (!rc) {
-            char sp[4200];
-            path_of(s, file, ".state", sp, sizeof sp);
-            rc = chat_state_load(&c, sp, err, sizeof err);
-            if (rc) fprintf(stderr, "k3: serve: --state-dir: %s; ignored\n", err);
-        }
-        if (!rc) {
-            serve_keep_file(s, c.st, c.fed, c.nfed, file);
-            c.fed = NULL;
-            loaded++;
-        } else {
-            if (c.st) k3_state_free(&s->eng.m, c.st);
-            free(c.fed);
+        path_of(s, file, ".state", p, sizeof p);
+        if (load_one(s, p, file, err, sizeof err)) {
+            fprintf(stderr, "k3: serve: --state-dir: %s; ignored\n", err);
             refused++;
-        }
-        chat_log_free(&c.log);
+        } else loaded++;
     }
     closedir(d);
     fprintf(stderr, "k3: --state-dir %s: %d state(s) resumed%s\n", s->state_dir, loaded,

@@ -1,13 +1,18 @@
-/* serve_gen.c — the engine thread's side of k3 serve: one request at a time.
+/* serve_gen.c — one request on the engine thread of k3 serve, in three parts that the
+ * step loop (serve_step.c) drives: serve_gen_begin renders and resumes the prompt and
+ * prefills its tail, serve_gen_token samples and handles one token (the loop feeds the
+ * tokens of every request in flight in one k3_forward_seqs), serve_gen_end replies and
+ * keeps the states.
  *
  * A chat request is rendered canonically (from the messages' text: the reply is a function
  * of the request alone), then resumed from the kept state whose fed ids are the longest
- * prefix of the render; only the tail is prefilled. Two states are kept per request: the
- * one before the prompt's last id (so a repeat, and the next turn of the conversation,
- * reuse at least the prompt, whatever the re-render of the reply) and the one at the end
- * of the reply. Both
- * hold exactly the ids fed, so the reply is bit-identical to a run from scratch. Kept
- * states are bounded by --state-cache-gb, least recently used evicted first.
+ * prefix of the render; only the tail is prefilled, in one prefill as in batch mode. Two
+ * states are kept per request: the one at the prompt's end, with the logits of its last
+ * position (a repeat samples from them without a forward; the next turn of the
+ * conversation resumes at least the prompt, whatever the re-render of the reply), and the
+ * one at the end of the reply. Both hold exactly the ids fed, so the reply is bit-identical
+ * to a run from scratch. Kept states are bounded by --state-cache-gb, least recently used
+ * evicted first.
  *
  * Sampling and the think/answer split are the REPL's (chat_gen.c): the same sampler, the
  * same XTML parser, the same decoding of each channel (ill-formed UTF-8 -> U+FFFD, NUL
@@ -57,7 +62,7 @@ static void kept_free(Server *s, Kept *k) {
     if (!k) return;
     if (forget_files) serve_disk_forget(s, k->file);
     k3_state_free(&s->eng.m, k->st);
-    free(k->fed);
+    free(k->fed); free(k->logits);
     free(k);
 }
 
@@ -72,17 +77,23 @@ static void unlink_kept(Server *s, Kept *k) {
         if (*p == k) { *p = k->next; s->kept_bytes -= k->bytes; return; }
 }
 
-/* Takes ownership of st and fed[0..n). Drops an entry with the same ids, then the least
- * recently used until the cache fits. */
-static void keep(Server *s, K3State *st, int32_t *fed, size_t n, const char *file) {
+/* Takes ownership of st, fed[0..n) and logits (the row of the last position, or NULL).
+ * Drops an entry with the same ids, then the least recently used until the cache fits. */
+static void keep(Server *s, K3State *st, int32_t *fed, size_t n, float *logits,
+                 const char *file) {
     size_t cap = (size_t)(s->cache_gb * 1e9);
     Kept *k = calloc(1, sizeof *k);
-    if (!k) { k3_state_free(&s->eng.m, st); free(fed); serve_disk_forget(s, file); return; }
-    k->st = st; k->fed = fed; k->nfed = n; k->used = ++s->clock;
+    if (!k) {
+        k3_state_free(&s->eng.m, st); free(fed); free(logits); serve_disk_forget(s, file);
+        return;
+    }
+    k->st = st; k->fed = fed; k->nfed = n; k->logits = logits; k->used = ++s->clock;
     snprintf(k->file, sizeof k->file, "%s", file);
-    k->bytes = state_bytes(&s->eng.m.cfg, st, n);
+    k->bytes = state_bytes(&s->eng.m.cfg, st, n) +
+               (logits ? 4 * (size_t)s->eng.m.cfg.vocab_size : 0);
     for (Kept *o = s->kept; o; o = o->next)
         if (o->nfed == n && !memcmp(o->fed, fed, 4 * n)) {
+            if (o->logits && !logits) { kept_free(s, k); return; }   /* the one with a row */
             if (!strcmp(o->file, k->file)) o->file[0] = 0;     /* just rewritten: stays */
             unlink_kept(s, o); kept_free(s, o); break;
         }
@@ -96,18 +107,20 @@ static void keep(Server *s, K3State *st, int32_t *fed, size_t n, const char *fil
     k->next = s->kept; s->kept = k; s->kept_bytes += k->bytes;
 }
 
-void serve_keep_file(Server *s, void *st, int32_t *fed, size_t n, const char *file) {
-    keep(s, st, fed, n, file);
+void serve_keep_file(Server *s, void *st, int32_t *fed, size_t n, float *logits,
+                     const char *file) {
+    keep(s, st, fed, n, logits, file);
 }
 
-/* The kept state with the longest fed prefix of ids[0..n) (shorter than n: the last id
- * must be fed to have logits), removed from the cache; NULL when none. */
-static Kept *take(Server *s, const int32_t *ids, size_t n) {
+/* The kept state with the longest fed prefix of ids[0..n): one that holds all n ids needs
+ * its logits row (the first token is sampled from it), a shorter one feeds the rest. NULL
+ * when none. The caller advances a copy. */
+static Kept *find_kept(Server *s, const int32_t *ids, size_t n) {
     Kept *best = NULL;
     for (Kept *k = s->kept; k; k = k->next)
-        if (k->nfed < n && (!best || k->nfed > best->nfed) && !memcmp(k->fed, ids, 4 * k->nfed))
+        if ((k->nfed < n || (k->nfed == n && k->logits)) &&
+            (!best || k->nfed > best->nfed) && !memcmp(k->fed, ids, 4 * k->nfed))
             best = k;
-    if (best) { unlink_kept(s, best); serve_disk_forget(s, best->file); }
     return best;
 }
 
@@ -156,7 +169,7 @@ static char *chan_text(const Tok *t, const int32_t *ids, size_t n, int stable, s
 }
 
 /* ---- one request ---- */
-typedef struct {
+struct Gen {
     Server *s; Job *j;
     const char *obj;                      /* "chat.completion" | "text_completion" */
     char id[48]; long created;
@@ -169,7 +182,18 @@ typedef struct {
     const XtmlParser *p;                  /* chat: the reply's parser (tool calls) */
     int calls_sent;                       /* tool calls streamed */
     int settled;                          /* the response channel closed (and was streamed) */
-} Gen;
+    /* the generation */
+    K3State *st;
+    int32_t *fed; size_t n, capfed, nprompt, reuse;   /* ids the state holds */
+    float *logits;                        /* [vocab]: the row the next token is drawn from */
+    K3State *pst; float *plogits;         /* the prompt's end, kept at the end (or NULL) */
+    Sampler smp;
+    XtmlParser xp;
+    int32_t *out; size_t nout, capout;    /* ids of a raw completion */
+    int cap, ngen, ended, hit, fail, fed_id;
+    char err[1024];
+    double tp;
+};
 
 static void chunk_head(Gen *g, Buf *b) {
     buf_fmt(b, "data: {\"id\": \"%s\", \"object\": \"%s%s\", \"created\": %ld, \"model\": ",
@@ -353,167 +377,191 @@ static uint64_t draw_seed(Server *s, uint64_t id) {
     return k3_splitmix64(&x) % 10000000000ULL;
 }
 
-void serve_gen_run(Server *s, Job *j) {
-    ServeReq *r = &j->req;
-    char err[1024];
-    Gen g;
-    memset(&g, 0, sizeof g);
-    g.s = s; g.j = j; g.created = (long)time(NULL);
-    g.obj = r->kind == REQ_CHAT ? "chat.completion" : "text_completion";
-    snprintf(g.id, sizeof g.id, "%s-%llu", r->kind == REQ_CHAT ? "chatcmpl" : "cmpl",
-             (unsigned long long)j->id);
-    g.thinking = r->kind == REQ_CHAT && r->thinking;
-    for (int i = 0; i < r->n_stop; i++) if (r->stop_len[i] > g.maxstop) g.maxstop = r->stop_len[i];
+static void gen_free(Gen *g) {
+    const K3Model *m = &g->s->eng.m;
+    if (g->st) k3_state_free(m, g->st);
+    if (g->pst) k3_state_free(m, g->pst);
+    free(g->plogits); free(g->logits); free(g->fed); free(g->out);
+    free(g->text[0]); free(g->text[1]);
+    xtml_parser_free(&g->xp);
+    sampler_free(&g->smp);
+    free(g);
+}
+
+/* Resumes the longest kept prefix and prefills the rest of the prompt in one prefill (as
+ * batch mode does); the first token's logits row ends in g->logits. 0, or -1 with g->err. */
+static int resume(Server *s, Gen *g) {
     const K3Model *m = &s->eng.m;
-    int32_t *fed = NULL;
-    size_t n = 0, capfed = 0;
-    if (prompt_ids(s, r, &fed, &n, err, sizeof err)) {
-        job_error(j, 500, err, j->keep_alive); j->failed = 1; return;
-    }
-    capfed = n;
-    const size_t nprompt = n;
-    int cap = r->max_tokens > 0 && r->max_tokens < s->max_tokens ? r->max_tokens : s->max_tokens;
-    if ((long)n + 1 > s->ctx) {
-        snprintf(err, sizeof err, "the prompt is %zu tokens; with the reply it needs more than "
-                 "the context of %d positions (k3 serve --ctx)", n, s->ctx);
-        job_error(j, 400, err, j->keep_alive); free(fed); return;   /* stays open */
-    }
-    /* resume from the longest kept prefix */
-    Kept *k = take(s, fed, n);
-    K3State *st = k ? k->st : k3_state_new(m);
-    size_t reuse = k ? k->nfed : 0;
-    if (k) { free(k->fed); free(k); }
-    if (!st) { job_error(j, 500, "out of memory", 0); j->failed = 1; free(fed); return; }
-    /* prefill all but the last id, keep that state (a repeat or the next turn of this
-     * conversation resumes from it), then feed the last id for the first logits. That
-     * split costs one more forward than a single prefill (a decode step's worth of weight
-     * reads; docs/data/serve_bench.txt): without kept states the prompt is one prefill. */
-    double t0 = k3_now();
-    const size_t pre = s->cache_gb > 0 ? n - 1 : n;
-    int *v = malloc(sizeof(int) * (n - reuse));
-    int rc = v ? 0 : -1;
-    for (size_t i = reuse; v && i < n; i++) v[i - reuse] = fed[i];
-    if (v && pre > reuse)
-        rc = k3_prefill(&s->eng, st, v, (int)(pre - reuse), 0, s->eng.rs.logits, 0, err,
-                        sizeof err);
-    if (!v) snprintf(err, sizeof err, "out of memory");
-    if (!rc && s->cache_gb > 0 && pre > 0) {
-        K3State *snap = state_clone(m, st);
-        int32_t *f2 = snap ? malloc(4 * pre) : NULL;
-        char file[64];
-        if (f2) {
-            memcpy(f2, fed, 4 * pre);
-            serve_disk_save(s, r, f2, pre, n, snap, NULL, NULL, file);
-            keep(s, snap, f2, pre, file);
+    const size_t V = (size_t)m->cfg.vocab_size, n = g->n;
+    Kept *k = find_kept(s, g->fed, n);
+    if (k) {                              /* a copy: the kept one stays for other branches */
+        g->st = state_clone(m, k->st);
+        g->reuse = k->nfed;
+        k->used = ++s->clock;
+        if (g->st && g->reuse == n) {     /* the whole prompt: sampled from the kept row */
+            memcpy(g->logits, k->logits, 4 * V);
+            return 0;
         }
-        else if (snap) k3_state_free(m, snap);
-    }
-    if (!rc && pre < n)
-        rc = k3_forward(&s->eng, st, v + (pre - reuse), 1, s->eng.rs.logits, 0, err,
-                        sizeof err);
+    } else g->st = k3_state_new(m);
+    if (!g->st) return snprintf(g->err, sizeof g->err, "out of memory"), -1;
+    int *v = malloc(sizeof(int) * (n - g->reuse));
+    if (!v) return snprintf(g->err, sizeof g->err, "out of memory"), -1;
+    for (size_t i = g->reuse; i < n; i++) v[i - g->reuse] = g->fed[i];
+    int rc = k3_prefill(&s->eng, g->st, v, (int)(n - g->reuse), 0, s->eng.rs.logits, 0,
+                        g->err, sizeof g->err);
     free(v);
-    double tp = k3_now() - t0;
-    if (rc) {
-        fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, err);
-        job_error(j, 500, err, 0);
-        j->failed = 1; k3_state_free(m, st); free(fed);
-        return;
+    if (rc) return -1;
+    memcpy(g->logits, s->eng.rs.logits, 4 * V);
+    if (s->cache_gb > 0) {                /* the prompt's end, kept when the reply is done */
+        g->pst = state_clone(m, g->st);
+        g->plogits = g->pst ? malloc(4 * V) : NULL;
+        if (g->plogits) memcpy(g->plogits, g->logits, 4 * V);
     }
-    /* generate */
+    return 0;
+}
+
+Gen *serve_gen_begin(Server *s, Job *j) {
+    ServeReq *r = &j->req;
+    Gen *g = calloc(1, sizeof *g);
+    if (!g) { job_error(j, 500, "out of memory", 0); j->failed = 1; return NULL; }
+    g->s = s; g->j = j; g->created = (long)time(NULL);
+    g->obj = r->kind == REQ_CHAT ? "chat.completion" : "text_completion";
+    snprintf(g->id, sizeof g->id, "%s-%llu", r->kind == REQ_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)j->id);
+    g->thinking = r->kind == REQ_CHAT && r->thinking;
+    for (int i = 0; i < r->n_stop; i++)
+        if (r->stop_len[i] > g->maxstop) g->maxstop = r->stop_len[i];
     uint64_t seed = r->seed_set ? r->seed : draw_seed(s, j->id);
-    Sampler smp;
-    sampler_init(&smp, &r->sp, seed);
-    XtmlParser p;
-    xtml_parser_init(&p, s->tok, &s->ids, r->thinking);
-    if (r->parse_tools) xtml_parser_tools(&p);
-    if (r->kind == REQ_CHAT) g.p = &p;
-    int32_t *out = NULL;                              /* ids of a raw completion */
-    size_t nout = 0, capout = 0;
-    int V = m->cfg.vocab_size, ngen = 0, ended = 0, hit = 0, fail = 0;
-    const char *finish = "length";
+    sampler_init(&g->smp, &r->sp, seed);
+    xtml_parser_init(&g->xp, s->tok, &s->ids, r->thinking);
+    if (r->parse_tools) xtml_parser_tools(&g->xp);
+    if (r->kind == REQ_CHAT) g->p = &g->xp;
+    g->logits = malloc(4 * (size_t)s->eng.m.cfg.vocab_size);
+    if (!g->logits || prompt_ids(s, r, &g->fed, &g->n, g->err, sizeof g->err)) {
+        job_error(j, 500, g->logits ? g->err : "out of memory", j->keep_alive);
+        j->failed = 1; gen_free(g); return NULL;
+    }
+    g->capfed = g->nprompt = g->n;
+    g->cap = r->max_tokens > 0 && r->max_tokens < s->max_tokens ? r->max_tokens : s->max_tokens;
+    if ((long)g->n + 1 > s->ctx) {
+        snprintf(g->err, sizeof g->err, "the prompt is %zu tokens; with the reply it needs more "
+                 "than the context of %d positions (k3 serve --ctx)", g->n, s->ctx);
+        job_error(j, 400, g->err, j->keep_alive); gen_free(g); return NULL;   /* stays open */
+    }
+    double t0 = k3_now();
+    if (resume(s, g)) {
+        fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
+        job_error(j, 500, g->err, 0);
+        j->failed = 1; gen_free(g); return NULL;
+    }
+    g->tp = k3_now() - t0;
     if (r->stream) {
-        if (http_chunked_head(j->fd, "text/event-stream", j->keep_alive)) g.gone = 1;
+        if (http_chunked_head(j->fd, "text/event-stream", j->keep_alive)) g->gone = 1;
         Buf b = { 0 };
-        chunk_head(&g, &b);
+        chunk_head(g, &b);
         if (r->kind == REQ_CHAT)
             buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {\"role\": \"assistant\", "
                     "\"content\": \"\"}, \"finish_reason\": null}]}\n\n");
         else buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": \"\", \"finish_reason\": "
                      "null}]}\n\n");
-        send_sse(&g, &b);
+        send_sse(g, &b);
         buf_free(&b);
     }
-    double t1 = k3_now();
-    while (!fail) {
-        if (g.gone || http_peer_gone(j->fd)) { g.gone = 1; break; }
-        if (ngen >= cap || st->pos >= s->ctx) break;
-        int id = s->test_reply ? (ngen < (int)s->n_test_reply ? s->test_reply[ngen] : s->ids.eom)
-                               : sampler_sample(&smp, s->eng.rs.logits, V);
-        if (id < 0) { fail = 1; snprintf(err, sizeof err, "out of memory"); break; }
-        ngen++;
-        if (r->kind == REQ_CHAT) {
-            XtmlEvent ev[2];
-            int ne = xtml_parser_put(&p, id, ev);
-            if (ne < 0) { fail = 1; snprintf(err, sizeof err, "out of memory"); break; }
-            for (int e = 0; e < ne; e++) ended |= ev[e].kind == XE_END;
-            if (ended) break;
-            if (g.thinking) update(&g, 0, p.think_ids, p.n_think, 0);
-            hit = update(&g, 1, p.resp_ids, p.n_resp, 0);
-            if (!hit && p.state >= XP_AFTER_RESPONSE && p.state != XP_DONE) {
-                /* the answer is settled: all of it goes before the first tool call */
-                if (r->stream && !g.settled) update(&g, 1, p.resp_ids, p.n_resp, 1);
-                g.settled = 1;
-                tool_deltas(&g);
-            }
-        } else {
-            if (id == m->cfg.eos_token_id) { ended = 1; break; }
-            if (fed_push(&out, &nout, &capout, id)) { fail = 1; break; }
-            hit = update(&g, 1, out, nout, 0);
+    return g;
+}
+
+Job *serve_gen_job(const Gen *g) { return g->j; }
+
+int serve_gen_token(Server *s, Gen *g, K3Seq *seq) {
+    const ServeReq *r = &g->j->req;
+    if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return 0; }
+    if (g->ngen >= g->cap || g->st->pos >= s->ctx) return 0;
+    int id = s->test_reply ? (g->ngen < (int)s->n_test_reply ? s->test_reply[g->ngen]
+                                                             : s->ids.eom)
+                           : sampler_sample(&g->smp, g->logits, s->eng.m.cfg.vocab_size);
+    if (id < 0) { g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0; }
+    g->ngen++;
+    if (r->kind == REQ_CHAT) {
+        XtmlParser *p = &g->xp;
+        XtmlEvent ev[2];
+        int ne = xtml_parser_put(p, id, ev);
+        if (ne < 0) { g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0; }
+        for (int e = 0; e < ne; e++) g->ended |= ev[e].kind == XE_END;
+        if (g->ended) return 0;
+        if (g->thinking) update(g, 0, p->think_ids, p->n_think, 0);
+        g->hit = update(g, 1, p->resp_ids, p->n_resp, 0);
+        if (!g->hit && p->state >= XP_AFTER_RESPONSE && p->state != XP_DONE) {
+            /* the answer is settled: all of it goes before the first tool call */
+            if (r->stream && !g->settled) update(g, 1, p->resp_ids, p->n_resp, 1);
+            g->settled = 1;
+            tool_deltas(g);
         }
-        if (hit) break;
-        if (ngen >= cap || st->pos + 1 > s->ctx) continue;   /* not fed: the loop ends */
-        if (fed_push(&fed, &n, &capfed, id)) { fail = 1; snprintf(err, sizeof err, "oom"); break; }
-        if (k3_forward(&s->eng, st, &id, 1, s->eng.rs.logits, 0, err, sizeof err)) {
-            fail = 1; break;
-        }
-    }
-    double td = k3_now() - t1;
-    if (ended || hit) finish = "stop";
-    if (ended && calls_done(&g)) finish = "tool_calls";
-    if (!fail && !hit) {
-        xtml_parser_finish(&p);
-        if (r->kind == REQ_CHAT) {
-            if (g.thinking) update(&g, 0, p.think_ids, p.n_think, 1);
-            update(&g, 1, p.resp_ids, p.n_resp, 1);
-        } else update(&g, 1, out, nout, 1);
-    }
-    if (hit && g.thinking && !g.text[0]) update(&g, 0, p.think_ids, p.n_think, 1);
-    if (fail) {
-        fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, err);
-        if (r->stream) g.gone = 1;                    /* the stream ends without [DONE] */
-        else job_error(j, 500, err, 0);
-        j->failed = 1;
-        k3_state_free(m, st); free(fed);
     } else {
-        if (!g.gone) reply(&g, finish, (long)nprompt, ngen, (long)reuse);
-        if ((size_t)st->pos != n) {                   /* never keep a state out of step */
-            k3_state_free(m, st); free(fed);
-        } else if (s->cache_gb > 0) {
-            char file[64];
-            serve_disk_save(s, r, fed, n, nprompt, st, g.text[1], g.text[0], file);
-            keep(s, st, fed, n, file);
+        if (id == s->eng.m.cfg.eos_token_id) { g->ended = 1; return 0; }
+        if (fed_push(&g->out, &g->nout, &g->capout, id)) { g->fail = 1; return 0; }
+        g->hit = update(g, 1, g->out, g->nout, 0);
+    }
+    if (g->hit) return 0;
+    if (g->ngen >= g->cap || g->st->pos + 1 > s->ctx) return 0;   /* not fed: it ends */
+    if (fed_push(&g->fed, &g->n, &g->capfed, id)) {
+        g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
+    }
+    g->fed_id = id;
+    *seq = (K3Seq){ g->st, &g->fed_id, 1, 0 };
+    return 1;
+}
+
+void serve_gen_fed(Gen *g, const float *row) {
+    memcpy(g->logits, row, 4 * (size_t)g->s->eng.m.cfg.vocab_size);
+}
+
+void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
+    Job *j = g->j;
+    const ServeReq *r = &j->req;
+    if (fail_err && !g->fail) { g->fail = 1; snprintf(g->err, sizeof g->err, "%s", fail_err); }
+    const char *finish = "length";
+    if (g->ended || g->hit) finish = "stop";
+    if (g->ended && calls_done(g)) finish = "tool_calls";
+    if (!g->fail && !g->hit) {
+        xtml_parser_finish(&g->xp);
+        if (r->kind == REQ_CHAT) {
+            if (g->thinking) update(g, 0, g->xp.think_ids, g->xp.n_think, 1);
+            update(g, 1, g->xp.resp_ids, g->xp.n_resp, 1);
+        } else update(g, 1, g->out, g->nout, 1);
+    }
+    if (g->hit && g->thinking && !g->text[0]) update(g, 0, g->xp.think_ids, g->xp.n_think, 1);
+    if (g->fail) {
+        fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
+        if (r->stream) g->gone = 1;                   /* the stream ends without [DONE] */
+        else job_error(j, 500, g->err, 0);
+        j->failed = 1;
+    } else {
+        char file[64];                                /* kept (and saved) first: a client
+                                                       * that has its reply may restart us */
+        if (g->pst) {                                 /* the prompt's end, with its row */
+            int32_t *f2 = malloc(4 * g->nprompt);
+            if (f2) {
+                memcpy(f2, g->fed, 4 * g->nprompt);
+                serve_disk_save(s, f2, g->nprompt, g->pst, g->plogits, file);
+                keep(s, g->pst, f2, g->nprompt, g->plogits, file);
+                g->pst = NULL; g->plogits = NULL;
+            }
         }
-        else { k3_state_free(m, st); free(fed); }
+        /* the reply's end (never one out of step; with no token fed it is the prompt's) */
+        if ((size_t)g->st->pos == g->n && g->n > g->nprompt && s->cache_gb > 0) {
+            serve_disk_save(s, g->fed, g->n, g->st, NULL, file);
+            keep(s, g->st, g->fed, g->n, NULL, file);
+            g->st = NULL; g->fed = NULL;
+        }
+        if (!g->gone) reply(g, finish, (long)g->nprompt, g->ngen, (long)g->reuse);
     }
     pthread_mutex_lock(&s->mu);
-    s->st.prompt_tokens += (long)nprompt; s->st.completion_tokens += ngen;
-    s->st.prefilled += (long)(nprompt - reuse); s->st.cached += (long)reuse;
-    if (reuse) s->st.cache_hits++; else s->st.cache_misses++;
-    s->st.t_prefill += tp; s->st.t_decode += td;
-    if (g.gone) s->st.disconnects++;
+    s->st.prompt_tokens += (long)g->nprompt; s->st.completion_tokens += g->ngen;
+    s->st.prefilled += (long)(g->nprompt - g->reuse); s->st.cached += (long)g->reuse;
+    if (g->reuse) s->st.cache_hits++; else s->st.cache_misses++;
+    s->st.t_prefill += g->tp;
+    if (g->gone) s->st.disconnects++;
     pthread_mutex_unlock(&s->mu);
-    if (g.gone) j->failed = 1;
-    free(g.text[0]); free(g.text[1]); free(out);
-    xtml_parser_free(&p);
-    sampler_free(&smp);
+    if (g->gone) j->failed = 1;
+    gen_free(g);
 }

@@ -284,20 +284,29 @@ ls "$T/sd" | grep -q '\.state$' || fail "--state-dir: no state file written"
 for p in $PIDS; do kill "$p" 2>/dev/null; done; PIDS=""
 i=0; while [ -n "$($C "$U/health" 2>/dev/null)" ]; do
   i=$((i+1)); [ $i -gt 100 ] && fail "servers did not stop"; sleep 0.1; done
-printf 'K3STATE\nnonsense' > "$T/sd/0000000000000000-max.state"
-printf '{"role": "user", "content": "x"}\n' > "$T/sd/0000000000000000-max.jsonl"
+f=$(ls "$T/sd" | grep '\.state$' | head -n 1)
+printf 'K3STATE\nnonsense' > "$T/sd/0000000000000000-max.state"    # version 1
+cp "$T/sd/$f" "$T/sd/flipped.state"                    # one byte of the tensors flipped
+sz=$(wc -c < "$T/sd/flipped.state")
+printf '\377' | dd of="$T/sd/flipped.state" bs=1 seek=$((sz - 100)) conv=notrunc 2>/dev/null
+head -c 100 "$T/sd/$f" > "$T/sd/short.state"            # truncated
 start disk2 --state-dir "$T/sd"
-grep -q 'state(s) resumed' "$T/disk2.err" || fail "--state-dir: nothing loaded"
-grep -q 'ignored' "$T/disk2.err" || fail "--state-dir: the corrupt file was not refused"
+grep -q ' [1-9][0-9]* state(s) resumed' "$T/disk2.err" || fail "--state-dir: nothing loaded"
+grep -q 'version 1 state.*ignored' "$T/disk2.err" || fail "--state-dir: version 1 not refused"
+grep -q 'flipped.state: checksum mismatch.*ignored' "$T/disk2.err" ||
+  fail "--state-dir: the flipped byte was not refused: $(cat "$T/disk2.err")"
+grep -q 'short.state: .*ignored' "$T/disk2.err" || fail "--state-dir: a truncated file loaded"
+pre=$($C "http://127.0.0.1:$PORT_disk2/metrics" | sed -n 's/^k3_prefill_tokens_total //p')
 $C "http://127.0.0.1:$PORT_disk2/v1/chat/completions" -d "$RQ" > "$T/d2"
-[ "$(jnum cached_tokens < "$T/d2")" -ge "$(jnum prompt_tokens < "$T/d2")" ] ||
-  [ "$(jnum cached_tokens < "$T/d2")" = $(($(jnum prompt_tokens < "$T/d2") - 1)) ] ||
-  fail "after a restart: cached $(jnum cached_tokens < "$T/d2") tokens"
+[ "$(jnum cached_tokens < "$T/d2")" = "$(jnum prompt_tokens < "$T/d2")" ] &&
+  [ "$($C "http://127.0.0.1:$PORT_disk2/metrics" | sed -n 's/^k3_prefill_tokens_total //p')" \
+    = "$pre" ] || fail "after a restart: cached $(jnum cached_tokens < "$T/d2") tokens"
 [ "$(jstr content < "$T/d2")$(jstr reasoning_content < "$T/d2")" = \
   "$(jstr content < "$T/d1")$(jstr reasoning_content < "$T/d1")" ] ||
   fail "the resumed reply after a restart differs"
 echo "ok --state-dir: after a restart the request resumes $(jnum cached_tokens < "$T/d2") of" \
-  "$(jnum prompt_tokens < "$T/d2") prompt tokens from disk, same reply; a corrupt file is refused"
+  "$(jnum prompt_tokens < "$T/d2") prompt tokens from disk (its logits row: nothing prefilled)," \
+  "same reply; version 1, a flipped byte and a truncated file are refused"
 
 "$K3" serve --help | grep -q -- '--state-cache-gb' || fail "serve --help"
 "$K3" serve $M 2>/dev/null; [ $? = 2 ] || fail "serve without --tok must exit 2"

@@ -63,6 +63,31 @@ c2=$(jnum cached_tokens < "$T/r2")
 echo "ok the returned tool call and a tool message: turn 2 resumes all $c2 ids of turn 1" \
   "(the rendered call is id-exact to the model's)"
 
+# ---- --state-dir keeps tool conversations: a restart resumes turn 2 without re-prefill ----
+mkdir "$T/sd"
+R2="{\"messages\": [$U1, $A1, $TM], \"tools\": [$WEATHER], \"temperature\": 0,
+  \"max_tokens\": 200}"
+K3_SERVE_TEST_REPLY=$REPLY start disk1 --state-dir "$T/sd"
+post "http://127.0.0.1:$PORT_disk1" "{$REQ}" > /dev/null
+post "http://127.0.0.1:$PORT_disk1" "$R2" > "$T/d1"
+ls "$T/sd" | grep -q '\.state$' || fail "--state-dir: no tool conversation saved"
+pid=${PIDS##* }; kill $pid; wait $pid 2>/dev/null
+K3_SERVE_TEST_REPLY=$REPLY start disk2 --state-dir "$T/sd"
+UD=http://127.0.0.1:$PORT_disk2
+grep -q ' [1-9][0-9]* state(s) resumed' "$T/disk2.err" ||
+  fail "nothing resumed: $(cat "$T/disk2.err")"
+post $UD "$R2" > "$T/d2"
+p2=$(jnum prompt_tokens < "$T/d2")
+[ "$(jnum cached_tokens < "$T/d2")" = "$p2" ] ||
+  fail "after a restart turn 2 cached $(jnum cached_tokens < "$T/d2") of $p2 tokens"
+[ "$($C "$UD/metrics" | sed -n 's/^k3_prefill_tokens_total //p')" = 0 ] ||
+  fail "after a restart turn 2 prefilled tokens"
+nm() { sed 's/"created": [0-9]*//; s/"cached_tokens": [0-9]*//; s/"id": "[^"]*"//g' "$1"; }
+[ "$(nm "$T/d2")" = "$(nm "$T/d1")" ] ||
+  fail "the tool turn after a restart differs: $(cat "$T/d2") vs $(cat "$T/d1")"
+echo "ok --state-dir keeps tool conversations: after a restart turn 2 (tools, a tool call and" \
+  "its result) resumes all $p2 prompt tokens from disk, nothing prefilled, the same reply"
+
 # ---- tool_choice, through the rendered prompt's length ----
 ptok() { post "http://127.0.0.1:$PORT_real" "$1" | jnum prompt_tokens; }
 B="\"messages\": [$U1], \"max_tokens\": 1, \"temperature\": 0"
