@@ -49,19 +49,16 @@ static const char *USAGE =
 "  --config --threads --kernels, the sampling flags and the memory flags as in k3 --help\n";
 
 typedef struct {
-    const char *model_dir, *config, *tok_dir, *file, *out, *dump, *kernels;
-    int gen, batch_size, chunk, threads, quiet, spec, spec_k, state_file;
+    const char *model_dir, *tok_dir, *file, *out, *dump;
+    int gen, batch_size, quiet, spec, spec_k, state_file;
     const char *state_dir;
-    K3MemOpts mem;
-    SamplerParams sp; uint64_t seed; int sampling;
+    K3EngineFlags ef;                  /* engine, sampling and memory flags (flags.c) */
 } BOpts;
 
 static const K3Flag FLAGS[] = {
-    { "--batch", 1 }, { "--batch-size", 1 }, { "--gen", 1 }, { "--tok", 1 }, { "--config", 1 },
-    { "--out", 1 }, { "--dump-logits", 1 }, { "--kernels", 1 }, { "--threads", 1 },
-    { "--prefill-chunk", 1 }, { "--ctx", 1 }, { "--quiet", 0 }, { "--help", 0 },
-    { "--spec", 0 }, { "--spec-k", 1 }, { "--state-file", 1 }, { "--state-file-dir", 1 },
-    K3_FLAGS_SAMPLER, K3_FLAGS_MEM,
+    { "--batch", 1 }, { "--batch-size", 1 }, { "--gen", 1 }, { "--tok", 1 }, { "--out", 1 },
+    { "--dump-logits", 1 }, { "--quiet", 0 }, { "--help", 0 }, { "--spec", 0 },
+    { "--spec-k", 1 }, { "--state-file", 1 }, { "--state-file-dir", 1 }, K3_FLAGS_ENGINE,
 };
 #define N_FLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
 
@@ -74,9 +71,8 @@ static int usage(const char *fmt, const char *arg) {
 
 static int parse(int argc, char **argv, BOpts *o) {
     memset(o, 0, sizeof *o);
-    o->gen = 16; o->kernels = "auto"; o->state_file = -1;
-    k3_mem_opts_init(&o->mem);
-    sampler_defaults(&o->sp);
+    o->gen = 16; o->state_file = -1;
+    k3_engine_flags_init(&o->ef);
     o->tok_dir = getenv("K3_TOK_FILES");
     if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
     char xerr[320], serr[256];
@@ -85,18 +81,13 @@ static int parse(int argc, char **argv, BOpts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define VAL() do { if (!v) return usage("%s needs a value", a); i++; } while (0)
-        int sr = sampler_parse_flag(argc, argv, &i, &o->sp, &o->seed, NULL, serr, sizeof serr);
-        if (sr < 0) return usage("%s", serr);
-        if (sr) { o->sampling = 1; continue; }
-        int mr = k3_mem_parse_flag(argc, argv, &i, &o->mem, 1, serr, sizeof serr);
-        if (mr < 0) return usage("%s", serr);
-        if (mr) continue;
+        const int er = k3_engine_parse_flag(argc, argv, &i, &o->ef, serr, sizeof serr);
+        if (er < 0) return usage("%s", serr);
+        if (er) continue;
         if (!strcmp(a, "--batch")) { VAL(); o->file = v; }
         else if (!strcmp(a, "--tok")) { VAL(); o->tok_dir = v; }
-        else if (!strcmp(a, "--config")) { VAL(); o->config = v; }
         else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
         else if (!strcmp(a, "--dump-logits")) { VAL(); o->dump = v; }
-        else if (!strcmp(a, "--kernels")) { VAL(); o->kernels = v; }
         else if (!strcmp(a, "--state-file-dir")) { VAL(); o->state_dir = v; }
         else if (!strcmp(a, "--state-file")) {
             VAL();
@@ -109,10 +100,6 @@ static int parse(int argc, char **argv, BOpts *o) {
         else if (!strcmp(a, "--gen")) { VAL(); if (k3_parse_int(a, v, 0, &o->gen)) return 2; }
         else if (!strcmp(a, "--batch-size")) {
             VAL(); if (k3_parse_int(a, v, 1, &o->batch_size)) return K3_ERR_USAGE;
-        } else if (!strcmp(a, "--prefill-chunk")) {
-            VAL(); if (k3_parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE;
-        } else if (!strcmp(a, "--threads")) {
-            VAL(); if (k3_parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE;
         } else if (!strcmp(a, "--spec-k")) {
             VAL(); if (k3_parse_int(a, v, 1, &o->spec_k)) return K3_ERR_USAGE;
             if (o->spec_k > 64) return usage("%s", "--spec-k is at most 64");
@@ -129,7 +116,7 @@ static int parse(int argc, char **argv, BOpts *o) {
     }
     if (!o->model_dir) return usage("%s", "missing MODEL_DIR");
     if (!o->file) return usage("%s", "--batch needs a FILE of JSON lines");
-    if (sampler_check(&o->sp, serr, sizeof serr)) return usage("%s", serr);
+    if (sampler_check(&o->ef.sp, serr, sizeof serr)) return usage("%s", serr);
     if (o->spec && !o->spec_k) o->spec_k = 8;
     if (o->spec && o->state_file > 0)   /* a rollback replays from a copy of the state */
         return usage("%s", "--spec needs the states resident: drop --state-file or --spec");
@@ -343,7 +330,7 @@ static int run(Batch *b, char *err, size_t errlen) {
         const double t0 = k3_now();
         rc = k3_forward_seqs(&b->e, seq, n, b->e.rs.logits, err, errlen);
         if (rc) break;
-        k3_mem_step(b->e.mem, step++, T, k3_now() - t0, b->o->mem.verbose && !b->o->quiet);
+        k3_mem_step(b->e.mem, step++, T, k3_now() - t0, b->o->ef.mem.verbose && !b->o->quiet);
         const float *lg = b->e.rs.logits;
         for (int j = 0; !rc && j < n; j++) {
             rc = after_step(b, &b->slot[who[j]], lg, seq[j].T, seq[j].all_logits, err, errlen);
@@ -372,6 +359,13 @@ static int write_report(const Batch *b, const char *path) {
     if (b->o->spec)
         fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
                 b->drafted, b->accepted, b->passes);
+    if (b->sf) {
+        const K3StateFileStats *ss = k3_statefile_stats(b->sf);
+        fprintf(f, "  \"state_file\": \"%s\",\n  \"state_file_bytes_read\": %llu,\n"
+                "  \"state_file_bytes_written\": %llu,\n  \"state_file_wait_seconds\": %.6f,\n",
+                k3_mem_state_mode(b->e.mem) == K3_STATES_ALL ? "all" : "kda",
+                (unsigned long long)ss->read, (unsigned long long)ss->written, ss->wait_s);
+    } else fprintf(f, "  \"state_file\": \"off\",\n");
     const long fails = k3_engine_expert_failures(&b->e);
     fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", fails, fails ? "false" : "true");
     k3_mem_json(b->e.mem, f, b->t_run);
@@ -395,7 +389,7 @@ int k3_batch_main(int argc, char **argv) {
     size_t len = 0;
     char *text = k3_slurp(o.file, (size_t)1 << 32, &len, err, sizeof err);
     if (!text) { fprintf(stderr, "k3: --batch %s\n", err); return K3_ERR_USAGE; }
-    rc = batch_parse_all(text, len, &o.sp, o.seed, o.sampling, &b.lines, &b.n_lines, err,
+    rc = batch_parse_all(text, len, &o.ef.sp, o.ef.seed, o.ef.sampling, &b.lines, &b.n_lines, err,
                          sizeof err);
     free(text);
     if (rc) { fprintf(stderr, "k3: --batch %s: %s\n", o.file, err); return K3_ERR_USAGE; }
@@ -419,13 +413,13 @@ int k3_batch_main(int argc, char **argv) {
         if (b.n_prompts[i] > max_prompt) max_prompt = b.n_prompts[i];
     }
     if (rc) goto done;
-    int chunk = o.chunk > 0 ? o.chunk : K3_PREFILL_CHUNK;
+    int chunk = o.ef.chunk > 0 ? o.ef.chunk : K3_PREFILL_CHUNK;
     /* default: as many as the plan fits, at most the prompts and a step's rows */
     b.n_slots = o.batch_size > 0 ? o.batch_size : b.n_lines < chunk ? b.n_lines : chunk;
     if (b.n_slots > b.n_lines) b.n_slots = b.n_lines;
     if (chunk < b.n_slots) chunk = b.n_slots;          /* every decoding sequence fits a step */
-    K3EngineOpts eo = { o.model_dir, o.config, o.kernels, o.threads, o.mem };
-    eo.mem.ctx = o.mem.ctx > 0 ? o.mem.ctx : ctx;
+    K3EngineOpts eo = k3_engine_flags_opts(&o.ef, o.model_dir);
+    eo.mem.ctx = o.ef.mem.ctx > 0 ? o.ef.mem.ctx : ctx;
     eo.mem.chunk = chunk;
     if (o.spec && chunk < b.n_slots * (o.spec_k + 1)) chunk = b.n_slots * (o.spec_k + 1);
     eo.mem.logits_rows = o.dump || o.spec ? chunk : b.n_slots;
