@@ -3,7 +3,9 @@
 #ifndef K3_CLI_H
 #define K3_CLI_H
 #include <stddef.h>
+#include "engine.h"
 #include "mem.h"
+#include "sampler.h"
 
 int k3_pack_main(int argc, char **argv);          /* pack.c: k3 pack */
 int k3_bench_kernels(int argc, char **argv);      /* bench.c: k3 bench-kernels */
@@ -24,6 +26,22 @@ int k3_serve_main(int argc, char **argv);         /* serve.c: k3 serve (docs/SER
  * with a message in err. */
 int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx, char *err,
                       size_t errlen);
+/* The engine flags a single run and batch mode share (flags.c): --config, --kernels,
+ * --threads, --prefill-chunk, the sampling flags and the memory flags with --ctx. */
+typedef struct {
+    const char *config, *kernels;             /* config NULL: MODEL_DIR/config.json */
+    int threads, chunk;                       /* 0: online cores / the plan's chunk */
+    K3MemOpts mem;
+    SamplerParams sp; uint64_t seed;
+    int sampling;                             /* a sampling flag was given */
+} K3EngineFlags;
+void k3_engine_flags_init(K3EngineFlags *f);
+/* As k3_mem_parse_flag: 1 consumed, 0 not one of them, -1 a bad value (err). */
+int k3_engine_parse_flag(int argc, char **argv, int *i, K3EngineFlags *f, char *err,
+                         size_t errlen);
+/* The options to open the engine with (the caller sets mem.chunk, mem.ctx and the rest). */
+K3EngineOpts k3_engine_flags_opts(const K3EngineFlags *f, const char *model_dir);
+
 /* A flag a mode knows: its name and whether it takes a value. Each mode's table lists every
  * flag it parses (K3_FLAGS_SAMPLER and K3_FLAGS_MEM: the shared parsers' flags), so that
  * --flag=value and the "did you mean" suggestions follow the parsers. */
@@ -33,6 +51,8 @@ typedef struct { const char *name; int takes_value; } K3Flag;
 #define K3_FLAGS_MEM { "--trunk", 1 }, { "--trunk-gb", 1 }, { "--cache-gb", 1 }, \
                      { "--preset", 1 }, { "--dump-cache-trace", 1 }, { "--verbose", 0 }, \
                      { "--io-depth", 1 }, { "--piece-mb", 1 }, { "--piece-rows", 1 }
+#define K3_FLAGS_ENGINE { "--config", 1 }, { "--kernels", 1 }, { "--threads", 1 }, \
+                        { "--prefill-chunk", 1 }, { "--ctx", 1 }, K3_FLAGS_SAMPLER, K3_FLAGS_MEM
 /* argv with each "--flag=value" of a value flag split into "--flag" "value" (a value given
  * as its own word is never split), into a new argv kept for the life of the process.
  * 0, or 2 with the message in err ("--greedy takes no value"; out of memory). */

@@ -9,6 +9,8 @@
  *                                (rounded up to 4096 on an O_DIRECT file) and every other
  *                                one first fails with EINTR: the loop must still deliver
  *                                every byte
+ *   K3_FAULT_STATE_READ=N        the Nth read of a batch's state file fails (EIO)
+ *   K3_FAULT_STATE_WRITE=N       the Nth write of it fails with ENOSPC (disk full)
  *   K3_FAULT_SHRINK_AT=N         at the Nth expert prefetch (one per MoE layer and forward)
  *                                shard K3_FAULT_SHRINK_SHARD (1-based in file-name order,
  *                                default 1) is truncated to its header, or removed when
@@ -22,6 +24,7 @@ typedef struct {
     long trunk_read, expert_read, expert_read_once, lmhead_rows;   /* 0 = off */
     uint64_t mem_available; int mem_available_set;
     long pack_write, short_reads, shrink_at, shrink_shard, shrink_unlink;
+    long state_read, state_write;
 } K3Faults;
 
 const K3Faults *k3_faults(void);

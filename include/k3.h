@@ -65,7 +65,11 @@ typedef struct {
     float **mla_c;                            /* [L] -> [cap][kv_lora] */
     float **mla_pe;                           /* [L] -> [cap][rope] */
     struct K3Undo *undo;                      /* k3_state_mark: the next forward is logged */
+    int in_file;                              /* K3_STATE_*_FILE: layers kept in a state file */
+    int file_slot;                            /* its records there (1-based; 0: none) */
+    int fresh;                                /* reset since its records were last written */
 } K3State;
+enum { K3_STATE_KDA_FILE = 1, K3_STATE_MLA_FILE = 2 };
 
 /* One sequence's share of a forward step (k3_forward_seqs): its T tokens ids[0..T) go in
  * at positions s->pos.. and their rows follow the earlier sequences' rows in the step.
@@ -99,11 +103,23 @@ typedef struct {
  * resident): the forward pass never touches it. interrupt (NULL = none), when it points
  * at a non-zero flag, stops k3_prefill between chunks and k3_forward between layers. */
 typedef struct K3Mem K3Mem;
+/* Per-sequence state kept outside memory (src/mem/statefile.c; NULL: resident): begin
+ * takes a step's sequences, acquire(L) points their in-file layer L at its bytes before
+ * the layer runs, release(L) hands them back to be written, end waits for the writes. */
+typedef struct K3Pager K3Pager;
+typedef struct {
+    int (*begin)(K3Pager *p, const K3Seq *seq, int n, char *err, size_t errlen);
+    int (*acquire)(K3Pager *p, int L, char *err, size_t errlen);
+    void (*release)(K3Pager *p, int L);
+    int (*end)(K3Pager *p, char *err, size_t errlen);
+} K3PagerOps;
+struct K3Pager { const K3PagerOps *ops; };
 typedef struct {
     K3Model m;
     K3Weights *w;
     K3RunState rs;
     K3Mem *mem;
+    K3Pager *pager;
     volatile sig_atomic_t *interrupt;
 } K3Engine;
 
@@ -130,6 +146,9 @@ void k3_expert_bind(const K3Config *c, const void *const part[6], K3Expert *out)
 K3Weights *k3_weights_resident(K3Model *m);
 
 K3State *k3_state_new(const K3Model *m);
+/* A state whose KDA layers (K3_STATE_KDA_FILE) and MLA caches (K3_STATE_MLA_FILE) live in
+ * a state file: only its resident layers are allocated; it cannot be marked. */
+K3State *k3_state_new_in(const K3Model *m, int in_file);
 int k3_state_reserve(const K3Model *m, K3State *s, int n_positions);   /* grow the MLA cache */
 void k3_state_reset(const K3Model *m, K3State *s);
 void k3_state_free(const K3Model *m, K3State *s);

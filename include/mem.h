@@ -25,6 +25,10 @@ typedef struct {
                                    * largest that fits beside the budgets */
     int logits_rows;              /* rows of logits the caller keeps */
     int seqs;                     /* sequences in flight (KDA state + MLA cache each); <= 1: one */
+    int seqs_auto;                /* seqs is the most wanted: the plan lowers it to what fits */
+    int state_file;               /* 0 resident; 1 KDA states in a state file, 2 the MLA
+                                   * caches too (statefile.h); -1 the plan picks (batch) */
+    const char *state_dir;        /* --state-file-dir DIR (NULL: $TMPDIR, /tmp) */
     const char *trace_dir;        /* --dump-cache-trace DIR */
     int verbose, quiet;
     int verify_reads;             /* --verify-reads: streamed trunk layers checked on every read */
@@ -59,6 +63,9 @@ const K3MemStats *k3_mem_stats(const K3Mem *x);
 uint64_t k3_mem_buffer_bytes(const K3Mem *x);
 /* The prefill chunk the plan chose (the forward buffers' max_T). */
 int k3_mem_chunk(const K3Mem *x);
+/* The sequences the plan admits and where their states live (K3_STATES_*, statefile.h). */
+int k3_mem_seqs(const K3Mem *x);
+int k3_mem_state_mode(const K3Mem *x);
 
 /* Reports (x may be NULL: nothing): one line per forward on stderr (verbose), the
  * summary, and JSON fields (each line "  \"key\": value,\n") for --out. */

@@ -21,6 +21,8 @@ static void read_env(void) {
     faults.shrink_at = env_long("K3_FAULT_SHRINK_AT");
     faults.shrink_shard = env_long("K3_FAULT_SHRINK_SHARD");
     faults.shrink_unlink = env_long("K3_FAULT_SHRINK_UNLINK");
+    faults.state_read = env_long("K3_FAULT_STATE_READ");
+    faults.state_write = env_long("K3_FAULT_STATE_WRITE");
     const char *m = getenv("K3_MEM_AVAILABLE");
     if (m && *m) { faults.mem_available = strtoull(m, NULL, 10); faults.mem_available_set = 1; }
 }

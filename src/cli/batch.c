@@ -9,6 +9,7 @@
 #include "engine.h"
 #include "json.h"
 #include "spec.h"
+#include "statefile.h"
 #include "tok.h"
 #include "util.h"
 #include <errno.h>
@@ -29,7 +30,8 @@ static const char *USAGE =
 "generated_ids, text (with a tokenizer), stop (length or eos), n_prompt, n_generated,\n"
 "seconds_prefill, seconds_decode. Each prompt gets the ids of its solo run.\n"
 "\n"
-"  --batch-size N       sequences in flight (default: the prompts, at most 16)\n"
+"  --batch-size N       sequences in flight (default: what the memory plan fits, at most\n"
+"                       the prompts and the prefill chunk; the plan prints it)\n"
 "  --gen N              tokens per prompt without \"gen\" (default 16)\n"
 "  --tok DIR            tokenizer for \"prompt\" lines and the text field\n"
 "  --prefill-chunk N    most tokens one step feeds (default 64, at least --batch-size)\n"
@@ -40,22 +42,25 @@ static const char *USAGE =
 "  --spec [--spec-k N]  exact speculative decoding per sequence (n-gram drafts of its\n"
 "                       own tokens, at most N, default 8): the same ids, fewer steps;\n"
 "                       off by default here (--no-spec accepted), on for one prompt\n"
+"  --state-file-dir DIR where the batch's states go when they do not fit the budget (a temp\n"
+"                       file, deleted at once; default $TMPDIR, else /tmp)\n"
+"  --state-file MODE    auto (default: the plan decides), off (states resident), kda (KDA\n"
+"                       states in the file), all (the MLA caches too): the same bits\n"
 "  --quiet              no progress on stderr\n"
 "  --config --threads --kernels, the sampling flags and the memory flags as in k3 --help\n";
 
 typedef struct {
-    const char *model_dir, *config, *tok_dir, *file, *out, *dump, *kernels;
-    int gen, batch_size, chunk, threads, quiet, spec, spec_k;
-    K3MemOpts mem;
-    SamplerParams sp; uint64_t seed; int sampling;
+    const char *model_dir, *tok_dir, *file, *out, *dump;
+    int gen, batch_size, quiet, spec, spec_k, state_file;
+    const char *state_dir;
+    K3EngineFlags ef;                  /* engine, sampling and memory flags (flags.c) */
 } BOpts;
 
 static const K3Flag FLAGS[] = {
-    { "--batch", 1 }, { "--batch-size", 1 }, { "--gen", 1 }, { "--tok", 1 }, { "--config", 1 },
-    { "--out", 1 }, { "--dump-logits", 1 }, { "--kernels", 1 }, { "--threads", 1 },
-    { "--prefill-chunk", 1 }, { "--ctx", 1 }, { "--quiet", 0 }, { "--help", 0 },
-    { "--spec", 0 }, { "--spec-k", 1 }, { "--no-spec", 0 },
-    K3_FLAGS_SAMPLER, K3_FLAGS_MEM,
+    { "--batch", 1 }, { "--batch-size", 1 }, { "--gen", 1 }, { "--tok", 1 }, { "--out", 1 },
+    { "--dump-logits", 1 }, { "--quiet", 0 }, { "--help", 0 }, { "--spec", 0 },
+    { "--spec-k", 1 }, { "--no-spec", 0 }, { "--state-file", 1 }, { "--state-file-dir", 1 },
+    K3_FLAGS_ENGINE,
 };
 #define N_FLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
 
@@ -68,9 +73,8 @@ static int usage(const char *fmt, const char *arg) {
 
 static int parse(int argc, char **argv, BOpts *o) {
     memset(o, 0, sizeof *o);
-    o->gen = 16; o->kernels = "auto";
-    k3_mem_opts_init(&o->mem);
-    sampler_defaults(&o->sp);
+    o->gen = 16; o->state_file = -1;
+    k3_engine_flags_init(&o->ef);
     o->tok_dir = getenv("K3_TOK_FILES");
     if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
     char xerr[320], serr[256];
@@ -79,25 +83,25 @@ static int parse(int argc, char **argv, BOpts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define VAL() do { if (!v) return usage("%s needs a value", a); i++; } while (0)
-        int sr = sampler_parse_flag(argc, argv, &i, &o->sp, &o->seed, NULL, serr, sizeof serr);
-        if (sr < 0) return usage("%s", serr);
-        if (sr) { o->sampling = 1; continue; }
-        int mr = k3_mem_parse_flag(argc, argv, &i, &o->mem, 1, serr, sizeof serr);
-        if (mr < 0) return usage("%s", serr);
-        if (mr) continue;
+        const int er = k3_engine_parse_flag(argc, argv, &i, &o->ef, serr, sizeof serr);
+        if (er < 0) return usage("%s", serr);
+        if (er) continue;
         if (!strcmp(a, "--batch")) { VAL(); o->file = v; }
         else if (!strcmp(a, "--tok")) { VAL(); o->tok_dir = v; }
-        else if (!strcmp(a, "--config")) { VAL(); o->config = v; }
         else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
         else if (!strcmp(a, "--dump-logits")) { VAL(); o->dump = v; }
-        else if (!strcmp(a, "--kernels")) { VAL(); o->kernels = v; }
+        else if (!strcmp(a, "--state-file-dir")) { VAL(); o->state_dir = v; }
+        else if (!strcmp(a, "--state-file")) {
+            VAL();
+            const char *const modes[4] = { "off", "kda", "all", "auto" };
+            int k = 0;
+            while (k < 4 && strcmp(v, modes[k])) k++;
+            if (k == 4) return usage("--state-file: '%s' is not auto, off, kda or all", v);
+            o->state_file = k == 3 ? -1 : k;
+        }
         else if (!strcmp(a, "--gen")) { VAL(); if (k3_parse_int(a, v, 0, &o->gen)) return 2; }
         else if (!strcmp(a, "--batch-size")) {
             VAL(); if (k3_parse_int(a, v, 1, &o->batch_size)) return K3_ERR_USAGE;
-        } else if (!strcmp(a, "--prefill-chunk")) {
-            VAL(); if (k3_parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE;
-        } else if (!strcmp(a, "--threads")) {
-            VAL(); if (k3_parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE;
         } else if (!strcmp(a, "--spec-k")) {
             VAL(); if (k3_parse_int(a, v, 1, &o->spec_k)) return K3_ERR_USAGE;
             if (o->spec_k > 64) return usage("%s", "--spec-k is at most 64");
@@ -115,8 +119,11 @@ static int parse(int argc, char **argv, BOpts *o) {
     }
     if (!o->model_dir) return usage("%s", "missing MODEL_DIR");
     if (!o->file) return usage("%s", "--batch needs a FILE of JSON lines");
-    if (sampler_check(&o->sp, serr, sizeof serr)) return usage("%s", serr);
+    if (sampler_check(&o->ef.sp, serr, sizeof serr)) return usage("%s", serr);
     if (o->spec && !o->spec_k) o->spec_k = 8;
+    if (o->spec && o->state_file > 0)   /* a rollback replays from a copy of the state */
+        return usage("%s", "--spec needs the states resident: drop --state-file or --spec");
+    if (o->spec) o->state_file = 0;
     return 0;
 }
 
@@ -145,6 +152,7 @@ typedef struct {
     long n_generated;
     long drafted, accepted, passes;    /* --spec, over every finished sequence */
     double t_run;
+    K3StateFile *sf;                   /* NULL: the states are resident */
 } Batch;
 
 static int ids_of(Batch *b, int i, char *err, size_t errlen) {
@@ -325,7 +333,7 @@ static int run(Batch *b, char *err, size_t errlen) {
         const double t0 = k3_now();
         rc = k3_forward_seqs(&b->e, seq, n, b->e.rs.logits, err, errlen);
         if (rc) break;
-        k3_mem_step(b->e.mem, step++, T, k3_now() - t0, b->o->mem.verbose && !b->o->quiet);
+        k3_mem_step(b->e.mem, step++, T, k3_now() - t0, b->o->ef.mem.verbose && !b->o->quiet);
         const float *lg = b->e.rs.logits;
         for (int j = 0; !rc && j < n; j++) {
             rc = after_step(b, &b->slot[who[j]], lg, seq[j].T, seq[j].all_logits, err, errlen);
@@ -354,6 +362,13 @@ static int write_report(const Batch *b, const char *path) {
     if (b->o->spec)
         fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
                 b->drafted, b->accepted, b->passes);
+    if (b->sf) {
+        const K3StateFileStats *ss = k3_statefile_stats(b->sf);
+        fprintf(f, "  \"state_file\": \"%s\",\n  \"state_file_bytes_read\": %llu,\n"
+                "  \"state_file_bytes_written\": %llu,\n  \"state_file_wait_seconds\": %.6f,\n",
+                k3_mem_state_mode(b->e.mem) == K3_STATES_ALL ? "all" : "kda",
+                (unsigned long long)ss->read, (unsigned long long)ss->written, ss->wait_s);
+    } else fprintf(f, "  \"state_file\": \"off\",\n");
     const long fails = k3_engine_expert_failures(&b->e);
     fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", fails, fails ? "false" : "true");
     k3_mem_json(b->e.mem, f, b->t_run);
@@ -377,7 +392,7 @@ int k3_batch_main(int argc, char **argv) {
     size_t len = 0;
     char *text = k3_slurp(o.file, (size_t)1 << 32, &len, err, sizeof err);
     if (!text) { fprintf(stderr, "k3: --batch %s\n", err); return K3_ERR_USAGE; }
-    rc = batch_parse_all(text, len, &o.sp, o.seed, o.sampling, &b.lines, &b.n_lines, err,
+    rc = batch_parse_all(text, len, &o.ef.sp, o.ef.seed, o.ef.sampling, &b.lines, &b.n_lines, err,
                          sizeof err);
     free(text);
     if (rc) { fprintf(stderr, "k3: --batch %s: %s\n", o.file, err); return K3_ERR_USAGE; }
@@ -401,19 +416,31 @@ int k3_batch_main(int argc, char **argv) {
         if (b.n_prompts[i] > max_prompt) max_prompt = b.n_prompts[i];
     }
     if (rc) goto done;
-    b.n_slots = o.batch_size > 0 ? o.batch_size : b.n_lines < 16 ? b.n_lines : 16;
+    int chunk = o.ef.chunk > 0 ? o.ef.chunk : K3_PREFILL_CHUNK;
+    /* default: as many as the plan fits, at most the prompts and a step's rows */
+    b.n_slots = o.batch_size > 0 ? o.batch_size : b.n_lines < chunk ? b.n_lines : chunk;
     if (b.n_slots > b.n_lines) b.n_slots = b.n_lines;
-    int chunk = o.chunk > 0 ? o.chunk : K3_PREFILL_CHUNK;
     if (chunk < b.n_slots) chunk = b.n_slots;          /* every decoding sequence fits a step */
-    K3EngineOpts eo = { o.model_dir, o.config, o.kernels, o.threads, o.mem };
-    eo.mem.ctx = o.mem.ctx > 0 ? o.mem.ctx : ctx;
+    K3EngineOpts eo = k3_engine_flags_opts(&o.ef, o.model_dir);
+    eo.mem.ctx = o.ef.mem.ctx > 0 ? o.ef.mem.ctx : ctx;
     eo.mem.chunk = chunk;
     if (o.spec && chunk < b.n_slots * (o.spec_k + 1)) chunk = b.n_slots * (o.spec_k + 1);
     eo.mem.logits_rows = o.dump || o.spec ? chunk : b.n_slots;
     eo.mem.seqs = b.n_slots;
+    eo.mem.seqs_auto = o.batch_size <= 0;
+    eo.mem.state_file = o.state_file;
+    eo.mem.state_dir = o.state_dir;
     eo.mem.quiet = o.quiet;
     rc = k3_engine_open(&b.e, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
+    b.n_slots = k3_mem_seqs(b.e.mem);                  /* what the plan admits */
+    const int mode = k3_mem_state_mode(b.e.mem);
+    if (mode) {
+        b.sf = k3_statefile_open(&b.e.m.cfg, mode, b.n_slots, eo.mem.ctx, o.state_dir, err,
+                                 sizeof err);
+        if (!b.sf) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
+        b.e.pager = k3_statefile_pager(b.sf);
+    }
     const int V = b.e.m.cfg.vocab_size;
     for (int i = 0; !rc && i < b.n_lines; i++)
         for (int k = 0; k < b.n_prompts[i]; k++)
@@ -427,11 +454,14 @@ int k3_batch_main(int argc, char **argv) {
     if (rc) goto done;
     b.slot = calloc((size_t)b.n_slots, sizeof *b.slot);
     for (int i = 0; b.slot && i < b.n_slots; i++)
-        if (!(b.slot[i].st = k3_state_new(&b.e.m))) { rc = K3_ERR_RUNTIME; break; }
+        if (!(b.slot[i].st = k3_state_new_in(&b.e.m, mode == K3_STATES_ALL ? K3_STATE_KDA_FILE |
+                K3_STATE_MLA_FILE : mode ? K3_STATE_KDA_FILE : 0))) { rc = K3_ERR_RUNTIME; break; }
+        else if (b.sf) k3_statefile_attach(b.sf, b.slot[i].st, i);
     if (!b.slot || rc) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
     if (!o.quiet)
-        fprintf(stderr, "k3: batch: %d prompts, %d in flight, steps of up to %d tokens\n",
-                b.n_lines, b.n_slots, chunk);
+        fprintf(stderr, "k3: batch: %d prompts, %d in flight%s, steps of up to %d tokens%s%s\n",
+                b.n_lines, b.n_slots, o.batch_size > 0 ? "" : " (what the plan fits)", chunk,
+                b.sf ? "; states in a state file in " : "", b.sf ? k3_statefile_dir(b.sf) : "");
     rc = run(&b, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: batch: %s\n", err); goto done; }
     if (!o.quiet) {
@@ -439,6 +469,12 @@ int k3_batch_main(int argc, char **argv) {
                 "peak RSS %.1f MiB\n", b.n_generated, b.n_lines, b.t_run,
                 b.t_run > 0 ? b.n_generated / b.t_run : 0.0, k3_peak_rss() / 1048576.0);
         k3_mem_summary(b.e.mem, stderr, b.t_run, 0, (int)b.n_generated, b.t_run);
+        if (b.sf) {
+            const K3StateFileStats *ss = k3_statefile_stats(b.sf);
+            fprintf(stderr, "k3: state file: %.3f GB read, %.3f GB written (%s), %.2f s in "
+                    "I/O, %.2f s waited for by the layers\n", ss->read / 1e9, ss->written / 1e9,
+                    ss->direct ? "O_DIRECT" : "page cache", ss->io_s, ss->wait_s);
+        }
         if (o.spec)
             fprintf(stderr, "k3: spec: %ld verify passes, %ld drafted, %ld accepted (%.2f "
                     "accepted tokens per pass)\n", b.passes, b.drafted, b.accepted,
@@ -458,6 +494,7 @@ done:
         if (b.slot[i].l) sampler_free(&b.slot[i].smp);
     }
     free(b.slot);
+    k3_statefile_close(b.sf);
     for (int i = 0; b.prompts && i < b.n_lines; i++) free(b.prompts[i]);
     free(b.prompts); free(b.n_prompts);
     batch_lines_free(b.lines, b.n_lines);

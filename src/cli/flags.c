@@ -65,6 +65,36 @@ int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx,
     return 1;
 }
 
+void k3_engine_flags_init(K3EngineFlags *f) {
+    memset(f, 0, sizeof *f);
+    f->kernels = "auto";
+    k3_mem_opts_init(&f->mem);
+    sampler_defaults(&f->sp);
+}
+
+int k3_engine_parse_flag(int argc, char **argv, int *i, K3EngineFlags *f, char *err,
+                         size_t errlen) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int r = sampler_parse_flag(argc, argv, i, &f->sp, &f->seed, NULL, err, errlen);
+    if (r) { f->sampling |= r > 0; return r; }
+    if ((r = k3_mem_parse_flag(argc, argv, i, &f->mem, 1, err, errlen))) return r;
+    int *num = !strcmp(a, "--threads") ? &f->threads :
+               !strcmp(a, "--prefill-chunk") ? &f->chunk : NULL;
+    const char **str = !strcmp(a, "--config") ? &f->config :
+                       !strcmp(a, "--kernels") ? &f->kernels : NULL;
+    if (!num && !str) return 0;
+    if (!v) { snprintf(err, errlen, "%s needs a value", a); return -1; }
+    (*i)++;
+    if (str) *str = v;
+    else if (k3_parse_int_msg(a, v, 1, num, err, errlen)) return -1;
+    return 1;
+}
+
+K3EngineOpts k3_engine_flags_opts(const K3EngineFlags *f, const char *model_dir) {
+    K3EngineOpts eo = { model_dir, f->config, f->kernels, f->threads, f->mem };
+    return eo;
+}
+
 int k3_check_output(const char *flag, const char *path, int is_dir, char *err, size_t errlen) {
     struct stat sb;
     char dir[4096];

@@ -111,26 +111,22 @@ static const char *USAGE =
 "routed expert failed to load (the ids are unsound).\n";
 
 typedef struct {
-    const char *model_dir, *config, *tok_dir, *ids, *prompt, *prompt_file;
-    const char *out, *dump_logits, *kernels;
-    int gen, recompute, threads, quiet, chunk;
+    const char *model_dir, *tok_dir, *ids, *prompt, *prompt_file;
+    const char *out, *dump_logits;
+    int gen, recompute, quiet;
     int spec, spec_k; const char *draft_ids, *draft_file;   /* --spec and its drafts */
     int tok_given;                  /* --tok on the command line: text out even with --ids */
-    K3MemOpts mem;              /* --trunk --trunk-gb --cache-gb --preset --ctx --verbose ... */
-    SamplerParams sp; uint64_t seed; int sampling;   /* sampling flags given */
+    K3EngineFlags ef;           /* --config --kernels --threads --prefill-chunk, sampling, memory */
 } Opts;
 
 /* Every flag parse_args knows (--chat, --help, --version, --list-presets are taken by
  * main first, listed for the suggestions). */
 static const K3Flag BATCH_FLAGS[] = {
-    { "--ids", 1 }, { "--prompt", 1 }, { "--prompt-file", 1 }, { "--tok", 1 }, { "--config", 1 },
-    { "--out", 1 }, { "--dump-logits", 1 }, { "--kernels", 1 }, { "--gen", 1 },
-    { "--prefill-chunk", 1 }, { "--threads", 1 }, { "--ctx", 1 }, { "--recompute", 0 },
-    { "--incremental", 0 }, { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 },
-    { "--version", 0 }, { "--list-presets", 0 }, { "--batch", 1 }, { "--spec", 0 },
-    { "--no-spec", 0 }, { "--spec-k", 1 }, { "--draft-ids", 1 }, { "--draft-file", 1 },
-    K3_FLAGS_SAMPLER,
-    K3_FLAGS_MEM,
+    { "--ids", 1 }, { "--prompt", 1 }, { "--prompt-file", 1 }, { "--tok", 1 }, { "--out", 1 },
+    { "--dump-logits", 1 }, { "--gen", 1 }, { "--recompute", 0 }, { "--incremental", 0 },
+    { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 }, { "--version", 0 },
+    { "--list-presets", 0 }, { "--batch", 1 }, { "--spec", 0 }, { "--no-spec", 0 },
+    { "--spec-k", 1 }, { "--draft-ids", 1 }, { "--draft-file", 1 }, K3_FLAGS_ENGINE,
 };
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
 
@@ -143,9 +139,8 @@ static int usage_error(const char *fmt, const char *arg) {
 
 static int parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
-    o->gen = 16; o->kernels = "auto"; o->spec = -1;
-    k3_mem_opts_init(&o->mem);
-    sampler_defaults(&o->sp);
+    o->gen = 16; o->spec = -1;
+    k3_engine_flags_init(&o->ef);
     o->tok_dir = getenv("K3_TOK_FILES");
     if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
     char xerr[320];
@@ -156,26 +151,17 @@ static int parse_args(int argc, char **argv, Opts *o) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define VAL() do { if (!v) return usage_error("%s needs a value", a); i++; } while (0)
         char serr[256];
-        int sr = sampler_parse_flag(argc, argv, &i, &o->sp, &o->seed, NULL, serr, sizeof serr);
-        if (sr < 0) return usage_error("%s", serr);
-        if (sr) { o->sampling = 1; continue; }
-        int mr = k3_mem_parse_flag(argc, argv, &i, &o->mem, 1, serr, sizeof serr); /* flags.c */
-        if (mr < 0) return usage_error("%s", serr);
-        if (mr) continue;
+        const int er = k3_engine_parse_flag(argc, argv, &i, &o->ef, serr, sizeof serr);
+        if (er < 0) return usage_error("%s", serr);
+        if (er) continue;
         if (!strcmp(a, "--ids")) { VAL(); o->ids = v; }
         else if (!strcmp(a, "--prompt")) { VAL(); o->prompt = v; }
         else if (!strcmp(a, "--prompt-file")) { VAL(); o->prompt_file = v; }
         else if (!strcmp(a, "--tok")) { VAL(); o->tok_dir = v; o->tok_given = 1; }
-        else if (!strcmp(a, "--config")) { VAL(); o->config = v; }
         else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
         else if (!strcmp(a, "--dump-logits")) { VAL(); o->dump_logits = v; }
-        else if (!strcmp(a, "--kernels")) { VAL(); o->kernels = v; }
         else if (!strcmp(a, "--gen")) {
             VAL(); if (k3_parse_int(a, v, 0, &o->gen)) return K3_ERR_USAGE;
-        } else if (!strcmp(a, "--prefill-chunk")) {
-            VAL(); if (k3_parse_int(a, v, 1, &o->chunk)) return K3_ERR_USAGE;
-        } else if (!strcmp(a, "--threads")) {
-            VAL(); if (k3_parse_int(a, v, 1, &o->threads)) return K3_ERR_USAGE;
         } else if (!strcmp(a, "--recompute")) o->recompute = 1;
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
@@ -198,7 +184,7 @@ static int parse_args(int argc, char **argv, Opts *o) {
     int n_in = !!o->ids + !!o->prompt + !!o->prompt_file;
     if (n_in != 1) return usage_error("%s", "give exactly one of --ids, --prompt, --prompt-file");
     char serr[256];
-    if (sampler_check(&o->sp, serr, sizeof serr)) return usage_error("%s", serr);
+    if (sampler_check(&o->ef.sp, serr, sizeof serr)) return usage_error("%s", serr);
     if (o->spec == 1 && o->recompute) return usage_error("%s", "--spec needs --incremental");
     if (!o->spec && (o->draft_ids || o->draft_file))
         return usage_error("%s", "--draft-ids and --draft-file draft for --spec: drop --no-spec");
@@ -354,7 +340,7 @@ static int read_draft(const Opts *o, const Tok *tok, int **ref, int *n_ref) {
 /* Output paths must be writable before a long run (nothing is truncated yet). */
 static int check_outputs(const Opts *o) {
     const char *flag[3] = { "--out", "--dump-logits", "--dump-cache-trace" };
-    const char *path[3] = { o->out, o->dump_logits, o->mem.trace_dir };
+    const char *path[3] = { o->out, o->dump_logits, o->ef.mem.trace_dir };
     char err[8400];
     for (int i = 0; i < 3; i++)
         if (path[i] && k3_check_output(flag[i], path[i], i == 2, err, sizeof err)) {
@@ -370,15 +356,15 @@ static int check_context(const Opts *o, int n_prompt) {
     K3Config cfg;
     char err[4096], path[4200];
     snprintf(path, sizeof path, "%s/config.json", o->model_dir);
-    const char *cp = o->config ? o->config : path;
+    const char *cp = o->ef.config ? o->ef.config : path;
     if (k3_config_load(cp, &cfg, err, sizeof err)) return 0;
     const int mpe = cfg.max_position_embeddings;
     const long need = (long)n_prompt + o->gen;
     if (mpe <= 0) return 0;
-    if (o->mem.ctx > mpe) {
+    if (o->ef.mem.ctx > mpe) {
         fprintf(stderr, "k3: warning: --ctx %d is past the trained context "
                 "(max_position_embeddings %d in %s); positions past %d are untested\n",
-                o->mem.ctx, mpe, cp, mpe);
+                o->ef.mem.ctx, mpe, cp, mpe);
         return 0;
     }
     if (need <= mpe) return 0;
@@ -392,10 +378,10 @@ static int check_context(const Opts *o, int n_prompt) {
 static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size_t errlen) {
     /* no --prefill-chunk: the plan sizes the chunk (the whole prompt when it fits) */
     const int want = o->recompute ? n_prompt + o->gen : n_prompt;
-    const int pc = o->chunk > 0 ? o->chunk : (want > 0 ? want : 1);
-    K3EngineOpts eo = { o->model_dir, o->config, o->kernels, o->threads, o->mem };
-    eo.mem.chunk_auto = o->chunk <= 0;
-    eo.mem.ctx = o->mem.ctx > 0 ? o->mem.ctx : n_prompt + o->gen;
+    const int pc = o->ef.chunk > 0 ? o->ef.chunk : (want > 0 ? want : 1);
+    K3EngineOpts eo = k3_engine_flags_opts(&o->ef, o->model_dir);
+    eo.mem.chunk_auto = o->ef.chunk <= 0;
+    eo.mem.ctx = o->ef.mem.ctx > 0 ? o->ef.mem.ctx : n_prompt + o->gen;
     eo.mem.chunk = o->recompute ? pc : (n_prompt < pc ? n_prompt : pc);
     eo.mem.logits_rows = o->dump_logits ? n_prompt : 1;
     if (o->spec) {                             /* a verify pass: k+1 positions, every row */
@@ -403,9 +389,9 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
         if (eo.mem.logits_rows < o->spec_k + 1) eo.mem.logits_rows = o->spec_k + 1;
     }
     eo.mem.quiet = o->quiet;
-    if (o->mem.ctx > 0 && o->mem.ctx < n_prompt + o->gen && !o->quiet)
+    if (o->ef.mem.ctx > 0 && o->ef.mem.ctx < n_prompt + o->gen && !o->quiet)
         fprintf(stderr, "k3: note: --ctx %d is less than prompt + gen (%d); the MLA cache grows "
-                "past the plan\n", o->mem.ctx, n_prompt + o->gen);
+                "past the plan\n", o->ef.mem.ctx, n_prompt + o->gen);
     return k3_engine_open(e, &eo, err, errlen);
 }
 
@@ -461,10 +447,10 @@ static int run_batch(const Opts *o) {
     if (tok) tok_stream_init(&em.ts);
     double tp = k3_now(), t_prefill = 0, t_decode = 0;
     int n = n_prompt, n_gen = 0;
-    rc = k3_prefill(&e, st, seq, n, o->chunk, logits, o->dump_logits != NULL, err, sizeof err);
+    rc = k3_prefill(&e, st, seq, n, o->ef.chunk, logits, o->dump_logits != NULL, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: prefill: %s\n", err); goto done; }
     t_prefill = k3_now() - tp;
-    k3_mem_step(e.mem, 0, n_prompt, t_prefill, o->mem.verbose && !o->quiet);
+    k3_mem_step(e.mem, 0, n_prompt, t_prefill, o->ef.mem.verbose && !o->quiet);
     if (o->dump_logits) {
         FILE *f = fopen(o->dump_logits, "wb");
         size_t nl = (size_t)V * n_prompt;
@@ -479,8 +465,8 @@ static int run_batch(const Opts *o) {
                 n_prompt == 1 ? "" : "s", t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
     double td = k3_now(), td_step = td;
     Sampler smp;                               /* greedy unless a sampling flag is given */
-    sampler_init(&smp, &o->sp, o->seed);
-    if (!o->sampling) smp.p.greedy = 1;
+    sampler_init(&smp, &o->ef.sp, o->ef.seed);
+    if (!o->ef.sampling) smp.p.greedy = 1;
     K3Spec spec;                               /* --spec: tokens a verify pass already drew */
     int pend[65], n_pend = 0, i_pend = 0, draft[64];
     if (o->spec) k3_spec_init(&spec, m, ref, n_ref, o->spec_k);
@@ -507,17 +493,17 @@ static int run_batch(const Opts *o) {
                 n_pend = k3_spec_accept(&spec, m, st, &smp, n_gen, draft, k, logits, pend);
                 i_pend = 0;
                 if (n_pend < 0) { snprintf(err, sizeof err, "out of memory"); rc = 1; }
-                else if (o->mem.verbose && !o->quiet)
+                else if (o->ef.mem.verbose && !o->quiet)
                     fprintf(stderr, "k3: spec pass: %d drafted, %d accepted\n", k, n_pend - 1);
             }
         } else if (o->recompute) {
             k3_state_reset(m, st);
-            rc = k3_prefill(&e, st, seq, n, o->chunk, logits, 0, err, sizeof err);
+            rc = k3_prefill(&e, st, seq, n, o->ef.chunk, logits, 0, err, sizeof err);
         } else rc = k3_forward(&e, st, seq + n - 1, 1, logits, 0, err, sizeof err);
         if (rc) { fprintf(stderr, "\nk3: generation step %d: %s\n", n_gen, err); goto done; }
         double ts = k3_now();
         k3_mem_step(e.mem, n_gen, o->recompute ? n : k + 1, ts - td_step,
-                    o->mem.verbose && !o->quiet);
+                    o->ef.mem.verbose && !o->quiet);
         td_step = ts;
     }
     t_decode = k3_now() - td;

@@ -103,6 +103,8 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     float *p = B[0];
     int stop = -1;                                /* the layer where an interrupt was seen */
 
+    K3Pager *pg = e->pager;                       /* states in a file: read ahead from here */
+    if (pg && pg->ops->begin(pg, seq, n_seq, err, errlen)) return K3_ERR_RUNTIME;
     for (int q = 0, r = 0; q < n_seq; r += seq[q].T, q++)   /* p = e, B = [] */
         embed_rows(&e->m.embed, seq[q].ids, seq[q].T, p + (size_t)r * H);
     for (int L = 0; L < c->num_hidden_layers; L++) {
@@ -123,8 +125,13 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         /* 3-4. attention sublayer on RMSNorm(h): projections over all rows, the KDA
          * recurrence or the MLA cache per sequence */
         rmsnorm_rows(x, h, ly->input_norm, T, H, eps);
+        if (pg && pg->ops->acquire(pg, L, err, errlen)) {   /* the layer's states, read */
+            w->ops->release(w, L);
+            return K3_ERR_RUNTIME;
+        }
         if (ly->is_kda) k3_kda(e, ly, seq, n_seq, L, x, a);
         else            k3_mla(e, ly, seq, n_seq, L, x, a);
+        if (pg) pg->ops->release(pg, L);          /* written back while the FFN runs */
         if (nonfinite(e, L, "attention", a, T, H, seq, n_seq, 0, err, errlen))
             return K3_ERR_RUNTIME;
         if (p_empty) memcpy(p, a, n * sizeof(float));
@@ -159,6 +166,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     if (w->ops->lm_head(w, logits, h, rows, err, errlen)) return K3_ERR_RUNTIME;
     if (nonfinite(e, -1, "", logits, rows, c->vocab_size, seq, n_seq, 1, err, errlen))
         return K3_ERR_RUNTIME;
+    if (pg && pg->ops->end(pg, err, errlen)) return K3_ERR_RUNTIME;   /* states written */
     for (int q = 0; q < n_seq; q++) {
         seq[q].s->pos += seq[q].T;
         if (seq[q].s->undo && seq[q].s->undo->armed) seq[q].s->undo->T = seq[q].T;

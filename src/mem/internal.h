@@ -42,6 +42,7 @@ struct K3Mem {
     uint64_t buffer_bytes, plan_bytes;        /* the plan's forward buffers and its total */
     uint64_t trunk_budget, cache_budget;      /* the flags after raising to the minimum */
     int chunk;                                /* the prefill chunk the plan chose */
+    int seqs, state_mode;                     /* sequences admitted, where their states live */
 };
 
 /* ---- plan.c ---- */
@@ -59,12 +60,20 @@ typedef struct {
     int chunk;                               /* tokens per forward the buffers are sized for */
     const char *chunk_why;                   /* which bound chose it (NULL: not printed) */
     int seqs;                                /* sequences whose state and MLA cache count */
+    int state_mode;                          /* K3_STATES_*: resident, or in a state file */
+    uint64_t state_file, state_bufs, state_step;   /* its bytes on disk, buffers, per step */
+    const char *state_dir;
 } K3Plan;
 /* lb[0..NL): trunk bytes per layer; have_trunk: --trunk given; process: bytes held. */
 void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uint64_t *lb,
                   int have_trunk, double tgb, double cgb, uint64_t process, K3Plan *p);
 void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, const char *adesc,
                    int ctx, FILE *f);
+/* Where the states live and how many sequences: o->state_file 0 becomes the least paging
+ * whose plan fits 90% of avail (unknown avail: resident); with o->seqs_auto, o->seqs the
+ * most (at most o->seqs) that fit. */
+void k3_plan_states(const K3Config *c, int head_f32, K3MemOpts *o, const uint64_t *lb,
+                    int have_trunk, double tgb, double cgb, uint64_t process, uint64_t avail);
 /* The refusal when p does not fit avail: every figure and the flags that would fit. */
 void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, const uint64_t *lb,
                      uint64_t avail, const char *adesc, char *err, size_t errlen);

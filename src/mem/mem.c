@@ -70,6 +70,8 @@ K3Weights *k3_mem_weights(K3Mem *x) { return &x->base; }
 const K3MemStats *k3_mem_stats(const K3Mem *x) { return x ? &x->st : NULL; }
 uint64_t k3_mem_buffer_bytes(const K3Mem *x) { return x->buffer_bytes; }
 int k3_mem_chunk(const K3Mem *x) { return x->chunk; }
+int k3_mem_seqs(const K3Mem *x) { return x->seqs; }
+int k3_mem_state_mode(const K3Mem *x) { return x->state_mode; }
 
 /* ---- setup ---- */
 
@@ -187,6 +189,10 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
     const char *why;
     o->chunk = fit_chunk(m, o0, lb, tgb, cgb, self, avail, &why);
     x->chunk = o->chunk;
+    k3_plan_states(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb, cgb,
+                   self, avail);                  /* resident states or a state file */
+    x->seqs = o->seqs > 1 ? o->seqs : 1;
+    x->state_mode = o->state_file > 0 ? o->state_file : 0;
     K3Plan p;
     k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb, cgb,
                  self, &p);

@@ -12,6 +12,7 @@
  * does not fit. */
 #include "internal.h"
 #include "dio.h"
+#include "statefile.h"
 #include "tensors.h"
 #include <stdlib.h>
 #include <string.h>
@@ -60,10 +61,21 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     const uint64_t seqs = o->seqs > 1 ? (uint64_t)o->seqs : 1;   /* a state per sequence */
     p->state *= seqs; p->mla *= seqs; p->seqs = (int)seqs;
     const int ctx = o->ctx > 0 ? o->ctx : 1;
+    if (o->state_file > 0) {          /* in a state file: only its layer buffers resident */
+        K3StateFileSize z;
+        k3_statefile_size(c, o->state_file, (int)seqs, ctx, &z);
+        p->state_mode = o->state_file;
+        p->state = 0;
+        if (o->state_file == K3_STATES_ALL) p->mla = 0;
+        p->state_file = z.file; p->state_bufs = z.buffers; p->state_step = z.kda_step + z.mla_step;
+        p->state_dir = o->state_dir ? o->state_dir : getenv("TMPDIR");
+        if (!p->state_dir || !*p->state_dir) p->state_dir = "/tmp";
+    }
     p->buffers = k3_runstate_bytes(c, (int)T, ctx, o->logits_rows);
     p->chunk = (int)T;
     p->process = process;
-    p->side = p->embed + p->vectors + p->state + p->mla + p->buffers + p->process;
+    p->side = p->embed + p->vectors + p->state + p->mla + p->state_bufs + p->buffers +
+              p->process;
     p->lm_head = p->head_full;
     p->trunk_min = p->trunk_total + p->head_full + p->side;
     if (!have_trunk) { p->n_pinned = NL; p->pinned = p->trunk_total; }
@@ -119,6 +131,34 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     p->total = p->pinned + p->ring_bytes + p->tmp + p->cache + p->lm_head + p->side;
 }
 
+void k3_plan_states(const K3Config *c, int head_f32, K3MemOpts *o, const uint64_t *lb,
+                    int have_trunk, double tgb, double cgb, uint64_t process, uint64_t avail) {
+    const int pick = o->state_file < 0;           /* else that mode only (0: resident) */
+    const int most = pick ? K3_STATES_ALL : o->state_file;
+    const double room = 0.9 * (double)avail;
+    K3Plan p;
+    K3MemOpts q = *o;
+#define FITS(mode, n) (q.state_file = (mode), q.seqs = (n), \
+                       k3_plan_make(c, head_f32, &q, lb, have_trunk, tgb, cgb, process, &p), \
+                       (double)p.total <= room)
+    if (!avail) { if (pick) o->state_file = 0; return; }
+    if (o->seqs_auto && o->seqs > 1 && !FITS(most, o->seqs)) {
+        int lo = 1, hi = o->seqs;                 /* the most sequences the most paging fits */
+        while (lo < hi) {
+            const int mid = lo + (hi - lo + 1) / 2;
+            if (FITS(most, mid)) lo = mid;
+            else hi = mid - 1;
+        }
+        o->seqs = lo;
+    }
+    if (!pick) return;
+    static const int modes[3] = { K3_STATES_RESIDENT, K3_STATES_KDA, K3_STATES_ALL };
+    o->state_file = most;                         /* none fits: the refusal shows the least */
+    for (int i = 0; i < 3; i++)
+        if (FITS(modes[i], o->seqs)) { o->state_file = modes[i]; break; }
+#undef FITS
+}
+
 /* bytes in the unit that keeps them readable (1e3 steps, as GB = 1e9 in the plan) */
 const char *k3_size_text(uint64_t b, char *out, size_t n) {
     if (b < 1000) snprintf(out, n, "%llu bytes", (unsigned long long)b);
@@ -158,9 +198,22 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     fprintf(f, "  embedding rows     %8.3f  row lookup: one forward's rows, dropped after it\n",
             p->embed / K3_GB);
     fprintf(f, "  small vectors f32  %8.3f\n", p->vectors / K3_GB);
-    fprintf(f, "  recurrent state    %8.3f  KDA S + conv windows%s\n", p->state / K3_GB,
-            p->seqs > 1 ? " (each sequence its own)" : "");
-    fprintf(f, "  MLA cache          %8.3f  --ctx %d\n", p->mla / K3_GB, ctx);
+    char sf[32], ss[32];
+    if (p->state_mode) {             /* the choice, its disk bytes and what a step moves */
+        fprintf(f, "  state file             disk  %s in %s: the %s of %d sequences, %s read "
+                "+ written a step at most\n", k3_size_text(p->state_file, sf, sizeof sf),
+                p->state_dir, p->state_mode == K3_STATES_ALL ? "KDA states and MLA caches" :
+                "KDA states", p->seqs, k3_size_text(p->state_step, ss, sizeof ss));
+        fprintf(f, "  state buffers      %8.3f  %d layer buffers of every sequence's record "
+                "(computing, read ahead, written back)\n", p->state_bufs / K3_GB,
+                K3_STATEFILE_NBUF);
+    }
+    if (p->state_mode != K3_STATES_KDA && p->state_mode != K3_STATES_ALL)
+        fprintf(f, "  recurrent state    %8.3f  KDA S + conv windows%s\n", p->state / K3_GB,
+                p->seqs > 1 ? " (each sequence its own)" : "");
+    if (p->state_mode != K3_STATES_ALL)
+        fprintf(f, "  MLA cache          %8.3f  --ctx %d%s\n", p->mla / K3_GB, ctx,
+                p->seqs > 1 ? " (each sequence its own)" : "");
     char bt[32];
     fprintf(f, "  buffers            %8.3f  prefill chunk %d token%s per forward, %s (%s)\n",
             p->buffers / K3_GB, p->chunk, p->chunk == 1 ? "" : "s",
@@ -172,7 +225,9 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     else fprintf(f, "  total              %8.3f\n", p->total / K3_GB);
     const uint64_t per_seq = (p->state + p->mla) / (uint64_t)p->seqs;
     char each[32];
-    if (adesc && per_seq && p->total <= avail)   /* sequences beside the rest of the plan */
+    if (p->state_mode)
+        fprintf(f, "  sequences          %8d  planned, states in the state file\n", p->seqs);
+    else if (adesc && per_seq && p->total <= avail)   /* sequences beside the rest of the plan */
         fprintf(f, "  sequences          %8d  planned; %llu fit this budget (%s of state + MLA "
                 "cache each)\n", p->seqs, (unsigned long long)((avail - p->total) / per_seq +
                 (uint64_t)p->seqs), k3_size_text(per_seq, each, sizeof each));
@@ -259,9 +314,11 @@ void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, cons
     }
     snprintf(err, errlen, "the memory plan needs %.3f GB but %.3f GB is available (%s): "
              "trunk %.3f + window %.3f + expert cache %.3f + lm_head %.3f + embedding rows %.3f "
-             "+ vectors %.3f + state %.3f + MLA cache %.3f + buffers %.3f + process %.3f. Fix: %s",
+             "+ vectors %.3f + state %.3f + MLA cache %.3f + state-file buffers %.3f + buffers "
+             "%.3f + process %.3f. Fix: %s",
              p->total / K3_GB, avail / K3_GB, adesc, p->pinned / K3_GB,
              (p->ring_bytes + p->tmp) / K3_GB,
              p->cache / K3_GB, p->lm_head / K3_GB, p->embed / K3_GB, p->vectors / K3_GB,
-             p->state / K3_GB, p->mla / K3_GB, p->buffers / K3_GB, p->process / K3_GB, fix);
+             p->state / K3_GB, p->mla / K3_GB, p->state_bufs / K3_GB, p->buffers / K3_GB,
+             p->process / K3_GB, fix);
 }

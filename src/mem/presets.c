@@ -1,6 +1,7 @@
 /* presets.c — the named budgets (--preset) and their plans on the real Kimi K3, computed
  * by the engine's own plan from the model's published sizes (docs/MODEL.md §1-§5). */
 #include "internal.h"
+#include "statefile.h"
 #include <string.h>
 
 /* ram: the machine's memory in GB; its plan (and the prefill chunk it allows) must fit
@@ -72,6 +73,26 @@ static int preset_chunk(const K3Config *c, K3MemOpts *o, const uint64_t *lb, dou
     return lo;
 }
 
+/* The most sequences preset i admits on its machine (90% of gb) with the KDA states and
+ * MLA caches in a state file; a step holds a row per sequence (the chunk grows to it). */
+static int preset_seqs_in_file(const K3Config *c, const K3MemOpts *o0, const uint64_t *lb,
+                               int i, double gb) {
+    K3MemOpts o = *o0;
+    K3Plan p;
+    int lo = 0, hi = 1 << 16;
+    o.state_file = K3_STATES_ALL;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        o.seqs = mid;
+        o.chunk = mid > K3_PREFILL_CHUNK ? mid : K3_PREFILL_CHUNK;
+        k3_plan_make(c, 0, &o, lb, 1, PRESETS[i].trunk, PRESETS[i].cache,
+                     (uint64_t)REAL_PROCESS, &p);
+        if ((double)p.total <= 0.9 * gb * K3_GB) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
 static void preset_line(FILE *f, const char *name, const char *tb, const char *cb,
                         const K3Plan *p, int chunk, const char *what) {
     char pin[32];
@@ -109,15 +130,17 @@ void k3_presets_print(FILE *f) {
     k3_plan_make(&c, 0, &o, lb, 1, 0, 0, (uint64_t)REAL_PROCESS, &p);
     const double per_seq = (double)(p.state + p.mla);
     fprintf(f, "batch: a sequence adds %.3f GB (KDA state %.3f + MLA cache %.3f at ctx 4096); "
-            "sequences each preset admits on its machine (90%% of it):", per_seq / K3_GB,
-            p.state / K3_GB, p.mla / K3_GB);
+            "the largest batch each preset admits on its machine (90%% of it), states resident "
+            "/ in the state file (%d layer buffers of them in memory, the rest on disk):",
+            per_seq / K3_GB, p.state / K3_GB, p.mla / K3_GB, K3_STATEFILE_NBUF);
     for (int i = 0; i < NPRESETS; i++) {
         double gb = 0;
         if (sscanf(PRESETS[i].machine, "%lf GB", &gb) != 1) continue;
         k3_plan_make(&c, 0, &o, lb, 1, PRESETS[i].trunk, PRESETS[i].cache,
                      (uint64_t)REAL_PROCESS, &p);
         const double room = 0.9 * gb * K3_GB - (double)p.total;
-        fprintf(f, " %s %d", PRESETS[i].name, room >= 0 ? 1 + (int)(room / per_seq) : 0);
+        fprintf(f, "%s %s %d / %d", i ? "," : "", PRESETS[i].name,
+                room >= 0 ? 1 + (int)(room / per_seq) : 0, preset_seqs_in_file(&c, &o, lb, i, gb));
     }
     fprintf(f, "\n");
     fprintf(f, "auto          the largest preset whose plan fits 90%% of MemAvailable "

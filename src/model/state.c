@@ -4,7 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-K3State *k3_state_new(const K3Model *m) {
+K3State *k3_state_new(const K3Model *m) { return k3_state_new_in(m, 0); }
+
+K3State *k3_state_new_in(const K3Model *m, int in_file) {
     const K3Config *c = &m->cfg;
     int NL = c->num_hidden_layers;
     K3State *s = calloc(1, sizeof *s);
@@ -12,9 +14,11 @@ K3State *k3_state_new(const K3Model *m) {
     s->kda_S = calloc(NL, sizeof(float *)); s->kda_conv = calloc(NL, sizeof(float *));
     s->mla_c = calloc(NL, sizeof(float *)); s->mla_pe = calloc(NL, sizeof(float *));
     if (!s->kda_S || !s->kda_conv || !s->mla_c || !s->mla_pe) { k3_state_free(m, s); return NULL; }
+    s->in_file = in_file;
+    s->fresh = 1;
     size_t C = (size_t)c->kda_num_heads * c->kda_head_dim;
-    for (int L = 0; L < NL; L++)
-        if (c->is_kda[L]) {
+    for (int L = 0; L < NL; L++)                 /* in-file layers: the pager points them */
+        if (c->is_kda[L] && !(in_file & K3_STATE_KDA_FILE)) {
             s->kda_S[L] = calloc((size_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim,
                                  sizeof(float));
             s->kda_conv[L] = calloc(3 * C * (c->short_conv_kernel_size - 1) + 1, sizeof(float));
@@ -30,7 +34,7 @@ int k3_state_reserve(const K3Model *m, K3State *s, int n) {
     int cap = s->cap ? s->cap : 64;
     while (cap < n) cap *= 2;
     for (int L = 0; L < c->num_hidden_layers; L++) {
-        if (c->is_kda[L]) continue;
+        if (c->is_kda[L] || (s->in_file & K3_STATE_MLA_FILE)) continue;   /* sized by the file */
         float *a = realloc(s->mla_c[L], sizeof(float) * (size_t)cap * c->kv_lora_rank);
         if (!a) return -1;
         s->mla_c[L] = a;
@@ -48,11 +52,12 @@ void k3_state_reset(const K3Model *m, K3State *s) {
     const K3Config *c = &m->cfg;
     size_t C = (size_t)c->kda_num_heads * c->kda_head_dim;
     for (int L = 0; L < c->num_hidden_layers; L++)
-        if (c->is_kda[L]) {
+        if (c->is_kda[L] && !(s->in_file & K3_STATE_KDA_FILE)) {
             memset(s->kda_S[L], 0, sizeof(float) * C * c->kda_head_dim);
             memset(s->kda_conv[L], 0, sizeof(float) * 3 * C * (c->short_conv_kernel_size - 1));
         }
     s->pos = 0;
+    s->fresh = 1;                                /* in-file records read as zeros */
     if (s->undo) s->undo->armed = 0;
 }
 
@@ -85,6 +90,7 @@ int k3_state_mark(const K3Model *m, K3State *s, int max_T) {
     const int NL = c->num_hidden_layers, K = c->short_conv_kernel_size;
     const size_t NH = c->kda_num_heads, D = c->kda_head_dim, C = NH * D;
     struct K3Undo *u = s->undo;
+    if (s->in_file) return -1;                   /* the copy would be the whole state */
     if (u && u->max_T < max_T) { undo_free(m, u); u = s->undo = NULL; }
     if (!u) {
         u = s->undo = calloc(1, sizeof *u);

@@ -2,8 +2,11 @@
 # k3 MODEL --batch FILE on every committed model: 6 prompts of different lengths and gen
 # (one gen 1, one gen 0, one that stops at eos, two sampled, one given as text) give each
 # prompt the ids of its solo run and, with --dump-logits, its solo logits bytes; the same
-# with --batch-size 2 (continuous batching) and with the trunk streamed at the smallest
-# budget; the --out report; malformed lines refused with exit 2 naming the line and field.
+# with --batch-size 2 (continuous batching), with the trunk streamed at the smallest
+# budget, and with the states in a state file (KDA states; and the MLA caches too); the
+# --out report; malformed lines refused with exit 2 naming the line and field. The state
+# file: chosen by the plan where resident states do not fit, --batch-size by default what
+# the plan fits, and its write/read errors (a full disk, a missing directory) exit 1.
 K3=${K3:-./bin/k3}
 TK=tests/tok/tiny
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -33,7 +36,7 @@ SPEC
     echo "{\"id\": \"$id\", \"ids\": [$ids], \"gen\": $gen$json}" >> "$T/in.jsonl"
   done < "$T/spec"
   echo '{"id": "l7", "prompt": "Hello there, batch", "gen": 4}' >> "$T/in.jsonl"
-  mkdir -p "$T/solo" "$T/d1" "$T/d2" "$T/d3" "$T/d4" "$T/d5"
+  mkdir -p "$T/solo" "$T/d1" "$T/d2" "$T/d3" "$T/d4" "$T/d5" "$T/d6" "$T/d7" "$T/sd"
   while IFS='|' read -r id ids gen flags json; do
     # shellcheck disable=SC2086
     "$K3" $M --ids "$ids" --gen $gen $flags --quiet --dump-logits "$T/solo/$id.f32" \
@@ -46,7 +49,9 @@ SPEC
   "$K3" pack $M "$tr" --quiet 2> "$T/err" || fail "$m pack"
   run=0
   for how in "" "--batch-size 2" "--batch-size 3 --trunk $tr --trunk-gb 0 --cache-gb 0" \
-             "--spec --batch-size 4" "--spec --spec-k 3 --batch-size 2 --trunk $tr --trunk-gb 0"; do
+             "--spec --batch-size 4" "--spec --spec-k 3 --batch-size 2 --trunk $tr --trunk-gb 0" \
+             "--state-file all --batch-size 3 --state-file-dir $T/sd" \
+             "--state-file kda --trunk $tr --trunk-gb 0 --cache-gb 0"; do
     run=$((run + 1))
     # shellcheck disable=SC2086
     "$K3" $M --batch "$T/in.jsonl" --tok $TK $how --threads 2 --quiet --out "$T/r$run.json" \
@@ -74,8 +79,61 @@ SPEC
       grep -q '"spec_passes": [1-9]' "$T/r$run.json" || fail "$m ($how): no verify pass";;
     esac
   done
-  echo "ok $m: 8 prompts (gen 0..40, eos, sampled, text) = their solo ids and logits bytes, in one batch, --batch-size 2, streamed at the smallest budget, and with --spec"
+  [ -z "$(ls "$T/sd")" ] || fail "$m: the state file was left in $T/sd"
+  echo "ok $m: 8 prompts (gen 0..40, eos, sampled, text) = their solo ids and logits bytes," \
+    "in one batch, --batch-size 2, streamed at the smallest budget, with --spec, and with" \
+    "the states in a state file"
 done
+
+# The state file on tiny5 at --ctx 4096 (the MLA caches dominate): 12 prompts. At a budget
+# (K3_MEM_AVAILABLE) where resident states do not fit but the file does, the plan puts the
+# KDA states and MLA caches in it and still admits all 12 (the default --batch-size); with
+# --state-file off it admits fewer. Ids equal the resident run's.
+M=tests/models/tiny5
+: > "$T/many.jsonl"
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+  echo "{\"id\": \"p$i\", \"ids\": [$i, 5, $((i * 7)), 7], \"gen\": $((i + 3))}" >> "$T/many.jsonl"
+done
+"$K3" $M --batch "$T/many.jsonl" --ctx 4096 --quiet > "$T/res" 2> "$T/err" ||
+  fail "resident exited $?"
+sort "$T/res" | sed 's/, "seconds.*//' > "$T/res.s"
+K3_MEM_AVAILABLE=88000000 "$K3" $M --batch "$T/many.jsonl" --ctx 4096 > "$T/auto" 2> "$T/err" ||
+  fail "auto state file exited $?"
+grep -q '^  state file .* the KDA states and MLA caches of 12 sequences' "$T/err" ||
+  fail "the plan did not put 12 sequences' states in the state file"
+grep -q '^  state buffers ' "$T/err" || fail "the plan does not count the state buffers"
+grep -q 'batch: 12 prompts, 12 in flight (what the plan fits).*states in a state file' "$T/err" ||
+  fail "12 in flight with the state file"
+sort "$T/auto" | sed 's/, "seconds.*//' | cmp -s - "$T/res.s" || fail "state file: ids differ"
+K3_MEM_AVAILABLE=88000000 "$K3" $M --batch "$T/many.jsonl" --ctx 4096 --state-file off \
+  > "$T/off" 2> "$T/err" || fail "--state-file off exited $?"
+n=$(sed -n 's/.*batch: 12 prompts, \([0-9]*\) in flight (what the plan fits).*/\1/p' "$T/err")
+[ -n "$n" ] && [ "$n" -ge 2 ] && [ "$n" -lt 12 ] ||
+  fail "resident states: '$n' in flight, want 2..11"
+grep -q 'state file' "$T/err" && fail "--state-file off used a state file"
+sort "$T/off" | sed 's/, "seconds.*//' | cmp -s - "$T/res.s" || fail "--batch-size $n: ids differ"
+echo "ok state file chosen by the plan: 12 in flight (resident: $n), the same ids"
+
+# its errors: exit 1 with the directory or the record named, never a wrong line
+sfail() {   # NEEDLE ENV... -- FLAGS...: exit 1, the message, every printed line right
+  needle=$1; shift
+  env "$@" --batch "$T/many.jsonl" --ctx 4096 --quiet > "$T/out" 2> "$T/err"; rc=$?
+  [ $rc -eq 1 ] || fail "state file error ($*): exit $rc, want 1"
+  grep -q -- "$needle" "$T/err" || fail "state file error ($*): no '$needle' in the message"
+  sed 's/, "seconds.*//' "$T/out" | while read -r l; do
+    grep -qxF "$l" "$T/res.s" || { echo "FAIL: a wrong line after a state file error: $l"; exit 1; }
+  done || exit 1
+}
+sfail "state-file-dir $T/none: cannot create" "$K3" $M --state-file all --state-file-dir "$T/none"
+touch "$T/afile"
+sfail "cannot create the state file" "$K3" $M --state-file kda --state-file-dir "$T/afile"
+sfail "writing layer .* No space left on device" K3_FAULT_STATE_WRITE=40 "$K3" $M --state-file all
+sfail "reading layer .*Input/output error" K3_FAULT_STATE_READ=30 "$K3" $M --state-file kda
+"$K3" $M --batch "$T/many.jsonl" --spec --state-file all > /dev/null 2> "$T/err"; rc=$?
+[ $rc -eq 2 ] && grep -q -- "--spec needs the states resident" "$T/err" ||
+  fail "--spec with a state file: exit $rc"
+echo "ok state file errors: a missing or unusable directory, a full disk, a failed read:" \
+  "exit 1, no wrong line"
 
 # malformed lines: exit 2, naming the line number and the field
 M=tests/models/tiny5
