@@ -11,7 +11,8 @@
 # once the prompt is prefilled; decode = (G - 1) tokens over the rest) against the same
 # prompt and budget in batch mode (its own prefill and s/token lines), on the full-width
 # slice (default /var/tmp/k3mem/fw6), with and without kept states (--state-cache-gb 0).
-# Every run holds /var/tmp/bench.lock (one heavy run at a time); medians of RUNS.
+# Each run (batch, cold, kept, two clients, in that order) holds /var/tmp/bench.lock once
+# (one heavy run at a time); medians of RUNS.
 # Each run also serves two concurrent clients (other prompts of the same length) from one
 # server: their decode steps are shared; the aggregate tokens/s against one client's.
 # sh tools/bench_serve.sh share FILE: from the run lines of that output, the server's own
@@ -67,6 +68,19 @@ if [ "$1" = fw-two ]; then           # one server, two concurrent clients: 4 num
   echo "$(cat "$T/w1") $(cat "$T/w2") $occ"
   exit 0
 fi
+if [ "$1" = fw-run ]; then            # one interleaved run (inside the lock), into DIR
+  FW=$2; G=$3; D=$4
+  "$K3" "$FW" --tok $TK --prompt "$FWPROMPT" --gen $G $FWMEM 2> "$D/batch.err" > /dev/null ||
+    { cat "$D/batch.err"; exit 1; }
+  pf=$(sed -n 's/^k3: prefill \([0-9]*\) tokens in \([0-9.]*\) s.*/\2/p' "$D/batch.err")
+  pt=$(sed -n 's/^k3: prefill \([0-9]*\) tokens in.*/\1/p' "$D/batch.err")
+  spt=$(sed -n 's/^k3: generated \([0-9]*\) tokens; \([0-9.]*\) s\/token.*/\2/p' "$D/batch.err")
+  echo "$pf $spt $pt" >> "$D/batch"
+  sh "$0" fw-server "$FW" $G --state-cache-gb 0 >> "$D/cold" || exit 1
+  sh "$0" fw-server "$FW" $G >> "$D/kept" || exit 1
+  sh "$0" fw-two "$FW" $G >> "$D/two" || exit 1
+  exit 0
+fi
 if [ "$1" = share ]; then           # the server's own share in each run line of FILE
   awk '/run [0-9].*batch/ {
     for (i = 1; i <= NF; i++) if ($i == "cold" || $i == "kept") {
@@ -87,19 +101,8 @@ if [ "$1" = fw ]; then
   echo "(per run: batch = prefill s, s/token, prompt tokens; serve = curl's first byte s, total"
   echo " s, prompt tokens, generated tokens, then /metrics prefill s and decode s)"
   r=1
-  while [ $r -le $R ]; do
-    flock "$LOCK" "$K3" "$FW" --tok $TK --prompt "$FWPROMPT" --gen $G $FWMEM \
-      2> "$T/batch.err" > /dev/null || { cat "$T/batch.err"; exit 1; }
-    pf=$(sed -n 's/^k3: prefill \([0-9]*\) tokens in \([0-9.]*\) s.*/\2/p' "$T/batch.err")
-    pt=$(sed -n 's/^k3: prefill \([0-9]*\) tokens in.*/\1/p' "$T/batch.err")
-    spt=$(sed -n 's/^k3: generated \([0-9]*\) tokens; \([0-9.]*\) s\/token.*/\2/p' \
-      "$T/batch.err")
-    echo "$pf $spt $pt" >> "$T/batch"
-    for mode in cold kept; do
-      if [ $mode = cold ]; then fl="--state-cache-gb 0"; else fl=""; fi
-      flock "$LOCK" sh "$0" fw-server "$FW" $G $fl >> "$T/$mode" || exit 1
-    done
-    flock "$LOCK" sh "$0" fw-two "$FW" $G >> "$T/two" || exit 1
+  while [ $r -le $R ]; do            # one lock per run: batch, cold, kept, two clients
+    flock "$LOCK" sh "$0" fw-run "$FW" $G "$T" || exit 1
     echo "  run $r (load average $(cut -d' ' -f1 /proc/loadavg)): batch $(tail -n 1 "$T/batch");" \
       "serve cold $(tail -n 1 "$T/cold"); serve kept $(tail -n 1 "$T/kept");" \
       "two clients $(tail -n 1 "$T/two")"
