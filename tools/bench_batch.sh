@@ -122,7 +122,9 @@ if off:
     print(f"batch {b} states resident: {a:.3f} tokens/s, peak RSS "
           f"{med('statefile-off', b, 'peak_rss_bytes') / 2**20:.0f} MiB; in the state file: "
           f"{s:.3f} tokens/s ({s / a:.3f}x), peak RSS "
-          f"{med('statefile-all', b, 'peak_rss_bytes') / 2**20:.0f} MiB")
+          f"{med('statefile-all', b, 'peak_rss_bytes') / 2**20:.0f} MiB; runs: resident "
+          f"{[round(r['tokens_per_second'], 3) for r in off]}, state file "
+          f"{[round(r['tokens_per_second'], 3) for r in rows if r['kind'] == 'statefile-all']}")
 plain = med("spec", "plain", "seconds_per_token")
 for s in ("plain", "true", "wrong") if plain else ():
     t = med("spec", s, "seconds_per_token")
