@@ -13,7 +13,8 @@
 # --cache-gb 0.5; the resident runs keep only --cache-gb); OUT default
 # /var/tmp/batch/bench; BOS, VOCAB: the prompts' first id and id range; BATCHES (default
 # "1 2 4 8 16"); SF_BATCH: the state-file batch (default 16); COLD=0 skips drop_caches;
-# RESIDENT=0 skips the resident series; SF=0 skips the state-file pair. SUMMARY=FILE.jsonl prints the medians of FILE only (runs of several
+# RESIDENT=0 skips the resident series; SF=0 skips the state-file pair.
+# SUMMARY=FILE.jsonl prints the medians of FILE only (runs of several
 # invocations concatenated, e.g. when the shared lock leaves time for a few runs at once).
 set -eu
 M=$1; TR=$2; REPS=${3:-3}; GEN=${4:-6}
