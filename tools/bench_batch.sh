@@ -11,9 +11,10 @@
 #   sh tools/bench_batch.sh MODEL_DIR TRUNK_DIR [REPS] [GEN]
 # K3 = the binary (default ./bin/k3); FLAGS = budget flags (default --trunk-gb 3
 # --cache-gb 0.5; the resident runs keep only --cache-gb); OUT default
-# /var/tmp/batch/bench; BOS, VOCAB: the prompts' first id and id range; BATCHES (default "1 2 4 8 16"); SF_BATCH: the state-file batch
-# (default 16); COLD=0 skips drop_caches; RESIDENT=0 skips the resident series; SF=0 skips
-# the state-file pair. SUMMARY=FILE.jsonl prints the medians of FILE only (runs of several
+# /var/tmp/batch/bench; BOS, VOCAB: the prompts' first id and id range; BATCHES (default
+# "1 2 4 8 16"); SF_BATCH: the state-file batch (default 16); COLD=0 skips drop_caches;
+# RESIDENT=0 skips the resident series; SF=0 skips the state-file pair.
+# SUMMARY=FILE.jsonl prints the medians of FILE only (runs of several
 # invocations concatenated, e.g. when the shared lock leaves time for a few runs at once).
 set -eu
 M=$1; TR=$2; REPS=${3:-3}; GEN=${4:-6}
@@ -76,7 +77,8 @@ for r in $(seq 1 "$REPS"); do
     # shellcheck disable=SC2086
     [ "$RESIDENT" = 1 ] && batch resident "$b" "$r" $RFLAGS
   done
-  [ "$SF" = 1 ] && for sf in off all; do   # the same batch, states resident / forced into the state file
+  # the same batch, states resident / forced into the state file
+  [ "$SF" = 1 ] && for sf in off all; do
     # shellcheck disable=SC2086
     batch "statefile-$sf" "$SF_BATCH" "$r" --trunk "$TR" $FLAGS --state-file $sf \
       --state-file-dir /var/tmp
@@ -98,7 +100,8 @@ ids = {}
 for r in rows:
     for k, v in r.get("ids", {}).items():
         if ids.setdefault(k, v) != v:
-            sys.exit(f"bench_batch: prompt {k}: ids differ ({r['kind']} {r['param']} rep {r['rep']})")
+            sys.exit(f"bench_batch: prompt {k}: ids differ ({r['kind']} {r['param']} "
+                     f"rep {r['rep']})")
 print(f"ids: every prompt's ids identical in all {len(rows)} runs")
 def med(k, p, f):
     v = [r[f] for r in rows if r["kind"] == k and r["param"] == p and r.get(f) is not None]
@@ -118,11 +121,14 @@ for kind in ("streamed", "resident"):
 off = [r for r in rows if r["kind"] == "statefile-off"]
 if off:
     b = off[0]["param"]
-    a, s = med("statefile-off", b, "tokens_per_second"), med("statefile-all", b, "tokens_per_second")
+    a = med("statefile-off", b, "tokens_per_second")
+    s = med("statefile-all", b, "tokens_per_second")
     print(f"batch {b} states resident: {a:.3f} tokens/s, peak RSS "
           f"{med('statefile-off', b, 'peak_rss_bytes') / 2**20:.0f} MiB; in the state file: "
           f"{s:.3f} tokens/s ({s / a:.3f}x), peak RSS "
-          f"{med('statefile-all', b, 'peak_rss_bytes') / 2**20:.0f} MiB")
+          f"{med('statefile-all', b, 'peak_rss_bytes') / 2**20:.0f} MiB; runs: resident "
+          f"{[round(r['tokens_per_second'], 3) for r in off]}, state file "
+          f"{[round(r['tokens_per_second'], 3) for r in rows if r['kind'] == 'statefile-all']}")
 plain = med("spec", "plain", "seconds_per_token")
 for s in ("plain", "true", "wrong") if plain else ():
     t = med("spec", s, "seconds_per_token")
