@@ -1,0 +1,450 @@
+/* kernels_avx512_coded.c — the AVX-512 twins of the coded BF16C kernels (codec.h):
+ * matvec and prefill decode the coded bytes in registers and give the bits of the BF16
+ * kernels in kernels_avx512.c (same lanes, same fused multiply-adds, same fold).
+ * Compiled with the flags of kernels_avx512.c (Makefile); VBMI paths chosen at run time. */
+#include "kernels.h"
+#include "codec.h"
+
+#if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
+#include "kernels_avx512.h"
+#include <string.h>
+
+/* K3_W_BF16C matvec (codec.h), decoded in registers, two decoders:
+ * - with VBMI/VBMI2 (vbmi_ok): 4 rows at a time, full coded blocks by cb_exp/cb_fma
+ *   (64 weights a step: three kmask adds, vpexpandb, two vpternlog, two vpermt2b, then
+ *   shift/and to fp32; measured with perf: the old 4 masked vpermt2b per step and the
+ *   escape cursors spilled to the stack cost half the speed); raw and short blocks go
+ *   through cb_any (chunks of 4 groups by ch_step, the rest group by group).
+ * - otherwise one 16-weight group per zmm (kmasks of 16 lanes, vpexpandd).
+ * A row's last block when cols % 16 != 0 goes through the reference decoder (a
+ * 256-weight stack buffer) and the BF16 lanes: same order, same bits either way. */
+INL __m512 c_bits(__m512i v, __m512i e) {            /* sign+mantissa bytes, exponent<<23 */
+    __m512i s = _mm512_and_si512(_mm512_slli_epi32(v, 24), _mm512_set1_epi32((int)0x80000000u));
+    __m512i m = _mm512_and_si512(_mm512_slli_epi32(v, 16), _mm512_set1_epi32(0x7F0000));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_or_si512(s, m), e));
+}
+
+/* groups [g0, G) of the block at p; esc: its next escape byte (coded blocks) */
+INL __m512 c_groups(const uint8_t *p, int G, int g0, const uint8_t *esc, const float *x,
+                    __m512 acc) {
+    if (p[1] == K3_CODEC_RAW) {
+        const uint8_t *ex = p + 2, *sm = ex + 16 * G;
+        for (int g = g0; g < G; g++) {
+            __m512i e = _mm512_slli_epi32(
+                _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(ex + 16 * g))), 23);
+            __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm + 16 * g)));
+            acc = _mm512_fmadd_ps(c_bits(v, e), _mm512_loadu_ps(x + 16 * g), acc);
+        }
+        return acc;
+    }
+    const uint8_t *pl = p + 2, *sm = pl + 6 * G + p[1];
+    const __m512i base = _mm512_set1_epi32(p[0] << 23), c1 = _mm512_set1_epi32(1 << 23);
+    const __m512i c2 = _mm512_set1_epi32(2 << 23), c4 = _mm512_set1_epi32(4 << 23);
+    for (int g = g0; g < G; g++) {
+        uint16_t q[3];
+        for (int k = 0; k < 3; k++) memcpy(&q[k], pl + k3_codec_plane(G, g, k, 0), 2);
+        __mmask16 k0 = q[0], k1 = q[1], k2 = q[2], ke = (__mmask16)(q[0] & q[1] & q[2]);
+        __m512i e = _mm512_mask_add_epi32(base, k0, base, c1);
+        e = _mm512_mask_add_epi32(e, k1, e, c2);
+        e = _mm512_mask_add_epi32(e, k2, e, c4);
+        __m512i xe = _mm512_slli_epi32(
+            _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)esc)), 23);  /* in block */
+        e = _mm512_mask_expand_epi32(e, ke, xe);
+        esc += __builtin_popcount(ke);
+        __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sm + 16 * g)));
+        acc = _mm512_fmadd_ps(c_bits(v, e), _mm512_loadu_ps(x + 16 * g), acc);
+    }
+    return acc;
+}
+
+/* the row's last block when cols % 16 != 0: reference decoder, then the BF16 lanes */
+INL __m512 c_tail(const uint8_t *p, int n, const float *x, __m512 acc) {
+    uint16_t w[K3_CODEC_BLOCK];
+    k3_codec_decode_block(w, p, n);
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        acc = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
+            _mm256_loadu_si256((const __m256i *)(w + i))), 16)), _mm512_loadu_ps(x + i), acc);
+    __mmask16 k = tailmask(n - i);
+    __m512 wt = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
+        _mm256_maskz_loadu_epi16(k, w + i)), 16));
+    return _mm512_mask3_fmadd_ps(wt, _mm512_maskz_loadu_ps(k, x + i), acc, k);
+}
+
+INL size_t c_size(const uint8_t *p, int G) {
+    return p[1] == K3_CODEC_RAW ? 2 + 32 * (size_t)G : 2 + 22 * (size_t)G + p[1];
+}
+
+static float dot_c(const uint8_t *p, int cols, const float *x) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
+        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
+        for (int l = 0; l < 6; l++) _mm_prefetch((const char *)p + PF + 64 * l, _MM_HINT_T0);
+        acc = n % 16 ? c_tail(p, n, x + c, acc) : c_groups(p, G, 0, p + 2 + 6 * G, x + c, acc);
+        p += c_size(p, G);
+    }
+    return fold(acc);
+}
+
+#ifndef PFC
+#define PFC 1024  /* coded matvec prefetch distance (bytes ahead on each row stream) */
+#endif
+#define VB __attribute__((target("avx512vbmi,avx512vbmi2"), always_inline)) static inline
+typedef struct { const uint8_t *pl, *esc, *sm; __m512i lo; int raw; } Chunks;
+
+VB void ch_init(Chunks *s, const uint8_t *p, int G) {
+    s->raw = p[1] == K3_CODEC_RAW;
+    s->pl = p + 2;
+    s->esc = s->pl + 6 * G;
+    s->sm = s->raw ? s->pl + 16 * G : s->esc + p[1];
+    s->lo = _mm512_set1_epi8((char)p[0]);
+}
+
+/* full chunk k (4 groups) of a block: the BF16 low and high bytes of its 64 weights */
+VB void ch_bytes(Chunks *s, int k, __m512i *blo, __m512i *bhi) {
+    const __m512i B80 = _mm512_set1_epi8((char)0x80);
+    __m512i e;
+    if (s->raw) e = _mm512_loadu_si512(s->pl + 64 * k);
+    else {
+        __mmask64 *q = (__mmask64 *)(uintptr_t)(s->pl + 24 * k);    /* only read */
+        __mmask64 k0 = _load_mask64(q), k1 = _load_mask64(q + 1), k2 = _load_mask64(q + 2);
+        __mmask64 ke = _kand_mask64(_kand_mask64(k0, k1), k2);
+        e = _mm512_mask_add_epi8(s->lo, k0, s->lo, _mm512_set1_epi8(1));
+        e = _mm512_mask_add_epi8(e, k1, e, _mm512_set1_epi8(2));
+        e = _mm512_mask_add_epi8(e, k2, e, _mm512_set1_epi8(4));
+        /* 64 bytes from any escape position of a block of >= 4 groups stay inside it */
+        e = _mm512_mask_expand_epi8(e, ke, _mm512_loadu_si512(s->esc));
+        s->esc += __builtin_popcountll(_cvtmask64_u64(ke));
+    }
+    __m512i sm = _mm512_loadu_si512(s->sm + 64 * k);
+    /* 0xE4: C ? A : B per bit. hi = sign | exponent >> 1, lo = exponent bit 0 | mantissa */
+    __m512i hi = _mm512_ternarylogic_epi32(sm, _mm512_srli_epi16(e, 1), B80, 0xE4);
+    *bhi = hi;
+    *blo = _mm512_ternarylogic_epi32(_mm512_slli_epi16(e, 7), sm, B80, 0xE4);
+}
+
+/* full chunk k (4 groups) of a block: 64 weights into acc */
+VB __m512 ch_step(Chunks *s, int k, const float *x, __m512 acc) {
+    __m512i lo, hi;
+    ch_bytes(s, k, &lo, &hi);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        __m512i idx = _mm512_add_epi32(
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+            _mm512_set1_epi32(16 * g));
+        /* dword l: byte 2 = lo[16g + l], byte 3 = hi[16g + l] (index 64 + ...) */
+        idx = _mm512_or_si512(_mm512_slli_epi32(idx, 16),
+                              _mm512_slli_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32(64)), 24));
+        __m512i w = _mm512_maskz_permutex2var_epi8(0xCCCCCCCCCCCCCCCCull, lo, idx, hi);
+        acc = _mm512_fmadd_ps(_mm512_castsi512_ps(w), _mm512_loadu_ps(x + 64 * k + 16 * g), acc);
+    }
+    return acc;
+}
+
+/* Fast path: full coded blocks (256 weights) of 4 rows, chunk k of every row in turn.
+ * Exponents: three kmask adds and vpexpandb; the escape cursor advances by a popcount
+ * of the plane bytes read as integers (a short chain in general registers). Two
+ * vpermt2b per chunk place [lo, hi] byte pairs as BF16 words: dword l of the first holds
+ * weights l and 16 + l, of the second 32 + l and 48 + l, so a shift and an and give the
+ * fp32 of four groups in the canonical lanes. */
+VB __m512i cb_exp(const uint8_t *pl, const uint8_t **esc, __m512i lo) {
+    uint64_t q0, q1, q2;
+    memcpy(&q0, pl, 8); memcpy(&q1, pl + 8, 8); memcpy(&q2, pl + 16, 8);
+    __mmask64 *q = (__mmask64 *)(uintptr_t)pl;                         /* only read */
+    __mmask64 k0 = _load_mask64(q), k1 = _load_mask64(q + 1), k2 = _load_mask64(q + 2);
+    __m512i e = _mm512_mask_add_epi8(lo, k0, lo, _mm512_set1_epi8(1));
+    e = _mm512_mask_add_epi8(e, k1, e, _mm512_set1_epi8(2));
+    e = _mm512_mask_add_epi8(e, k2, e, _mm512_set1_epi8(4));
+    /* 64 bytes from any escape position of a full block stay inside it */
+    e = _mm512_mask_expand_epi8(e, _kand_mask64(_kand_mask64(k0, k1), k2),
+                                _mm512_loadu_si512(*esc));
+    *esc += __builtin_popcountll(q0 & q1 & q2);
+    return e;
+}
+
+/* the fp32 of a full chunk's 64 weights (exponents e, sign+mantissa bytes at sm): w[g] is
+ * group g in its canonical lanes */
+VB void cb_f32(__m512i e, const uint8_t *sm, __m512i ia, __m512i ib, __m512 w[4]) {
+    const __m512i B80 = _mm512_set1_epi8((char)0x80), HI = _mm512_set1_epi32((int)0xFFFF0000u);
+    __m512i s = _mm512_loadu_si512(sm);
+    /* 0xE4: C ? A : B per bit. hi = sign | exponent >> 1, lo = exponent bit 0 | mantissa */
+    __m512i hi = _mm512_ternarylogic_epi32(s, _mm512_srli_epi16(e, 1), B80, 0xE4);
+    __m512i lo = _mm512_ternarylogic_epi32(_mm512_slli_epi16(e, 7), s, B80, 0xE4);
+    __m512i a = _mm512_permutex2var_epi8(lo, ia, hi), b = _mm512_permutex2var_epi8(lo, ib, hi);
+    w[0] = _mm512_castsi512_ps(_mm512_slli_epi32(a, 16));
+    w[1] = _mm512_castsi512_ps(_mm512_and_si512(a, HI));
+    w[2] = _mm512_castsi512_ps(_mm512_slli_epi32(b, 16));
+    w[3] = _mm512_castsi512_ps(_mm512_and_si512(b, HI));
+}
+
+VB __m512 cb_fma(__m512i e, const uint8_t *sm, const float *x, __m512 acc, __m512i ia,
+                 __m512i ib) {
+    __m512 w[4];
+    cb_f32(e, sm, ia, ib, w);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) acc = _mm512_fmadd_ps(w[g], _mm512_loadu_ps(x + 16 * g), acc);
+    return acc;
+}
+
+/* one block of one row, any kind (raw, short, a row's last): returns the next block */
+VB const uint8_t *cb_any(const uint8_t *p, int n, const float *x, __m512 *acc) {
+    int G = (n + 15) / 16;
+    if (n % 16) { *acc = c_tail(p, n, x, *acc); return p + c_size(p, G); }
+    int g0 = 0;
+    if (G >= 4 && p[1] != K3_CODEC_RAW) {
+        Chunks s;
+        ch_init(&s, p, G);
+        for (int k = 0; k < G / 4; k++) *acc = ch_step(&s, k, x, *acc);
+        g0 = G & ~3;
+        if (g0 < G) *acc = c_groups(p, G, g0, s.esc, x, *acc);
+    } else *acc = c_groups(p, G, 0, p + 2 + 6 * G, x, *acc);
+    return p + c_size(p, G);
+}
+
+/* the byte indices of cb_fma's two vpermt2b (word 2l: weight l, 2l + 1: 16 + l; + 32) */
+VB void cb_index(__m512i *ia, __m512i *ib) {
+    uint8_t a[64], b[64];
+    for (int l = 0; l < 16; l++)
+        for (int h = 0; h < 2; h++) {
+            int j = l + 16 * h;                            /* weight of word 2l + h */
+            a[4 * l + 2 * h] = (uint8_t)j; a[4 * l + 2 * h + 1] = (uint8_t)(64 + j);
+            b[4 * l + 2 * h] = (uint8_t)(32 + j); b[4 * l + 2 * h + 1] = (uint8_t)(96 + j);
+        }
+    *ia = _mm512_loadu_si512(a); *ib = _mm512_loadu_si512(b);
+}
+
+/* 4 rows from r */
+VB void mv_cv4(const K3Mat *W, int r, float *y, const float *x, __m512i ia, __m512i ib) {
+    const int cols = W->cols;
+    __m512 acc[4];
+    const uint8_t *p[4];
+    for (int i = 0; i < 4; i++) { acc[i] = _mm512_setzero_ps(); p[i] = k3_codec_row(W, r + i); }
+    /* the next 4 rows' first PFC bytes, a line of each per block: new streams start warm */
+    const uint8_t *nx[4];
+    int nlines = r + 8 <= W->rows ? PFC / 64 : 0;
+    for (int i = 0; i < 4 && nlines; i++) nx[i] = k3_codec_row(W, r + 4 + i);
+    for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
+        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, b = c / K3_CODEC_BLOCK;
+        for (int i = 0; i < 4; i++)
+            for (int l = 0; l < 6; l++)
+                _mm_prefetch((const char *)p[i] + PFC + 64 * l, _MM_HINT_T0);
+        if (b < nlines)
+            for (int i = 0; i < 4; i++) _mm_prefetch((const char *)nx[i] + 64 * b, _MM_HINT_T0);
+        if (n < K3_CODEC_BLOCK || p[0][1] == K3_CODEC_RAW || p[1][1] == K3_CODEC_RAW ||
+            p[2][1] == K3_CODEC_RAW || p[3][1] == K3_CODEC_RAW) {
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) p[i] = cb_any(p[i], n, x + c, &acc[i]);
+            continue;
+        }
+        const uint8_t *esc[4], *sm[4];
+        __m512i lo[4];
+        for (int i = 0; i < 4; i++) {
+            esc[i] = p[i] + 98; sm[i] = esc[i] + p[i][1];
+            lo[i] = _mm512_set1_epi8((char)p[i][0]);
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                __m512i e = cb_exp(p[i] + 2 + 24 * k, &esc[i], lo[i]);
+                acc[i] = cb_fma(e, sm[i] + 64 * k, x + c + 64 * k, acc[i], ia, ib);
+            }
+        for (int i = 0; i < 4; i++) p[i] = sm[i] + 256;
+    }
+    for (int i = 0; i < 4; i++) y[r + i] = fold(acc[i]);
+}
+
+VB void mv_cv1(const K3Mat *W, int r, float *y, const float *x) {
+    __m512 acc = _mm512_setzero_ps();
+    const uint8_t *p = k3_codec_row(W, r);
+    for (int c = 0; c < W->cols; c += K3_CODEC_BLOCK) {
+        int n = W->cols - c < K3_CODEC_BLOCK ? W->cols - c : K3_CODEC_BLOCK;
+        for (int l = 0; l < 6; l++) _mm_prefetch((const char *)p + PFC + 64 * l, _MM_HINT_T0);
+        p = cb_any(p, n, x + c, &acc);
+    }
+    y[r] = fold(acc);
+}
+
+/* Prefill with few tokens (T <= CP_T, VBMI): R (1, 2) rows x TT (1, 2, 4, 8) tokens, each
+ * chunk decoded once into fp32 and multiplied into the TT accumulators of its row (the
+ * canonical lanes of every (row, token), so the bits of the BF16 matmul). Decoding into
+ * scratch for the BF16 kernel cost as much as the FMAs at these T (measured: 0.65x the
+ * plain prefill at T = 16); the FMAs are the bound here, the decode's shuffles are not. */
+/* xp: the token group's panel at this block: (token t, column i) at xp[(i / 16 * TT + t) *
+ * 16 + i % 16] (pf_c), zero past the last column */
+VB void pf_any(const uint8_t *p, int n, const float *xp, const int TT, __m512 *acc) {
+    uint16_t w[K3_CODEC_BLOCK];
+    k3_codec_decode_block(w, p, n);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? 0xFFFF : tailmask(n - i);
+        __m512 wv = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(
+            _mm256_maskz_loadu_epi16(k, w + i)), 16));
+#pragma GCC unroll 8
+        for (int t = 0; t < TT; t++)
+            acc[t] = _mm512_mask3_fmadd_ps(wv, _mm512_load_ps(xp + (i / 16 * TT + t) * 16),
+                                           acc[t], k);
+    }
+}
+
+VB void pf_rows(const K3Mat *W, int r, const int R, float *Y, const float *X, const int TT,
+                __m512i ia, __m512i ib) {             /* X: the group's panel (pf_any) */
+    const int cols = W->cols;
+    const size_t rows = (size_t)W->rows;
+    __m512 acc[2][8];
+    const uint8_t *p[2];
+#pragma GCC unroll 2
+    for (int i = 0; i < R; i++) {
+        p[i] = k3_codec_row(W, r + i);
+#pragma GCC unroll 8
+        for (int t = 0; t < TT; t++) acc[i][t] = _mm512_setzero_ps();
+    }
+    for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
+        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, fast = n == K3_CODEC_BLOCK;
+#pragma GCC unroll 2
+        for (int i = 0; i < R; i++) fast &= p[i][1] != K3_CODEC_RAW;
+        if (!fast) {
+#pragma GCC unroll 2
+            for (int i = 0; i < R; i++) {
+                pf_any(p[i], n, X + (size_t)c * TT, TT, acc[i]);
+                p[i] += c_size(p[i], (n + 15) / 16);
+            }
+            continue;
+        }
+#pragma GCC unroll 2
+        for (int i = 0; i < R; i++) {
+            const uint8_t *esc = p[i] + 98, *sm = esc + p[i][1];
+            __m512i lo = _mm512_set1_epi8((char)p[i][0]);
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m512 w[4];
+                cb_f32(cb_exp(p[i] + 2 + 24 * k, &esc, lo), sm + 64 * k, ia, ib, w);
+#pragma GCC unroll 8
+                for (int t = 0; t < TT; t++)
+#pragma GCC unroll 4
+                    for (int g = 0; g < 4; g++)
+                        acc[i][t] = _mm512_fmadd_ps(
+                            w[g], _mm512_load_ps(X + (size_t)c * TT + ((4 * k + g) * TT + t) * 16),
+                            acc[i][t]);
+            }
+            p[i] = sm + K3_CODEC_BLOCK;
+        }
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int t = 0; t < TT; t++) Y[(size_t)t * rows + r + i] = fold(acc[i][t]);
+}
+
+#ifndef CP_T
+#define CP_T 8
+#endif
+/* Rows outer, so a row pair's coded bytes stay in cache over the token groups. X is first
+ * copied to panels, one per token group, so that one register addresses every token's x
+ * (eight token pointers spilled). Returns -1 without scratch. */
+static int pf_tokens(int n) { return n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1; }
+__attribute__((target("avx512vbmi,avx512vbmi2")))
+static int pf_c(const K3Mat *W, int r0, int r1, float *Y, const float *X, int t0, int t1) {
+    const size_t rows = (size_t)W->rows, cols = (size_t)W->cols, cp = (cols + 15) & ~(size_t)15;
+    float *panel = k3_scratch_slot(K3_SCRATCH_CODEC, sizeof(float) * cp * (size_t)(t1 - t0));
+    if (!panel) return -1;
+    for (int t = t0; t < t1;) {                          /* group [t, t + tt) at (t - t0) * cp */
+        int tt = pf_tokens(t1 - t);
+        float *g = panel + (size_t)(t - t0) * cp;
+        for (int j = 0; j < tt; j++)
+            for (size_t c = 0; c < cp; c += 16) {
+                __mmask16 k = cols - c >= 16 ? 0xFFFF : tailmask((int)(cols - c));
+                _mm512_store_ps(g + (c / 16 * tt + j) * 16,
+                                _mm512_maskz_loadu_ps(k, X + (size_t)(t + j) * cols + c));
+            }
+        t += tt;
+    }
+    __m512i ia, ib;
+    cb_index(&ia, &ib);
+    for (int r = r0; r < r1;) {
+        int R = r1 - r >= 2 ? 2 : 1;
+        for (int t = t0; t < t1;) {
+            int tt = pf_tokens(t1 - t);
+            float *y = Y + (size_t)t * rows;
+            const float *x = panel + (size_t)(t - t0) * cp;
+#define PF_CASE(TT) case TT:                                                          \
+                if (R == 2) pf_rows(W, r, 2, y, x, TT, ia, ib);                           \
+                else pf_rows(W, r, 1, y, x, TT, ia, ib);                                  \
+                break;
+            switch (tt) { PF_CASE(8) PF_CASE(4) PF_CASE(2) PF_CASE(1) }
+#undef PF_CASE
+            t += tt;
+        }
+        r += R;
+    }
+    return 0;
+}
+
+/* Prefill: row r to BF16 (64 weights a step; blocks of < 4 groups by the reference). */
+__attribute__((target("avx512vbmi,avx512vbmi2")))
+static void dec_row_v(uint16_t *out, const K3Mat *W, int r) {
+    const uint8_t *p = k3_codec_row(W, r);
+    __m512i ia = _mm512_setzero_si512(), ib = ia;
+    {
+        uint8_t a[64], b[64];                         /* word j = lo[j], hi[j] (64 + j) */
+        for (int j = 0; j < 32; j++) {
+            a[2 * j] = (uint8_t)j; a[2 * j + 1] = (uint8_t)(64 + j);
+            b[2 * j] = (uint8_t)(32 + j); b[2 * j + 1] = (uint8_t)(96 + j);
+        }
+        ia = _mm512_loadu_si512(a); ib = _mm512_loadu_si512(b);
+    }
+    for (int c = 0; c < W->cols; c += K3_CODEC_BLOCK) {
+        int n = W->cols - c < K3_CODEC_BLOCK ? W->cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
+        if (n % 64) { p = k3_codec_decode_block(out + c, p, n); continue; }
+        Chunks s;
+        ch_init(&s, p, G);
+        for (int k = 0; k < G / 4; k++) {
+            __m512i lo, hi;
+            ch_bytes(&s, k, &lo, &hi);
+            _mm512_storeu_si512(out + c + 64 * k, _mm512_permutex2var_epi8(lo, ia, hi));
+            _mm512_storeu_si512(out + c + 64 * k + 32, _mm512_permutex2var_epi8(lo, ib, hi));
+        }
+        p += c_size(p, G);
+    }
+}
+
+static int vbmi_ok;
+__attribute__((constructor)) static void vbmi_init(void) {
+    __builtin_cpu_init();
+    vbmi_ok = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512vbmi2");
+}
+int k3_avx512_codec_vbmi(int on) {
+    int was = vbmi_ok;
+    if (on >= 0) {
+        __builtin_cpu_init();
+        vbmi_ok = on && __builtin_cpu_supports("avx512vbmi") &&
+                  __builtin_cpu_supports("avx512vbmi2");
+    }
+    return was;
+}
+
+__attribute__((target("avx512vbmi,avx512vbmi2")))
+static void mv_cv_rows(const K3Mat *W, int r0, int r1, float *y, const float *x) {
+    int r = r0;
+    __m512i ia, ib;
+    cb_index(&ia, &ib);
+    for (; r + 4 <= r1; r += 4) mv_cv4(W, r, y, x, ia, ib);
+    for (; r < r1; r++) mv_cv1(W, r, y, x);
+}
+
+static void mv_c(const K3Mat *W, int r0, int r1, float *y, const float *x) {
+    if (vbmi_ok) { mv_cv_rows(W, r0, r1, y, x); return; }
+    for (int r = r0; r < r1; r++) y[r] = dot_c(k3_codec_row(W, r), W->cols, x);
+}
+
+void k3_avx512_coded_matmul(const K3KernelOps *ops, float *Y, const K3Mat *W, const float *X,
+                            int r0, int r1, int t0, int t1) {
+    if (t1 - t0 > 1 && vbmi_ok && t1 - t0 <= CP_T && !pf_c(W, r0, r1, Y, X, t0, t1)) return;
+    if (t1 - t0 > 1) {
+        k3_codec_prefill(ops, vbmi_ok ? dec_row_v : NULL, Y, W, X, r0, r1, t0, t1);
+        return;
+    }
+    mv_c(W, r0, r1, Y + (size_t)t0 * W->rows, X + (size_t)t0 * W->cols);
+}
+#else
+int k3_avx512_codec_vbmi(int on) { (void)on; return 0; }
+#endif
