@@ -158,7 +158,9 @@ void k3_state_free(const K3Model *m, K3State *s);
  * inputs). After that forward, k3_state_rollback keeps its first `keep` positions: the KDA
  * state is replayed from the copy over them (no weight is read), the conv windows rebuilt,
  * the MLA cache cut at pos - T + keep; the bits are those of a forward of only those
- * positions. 0, or -1 (out of memory; mark) / (no marked forward; rollback). */
+ * positions. Before the next forward it may be called again with a smaller keep (chat cuts
+ * a reply that ends inside accepted drafts; test_spec checks it). 0, or -1 (out of memory;
+ * mark) / (no marked forward; rollback). */
 int k3_state_mark(const K3Model *m, K3State *s, int max_T);
 int k3_state_rollback(const K3Model *m, K3State *s, int keep);
 

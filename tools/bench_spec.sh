@@ -5,6 +5,8 @@
 # Per regime and rep, interleaved: --no-spec (plain), the default (speculation on, n-gram
 # drafts of an ordinary prompt), the true continuation as --draft-ids, and a draft that
 # always fails (those ids + 7). The ids of every run must equal --no-spec's (checked).
+# KINDS (default "nospec default true wrong") picks the runs of a rep; their order is
+# rotated by one each rep, so none always runs first after the cache drop.
 # Each rep (its 8 runs, ~6 minutes on the slice) holds flock $LOCK (the machine is
 # shared), so the runs of a rep are not spread over other people's benchmarks; raw --out
 # reports go to $OUT.jsonl, medians and ratios to stdout.
@@ -16,6 +18,7 @@ M=$1; TR=$2; REPS=${3:-5}; GEN=${4:-12}
 K3=${K3:-./bin/k3}; LOCK=${LOCK:-/var/tmp/bench.lock}
 OUT=${OUT:-/var/tmp/spec/bench}; mkdir -p "$(dirname "$OUT")"
 REGIMES=${REGIMES:-streamed resident}
+KINDS=${KINDS:-nospec default true wrong}   # which runs each rep makes (rotated per rep)
 if [ -z "${BENCH_SPEC_W:-}" ]; then  # the outer call: one locked inner call per rep
   : > "$OUT.jsonl"
   BENCH_SPEC_W=$(mktemp -d); export BENCH_SPEC_W; trap 'rm -rf "$BENCH_SPEC_W"' EXIT
@@ -57,7 +60,10 @@ if [ "$r" != summary ]; then
     TRUE=$(cat "$W/true.$reg")
     WRONG=$(echo "$TRUE" | awk -F, '{ for (i = 1; i <= NF; i++)
                                       printf "%s%d", (i > 1 ? "," : ""), ($i + 7) % 16000 }')
-    for kind in nospec default true wrong; do
+    # the kinds rotated by one each rep, so no kind always runs first after the drop
+    ks=$(echo $KINDS | awk -v r="$r" '{ for (i = 0; i < NF; i++)
+                                         printf "%s ", $((i + r - 1) % NF + 1) }')
+    for kind in $ks; do
       case $kind in nospec) x=--no-spec;; default) x=;; true) x="--draft-ids $TRUE";;
                     wrong) x="--draft-ids $WRONG";; esac
       # shellcheck disable=SC2086
@@ -76,6 +82,7 @@ for reg in dict.fromkeys(r["regime"] for r in rows):
     base = statistics.median(r["seconds_per_token"] for r in sel("nospec"))
     for k in ("nospec", "default", "true", "wrong"):
         rs = sel(k)
+        if not rs: continue                       # not in $KINDS
         t = statistics.median(r["seconds_per_token"] for r in rs)
         per = [a["seconds_per_token"] / b["seconds_per_token"]
                for a, b in zip(rs, sel("nospec"))]
