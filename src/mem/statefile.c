@@ -155,7 +155,7 @@ static void *worker(void *arg) {
         f->st.io_s += k3_now() - t0;
         if (rc && !f->failed) {
             f->failed = 1;
-            snprintf(f->why, sizeof f->why, "state file in %.200s: %s (%s, or pass "
+            snprintf(f->why, sizeof f->why, "state file in %.200s: %.900s (%s, or pass "
                      "--state-file-dir DIR on another disk)", f->dir, why, j.write ?
                      "free space there" : "check that disk");
         }

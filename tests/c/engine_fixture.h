@@ -34,7 +34,7 @@ static int fixture_open(K3Engine *e, const char *dir, int max_T, int ctx) {
 }
 
 /* main's end: every committed model through test_dir, then the verdict. */
-static int fixture_run(const char *name, void (*test_dir)(const char *)) {
+static inline int fixture_run(const char *name, void (*test_dir)(const char *)) {
     k3_threads_set(2);
     for (size_t i = 0; i < sizeof fixture_models / sizeof *fixture_models; i++)
         test_dir(fixture_models[i]);
