@@ -29,7 +29,8 @@ static int same(float a, float b) { return bits(a) == bits(b) || (a != a && b !=
 #define CHECK(cond, ...) do { if (!(cond)) { if (fails++ < 20) {                              \
         printf("FAIL: "); printf(__VA_ARGS__); printf("\n"); } } } while (0)
 
-enum { K_NORMAL, K_TAILS, K_ONE_EXP, K_SUBNORMAL, K_ZEROS, K_SPECIAL, K_RANDOM, K_MIXED, K_ROWMIX, NK };
+enum { K_NORMAL, K_TAILS, K_ONE_EXP, K_SUBNORMAL, K_ZEROS, K_SPECIAL, K_RANDOM, K_MIXED,
+       K_ROWMIX, NK };
 static const char *KIND[NK] = { "normal", "heavy tails", "one exponent", "subnormals",
                                 "zeros/-0", "inf/nan", "random bits", "mixed blocks",
                                 "raw blocks in some rows" };
