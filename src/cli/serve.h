@@ -76,7 +76,6 @@ typedef struct {
     char *tools_json;                        /* the tool declaration's JSON, NULL: none */
     int tool_choice;                         /* XTC_* */
     int parse_tools;                         /* the reply's tools channel becomes tool_calls */
-    int uses_tools;                          /* tools, tool_calls or tool messages */
 } ServeReq;
 
 /* Validates body[0..n) as a kind request. 0, or 400 with the message in err. */
