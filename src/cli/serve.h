@@ -163,6 +163,7 @@ struct Server {
     /* options */
     const char *model_dir, *config, *tok_dir, *host, *api_key, *state_dir, *kernels;
     int port, threads, ctx, max_tokens, max_conns, max_queue, timeout_s, max_batch;
+    int batch_auto;                          /* max_batch is the plan's (no --max-batch) */
     double cache_gb;
     K3MemOpts mem;
     /* engine (the engine thread only, once ready) */
