@@ -294,10 +294,7 @@ static void *accept_main(void *arg) {
 
 /* ---- flags and setup ---- */
 static int usage(const char *fmt, const char *a) {
-    fprintf(stderr, "k3: ");
-    fprintf(stderr, fmt, a);
-    fprintf(stderr, "\nTry 'k3 serve --help'.\n");
-    return K3_ERR_USAGE;
+    return k3_usage_error("k3 serve --help", fmt, a);
 }
 
 static int parse(int argc, char **argv, Server *s) {
@@ -306,8 +303,7 @@ static int parse(int argc, char **argv, Server *s) {
     s->max_tokens = 4096; s->max_conns = 64; s->max_queue = 64; s->timeout_s = 30;
     s->max_batch = 0;                              /* 0: what the memory plan fits */
     k3_mem_opts_init(&s->mem);
-    s->tok_dir = getenv("K3_TOK_FILES");
-    if (s->tok_dir && !*s->tok_dir) s->tok_dir = NULL;
+    s->tok_dir = k3_tok_env();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int mr = k3_mem_parse_flag(argc, argv, &i, &s->mem, 0, err, sizeof err);
