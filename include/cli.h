@@ -19,6 +19,12 @@ int k3_doctor_main(int argc, char **argv);        /* doctor.c: k3 doctor */
 void k3_sigbus_install(void);
 int k3_serve_main(int argc, char **argv);         /* serve.c: k3 serve (docs/SERVE.md) */
 
+/* flags.c: the default of --tok, $K3_TOK_FILES; NULL when it is unset or empty. */
+const char *k3_tok_env(void);
+/* flags.c: a usage error: "k3: " and fmt (with arg), then "Try 'HELP'." on stderr.
+ * Returns K3_ERR_USAGE. */
+int k3_usage_error(const char *help, const char *fmt, const char *arg);
+
 /* flags.c: the memory flags shared by batch mode and chat (--trunk, --trunk-gb, --cache-gb,
  * --preset, --verbose, --dump-cache-trace, --verify-reads, --io-depth, --piece-mb, the
  * test flag --piece-rows, and --ctx where the caller lets it). argv[*i]

@@ -23,14 +23,20 @@ FWMEM=${FWMEM:---trunk-gb 8 --cache-gb 2 --ctx 256}
 FWPROMPT="The capital of France is a city that many people visit every year"
 FWPROMPT2="The capital of Italy is a town that many people see every summer"
 LOCK=${LOCK:-/var/tmp/bench.lock}
-if [ "$1" = fw-server ]; then        # one server run (inside the lock): prints 4 numbers
-  FW=$2; G=$3; shift 3
+# serve_up MODEL_DIR [flags]: a k3 serve on a free port (pid $pid, killed at exit), its
+# stderr in $T/err (T a new temporary folder), its address in $U; exit 1 if it dies first
+serve_up() {
+  m=$1; shift
   T=$(mktemp -d); trap 'kill $pid 2>/dev/null; rm -rf "$T"' EXIT
-  "$K3" serve "$FW" --tok $TK --port 0 $FWMEM "$@" 2> "$T/err" & pid=$!
+  "$K3" serve "$m" --tok $TK --port 0 "$@" 2> "$T/err" & pid=$!
   while ! grep -qs 'listening on' "$T/err"; do
-    kill -0 $pid 2>/dev/null || { cat "$T/err" >&2; exit 1; }; sleep 0.2
+    kill -0 $pid 2>/dev/null || { cat "$T/err" >&2; exit 1; }; sleep 0.1
   done
   U=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/err")
+}
+if [ "$1" = fw-server ]; then        # one server run (inside the lock): prints 4 numbers
+  FW=$2; G=$3; shift 3
+  serve_up "$FW" $FWMEM "$@"
   printf '{"prompt": "%s", "max_tokens": %d, "temperature": 0, "stream": true, ' \
     "$FWPROMPT" $G > "$T/b"
   printf '"stream_options": {"include_usage": true}}' >> "$T/b"
@@ -46,12 +52,7 @@ if [ "$1" = fw-server ]; then        # one server run (inside the lock): prints 
 fi
 if [ "$1" = fw-two ]; then           # one server, two concurrent clients: 4 numbers each
   FW=$2; G=$3; shift 3
-  T=$(mktemp -d); trap 'kill $pid 2>/dev/null; rm -rf "$T"' EXIT
-  "$K3" serve "$FW" --tok $TK --port 0 $FWMEM "$@" 2> "$T/err" & pid=$!
-  while ! grep -qs 'listening on' "$T/err"; do
-    kill -0 $pid 2>/dev/null || { cat "$T/err" >&2; exit 1; }; sleep 0.2
-  done
-  U=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/err")
+  serve_up "$FW" $FWMEM "$@"
   for c in 1 2; do
     if [ $c = 1 ]; then pr=$FWPROMPT; else pr=$FWPROMPT2; fi
     printf '{"prompt": "%s", "max_tokens": %d, "temperature": 0, "stream": true}' "$pr" $G \
@@ -141,10 +142,7 @@ if [ "$1" = fw ]; then
   exit 0
 fi
 N=${1:-50}; G=${2:-8}
-T=$(mktemp -d); trap 'kill $pid 2>/dev/null; rm -rf "$T"' EXIT
-"$K3" serve $M --tok $TK --port 0 --state-cache-gb 0 2> "$T/err" & pid=$!
-while ! grep -qs 'listening on' "$T/err"; do sleep 0.1; done
-U=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/err")
+serve_up $M --state-cache-gb 0
 args=""
 i=0
 while [ $i -lt $N ]; do

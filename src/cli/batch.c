@@ -65,18 +65,14 @@ static const K3Flag FLAGS[] = {
 #define N_FLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
 
 static int usage(const char *fmt, const char *arg) {
-    fprintf(stderr, "k3: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry 'k3 MODEL_DIR --batch FILE --help'.\n");
-    return K3_ERR_USAGE;
+    return k3_usage_error("k3 MODEL_DIR --batch FILE --help", fmt, arg);
 }
 
 static int parse(int argc, char **argv, BOpts *o) {
     memset(o, 0, sizeof *o);
     o->gen = 16; o->state_file = -1;
     k3_engine_flags_init(&o->ef);
-    o->tok_dir = getenv("K3_TOK_FILES");
-    if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
+    o->tok_dir = k3_tok_env();
     char xerr[320], serr[256];
     if (k3_args_expand(argc, argv, FLAGS, N_FLAGS, &argc, &argv, xerr, sizeof xerr))
         return usage("%s", xerr);

@@ -136,8 +136,7 @@ static int parse(int argc, char **argv, Args *A) {
     KbOpts *o = &A->o;
     memset(A, 0, sizeof *A);
     o->reps = 3; o->cold = -1; o->disk_gb = 2; o->fmt = isatty(1) ? KB_MD : KB_JSON;
-    o->tok = getenv("K3_TOK_FILES");
-    if (o->tok && !*o->tok) o->tok = NULL;
+    o->tok = k3_tok_env();
     A->thr[0] = 0; A->n_thr = 1; A->np[0] = 16; A->n_np = 1; A->ng[0] = 16; A->n_ng = 1;
     A->kern[0] = NULL; A->n_kern = 1;
     for (int i = 1; i < argc; i++) {

@@ -387,8 +387,7 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
     sampler_defaults(&c->sp);
     k3_mem_opts_init(&memf);
     c->sp.top_p = 0.95;
-    c->tok_dir = getenv("K3_TOK_FILES");
-    if (c->tok_dir && !*c->tok_dir) c->tok_dir = NULL;
+    c->tok_dir = k3_tok_env();
     c->color = isatty(1) && !getenv("NO_COLOR");
     char err[320];
     if (k3_args_expand(argc, argv, CHAT_FLAGS, N_CHAT_FLAGS, &argc, &argv, err, sizeof err))

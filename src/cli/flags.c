@@ -9,6 +9,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *k3_tok_env(void) {
+    const char *d = getenv("K3_TOK_FILES");
+    return d && *d ? d : NULL;
+}
+
+int k3_usage_error(const char *help, const char *fmt, const char *arg) {
+    fprintf(stderr, "k3: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry '%s'.\n", help);
+    return K3_ERR_USAGE;
+}
+
 static int takes_value(const char *a, int with_ctx) {
     static const char *const names[] = { "--trunk", "--trunk-gb", "--cache-gb", "--preset",
                                          "--dump-cache-trace", "--io-depth", "--piece-mb",

@@ -131,18 +131,14 @@ static const K3Flag BATCH_FLAGS[] = {
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
 
 static int usage_error(const char *fmt, const char *arg) {
-    fprintf(stderr, "k3: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry 'k3 --help'.\n");
-    return K3_ERR_USAGE;
+    return k3_usage_error("k3 --help", fmt, arg);
 }
 
 static int parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
     o->gen = 16; o->spec = -1;
     k3_engine_flags_init(&o->ef);
-    o->tok_dir = getenv("K3_TOK_FILES");
-    if (o->tok_dir && !*o->tok_dir) o->tok_dir = NULL;
+    o->tok_dir = k3_tok_env();
     char xerr[320];
     if (k3_args_expand(argc, argv, BATCH_FLAGS, N_BATCH_FLAGS, &argc, &argv, xerr, sizeof xerr))
         return usage_error("%s", xerr);                       /* --flag=value, once */

@@ -34,7 +34,8 @@ static const char SERVE_USAGE[] =
 "  --max-queue N          requests waiting for the engine at most (default 64; more get 429)\n"
 "  --timeout S            idle and slow-client timeout in seconds (default 30)\n"
 "  --max-batch N          requests generating at once, their decode steps shared\n"
-"                         (default 4; the memory plan counts their states)\n"
+"                         (default: as many as the memory plan fits, at most its chunk;\n"
+"                         printed at start)\n"
 "  --config PATH --threads N --kernels K   engine options as in batch mode\n"
 "  --trunk DIR --trunk-gb G --cache-gb G --preset P --verbose   memory budgets as in batch\n"
 "                         mode (k3 --help, docs/PERFORMANCE.md)\n"
@@ -293,20 +294,16 @@ static void *accept_main(void *arg) {
 
 /* ---- flags and setup ---- */
 static int usage(const char *fmt, const char *a) {
-    fprintf(stderr, "k3: ");
-    fprintf(stderr, fmt, a);
-    fprintf(stderr, "\nTry 'k3 serve --help'.\n");
-    return K3_ERR_USAGE;
+    return k3_usage_error("k3 serve --help", fmt, a);
 }
 
 static int parse(int argc, char **argv, Server *s) {
     char err[256];
     s->host = "127.0.0.1"; s->port = 8080; s->kernels = "auto"; s->cache_gb = 4;
     s->max_tokens = 4096; s->max_conns = 64; s->max_queue = 64; s->timeout_s = 30;
-    s->max_batch = 4;
+    s->max_batch = 0;                              /* 0: what the memory plan fits */
     k3_mem_opts_init(&s->mem);
-    s->tok_dir = getenv("K3_TOK_FILES");
-    if (s->tok_dir && !*s->tok_dir) s->tok_dir = NULL;
+    s->tok_dir = k3_tok_env();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int mr = k3_mem_parse_flag(argc, argv, &i, &s->mem, 0, err, sizeof err);
@@ -399,12 +396,17 @@ static int open_engine(Server *s, char *err, size_t errlen) {
         s->ctx = cfg.max_position_embeddings > 0 ? cfg.max_position_embeddings : 32768;
     }
     eo.mem.ctx = s->ctx < 4096 ? s->ctx : 4096;
-    /* every request in flight fits one step, with a row of logits each */
-    eo.mem.chunk = s->max_batch > K3_PREFILL_CHUNK ? s->max_batch : K3_PREFILL_CHUNK;
-    eo.mem.logits_rows = s->max_batch; eo.mem.seqs = s->max_batch;
+    /* every request in flight fits one step, with a row of logits each; without
+     * --max-batch the plan lowers a chunk's worth of sequences to what fits */
+    const int want = s->max_batch ? s->max_batch : K3_PREFILL_CHUNK;
+    eo.mem.chunk = want > K3_PREFILL_CHUNK ? want : K3_PREFILL_CHUNK;
+    eo.mem.logits_rows = want; eo.mem.seqs = want;
+    eo.mem.seqs_auto = !s->max_batch;
     eo.mem.quiet = !s->mem.verbose;
     int rc = k3_engine_open(&s->eng, &eo, err, errlen);
     if (rc) return rc;
+    s->batch_auto = !s->max_batch;
+    if (!s->max_batch) s->max_batch = k3_mem_seqs(s->eng.mem);         /* what the plan fits */
     if (s->max_batch > s->eng.rs.max_T) s->max_batch = s->eng.rs.max_T;   /* the plan's chunk */
     if (tok_vocab_size(s->tok) > s->eng.m.cfg.vocab_size) {
         snprintf(err, errlen, "the tokenizer in %s has %d ids but the model only %d; use the "
@@ -470,9 +472,10 @@ int k3_serve_main(int argc, char **argv) {
     pthread_mutex_lock(&s->mu);
     s->ready = 1;
     pthread_mutex_unlock(&s->mu);
-    fprintf(stderr, "k3: serving %s (%d layers, vocab %d, context %d; kernels %s; opened in "
-            "%.2f s)\n", s->model_dir, s->eng.m.cfg.num_hidden_layers, s->eng.m.cfg.vocab_size,
-            s->ctx, k3_kernels_name(), k3_now() - t0);
+    fprintf(stderr, "k3: serving %s (%d layers, vocab %d, context %d; kernels %s; max batch "
+            "%d%s; opened in %.2f s)\n", s->model_dir, s->eng.m.cfg.num_hidden_layers,
+            s->eng.m.cfg.vocab_size, s->ctx, k3_kernels_name(), s->max_batch,
+            s->batch_auto ? ", the memory plan's" : "", k3_now() - t0);
     int v6 = strchr(s->host, ':') != NULL;
     fprintf(stderr, "k3: listening on http://%s%s%s:%d\n", v6 ? "[" : "", s->host, v6 ? "]" : "",
             port);

@@ -76,7 +76,6 @@ typedef struct {
     char *tools_json;                        /* the tool declaration's JSON, NULL: none */
     int tool_choice;                         /* XTC_* */
     int parse_tools;                         /* the reply's tools channel becomes tool_calls */
-    int uses_tools;                          /* tools, tool_calls or tool messages */
 } ServeReq;
 
 /* Validates body[0..n) as a kind request. 0, or 400 with the message in err. */
@@ -164,6 +163,7 @@ struct Server {
     /* options */
     const char *model_dir, *config, *tok_dir, *host, *api_key, *state_dir, *kernels;
     int port, threads, ctx, max_tokens, max_conns, max_queue, timeout_s, max_batch;
+    int batch_auto;                          /* max_batch is the plan's (no --max-batch) */
     double cache_gb;
     K3MemOpts mem;
     /* engine (the engine thread only, once ready) */

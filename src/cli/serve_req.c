@@ -120,7 +120,6 @@ static int messages(ServeReq *r, const Json *m, char *err, size_t errlen) {
             if (!text_ok(id)) BAD("messages[%d].tool_call_id must be a string", i);
             r->ext[i].tool_call_id = id->str;
         }
-        if (tool) r->uses_tools = 1;
         if (content(r, c, i, &r->msgs[i].content, err, errlen)) return 400;
         const Json *rc = json_get(o, "reasoning_content");
         if (rc && rc->type != JSON_NULL) {

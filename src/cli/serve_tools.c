@@ -106,7 +106,6 @@ int serve_req_tools(ServeReq *r, const Json *d, char *err, size_t errlen) {
     } else if (!only) r->tools_json = xtml_pyjson(t, 1, 1);
     if (!r->tools_json) BAD("out of memory");
     r->parse_tools = r->tool_choice != XTC_NONE;
-    r->uses_tools = 1;
     return 0;
 }
 
@@ -121,7 +120,6 @@ int serve_req_tool_calls(ServeReq *r, int i, const Json *tc, char *err, size_t e
     XtmlToolCall *v = calloc(tc->len, sizeof *v);
     if (!v) BAD("out of memory");
     r->ext[i].calls = v; r->ext[i].n_calls = (int)tc->len;
-    r->uses_tools = 1;
     for (size_t k = 0; k < tc->len; k++) {
         const Json *o = tc->items[k], *f = json_get(o, "function"), *j;
         char what[64];

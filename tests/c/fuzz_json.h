@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include "json.h"
 
@@ -255,6 +256,40 @@ static inline void fj_mutate_bytes(unsigned char *b, size_t *np, size_t cap,
     }
     }
     *np = n;
+}
+
+/* The built-in fuzzers' loop over a JSONL format (test_fuzz_batch.c, test_fuzz_hist.c):
+ * every seed must pass check; then each input is a seed under 1 to 4 mutations (two in
+ * three line-level or structural, else byte-level with the format's tokens), 50 at a
+ * time, at least 10000 inputs (always the same ones) and on until secs of CPU time.
+ * check returns 1 when the input parsed; *ok counts those. Returns the inputs run. */
+static inline long fj_fuzz_lines(const char *what, const char *const *seeds, size_t nseeds,
+                                 const char *const *tokens, size_t ntokens, double secs,
+                                 int (*check)(const unsigned char *, size_t), FjRand rnd,
+                                 long *ok) {
+    static unsigned char buf[1 << 15], tmp[1 << 15];
+    long iters = 0;
+    *ok = 0;
+    for (size_t i = 0; i < nseeds; i++)
+        if (!check((const unsigned char *)seeds[i], strlen(seeds[i])))
+            fj_fail_now(what, "a seed was refused");
+    clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
+    while (iters < 10000 || clock() < end) {
+        for (int k = 0; k < 50; k++, iters++) {
+            const char *s = seeds[rnd() % nseeds];
+            size_t n = strlen(s);
+            memcpy(buf, s, n);
+            int m = 1 + (int)(rnd() % 4);
+            for (int j = 0; j < m; j++) {
+                size_t t = rnd() % 3 ? fj_mutate_lines((char *)buf, n, (char *)tmp, sizeof tmp, rnd)
+                                     : 0;
+                if (t) { memcpy(buf, tmp, t); n = t; }
+                else fj_mutate_bytes(buf, &n, sizeof buf, tokens, ntokens, rnd);
+            }
+            *ok += check(buf, n);
+        }
+    }
+    return iters;
 }
 
 #if defined K3_LIBFUZZER && !defined FJ_OWN_MUTATOR   /* (a target with its own mutator) */

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include "batch.h"
 #include "fuzz_json.h"
 
@@ -93,27 +92,8 @@ static const char *TOKENS[] = { "{", "}", "\"", "\\", "\n", "\r", ",", ":", "\\u
 
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 0;
-    static unsigned char buf[1 << 15], tmp[1 << 15];
-    long iters = 0, ok = 0;
-    for (size_t i = 0; i < NSEEDS; i++)
-        if (!check((const unsigned char *)SEEDS[i], strlen(SEEDS[i])))
-            fj_fail_now("batch seed", "refused");
-    clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
-    while (iters < 10000 || clock() < end) {
-        for (int k = 0; k < 50; k++, iters++) {
-            const char *s = SEEDS[rnd() % NSEEDS];
-            size_t n = strlen(s);
-            memcpy(buf, s, n);
-            int m = 1 + (int)(rnd() % 4);
-            for (int j = 0; j < m; j++) {
-                size_t t = rnd() % 3 ? fj_mutate_lines((char *)buf, n, (char *)tmp, sizeof tmp, rnd)
-                                     : 0;
-                if (t) { memcpy(buf, tmp, t); n = t; }
-                else fj_mutate_bytes(buf, &n, sizeof buf, TOKENS, FJ_N(TOKENS), rnd);
-            }
-            ok += check(buf, n);
-        }
-    }
+    long ok, iters = fj_fuzz_lines("batch", SEEDS, NSEEDS, TOKENS, FJ_N(TOKENS), secs, check,
+                                   rnd, &ok);
     if (ok < iters / 20) { printf("FAIL only %ld of %ld inputs parsed\n", ok, iters); return 1; }
     printf("test_fuzz_batch: %ld mutated batch files, %ld parsed (and re-parsed equal), no "
            "crash, every refusal 2 naming a line\n", iters, ok);

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include "chat.h"
 #include "fuzz_json.h"
@@ -128,27 +127,9 @@ int main(int argc, char **argv) {
     expect("{\"role\":\"user\",\"content\":[1]}\n", "line 1: \"content\" must be a string");
     expect("{\"role\":\"user\",\"content\":\"a\"}\n[]\n", "line 2: expected a JSON object");
     printf("history refusals escape what they echo: ok\n");
-    static unsigned char buf[1 << 15], tmp[1 << 15];
-    long iters = 0, ok = 0;
-    for (size_t i = 0; i < NSEEDS; i++)
-        if (!check_hist((const unsigned char *)SEEDS[i], strlen(SEEDS[i])))
-            fj_fail_now("history seed", "refused");
-    clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
-    while (iters < 10000 || clock() < end) {     /* make test: 10000 inputs, always the same */
-        for (int k = 0; k < 50; k++, iters++) {
-            const char *s = SEEDS[rnd() % NSEEDS];
-            size_t n = strlen(s);
-            memcpy(buf, s, n);
-            int m = 1 + (int)(rnd() % 4);
-            for (int j = 0; j < m; j++) {
-                size_t t = rnd() % 3 ? fj_mutate_lines((char *)buf, n, (char *)tmp, sizeof tmp, rnd)
-                                     : 0;
-                if (t) { memcpy(buf, tmp, t); n = t; }
-                else fj_mutate_bytes(buf, &n, sizeof buf, TOKENS, FJ_N(TOKENS), rnd);
-            }
-            ok += check_hist(buf, n);
-        }
-    }
+    /* make test: 10000 inputs, always the same */
+    long ok, iters = fj_fuzz_lines("history", SEEDS, NSEEDS, TOKENS, FJ_N(TOKENS), secs,
+                                   check_hist, rnd, &ok);
     cleanup();
     printf("test_fuzz_hist: %ld mutated histories, %ld loaded (and saved, reloaded equal), "
            "no crash, every refusal exit 2 naming the file\n", iters, ok);

@@ -111,7 +111,7 @@ static void fixed_bodies(void) {
           !strcmp(q.ext[1].calls[0].name, "get_weather") &&
           !strcmp(q.ext[1].calls[0].arguments, "{\"city\": \"Paris\"}") &&
           !strcmp(q.ext[2].tool_call_id, "c1") && !strcmp(q.ext[0].name, "bob") &&
-          q.tool_choice == XTC_REQUIRED && q.parse_tools && q.uses_tools && q.tools_json &&
+          q.tool_choice == XTC_REQUIRED && q.parse_tools && q.tools_json &&
           !strcmp(q.tools_json, "[{\"function\":{\"name\":\"search\"},\"type\":\"function\"}]"),
           "tool fields (declaration %s)", q.tools_json ? q.tools_json : "(none)");
     serve_req_free(&q);

@@ -5,17 +5,12 @@
 # (and a second server whose reply is a fixed tool call, the K3_SERVE_TEST_REPLY hook),
 # and runs tests/node/client.mjs. Prints "SKIP: npm unreachable" and exits 0 when node or
 # the install is not available.
-K3=${K3:-./bin/k3}
-M=tests/models/tiny5; TK=tests/tok/tiny
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
   { echo "SKIP: npm unreachable (no node/npm here): the OpenAI Node client test did not run"
     exit 0; }
-[ -x "$K3" ] || { echo "FAIL: $K3 not built (make first)"; exit 1; }
-T=$(mktemp -d)
-PIDS=""
-cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$T"; }
-trap cleanup EXIT
-trap 'exit 1' INT TERM
+[ -x "${K3:-./bin/k3}" ] || { echo "FAIL: ${K3:-./bin/k3} not built (make first)"; exit 1; }
+NO_CURL=1                    # the client is node, not curl
+. tests/sh/lib/serve.sh       # K3 M TK, the temporary folder T, start, cleanup at exit
 if ! (cd "$T" && timeout 180 npm install --no-audit --no-fund --silent openai \
         > "$T/npm.log" 2>&1); then
   echo "SKIP: npm unreachable (npm install openai failed or timed out): the OpenAI Node" \
@@ -25,22 +20,11 @@ if ! (cd "$T" && timeout 180 npm install --no-audit --no-fund --silent openai \
 fi
 echo "openai $(sed -n 's/.*"version": "\([^"]*\)".*/\1/p' "$T/node_modules/openai/package.json" |
   head -n 1) installed; node $(node --version)"
-start() {
-  name=$1; shift
-  "$K3" serve $M --tok $TK --port 0 "$@" 2> "$T/$name.err" &
-  PIDS="$PIDS $!"
-  i=0
-  while ! grep -qs 'listening on http://' "$T/$name.err"; do
-    i=$((i+1))
-    [ $i -gt 300 ] && { echo "FAIL: server $name did not start"; cat "$T/$name.err"; exit 1; }
-    sleep 0.1
-  done
-  eval "URL_$name=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/$name.err")"
-}
 start main
 CALL='<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="get_weather" index="1"'
 CALL="$CALL"'<|sep|><|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument'
 CALL="$CALL"'<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>'
 K3_SERVE_TEST_REPLY="Calling.<|close|>think<|sep|><|open|>response<|sep|>$CALL" start tool
 cp tests/node/client.mjs "$T/client.mjs"
-K3_URL=$URL_main K3_TOOL_URL=$URL_tool timeout 300 node "$T/client.mjs"
+K3_URL=http://127.0.0.1:$PORT_main K3_TOOL_URL=http://127.0.0.1:$PORT_tool \
+  timeout 300 node "$T/client.mjs"

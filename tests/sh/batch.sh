@@ -19,14 +19,17 @@ for m in tiny5 tiny4 tiny5f; do
   M=tests/models/$m
   P=$(cat $M/ref/prompt.txt)
   case $m in   # a greedy prompt whose continuation reaches eos (770) within 40 tokens
-    tiny5) EOSP=754,475,608,87,876,126 ;; tiny4) EOSP=241,839 ;; tiny5f) EOSP=151,620,968,268,470,539 ;;
+    tiny5) EOSP=754,475,608,87,876,126 ;;
+    tiny4) EOSP=241,839 ;;
+    tiny5f) EOSP=151,620,968,268,470,539 ;;
   esac
+  L4=9,8,7,6,5,4,3,2,1,10,11,12,13,14,15,16,17,18,19,20
   # line: id | ids | gen | extra solo flags | extra JSON fields
   cat > "$T/spec" <<SPEC
 l1|$P|8||
 l2|5|1||
 l3|$EOSP|40||
-l4|9,8,7,6,5,4,3,2,1,10,11,12,13,14,15,16,17,18,19,20|5|--temperature 0.9 --seed 4|, "temperature": 0.9, "seed": 4
+l4|$L4|5|--temperature 0.9 --seed 4|, "temperature": 0.9, "seed": 4
 l5|100,200|7|--temperature 1.3 --top-k 5 --seed 11|, "top_k": 5, "temperature": 1.3, "seed": 11
 l6|3,3,3|0||
 l8|7,8,9,7,8,9,7,8,9,7,8|30||

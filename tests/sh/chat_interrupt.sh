@@ -14,14 +14,16 @@ fail() { echo "FAIL: $*"; echo "--- stderr"; cat -v "$T/err"; exit 1; }
 # waits until FILE has at least N lines matching RE (60 s)
 # K3_TEST_SLOW=N: N times the patience, for slow builds (make test-asan); not a timing test
 slow=${K3_TEST_SLOW:-1}
-wait_for() { i=0; while n=$(grep -a -c -- "$2" "$1" 2>/dev/null); [ "${n:-0}" -lt "$3" ]; do i=$((i+1)); [ $i -gt $((600 * slow)) ] && return 1; sleep 0.1; done; }
+wait_for() { i=0; while n=$(grep -a -c -- "$2" "$1" 2>/dev/null); [ "${n:-0}" -lt "$3" ];
+  do i=$((i+1)); [ $i -gt $((600 * slow)) ] && return 1; sleep 0.1; done; }
 lines() { wc -l < "$T/cache_trace.txt" 2>/dev/null || echo 0; }
 
 session() {   # session LABEL extra flags...: the whole scenario
 label=$1; shift
 rm -f "$T/in" "$T/h.jsonl" "$T/cache_trace.txt"
 mkfifo "$T/in"
-"$K3" $M --chat --tok $TK --no-think --gen 4 --seed 9 --threads 1 --prefill-chunk 64 --history "$T/h.jsonl" \
+"$K3" $M --chat --tok $TK --no-think --gen 4 --seed 9 --threads 1 --prefill-chunk 64 --history \
+  "$T/h.jsonl" \
   --dump-cache-trace "$T" "$@" < "$T/in" > "$T/out" 2> "$T/err" &
 pid=$!
 exec 3> "$T/in"
@@ -30,10 +32,13 @@ wait_for "$T/err" '^k3: \[reused' 1 || fail "turn 1 did not finish"
 n1=$(lines)
 long=$(i=0; while [ $i -lt 300 ]; do printf 'words %d and more ' $i; i=$((i+1)); done)
 printf '%s\n' "$long" >&3
-# ~2900 tokens: about 45 chunks of 64 (--prefill-chunk 64; the plan would take one), each adding up to 12 layers x 16 experts to the trace
-i=0; while [ "$(lines)" -lt $((n1 + 1000)) ]; do i=$((i+1)); [ $i -gt $((600 * slow)) ] && fail "the long prefill did not start"; sleep 0.05; done
+# ~2900 tokens: about 45 chunks of 64 (--prefill-chunk 64; the plan would take one), each
+# adding up to 12 layers x 16 experts to the trace
+i=0; while [ "$(lines)" -lt $((n1 + 1000)) ]; do i=$((i+1)); [ $i -gt $((600 * slow)) ] \
+  && fail "the long prefill did not start"; sleep 0.05; done
 kill -INT $pid
-wait_for "$T/err" 'interrupted (Ctrl-C) during the prefill' 1 || fail "Ctrl-C did not stop the prefill"
+wait_for "$T/err" 'interrupted (Ctrl-C) during the prefill' 1 \
+  || fail "Ctrl-C did not stop the prefill"
 grep -q 'prefilled 2[0-9][0-9][0-9] tokens' "$T/err" && fail "the long prefill ran to its end"
 sed -n 's/.*during the prefill, after \([0-9]*\) of \([0-9]*\) tokens.*/\1 \2/p' "$T/err" > "$T/n"
 read done total < "$T/n"
@@ -42,7 +47,8 @@ echo "ok $label: SIGINT stops a long prefill after $done of $total tokens; nothi
 
 printf 'Again\n/stats\n' >&3
 wait_for "$T/err" '^k3: \[reused' 2 || fail "the turn after the interrupt did not finish"
-grep -q '^k3: prefilling [0-9]* tokens: the interrupted prefill' "$T/err" || fail "the next turn does not say why it prefills again"
+grep -q '^k3: prefilling [0-9]* tokens: the interrupted prefill' "$T/err" \
+  || fail "the next turn does not say why it prefills again"
 grep -q '^k3: \[reused 0 positions' "$T/err" || fail "the next turn reused a partial state"
 exec 3>&-
 wait $pid; rc=$?; pid=
@@ -50,8 +56,10 @@ wait $pid; rc=$?; pid=
 grep -q '^messages: 4,' "$T/out" || fail "/stats: $(grep '^messages' "$T/out")"
 [ "$(wc -l < "$T/h.jsonl")" = 4 ] || fail "history has $(wc -l < "$T/h.jsonl") lines, want 4"
 grep -q 'words 12 and more' "$T/h.jsonl" && fail "the interrupted message was stored"
-grep -q '"role":"assistant","content":"","reasoning_content":""' "$T/h.jsonl" && fail "an empty reply was stored"
-echo "ok $label: the next turn prefills again (saying why), the history holds 4 messages and no empty reply; exit 0"
+grep -q '"role":"assistant","content":"","reasoning_content":""' "$T/h.jsonl" \
+  && fail "an empty reply was stored"
+echo "ok $label: the next turn prefills again (saying why), the history holds 4 messages" \
+  "and no empty reply; exit 0"
 }
 session resident
 # a streamed trunk (ring of 2, 5 expert slots): the stopped forward still walks the ring in

@@ -6,7 +6,8 @@ K3=${K3:-./bin/k3}
 M=tests/models/tiny5; TK=tests/tok/tiny
 [ -d $M ] && [ -d $TK ] || { echo "FAIL: committed fixture $M or $TK missing"; exit 1; }
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$T/out" 2>/dev/null; echo "--- stderr"; cat "$T/err" 2>/dev/null; exit 1; }
+fail() { echo "FAIL: $*"; echo "--- stdout"; cat "$T/out" 2>/dev/null; echo "--- stderr";
+  cat "$T/err" 2>/dev/null; exit 1; }
 chat() { timeout 120 "$K3" $M --chat --tok $TK --no-think --gen 8 "$@"; }
 
 printf 'Hello there\n/stats\nAnd a second\\\nline\n/stats\n' > "$T/in"
@@ -16,14 +17,19 @@ reused2=$(grep '^last turn:' "$T/out" | sed -n 2p | sed 's/.*reused \([0-9]*\) p
 pre2=$(grep '^last turn:' "$T/out" | sed -n 2p | sed 's/.*prefilled \([0-9]*\) tokens.*/\1/')
 pre1=$(grep '^last turn:' "$T/out" | sed -n 1p | sed 's/.*prefilled \([0-9]*\) tokens.*/\1/')
 [ -n "$pos1" ] && [ "$pos1" -gt 0 ] || fail "no positions after turn 1"
-[ "$reused2" = "$pos1" ] || fail "turn 2 reused $reused2 positions, want all $pos1 held after turn 1"
+[ "$reused2" = "$pos1" ] \
+  || fail "turn 2 reused $reused2 positions, want all $pos1 held after turn 1"
 # The new tail, counted independently: the reply's last sampled id (never fed when the
 # reply is cut at --gen), the canonical close of the response channel and message, then
 # the second user message and the generation prompt.
 if sed -n 3p "$T/err" | grep -q 'cut at --gen (stopped in the response channel)'; then
-  printf '<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|><|open|>message role="user"<|sep|>And a second\nline<|close|>message<|sep|><|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>response<|sep|>' > "$T/tail"
+  { printf '<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|>'
+    printf '<|open|>message role="user"<|sep|>And a second\nline<|close|>message<|sep|>'
+    printf '<|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>response<|sep|>'
+  } > "$T/tail"
   ntail=$("$K3" tokenize --tok $TK --special "$T/tail" | tr ',' '\n' | grep -c .)
-  [ "$pre2" = $((ntail + 1)) ] || fail "turn 2 prefilled $pre2 tokens, want the new tail: 1 + $ntail"
+  [ "$pre2" = $((ntail + 1)) ] \
+    || fail "turn 2 prefilled $pre2 tokens, want the new tail: 1 + $ntail"
 else
   echo "note: turn 1 did not stop at --gen in the response channel; tail count not checked"
 fi
@@ -42,19 +48,24 @@ cmp -s "$T/a" "$T/c" && fail "seed 12 gave the same replies as seed 11"
 echo "ok replay with the same --seed is byte for byte identical; another seed differs"
 
 # thinking on: the reply opens in the think channel; the drawn seed is printed
-printf 'Hi\n' | timeout 120 "$K3" $M --chat --tok $TK --gen 6 > "$T/out" 2> "$T/err" || fail "thinking session exited $?"
+printf 'Hi\n' | timeout 120 "$K3" $M --chat --tok $TK --gen 6 > "$T/out" 2> "$T/err" \
+  || fail "thinking session exited $?"
 grep -q '^<think>' "$T/out" || fail "no <think> wrapper"
 grep -q 'replay with --seed [0-9]' "$T/err" || fail "drawn seed not printed"
-printf 'Hi\n' | timeout 120 "$K3" $M --chat --tok $TK --gen 6 --hide-thinking > "$T/out" 2> "$T/err" || fail "hide-thinking exited $?"
+printf 'Hi\n' | timeout 120 "$K3" $M --chat --tok $TK --gen 6 --hide-thinking > "$T/out" \
+  2> "$T/err" || fail "hide-thinking exited $?"
 grep -q 'think>' "$T/out" && fail "--hide-thinking printed the think channel"
 # a reply that is all thinking, hidden: an indicator while it thinks and a note at the end
-grep -q '^k3: thinking… (hidden by --hide-thinking)$' "$T/err" || fail "--hide-thinking: no thinking indicator"
+grep -q '^k3: thinking… (hidden by --hide-thinking)$' "$T/err" \
+  || fail "--hide-thinking: no thinking indicator"
 grep -q '^k3: note: the reply has no answer, only thinking (hidden by --hide-thinking' "$T/err" \
   || fail "--hide-thinking: no note that the reply had no answer"
-echo "ok thinking shown in <think>, hidden with --hide-thinking (an indicator, a note when there is no answer), drawn seed printed"
+echo "ok thinking shown in <think>, hidden with --hide-thinking (an indicator, a note when there" \
+  "is no answer), drawn seed printed"
 
 # """ blocks, // escape, commands, greedy determinism
-printf '"""\nline one\nline two\n"""\n//slash text\n/think low\n/temp 0\n/seed 5\n/history\n/nonsense\n/exit\nnot read\n' > "$T/in"
+{ printf '"""\nline one\nline two\n"""\n//slash text\n'
+  printf '/think low\n/temp 0\n/seed 5\n/history\n/nonsense\n/exit\nnot read\n'; } > "$T/in"
 chat --seed 3 < "$T/in" > "$T/out" 2> "$T/err" || fail "commands session exited $?"
 grep -q 'thinking: low' "$T/out" || fail "/think low"
 grep -q 'temperature 0: greedy' "$T/out" || fail "/temp 0"
@@ -67,13 +78,18 @@ echo "ok \"\"\" blocks, // escape, /think /temp /seed /history, /exit stops read
 # /think off mid-conversation: the command and the next turn say why it re-prefills (not an
 # error-like "differs"); a /think that changes nothing says nothing of the kind
 printf 'What is 2+2?\n/think off\nAnd 3+3?\n/think off\nAnd 4+4?\n' | \
-  timeout 120 "$K3" $M --chat --tok $TK --gen 8 --seed 42 > "$T/out" 2> "$T/err" || fail "/think off session exited $?"
-grep -a -q '^thinking: off (the conversation renders differently now: the next turn prefills it again)$' "$T/out" \
+  timeout 120 "$K3" $M --chat --tok $TK --gen 8 --seed 42 > "$T/out" 2> "$T/err" \
+  || fail "/think off session exited $?"
+want='^thinking: off (the conversation renders differently now: the next turn prefills it again)$'
+grep -a -q "$want" "$T/out" \
   || fail "/think off does not say the next turn prefills again"
-grep -a -q '^k3: re-prefilling [0-9]* tokens: thinking is off now (/think)' "$T/err" || fail "the re-prefill does not say why"
+grep -a -q '^k3: re-prefilling [0-9]* tokens: thinking is off now (/think)' "$T/err" \
+  || fail "the re-prefill does not say why"
 grep -a -q -i 'differs' "$T/err" && fail "the re-prefill still reads like an error"
-[ "$(grep -a -c '^thinking: off$' "$T/out")" = 1 ] || fail "the second /think off (no change) should just say 'thinking: off'"
-[ "$(grep -a -c 're-prefilling' "$T/err")" = 1 ] || fail "a re-prefill after the unchanged /think off"
+[ "$(grep -a -c '^thinking: off$' "$T/out")" = 1 ] \
+  || fail "the second /think off (no change) should just say 'thinking: off'"
+[ "$(grep -a -c 're-prefilling' "$T/err")" = 1 ] \
+  || fail "a re-prefill after the unchanged /think off"
 echo "ok /think off says why the next turn re-prefills; an unchanged /think does not"
 
 chat --greedy < /dev/null > "$T/out" 2> "$T/err" || fail "EOF at once exited $?"

@@ -19,29 +19,37 @@ $K3 $M --ids="$P" --gen=4 --threads=1 --kernels=auto --prefill-chunk=5 --tempera
   --seed=3 --top-k=50 --top-p=0.9 --min-p=0.01 --preset=minimum --cache-gb=0 --ctx=64 \
   --out=$T/b/r.json --dump-logits=$T/b/l.f32 --config=$M/config.json --tok=$TK \
   --dump-cache-trace=$T/b --quiet > $T/b/out 2>$T/b/err || bad "--flag=value: $(cat $T/b/err)"
-cmp -s $T/a/out $T/b/out && cmp -s $T/a/l.f32 $T/b/l.f32 && cmp -s $T/a/cache_trace.txt $T/b/cache_trace.txt \
+cmp -s $T/a/out $T/b/out && cmp -s $T/a/l.f32 $T/b/l.f32 \
+  && cmp -s $T/a/cache_trace.txt $T/b/cache_trace.txt \
   && [ -s $T/b/r.json ] && ok "batch: every value flag as --flag=value gives the same output" \
   || bad "batch --flag=value differs"
 out=$($K3 $M --prompt="The capital" --tok=$TK --gen=2 --quiet) && [ -n "$out" ] \
   && ok "--prompt=TEXT (a space inside)" || bad "--prompt=TEXT"
-out=$($K3 $M --ids=1 --gen=1 --prompt-file=/dev/null --quiet 2>&1); [ $? -eq 2 ] && echo "$out" | grep -q 'exactly one of' \
+out=$($K3 $M --ids=1 --gen=1 --prompt-file=/dev/null --quiet 2>&1); [ $? -eq 2 ] && echo "$out" | \
+  grep -q 'exactly one of' \
   && ok "--prompt-file=PATH is parsed (two inputs refused)" || bad "--prompt-file=: $out"
 
 for mode in a b; do
-  if [ $mode = a ]; then set -- --tok $TK --gen 3 --seed 5 --history $T/$mode/h.jsonl --system 'Be brief.' \
-      --think-effort low --save-state $T/$mode/s.bin --temperature 0.7 --ctx 512 --threads 1 --kernels auto
+  if [ $mode = a ]; then set -- --tok $TK --gen 3 --seed 5 --history $T/$mode/h.jsonl --system \
+    'Be brief.' \
+      --think-effort low --save-state $T/$mode/s.bin --temperature 0.7 --ctx 512 --threads 1 \
+      --kernels auto
   else set -- --tok=$TK --gen=3 --seed=5 --history=$T/$mode/h.jsonl --system='Be brief.' \
-      --think-effort=low --save-state=$T/$mode/s.bin --temperature=0.7 --ctx=512 --threads=1 --kernels=auto; fi
-  printf 'Hello\nAgain\n' | timeout 60 $K3 $M --chat "$@" > $T/$mode/chat 2>$T/$mode/cerr || bad "chat $mode: $(cat $T/$mode/cerr)"
+      --think-effort=low --save-state=$T/$mode/s.bin --temperature=0.7 --ctx=512 --threads=1 \
+      --kernels=auto; fi
+  printf 'Hello\nAgain\n' | timeout 60 $K3 $M --chat "$@" > $T/$mode/chat 2>$T/$mode/cerr \
+    || bad "chat $mode: $(cat $T/$mode/cerr)"
 done
 cmp -s $T/a/chat $T/b/chat && cmp -s $T/a/h.jsonl $T/b/h.jsonl && cmp -s $T/a/s.bin $T/b/s.bin \
-  && grep -q 'Be brief.' $T/b/h.jsonl && ok "chat: --flag=value gives the same replies, history and state" \
+  && grep -q 'Be brief.' $T/b/h.jsonl \
+  && ok "chat: --flag=value gives the same replies, history and state" \
   || bad "chat --flag=value differs"
 
 expect() {  # expect PATTERN -- command...
   pat=$1; shift 2
   "$@" < /dev/null >$T/o 2>$T/e; rc=$?
-  if [ $rc -eq 2 ] && grep -q -- "$pat" $T/e; then ok "exit 2: $pat"; else bad "expected exit 2 and '$pat', got $rc: $(head -c 300 $T/e)"; fi
+  if [ $rc -eq 2 ] && grep -q -- "$pat" $T/e; then ok "exit 2: $pat";
+  else bad "expected exit 2 and '$pat', got $rc: $(head -c 300 $T/e)"; fi
 }
 expect "unknown option '--temp'; did you mean --temperature?" -- $K3 $M --ids 1 --temp 0.7
 expect "unknown option '-n'; did you mean --gen?" -- $K3 $M --ids 1 -n 4

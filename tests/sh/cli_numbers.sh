@@ -9,8 +9,10 @@ T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail=0
 ok()  { echo "ok   $1"; }
 bad() { echo "FAIL $1"; fail=1; }
-has()  { grep -q -- "$2" $T/$1 && ok "says '$2'" || bad "does not say '$2': $(grep -a -m3 -e "$3" $T/$1)"; }
-hasnt() { grep -q -- "$2" $T/$1 && bad "says '$2': $(grep -a -m1 -- "$2" $T/$1)" || ok "does not say '$2'"; }
+has()  { grep -q -- "$2" $T/$1 && ok "says '$2'" \
+  || bad "does not say '$2': $(grep -a -m3 -e "$3" $T/$1)"; }
+hasnt() { grep -q -- "$2" $T/$1 && bad "says '$2': $(grep -a -m1 -- "$2" $T/$1)" \
+  || ok "does not say '$2'"; }
 
 K3_MEM_AVAILABLE=24000000000 $K3 $M --ids "$P" --gen 1 >/dev/null 2>$T/e1 || bad "--gen 1 failed"
 has e1 'auto budgets: preset max (--trunk-gb all --cache-gb all)' 'auto budgets'

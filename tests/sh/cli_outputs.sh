@@ -15,24 +15,35 @@ expect() {  # expect PATTERN -- command...   (stdin: one chat line)
      && [ ! -s $T/o ]; then ok "exit 2 before the model opens: $pat"
   else bad "expected exit 2 and '$pat' before the model opens, got $rc: $(head -c 300 $T/e)"; fi
 }
-expect "--out $T/none/r.json: the folder $T/none does not exist" -- $K3 $M --ids 1 --gen 1 --out $T/none/r.json
+expect "--out $T/none/r.json: the folder $T/none does not exist" -- $K3 $M --ids 1 --gen 1 --out \
+  $T/none/r.json
 expect "--out $T: is a directory" -- $K3 $M --ids 1 --gen 1 --out $T
 expect "--out $T/: is a directory" -- $K3 $M --ids 1 --gen 1 --out $T/
-expect "--dump-logits $T/none/l.f32: the folder" -- $K3 $M --ids 1 --gen 1 --dump-logits $T/none/l.f32
+expect "--dump-logits $T/none/l.f32: the folder" -- $K3 $M --ids 1 --gen 1 --dump-logits \
+  $T/none/l.f32
 expect "--dump-logits $T: is a directory" -- $K3 $M --ids 1 --gen 1 --dump-logits $T
-expect "--dump-cache-trace $T/none: no such folder" -- $K3 $M --ids 1 --gen 1 --dump-cache-trace $T/none
+expect "--dump-cache-trace $T/none: no such folder" -- $K3 $M --ids 1 --gen 1 --dump-cache-trace \
+  $T/none
 touch $T/file
-expect "--dump-cache-trace $T/file: not a folder" -- $K3 $M --ids 1 --gen 1 --dump-cache-trace $T/file
-expect "--history $T/none/h.jsonl: the folder $T/none does not exist" -- $K3 $M --chat --tok $TK --gen 2 --history $T/none/h.jsonl
+expect "--dump-cache-trace $T/file: not a folder" -- $K3 $M --ids 1 --gen 1 --dump-cache-trace \
+  $T/file
+expect "--history $T/none/h.jsonl: the folder $T/none does not exist" -- $K3 $M --chat --tok $TK \
+  --gen 2 --history $T/none/h.jsonl
 expect "--history $T: is a directory" -- $K3 $M --chat --tok $TK --gen 2 --history $T
-expect "--save-state $T: is a directory" -- $K3 $M --chat --tok $TK --gen 2 --history $T/h.jsonl --save-state $T
-expect "--save-state $T/none/s.bin: the folder" -- $K3 $M --chat --tok $TK --gen 2 --history $T/h.jsonl --save-state $T/none/s.bin
+expect "--save-state $T: is a directory" -- $K3 $M --chat --tok $TK --gen 2 --history $T/h.jsonl \
+  --save-state $T
+expect "--save-state $T/none/s.bin: the folder" -- $K3 $M --chat --tok $TK --gen 2 --history \
+  $T/h.jsonl --save-state $T/none/s.bin
 expect "--dump-cache-trace $T/none" -- $K3 $M --chat --tok $TK --gen 2 --dump-cache-trace $T/none
 [ ! -e $T/h.jsonl ] && ok "a refused chat wrote no history" || bad "a refused chat wrote $T/h.jsonl"
 ls -a $T | grep -q k3-probe && bad "a probe file was left behind" || ok "no probe file left behind"
 # good paths still work, in the current folder too
-(cd $T && echo hi | timeout 60 "$OLDPWD/$K3" "$OLDPWD/$M" --chat --tok "$OLDPWD/$TK" --gen 2 --history h.jsonl >/dev/null 2>&1) \
-  && [ -s $T/h.jsonl ] && ok "a history in the current folder is written" || bad "history in the current folder"
-$K3 $M --ids 1 --gen 1 --out $T/r.json --dump-cache-trace $T --quiet >/dev/null && [ -s $T/r.json ] \
+(cd $T && echo hi | \
+  timeout 60 "$OLDPWD/$K3" "$OLDPWD/$M" --chat --tok "$OLDPWD/$TK" --gen 2 --history h.jsonl \
+  >/dev/null 2>&1) \
+  && [ -s $T/h.jsonl ] && ok "a history in the current folder is written" \
+  || bad "history in the current folder"
+$K3 $M --ids 1 --gen 1 --out $T/r.json --dump-cache-trace $T --quiet >/dev/null \
+  && [ -s $T/r.json ] \
   && [ -s $T/cache_trace.txt ] && ok "good --out and --dump-cache-trace run" || bad "good outputs"
 exit $fail

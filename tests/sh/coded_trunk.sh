@@ -47,7 +47,8 @@ for tag in tiny4 tiny5 tiny5f; do
   done
   # pieces of 1 and 7 rows of coded matrices, pinned prefixes ending inside one (the stream
   # cuts coded rows through the row offset table), with and without --verify-reads
-  for b in "--trunk-gb 0 --cache-gb 0 --piece-rows 1" "--trunk-gb 0.003 --cache-gb 0 --piece-rows 7" \
+  for b in "--trunk-gb 0 --cache-gb 0 --piece-rows 1" \
+           "--trunk-gb 0.003 --cache-gb 0 --piece-rows 7" \
            "--trunk-gb 0.004 --cache-gb 0 --piece-rows 3 --verify-reads" \
            "--trunk-gb 0.0021 --cache-gb 0 --piece-rows 5 --threads 2"; do
     # shellcheck disable=SC2086

@@ -61,7 +61,8 @@ no_valid_out "E8M0 0xFF"
 
 # ---- trunk checksums
 fresh; $K3 pack $T/m $T/tr --verify --quiet || bad "pack --verify of an intact copy"
-head -c 4096 $T/tr/trunk.k3 | grep -aq 'k3trunk 2$' && ok "trunk index format 2" || bad "no 'k3trunk 2' line"
+head -c 4096 $T/tr/trunk.k3 | grep -aq 'k3trunk 2$' && ok "trunk index format 2" \
+  || bad "no 'k3trunk 2' line"
 $K3 $T/m --trunk $T/tr --trunk-gb 0 --verify-reads --ids "$P" --gen 16 --quiet \
   --dump-logits $T/l1 >$T/o 2>$T/e && [ "$(cat $T/o)" = "$REF" ] &&
   $K3 $T/m --ids "$P" --gen 1 --quiet --dump-logits $T/l0 >/dev/null &&
@@ -70,7 +71,8 @@ $K3 $T/m --trunk $T/tr --trunk-gb 0 --verify-reads --ids "$P" --gen 16 --quiet \
 mkdir $T/trf; cp $T/tr/trunk.k3 $T/trf/
 off=$(grep -a '^t 3 .*layers.3.self_attn.o_proj.weight$' $T/trf/trunk.k3 | awk '{print $3 + 0}')
 patch_bytes $T/trf/trunk.k3 $((off + 100)) '\125'
-expect 1 "trunk.k3: tensor 'language_model.model.layers.3.self_attn.o_proj.weight' (layer 3) does not match its checksum" -- \
+what="tensor 'language_model.model.layers.3.self_attn.o_proj.weight' (layer 3)"
+expect 1 "trunk.k3: $what does not match its checksum" -- \
   $K3 $T/m --trunk $T/trf --ids "$P" --gen 2 --quiet
 expect 1 "layers.3.self_attn.o_proj.weight' (layer 3) does not match its checksum" -- \
   $K3 $T/m --trunk $T/trf --trunk-gb 0 --verify-reads --ids "$P" --gen 2 --quiet

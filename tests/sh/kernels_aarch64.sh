@@ -14,16 +14,22 @@ native=$BUILD/tests/test_kernels
 [ -x "$native" ] || fail "no native $native"
 "$native" > "$tmp/native.txt" || { cat "$tmp/native.txt"; fail "native kernel test"; }
 
-if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || ! command -v qemu-aarch64 >/dev/null 2>&1; then
+if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
+  || ! command -v qemu-aarch64 >/dev/null 2>&1; then
   echo "SKIP: aarch64-linux-gnu-gcc or qemu-aarch64 not installed: NEON path not run"
   QEMU=
 else
   QEMU=qemu-aarch64
-  make -s aarch64-test >"$tmp/build.txt" 2>&1 || { tail -20 "$tmp/build.txt"; fail "make aarch64-test"; }
-  qemu-aarch64 build/aarch64/tests/test_kernels > "$tmp/arm.txt" || { cat "$tmp/arm.txt"; fail "kernel test under qemu-aarch64"; }
-  grep -q '^ok   neon:' "$tmp/arm.txt" || { cat "$tmp/arm.txt"; fail "neon path did not run under qemu"; }
-  qemu-aarch64 build/aarch64/tests/test_codec > "$tmp/codec.txt" || { cat "$tmp/codec.txt"; fail "codec test under qemu-aarch64"; }
-  grep -q 'matmul on scalar neon' "$tmp/codec.txt" || { cat "$tmp/codec.txt"; fail "coded neon path did not run under qemu"; }
+  make -s aarch64-test >"$tmp/build.txt" 2>&1 || { tail -20 "$tmp/build.txt";
+    fail "make aarch64-test"; }
+  qemu-aarch64 build/aarch64/tests/test_kernels > "$tmp/arm.txt" \
+    || { cat "$tmp/arm.txt"; fail "kernel test under qemu-aarch64"; }
+  grep -q '^ok   neon:' "$tmp/arm.txt" || { cat "$tmp/arm.txt";
+    fail "neon path did not run under qemu"; }
+  qemu-aarch64 build/aarch64/tests/test_codec > "$tmp/codec.txt" \
+    || { cat "$tmp/codec.txt"; fail "codec test under qemu-aarch64"; }
+  grep -q 'matmul on scalar neon' "$tmp/codec.txt" || { cat "$tmp/codec.txt";
+    fail "coded neon path did not run under qemu"; }
   echo "ok   aarch64 under qemu: coded (K3_W_BF16C) neon == BF16 matmul"
   a=$(grep fingerprint "$tmp/native.txt"); b=$(grep fingerprint "$tmp/arm.txt")
   [ -n "$a" ] && [ "$a" = "$b" ] || fail "reference fingerprints differ: x86 [$a] aarch64 [$b]"
@@ -34,19 +40,23 @@ M=tests/models/tiny5
 [ -f "$M/ref/prompt.txt" ] || fail "$M/ref/prompt.txt is missing"
 ids=$(cat "$M/ref/prompt.txt")
 run() { "$@" "$M" --ids "$ids" --gen 0 --quiet --dump-logits "$tmp/out.f32" >"$tmp/run.txt" 2>&1; }
-run "$K3" --kernels scalar --threads 1 || { cat "$tmp/run.txt"; fail "k3 --kernels scalar --threads 1 on $M"; }
+run "$K3" --kernels scalar --threads 1 || { cat "$tmp/run.txt";
+  fail "k3 --kernels scalar --threads 1 on $M"; }
 mv "$tmp/out.f32" "$tmp/ref.f32"
 for k in auto avx2 avx512; do
   for t in 1 2 3; do
-    run "$K3" --kernels "$k" --threads "$t" || { grep -q 'lacks\|not compiled' "$tmp/run.txt" && continue; cat "$tmp/run.txt"; fail "k3 --kernels $k --threads $t"; }
-    cmp -s "$tmp/ref.f32" "$tmp/out.f32" || fail "logits differ: --kernels $k --threads $t vs --kernels scalar --threads 1"
+    run "$K3" --kernels "$k" --threads "$t" || { grep -q 'lacks\|not compiled' "$tmp/run.txt" \
+      && continue; cat "$tmp/run.txt"; fail "k3 --kernels $k --threads $t"; }
+    cmp -s "$tmp/ref.f32" "$tmp/out.f32" \
+      || fail "logits differ: --kernels $k --threads $t vs --kernels scalar --threads 1"
     echo "ok   logits --kernels $k --threads $t == scalar"
   done
 done
 [ -n "$QEMU" ] || exit 0
 make -s aarch64 >"$tmp/build.txt" 2>&1 || { tail -20 "$tmp/build.txt"; fail "make aarch64"; }
 for k in neon scalar; do
-  run qemu-aarch64 bin/k3-aarch64 --kernels "$k" --threads 2 || { cat "$tmp/run.txt"; fail "k3-aarch64 --kernels $k"; }
+  run qemu-aarch64 bin/k3-aarch64 --kernels "$k" --threads 2 \
+    || { cat "$tmp/run.txt"; fail "k3-aarch64 --kernels $k"; }
   cmp -s "$tmp/ref.f32" "$tmp/out.f32" || fail "logits differ: aarch64 --kernels $k vs x86 scalar"
   echo "ok   logits aarch64 (qemu) --kernels $k == x86 scalar"
 done

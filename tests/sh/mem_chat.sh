@@ -12,12 +12,17 @@ strip() { grep -a -v -e '^last turn' -e '^session' -e '^peak RSS' -e '^positions
 $K3 pack $M $T/trunk --quiet 2>"$T/err" || fail "k3 pack"
 printf 'Hello there\n/stats\nAnd a second\\\nline\n/stats\n' > "$T/in"
 chat --cache-gb 1000 > "$T/res" 2> "$T/err" || fail "resident chat exited $?"
-K3_LMHEAD_ROWS=7 chat --trunk $T/trunk --trunk-gb 0 --cache-gb 0 --verbose > "$T/low" 2> "$T/err" || fail "starved chat exited $?"
-grep -q "memory plan" "$T/err" && grep -q "lm_head streamed" "$T/err" && grep -q "0 of 172 matrices pinned .* pieces streamed through" "$T/err" \
+K3_LMHEAD_ROWS=7 chat --trunk $T/trunk --trunk-gb 0 --cache-gb 0 --verbose > "$T/low" \
+  2> "$T/err" || fail "starved chat exited $?"
+grep -q "memory plan" "$T/err" && grep -q "lm_head streamed" "$T/err" \
+  && grep -q "0 of 172 matrices pinned .* pieces streamed through" "$T/err" \
   || fail "starved chat did not print the plan / stream the trunk and lm_head"
 strip "$T/res" > "$T/a"; strip "$T/low" > "$T/b"
 [ -s "$T/a" ] && cmp -s "$T/a" "$T/b" || fail "starved chat replies differ from the resident run"
 K3_MEM_AVAILABLE=1000 chat > /dev/null 2> "$T/err"; rc=$?
-[ $rc -eq 1 ] && grep -q "needs .* GB but" "$T/err" || fail "chat did not refuse a plan that does not fit (rc $rc)"
-$K3 $M --chat --tok $TK --preset nope < /dev/null > /dev/null 2>&1; [ $? -eq 2 ] || fail "chat --preset nope: want exit 2"
-echo "ok chat: two piped turns at a starved budget (--trunk, ring, 5 slots, lm_head blocks) == resident, same --seed; refusal exit 1; bad preset exit 2"
+[ $rc -eq 1 ] && grep -q "needs .* GB but" "$T/err" \
+  || fail "chat did not refuse a plan that does not fit (rc $rc)"
+$K3 $M --chat --tok $TK --preset nope < /dev/null > /dev/null 2>&1
+[ $? -eq 2 ] || fail "chat --preset nope: want exit 2"
+echo "ok chat: two piped turns at a starved budget (--trunk, ring, 5 slots, lm_head blocks) ==" \
+  "resident, same --seed; refusal exit 1; bad preset exit 2"

@@ -3,12 +3,7 @@
 # forward when its buffers fit beside the budgets (so each (layer, expert) is read once),
 # in the largest chunks that fit when they do not, and --prefill-chunk still overrides.
 # The logits bytes never depend on the chunk (resident and streamed trunk, starved cache).
-set -u
-K3=${K3:-./bin/k3}
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. tests/sh/lib/mem.sh
 num() { sed -n "s/^  \"$1\": \([0-9]*\).*/\1/p" "$2"; }
 
 M=tests/models/tiny5
@@ -20,13 +15,14 @@ for tr in "" "--trunk $T/trunk"; do
   # default: one forward of all 300 tokens, each (layer, expert) read at most once
   $K3 $M --ids "$ids" --gen 0 $tr --trunk-gb 0 --cache-gb 0 --dump-logits $T/l.f32 \
     --out $T/r.json 2>$T/err >/dev/null || bad "auto chunk ${tr:+ (trunk)}: exit $?"
-  c=$(num prefill_chunk $T/r.json); reads=$(num expert_reads $T/r.json); plan=$(num plan_bytes $T/r.json)
+  c=$(num prefill_chunk $T/r.json); reads=$(num expert_reads $T/r.json)
+  plan=$(num plan_bytes $T/r.json)
   [ "$c" = 300 ] && grep -q "prefill chunk 300 tokens per forward" $T/err \
     && ok "auto chunk${tr:+ (trunk)}: 300 tokens in one forward, printed in the plan" \
     || bad "auto chunk${tr:+ (trunk)}: chunk '$c' $(grep 'prefill chunk' $T/err)"
   cmp -s $T/base.f32 $T/l.f32 || bad "auto chunk${tr:+ (trunk)}: logits bytes differ"
-  $K3 $M --ids "$ids" --gen 0 $tr --trunk-gb 0 --cache-gb 0 --prefill-chunk 64 --out $T/r64.json \
-    --quiet >/dev/null 2>&1
+  $K3 $M --ids "$ids" --gen 0 $tr --trunk-gb 0 --cache-gb 0 --prefill-chunk 64 \
+    --out $T/r64.json --quiet >/dev/null 2>&1
   r64=$(num expert_reads $T/r64.json)
   [ -n "$reads" ] && [ -n "$r64" ] && [ "$reads" -lt "$r64" ] \
     && ok "auto chunk${tr:+ (trunk)}: $reads expert reads, --prefill-chunk 64: $r64" \
@@ -36,17 +32,21 @@ for tr in "" "--trunk $T/trunk"; do
   for f in 1.0 0.96 0.92; do
     A=$(awk -v p="$plan" -v f=$f 'BEGIN { printf "%d", p * f }')
     K3_MEM_AVAILABLE=$A $K3 $M --ids "$ids" --gen 0 $tr --trunk-gb 0 --cache-gb 0 \
-      --dump-logits $T/l.f32 --out $T/r.json 2>$T/err >/dev/null || bad "avail $A${tr:+ (trunk)}: exit $?"
+      --dump-logits $T/l.f32 --out $T/r.json 2>$T/err >/dev/null ||
+      bad "avail $A${tr:+ (trunk)}: exit $?"
     c=$(num prefill_chunk $T/r.json)
     cmp -s $T/base.f32 $T/l.f32 || bad "avail $A${tr:+ (trunk)}: chunk $c: logits bytes differ"
-    [ -n "$c" ] && [ "$c" -lt "$last" ] && [ "$c" -ge 1 ] && grep -q "fit 90% of available" $T/err \
+    [ -n "$c" ] && [ "$c" -lt "$last" ] && [ "$c" -ge 1 ] \
+      && grep -q "fit 90% of available" $T/err \
       || bad "avail $A${tr:+ (trunk)}: chunk '$c' (previous $last)"
     last=${c:-0}
   done
-  ok "available 1.0, 0.96, 0.92 x the one-forward plan${tr:+ (trunk)}: chunks shrink to $last tokens, same logits bytes"
+  ok "available 1.0, 0.96, 0.92 x the one-forward plan${tr:+ (trunk)}: chunks shrink to" \
+    "$last tokens, same logits bytes"
   for pc in 1 7 64 299 300 1000; do
     $K3 $M --ids "$ids" --gen 0 $tr --trunk-gb 0 --cache-gb 0 --prefill-chunk $pc \
-      --dump-logits $T/l.f32 --quiet >/dev/null 2>&1 || bad "--prefill-chunk $pc${tr:+ (trunk)}: exit $?"
+      --dump-logits $T/l.f32 --quiet >/dev/null 2>&1 ||
+      bad "--prefill-chunk $pc${tr:+ (trunk)}: exit $?"
     cmp -s $T/base.f32 $T/l.f32 || bad "--prefill-chunk $pc${tr:+ (trunk)}: logits bytes differ"
   done
   ok "--prefill-chunk 1 7 64 299 300 1000${tr:+ (trunk)}: logits bytes identical"

@@ -2,30 +2,32 @@
 # Faults in the memory layer: a failed expert read is retried once, then counted and
 # the run ends "RUN INVALID" with exit 4; a failed trunk read exits 1; truncated,
 # unreadable, stale and foreign shards/trunks are refused (never read as zeros).
-set -u
-K3=${K3:-./bin/k3}
+. tests/sh/lib/mem.sh
 M=tests/models/tiny5
-[ -f $M/config.json ] || { echo "FAIL: committed fixture $M missing"; exit 1; }
 P=$(cat $M/ref/prompt.txt); REF=$(cat $M/ref/greedy.txt)
-T=$(mktemp -d); trap 'chmod -R u+rwx "$T" 2>/dev/null; rm -rf "$T"' EXIT
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
 expect() {  # expect CODE PATTERN -- command...
   code=$1; pat=$2; shift 3
   "$@" >$T/o 2>$T/e; rc=$?
-  if [ $rc -eq $code ] && grep -q -- "$pat" $T/e; then ok "exit $code: $pat"; else bad "expected exit $code and '$pat', got $rc: $(tail -c 400 $T/e)"; fi
+  if [ $rc -eq $code ] && grep -q -- "$pat" $T/e; then ok "exit $code: $pat"
+  else bad "expected exit $code and '$pat', got $rc: $(tail -c 400 $T/e)"; fi
 }
 $K3 pack $M $T/tr --quiet || bad "pack"
 
 expect 4 "RUN INVALID" -- env K3_FAULT_EXPERT_READ=3 $K3 $M --ids "$P" --gen 4 --cache-gb 0 --quiet
-grep -q "retrying once" $T/e && ok "failed expert read was retried once before being counted" || bad "no retry message"
+grep -q "retrying once" $T/e && ok "failed expert read was retried once before being counted" \
+  || bad "no retry message"
 K3_FAULT_EXPERT_READ_ONCE=3 $K3 $M --ids "$P" --gen 16 --cache-gb 0 >$T/o 2>$T/e; rc=$?
-[ $rc -eq 0 ] && [ "$(cat $T/o)" = "$REF" ] && grep -q "retrying once" $T/e && ok "a read that fails once is retried: exit 0, ids equal" || bad "retry-once: rc $rc $(tail -c 300 $T/e)"
-expect 4 "RUN INVALID" -- env K3_FAULT_EXPERT_READ=1 $K3 $M --trunk $T/tr --trunk-gb 0 --ids "$P" --gen 2 --quiet
-expect 1 "trunk read failed" -- env K3_FAULT_TRUNK_READ=4 $K3 $M --trunk $T/tr --trunk-gb 0 --ids "$P" --gen 4 --quiet
-expect 1 "injected failure of trunk read 1" -- env K3_FAULT_TRUNK_READ=1 $K3 $M --trunk $T/tr --trunk-gb 0 --ids "$P" --gen 4 --quiet
-expect 1 "injected failure of trunk read" -- env K3_FAULT_TRUNK_READ=1 $K3 $M --trunk $T/tr --trunk-gb 1000 --ids "$P" --gen 1 --quiet
+[ $rc -eq 0 ] && [ "$(cat $T/o)" = "$REF" ] && grep -q "retrying once" $T/e \
+  && ok "a read that fails once is retried: exit 0, ids equal" \
+  || bad "retry-once: rc $rc $(tail -c 300 $T/e)"
+expect 4 "RUN INVALID" -- env K3_FAULT_EXPERT_READ=1 \
+  $K3 $M --trunk $T/tr --trunk-gb 0 --ids "$P" --gen 2 --quiet
+expect 1 "trunk read failed" -- env K3_FAULT_TRUNK_READ=4 \
+  $K3 $M --trunk $T/tr --trunk-gb 0 --ids "$P" --gen 4 --quiet
+expect 1 "injected failure of trunk read 1" -- env K3_FAULT_TRUNK_READ=1 \
+  $K3 $M --trunk $T/tr --trunk-gb 0 --ids "$P" --gen 4 --quiet
+expect 1 "injected failure of trunk read" -- env K3_FAULT_TRUNK_READ=1 \
+  $K3 $M --trunk $T/tr --trunk-gb 1000 --ids "$P" --gen 1 --quiet
 
 # a truncated copy of a shard (the one holding layer 3's experts)
 mkdir $T/m; cp $M/*.json $M/*.safetensors $T/m/
@@ -51,7 +53,8 @@ cp $M/config.json $T/m/
 # a --trunk folder without trunk.k3, or with a directory there, is a usage error (exit 2,
 # README "Exit codes"), found before the model is opened
 mkdir $T/tmp; cp $T/tr/trunk.k3 $T/tmp/trunk.k3.tmp
-expect 2 "trunk.k3 does not exist (create it with: k3 pack" -- $K3 $M --trunk $T/tmp --ids "$P" --gen 1 --quiet
+expect 2 "trunk.k3 does not exist (create it with: k3 pack" -- \
+  $K3 $M --trunk $T/tmp --ids "$P" --gen 1 --quiet
 mkdir -p $T/dir/trunk.k3
 expect 2 "trunk.k3 is a directory" -- $K3 $M --trunk $T/dir --ids "$P" --gen 1 --quiet
 # unreadable files: chmod 000 when not root (an I/O failure, exit 1)

@@ -4,12 +4,7 @@
 # equal the resident run at pieces of 1 row, 7 rows, the plan's size and whole tensors,
 # at pinned boundaries inside layers, at queue depths 1/4/16/32, over prefill chunks, from
 # starved to all pinned, on every committed tiny model; ids equal ref/greedy.txt.
-set -u
-K3=${K3:-./bin/k3}
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. tests/sh/lib/mem.sh
 
 for M in tests/models/tiny5 tests/models/tiny4 tests/models/tiny5f; do
   P=$(cat $M/ref/prompt.txt); REF=$(cat $M/ref/greedy.txt); n=$(basename $M)
@@ -33,7 +28,8 @@ for M in tests/models/tiny5 tests/models/tiny4 tests/models/tiny5f; do
     --dump-logits $T/l.f32 --quiet >/dev/null 2>&1 || bad "$n --piece-rows 1: exit $?"
   cmp -s $T/base.f32 $T/l.f32 || bad "$n --piece-rows 1: logits bytes differ"
   [ $inside -gt 0 ] || bad "$n: no budget pinned a prefix ending inside a matrix"
-  ok "$n: logits bytes identical over $((runs + 1)) runs (pieces of 1, 7, plan, whole; $inside with the pinned prefix inside a matrix; depths 1-32)"
+  ok "$n: logits bytes identical over $((runs + 1)) runs (pieces of 1, 7, plan, whole;" \
+    "$inside with the pinned prefix inside a matrix; depths 1-32)"
   for pc in 1 5; do
     $K3 $M --ids "$P" --gen 0 --trunk $T/tr-$n --trunk-gb 0.004 --cache-gb 0 --piece-rows 7 \
       --prefill-chunk $pc --dump-logits $T/l.f32 --quiet >/dev/null 2>&1
@@ -41,7 +37,8 @@ for M in tests/models/tiny5 tests/models/tiny4 tests/models/tiny5f; do
   done
   out=$($K3 $M --ids "$P" --gen 16 --trunk $T/tr-$n --trunk-gb 0.003 --cache-gb 0 --piece-rows 7 \
     --io-depth 32 --quiet 2>/dev/null)
-  [ "$out" = "$REF" ] && ok "$n: ids == ref/greedy.txt streamed in pieces, chunks 1 and 5 same bytes" \
+  [ "$out" = "$REF" ] \
+    && ok "$n: ids == ref/greedy.txt streamed in pieces, chunks 1 and 5 same bytes" \
     || bad "$n: ids in pieces '$out' != reference"
 done
 
@@ -54,7 +51,8 @@ for k in trunk_bytes_per_token head_bytes_per_token expert_bytes_per_token disk_
   grep -q "\"$k\"" $T/r.json || bad "--out JSON lacks $k"
 done
 hb=$(sed -n 's/^  "head_bytes_read": \([0-9]*\).*/\1/p' $T/r.json)
-[ "${hb:-0}" -gt 0 ] && ok "--out JSON: per-token bytes by kind, disk busy share, read-ahead; lm_head streamed ($hb bytes)" \
+[ "${hb:-0}" -gt 0 ] && ok "--out JSON: per-token bytes by kind, disk busy share," \
+  "read-ahead; lm_head streamed ($hb bytes)" \
   || bad "lm_head was not streamed through the window"
 # the flags are the ceiling: plan <= trunk budget + cache budget, and peak RSS <= plan + 2%
 # (starved, streamed with a pinned prefix, all pinned)

@@ -28,7 +28,8 @@ for m in tiny5 tiny4 tiny5f; do
       d=$(field spec_drafted "$T/t.json"); a=$(field spec_accepted "$T/t.json")
       [ "$d" -gt 10 ] && [ "$a" = "$d" ] || fail "$m true draft: $a of $d accepted"
       [ "$(field spec_passes "$T/t.json")" -lt 12 ] || fail "$m true draft: too many passes"
-      wrong=$(echo "$want" | awk -F, '{for (i = 1; i <= NF; i++) printf "%s%d", (i > 1 ? "," : ""), ($i + 7) % 1000}')
+      wrong=$(echo "$want" | \
+        awk -F, '{for (i = 1; i <= NF; i++) printf "%s%d", (i > 1 ? "," : ""), ($i + 7) % 1000}')
       got=$(run --draft-ids "$wrong" --out "$T/w.json") || fail "$m wrong draft exited $?"
       [ "$got" = "$want" ] || fail "$m wrong draft ($how $s): '$got', plain '$want'"
       [ "$(field spec_accepted "$T/w.json")" -le 2 ] || fail "$m wrong draft accepted"
@@ -41,7 +42,8 @@ for m in tiny5 tiny4 tiny5f; do
   got=$("$K3" $M --prompt "Hello there," --tok $TK --gen 12 --quiet --draft-file "$T/ref.txt" \
         2> "$T/err") || fail "$m --draft-file exited $?"
   [ "$got" = "$want" ] || fail "$m --draft-file: '$got', plain '$want'"
-  echo "ok $m: --spec, true / wrong --draft-ids, --draft-file = the plain ids (greedy, sampled, streamed)"
+  echo "ok $m: --spec, true / wrong --draft-ids, --draft-file = the plain ids" \
+    "(greedy, sampled, streamed)"
 done
 "$K3" tests/models/tiny5 --ids 1 --draft-ids 1,5000 --quiet > /dev/null 2> "$T/err"
 [ $? -eq 2 ] && grep -q "outside the vocabulary" "$T/err" || fail "a draft id past the vocabulary"

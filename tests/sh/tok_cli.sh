@@ -22,16 +22,23 @@ ids=$($K3 tokenize --tok $TOK "$D/bad.txt") || fail "invalid utf-8 rc"
 $K3 detokenize --tok $TOK --ids "$ids" > "$D/back.txt" || fail "detok rc"
 cmp -s "$D/bad.txt" "$D/back.txt" || fail "invalid UTF-8 round trip"
 # K3_TOK_FILES default
-[ "$(K3_TOK_FILES=$TOK $K3 detokenize --ids "$(K3_TOK_FILES=$TOK $K3 tokenize "$D/a.txt")")" = "hi" ] || fail "K3_TOK_FILES default"
+[ "$(K3_TOK_FILES=$TOK $K3 detokenize --ids "$(K3_TOK_FILES=$TOK $K3 tokenize "$D/a.txt")")" = \
+  "hi" ] || fail "K3_TOK_FILES default"
 # exit codes: 2 usage, 1 runtime
 $K3 tokenize --tok $TOK >/dev/null 2>&1; [ $? -eq 2 ] || fail "no FILE must exit 2"
-env -u K3_TOK_FILES $K3 tokenize "$D/a.txt" >/dev/null 2>&1; [ $? -eq 2 ] || fail "no --tok must exit 2"
+env -u K3_TOK_FILES $K3 tokenize "$D/a.txt" >/dev/null 2>&1; [ $? -eq 2 ] \
+  || fail "no --tok must exit 2"
 $K3 detokenize --tok $TOK --ids 1,x >/dev/null 2>&1; [ $? -eq 2 ] || fail "bad --ids must exit 2"
-$K3 detokenize --tok $TOK --ids 5000 >/dev/null 2>&1; [ $? -eq 2 ] || fail "id out of range must exit 2"
-$K3 tokenize --tok $TOK --bogus "$D/a.txt" >/dev/null 2>&1; [ $? -eq 2 ] || fail "unknown option must exit 2"
-$K3 tokenize --tok "$D/nodir" "$D/a.txt" >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing tokenizer must exit 2 (a config error, as in a run)"
-err=$($K3 tokenize --tok "$D/nodir" "$D/a.txt" 2>&1); case "$err" in *nodir/tiktoken.model*) ;; *) fail "error names the file: $err" ;; esac
+$K3 detokenize --tok $TOK --ids 5000 >/dev/null 2>&1; [ $? -eq 2 ] \
+  || fail "id out of range must exit 2"
+$K3 tokenize --tok $TOK --bogus "$D/a.txt" >/dev/null 2>&1; [ $? -eq 2 ] \
+  || fail "unknown option must exit 2"
+$K3 tokenize --tok "$D/nodir" "$D/a.txt" >/dev/null 2>&1; [ $? -eq 2 ] \
+  || fail "missing tokenizer must exit 2 (a config error, as in a run)"
+err=$($K3 tokenize --tok "$D/nodir" "$D/a.txt" 2>&1); case "$err" in *nodir/tiktoken.model*) ;; *) \
+  fail "error names the file: $err" ;; esac
 # a missing path or a folder is a usage error, as --prompt-file in a run (README "Exit codes")
-$K3 tokenize --tok $TOK "$D/missing.txt" >/dev/null 2>&1; [ $? -eq 2 ] || fail "missing FILE must exit 2"
+$K3 tokenize --tok $TOK "$D/missing.txt" >/dev/null 2>&1; [ $? -eq 2 ] \
+  || fail "missing FILE must exit 2"
 $K3 tokenize --tok $TOK "$D" >/dev/null 2>&1; [ $? -eq 2 ] || fail "a directory as FILE must exit 2"
 echo "tok cli: ok"

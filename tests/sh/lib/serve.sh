@@ -1,13 +1,13 @@
 # Sourced by the k3 serve tests (tests/sh/serve*.sh; not a test itself): tiny5 + the tiny
 # tokenizer over loopback, driven by curl. Sets K3 M TK T C; exits 0 with a SKIP when curl
-# is missing. Its helpers:
+# is missing (unless NO_CURL=1: a client of its own, tests/node/openai_client.sh). Its helpers:
 #   start NAME [flags]  a server on a free port (PORT_NAME), killed at exit
 #   fail MSG            the message and the tail of every server's stderr, exit 1
 #   jstr KEY / jnum KEY the first "KEY": value on stdin (strings still escaped)
 #   hjstr KEY FILE LINE the same from the REPL's JSONL history (no space after the colon)
 K3=${K3:-./bin/k3}
 M=tests/models/tiny5; TK=tests/tok/tiny
-command -v curl >/dev/null 2>&1 ||
+[ -n "${NO_CURL:-}" ] || command -v curl >/dev/null 2>&1 ||
   { echo "SKIP: $(basename "$0") needs curl (.ci/run installs it)"; exit 0; }
 [ -d $M ] && [ -d $TK ] || { echo "FAIL: committed fixture $M or $TK missing"; exit 1; }
 T=$(mktemp -d)
