@@ -5,16 +5,11 @@
 # against itself, Ctrl-C, --help and the refusals; and the plain run's last two stderr
 # lines. No timing assertions.
 set -u
-K3=${K3:-./bin/k3}
 BUILD=${BUILD:-build}
 CHK=$BUILD/tests/test_bench_json
 M=tests/models/tiny5
-[ -f $M/config.json ] || { echo "FAIL: committed fixture $M missing"; exit 1; }
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+. tests/sh/lib/check.sh
 export TMPDIR=$T
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
 # schema FILE ROWS REPS [ARGS]: the validator when built, else a grep-level check
 schema() {
   f=$1; rows=$2; reps=$3; shift 3

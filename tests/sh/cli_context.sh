@@ -2,13 +2,9 @@
 # max_position_embeddings (the trained context): prompt + --gen past it is refused with
 # exit 2 before the model opens, unless --ctx explicitly asks for more, which runs with a
 # warning (batch and chat). A copy of tiny5 whose config says 16 positions.
-K3=${K3:-./bin/k3}
 M=tests/models/tiny5; TK=tests/tok/tiny
 P=$(cat $M/ref/prompt.txt)            # 12 ids
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. tests/sh/lib/check.sh
 mkdir $T/m; for f in $M/*; do ln -s "$(pwd)/$f" $T/m/; done
 rm $T/m/config.json
 sed 's/"max_position_embeddings": 4096/"max_position_embeddings": 16/' $M/config.json \

@@ -2,13 +2,9 @@
 # llama.cpp habits: --flag=value works for every flag that takes a value (batch and chat,
 # the same output as the two-word form), and an unknown option names the k3 flag meant
 # (--temp, -n, -p, typos), exit 2.
-K3=${K3:-./bin/k3}
 M=tests/models/tiny5; TK=tests/tok/tiny
 P=$(cat $M/ref/prompt.txt)
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. tests/sh/lib/check.sh
 
 mkdir $T/a $T/b
 $K3 $M --ids "$P" --gen 4 --threads 1 --kernels auto --prefill-chunk 5 --temperature 0.8 \

@@ -4,13 +4,8 @@
 # bench-kernels refuses --runs -1 and --threads 0 with exit 2 (naming the flag) instead of
 # clamping them.
 set -u
-K3=${K3:-./bin/k3}
 M=tests/models/tiny5
-[ -d $M ] || { echo "FAIL: committed fixture $M missing"; exit 1; }
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. tests/sh/lib/check.sh
 
 # help NAME OPTIONS -- command...: exit 0, a Usage line on stdout that lists OPTIONS
 help() {

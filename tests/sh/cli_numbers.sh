@@ -2,13 +2,9 @@
 # Numbers people read: budgets of the max preset say "all" (not 1e+06), a slot size keeps a
 # readable unit (KB on tiny5, not "0.0 MB"), counts agree with their nouns ("1 token"), and
 # no rate is printed where nothing was timed (no "0.00 tok/s", "n/a" in chat /stats).
-K3=${K3:-./bin/k3}
 M=tests/models/tiny5; TK=tests/tok/tiny
 P=$(cat $M/ref/prompt.txt)
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. tests/sh/lib/check.sh
 has()  { grep -q -- "$2" $T/$1 && ok "says '$2'" \
   || bad "does not say '$2': $(grep -a -m3 -e "$3" $T/$1)"; }
 hasnt() { grep -q -- "$2" $T/$1 && bad "says '$2': $(grep -a -m1 -- "$2" $T/$1)" \

@@ -2,12 +2,8 @@
 # Output paths (--out, --dump-logits, --dump-cache-trace; chat --history, --save-state)
 # that point into a missing folder or at a directory are refused before the model is
 # opened: exit 2, the flag and the path named, no memory plan printed, nothing generated.
-K3=${K3:-./bin/k3}
 M=tests/models/tiny5; TK=tests/tok/tiny
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. tests/sh/lib/check.sh
 expect() {  # expect PATTERN -- command...   (stdin: one chat line)
   pat=$1; shift 2
   echo hi | timeout 60 "$@" >$T/o 2>$T/e; rc=$?

@@ -5,14 +5,9 @@
 # byte and, with --scan, a NaN weight and an E8M0 scale 0xFF; exit 2 on usage errors.
 # Corrupted copies of tiny5 are made in a temp dir.
 set -u
-K3=${K3:-./bin/k3}
 M=tests/models/tiny5
-[ -f $M/config.json ] || { echo "FAIL: committed fixture $M missing"; exit 1; }
 . tests/sh/lib/tensor.sh
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. tests/sh/lib/check.sh
 doc() {  # doc CODE PATTERN -- args...: exit CODE, PATTERN in the report (stdout) and stderr
   code=$1; pat=$2; shift 3
   $K3 doctor "$@" >$T/o 2>$T/e; rc=$?

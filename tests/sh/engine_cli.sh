@@ -3,13 +3,9 @@
 # --out JSON fields, --dump-logits shape, --gen 0, incremental == recompute, thread
 # counts and kernel paths give identical logits bytes, usage errors exit 2.
 set -u
-K3=${K3:-./bin/k3}
 M=tests/models/tiny5
 P=$(cat $M/ref/prompt.txt)
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. tests/sh/lib/check.sh
 
 out=$($K3 $M --ids "$P" --gen 16 --out $T/run.json --quiet) \
   && [ "$out" = "$(cat $M/ref/greedy.txt)" ] \

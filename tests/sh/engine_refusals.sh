@@ -4,11 +4,9 @@
 # checkpoints (exit 1, naming the file and tensor). Runs bin/k3 and, when built,
 # the ASan/UBSan binary bin/k3-asan on every case.
 set -u
-K3=${K3:-./bin/k3}
 M=tests/models/tiny5
 P=$(cat $M/ref/prompt.txt)
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0
+. tests/sh/lib/check.sh
 BINS=$K3; [ -x bin/k3-asan ] && BINS="$BINS bin/k3-asan"
 
 # A model dir of symlinks to the fixture; the files we corrupt are real copies.

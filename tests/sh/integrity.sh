@@ -7,15 +7,10 @@
 # exit 1; expert reads: exit 4); a disk full during `k3 pack` leaves no partial file;
 # short reads and EINTR change no bit. Corrupted copies of tiny5 are made in a temp dir.
 set -u
-K3=${K3:-./bin/k3}
 M=tests/models/tiny5
-[ -f $M/config.json ] || { echo "FAIL: committed fixture $M missing"; exit 1; }
 . tests/sh/lib/tensor.sh
 P=$(cat $M/ref/prompt.txt); REF=$(cat $M/ref/greedy.txt)
-T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
-fail=0
-ok()  { echo "ok   $1"; }
-bad() { echo "FAIL $1"; fail=1; }
+. tests/sh/lib/check.sh
 expect() {  # expect CODE PATTERN -- command...: exit CODE and PATTERN on stderr
   code=$1; pat=$2; shift 3
   "$@" >$T/o 2>$T/e; rc=$?

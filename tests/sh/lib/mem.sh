@@ -1,16 +1,5 @@
-# Sourced by the memory tests (tests/sh/mem_*.sh; not a test itself): the committed tiny
-# checkpoints (FAIL if one is missing), a temporary folder T removed at exit (made writable
-# first, for the tests that chmod inside it), and the verdicts:
-#   ok MSG...   prints "ok   MSG" (the words joined by a space, so a long one can wrap)
-#   bad MSG...  prints "FAIL MSG" and sets fail=1; a test ends with `exit $fail`
+# Sourced by the memory tests (tests/sh/mem_*.sh; not a test itself): `set -u` and
+# tests/sh/lib/check.sh (K3, the committed tiny checkpoints, the temporary folder T and its
+# cleanup, ok/bad and fail).
 set -u
-K3=${K3:-./bin/k3}
-for m in tests/models/tiny5 tests/models/tiny4 tests/models/tiny5f; do
-  [ -f $m/config.json ] || { echo "FAIL: committed fixture $m missing"; exit 1; }
-done
-T=$(mktemp -d)
-trap 'chmod -R u+rwx "$T" 2>/dev/null; rm -rf "$T"' EXIT
-trap 'exit 1' INT TERM
-fail=0
-ok()  { echo "ok   $*"; }
-bad() { echo "FAIL $*"; fail=1; }
+. tests/sh/lib/check.sh
