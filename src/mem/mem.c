@@ -98,12 +98,14 @@ static void pick_budgets(const K3Model *m, const K3MemOpts *o, const uint64_t *l
     if (*tgb >= 0 && *cgb >= 0) return;
     int pick = 0;
     K3Plan p;
+    K3MemOpts q = *o;             /* a count the plan may lower is planned as one sequence: */
+    if (q.seqs_auto) q.seqs = 1;  /* memory buys speed first, the batch gets what is left */
     for (int i = k3_preset_count() - 1; i >= 0; i--) {
         double t, c;
         k3_preset_budgets(i, &t, &c);
         if (*tgb >= 0) t = *tgb;
         if (*cgb >= 0) c = *cgb;
-        k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, t, c,
+        k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, &q, lb, o->trunk_dir != NULL, t, c,
                      self, &p);
         if (!avail || p.total <= 0.9 * avail) { pick = i; break; }
     }

@@ -38,6 +38,15 @@ $C "http://127.0.0.1:$PORT_low/v1/chat/completions" -d "$R" | grep -q '"finish_r
 echo "ok under $A bytes available the default max batch is $n: its plan fits 90%," \
   "$((n + 1)) do not (plans $(total same) and $(total one) GB)"
 
+# auto budgets pick the preset for one sequence: the batch takes what the budgets leave
+K3_MEM_AVAILABLE=$A start auto --verbose
+K3_MEM_AVAILABLE=$A start auto1 --verbose --max-batch 1
+pa=$(sed -n 's/^k3: auto budgets: preset \([a-z]*\).*/\1/p' "$T/auto.err")
+p1=$(sed -n 's/^k3: auto budgets: preset \([a-z]*\).*/\1/p' "$T/auto1.err")
+[ -n "$pa" ] && [ "$pa" = "$p1" ] ||
+  fail "auto budgets under $A bytes: preset '$pa' by default, '$p1' with --max-batch 1"
+echo "ok auto budgets under $A bytes pick preset $pa, as for one sequence, max batch $(mb auto)"
+
 # the flag overrides the plan
 start three --max-batch 3
 grep -q '; max batch 3; opened' "$T/three.err" ||
