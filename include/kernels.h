@@ -61,6 +61,10 @@ struct K3RowSource {
  * Returns 0, or -1 with a message when the CPU (or this build) lacks it. */
 int k3_kernels_select(const char *which, char *err, size_t errlen);
 const char *k3_kernels_name(void);
+/* 1 when the selected path decodes a coded trunk (K3_W_BF16C) at SIMD speed: AVX-512
+ * with VBMI. The other paths give the same bits several times slower than plain BF16
+ * (docs/CODEC.md), so the plan says so. */
+int k3_kernels_coded_fast(void);
 
 /* Threads used by k3_matmul (pool.h), caller included; n <= 0: online cores. */
 void k3_threads_set(int n);

@@ -192,6 +192,9 @@ int k3_kernels_select(const char *which, char *err, size_t errlen) {
     return 0;
 }
 const char *k3_kernels_name(void) { return ops()->name; }
+int k3_kernels_coded_fast(void) {
+    return !strcmp(ops()->name, "avx512") && k3_avx512_codec_vbmi(-1);
+}
 
 /* ------------------------------------------------------------------ per-thread scratch */
 /* For the prefill kernels (parked lanes, X panels) and the coded prefill's decoded rows

@@ -158,6 +158,14 @@ static int fit_chunk(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, d
     return lo;
 }
 
+/* 1 when any trunk matrix is stored coded (it has a row offset table). */
+static int trunk_coded(const K3Trunk *t, int NL) {
+    for (int L = 0; L < NL; L++)
+        for (int i = 0; i < k3_trunk_nmats(t, L); i++)
+            if (k3_trunk_rowoff(t, L, i)) return 1;
+    return 0;
+}
+
 static int open_trace(K3Mem *x, const K3MemOpts *o, int nslots, char *err, size_t errlen) {
     const K3Config *c = &x->m->cfg;
     char path[4200];
@@ -204,6 +212,11 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
     x->cache_budget = (uint64_t)p.cache_budget;
     p.chunk_why = why;
     if (!o->quiet) k3_plan_print(&p, NL, o->trunk_dir != NULL, avail, adesc, o->ctx, stderr);
+    if (!o->quiet && x->trunk && trunk_coded(x->trunk, NL) && !k3_kernels_coded_fast())
+        fprintf(stderr, "k3: note: %s is coded (k3 pack --compress); the %s kernels decode "
+                "it to the same bits but slower than a plain trunk (only AVX-512 with VBMI "
+                "decodes at SIMD speed; docs/CODEC.md): unless the disk is the bound, a plain "
+                "`k3 pack` is faster here\n", k3_trunk_path(x->trunk), k3_kernels_name());
     if (avail && p.total > avail) {
         k3_plan_refusal(&p, m, o, lb, avail, adesc, err, errlen);
         return K3_ERR_RUNTIME;

@@ -61,6 +61,14 @@ done
 
 # NEON: tiny5 under qemu, coded pinned and starved vs the x86 plain trunk's logits
 M=tests/models/tiny5; ids=$(cat "$M/ref/prompt.txt")
+
+# the plan says when the kernels decode a coded trunk slower than a plain one (scalar
+# always; avx512 without VBMI, avx2, neon too), and never for a plain trunk
+note() { "$K3" --kernels scalar --trunk "$1" "$M" --ids "$ids" --gen 1 2>&1 >/dev/null |
+         grep -c '^k3: note: .* is coded (k3 pack --compress); the scalar kernels decode'; }
+[ "$(note "$tmp/tiny5.coded")" = 1 ] || fail "no slow-decoder note for scalar on a coded trunk"
+[ "$(note "$tmp/tiny5.plain")" = 0 ] || fail "a slow-decoder note on a plain trunk"
+echo "ok   the plan notes a coded trunk on a slow decoder (scalar), not a plain one"
 if [ -x "$K3A" ] && command -v qemu-aarch64 >/dev/null 2>&1; then
   "$K3" --kernels scalar --trunk "$tmp/tiny5.plain" "$M" --ids "$ids" --gen 3 --quiet \
     --dump-logits "$tmp/ref.f32" >/dev/null 2>&1 || fail "tiny5 reference"
