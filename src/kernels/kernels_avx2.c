@@ -291,7 +291,7 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
  * BF16 lanes (spilled tail, as tail_finish): same order, same bits. */
 #define C_PERM _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)
 
-typedef struct { __m256i idx, bit, two, four, hi, lo7, zero; } CConst;
+typedef struct { __m256i idx, bit, four, hi; } CConst;
 
 INL CConst c_const(void) {
     CConst k;
@@ -301,26 +301,26 @@ INL CConst c_const(void) {
     k.bit = _mm256_setr_epi8(1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8,
                              16, 32, 64, -128, 16, 32, 64, -128, 16, 32, 64, -128,
                              16, 32, 64, -128);
-    k.two = _mm256_set1_epi8(2); k.four = _mm256_set1_epi8(4);
-    k.hi = _mm256_set1_epi8((char)0x80); k.lo7 = _mm256_set1_epi8(0x7F);
-    k.zero = _mm256_setzero_si256();
+    k.four = _mm256_set1_epi8(4);
+    k.hi = _mm256_set1_epi8((char)0x80);
     return k;
 }
 
 /* 32 weights from exponent bytes e and sign+mantissa bytes s (both in C_PERM order) */
 INL void c_fma32(const CConst *k, __m256i e, __m256i s, const float *x, __m256 acc[2]) {
     __m256i hi = _mm256_or_si256(_mm256_and_si256(s, k->hi),
-                                 _mm256_and_si256(_mm256_srli_epi16(e, 1), k->lo7));
-    __m256i lo = _mm256_or_si256(_mm256_and_si256(s, k->lo7),
+                                 _mm256_andnot_si256(k->hi, _mm256_srli_epi16(e, 1)));
+    __m256i lo = _mm256_or_si256(_mm256_andnot_si256(k->hi, s),
                                  _mm256_and_si256(_mm256_slli_epi16(e, 7), k->hi));
     __m256i u0 = _mm256_unpacklo_epi8(lo, hi), u1 = _mm256_unpackhi_epi8(lo, hi);
-    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(k->zero, u0)),
+    const __m256i z = _mm256_setzero_si256();
+    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, u0)),
                              _mm256_loadu_ps(x), acc[0]);
-    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(k->zero, u0)),
+    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, u0)),
                              _mm256_loadu_ps(x + 8), acc[1]);
-    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(k->zero, u1)),
+    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, u1)),
                              _mm256_loadu_ps(x + 16), acc[0]);
-    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(k->zero, u1)),
+    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, u1)),
                              _mm256_loadu_ps(x + 24), acc[1]);
 }
 
@@ -337,20 +337,35 @@ INL __m256i c_mask(const CConst *k, const uint8_t *q) {
 
 INL uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
 
+INL __m128i ld2x64(const uint8_t *a, const uint8_t *b) {     /* 8 bytes at a, 8 at b */
+    return _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)a)),
+                                         (const double *)(const void *)b));
+}
+
 /* the escape bytes of the lanes set in be (natural order), in C_PERM order */
-static __m256i c_escapes(const uint8_t **escp, uint32_t be) {
-    const uint8_t *esc = *escp;
-    __m128i xb[4];
-    for (int j = 0; j < 4; j++) {
-        unsigned m = be >> 8 * j & 255;
-        xb[j] = _mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)esc),      /* in block */
-                                 _mm_loadl_epi64((const __m128i *)k3_codec_expand8[m]));
-        esc += __builtin_popcount(m);
-    }
-    *escp = esc;
-    __m256i v = _mm256_set_m128i(_mm_unpacklo_epi64(xb[2], xb[3]),
-                                 _mm_unpacklo_epi64(xb[0], xb[1]));
-    return _mm256_permutevar8x32_epi32(v, C_PERM);
+INL __m256i c_escapes(const uint8_t **escp, uint32_t be) {
+    unsigned m0 = be & 255, m1 = be >> 8 & 255, m2 = be >> 16 & 255, m3 = be >> 24;
+    const uint8_t *e0 = *escp, *e1 = e0 + __builtin_popcount(m0);
+    const uint8_t *e2 = e1 + __builtin_popcount(m1), *e3 = e2 + __builtin_popcount(m2);
+    *escp = e3 + __builtin_popcount(m3);
+    __m256i v = _mm256_set_m128i(ld2x64(e2, e3), ld2x64(e0, e1));      /* in block */
+    __m256i i = _mm256_set_m128i(ld2x64(k3_codec_expand8[m2], k3_codec_expand8[m3]),
+                                 ld2x64(k3_codec_expand8[m0], k3_codec_expand8[m1]));
+    i = _mm256_add_epi8(i, _mm256_setr_epi64x(0, 0x0808080808080808, 0, 0x0808080808080808));
+    return _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, i), C_PERM);
+}
+
+/* weights 16g..16g+31 (g even): plane dwords at q, q + gc, q + 2gc */
+INL void c_step(const CConst *k, const uint8_t *q, int gc, __m256i lo, const uint8_t **esc,
+                const uint8_t *sm, const float *x, __m256 acc[2]) {
+    uint32_t be = ld32(q) & ld32(q + gc) & ld32(q + 2 * gc);
+    __m256i m0 = c_mask(k, q), m1 = c_mask(k, q + gc), m2 = c_mask(k, q + 2 * gc);
+    __m256i e = _mm256_sub_epi8(_mm256_sub_epi8(lo, m0), _mm256_add_epi8(m1, m1));
+    e = _mm256_add_epi8(e, _mm256_and_si256(m2, k->four));
+    if (be)
+        e = _mm256_blendv_epi8(e, c_escapes(esc, be),
+                               _mm256_and_si256(_mm256_and_si256(m0, m1), m2));
+    c_fma32(k, e, c_perm_load(sm), x, acc);
 }
 
 /* one group of 16 weights, 8 lanes a step (the lone last group of a block) */
@@ -406,23 +421,20 @@ INL void c_block(const CConst *k, const uint8_t *p, int G, const float *x, __m25
     const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
     const __m256i lo = _mm256_set1_epi8((char)p[0]);
     int g = 0;
+    if (G == 16) {                               /* a full block: 4 chunks of 4 groups */
+#pragma GCC unroll 8
+        for (; g < 16; g += 2)
+            c_step(k, pl + 24 * (g >> 2) + 2 * (g & 3), 8, lo, &esc, sm + 16 * g, x + 16 * g, acc);
+        return;
+    }
     for (; g + 2 <= G; g += 2) {               /* g even: g and g + 1 share a chunk */
         const int gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
-        const uint8_t *q = pl + k3_codec_plane(G, g, 0, 0);
-        uint32_t be = ld32(q) & ld32(q + gc) & ld32(q + 2 * gc);
-        __m256i m0 = c_mask(k, q), m1 = c_mask(k, q + gc), m2 = c_mask(k, q + 2 * gc);
-        __m256i e = _mm256_sub_epi8(lo, m0);
-        e = _mm256_add_epi8(e, _mm256_and_si256(m1, k->two));
-        e = _mm256_add_epi8(e, _mm256_and_si256(m2, k->four));
-        if (be)
-            e = _mm256_blendv_epi8(e, c_escapes(&esc, be),
-                                   _mm256_and_si256(_mm256_and_si256(m0, m1), m2));
-        c_fma32(k, e, c_perm_load(sm + 16 * g), x + 16 * g, acc);
+        c_step(k, pl + k3_codec_plane(G, g, 0, 0), gc, lo, &esc, sm + 16 * g, x + 16 * g, acc);
     }
     if (g < G) c_group(p, G, g, &esc, sm, x, acc);
 }
 
-static float dot_c(const uint8_t *p, int cols, const float *x) {
+static __attribute__((noinline)) float dot_c(const uint8_t *p, int cols, const float *x) {
     const CConst k = c_const();
     __m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
     for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
