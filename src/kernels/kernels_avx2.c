@@ -303,6 +303,8 @@ INL CConst c_const(void) {
                              16, 32, 64, -128);
     k.four = _mm256_set1_epi8(4);
     k.hi = _mm256_set1_epi8((char)0x80);
+    /* opaque to the compiler: kept in registers, not rebuilt from immediates each step */
+    __asm__("" : "+x"(k.idx), "+x"(k.bit), "+x"(k.four), "+x"(k.hi));
     return k;
 }
 
@@ -422,9 +424,11 @@ INL void c_block(const CConst *k, const uint8_t *p, int G, const float *x, __m25
     const __m256i lo = _mm256_set1_epi8((char)p[0]);
     int g = 0;
     if (G == 16) {                               /* a full block: 4 chunks of 4 groups */
+        __m256 a[2] = { acc[0], acc[1] };
 #pragma GCC unroll 8
         for (; g < 16; g += 2)
-            c_step(k, pl + 24 * (g >> 2) + 2 * (g & 3), 8, lo, &esc, sm + 16 * g, x + 16 * g, acc);
+            c_step(k, pl + 24 * (g >> 2) + 2 * (g & 3), 8, lo, &esc, sm + 16 * g, x + 16 * g, a);
+        acc[0] = a[0]; acc[1] = a[1];
         return;
     }
     for (; g + 2 <= G; g += 2) {               /* g even: g and g + 1 share a chunk */
