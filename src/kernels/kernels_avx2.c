@@ -278,11 +278,99 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
     }
 }
 
-/* K3_W_BF16C matvec (codec.h): 8 lanes a step (half a 16-weight group). A code plane
- * byte becomes a lane mask by vpand/vpcmpeqd with the lanes' bits; the masks add 1, 2, 4
- * to lo; escapes (all three bits) take their bytes by pshufb through k3_codec_expand8.
- * A row's last block when cols % 16 != 0 goes through the reference decoder and the BF16
- * lanes (spilled tail, as tail_finish): same order, same bits. */
+/* K3_W_BF16C matvec (codec.h): 32 weights (two groups) a step in the byte domain. The
+ * three plane dwords of the step are broadcast and spread to one byte per lane (pshufb,
+ * and, cmpeq with the lane's bit); the masks add 1, 2, 4 to lo. Escapes (all three bits,
+ * found from the dwords in a register) take their bytes by pshufb through
+ * k3_codec_expand8, 8 lanes at a time. The BF16 bytes hi = sign | exp >> 1 and
+ * lo = (exp & 1) << 7 | mantissa are unpacked with zeros into fp32: the unpacks work in
+ * 128-bit halves, so the bytes are kept in the dword order C_PERM, which puts lanes
+ * 0-7, 8-15, 16-23, 24-31 in order at the end. acc0 takes lanes 0-7 of group g, then of
+ * g+1; acc1 lanes 8-15: the reference's order. A lone last group (odd G) goes 8 lanes a
+ * step; a row's last block when cols % 16 != 0 through the reference decoder and the
+ * BF16 lanes (spilled tail, as tail_finish): same order, same bits. */
+#define C_PERM _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)
+
+typedef struct { __m256i idx, bit, four, hi; } CConst;
+
+INL CConst c_const(void) {
+    CConst k;
+    /* byte i of dword j holds weight 4 * C_PERM[j] + i % 4: plane byte C_PERM[j] / 2 */
+    k.idx = _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
+                             0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    k.bit = _mm256_setr_epi8(1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8,
+                             16, 32, 64, -128, 16, 32, 64, -128, 16, 32, 64, -128,
+                             16, 32, 64, -128);
+    k.four = _mm256_set1_epi8(4);
+    k.hi = _mm256_set1_epi8((char)0x80);
+    /* opaque to the compiler: kept in registers, not rebuilt from immediates each step */
+    __asm__("" : "+x"(k.idx), "+x"(k.bit), "+x"(k.four), "+x"(k.hi));
+    return k;
+}
+
+/* 32 weights from exponent bytes e and sign+mantissa bytes s (both in C_PERM order) */
+INL void c_fma32(const CConst *k, __m256i e, __m256i s, const float *x, __m256 acc[2]) {
+    __m256i hi = _mm256_or_si256(_mm256_and_si256(s, k->hi),
+                                 _mm256_andnot_si256(k->hi, _mm256_srli_epi16(e, 1)));
+    __m256i lo = _mm256_or_si256(_mm256_andnot_si256(k->hi, s),
+                                 _mm256_and_si256(_mm256_slli_epi16(e, 7), k->hi));
+    __m256i u0 = _mm256_unpacklo_epi8(lo, hi), u1 = _mm256_unpackhi_epi8(lo, hi);
+    const __m256i z = _mm256_setzero_si256();
+    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, u0)),
+                             _mm256_loadu_ps(x), acc[0]);
+    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, u0)),
+                             _mm256_loadu_ps(x + 8), acc[1]);
+    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, u1)),
+                             _mm256_loadu_ps(x + 16), acc[0]);
+    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, u1)),
+                             _mm256_loadu_ps(x + 24), acc[1]);
+}
+
+INL __m256i c_perm_load(const uint8_t *p) {
+    return _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)p), C_PERM);
+}
+
+/* plane dword d (broadcast from q) -> 0xFF in the lanes whose bit is set */
+INL __m256i c_mask(const CConst *k, const uint8_t *q) {
+    __m256i b = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)q));
+    __m256i t = _mm256_and_si256(_mm256_shuffle_epi8(b, k->idx), k->bit);
+    return _mm256_cmpeq_epi8(t, k->bit);
+}
+
+INL uint32_t ld32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+
+INL __m128i ld2x64(const uint8_t *a, const uint8_t *b) {     /* 8 bytes at a, 8 at b */
+    return _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(_mm_loadl_epi64((const __m128i *)a)),
+                                         (const double *)(const void *)b));
+}
+
+/* the escape bytes of the lanes set in be (natural order), in C_PERM order */
+INL __m256i c_escapes(const uint8_t **escp, uint32_t be) {
+    unsigned m0 = be & 255, m1 = be >> 8 & 255, m2 = be >> 16 & 255, m3 = be >> 24;
+    const uint8_t *e0 = *escp, *e1 = e0 + __builtin_popcount(m0);
+    const uint8_t *e2 = e1 + __builtin_popcount(m1), *e3 = e2 + __builtin_popcount(m2);
+    *escp = e3 + __builtin_popcount(m3);
+    __m256i v = _mm256_set_m128i(ld2x64(e2, e3), ld2x64(e0, e1));      /* in block */
+    __m256i i = _mm256_set_m128i(ld2x64(k3_codec_expand8[m2], k3_codec_expand8[m3]),
+                                 ld2x64(k3_codec_expand8[m0], k3_codec_expand8[m1]));
+    i = _mm256_add_epi8(i, _mm256_setr_epi64x(0, 0x0808080808080808, 0, 0x0808080808080808));
+    return _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, i), C_PERM);
+}
+
+/* weights 16g..16g+31 (g even): plane dwords at q, q + gc, q + 2gc */
+INL void c_step(const CConst *k, const uint8_t *q, int gc, __m256i lo, const uint8_t **esc,
+                const uint8_t *sm, const float *x, __m256 acc[2]) {
+    uint32_t be = ld32(q) & ld32(q + gc) & ld32(q + 2 * gc);
+    __m256i m0 = c_mask(k, q), m1 = c_mask(k, q + gc), m2 = c_mask(k, q + 2 * gc);
+    __m256i e = _mm256_sub_epi8(_mm256_sub_epi8(lo, m0), _mm256_add_epi8(m1, m1));
+    e = _mm256_add_epi8(e, _mm256_and_si256(m2, k->four));
+    if (be)
+        e = _mm256_blendv_epi8(e, c_escapes(esc, be),
+                               _mm256_and_si256(_mm256_and_si256(m0, m1), m2));
+    c_fma32(k, e, c_perm_load(sm), x, acc);
+}
+
+/* one group of 16 weights, 8 lanes a step (the lone last group of a block) */
 INL __m256 c_bits(__m256i v, __m256i e) {            /* sign+mantissa bytes, exponent<<23 */
     __m256i s = _mm256_and_si256(_mm256_slli_epi32(v, 24), _mm256_set1_epi32((int)0x80000000u));
     __m256i m = _mm256_and_si256(_mm256_slli_epi32(v, 16), _mm256_set1_epi32(0x7F0000));
@@ -291,55 +379,74 @@ INL __m256 c_bits(__m256i v, __m256i e) {            /* sign+mantissa bytes, exp
 INL __m256i c_lanes(unsigned b, __m256i lb) {        /* bit l of b -> all-ones lane l */
     return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)b), lb), lb);
 }
-
-INL void c_block(const uint8_t *p, int G, const float *x, __m256 *a0, __m256 *a1) {
-    __m256 acc[2] = { *a0, *a1 };
-    if (p[1] == K3_CODEC_RAW) {
-        const uint8_t *ex = p + 2, *sm = ex + 16 * G;
-        for (int g = 0; g < G; g++)
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                const int o = 16 * g + 8 * h;
-                __m256i e = _mm256_slli_epi32(
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(ex + o))), 23);
-                __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + o)));
-                acc[h] = _mm256_fmadd_ps(c_bits(v, e), _mm256_loadu_ps(x + o), acc[h]);
-            }
-        *a0 = acc[0]; *a1 = acc[1];
-        return;
-    }
-    const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
+static void c_group(const uint8_t *p, int G, int g, const uint8_t **escp, const uint8_t *sm,
+                    const float *x, __m256 acc[2]) {
+    const uint8_t *pl = p + 2, *esc = *escp;
     const __m256i lb = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
     const __m256i base = _mm256_set1_epi32(p[0] << 23), c1 = _mm256_set1_epi32(1 << 23);
     const __m256i c2 = _mm256_set1_epi32(2 << 23), c4 = _mm256_set1_epi32(4 << 23);
-    for (int g = 0; g < G; g++)
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *q = pl + k3_codec_plane(G, g, 0, h);
-            const int o = 16 * g + 8 * h, gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
-            unsigned b0 = q[0], b1 = q[gc], b2 = q[2 * gc], be = b0 & b1 & b2;
-            __m256i m0 = c_lanes(b0, lb), m1 = c_lanes(b1, lb), m2 = c_lanes(b2, lb);
-            __m256i e = _mm256_add_epi32(base, _mm256_and_si256(m0, c1));
-            e = _mm256_add_epi32(e, _mm256_and_si256(m1, c2));
-            e = _mm256_add_epi32(e, _mm256_and_si256(m2, c4));
-            __m128i xb = _mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)esc),   /* in block */
-                                          _mm_loadl_epi64((const __m128i *)k3_codec_expand8[be]));
-            __m256i xe = _mm256_slli_epi32(_mm256_cvtepu8_epi32(xb), 23);
-            e = _mm256_blendv_epi8(e, xe, _mm256_and_si256(_mm256_and_si256(m0, m1), m2));
-            esc += __builtin_popcount(be);
-            __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + o)));
-            acc[h] = _mm256_fmadd_ps(c_bits(v, e), _mm256_loadu_ps(x + o), acc[h]);
-        }
-    *a0 = acc[0]; *a1 = acc[1];
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *q = pl + k3_codec_plane(G, g, 0, h);
+        const int o = 16 * g + 8 * h, gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
+        unsigned b0 = q[0], b1 = q[gc], b2 = q[2 * gc], be = b0 & b1 & b2;
+        __m256i m0 = c_lanes(b0, lb), m1 = c_lanes(b1, lb), m2 = c_lanes(b2, lb);
+        __m256i e = _mm256_add_epi32(base, _mm256_and_si256(m0, c1));
+        e = _mm256_add_epi32(e, _mm256_and_si256(m1, c2));
+        e = _mm256_add_epi32(e, _mm256_and_si256(m2, c4));
+        __m128i xb = _mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)esc),   /* in block */
+                                      _mm_loadl_epi64((const __m128i *)k3_codec_expand8[be]));
+        __m256i xe = _mm256_slli_epi32(_mm256_cvtepu8_epi32(xb), 23);
+        e = _mm256_blendv_epi8(e, xe, _mm256_and_si256(_mm256_and_si256(m0, m1), m2));
+        esc += __builtin_popcount(be);
+        __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + o)));
+        acc[h] = _mm256_fmadd_ps(c_bits(v, e), _mm256_loadu_ps(x + o), acc[h]);
+    }
+    *escp = esc;
 }
 
-static float dot_c(const uint8_t *p, int cols, const float *x) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+INL void c_block(const CConst *k, const uint8_t *p, int G, const float *x, __m256 acc[2]) {
+    if (p[1] == K3_CODEC_RAW) {
+        const uint8_t *ex = p + 2, *sm = ex + 16 * G;
+        int g = 0;
+        for (; g + 2 <= G; g += 2)
+            c_fma32(k, c_perm_load(ex + 16 * g), c_perm_load(sm + 16 * g), x + 16 * g, acc);
+        if (g < G)                                     /* lone last group: 8 lanes a step */
+            for (int h = 0; h < 2; h++) {
+                const int o = 16 * g + 8 * h;
+                __m256i ee = _mm256_slli_epi32(
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(ex + o))), 23);
+                __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + o)));
+                acc[h] = _mm256_fmadd_ps(c_bits(v, ee), _mm256_loadu_ps(x + o), acc[h]);
+            }
+        return;
+    }
+    const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
+    const __m256i lo = _mm256_set1_epi8((char)p[0]);
+    int g = 0;
+    if (G == 16) {                               /* a full block: 4 chunks of 4 groups */
+        __m256 a[2] = { acc[0], acc[1] };
+#pragma GCC unroll 8
+        for (; g < 16; g += 2)
+            c_step(k, pl + 24 * (g >> 2) + 2 * (g & 3), 8, lo, &esc, sm + 16 * g, x + 16 * g, a);
+        acc[0] = a[0]; acc[1] = a[1];
+        return;
+    }
+    for (; g + 2 <= G; g += 2) {               /* g even: g and g + 1 share a chunk */
+        const int gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
+        c_step(k, pl + k3_codec_plane(G, g, 0, 0), gc, lo, &esc, sm + 16 * g, x + 16 * g, acc);
+    }
+    if (g < G) c_group(p, G, g, &esc, sm, x, acc);
+}
+
+static __attribute__((noinline)) float dot_c(const uint8_t *p, int cols, const float *x) {
+    const CConst k = c_const();
+    __m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
     for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
         int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
         const uint8_t *next = p + (p[1] == K3_CODEC_RAW ? 2 + 32 * G : 2 + 22 * G + p[1]);
         for (int l = 0; l < 6; l++) _mm_prefetch((const char *)p + PF + 64 * l, _MM_HINT_T0);
-        if (n % 16 == 0) { c_block(p, G, x + c, &a0, &a1); p = next; continue; }
+        if (n % 16 == 0) { c_block(&k, p, G, x + c, acc); p = next; continue; }
+        __m256 a0 = acc[0], a1 = acc[1];
         uint16_t w[K3_CODEC_BLOCK];              /* the row's last block: cols % 16 != 0 */
         k3_codec_decode_block(w, p, n);
         int i = 0;
@@ -347,13 +454,13 @@ static float dot_c(const uint8_t *p, int cols, const float *x) {
             a0 = _mm256_fmadd_ps(ld_bf16(w + i), _mm256_loadu_ps(x + c + i), a0);
             a1 = _mm256_fmadd_ps(ld_bf16(w + i + 8), _mm256_loadu_ps(x + c + i + 8), a1);
         }
-        float acc[16];
-        _mm256_storeu_ps(acc, a0); _mm256_storeu_ps(acc + 8, a1);
+        float lanes[16];
+        _mm256_storeu_ps(lanes, a0); _mm256_storeu_ps(lanes + 8, a1);
         for (int j = 0; i < n; i++, j++)
-            acc[j] = __builtin_fmaf(k3_bf16_to_f32(w[i]), x[c + i], acc[j]);
-        return fold_arr(acc);
+            lanes[j] = __builtin_fmaf(k3_bf16_to_f32(w[i]), x[c + i], lanes[j]);
+        return fold_arr(lanes);
     }
-    return fold2(a0, a1);
+    return fold2(acc[0], acc[1]);
 }
 
 static const K3KernelOps OPS;
