@@ -45,6 +45,11 @@ void k3_engine_flags_init(K3EngineFlags *f);
 /* As k3_mem_parse_flag: 1 consumed, 0 not one of them, -1 a bad value (err). */
 int k3_engine_parse_flag(int argc, char **argv, int *i, K3EngineFlags *f, char *err,
                          size_t errlen);
+/* --spec, --no-spec (*spec 1 / 0) and --spec-k N (1..64), shared by one prompt, batch
+ * mode and chat; returns as k3_mem_parse_flag. */
+int k3_spec_parse_flag(int argc, char **argv, int *i, int *spec, int *spec_k, char *err,
+                       size_t errlen);
+#define K3_FLAGS_SPEC { "--spec", 0 }, { "--no-spec", 0 }, { "--spec-k", 1 }
 /* The options to open the engine with (the caller sets mem.chunk, mem.ctx and the rest). */
 K3EngineOpts k3_engine_flags_opts(const K3EngineFlags *f, const char *model_dir);
 

@@ -58,8 +58,8 @@ typedef struct {
 
 static const K3Flag FLAGS[] = {
     { "--batch", 1 }, { "--batch-size", 1 }, { "--gen", 1 }, { "--tok", 1 }, { "--out", 1 },
-    { "--dump-logits", 1 }, { "--quiet", 0 }, { "--help", 0 }, { "--spec", 0 },
-    { "--spec-k", 1 }, { "--no-spec", 0 }, { "--state-file", 1 }, { "--state-file-dir", 1 },
+    { "--dump-logits", 1 }, { "--quiet", 0 }, { "--help", 0 }, K3_FLAGS_SPEC,
+    { "--state-file", 1 }, { "--state-file-dir", 1 },
     K3_FLAGS_ENGINE,
 };
 #define N_FLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
@@ -79,7 +79,12 @@ static int parse(int argc, char **argv, BOpts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define VAL() do { if (!v) return usage("%s needs a value", a); i++; } while (0)
-        const int er = k3_engine_parse_flag(argc, argv, &i, &o->ef, serr, sizeof serr);
+        int er = k3_engine_parse_flag(argc, argv, &i, &o->ef, serr, sizeof serr);
+        if (!er) {
+            const int k_given = !strcmp(a, "--spec-k");    /* here --spec-k implies --spec */
+            er = k3_spec_parse_flag(argc, argv, &i, &o->spec, &o->spec_k, serr, sizeof serr);
+            if (er > 0 && k_given) o->spec = 1;
+        }
         if (er < 0) return usage("%s", serr);
         if (er) continue;
         if (!strcmp(a, "--batch")) { VAL(); o->file = v; }
@@ -98,13 +103,7 @@ static int parse(int argc, char **argv, BOpts *o) {
         else if (!strcmp(a, "--gen")) { VAL(); if (k3_parse_int(a, v, 0, &o->gen)) return 2; }
         else if (!strcmp(a, "--batch-size")) {
             VAL(); if (k3_parse_int(a, v, 1, &o->batch_size)) return K3_ERR_USAGE;
-        } else if (!strcmp(a, "--spec-k")) {
-            VAL(); if (k3_parse_int(a, v, 1, &o->spec_k)) return K3_ERR_USAGE;
-            if (o->spec_k > 64) return usage("%s", "--spec-k is at most 64");
-            o->spec = 1;
-        } else if (!strcmp(a, "--spec")) o->spec = 1;
-        else if (!strcmp(a, "--no-spec")) o->spec = 0;
-        else if (!strcmp(a, "--quiet")) o->quiet = 1;
+        } else if (!strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strcmp(a, "--help")) { fputs(USAGE, stdout); exit(0); }
         else if (a[0] == '-' && a[1]) {
             k3_unknown_option(a, FLAGS, N_FLAGS, xerr, sizeof xerr);

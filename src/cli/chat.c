@@ -372,7 +372,7 @@ static const K3Flag CHAT_FLAGS[] = {
     { "--gen", 1 }, { "--ctx", 1 }, { "--threads", 1 }, { "--think-effort", 1 },
     { "--thinking-effort", 1 }, { "--no-think", 0 }, { "--hide-thinking", 0 },
     { "--canonical-history", 0 }, { "--no-color", 0 }, { "--help", 0 },
-    { "--prefill-chunk", 1 }, { "--spec", 0 }, { "--no-spec", 0 }, { "--spec-k", 1 },
+    { "--prefill-chunk", 1 }, K3_FLAGS_SPEC,
     { "--draft-file", 1 }, K3_FLAGS_SAMPLER,
     K3_FLAGS_MEM,
 };
@@ -398,6 +398,7 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         if (r < 0) return usage("%s", err);
         if (r) continue;
         int mr = k3_mem_parse_flag(argc, argv, &i, &memf, 0, err, sizeof err);
+        if (!mr) mr = k3_spec_parse_flag(argc, argv, &i, &c->spec, &c->spec_k, err, sizeof err);
         if (mr < 0) return usage("%s", err);
         if (mr) continue;
 #define VAL() do { if (!v) return usage("%s needs a value", a); i++; } while (0)
@@ -427,12 +428,7 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         else if (!strcmp(a, "--hide-thinking")) c->hide_thinking = 1;
         else if (!strcmp(a, "--canonical-history")) c->canonical = 1;
         else if (!strcmp(a, "--no-color")) c->color = 0;
-        else if (!strcmp(a, "--spec")) c->spec = 1;
-        else if (!strcmp(a, "--no-spec")) c->spec = 0;
-        else if (!strcmp(a, "--spec-k")) {
-            VAL(); if (k3_parse_int(a, v, 1, &c->spec_k)) return K3_ERR_USAGE;
-            if (c->spec_k > 64) return usage("%s", "--spec-k is at most 64");
-        } else if (!strcmp(a, "--draft-file")) { VAL(); c->draft_file = v; }
+        else if (!strcmp(a, "--draft-file")) { VAL(); c->draft_file = v; }
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(CHAT_USAGE, stdout); exit(0); }
         else if (a[0] == '-' && a[1]) {
             k3_unknown_option(a, CHAT_FLAGS, N_CHAT_FLAGS, err, sizeof err);

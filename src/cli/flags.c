@@ -84,6 +84,18 @@ void k3_engine_flags_init(K3EngineFlags *f) {
     sampler_defaults(&f->sp);
 }
 
+int k3_spec_parse_flag(int argc, char **argv, int *i, int *spec, int *spec_k, char *err,
+                       size_t errlen) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!strcmp(a, "--spec") || !strcmp(a, "--no-spec")) { *spec = a[2] == 's'; return 1; }
+    if (strcmp(a, "--spec-k")) return 0;
+    if (!v) { snprintf(err, errlen, "%s needs a value", a); return -1; }
+    (*i)++;
+    if (k3_parse_int_msg(a, v, 1, spec_k, err, errlen)) return -1;
+    if (*spec_k > 64) { snprintf(err, errlen, "--spec-k is at most 64"); return -1; }
+    return 1;
+}
+
 int k3_engine_parse_flag(int argc, char **argv, int *i, K3EngineFlags *f, char *err,
                          size_t errlen) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;

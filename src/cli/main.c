@@ -125,8 +125,8 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--ids", 1 }, { "--prompt", 1 }, { "--prompt-file", 1 }, { "--tok", 1 }, { "--out", 1 },
     { "--dump-logits", 1 }, { "--gen", 1 }, { "--recompute", 0 }, { "--incremental", 0 },
     { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 }, { "--version", 0 },
-    { "--list-presets", 0 }, { "--batch", 1 }, { "--spec", 0 }, { "--no-spec", 0 },
-    { "--spec-k", 1 }, { "--draft-ids", 1 }, { "--draft-file", 1 }, K3_FLAGS_ENGINE,
+    { "--list-presets", 0 }, { "--batch", 1 }, K3_FLAGS_SPEC,
+    { "--draft-ids", 1 }, { "--draft-file", 1 }, K3_FLAGS_ENGINE,
 };
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
 
@@ -147,7 +147,8 @@ static int parse_args(int argc, char **argv, Opts *o) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define VAL() do { if (!v) return usage_error("%s needs a value", a); i++; } while (0)
         char serr[256];
-        const int er = k3_engine_parse_flag(argc, argv, &i, &o->ef, serr, sizeof serr);
+        int er = k3_engine_parse_flag(argc, argv, &i, &o->ef, serr, sizeof serr);
+        if (!er) er = k3_spec_parse_flag(argc, argv, &i, &o->spec, &o->spec_k, serr, sizeof serr);
         if (er < 0) return usage_error("%s", serr);
         if (er) continue;
         if (!strcmp(a, "--ids")) { VAL(); o->ids = v; }
@@ -161,12 +162,7 @@ static int parse_args(int argc, char **argv, Opts *o) {
         } else if (!strcmp(a, "--recompute")) o->recompute = 1;
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
-        else if (!strcmp(a, "--spec")) o->spec = 1;
-        else if (!strcmp(a, "--no-spec")) o->spec = 0;
-        else if (!strcmp(a, "--spec-k")) {
-            VAL(); if (k3_parse_int(a, v, 1, &o->spec_k)) return K3_ERR_USAGE;
-            if (o->spec_k > 64) return usage_error("%s", "--spec-k is at most 64");
-        } else if (!strcmp(a, "--draft-ids")) { VAL(); o->draft_ids = v; }
+        else if (!strcmp(a, "--draft-ids")) { VAL(); o->draft_ids = v; }
         else if (!strcmp(a, "--draft-file")) { VAL(); o->draft_file = v; }
         else if (a[0] == '-' && a[1]) {
             k3_unknown_option(a, BATCH_FLAGS, N_BATCH_FLAGS, xerr, sizeof xerr);
