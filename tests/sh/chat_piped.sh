@@ -52,7 +52,7 @@ printf 'Hi\n' | timeout 120 "$K3" $M --chat --tok $TK --gen 6 > "$T/out" 2> "$T/
   || fail "thinking session exited $?"
 grep -q '^<think>' "$T/out" || fail "no <think> wrapper"
 grep -q 'replay with --seed [0-9]' "$T/err" || fail "drawn seed not printed"
-printf 'Hi\n' | timeout 120 "$K3" $M --chat --tok $TK --gen 6 --hide-thinking > "$T/out" \
+printf 'Hi\n' | timeout 120 "$K3" $M --chat --tok $TK --gen 6 --seed 4 --hide-thinking > "$T/out" \
   2> "$T/err" || fail "hide-thinking exited $?"
 grep -q 'think>' "$T/out" && fail "--hide-thinking printed the think channel"
 # a reply that is all thinking, hidden: an indicator while it thinks and a note at the end
