@@ -5,7 +5,9 @@
 # decode step; the logits of both sides must be identical (--dump-logits, sha256).
 #   sh tools/bench_coded.sh BIN MODEL PLAIN_TRUNK CODED_TRUNK OUT.jsonl [REPS] ["CFG;CFG"]
 # Prints per config the medians and coded/plain ratios. The page cache is not dropped
-# (the host caches the disk anyway): say so when quoting streamed figures.
+# (the host caches the disk anyway): say so when quoting streamed figures. "warm" is the
+# median decode step that read no expert (the expert cache already held all it routed to):
+# with the trunk pinned, such a step reads only RAM. A long prompt (IDS) warms the cache.
 set -eu
 BIN=$1; M=$2; P=$3; C=$4; OUT=$5; REPS=${6:-3}
 CONFIGS=${7:-"--trunk-gb 16 --threads 2;--trunk-gb 0 --cache-gb 0.5 --threads 2"}
@@ -24,9 +26,12 @@ echo "$CONFIGS" | tr ';' '\n' | while read -r cfg; do
 import json, sys
 d = json.load(open(sys.argv[1]))
 dec = [s for s in d["steps"] if s["tokens"] == 1]
+warm = sorted(s["seconds"] for s in dec if s["expert_reads"] == 0)
 print(json.dumps({"side": sys.argv[2], "config": sys.argv[3], "rep": int(sys.argv[4]),
                   "seconds_prefill": d["seconds_prefill"],
                   "seconds_per_token": d["seconds_per_token"],
+                  "seconds_per_token_warm": warm[len(warm) // 2] if warm else None,
+                  "warm_steps": len(warm),
                   "trunk_bytes_per_token": sum(s["trunk_bytes"] for s in dec) / max(1, len(dec)),
                   "expert_bytes_per_token": sum(s["expert_bytes"] for s in dec) / max(1, len(dec)),
                   "trunk_pinned_bytes": d["trunk_pinned_bytes"], "plan_bytes": d["plan_bytes"],
@@ -51,4 +56,11 @@ for cfg in dict.fromkeys(r["config"] for r in rows):
           f"{med['coded']['trunk_bytes_per_token'] / 1e9:.3f}; prefill s plain "
           f"{med['plain']['seconds_prefill']:.2f} coded {med['coded']['seconds_prefill']:.2f}; "
           f"logits {'identical' if same else 'DIFFER'}")
+    w = {s: [r["seconds_per_token_warm"] for r in g[s] if r.get("seconds_per_token_warm")]
+         for s in g}
+    if w["plain"] and w["coded"]:
+        a, b = st.median(w["plain"]), st.median(w["coded"])
+        print(f"  warm decode steps (no expert read): s/token plain {a:.3f} coded {b:.3f} "
+              f"(x{b / a:.3f}); paired x" + " ".join(f"{c / p:.3f}" for p, c in
+                                                zip(w["plain"], w["coded"])))
 PY
