@@ -50,8 +50,8 @@ for cfg in dict.fromkeys(r["config"] for r in rows):
     med = {s: {k: st.median(r[k] for r in g[s]) for k in
                ("seconds_per_token", "seconds_prefill", "trunk_bytes_per_token")} for s in g}
     same = len({r["logits_sha"] for r in g["plain"] + g["coded"]}) == 1
-    print(f"{cfg}: s/token plain {med['plain']['seconds_per_token']:.3f} coded "
-          f"{med['coded']['seconds_per_token']:.3f} (x{med['coded']['seconds_per_token'] / med['plain']['seconds_per_token']:.3f}); "
+    sp, sc = med["plain"]["seconds_per_token"], med["coded"]["seconds_per_token"]
+    print(f"{cfg}: s/token plain {sp:.3f} coded {sc:.3f} (x{sc / sp:.3f}); "
           f"trunk GB read/token plain {med['plain']['trunk_bytes_per_token'] / 1e9:.3f} coded "
           f"{med['coded']['trunk_bytes_per_token'] / 1e9:.3f}; prefill s plain "
           f"{med['plain']['seconds_prefill']:.2f} coded {med['coded']['seconds_prefill']:.2f}; "
