@@ -308,13 +308,20 @@ INL CConst c_const(void) {
     return k;
 }
 
-/* 32 weights from exponent bytes e and sign+mantissa bytes s (both in C_PERM order) */
-INL void c_fma32(const CConst *k, __m256i e, __m256i s, const float *x, __m256 acc[2]) {
+/* the BF16 words of 32 weights from exponent bytes e and sign+mantissa bytes s (both in
+ * C_PERM order): u0 holds weights 0-3, 8-11 | 4-7, 12-15, u1 the same + 16 */
+INL void c_words(const CConst *k, __m256i e, __m256i s, __m256i *u0, __m256i *u1) {
     __m256i hi = _mm256_or_si256(_mm256_and_si256(s, k->hi),
                                  _mm256_andnot_si256(k->hi, _mm256_srli_epi16(e, 1)));
     __m256i lo = _mm256_or_si256(_mm256_andnot_si256(k->hi, s),
                                  _mm256_and_si256(_mm256_slli_epi16(e, 7), k->hi));
-    __m256i u0 = _mm256_unpacklo_epi8(lo, hi), u1 = _mm256_unpackhi_epi8(lo, hi);
+    *u0 = _mm256_unpacklo_epi8(lo, hi); *u1 = _mm256_unpackhi_epi8(lo, hi);
+}
+
+/* 32 weights from exponent bytes e and sign+mantissa bytes s (both in C_PERM order) */
+INL void c_fma32(const CConst *k, __m256i e, __m256i s, const float *x, __m256 acc[2]) {
+    __m256i u0, u1;
+    c_words(k, e, s, &u0, &u1);
     const __m256i z = _mm256_setzero_si256();
     acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, u0)),
                              _mm256_loadu_ps(x), acc[0]);
@@ -357,9 +364,9 @@ INL __m256i c_escapes(const uint8_t **escp, uint32_t be) {
     return _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, i), C_PERM);
 }
 
-/* weights 16g..16g+31 (g even): plane dwords at q, q + gc, q + 2gc */
-INL void c_step(const CConst *k, const uint8_t *q, int gc, __m256i lo, const uint8_t **esc,
-                const uint8_t *sm, const float *x, __m256 acc[2]) {
+/* the exponent bytes (C_PERM order) of weights 16g..16g+31 (g even): plane dwords at q,
+ * q + gc, q + 2gc */
+INL __m256i c_exp(const CConst *k, const uint8_t *q, int gc, __m256i lo, const uint8_t **esc) {
     uint32_t be = ld32(q) & ld32(q + gc) & ld32(q + 2 * gc);
     __m256i m0 = c_mask(k, q), m1 = c_mask(k, q + gc), m2 = c_mask(k, q + 2 * gc);
     __m256i e = _mm256_sub_epi8(_mm256_sub_epi8(lo, m0), _mm256_add_epi8(m1, m1));
@@ -367,7 +374,12 @@ INL void c_step(const CConst *k, const uint8_t *q, int gc, __m256i lo, const uin
     if (be)
         e = _mm256_blendv_epi8(e, c_escapes(esc, be),
                                _mm256_and_si256(_mm256_and_si256(m0, m1), m2));
-    c_fma32(k, e, c_perm_load(sm), x, acc);
+    return e;
+}
+
+INL void c_step(const CConst *k, const uint8_t *q, int gc, __m256i lo, const uint8_t **esc,
+                const uint8_t *sm, const float *x, __m256 acc[2]) {
+    c_fma32(k, c_exp(k, q, gc, lo, esc), c_perm_load(sm), x, acc);
 }
 
 /* one group of 16 weights, 8 lanes a step (the lone last group of a block) */
@@ -463,12 +475,42 @@ static __attribute__((noinline)) float dot_c(const uint8_t *p, int cols, const f
     return fold2(acc[0], acc[1]);
 }
 
+/* Prefill's row decoder (k3_codec_prefill): full blocks 32 weights a step as the matvec
+ * decodes them, the BF16 words stored in natural order; other blocks by the reference */
+INL void c_store32(const CConst *k, __m256i e, __m256i s, uint16_t *out) {
+    __m256i u0, u1;
+    c_words(k, e, s, &u0, &u1);
+    _mm256_storeu_si256((__m256i *)out, _mm256_permute4x64_epi64(u0, 0xD8));
+    _mm256_storeu_si256((__m256i *)(out + 16), _mm256_permute4x64_epi64(u1, 0xD8));
+}
+static void dec_row(uint16_t *out, const K3Mat *W, int r) {
+    const CConst k = c_const();
+    const uint8_t *p = k3_codec_row(W, r);
+    for (int c = 0; c < W->cols; c += K3_CODEC_BLOCK, out += K3_CODEC_BLOCK) {
+        if (W->cols - c < K3_CODEC_BLOCK) { k3_codec_decode_block(out, p, W->cols - c); break; }
+        const uint8_t *pl = p + 2;
+        if (p[1] == K3_CODEC_RAW) {
+            for (int g = 0; g < 16; g += 2)
+                c_store32(&k, c_perm_load(pl + 16 * g), c_perm_load(pl + 256 + 16 * g),
+                          out + 16 * g);
+            p += 2 + 32 * 16;
+            continue;
+        }
+        const uint8_t *esc = pl + 6 * 16, *sm = esc + p[1];
+        const __m256i lo = _mm256_set1_epi8((char)p[0]);
+        for (int g = 0; g < 16; g += 2)
+            c_store32(&k, c_exp(&k, pl + 24 * (g >> 2) + 2 * (g & 3), 8, lo, &esc),
+                      c_perm_load(sm + 16 * g), out + 16 * g);
+        p = sm + 256;
+    }
+}
+
 static const K3KernelOps OPS;
 static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     M m = { W->type, W->cols, W->w, W->w, W->w, W->scale };
     int rows = W->rows, r;
     if (W->type == K3_W_BF16C) {
-        if (t1 - t0 > 1) { k3_codec_prefill(&OPS, NULL, Y, W, X, r0, r1, t0, t1); return; }
+        if (t1 - t0 > 1) { k3_codec_prefill(&OPS, dec_row, Y, W, X, r0, r1, t0, t1); return; }
         for (r = r0; r < r1; r++)
             Y[(size_t)t0 * rows + r] = dot_c(k3_codec_row(W, r), m.cols, X + (size_t)t0 * m.cols);
         return;
