@@ -289,12 +289,60 @@ static float dot_c(const uint8_t *p, int cols, const float *x) {
     return fold4(a[0], a[1], a[2], a[3]);
 }
 
+/* Prefill's row decoder (k3_codec_prefill): full blocks 16 weights a step in the byte
+ * domain (plane bytes -> lane masks by vtst, escapes by vtbl, the BF16 bytes zipped to
+ * words), other blocks by the reference */
+INL void c_store16(uint8x16_t e, uint8x16_t s, uint16_t *out) {
+    const uint8x16_t B80 = vdupq_n_u8(0x80);
+    uint8x16_t hi = vbslq_u8(B80, s, vshrq_n_u8(e, 1));     /* sign | exponent >> 1 */
+    uint8x16_t lo = vbslq_u8(B80, vshlq_n_u8(e, 7), s);     /* exponent bit 0 | mantissa */
+    vst1q_u8((uint8_t *)out, vzip1q_u8(lo, hi));
+    vst1q_u8((uint8_t *)(out + 8), vzip2q_u8(lo, hi));
+}
+INL uint8x16_t c_mask16(const uint8_t *q, uint8x16_t lb) {   /* 2 plane bytes -> 16 lanes */
+    return vtstq_u8(vcombine_u8(vdup_n_u8(q[0]), vdup_n_u8(q[1])), lb);
+}
+static void dec_row(uint16_t *out, const K3Mat *W, int r) {
+    static const uint8_t LB[16] = { 1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128 };
+    const uint8x16_t lb = vld1q_u8(LB);
+    const uint8_t *p = k3_codec_row(W, r);
+    for (int c = 0; c < W->cols; c += K3_CODEC_BLOCK, out += K3_CODEC_BLOCK) {
+        if (W->cols - c < K3_CODEC_BLOCK) { k3_codec_decode_block(out, p, W->cols - c); break; }
+        const uint8_t *pl = p + 2;
+        if (p[1] == K3_CODEC_RAW) {
+            for (int g = 0; g < 16; g++)
+                c_store16(vld1q_u8(pl + 16 * g), vld1q_u8(pl + 256 + 16 * g), out + 16 * g);
+            p += 2 + 32 * 16;
+            continue;
+        }
+        const uint8_t *esc = pl + 6 * 16, *sm = esc + p[1];
+        const uint8x16_t lo = vdupq_n_u8(p[0]);
+        for (int g = 0; g < 16; g++) {
+            const uint8_t *q = pl + 24 * (g >> 2) + 2 * (g & 3);   /* plane k at q + 8k */
+            uint8x16_t m0 = c_mask16(q, lb), m1 = c_mask16(q + 8, lb), m2 = c_mask16(q + 16, lb);
+            uint8x16_t e = vaddq_u8(lo, vandq_u8(m0, vdupq_n_u8(1)));
+            e = vaddq_u8(e, vandq_u8(m1, vdupq_n_u8(2)));
+            e = vaddq_u8(e, vandq_u8(m2, vdupq_n_u8(4)));
+            unsigned b0 = q[0] & q[8] & q[16], b1 = q[1] & q[9] & q[17];
+            if (b0 | b1) {                      /* code 7: the next escape bytes, in order */
+                uint8x8_t x0 = vtbl1_u8(vld1_u8(esc), vld1_u8(k3_codec_expand8[b0])); /* in block */
+                esc += __builtin_popcount(b0);
+                uint8x8_t x1 = vtbl1_u8(vld1_u8(esc), vld1_u8(k3_codec_expand8[b1]));
+                esc += __builtin_popcount(b1);
+                e = vbslq_u8(vandq_u8(vandq_u8(m0, m1), m2), vcombine_u8(x0, x1), e);
+            }
+            c_store16(e, vld1q_u8(sm + 16 * g), out + 16 * g);
+        }
+        p = sm + 256;
+    }
+}
+
 static const K3KernelOps OPS;
 static void matmul_neon(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     M m = { W->type, W->cols, W->w, W->w, W->w, W->scale };
     int rows = W->rows, r, t;
     if (W->type == K3_W_BF16C) {
-        if (t1 - t0 > 1) { k3_codec_prefill(&OPS, NULL, Y, W, X, r0, r1, t0, t1); return; }
+        if (t1 - t0 > 1) { k3_codec_prefill(&OPS, dec_row, Y, W, X, r0, r1, t0, t1); return; }
         for (r = r0; r < r1; r++)
             Y[(size_t)t0 * rows + r] = dot_c(k3_codec_row(W, r), m.cols, X + (size_t)t0 * m.cols);
         return;
