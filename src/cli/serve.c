@@ -115,10 +115,13 @@ static void metrics(int fd, int ka) {
     GAU("decode_seconds_total", "Seconds spent generating.", "%.6f", t.t_decode);
     GAU("seconds_per_token", "Mean decode seconds per generated token.", "%.6f",
         t.completion_tokens ? t.t_decode / (double)t.completion_tokens : 0.0);
-    CTR("batch_steps_total", "Decode steps (one k3_forward_seqs each).", t.steps);
+    CTR("batch_steps_total", "Engine steps (one k3_forward_seqs each: decode tokens and "
+        "prompt chunks).", t.steps);
     CTR("batch_rows_total", "Sequences fed in those steps (rows / steps: the occupancy).",
         t.step_rows);
-    GAU("batch_occupancy", "Mean sequences per decode step.", "%.4f",
+    CTR("batch_mixed_steps_total", "Steps that fed prompt ids beside decode tokens.",
+        t.mixed_steps);
+    GAU("batch_occupancy", "Mean sequences per step.", "%.4f",
         t.steps ? (double)t.step_rows / (double)t.steps : 0.0);
     GAU("batch_active", "Requests generating now.", "%ld", t.active);
     GAU("max_batch", "Requests that may generate at once (--max-batch).", "%d", srv.max_batch);

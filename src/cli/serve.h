@@ -107,14 +107,19 @@ typedef struct Job {
 } Job;
 
 typedef struct Gen Gen;
-/* Starts job j: renders its prompt, resumes the longest kept prefix, prefills the rest,
- * sends the stream's head. NULL when j is already answered (an error). */
+/* Starts job j: renders its prompt, resumes the longest kept prefix (the rest is left to
+ * serve_gen_prefill), sends the stream's head. NULL when j is already answered (an error). */
 Gen *serve_gen_begin(Server *s, Job *j);
+/* Whether g still has prompt ids to feed (then serve_gen_prefill, not serve_gen_token). */
+int serve_gen_prefilling(const Gen *g);
+/* g's next prompt ids, at most room of them, as its share of the next step (*seq): how
+ * many (0: none now), or -1 when its client went away (then end it). */
+int serve_gen_prefill(Server *s, Gen *g, int room, K3Seq *seq);
 /* One token of g: sampled from its logits row and handled (streamed, stop strings, tool
  * calls). 1 when it must be fed: *seq is its share of the next step; 0 when g is over. */
 int serve_gen_token(Server *s, Gen *g, K3Seq *seq);
-/* The logits row of g's fed token, after the step. */
-void serve_gen_fed(Gen *g, const float *row);
+/* After the step: g's share of it was T ids and row is the logits of the last. */
+void serve_gen_fed(Gen *g, int T, const float *row);
 /* Ends g: the reply (or an error: fail_err, NULL when none), its kept states, the metrics;
  * frees g. */
 void serve_gen_end(Server *s, Gen *g, const char *fail_err);
@@ -144,7 +149,8 @@ typedef struct {
     long requests, errors[6];                /* errors by class: 400 401 404 405 413 other */
     long prompt_tokens, completion_tokens, prefilled, cached;
     long cache_hits, cache_misses, disconnects;
-    long steps, step_rows, active;           /* decode steps, sequences in them, in flight */
+    long steps, step_rows, active;           /* steps, sequences in them, in flight */
+    long mixed_steps;                        /* steps with prompt ids beside decode tokens */
     long kept_n, kept_bytes;                 /* copied from the engine thread after each job */
     double t_prefill, t_decode;
 } ServeStats;

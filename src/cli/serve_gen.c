@@ -2,11 +2,12 @@
  * step loop (serve_step.c) drives: serve_gen_begin renders and resumes the prompt and
  * prefills its tail, serve_gen_token samples and handles one token (the loop feeds the
  * tokens of every request in flight in one k3_forward_seqs), serve_gen_end replies and
- * keeps the states.
+ * keeps the states. The prompt's tail is fed by the same steps (serve_gen_prefill), in
+ * the room the decoding requests leave, so a new request no longer stops the others.
  *
  * A chat request is rendered canonically (from the messages' text: the reply is a function
  * of the request alone), then resumed from the kept state whose fed ids are the longest
- * prefix of the render; only the tail is prefilled, in one prefill as in batch mode. Two
+ * prefix of the render; only the tail is prefilled, in chunks as in batch mode. Two
  * states are kept per request: the one at the prompt's end, with the logits of its last
  * position (a repeat samples from them without a forward; the next turn of the
  * conversation resumes at least the prompt, whatever the re-render of the reply), and the
@@ -191,8 +192,9 @@ struct Gen {
     XtmlParser xp;
     int32_t *out; size_t nout, capout;    /* ids of a raw completion */
     int cap, ngen, ended, hit, fail, fed_id;
+    size_t pf;                            /* prompt ids fed so far (== n: prefilled) */
+    int prefilling;
     char err[1024];
-    double tp;
 };
 
 static void chunk_head(Gen *g, Buf *b) {
@@ -388,8 +390,8 @@ static void gen_free(Gen *g) {
     free(g);
 }
 
-/* Resumes the longest kept prefix and prefills the rest of the prompt in one prefill (as
- * batch mode does); the first token's logits row ends in g->logits. 0, or -1 with g->err. */
+/* Resumes the longest kept prefix; the rest of the prompt is left to the steps
+ * (serve_gen_prefill). 0, or -1 with g->err. */
 static int resume(Server *s, Gen *g) {
     const K3Model *m = &s->eng.m;
     const size_t V = (size_t)m->cfg.vocab_size, n = g->n;
@@ -400,24 +402,41 @@ static int resume(Server *s, Gen *g) {
         k->used = ++s->clock;
         if (g->st && g->reuse == n) {     /* the whole prompt: sampled from the kept row */
             memcpy(g->logits, k->logits, 4 * V);
+            g->pf = n;
             return 0;
         }
     } else g->st = k3_state_new(m);
     if (!g->st) return snprintf(g->err, sizeof g->err, "out of memory"), -1;
-    int *v = malloc(sizeof(int) * (n - g->reuse));
-    if (!v) return snprintf(g->err, sizeof g->err, "out of memory"), -1;
-    for (size_t i = g->reuse; i < n; i++) v[i - g->reuse] = g->fed[i];
-    int rc = k3_prefill(&s->eng, g->st, v, (int)(n - g->reuse), 0, s->eng.rs.logits, 0,
-                        g->err, sizeof g->err);
-    free(v);
-    if (rc) return -1;
-    memcpy(g->logits, s->eng.rs.logits, 4 * V);
-    if (s->cache_gb > 0) {                /* the prompt's end, kept when the reply is done */
-        g->pst = state_clone(m, g->st);
-        g->plogits = g->pst ? malloc(4 * V) : NULL;
-        if (g->plogits) memcpy(g->plogits, g->logits, 4 * V);
-    }
+    g->pf = g->reuse; g->prefilling = 1;
     return 0;
+}
+
+int serve_gen_prefill(Server *s, Gen *g, int room, K3Seq *seq) {
+    if (!g->prefilling) return 0;
+    if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return -1; }
+    (void)s;
+    size_t k = g->n - g->pf;
+    if (k > (size_t)room) k = (size_t)room;
+    if (!k) return 0;
+    *seq = (K3Seq){ g->st, (const int *)g->fed + g->pf, (int)k, 0 };
+    return (int)k;
+}
+
+/* A stream's head and its first (empty) chunk, once the prompt is in: the first byte
+ * still means "prefilled" (tools/bench_serve.sh times the server's share by it). */
+static void stream_head(Gen *g) {
+    const ServeReq *r = &g->j->req;
+    if (!r->stream) return;
+    if (http_chunked_head(g->j->fd, "text/event-stream", g->j->keep_alive)) g->gone = 1;
+    Buf b = { 0 };
+    chunk_head(g, &b);
+    if (r->kind == REQ_CHAT)
+        buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {\"role\": \"assistant\", "
+                "\"content\": \"\"}, \"finish_reason\": null}]}\n\n");
+    else buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": \"\", \"finish_reason\": "
+                 "null}]}\n\n");
+    send_sse(g, &b);
+    buf_free(&b);
 }
 
 Gen *serve_gen_begin(Server *s, Job *j) {
@@ -448,25 +467,12 @@ Gen *serve_gen_begin(Server *s, Job *j) {
                  "than the context of %d positions (k3 serve --ctx)", g->n, s->ctx);
         job_error(j, 400, g->err, j->keep_alive); gen_free(g); return NULL;   /* stays open */
     }
-    double t0 = k3_now();
     if (resume(s, g)) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
         job_error(j, 500, g->err, 0);
         j->failed = 1; gen_free(g); return NULL;
     }
-    g->tp = k3_now() - t0;
-    if (r->stream) {
-        if (http_chunked_head(j->fd, "text/event-stream", j->keep_alive)) g->gone = 1;
-        Buf b = { 0 };
-        chunk_head(g, &b);
-        if (r->kind == REQ_CHAT)
-            buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {\"role\": \"assistant\", "
-                    "\"content\": \"\"}, \"finish_reason\": null}]}\n\n");
-        else buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": \"\", \"finish_reason\": "
-                     "null}]}\n\n");
-        send_sse(g, &b);
-        buf_free(&b);
-    }
+    if (!g->prefilling) stream_head(g);
     return g;
 }
 
@@ -511,8 +517,20 @@ int serve_gen_token(Server *s, Gen *g, K3Seq *seq) {
     return 1;
 }
 
-void serve_gen_fed(Gen *g, const float *row) {
-    memcpy(g->logits, row, 4 * (size_t)g->s->eng.m.cfg.vocab_size);
+int serve_gen_prefilling(const Gen *g) { return g->prefilling; }
+
+void serve_gen_fed(Gen *g, int T, const float *row) {
+    const size_t V = (size_t)g->s->eng.m.cfg.vocab_size;
+    if (g->prefilling && (g->pf += (size_t)T) < g->n) return;
+    memcpy(g->logits, row, 4 * V);
+    if (!g->prefilling) return;
+    g->prefilling = 0;
+    stream_head(g);
+    if (g->s->cache_gb > 0) {             /* the prompt's end, kept when the reply is done */
+        g->pst = state_clone(&g->s->eng.m, g->st);
+        g->plogits = g->pst ? malloc(4 * V) : NULL;
+        if (g->plogits) memcpy(g->plogits, g->logits, 4 * V);
+    }
 }
 
 void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
@@ -559,7 +577,6 @@ void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     s->st.prompt_tokens += (long)g->nprompt; s->st.completion_tokens += g->ngen;
     s->st.prefilled += (long)(g->nprompt - g->reuse); s->st.cached += (long)g->reuse;
     if (g->reuse) s->st.cache_hits++; else s->st.cache_misses++;
-    s->st.t_prefill += g->tp;
     if (g->gone) s->st.disconnects++;
     pthread_mutex_unlock(&s->mu);
     if (g->gone) j->failed = 1;

@@ -1,10 +1,11 @@
-/* serve_step.c — the engine loop of k3 serve: up to --max-batch requests in flight, their
- * decode steps run together. Each step feeds one token of every request in one
- * k3_forward_seqs, so each trunk piece and selected expert is read once for all of them;
- * every sequence gets the bits of its solo forward and draws from its own sampler, so each
- * reply is byte-identical to its run alone. A new request is prefilled on its own between
- * steps (the others wait that long); a finished or disconnected one leaves the step at
- * once and its client is answered. */
+/* serve_step.c — the engine loop of k3 serve: up to --max-batch requests in flight, fed
+ * together. Each step feeds one token of every decoding request and, in the room left
+ * (the plan's chunk), the next prompt ids of the requests still prefilling, all in one
+ * k3_forward_seqs: each trunk piece and selected expert is read once for all of them, and
+ * a new request no longer stops the others while its prompt goes in. Every sequence gets
+ * the bits of its solo forward (any chunking gives the same bits) and draws from its own
+ * sampler, so each reply is byte-identical to its run alone. A finished or disconnected
+ * request leaves the step at once and its client is answered. */
 #include "serve.h"
 #include "util.h"
 #include <stdlib.h>
@@ -46,7 +47,7 @@ static Job *next_job(Server *s, int idle, volatile sig_atomic_t *stop) {
 }
 
 void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
-    const int B = s->max_batch;
+    const int B = s->max_batch, max_T = s->eng.rs.max_T;
     const size_t V = (size_t)s->eng.m.cfg.vocab_size;
     Gen **act = calloc((size_t)B, sizeof *act), **who = calloc((size_t)B, sizeof *who);
     K3Seq *seq = calloc((size_t)B, sizeof *seq);
@@ -54,8 +55,7 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
     int n = 0;
     if (!act || !who || !seq) { fprintf(stderr, "k3: serve: out of memory\n"); *stop = 1; }
     while (!*stop) {
-        /* new requests join, each prefilled on its own */
-        while (n < B) {
+        while (n < B) {                                   /* new requests join */
             Job *j = next_job(s, n == 0, stop);
             if (!j) break;
             Gen *g = serve_gen_begin(s, j);
@@ -63,19 +63,34 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
             else job_done(s, j);
         }
         if (!n) continue;
-        /* one token of each; those that go on are fed together */
+        /* one token of each decoding request, then prompts take the room left */
         double t0 = k3_now();
-        int m = 0, k = 0;
+        int m = 0, k = 0, T = 0, Tp = 0;
         for (int i = 0; i < n; i++) {
-            if (serve_gen_token(s, act[i], &seq[m])) { who[m++] = act[i]; act[k++] = act[i]; }
-            else end(s, act[i], NULL);
+            Gen *g = act[i];
+            if (serve_gen_prefilling(g)) act[k++] = g;
+            else if (serve_gen_token(s, g, &seq[m])) { who[m++] = g; act[k++] = g; T++; }
+            else end(s, g, NULL);
+        }
+        n = k; k = 0;
+        for (int i = 0; i < n; i++) {
+            Gen *g = act[i];
+            int r = serve_gen_prefill(s, g, max_T - T, &seq[m]);
+            if (r < 0) { end(s, g, NULL); continue; }
+            act[k++] = g;
+            if (r > 0) { who[m++] = g; T += r; Tp += r; }
         }
         n = k;
         int rc = m ? k3_forward_seqs(&s->eng, seq, m, s->eng.rs.logits, err, sizeof err) : 0;
-        for (int i = 0; !rc && i < m; i++) serve_gen_fed(who[i], s->eng.rs.logits + i * V);
+        for (int i = 0; !rc && i < m; i++)
+            serve_gen_fed(who[i], seq[i].T, s->eng.rs.logits + i * V);
+        double dt = k3_now() - t0;
         pthread_mutex_lock(&s->mu);
-        s->st.t_decode += k3_now() - t0;
+        if (T) {                          /* the step's time, shared by its rows' kinds */
+            s->st.t_prefill += dt * Tp / T; s->st.t_decode += dt * (T - Tp) / T;
+        }
         if (m) { s->st.steps++; s->st.step_rows += m; }
+        if (Tp && Tp < T) s->st.mixed_steps++;
         s->st.active = n;
         pthread_mutex_unlock(&s->mu);
         if (rc) {                          /* the step failed: every request in it ends */

@@ -95,4 +95,24 @@ while [ "$(met "$UC" client_disconnects_total)" = "$d0" ]; do
 done
 [ "$(met "$UC" batch_active)" = 0 ] || fail "requests still active after all ended"
 echo "ok a client that disconnects mid-stream leaves the other two running with their replies"
+
+# ---- a prompt that arrives while another request decodes goes in with its steps ----
+curl -s -N --max-time 60 "$UC/v1/chat/completions" -d "$LONG" > "$T/long" 2>/dev/null & W=$!
+i=0
+while [ "$(grep -c '^data: ' "$T/long")" -lt 3 ]; do
+  i=$((i+1)); [ $i -gt 300 ] && fail "the long stream did not start"; sleep 0.05
+done
+x0=$(met "$UC" batch_mixed_steps_total)
+$C "$UC/v1/chat/completions" -d "$B1" > "$T/j1"
+x1=$(met "$UC" batch_mixed_steps_total)
+kill $W 2>/dev/null; wait $W 2>/dev/null
+[ "$(body "$T/j1")" = "$(body "$T/solo1")" ] ||
+  fail "a prompt fed beside decode steps: its reply differs"
+[ "$x1" -gt "$x0" ] || fail "the new prompt was not fed beside the decoding request ($x0 -> $x1)"
+i=0
+while [ "$(met "$UC" batch_active)" != 0 ]; do
+  i=$((i+1)); [ $i -gt 300 ] && fail "the long request did not end"; sleep 0.1
+done
+echo "ok a prompt that arrives mid-decode is fed beside the decode steps ($((x1 - x0)) mixed" \
+  "steps) and gets its solo reply"
 "$K3" serve $M --tok $TK --max-batch 0 2>/dev/null; [ $? = 2 ] || fail "--max-batch 0: exit 2"
