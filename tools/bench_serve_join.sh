@@ -6,20 +6,23 @@
 # third token, client B sends a long prompt (P words) for 4 tokens. Both timed chunk by
 # chunk by tools/serve_client.py. One JSON line per run to stdout: bin, rep, A's largest
 # gap between tokens (its stall while B's prompt goes in) and total, B's time to first
-# token and total, and the server's steps / mixed steps from /metrics.
+# token and total, and the server's steps / mixed steps from /metrics. The replies are
+# fixed text (the K3_SERVE_TEST_REPLY hook: fw6's random ids have no text in the tiny
+# tokenizer, so nothing would stream to time); every id still goes through the forward.
 #   sh tools/bench_serve_join.sh OLD_BIN NEW_BIN [MODEL_DIR] [REPS] [G] [P]
 set -eu
 OLD=$1; NEW=$2; M=${3:-/var/tmp/k3mem/fw6}; R=${4:-3}; G=${5:-16}; P=${6:-120}
 TK=${TK:-tests/tok/tiny}; MEM=${FWMEM---trunk-gb 8 --cache-gb 2 --ctx 512}
 D=$(dirname "$0"); T=$(mktemp -d); pid=
-trap 'kill $pid 2>/dev/null; rm -rf "$T"' EXIT
+trap '[ -z "$pid" ] || kill $pid 2>/dev/null; rm -rf "$T"' EXIT
 printf '{"prompt": "The capital of France is", "max_tokens": %d, "temperature": 0, ' $G > "$T/a"
 printf '"stream": true}' >> "$T/a"
 LONGP=$(seq 1 "$P" | awk '{ printf("%sword%d", NR > 1 ? " " : "", $1 * 37 % 101) }')
 printf '{"prompt": "%s", "max_tokens": 4, "temperature": 0, "stream": true, ' "$LONGP" > "$T/b"
 printf '"stream_options": {"include_usage": true}}' >> "$T/b"
 one() {   # BIN LABEL REP: one server, the two clients (inside the lock)
-  "$1" serve "$M" --tok "$TK" --port 0 $MEM 2> "$T/err" & pid=$!
+  K3_SERVE_TEST_REPLY="$(seq 1 64 | tr '\n' ' ')" "$1" serve "$M" --tok "$TK" --port 0 $MEM \
+    2> "$T/err" & pid=$!
   while ! grep -qs 'listening on' "$T/err"; do
     kill -0 $pid 2>/dev/null || { cat "$T/err" >&2; exit 1; }; sleep 0.1
   done
@@ -30,7 +33,7 @@ one() {   # BIN LABEL REP: one server, the two clients (inside the lock)
   python3 "$D/serve_client.py" "$U/v1/completions" "$T/b" --after "$T/prog" 3 > "$T/rb"
   wait $wa
   curl -s "$U/metrics" > "$T/m"
-  kill $pid; wait $pid 2>/dev/null || true
+  kill $pid; wait $pid 2>/dev/null || true; pid=
   python3 -c '
 import json, re, sys
 a, b = (json.loads(open(f).read()) for f in sys.argv[1:3])

@@ -193,7 +193,7 @@ struct Gen {
     int32_t *out; size_t nout, capout;    /* ids of a raw completion */
     int cap, ngen, ended, hit, fail, fed_id;
     size_t pf;                            /* prompt ids fed so far (== n: prefilled) */
-    int prefilling;
+    int prefilling, headed;               /* headed: the stream's head went out */
     char err[1024];
 };
 
@@ -427,6 +427,7 @@ int serve_gen_prefill(Server *s, Gen *g, int room, K3Seq *seq) {
 static void stream_head(Gen *g) {
     const ServeReq *r = &g->j->req;
     if (!r->stream) return;
+    g->headed = 1;
     if (http_chunked_head(g->j->fd, "text/event-stream", g->j->keep_alive)) g->gone = 1;
     Buf b = { 0 };
     chunk_head(g, &b);
@@ -550,8 +551,8 @@ void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     if (g->hit && g->thinking && !g->text[0]) update(g, 0, g->xp.think_ids, g->xp.n_think, 1);
     if (g->fail) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
-        if (r->stream) g->gone = 1;                   /* the stream ends without [DONE] */
-        else job_error(j, 500, g->err, 0);
+        if (r->stream && g->headed) g->gone = 1;      /* the stream ends without [DONE] */
+        else job_error(j, 500, g->err, 0);            /* (before its head: a plain 500) */
         j->failed = 1;
     } else {
         char file[64];                                /* kept (and saved) first: a client

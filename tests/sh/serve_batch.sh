@@ -4,8 +4,9 @@
 # that diverges inside a kept prompt falls back to a shorter kept state; requests in flight
 # share decode steps (three concurrent clients, greedy, seeded sampling and streaming, each
 # byte-identical to its solo reply; /metrics shows the occupancy); a client that
-# disconnects mid-stream leaves the others running. Every reply is also compared with a
-# server that keeps no state.
+# disconnects mid-stream leaves the others running; a prompt that arrives mid-decode is fed
+# beside the decode steps; a read that fails in a stream's prefill step answers 500. Every
+# reply is also compared with a server that keeps no state.
 . tests/sh/lib/serve.sh
 start main
 start cold --state-cache-gb 0
@@ -115,4 +116,18 @@ while [ "$(met "$UC" batch_active)" != 0 ]; do
 done
 echo "ok a prompt that arrives mid-decode is fed beside the decode steps ($((x1 - x0)) mixed" \
   "steps) and gets its solo reply"
+
+# ---- a read that fails while a streamed request's prompt goes in: a plain 500 (the
+# stream's head is not out yet), and the server still answers ----
+"$K3" pack $M "$T/trunk" > /dev/null 2>&1 || fail "k3 pack"
+K3_FAULT_TRUNK_READ=3 start flt --trunk "$T/trunk" --trunk-gb 0
+SR='{"messages": [{"role": "user", "content": "Hello"}], "temperature": 0, "max_tokens": 4,
+  "stream": true}'
+curl -s -i --max-time 60 "http://127.0.0.1:$PORT_flt/v1/chat/completions" -d "$SR" > "$T/f1"
+head -n 1 "$T/f1" | grep -q '^HTTP/1.1 500' && grep -q '"message": "trunk read failed' "$T/f1" ||
+  fail "a failed prefill step of a stream: want a 500 with the reason, got $(head -c 300 "$T/f1")"
+$C "http://127.0.0.1:$PORT_flt/metrics" | grep -q '^k3_ready 1' ||
+  fail "the server stopped answering after a failed step"
+echo "ok a trunk read that fails in a stream's prefill step: 500 with the reason (the head" \
+  "not yet sent), and the server still answers"
 "$K3" serve $M --tok $TK --max-batch 0 2>/dev/null; [ $? = 2 ] || fail "--max-batch 0: exit 2"
