@@ -114,7 +114,7 @@ Gen *serve_gen_begin(Server *s, Job *j);
 int serve_gen_prefilling(const Gen *g);
 /* g's next prompt ids, at most room of them, as its share of the next step (*seq): how
  * many (0: none now), or -1 when its client went away (then end it). */
-int serve_gen_prefill(Server *s, Gen *g, int room, K3Seq *seq);
+int serve_gen_prefill(Gen *g, int room, K3Seq *seq);
 /* One token of g: sampled from its logits row and handled (streamed, stop strings, tool
  * calls). 1 when it must be fed: *seq is its share of the next step; 0 when g is over. */
 int serve_gen_token(Server *s, Gen *g, K3Seq *seq);

@@ -1,9 +1,9 @@
 /* serve_gen.c — one request on the engine thread of k3 serve, in three parts that the
- * step loop (serve_step.c) drives: serve_gen_begin renders and resumes the prompt and
- * prefills its tail, serve_gen_token samples and handles one token (the loop feeds the
- * tokens of every request in flight in one k3_forward_seqs), serve_gen_end replies and
- * keeps the states. The prompt's tail is fed by the same steps (serve_gen_prefill), in
- * the room the decoding requests leave, so a new request no longer stops the others.
+ * step loop (serve_step.c) drives: serve_gen_begin renders and resumes the prompt,
+ * serve_gen_prefill gives the steps its tail (in the room the decoding requests leave, so
+ * a new request does not stop the others), serve_gen_token samples and handles one token
+ * (the loop feeds the tokens of every request in flight in one k3_forward_seqs),
+ * serve_gen_end replies and keeps the states.
  *
  * A chat request is rendered canonically (from the messages' text: the reply is a function
  * of the request alone), then resumed from the kept state whose fed ids are the longest
@@ -411,10 +411,9 @@ static int resume(Server *s, Gen *g) {
     return 0;
 }
 
-int serve_gen_prefill(Server *s, Gen *g, int room, K3Seq *seq) {
+int serve_gen_prefill(Gen *g, int room, K3Seq *seq) {
     if (!g->prefilling) return 0;
     if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return -1; }
-    (void)s;
     size_t k = g->n - g->pf;
     if (k > (size_t)room) k = (size_t)room;
     if (!k) return 0;

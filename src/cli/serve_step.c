@@ -75,7 +75,7 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
         n = k; k = 0;
         for (int i = 0; i < n; i++) {
             Gen *g = act[i];
-            int r = serve_gen_prefill(s, g, max_T - T, &seq[m]);
+            int r = serve_gen_prefill(g, max_T - T, &seq[m]);
             if (r < 0) { end(s, g, NULL); continue; }
             act[k++] = g;
             if (r > 0) { who[m++] = g; T += r; Tp += r; }
