@@ -192,8 +192,8 @@ struct Gen {
     XtmlParser xp;
     int32_t *out; size_t nout, capout;    /* ids of a raw completion */
     int cap, ngen, ended, hit, fail, fed_id;
-    size_t pf;                            /* prompt ids fed so far (== n: prefilled) */
-    int prefilling, headed;               /* headed: the stream's head went out */
+    size_t pf;                            /* prompt ids in the state (nprompt: all in, and a
+                                           * stream's head went out) */
     char err[1024];
 };
 
@@ -407,14 +407,16 @@ static int resume(Server *s, Gen *g) {
         }
     } else g->st = k3_state_new(m);
     if (!g->st) return snprintf(g->err, sizeof g->err, "out of memory"), -1;
-    g->pf = g->reuse; g->prefilling = 1;
+    g->pf = g->reuse;
     return 0;
 }
 
+int serve_gen_prefilling(const Gen *g) { return g->pf < g->nprompt; }
+
 int serve_gen_prefill(Gen *g, int room, K3Seq *seq) {
-    if (!g->prefilling) return 0;
+    if (!serve_gen_prefilling(g)) return 0;
     if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return -1; }
-    size_t k = g->n - g->pf;
+    size_t k = g->nprompt - g->pf;
     if (k > (size_t)room) k = (size_t)room;
     if (!k) return 0;
     *seq = (K3Seq){ g->st, (const int *)g->fed + g->pf, (int)k, 0 };
@@ -426,7 +428,6 @@ int serve_gen_prefill(Gen *g, int room, K3Seq *seq) {
 static void stream_head(Gen *g) {
     const ServeReq *r = &g->j->req;
     if (!r->stream) return;
-    g->headed = 1;
     if (http_chunked_head(g->j->fd, "text/event-stream", g->j->keep_alive)) g->gone = 1;
     Buf b = { 0 };
     chunk_head(g, &b);
@@ -472,7 +473,7 @@ Gen *serve_gen_begin(Server *s, Job *j) {
         job_error(j, 500, g->err, 0);
         j->failed = 1; gen_free(g); return NULL;
     }
-    if (!g->prefilling) stream_head(g);
+    if (!serve_gen_prefilling(g)) stream_head(g);
     return g;
 }
 
@@ -517,14 +518,12 @@ int serve_gen_token(Server *s, Gen *g, K3Seq *seq) {
     return 1;
 }
 
-int serve_gen_prefilling(const Gen *g) { return g->prefilling; }
-
 void serve_gen_fed(Gen *g, int T, const float *row) {
     const size_t V = (size_t)g->s->eng.m.cfg.vocab_size;
-    if (g->prefilling && (g->pf += (size_t)T) < g->n) return;
+    const int was = serve_gen_prefilling(g);
+    if (was && (g->pf += (size_t)T) < g->nprompt) return;
     memcpy(g->logits, row, 4 * V);
-    if (!g->prefilling) return;
-    g->prefilling = 0;
+    if (!was) return;
     stream_head(g);
     if (g->s->cache_gb > 0) {             /* the prompt's end, kept when the reply is done */
         g->pst = state_clone(&g->s->eng.m, g->st);
@@ -550,7 +549,7 @@ void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     if (g->hit && g->thinking && !g->text[0]) update(g, 0, g->xp.think_ids, g->xp.n_think, 1);
     if (g->fail) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
-        if (r->stream && g->headed) g->gone = 1;      /* the stream ends without [DONE] */
+        if (r->stream && !serve_gen_prefilling(g)) g->gone = 1;   /* cut without [DONE] */
         else job_error(j, 500, g->err, 0);            /* (before its head: a plain 500) */
         j->failed = 1;
     } else {
