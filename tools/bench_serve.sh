@@ -23,16 +23,13 @@ FWMEM=${FWMEM:---trunk-gb 8 --cache-gb 2 --ctx 256}
 FWPROMPT="The capital of France is a city that many people visit every year"
 FWPROMPT2="The capital of Italy is a town that many people see every summer"
 LOCK=${LOCK:-/var/tmp/bench.lock}
-# serve_up MODEL_DIR [flags]: a k3 serve on a free port (pid $pid, killed at exit), its
-# stderr in $T/err (T a new temporary folder), its address in $U; exit 1 if it dies first
+. "$(dirname "$0")/lib/serve_start.sh"
+# serve_up MODEL_DIR [flags]: serve_start with $K3, killed at exit, its stderr in $T/err (T
+# a new temporary folder)
 serve_up() {
   m=$1; shift
   T=$(mktemp -d); trap 'kill $pid 2>/dev/null; rm -rf "$T"' EXIT
-  "$K3" serve "$m" --tok $TK --port 0 "$@" 2> "$T/err" & pid=$!
-  while ! grep -qs 'listening on' "$T/err"; do
-    kill -0 $pid 2>/dev/null || { cat "$T/err" >&2; exit 1; }; sleep 0.1
-  done
-  U=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/err")
+  serve_start "$K3" "$m" "$T/err" "$@"
 }
 if [ "$1" = fw-server ]; then        # one server run (inside the lock): prints 4 numbers
   FW=$2; G=$3; shift 3

@@ -20,13 +20,11 @@ printf '"stream": true}' >> "$T/a"
 LONGP=$(seq 1 "$P" | awk '{ printf("%sword%d", NR > 1 ? " " : "", $1 * 37 % 101) }')
 printf '{"prompt": "%s", "max_tokens": 4, "temperature": 0, "stream": true, ' "$LONGP" > "$T/b"
 printf '"stream_options": {"include_usage": true}}' >> "$T/b"
+K3_SERVE_TEST_REPLY="$(seq 1 64 | tr '\n' ' ')"; export K3_SERVE_TEST_REPLY
+. "$D/lib/serve_start.sh"
 one() {   # BIN LABEL REP: one server, the two clients (inside the lock)
-  K3_SERVE_TEST_REPLY="$(seq 1 64 | tr '\n' ' ')" "$1" serve "$M" --tok "$TK" --port 0 $MEM \
-    2> "$T/err" & pid=$!
-  while ! grep -qs 'listening on' "$T/err"; do
-    kill -0 $pid 2>/dev/null || { cat "$T/err" >&2; exit 1; }; sleep 0.1
-  done
-  U=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$T/err")
+  # shellcheck disable=SC2086
+  serve_start "$1" "$M" "$T/err" $MEM
   rm -f "$T/prog"
   PROGRESS="$T/prog" python3 "$D/serve_client.py" "$U/v1/completions" "$T/a" > "$T/ra" &
   wa=$!
