@@ -14,6 +14,10 @@
  *     chunk, each 2 bytes per group, bit j = bit k of the 3-bit code of the chunk's
  *     weight j; a full chunk is three u64 masks (AVX-512), any 8 lanes one byte each.
  *   raw (nesc == 255, lo == 0): 16G exponent bytes, then 16G sign+mantissa bytes.
+ * A full block (n = 256, code bc2) stores each chunk of 64 weights in lane order: storage
+ * lane s of a chunk (its plane bit, escape turn, exponent and sign+mantissa byte) holds
+ * the chunk's weight k3_codec_lane(s), so byte unpacks place the weights of 4 groups in
+ * their canonical lanes (docs/CODEC.md); a shorter block keeps weight order (s = weight).
  * Lanes past n (the last group of a row's last block) have code 0 and zero bytes.
  * Reading 16 bytes from any escape position stays inside the block (the sign+mantissa
  * plane follows), which the SIMD decoders rely on; k3_codec_check proves the rest
@@ -36,6 +40,15 @@ typedef struct {
 static inline size_t k3_codec_plane(int G, int g, int p, int h) {
     int k = g >> 2, gc = G - 4 * k < 4 ? G - 4 * k : 4;
     return 24 * (size_t)k + 2 * (size_t)(p * gc + (g & 3)) + (size_t)h;
+}
+
+/* Storage lane s (0..63) of a full block's chunk -> its weight 16 g + m: AVX-512
+ * vpunpck{l,h}bw of (low, high) BF16 bytes give words whose dword halves, shifted and
+ * masked, are groups g = 0..3 in lanes m; the same in every 128-bit lane, so the 8- and
+ * 4-lane decoders (AVX2, NEON) follow from the 16-byte quarter s >> 4 = lanes 4 (s >> 4)
+ * + (0..3). s = 16 (m >> 2) + 8 (g >> 1) + 2 (m & 3) + (g & 1). */
+static inline int k3_codec_lane(int s) {
+    return 16 * (2 * (s >> 3 & 1) + (s & 1)) + 4 * (s >> 4) + (s >> 1 & 3);
 }
 
 /* Bytes of the row offset table. */

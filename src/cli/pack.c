@@ -44,7 +44,7 @@ static size_t format_index(char *buf, size_t cap, const PackedTensor *pt, size_t
         const StTensor *t = pt[i].t;
         PUT("t %d %020llu %020llu %016llx %s", pt[i].layer, (unsigned long long)pt[i].off,
             (unsigned long long)pt[i].nb, (unsigned long long)pt[i].sum, st_dtype_name(t->dtype));
-        if (ver == 3) PUT(" %s", pt[i].coded ? "bc1" : "raw");   /* fixed width: see above */
+        if (ver == 3) PUT(" %s", pt[i].coded ? "bc2" : "raw");   /* fixed width: see above */
         PUT(" %d", t->ndim);
         for (int d = 0; d < t->ndim; d++) PUT(" %lld", (long long)t->shape[d]);
         PUT(" %s\n", t->name);

@@ -1,4 +1,4 @@
-/* codec.c — the lossless BF16 code of a coded trunk (codec.h, docs/CODEC.md): encoder,
+/* codec.c — the lossless BF16 code (bc2) of a coded trunk (codec.h, docs/CODEC.md): encoder,
  * structure check, row decoder, and the prefill driver the SIMD paths share. The
  * matvec decoders live beside their BF16 twins in kernels*.c. */
 #include "codec.h"
@@ -21,6 +21,9 @@ size_t k3_codec_bound(int rows, int cols) {
     return k3_codec_table_bytes(rows) + (size_t)rows * (2 * nb + 32 * G);
 }
 
+/* The weight at storage lane s of a block of n weights (codec.h). */
+static int wlane(int s, int n) { return n == B ? (s & ~63) + k3_codec_lane(s & 63) : s; }
+
 /* One block of n weights at o; returns its size. lo: the window of 7 exponents that
  * holds the most weights (the lowest such lo); everything else escapes. */
 static size_t enc_block(uint8_t *o, const uint16_t *w, int n, K3CodecStats *st) {
@@ -39,9 +42,10 @@ static size_t enc_block(uint8_t *o, const uint16_t *w, int n, K3CodecStats *st) 
         uint8_t *ex = o + 2, *sm = o + 2 + 16 * G;
         o[0] = 0; o[1] = K3_CODEC_RAW;
         memset(o + 2, 0, 32 * (size_t)G);
-        for (int i = 0; i < n; i++) {
-            ex[i] = (uint8_t)(w[i] >> 7);
-            sm[i] = (uint8_t)(((w[i] >> 8) & 0x80) | (w[i] & 0x7F));
+        for (int s = 0; s < n; s++) {
+            int i = wlane(s, n);
+            ex[s] = (uint8_t)(w[i] >> 7);
+            sm[s] = (uint8_t)(((w[i] >> 8) & 0x80) | (w[i] & 0x7F));
         }
         st->raw_blocks++;
         return raw;
@@ -51,13 +55,13 @@ static size_t enc_block(uint8_t *o, const uint16_t *w, int n, K3CodecStats *st) 
     memset(pl, 0, 6 * (size_t)G);
     memset(sm, 0, 16 * (size_t)G);
     int k = 0;
-    for (int i = 0; i < n; i++) {
-        int e = (w[i] >> 7) & 255, c = e - lo;
+    for (int s = 0; s < n; s++) {                  /* storage lanes, escapes in their order */
+        int i = wlane(s, n), e = (w[i] >> 7) & 255, c = e - lo;
         if (c < 0 || c > 6) { c = 7; esc[k++] = (uint8_t)e; }
-        int l = i & 15;
+        int l = s & 15;
         for (int b = 0; b < 3; b++)
-            if (c >> b & 1) pl[k3_codec_plane(G, i >> 4, b, l >> 3)] |= (uint8_t)(1u << (l & 7));
-        sm[i] = (uint8_t)(((w[i] >> 8) & 0x80) | (w[i] & 0x7F));
+            if (c >> b & 1) pl[k3_codec_plane(G, s >> 4, b, l >> 3)] |= (uint8_t)(1u << (l & 7));
+        sm[s] = (uint8_t)(((w[i] >> 8) & 0x80) | (w[i] & 0x7F));
     }
     st->escapes += (uint64_t)nesc;
     return coded;
@@ -187,8 +191,8 @@ const uint8_t *k3_codec_decode_block(uint16_t *o, const uint8_t *p, int n) {
     int G = ngroups(n);
     if (p[1] == K3_CODEC_RAW) {
         const uint8_t *ex = p + 2, *sm = ex + 16 * G;
-        for (int i = 0; i < n; i++)
-            o[i] = (uint16_t)((sm[i] & 0x80) << 8 | ex[i] << 7 | (sm[i] & 0x7F));
+        for (int s = 0; s < n; s++)
+            o[wlane(s, n)] = (uint16_t)((sm[s] & 0x80) << 8 | ex[s] << 7 | (sm[s] & 0x7F));
         return p + block_bytes(p, n);
     }
     const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
@@ -199,7 +203,8 @@ const uint8_t *k3_codec_decode_block(uint16_t *o, const uint8_t *p, int n) {
         uint64_t c = spread[q[0]] | spread[q[2 * gc]] << 1 | spread[q[4 * gc]] << 2;
         for (int j = 0; j < 8 && i + j < n; j++, c >>= 8) {
             int code = (int)(c & 7), e = code == 7 ? *esc++ : lo + code;
-            o[i + j] = (uint16_t)((sm[i + j] & 0x80) << 8 | e << 7 | (sm[i + j] & 0x7F));
+            o[wlane(i + j, n)] =
+                (uint16_t)((sm[i + j] & 0x80) << 8 | e << 7 | (sm[i + j] & 0x7F));
         }
     }
     return p + block_bytes(p, n);

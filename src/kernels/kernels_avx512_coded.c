@@ -75,17 +75,6 @@ INL size_t c_size(const uint8_t *p, int G) {
     return p[1] == K3_CODEC_RAW ? 2 + 32 * (size_t)G : 2 + 22 * (size_t)G + p[1];
 }
 
-static float dot_c(const uint8_t *p, int cols, const float *x) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
-        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
-        for (int l = 0; l < 6; l++) _mm_prefetch((const char *)p + PF + 64 * l, _MM_HINT_T0);
-        acc = n % 16 ? c_tail(p, n, x + c, acc) : c_groups(p, G, 0, p + 2 + 6 * G, x + c, acc);
-        p += c_size(p, G);
-    }
-    return fold(acc);
-}
-
 #ifndef PFC
 #define PFC 1024  /* coded matvec prefetch distance (bytes ahead on each row stream) */
 #endif
@@ -165,25 +154,42 @@ VB __m512i cb_exp(const uint8_t *pl, const uint8_t **esc, __m512i lo) {
     return e;
 }
 
-/* the fp32 of a full chunk's 64 weights (exponents e, sign+mantissa bytes at sm): w[g] is
- * group g in its canonical lanes */
-VB void cb_f32(__m512i e, const uint8_t *sm, __m512i ia, __m512i ib, __m512 w[4]) {
-    const __m512i B80 = _mm512_set1_epi8((char)0x80), HI = _mm512_set1_epi32((int)0xFFFF0000u);
-    __m512i s = _mm512_loadu_si512(sm);
-    /* 0xE4: C ? A : B per bit. hi = sign | exponent >> 1, lo = exponent bit 0 | mantissa */
-    __m512i hi = _mm512_ternarylogic_epi32(s, _mm512_srli_epi16(e, 1), B80, 0xE4);
-    __m512i lo = _mm512_ternarylogic_epi32(_mm512_slli_epi16(e, 7), s, B80, 0xE4);
-    __m512i a = _mm512_permutex2var_epi8(lo, ia, hi), b = _mm512_permutex2var_epi8(lo, ib, hi);
+/* the fp32 of a full block's chunk from its BF16 low and high bytes in storage lanes
+ * (codec.h k3_codec_lane): the in-lane unpacks make words 2m, 2m + 1 of a = groups 0, 1,
+ * of b = groups 2, 3 at lane m; w[g] is group g in its canonical lanes */
+VB void cb_words(__m512i lo, __m512i hi, __m512 w[4]) {
+    const __m512i HI = _mm512_set1_epi32((int)0xFFFF0000u);
+    __m512i a = _mm512_unpacklo_epi8(lo, hi), b = _mm512_unpackhi_epi8(lo, hi);
     w[0] = _mm512_castsi512_ps(_mm512_slli_epi32(a, 16));
     w[1] = _mm512_castsi512_ps(_mm512_and_si512(a, HI));
     w[2] = _mm512_castsi512_ps(_mm512_slli_epi32(b, 16));
     w[3] = _mm512_castsi512_ps(_mm512_and_si512(b, HI));
 }
 
-VB __m512 cb_fma(__m512i e, const uint8_t *sm, const float *x, __m512 acc, __m512i ia,
-                 __m512i ib) {
+/* the same from the exponents e and the sign+mantissa bytes at sm */
+VB void cb_f32(__m512i e, const uint8_t *sm, __m512 w[4]) {
+    const __m512i B80 = _mm512_set1_epi8((char)0x80);
+    __m512i s = _mm512_loadu_si512(sm);
+    /* 0xE4: C ? A : B per bit. hi = sign | exponent >> 1, lo = exponent bit 0 | mantissa */
+    __m512i hi = _mm512_ternarylogic_epi32(s, _mm512_srli_epi16(e, 1), B80, 0xE4);
+    __m512i lo = _mm512_ternarylogic_epi32(_mm512_slli_epi16(e, 7), s, B80, 0xE4);
+    cb_words(lo, hi, w);
+}
+
+VB __m512 cb_fma(__m512i e, const uint8_t *sm, const float *x, __m512 acc) {
     __m512 w[4];
-    cb_f32(e, sm, ia, ib, w);
+    cb_f32(e, sm, w);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) acc = _mm512_fmadd_ps(w[g], _mm512_loadu_ps(x + 16 * g), acc);
+    return acc;
+}
+
+/* chunk k of a full block (storage lanes, raw or coded): 64 weights into acc */
+VB __m512 ch_full(Chunks *s, int k, const float *x, __m512 acc) {
+    __m512i lo, hi;
+    __m512 w[4];
+    ch_bytes(s, k, &lo, &hi);
+    cb_words(lo, hi, w);
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) acc = _mm512_fmadd_ps(w[g], _mm512_loadu_ps(x + 16 * g), acc);
     return acc;
@@ -193,7 +199,13 @@ VB __m512 cb_fma(__m512i e, const uint8_t *sm, const float *x, __m512 acc, __m51
 VB const uint8_t *cb_any(const uint8_t *p, int n, const float *x, __m512 *acc) {
     int G = (n + 15) / 16;
     if (n % 16) { *acc = c_tail(p, n, x, *acc); return p + c_size(p, G); }
-    int g0 = 0;
+    if (n == K3_CODEC_BLOCK) {                       /* storage lanes (codec.h) */
+        Chunks s;
+        ch_init(&s, p, G);
+        for (int k = 0; k < 4; k++) *acc = ch_full(&s, k, x + 64 * k, *acc);
+        return p + c_size(p, G);
+    }
+    int g0 = 0;                                      /* a short block: weight order */
     if (G >= 4 && p[1] != K3_CODEC_RAW) {
         Chunks s;
         ch_init(&s, p, G);
@@ -204,25 +216,12 @@ VB const uint8_t *cb_any(const uint8_t *p, int n, const float *x, __m512 *acc) {
     return p + c_size(p, G);
 }
 
-/* the byte indices of cb_fma's two vpermt2b (word 2l: weight l, 2l + 1: 16 + l; + 32) */
-VB void cb_index(__m512i *ia, __m512i *ib) {
-    uint8_t a[64], b[64];
-    for (int l = 0; l < 16; l++)
-        for (int h = 0; h < 2; h++) {
-            int j = l + 16 * h;                            /* weight of word 2l + h */
-            a[4 * l + 2 * h] = (uint8_t)j; a[4 * l + 2 * h + 1] = (uint8_t)(64 + j);
-            b[4 * l + 2 * h] = (uint8_t)(32 + j); b[4 * l + 2 * h + 1] = (uint8_t)(96 + j);
-        }
-    *ia = _mm512_loadu_si512(a); *ib = _mm512_loadu_si512(b);
-}
-
 /* full coded blocks of 4 rows (p, advanced) at x; the prefetches spread over the
  * chunks (a burst of 24 at the block start filled the line fill buffers: perf showed the
  * pipeline stalled on them). dn[i]: bytes from row i to the same row of the next group,
  * prefetched at the same offset to L2, so 8 row streams are in flight as in the BF16
  * kernel (one linear stream of the next group, or T0, measured slower) */
-VB void cb_rows4(const uint8_t **p, __m512 *acc, const float *x, __m512i ia, __m512i ib,
-                 const ptrdiff_t *dn) {
+VB void cb_rows4(const uint8_t **p, __m512 *acc, const float *x, const ptrdiff_t *dn) {
     const uint8_t *esc[4], *sm[4];
     __m512i lo[4];
     for (int i = 0; i < 4; i++) {
@@ -240,13 +239,13 @@ VB void cb_rows4(const uint8_t **p, __m512 *acc, const float *x, __m512i ia, __m
                 _mm_prefetch((const char *)p[i] + PFC + 128 * k + 64, _MM_HINT_T0);
             }
             __m512i e = cb_exp(p[i] + 2 + 24 * k, &esc[i], lo[i]);
-            acc[i] = cb_fma(e, sm[i] + 64 * k, x + 64 * k, acc[i], ia, ib);
+            acc[i] = cb_fma(e, sm[i] + 64 * k, x + 64 * k, acc[i]);
         }
     for (int i = 0; i < 4; i++) p[i] = sm[i] + 256;
 }
 
 /* 4 rows from r (8 rows, as the BF16 kernel reads them, measured 5% slower) */
-VB void mv_cv4(const K3Mat *W, int r, float *y, const float *x, __m512i ia, __m512i ib) {
+VB void mv_cv4(const K3Mat *W, int r, float *y, const float *x) {
     const int cols = W->cols;
     __m512 acc[4];
     const uint8_t *p[4];
@@ -271,7 +270,7 @@ VB void mv_cv4(const K3Mat *W, int r, float *y, const float *x, __m512i ia, __m5
             }
             continue;
         }
-        cb_rows4(p, acc, x + c, ia, ib, dn);
+        cb_rows4(p, acc, x + c, dn);
     }
     for (int i = 0; i < 4; i++) y[r + i] = fold(acc[i]);
 }
@@ -308,8 +307,8 @@ VB void pf_any(const uint8_t *p, int n, const float *xp, const int TT, __m512 *a
     }
 }
 
-VB void pf_rows(const K3Mat *W, int r, const int R, float *Y, const float *X, const int TT,
-                __m512i ia, __m512i ib) {             /* X: the group's panel (pf_any) */
+VB void pf_rows(const K3Mat *W, int r, const int R, float *Y, const float *X,
+                const int TT) {                       /* X: the group's panel (pf_any) */
     const int cols = W->cols;
     const size_t rows = (size_t)W->rows;
     __m512 acc[2][8];
@@ -339,7 +338,7 @@ VB void pf_rows(const K3Mat *W, int r, const int R, float *Y, const float *X, co
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 __m512 w[4];
-                cb_f32(cb_exp(p[i] + 2 + 24 * k, &esc, lo), sm + 64 * k, ia, ib, w);
+                cb_f32(cb_exp(p[i] + 2 + 24 * k, &esc, lo), sm + 64 * k, w);
 #pragma GCC unroll 8
                 for (int t = 0; t < TT; t++)
 #pragma GCC unroll 4
@@ -380,8 +379,6 @@ static int pf_c(const K3Mat *W, int r0, int r1, float *Y, const float *X, int t0
             }
         t += tt;
     }
-    __m512i ia, ib;
-    cb_index(&ia, &ib);
     for (int r = r0; r < r1;) {
         int R = r1 - r >= 2 ? 2 : 1;
         for (int t = t0; t < t1;) {
@@ -389,8 +386,8 @@ static int pf_c(const K3Mat *W, int r0, int r1, float *Y, const float *X, int t0
             float *y = Y + (size_t)t * rows;
             const float *x = panel + (size_t)(t - t0) * cp;
 #define PF_CASE(TT) case TT:                                                          \
-                if (R == 2) pf_rows(W, r, 2, y, x, TT, ia, ib);                           \
-                else pf_rows(W, r, 1, y, x, TT, ia, ib);                                  \
+                if (R == 2) pf_rows(W, r, 2, y, x, TT);                                   \
+                else pf_rows(W, r, 1, y, x, TT);                                          \
                 break;
             switch (tt) { PF_CASE(8) PF_CASE(4) PF_CASE(2) PF_CASE(1) }
 #undef PF_CASE
@@ -419,7 +416,17 @@ static void dec_row_v(uint16_t *out, const K3Mat *W, int r) {
         if (n % 64) { p = k3_codec_decode_block(out + c, p, n); continue; }
         Chunks s;
         ch_init(&s, p, G);
-        for (int k = 0; k < G / 4; k++) {
+        for (int k = 0; k < G / 4 && n == K3_CODEC_BLOCK; k++) {   /* storage lanes */
+            __m512i lo, hi;
+            ch_bytes(&s, k, &lo, &hi);
+            __m512i a = _mm512_unpacklo_epi8(lo, hi), b = _mm512_unpackhi_epi8(lo, hi);
+            uint16_t *o = out + c + 64 * k;          /* group g: the dword halves' words */
+            _mm256_storeu_si256((__m256i *)o, _mm512_cvtepi32_epi16(a));
+            _mm256_storeu_si256((__m256i *)(o + 16), _mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16)));
+            _mm256_storeu_si256((__m256i *)(o + 32), _mm512_cvtepi32_epi16(b));
+            _mm256_storeu_si256((__m256i *)(o + 48), _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16)));
+        }
+        for (int k = 0; k < G / 4 && n < K3_CODEC_BLOCK; k++) {  /* weight order */
             __m512i lo, hi;
             ch_bytes(&s, k, &lo, &hi);
             _mm512_storeu_si512(out + c + 64 * k, _mm512_permutex2var_epi8(lo, ia, hi));
@@ -447,25 +454,23 @@ int k3_avx512_codec_vbmi(int on) {
 __attribute__((target("avx512vbmi,avx512vbmi2")))
 static void mv_cv_rows(const K3Mat *W, int r0, int r1, float *y, const float *x) {
     int r = r0;
-    __m512i ia, ib;
-    cb_index(&ia, &ib);
-    for (; r + 4 <= r1; r += 4) mv_cv4(W, r, y, x, ia, ib);
+    for (; r + 4 <= r1; r += 4) mv_cv4(W, r, y, x);
     for (; r < r1; r++) mv_cv1(W, r, y, x);
 }
 
-static void mv_c(const K3Mat *W, int r0, int r1, float *y, const float *x) {
-    if (vbmi_ok) { mv_cv_rows(W, r0, r1, y, x); return; }
-    for (int r = r0; r < r1; r++) y[r] = dot_c(k3_codec_row(W, r), W->cols, x);
-}
-
+/* Without VBMI the AVX2 twin decodes (same bits: every path has the canonical lanes);
+ * the reference if there is none. */
 void k3_avx512_coded_matmul(const K3KernelOps *ops, float *Y, const K3Mat *W, const float *X,
                             int r0, int r1, int t0, int t1) {
-    if (t1 - t0 > 1 && vbmi_ok && t1 - t0 <= CP_T && !pf_c(W, r0, r1, Y, X, t0, t1)) return;
-    if (t1 - t0 > 1) {
-        k3_codec_prefill(ops, vbmi_ok ? dec_row_v : NULL, Y, W, X, r0, r1, t0, t1);
+    if (!vbmi_ok) {
+        const K3KernelOps *a2 = k3_kernels_avx2();
+        if (a2) a2->matmul(Y, W, X, r0, r1, t0, t1);
+        else k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1);
         return;
     }
-    mv_c(W, r0, r1, Y + (size_t)t0 * W->rows, X + (size_t)t0 * W->cols);
+    if (t1 - t0 > 1 && t1 - t0 <= CP_T && !pf_c(W, r0, r1, Y, X, t0, t1)) return;
+    if (t1 - t0 > 1) { k3_codec_prefill(ops, dec_row_v, Y, W, X, r0, r1, t0, t1); return; }
+    mv_cv_rows(W, r0, r1, Y + (size_t)t0 * W->rows, X + (size_t)t0 * W->cols);
 }
 #else
 int k3_avx512_codec_vbmi(int on) { (void)on; return 0; }

@@ -13,7 +13,8 @@
  * "layers N", then "t LAYER OFFSET NBYTES XXH64 DTYPE NDIM D0.. NAME" (LAYER -1 = global
  * tensors; XXH64 = 16 hex digits of the tensor's bytes). Format 1 had no checksums and
  * is refused with "re-run k3 pack". Format 3 (k3 pack --compress) adds a word after DTYPE:
- * "raw", or "bc1" for a BF16 layer matrix stored coded (codec.h): NBYTES and XXH64 are
+ * "raw", or "bc2" for a BF16 layer matrix stored coded (codec.h; "bc1", an earlier lane
+ * order, is refused with "re-run k3 pack --compress"): NBYTES and XXH64 are
  * then those of the stored bytes, the matrix is bound as K3_W_BF16C and stays coded in
  * RAM (pinned or in the ring), its structure checked each time its bytes are read. */
 #include "internal.h"
@@ -171,7 +172,13 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
             ? sscanf(line, "t %d %llu %llu %llx %15s %d%n", &L, &off, &nb, &sum, dt, &nd, &pos)
             : sscanf(line, "t %d %llu %llu %llx %15s %7s %d%n", &L, &off, &nb, &sum, dt, code,
                      &nd, &pos) - 1;
-        if (ver == 3 && got == 6) coded = !strcmp(code, "bc1");
+        if (ver == 3 && got == 6 && !strcmp(code, "bc1")) {
+            snprintf(err, errlen, "%s: tensor coded bc1, the code of an earlier k3 (this one "
+                     "reads bc2, docs/CODEC.md); re-run k3 pack MODEL_DIR TRUNK_DIR --compress",
+                     t->path);
+            goto fail;
+        }
+        if (ver == 3 && got == 6) coded = !strcmp(code, "bc2");
         if (got != 6 || (ver == 3 && !coded && strcmp(code, "raw")) ||
             L < -1 || L >= t->NL || nd < 0 || nd > 8) {
             char q[400];

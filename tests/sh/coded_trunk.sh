@@ -20,7 +20,7 @@ for tag in tiny4 tiny5 tiny5f; do
   "$K3" pack "$M" "$tmp/$tag.coded" --compress --verify 2>"$tmp/pack.txt" ||
     { cat "$tmp/pack.txt"; fail "pack --compress --verify $M"; }
   grep -q 'coded ones decoded bit for bit' "$tmp/pack.txt" || fail "$tag: no --verify line"
-  ncoded=$(grep -c '^t .* bc1 ' "$tmp/$tag.coded/trunk.k3")
+  ncoded=$(grep -c '^t .* bc2 ' "$tmp/$tag.coded/trunk.k3")
   [ "$ncoded" -gt 10 ] || fail "$tag: only $ncoded coded tensors in the trunk index"
   grep -q '^k3 pack: coded trunk: ' "$tmp/pack.txt" || fail "$tag: no ratio summary"
   ps=$(wc -c < "$tmp/$tag.plain/trunk.k3"); cs=$(wc -c < "$tmp/$tag.coded/trunk.k3")
@@ -88,7 +88,7 @@ fi
 
 # A corrupt coded block: streamed (no --verify-reads) the structure check refuses it;
 # pinned the checksum does. Byte 1 of the first block of the first coded tensor: nesc.
-line=$(grep -a -m1 '^t .* bc1 ' "$tmp/tiny5.coded/trunk.k3")
+line=$(grep -a -m1 '^t .* bc2 ' "$tmp/tiny5.coded/trunk.k3")
 off=$(echo "$line" | cut -d' ' -f3); rows=$(echo "$line" | cut -d' ' -f9)
 name=$(echo "$line" | awk '{print $NF}')
 cp -r "$tmp/tiny5.coded" "$tmp/bad"
@@ -103,4 +103,13 @@ grep -q "coded tensor '$name' (layer [0-9]*) is corrupt: row 0 block [0-9]" "$tm
 [ "$rc" = 1 ] && grep -q "'$name'.*does not match its checksum" "$tmp/run.txt" ||
   { cat "$tmp/run.txt"; fail "corrupt coded block pinned: exit $rc or no checksum message"; }
 echo "ok   corrupt coded block refused: streamed by the structure check, pinned by the checksum"
+
+# A trunk of an earlier k3 (code bc1, another lane order): refused with the fix, exit 2.
+cp -r "$tmp/tiny5.coded" "$tmp/old"
+sed -i 's/^\(t .*\) bc2 /\1 bc1 /' "$tmp/old/trunk.k3"
+grep -aq '^t .* bc1 ' "$tmp/old/trunk.k3" || fail "could not write a bc1 index line"
+"$K3" "$M" --ids "$ids" --gen 1 --trunk "$tmp/old" >"$tmp/run.txt" 2>&1; rc=$?
+[ "$rc" = 2 ] && grep -q "coded bc1.*re-run k3 pack .* --compress" "$tmp/run.txt" ||
+  { cat "$tmp/run.txt"; fail "bc1 trunk: exit $rc or no repack message"; }
+echo "ok   a bc1 trunk (earlier lane order) is refused with the repack command"
 echo "PASS coded_trunk"
