@@ -9,15 +9,16 @@
 #include "kernels_avx512.h"
 #include <string.h>
 
-/* K3_W_BF16C matvec (codec.h), decoded in registers, two decoders:
- * - with VBMI/VBMI2 (vbmi_ok): 4 rows at a time, full coded blocks by cb_exp/cb_fma
- *   (64 weights a step: three kmask adds, vpexpandb, two vpternlog, two vpermt2b, then
- *   shift/and to fp32; measured with perf: the old 4 masked vpermt2b per step and the
- *   escape cursors spilled to the stack cost half the speed); raw and short blocks go
- *   through cb_any (chunks of 4 groups by ch_step, the rest group by group).
- * - otherwise one 16-weight group per zmm (kmasks of 16 lanes, vpexpandd).
- * A row's last block when cols % 16 != 0 goes through the reference decoder (a
- * 256-weight stack buffer) and the BF16 lanes: same order, same bits either way. */
+/* K3_W_BF16C matvec (codec.h), decoded in registers with VBMI/VBMI2 (vbmi_ok): 4 rows at
+ * a time, full coded blocks by cb_exp/cb_fma (64 weights a step: three kmask adds,
+ * vpexpandb, two vpternlog, two in-lane byte unpacks, then shift/and to fp32: bc2's
+ * storage lanes put the weights where the unpacks place them; bc1's two vpermt2b cost 2
+ * cycles each on port 5, and the old 4 masked vpermt2b with spilled escape cursors half
+ * the speed); raw full blocks by ch_full, short blocks (weight order) in chunks of 4
+ * groups by ch_step, the rest group by group (c_groups). Without VBMI the AVX2 twin
+ * decodes (k3_avx512_coded_matmul). A row's last block when cols % 16 != 0 goes through
+ * the reference decoder (a 256-weight stack buffer) and the BF16 lanes: same order, same
+ * bits either way. */
 INL __m512 c_bits(__m512i v, __m512i e) {            /* sign+mantissa bytes, exponent<<23 */
     __m512i s = _mm512_and_si512(_mm512_slli_epi32(v, 24), _mm512_set1_epi32((int)0x80000000u));
     __m512i m = _mm512_and_si512(_mm512_slli_epi32(v, 16), _mm512_set1_epi32(0x7F0000));
@@ -115,7 +116,7 @@ VB void ch_bytes(Chunks *s, int k, __m512i *blo, __m512i *bhi) {
     *blo = _mm512_ternarylogic_epi32(_mm512_slli_epi16(e, 7), sm, B80, 0xE4);
 }
 
-/* full chunk k (4 groups) of a block: 64 weights into acc */
+/* chunk k (4 groups) of a short block (weight order): 64 weights into acc */
 VB __m512 ch_step(Chunks *s, int k, const float *x, __m512 acc) {
     __m512i lo, hi;
     ch_bytes(s, k, &lo, &hi);

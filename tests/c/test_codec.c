@@ -204,7 +204,36 @@ static void fuzz(void) {
            accepted, paths);
 }
 
+/* The stored lane order, from docs/CODEC.md's formula (not k3_codec_lane): in a full
+ * block, storage lane s = 16 (m >> 2) + 8 (g >> 1) + 2 (m & 3) + (g & 1) of chunk k holds
+ * weight 64 k + 16 g + m; a short block keeps weight order. Every weight has its own
+ * sign+mantissa byte here, so the stored bytes name the lane order. */
+static void lane_order(void) {
+    for (int n = 256; n >= 192; n -= 64) {
+        uint16_t w[256];
+        for (int i = 0; i < n; i++)               /* one exponent: no escapes, coded */
+            w[i] = (uint16_t)((i & 128) << 8 | 127 << 7 | (i & 127));
+        uint8_t out[4096];
+        K3CodecStats st = {0};
+        size_t len = k3_codec_encode(out, w, 1, n, &st);
+        const uint8_t *b = out + k3_codec_table_bytes(1), *sm = b + 2 + 6 * (n / 16) + b[1];
+        CHECK(len > 0 && st.raw_blocks == 0 && b[1] == 0, "lane order: block not coded");
+        int bad = 0;
+        for (int k = 0; k < n / 64; k++)
+            for (int g = 0; g < 4; g++)
+                for (int m = 0; m < 16; m++) {
+                    int i = 64 * k + 16 * g + m;
+                    int s = n == 256 ? 64 * k + 16 * (m >> 2) + 8 * (g >> 1) + 2 * (m & 3) + (g & 1)
+                                     : i;
+                    bad += sm[s] != (uint8_t)((i & 128) | (i & 127));
+                }
+        CHECK(!bad, "lane order: %d sign+mantissa bytes of a %d-weight block misplaced", bad, n);
+    }
+    printf("ok   lane order: a full block in storage lanes, a short one in weight order\n");
+}
+
 int main(void) {
+    lane_order();
     static const int COLS[] = { 1, 5, 16, 17, 96, 255, 256, 257, 300, 512, 513, 784, 1040 };
     int shapes = 0;
     for (int kind = 0; kind < NK; kind++)

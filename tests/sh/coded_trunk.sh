@@ -34,7 +34,9 @@ for tag in tiny4 tiny5 tiny5f; do
   n=0
   for k in scalar avx2 avx512; do
     for t in 1 2; do
-      for b in "--trunk-gb 16" "--trunk-gb 0 --cache-gb 0"; do
+      # --dump-logits holds the prompt's positions: --prefill-chunk 1 takes them through
+      # the matvec (T = 1), the others through the prefill kernels
+      for b in "--trunk-gb 16" "--trunk-gb 0 --cache-gb 0" "--trunk-gb 16 --prefill-chunk 1"; do
         # shellcheck disable=SC2086
         run "$K3" --kernels $k --threads $t --trunk "$tmp/$tag.coded" $b || {
           grep -q 'lacks\|not compiled' "$tmp/run.txt" && continue
@@ -73,7 +75,7 @@ if [ -x "$K3A" ] && command -v qemu-aarch64 >/dev/null 2>&1; then
   "$K3" --kernels scalar --trunk "$tmp/tiny5.plain" "$M" --ids "$ids" --gen 3 --quiet \
     --dump-logits "$tmp/ref.f32" >/dev/null 2>&1 || fail "tiny5 reference"
   for k in neon scalar; do
-    for b in "--trunk-gb 16" "--trunk-gb 0 --cache-gb 0"; do
+    for b in "--trunk-gb 16" "--trunk-gb 0 --cache-gb 0" "--trunk-gb 16 --prefill-chunk 1"; do
       # shellcheck disable=SC2086
       qemu-aarch64 "$K3A" --kernels $k --threads 2 --trunk "$tmp/tiny5.coded" $b "$M" \
         --ids "$ids" --gen 3 --quiet --dump-logits "$tmp/out.f32" >"$tmp/run.txt" 2>&1 ||
@@ -104,12 +106,13 @@ grep -q "coded tensor '$name' (layer [0-9]*) is corrupt: row 0 block [0-9]" "$tm
   { cat "$tmp/run.txt"; fail "corrupt coded block pinned: exit $rc or no checksum message"; }
 echo "ok   corrupt coded block refused: streamed by the structure check, pinned by the checksum"
 
-# A trunk of an earlier k3 (code bc1, another lane order): refused with the fix, exit 2.
+# A trunk of an earlier k3 (code bc1, another lane order): refused with the fix, exit 1
+# (as a format 1 trunk).
 cp -r "$tmp/tiny5.coded" "$tmp/old"
 sed -i 's/^\(t .*\) bc2 /\1 bc1 /' "$tmp/old/trunk.k3"
 grep -aq '^t .* bc1 ' "$tmp/old/trunk.k3" || fail "could not write a bc1 index line"
 "$K3" "$M" --ids "$ids" --gen 1 --trunk "$tmp/old" >"$tmp/run.txt" 2>&1; rc=$?
-[ "$rc" = 2 ] && grep -q "coded bc1.*re-run k3 pack .* --compress" "$tmp/run.txt" ||
+[ "$rc" = 1 ] && grep -q "coded bc1.*re-run k3 pack .* --compress" "$tmp/run.txt" ||
   { cat "$tmp/run.txt"; fail "bc1 trunk: exit $rc or no repack message"; }
 echo "ok   a bc1 trunk (earlier lane order) is refused with the repack command"
 echo "PASS coded_trunk"
