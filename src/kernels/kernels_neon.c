@@ -102,9 +102,8 @@ typedef struct {
     const float *wf; const uint16_t *wb; const uint8_t *wp, *ws;
 } M;
 
-INL float32x4_t ld_bf16(const uint16_t *p) {
-    return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
-}
+INL float32x4_t bf16x4(uint16x4_t w) { return vreinterpretq_f32_u32(vshll_n_u16(w, 16)); }
+INL float32x4_t ld_bf16(const uint16_t *p) { return bf16x4(vld1_u16(p)); }
 
 /* The 16 bytes of row r's 32-block at column c (c % 32 == 0) as doubled E2M1 int8:
  * lo = low nibbles (element 2l in byte l), hi = high nibbles (element 2l+1). */
@@ -213,58 +212,90 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
         t += tt;                                                                          \
     }
 
-/* K3_W_BF16C matvec (codec.h): 4 lanes a step. A code plane byte becomes lane masks by
- * vtst against the lanes' bits; the masks add 1, 2, 4 to lo; escapes (all three bits)
- * take their bytes by vtbl through k3_codec_expand8 (8 lanes at a time). A row's last
- * block when cols % 16 != 0 goes through the reference decoder and the BF16 lanes
- * (spilled tail, as tail_finish): same order, same bits. */
-INL float32x4_t c_bits(uint32x4_t v, uint32x4_t e) {   /* sign+mantissa bytes, exponent<<23 */
-    uint32x4_t s = vandq_u32(vshlq_n_u32(v, 24), vdupq_n_u32(0x80000000u));
-    uint32x4_t m = vandq_u32(vshlq_n_u32(v, 16), vdupq_n_u32(0x7F0000u));
-    return vreinterpretq_f32_u32(vorrq_u32(vorrq_u32(s, m), e));
+/* K3_W_BF16C matvec and row decoder (codec.h), 16 storage lanes a step in the byte
+ * domain: plane bytes -> lane masks by vtst, the masks add 1, 2, 4 to lo, escapes (all
+ * three bits) take their bytes by vtbl through k3_codec_expand8; the BF16 low and high
+ * bytes zipped give 16 words. In a full block (bc2) the 16 storage lanes of quarter q
+ * of a chunk are lanes 4q..4q+3 of its 4 groups: as u32, the words of vzip1 are groups
+ * 0 (<< 16) and 1 (& 0xFFFF0000), of vzip2 groups 2 and 3, already fp32 in the lanes of
+ * acc[q], so no permute. A shorter block keeps weight order: 16 lanes are one group. A
+ * row's last block when cols % 16 != 0 goes through the reference decoder and the BF16
+ * lanes (spilled tail, as tail_finish): same order, same bits. */
+INL uint8x16_t c_mask16(const uint8_t *q) {                /* 2 plane bytes -> 16 lanes */
+    const uint8x16_t lb = vreinterpretq_u8_u64(vdupq_n_u64(0x8040201008040201ull));
+    return vtstq_u8(vcombine_u8(vdup_n_u8(q[0]), vdup_n_u8(q[1])), lb);
 }
-INL uint32x4_t wide(uint16x8_t h, int k) {
-    return k ? vmovl_high_u16(h) : vmovl_u16(vget_low_u16(h));
+/* exponents of 16 storage lanes: q their plane 0 bytes (plane k at q + k ps); esc the
+ * block's next escape byte, advanced past those taken */
+INL uint8x16_t c_exp16(const uint8_t *q, int ps, uint8x16_t lo, const uint8_t **esc) {
+    uint8x16_t m0 = c_mask16(q), m1 = c_mask16(q + ps), m2 = c_mask16(q + 2 * ps);
+    uint8x16_t e = vaddq_u8(lo, vandq_u8(m0, vdupq_n_u8(1)));
+    e = vaddq_u8(e, vandq_u8(m1, vdupq_n_u8(2)));
+    e = vaddq_u8(e, vandq_u8(m2, vdupq_n_u8(4)));
+    unsigned b0 = q[0] & q[ps] & q[2 * ps], b1 = q[1] & q[ps + 1] & q[2 * ps + 1];
+    if (b0 | b1) {                          /* code 7: the next escape bytes, in order */
+        const uint8_t *x = *esc;
+        uint8x8_t x0 = vtbl1_u8(vld1_u8(x), vld1_u8(k3_codec_expand8[b0]));  /* in block */
+        x += __builtin_popcount(b0);
+        uint8x8_t x1 = vtbl1_u8(vld1_u8(x), vld1_u8(k3_codec_expand8[b1]));
+        *esc = x + __builtin_popcount(b1);
+        e = vbslq_u8(vandq_u8(vandq_u8(m0, m1), m2), vcombine_u8(x0, x1), e);
+    }
+    return e;
+}
+/* BF16 words of storage lanes 0-7 (*a) and 8-15 (*b) from exponent and sign+mantissa */
+INL void c_words(uint8x16_t e, uint8x16_t s, uint16x8_t *a, uint16x8_t *b) {
+    const uint8x16_t B80 = vdupq_n_u8(0x80);
+    uint8x16_t hi = vbslq_u8(B80, s, vshrq_n_u8(e, 1));     /* sign | exponent >> 1 */
+    uint8x16_t lo = vbslq_u8(B80, vshlq_n_u8(e, 7), s);     /* exponent bit 0 | mantissa */
+    *a = vreinterpretq_u16_u8(vzip1q_u8(lo, hi));
+    *b = vreinterpretq_u16_u8(vzip2q_u8(lo, hi));
+}
+/* a block of G groups being read: its planes (or raw exponents), next escape, sign+mantissa */
+typedef struct { const uint8_t *pl, *esc, *sm; uint8x16_t lo; int G, raw; } Blk;
+INL Blk c_open(const uint8_t *p, int G) {
+    Blk k = { p + 2, p + 2 + 6 * G, p + 2 + 6 * G + p[1], vdupq_n_u8(p[0]), G,
+              p[1] == K3_CODEC_RAW };
+    if (k.raw) k.sm = p + 2 + 16 * G;
+    return k;
+}
+/* the words of storage group sg (storage lanes 16 sg..16 sg+15): in a full block chunk
+ * sg >> 2, quarter sg & 3; in a shorter one group sg. Called in increasing sg (escapes). */
+INL void c_group(Blk *k, int sg, uint16x8_t *a, uint16x8_t *b) {
+    int gc = k->G - (sg & ~3) < 4 ? k->G - (sg & ~3) : 4;   /* groups in sg's chunk */
+    uint8x16_t e = k->raw ? vld1q_u8(k->pl + 16 * sg)
+                          : c_exp16(k->pl + k3_codec_plane(k->G, sg, 0, 0), 2 * gc, k->lo,
+                                    &k->esc);
+    c_words(e, vld1q_u8(k->sm + 16 * sg), a, b);
+}
+INL float32x4_t f_lo(uint16x8_t w) {      /* words 0, 2, 4, 6 as fp32 */
+    return vreinterpretq_f32_u32(vshlq_n_u32(vreinterpretq_u32_u16(w), 16));
+}
+INL float32x4_t f_hi(uint16x8_t w) {      /* words 1, 3, 5, 7 as fp32 */
+    return vreinterpretq_f32_u32(vandq_u32(vreinterpretq_u32_u16(w), vdupq_n_u32(0xFFFF0000u)));
 }
 
+/* the block at p (G groups, full or not) into acc, lanes 4q..4q+3 in acc[q] */
 INL void c_block(const uint8_t *p, int G, const float *x, float32x4_t *acc) {
-    static const uint32_t LB[8] = { 1, 2, 4, 8, 16, 32, 64, 128 };
-    if (p[1] == K3_CODEC_RAW) {
-        const uint8_t *ex = p + 2, *sm = ex + 16 * G;
-        for (int g = 0; g < G; g++)
-            for (int h = 0; h < 2; h++) {
-                const int o = 16 * g + 8 * h;
-                uint16x8_t e = vmovl_u8(vld1_u8(ex + o)), v = vmovl_u8(vld1_u8(sm + o));
-                for (int k = 0; k < 2; k++)
-                    acc[2 * h + k] = vfmaq_f32(acc[2 * h + k],
-                                               c_bits(wide(v, k), vshlq_n_u32(wide(e, k), 23)),
-                                               vld1q_f32(x + o + 4 * k));
-            }
+    Blk k = c_open(p, G);
+    uint16x8_t a, b;
+    if (16 * G < K3_CODEC_BLOCK) {                  /* a shorter block: weight order */
+        for (int g = 0; g < G; g++, x += 16) {
+            c_group(&k, g, &a, &b);
+            acc[0] = vfmaq_f32(acc[0], bf16x4(vget_low_u16(a)), vld1q_f32(x));
+            acc[1] = vfmaq_f32(acc[1], bf16x4(vget_high_u16(a)), vld1q_f32(x + 4));
+            acc[2] = vfmaq_f32(acc[2], bf16x4(vget_low_u16(b)), vld1q_f32(x + 8));
+            acc[3] = vfmaq_f32(acc[3], bf16x4(vget_high_u16(b)), vld1q_f32(x + 12));
+        }
         return;
     }
-    const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
-    const uint32x4_t base = vdupq_n_u32((uint32_t)p[0] << 23), c1 = vdupq_n_u32(1u << 23);
-    const uint32x4_t c2 = vdupq_n_u32(2u << 23), c4 = vdupq_n_u32(4u << 23);
-    const uint32x4_t lb[2] = { vld1q_u32(LB), vld1q_u32(LB + 4) };
-    for (int g = 0; g < G; g++)
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *q = pl + k3_codec_plane(G, g, 0, h);
-            const int o = 16 * g + 8 * h, gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
-            unsigned b0 = q[0], b1 = q[gc], b2 = q[2 * gc], be = b0 & b1 & b2;
-            uint8x8_t eb = vtbl1_u8(vld1_u8(esc), vld1_u8(k3_codec_expand8[be]));  /* in block */
-            uint16x8_t xe = vmovl_u8(eb), v = vmovl_u8(vld1_u8(sm + o));
-            esc += __builtin_popcount(be);
-            for (int k = 0; k < 2; k++) {
-                uint32x4_t m0 = vtstq_u32(vdupq_n_u32(b0), lb[k]);
-                uint32x4_t m1 = vtstq_u32(vdupq_n_u32(b1), lb[k]);
-                uint32x4_t m2 = vtstq_u32(vdupq_n_u32(b2), lb[k]);
-                uint32x4_t e = vaddq_u32(base, vandq_u32(m0, c1));
-                e = vaddq_u32(e, vandq_u32(m1, c2));
-                e = vaddq_u32(e, vandq_u32(m2, c4));
-                e = vbslq_u32(vandq_u32(vandq_u32(m0, m1), m2), vshlq_n_u32(wide(xe, k), 23), e);
-                acc[2 * h + k] = vfmaq_f32(acc[2 * h + k], c_bits(wide(v, k), e),
-                                           vld1q_f32(x + o + 4 * k));
-            }
+    for (int c = 0; c < 4; c++, x += 64)                    /* storage lanes: chunk c */
+        for (int q = 0; q < 4; q++) {                       /* groups 0..3 in order */
+            c_group(&k, 4 * c + q, &a, &b);
+            acc[q] = vfmaq_f32(acc[q], f_lo(a), vld1q_f32(x + 4 * q));
+            acc[q] = vfmaq_f32(acc[q], f_hi(a), vld1q_f32(x + 4 * q + 16));
+            acc[q] = vfmaq_f32(acc[q], f_lo(b), vld1q_f32(x + 4 * q + 32));
+            acc[q] = vfmaq_f32(acc[q], f_hi(b), vld1q_f32(x + 4 * q + 48));
         }
 }
 
@@ -289,51 +320,23 @@ static float dot_c(const uint8_t *p, int cols, const float *x) {
     return fold4(a[0], a[1], a[2], a[3]);
 }
 
-/* Prefill's row decoder (k3_codec_prefill): full blocks 16 weights a step in the byte
- * domain (plane bytes -> lane masks by vtst, escapes by vtbl, the BF16 bytes zipped to
- * words), other blocks by the reference */
-INL void c_store16(uint8x16_t e, uint8x16_t s, uint16_t *out) {
-    const uint8x16_t B80 = vdupq_n_u8(0x80);
-    uint8x16_t hi = vbslq_u8(B80, s, vshrq_n_u8(e, 1));     /* sign | exponent >> 1 */
-    uint8x16_t lo = vbslq_u8(B80, vshlq_n_u8(e, 7), s);     /* exponent bit 0 | mantissa */
-    vst1q_u8((uint8_t *)out, vzip1q_u8(lo, hi));
-    vst1q_u8((uint8_t *)(out + 8), vzip2q_u8(lo, hi));
-}
-INL uint8x16_t c_mask16(const uint8_t *q, uint8x16_t lb) {   /* 2 plane bytes -> 16 lanes */
-    return vtstq_u8(vcombine_u8(vdup_n_u8(q[0]), vdup_n_u8(q[1])), lb);
-}
+/* Prefill's row decoder (k3_codec_prefill): full blocks by c_group, each quarter's words
+ * unzipped into its 4 groups' canonical lanes; the row's shorter last block by the
+ * reference */
 static void dec_row(uint16_t *out, const K3Mat *W, int r) {
-    static const uint8_t LB[16] = { 1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128 };
-    const uint8x16_t lb = vld1q_u8(LB);
     const uint8_t *p = k3_codec_row(W, r);
     for (int c = 0; c < W->cols; c += K3_CODEC_BLOCK, out += K3_CODEC_BLOCK) {
         if (W->cols - c < K3_CODEC_BLOCK) { k3_codec_decode_block(out, p, W->cols - c); break; }
-        const uint8_t *pl = p + 2;
-        if (p[1] == K3_CODEC_RAW) {
-            for (int g = 0; g < 16; g++)
-                c_store16(vld1q_u8(pl + 16 * g), vld1q_u8(pl + 256 + 16 * g), out + 16 * g);
-            p += 2 + 32 * 16;
-            continue;
+        Blk k = c_open(p, 16);
+        for (int sg = 0; sg < 16; sg++) {                   /* chunk sg >> 2, quarter sg & 3 */
+            uint16x8_t a, b;
+            c_group(&k, sg, &a, &b);
+            uint16x8_t g02 = vuzp1q_u16(a, b), g13 = vuzp2q_u16(a, b);   /* groups 0, 2 | 1, 3 */
+            uint16_t *o = out + 64 * (sg >> 2) + 4 * (sg & 3);
+            vst1_u16(o, vget_low_u16(g02));       vst1_u16(o + 16, vget_low_u16(g13));
+            vst1_u16(o + 32, vget_high_u16(g02)); vst1_u16(o + 48, vget_high_u16(g13));
         }
-        const uint8_t *esc = pl + 6 * 16, *sm = esc + p[1];
-        const uint8x16_t lo = vdupq_n_u8(p[0]);
-        for (int g = 0; g < 16; g++) {
-            const uint8_t *q = pl + 24 * (g >> 2) + 2 * (g & 3);   /* plane k at q + 8k */
-            uint8x16_t m0 = c_mask16(q, lb), m1 = c_mask16(q + 8, lb), m2 = c_mask16(q + 16, lb);
-            uint8x16_t e = vaddq_u8(lo, vandq_u8(m0, vdupq_n_u8(1)));
-            e = vaddq_u8(e, vandq_u8(m1, vdupq_n_u8(2)));
-            e = vaddq_u8(e, vandq_u8(m2, vdupq_n_u8(4)));
-            unsigned b0 = q[0] & q[8] & q[16], b1 = q[1] & q[9] & q[17];
-            if (b0 | b1) {                      /* code 7: the next escape bytes, in order */
-                uint8x8_t x0 = vtbl1_u8(vld1_u8(esc), vld1_u8(k3_codec_expand8[b0])); /* in block */
-                esc += __builtin_popcount(b0);
-                uint8x8_t x1 = vtbl1_u8(vld1_u8(esc), vld1_u8(k3_codec_expand8[b1]));
-                esc += __builtin_popcount(b1);
-                e = vbslq_u8(vandq_u8(vandq_u8(m0, m1), m2), vcombine_u8(x0, x1), e);
-            }
-            c_store16(e, vld1q_u8(sm + 16 * g), out + 16 * g);
-        }
-        p = sm + 256;
+        p = k.sm + 16 * 16;                                 /* past the sign+mantissa bytes */
     }
 }
 
