@@ -332,6 +332,10 @@ INL __m256 c_fma32(const CConst *k, __m256i e, __m256i s, const float *x, __m256
 }
 
 INL __m256i ld256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+/* storage lane s (a multiple of 32) of a full block: chunk s / 64, half h = s / 32 % 2;
+ * its weights' offset 64 (s / 64) + 8 h, its plane dwords' offset 24 (s / 64) + 4 h */
+INL int c_off(int s) { return (s & ~63) + (s >> 2 & 8); }
+INL int c_planes(int s) { return 24 * (s >> 6) + (s >> 3 & 4); }
 
 /* plane dword (broadcast from q) -> 0xFF in the lanes whose bit is set */
 INL __m256i c_mask(const CConst *k, const uint8_t *q) {
@@ -427,12 +431,15 @@ INL void c_block(const CConst *k, const uint8_t *p, int G, const float *x, __m25
     }
     const __m256i lo = _mm256_set1_epi8((char)p[0]);
     __m256 a[2] = { acc[0], acc[1] };
+    if (raw)
 #pragma GCC unroll 8
-    for (int s = 0; s < 256; s += 32) {          /* chunk s / 64, half h */
-        const int h = s >> 5 & 1, o = (s & ~63) + 8 * h;
-        __m256i e = raw ? ld256(pl + s) : c_exp(k, pl + 24 * (s >> 6) + 4 * h, lo, &esc);
-        a[h] = c_fma32(k, e, ld256(sm + s), x + o, a[h]);
-    }
+        for (int s = 0; s < 256; s += 32)
+            a[s >> 5 & 1] = c_fma32(k, ld256(pl + s), ld256(sm + s), x + c_off(s), a[s >> 5 & 1]);
+    else
+#pragma GCC unroll 8
+        for (int s = 0; s < 256; s += 32)
+            a[s >> 5 & 1] = c_fma32(k, c_exp(k, pl + c_planes(s), lo, &esc), ld256(sm + s),
+                                    x + c_off(s), a[s >> 5 & 1]);
     acc[0] = a[0]; acc[1] = a[1];
 }
 
@@ -485,11 +492,15 @@ static void dec_row(uint16_t *out, const K3Mat *W, int r) {
         const int raw = p[1] == K3_CODEC_RAW;
         const uint8_t *sm = raw ? pl + 256 : esc + p[1];
         const __m256i lo = _mm256_set1_epi8((char)p[0]);
-        for (int s = 0; s < 256; s += 32) {
-            const int h = s >> 5 & 1;
-            __m256i e = raw ? ld256(pl + s) : c_exp(&k, pl + 24 * (s >> 6) + 4 * h, lo, &esc);
-            c_store32(&k, e, ld256(sm + s), out + (s & ~63) + 8 * h);
-        }
+        if (raw)
+#pragma GCC unroll 8
+            for (int s = 0; s < 256; s += 32)
+                c_store32(&k, ld256(pl + s), ld256(sm + s), out + c_off(s));
+        else
+#pragma GCC unroll 8
+            for (int s = 0; s < 256; s += 32)
+                c_store32(&k, c_exp(&k, pl + c_planes(s), lo, &esc), ld256(sm + s),
+                          out + c_off(s));
         p = sm + 256;
     }
 }
