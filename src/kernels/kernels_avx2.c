@@ -288,7 +288,8 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
  * 8 lanes at a time. The BF16 bytes hi = sign | exp >> 1 and lo = (exp & 1) << 7 |
  * mantissa, unpacked per 128-bit lane, give dwords (group 0 | group 1 << 16) and
  * (group 2 | group 3 << 16) at lanes 8h..8h+7; a shift or an and makes each fp32.
- * A shorter block (weight order) goes one group, 8 lanes, a step; a row's last block
+ * A shorter block (weight order) goes two groups a step the same way, its bytes put in
+ * the dword order C_PERM first, a lone last group 8 lanes a step; a row's last block
  * when cols % 16 != 0 through the reference decoder and the BF16 lanes (spilled tail,
  * as tail_finish): same order, same bits. */
 typedef struct { __m256i idx, bit, four, hi, top; } CConst;
@@ -307,8 +308,9 @@ INL CConst c_const(void) {
     return k;
 }
 
-/* the BF16 words of 32 storage lanes from exponent bytes e and sign+mantissa bytes s:
- * dword j of a = groups 0, 1 (low, high word) at lane 8h + j, of b = groups 2, 3 */
+/* the BF16 words of 32 lanes from exponent bytes e and sign+mantissa bytes s, unpacked
+ * per 128-bit lane: a from bytes 0-7 of each, b from bytes 8-15. For a full block's
+ * half h, dword j of a = groups 0, 1 (low, high word) at lane 8h + j, of b groups 2, 3 */
 INL void c_words(const CConst *k, __m256i e, __m256i s, __m256i *a, __m256i *b) {
     __m256i hi = _mm256_or_si256(_mm256_and_si256(s, k->hi),
                                  _mm256_andnot_si256(k->hi, _mm256_srli_epi16(e, 1)));
@@ -364,11 +366,11 @@ INL __m256i c_escapes(const uint8_t **escp, uint32_t be) {
     return _mm256_shuffle_epi8(v, i);
 }
 
-/* the exponent bytes of 32 storage lanes of a full block: plane dwords at q, q + 8,
- * q + 16 (q = planes + 24 k + 4 h) */
-INL __m256i c_exp(const CConst *k, const uint8_t *q, __m256i lo, const uint8_t **esc) {
-    uint32_t be = ld32(q) & ld32(q + 8) & ld32(q + 16);
-    __m256i m0 = c_mask(k, q), m1 = c_mask(k, q + 8), m2 = c_mask(k, q + 16);
+/* the exponent bytes of 32 lanes (storage order): plane dwords at q, q + gc, q + 2 gc
+ * (a full block: q = planes + 24 k + 4 h, gc = 8) */
+INL __m256i c_exp(const CConst *k, const uint8_t *q, int gc, __m256i lo, const uint8_t **esc) {
+    uint32_t be = ld32(q) & ld32(q + gc) & ld32(q + 2 * gc);
+    __m256i m0 = c_mask(k, q), m1 = c_mask(k, q + gc), m2 = c_mask(k, q + 2 * gc);
     __m256i e = _mm256_sub_epi8(_mm256_sub_epi8(lo, m0), _mm256_add_epi8(m1, m1));
     e = _mm256_add_epi8(e, _mm256_and_si256(m2, k->four));
     if (be)
@@ -377,7 +379,27 @@ INL __m256i c_exp(const CConst *k, const uint8_t *q, __m256i lo, const uint8_t *
     return e;
 }
 
-/* one group of 16 weights of a short block (weight order), 8 lanes a step */
+/* Groups g, g + 1 of a short block (weight order) from exponent bytes e and
+ * sign+mantissa bytes s in weight order: after the dword permute C_PERM the 128-bit
+ * unpacks give weights 0-7, 8-15, 16-23, 24-31 in turn, for acc[0], acc[1], acc[0],
+ * acc[1]: the reference's order */
+#define C_PERM _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)
+INL void c_pair(const CConst *k, __m256i e, __m256i s, const float *x, __m256 acc[2]) {
+    const __m256i z = _mm256_setzero_si256();
+    __m256i a, b;
+    c_words(k, _mm256_permutevar8x32_epi32(e, C_PERM), _mm256_permutevar8x32_epi32(s, C_PERM),
+            &a, &b);
+    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, a)),
+                             _mm256_loadu_ps(x), acc[0]);
+    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, a)),
+                             _mm256_loadu_ps(x + 8), acc[1]);
+    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, b)),
+                             _mm256_loadu_ps(x + 16), acc[0]);
+    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, b)),
+                             _mm256_loadu_ps(x + 24), acc[1]);
+}
+
+/* the lone last group of a short block (odd G), 8 lanes a step */
 INL __m256 c_bits(__m256i v, __m256i e) {            /* sign+mantissa bytes, exponent<<23 */
     __m256i s = _mm256_and_si256(_mm256_slli_epi32(v, 24), _mm256_set1_epi32((int)0x80000000u));
     __m256i m = _mm256_and_si256(_mm256_slli_epi32(v, 16), _mm256_set1_epi32(0x7F0000));
@@ -417,19 +439,24 @@ INL void c_block(const CConst *k, const uint8_t *p, int G, const float *x, __m25
     const uint8_t *pl = p + 2, *esc = pl + 6 * G;
     const int raw = p[1] == K3_CODEC_RAW;
     const uint8_t *sm = raw ? pl + 16 * G : esc + p[1];
-    if (G < 16) {                                /* short: weight order, group by group */
-        for (int g = 0; g < G; g++)
-            if (!raw) c_group(p, G, g, &esc, sm, x, acc);
-            else
-                for (int h = 0; h < 2; h++) {
-                    const int o = 16 * g + 8 * h;
-                    __m256i e = _mm256_slli_epi32(u8x8(pl + o), 23);
-                    acc[h] = _mm256_fmadd_ps(c_bits(u8x8(sm + o), e), _mm256_loadu_ps(x + o),
-                                             acc[h]);
-                }
+    const __m256i lo = _mm256_set1_epi8((char)p[0]);
+    if (G < 16) {                                /* short: weight order, 2 groups a step */
+        int g = 0;
+        for (; g + 2 <= G; g += 2) {             /* g even: g and g + 1 share a chunk */
+            const int gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
+            __m256i e = raw ? ld256(pl + 16 * g)
+                            : c_exp(k, pl + k3_codec_plane(G, g, 0, 0), gc, lo, &esc);
+            c_pair(k, e, ld256(sm + 16 * g), x + 16 * g, acc);
+        }
+        if (g < G && !raw) c_group(p, G, g, &esc, sm, x, acc);
+        else if (g < G)
+            for (int h = 0; h < 2; h++) {
+                const int o = 16 * g + 8 * h;
+                __m256i e = _mm256_slli_epi32(u8x8(pl + o), 23);
+                acc[h] = _mm256_fmadd_ps(c_bits(u8x8(sm + o), e), _mm256_loadu_ps(x + o), acc[h]);
+            }
         return;
     }
-    const __m256i lo = _mm256_set1_epi8((char)p[0]);
     __m256 a[2] = { acc[0], acc[1] };
     if (raw)
 #pragma GCC unroll 8
@@ -438,7 +465,7 @@ INL void c_block(const CConst *k, const uint8_t *p, int G, const float *x, __m25
     else
 #pragma GCC unroll 8
         for (int s = 0; s < 256; s += 32)
-            a[s >> 5 & 1] = c_fma32(k, c_exp(k, pl + c_planes(s), lo, &esc), ld256(sm + s),
+            a[s >> 5 & 1] = c_fma32(k, c_exp(k, pl + c_planes(s), 8, lo, &esc), ld256(sm + s),
                                     x + c_off(s), a[s >> 5 & 1]);
     acc[0] = a[0]; acc[1] = a[1];
 }
@@ -499,7 +526,7 @@ static void dec_row(uint16_t *out, const K3Mat *W, int r) {
         else
 #pragma GCC unroll 8
             for (int s = 0; s < 256; s += 32)
-                c_store32(&k, c_exp(&k, pl + c_planes(s), lo, &esc), ld256(sm + s),
+                c_store32(&k, c_exp(&k, pl + c_planes(s), 8, lo, &esc), ld256(sm + s),
                           out + c_off(s));
         p = sm + 256;
     }
