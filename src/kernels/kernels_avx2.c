@@ -278,66 +278,68 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
     }
 }
 
-/* K3_W_BF16C matvec (codec.h): 32 weights (two groups) a step in the byte domain. The
- * three plane dwords of the step are broadcast and spread to one byte per lane (pshufb,
- * and, cmpeq with the lane's bit); the masks add 1, 2, 4 to lo. Escapes (all three bits,
- * found from the dwords in a register) take their bytes by pshufb through
- * k3_codec_expand8, 8 lanes at a time. The BF16 bytes hi = sign | exp >> 1 and
- * lo = (exp & 1) << 7 | mantissa are unpacked with zeros into fp32: the unpacks work in
- * 128-bit halves, so the bytes are kept in the dword order C_PERM, which puts lanes
- * 0-7, 8-15, 16-23, 24-31 in order at the end. acc0 takes lanes 0-7 of group g, then of
- * g+1; acc1 lanes 8-15: the reference's order. A lone last group (odd G) goes 8 lanes a
- * step; a row's last block when cols % 16 != 0 through the reference decoder and the
- * BF16 lanes (spilled tail, as tail_finish): same order, same bits. */
-#define C_PERM _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)
-
-typedef struct { __m256i idx, bit, four, hi; } CConst;
+/* K3_W_BF16C matvec (codec.h). A full block (bc2) goes 32 storage lanes a step: half h
+ * of chunk k is storage quarters 2h, 2h + 1, i.e. lanes 8h..8h+7 of the chunk's 4 groups
+ * (codec.h k3_codec_lane), so it all goes into acc[h], groups in order: the reference's
+ * order with no cross-lane permute. Exponents in the byte domain: the three plane
+ * dwords of the step are broadcast and spread to one byte per lane (pshufb, and, cmpeq
+ * with the lane's bit); the masks add 1, 2, 4 to lo. Escapes (all three bits, found
+ * from the dwords in a register) take their bytes by pshufb through k3_codec_expand8,
+ * 8 lanes at a time. The BF16 bytes hi = sign | exp >> 1 and lo = (exp & 1) << 7 |
+ * mantissa, unpacked per 128-bit lane, give dwords (group 0 | group 1 << 16) and
+ * (group 2 | group 3 << 16) at lanes 8h..8h+7; a shift or an and makes each fp32.
+ * A shorter block (weight order) goes two groups a step the same way, its bytes put in
+ * the dword order C_PERM first, a lone last group 8 lanes a step; a row's last block
+ * when cols % 16 != 0 through the reference decoder and the BF16 lanes (spilled tail,
+ * as tail_finish): same order, same bits. */
+typedef struct { __m256i idx, bit, four, hi, top; } CConst;
 
 INL CConst c_const(void) {
     CConst k;
-    /* byte i of dword j holds weight 4 * C_PERM[j] + i % 4: plane byte C_PERM[j] / 2 */
-    k.idx = _mm256_setr_epi8(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3,
-                             0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
-    k.bit = _mm256_setr_epi8(1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8, 1, 2, 4, 8,
-                             16, 32, 64, -128, 16, 32, 64, -128, 16, 32, 64, -128,
-                             16, 32, 64, -128);
+    /* byte i of the step <- bit i % 8 of plane byte i / 8 (broadcast dword) */
+    k.idx = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    k.bit = _mm256_set1_epi64x(0x8040201008040201);
     k.four = _mm256_set1_epi8(4);
     k.hi = _mm256_set1_epi8((char)0x80);
+    k.top = _mm256_set1_epi32((int)0xFFFF0000u);
     /* opaque to the compiler: kept in registers, not rebuilt from immediates each step */
-    __asm__("" : "+x"(k.idx), "+x"(k.bit), "+x"(k.four), "+x"(k.hi));
+    __asm__("" : "+x"(k.idx), "+x"(k.bit), "+x"(k.four), "+x"(k.hi), "+x"(k.top));
     return k;
 }
 
-/* the BF16 words of 32 weights from exponent bytes e and sign+mantissa bytes s (both in
- * C_PERM order): u0 holds weights 0-3, 8-11 | 4-7, 12-15, u1 the same + 16 */
-INL void c_words(const CConst *k, __m256i e, __m256i s, __m256i *u0, __m256i *u1) {
+/* the BF16 words of 32 lanes from exponent bytes e and sign+mantissa bytes s, unpacked
+ * per 128-bit lane: a from bytes 0-7 of each, b from bytes 8-15. For a full block's
+ * half h, dword j of a = groups 0, 1 (low, high word) at lane 8h + j, of b groups 2, 3 */
+INL void c_words(const CConst *k, __m256i e, __m256i s, __m256i *a, __m256i *b) {
     __m256i hi = _mm256_or_si256(_mm256_and_si256(s, k->hi),
                                  _mm256_andnot_si256(k->hi, _mm256_srli_epi16(e, 1)));
     __m256i lo = _mm256_or_si256(_mm256_andnot_si256(k->hi, s),
                                  _mm256_and_si256(_mm256_slli_epi16(e, 7), k->hi));
-    *u0 = _mm256_unpacklo_epi8(lo, hi); *u1 = _mm256_unpackhi_epi8(lo, hi);
+    *a = _mm256_unpacklo_epi8(lo, hi); *b = _mm256_unpackhi_epi8(lo, hi);
 }
 
-/* 32 weights from exponent bytes e and sign+mantissa bytes s (both in C_PERM order) */
-INL void c_fma32(const CConst *k, __m256i e, __m256i s, const float *x, __m256 acc[2]) {
-    __m256i u0, u1;
-    c_words(k, e, s, &u0, &u1);
-    const __m256i z = _mm256_setzero_si256();
-    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, u0)),
-                             _mm256_loadu_ps(x), acc[0]);
-    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, u0)),
-                             _mm256_loadu_ps(x + 8), acc[1]);
-    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, u1)),
-                             _mm256_loadu_ps(x + 16), acc[0]);
-    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, u1)),
-                             _mm256_loadu_ps(x + 24), acc[1]);
+/* half h of a chunk into acc (= acc[h]); x = the chunk's x + 8h */
+INL __m256 c_fma32(const CConst *k, __m256i e, __m256i s, const float *x, __m256 acc) {
+    __m256i a, b;
+    c_words(k, e, s, &a, &b);
+    acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(a, 16)), _mm256_loadu_ps(x),
+                          acc);
+    acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(a, k->top)),
+                          _mm256_loadu_ps(x + 16), acc);
+    acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(b, 16)),
+                          _mm256_loadu_ps(x + 32), acc);
+    return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(b, k->top)),
+                           _mm256_loadu_ps(x + 48), acc);
 }
 
-INL __m256i c_perm_load(const uint8_t *p) {
-    return _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)p), C_PERM);
-}
+INL __m256i ld256(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+/* storage lane s (a multiple of 32) of a full block: chunk s / 64, half h = s / 32 % 2;
+ * its weights' offset 64 (s / 64) + 8 h, its plane dwords' offset 24 (s / 64) + 4 h */
+INL int c_off(int s) { return (s & ~63) + (s >> 2 & 8); }
+INL int c_planes(int s) { return 24 * (s >> 6) + (s >> 3 & 4); }
 
-/* plane dword d (broadcast from q) -> 0xFF in the lanes whose bit is set */
+/* plane dword (broadcast from q) -> 0xFF in the lanes whose bit is set */
 INL __m256i c_mask(const CConst *k, const uint8_t *q) {
     __m256i b = _mm256_castps_si256(_mm256_broadcast_ss((const float *)(const void *)q));
     __m256i t = _mm256_and_si256(_mm256_shuffle_epi8(b, k->idx), k->bit);
@@ -351,7 +353,7 @@ INL __m128i ld2x64(const uint8_t *a, const uint8_t *b) {     /* 8 bytes at a, 8 
                                          (const double *)(const void *)b));
 }
 
-/* the escape bytes of the lanes set in be (natural order), in C_PERM order */
+/* the escape bytes of the lanes set in be, in lane order */
 INL __m256i c_escapes(const uint8_t **escp, uint32_t be) {
     unsigned m0 = be & 255, m1 = be >> 8 & 255, m2 = be >> 16 & 255, m3 = be >> 24;
     const uint8_t *e0 = *escp, *e1 = e0 + __builtin_popcount(m0);
@@ -361,11 +363,11 @@ INL __m256i c_escapes(const uint8_t **escp, uint32_t be) {
     __m256i i = _mm256_set_m128i(ld2x64(k3_codec_expand8[m2], k3_codec_expand8[m3]),
                                  ld2x64(k3_codec_expand8[m0], k3_codec_expand8[m1]));
     i = _mm256_add_epi8(i, _mm256_setr_epi64x(0, 0x0808080808080808, 0, 0x0808080808080808));
-    return _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(v, i), C_PERM);
+    return _mm256_shuffle_epi8(v, i);
 }
 
-/* the exponent bytes (C_PERM order) of weights 16g..16g+31 (g even): plane dwords at q,
- * q + gc, q + 2gc */
+/* the exponent bytes of 32 lanes (storage order): plane dwords at q, q + gc, q + 2 gc
+ * (a full block: q = planes + 24 k + 4 h, gc = 8) */
 INL __m256i c_exp(const CConst *k, const uint8_t *q, int gc, __m256i lo, const uint8_t **esc) {
     uint32_t be = ld32(q) & ld32(q + gc) & ld32(q + 2 * gc);
     __m256i m0 = c_mask(k, q), m1 = c_mask(k, q + gc), m2 = c_mask(k, q + 2 * gc);
@@ -377,12 +379,27 @@ INL __m256i c_exp(const CConst *k, const uint8_t *q, int gc, __m256i lo, const u
     return e;
 }
 
-INL void c_step(const CConst *k, const uint8_t *q, int gc, __m256i lo, const uint8_t **esc,
-                const uint8_t *sm, const float *x, __m256 acc[2]) {
-    c_fma32(k, c_exp(k, q, gc, lo, esc), c_perm_load(sm), x, acc);
+/* Groups g, g + 1 of a short block (weight order) from exponent bytes e and
+ * sign+mantissa bytes s in weight order: after the dword permute C_PERM the 128-bit
+ * unpacks give weights 0-7, 8-15, 16-23, 24-31 in turn, for acc[0], acc[1], acc[0],
+ * acc[1]: the reference's order */
+#define C_PERM _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)
+INL void c_pair(const CConst *k, __m256i e, __m256i s, const float *x, __m256 acc[2]) {
+    const __m256i z = _mm256_setzero_si256();
+    __m256i a, b;
+    c_words(k, _mm256_permutevar8x32_epi32(e, C_PERM), _mm256_permutevar8x32_epi32(s, C_PERM),
+            &a, &b);
+    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, a)),
+                             _mm256_loadu_ps(x), acc[0]);
+    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, a)),
+                             _mm256_loadu_ps(x + 8), acc[1]);
+    acc[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, b)),
+                             _mm256_loadu_ps(x + 16), acc[0]);
+    acc[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, b)),
+                             _mm256_loadu_ps(x + 24), acc[1]);
 }
 
-/* one group of 16 weights, 8 lanes a step (the lone last group of a block) */
+/* the lone last group of a short block (odd G), 8 lanes a step */
 INL __m256 c_bits(__m256i v, __m256i e) {            /* sign+mantissa bytes, exponent<<23 */
     __m256i s = _mm256_and_si256(_mm256_slli_epi32(v, 24), _mm256_set1_epi32((int)0x80000000u));
     __m256i m = _mm256_and_si256(_mm256_slli_epi32(v, 16), _mm256_set1_epi32(0x7F0000));
@@ -390,6 +407,9 @@ INL __m256 c_bits(__m256i v, __m256i e) {            /* sign+mantissa bytes, exp
 }
 INL __m256i c_lanes(unsigned b, __m256i lb) {        /* bit l of b -> all-ones lane l */
     return _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32((int)b), lb), lb);
+}
+INL __m256i u8x8(const uint8_t *p) {                 /* 8 bytes -> 8 dwords */
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
 }
 static void c_group(const uint8_t *p, int G, int g, const uint8_t **escp, const uint8_t *sm,
                     const float *x, __m256 acc[2]) {
@@ -410,44 +430,44 @@ static void c_group(const uint8_t *p, int G, int g, const uint8_t **escp, const 
         __m256i xe = _mm256_slli_epi32(_mm256_cvtepu8_epi32(xb), 23);
         e = _mm256_blendv_epi8(e, xe, _mm256_and_si256(_mm256_and_si256(m0, m1), m2));
         esc += __builtin_popcount(be);
-        __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + o)));
-        acc[h] = _mm256_fmadd_ps(c_bits(v, e), _mm256_loadu_ps(x + o), acc[h]);
+        acc[h] = _mm256_fmadd_ps(c_bits(u8x8(sm + o), e), _mm256_loadu_ps(x + o), acc[h]);
     }
     *escp = esc;
 }
 
 INL void c_block(const CConst *k, const uint8_t *p, int G, const float *x, __m256 acc[2]) {
-    if (p[1] == K3_CODEC_RAW) {
-        const uint8_t *ex = p + 2, *sm = ex + 16 * G;
+    const uint8_t *pl = p + 2, *esc = pl + 6 * G;
+    const int raw = p[1] == K3_CODEC_RAW;
+    const uint8_t *sm = raw ? pl + 16 * G : esc + p[1];
+    const __m256i lo = _mm256_set1_epi8((char)p[0]);
+    if (G < 16) {                                /* short: weight order, 2 groups a step */
         int g = 0;
-        for (; g + 2 <= G; g += 2)
-            c_fma32(k, c_perm_load(ex + 16 * g), c_perm_load(sm + 16 * g), x + 16 * g, acc);
-        if (g < G)                                     /* lone last group: 8 lanes a step */
+        for (; g + 2 <= G; g += 2) {             /* g even: g and g + 1 share a chunk */
+            const int gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
+            __m256i e = raw ? ld256(pl + 16 * g)
+                            : c_exp(k, pl + k3_codec_plane(G, g, 0, 0), gc, lo, &esc);
+            c_pair(k, e, ld256(sm + 16 * g), x + 16 * g, acc);
+        }
+        if (g < G && !raw) c_group(p, G, g, &esc, sm, x, acc);
+        else if (g < G)
             for (int h = 0; h < 2; h++) {
                 const int o = 16 * g + 8 * h;
-                __m256i ee = _mm256_slli_epi32(
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(ex + o))), 23);
-                __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + o)));
-                acc[h] = _mm256_fmadd_ps(c_bits(v, ee), _mm256_loadu_ps(x + o), acc[h]);
+                __m256i e = _mm256_slli_epi32(u8x8(pl + o), 23);
+                acc[h] = _mm256_fmadd_ps(c_bits(u8x8(sm + o), e), _mm256_loadu_ps(x + o), acc[h]);
             }
         return;
     }
-    const uint8_t *pl = p + 2, *esc = pl + 6 * G, *sm = esc + p[1];
-    const __m256i lo = _mm256_set1_epi8((char)p[0]);
-    int g = 0;
-    if (G == 16) {                               /* a full block: 4 chunks of 4 groups */
-        __m256 a[2] = { acc[0], acc[1] };
+    __m256 a[2] = { acc[0], acc[1] };
+    if (raw)
 #pragma GCC unroll 8
-        for (; g < 16; g += 2)
-            c_step(k, pl + 24 * (g >> 2) + 2 * (g & 3), 8, lo, &esc, sm + 16 * g, x + 16 * g, a);
-        acc[0] = a[0]; acc[1] = a[1];
-        return;
-    }
-    for (; g + 2 <= G; g += 2) {               /* g even: g and g + 1 share a chunk */
-        const int gc = 2 * (G - (g & ~3) < 4 ? G - (g & ~3) : 4);
-        c_step(k, pl + k3_codec_plane(G, g, 0, 0), gc, lo, &esc, sm + 16 * g, x + 16 * g, acc);
-    }
-    if (g < G) c_group(p, G, g, &esc, sm, x, acc);
+        for (int s = 0; s < 256; s += 32)
+            a[s >> 5 & 1] = c_fma32(k, ld256(pl + s), ld256(sm + s), x + c_off(s), a[s >> 5 & 1]);
+    else
+#pragma GCC unroll 8
+        for (int s = 0; s < 256; s += 32)
+            a[s >> 5 & 1] = c_fma32(k, c_exp(k, pl + c_planes(s), 8, lo, &esc), ld256(sm + s),
+                                    x + c_off(s), a[s >> 5 & 1]);
+    acc[0] = a[0]; acc[1] = a[1];
 }
 
 static __attribute__((noinline)) float dot_c(const uint8_t *p, int cols, const float *x) {
@@ -475,32 +495,39 @@ static __attribute__((noinline)) float dot_c(const uint8_t *p, int cols, const f
     return fold2(acc[0], acc[1]);
 }
 
-/* Prefill's row decoder (k3_codec_prefill): full blocks 32 weights a step as the matvec
- * decodes them, the BF16 words stored in natural order; other blocks by the reference */
+/* Prefill's row decoder (k3_codec_prefill): full blocks 32 storage lanes a step as the
+ * matvec decodes them, the BF16 words put back in weight order (out = the chunk's
+ * out + 8h); other blocks by the reference */
 INL void c_store32(const CConst *k, __m256i e, __m256i s, uint16_t *out) {
-    __m256i u0, u1;
-    c_words(k, e, s, &u0, &u1);
-    _mm256_storeu_si256((__m256i *)out, _mm256_permute4x64_epi64(u0, 0xD8));
-    _mm256_storeu_si256((__m256i *)(out + 16), _mm256_permute4x64_epi64(u1, 0xD8));
+    /* per 128-bit lane: words 0, 2, 4, 6 (first group), then 1, 3, 5, 7 (second) */
+    const __m256i split = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                           0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+    __m256i a, b;
+    c_words(k, e, s, &a, &b);
+    for (int i = 0; i < 2; i++, out += 32) {     /* groups 2i, 2i + 1 */
+        __m256i v = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(i ? b : a, split), 0xD8);
+        _mm_storeu_si128((__m128i *)out, _mm256_castsi256_si128(v));
+        _mm_storeu_si128((__m128i *)(out + 16), _mm256_extracti128_si256(v, 1));
+    }
 }
 static void dec_row(uint16_t *out, const K3Mat *W, int r) {
     const CConst k = c_const();
     const uint8_t *p = k3_codec_row(W, r);
     for (int c = 0; c < W->cols; c += K3_CODEC_BLOCK, out += K3_CODEC_BLOCK) {
         if (W->cols - c < K3_CODEC_BLOCK) { k3_codec_decode_block(out, p, W->cols - c); break; }
-        const uint8_t *pl = p + 2;
-        if (p[1] == K3_CODEC_RAW) {
-            for (int g = 0; g < 16; g += 2)
-                c_store32(&k, c_perm_load(pl + 16 * g), c_perm_load(pl + 256 + 16 * g),
-                          out + 16 * g);
-            p += 2 + 32 * 16;
-            continue;
-        }
-        const uint8_t *esc = pl + 6 * 16, *sm = esc + p[1];
+        const uint8_t *pl = p + 2, *esc = pl + 6 * 16;
+        const int raw = p[1] == K3_CODEC_RAW;
+        const uint8_t *sm = raw ? pl + 256 : esc + p[1];
         const __m256i lo = _mm256_set1_epi8((char)p[0]);
-        for (int g = 0; g < 16; g += 2)
-            c_store32(&k, c_exp(&k, pl + 24 * (g >> 2) + 2 * (g & 3), 8, lo, &esc),
-                      c_perm_load(sm + 16 * g), out + 16 * g);
+        if (raw)
+#pragma GCC unroll 8
+            for (int s = 0; s < 256; s += 32)
+                c_store32(&k, ld256(pl + s), ld256(sm + s), out + c_off(s));
+        else
+#pragma GCC unroll 8
+            for (int s = 0; s < 256; s += 32)
+                c_store32(&k, c_exp(&k, pl + c_planes(s), 8, lo, &esc), ld256(sm + s),
+                          out + c_off(s));
         p = sm + 256;
     }
 }
