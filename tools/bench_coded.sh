@@ -8,6 +8,8 @@
 # (the host caches the disk anyway): say so when quoting streamed figures. "warm" is the
 # median decode step that read no expert (the expert cache already held all it routed to):
 # with the trunk pinned, such a step reads only RAM. A long prompt (IDS) warms the cache.
+# OLD_BIN and OLD_TRUNK (both set): a third side "old", the previous commit's binary on its
+# own coded trunk, run after each coded run (an A/B of a codec change in the same run).
 set -eu
 BIN=$1; M=$2; P=$3; C=$4; OUT=$5; REPS=${6:-3}
 CONFIGS=${7:-"--trunk-gb 16 --threads 2;--trunk-gb 0 --cache-gb 0.5 --threads 2"}
@@ -16,10 +18,12 @@ WORK=${WORK:-/var/tmp/coded/bench}; mkdir -p "$WORK"; : > "$OUT"
 echo "$CONFIGS" | tr ';' '\n' | while read -r cfg; do
   [ -n "$cfg" ] || continue
   for r in $(seq 1 "$REPS"); do
-    for side in plain coded; do
-      tr=$P; [ $side = coded ] && tr=$C
+    sides="plain coded"; [ -n "${OLD_BIN:-}" ] && [ -n "${OLD_TRUNK:-}" ] && sides="$sides old"
+    for side in $sides; do
+      tr=$P; b=$BIN; [ $side = coded ] && tr=$C
+      [ $side = old ] && { tr=$OLD_TRUNK; b=$OLD_BIN; }
       # shellcheck disable=SC2086
-      flock /var/tmp/bench.lock "$BIN" "$M" --ids "$IDS" --gen "$GEN" --trunk "$tr" $cfg --quiet \
+      flock /var/tmp/bench.lock "$b" "$M" --ids "$IDS" --gen "$GEN" --trunk "$tr" $cfg --quiet \
         --out "$WORK/run.json" --dump-logits "$WORK/l.f32" > /dev/null
       python3 - "$WORK/run.json" "$side" "$cfg" "$r" "$(sha256sum < "$WORK/l.f32" | cut -c1-16)" \
         >> "$OUT" <<'PY'
@@ -49,7 +53,8 @@ for cfg in dict.fromkeys(r["config"] for r in rows):
     g = {s: [r for r in rows if r["config"] == cfg and r["side"] == s] for s in ("plain", "coded")}
     med = {s: {k: st.median(r[k] for r in g[s]) for k in
                ("seconds_per_token", "seconds_prefill", "trunk_bytes_per_token")} for s in g}
-    same = len({r["logits_sha"] for r in g["plain"] + g["coded"]}) == 1
+    old = [r for r in rows if r["config"] == cfg and r["side"] == "old"]
+    same = len({r["logits_sha"] for r in g["plain"] + g["coded"] + old}) == 1
     sp, sc = med["plain"]["seconds_per_token"], med["coded"]["seconds_per_token"]
     print(f"{cfg}: s/token plain {sp:.3f} coded {sc:.3f} (x{sc / sp:.3f}); "
           f"trunk GB read/token plain {med['plain']['trunk_bytes_per_token'] / 1e9:.3f} coded "
@@ -63,4 +68,10 @@ for cfg in dict.fromkeys(r["config"] for r in rows):
         print(f"  warm decode steps (no expert read): s/token plain {a:.3f} coded {b:.3f} "
               f"(x{b / a:.3f}); paired x" + " ".join(f"{c / p:.3f}" for p, c in
                                                 zip(w["plain"], w["coded"])))
+    if old:
+        so = st.median(r["seconds_per_token"] for r in old)
+        wo = [r["seconds_per_token_warm"] for r in old if r.get("seconds_per_token_warm")]
+        print(f"  old (OLD_BIN on OLD_TRUNK): s/token {so:.3f} (x{so / sp:.3f} of plain); "
+              f"coded / old x{sc / so:.3f}" + (f"; warm {st.median(wo):.3f}, coded / old x"
+              f"{st.median(w['coded']) / st.median(wo):.3f}" if wo and w["coded"] else ""))
 PY
