@@ -421,11 +421,11 @@ static void dec_row_v(uint16_t *out, const K3Mat *W, int r) {
             __m512i lo, hi;
             ch_bytes(&s, k, &lo, &hi);
             __m512i a = _mm512_unpacklo_epi8(lo, hi), b = _mm512_unpackhi_epi8(lo, hi);
-            uint16_t *o = out + c + 64 * k;          /* group g: the dword halves' words */
-            _mm256_storeu_si256((__m256i *)o, _mm512_cvtepi32_epi16(a));
-            _mm256_storeu_si256((__m256i *)(o + 16), _mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16)));
-            _mm256_storeu_si256((__m256i *)(o + 32), _mm512_cvtepi32_epi16(b));
-            _mm256_storeu_si256((__m256i *)(o + 48), _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16)));
+            __m256i *o = (__m256i *)(out + c + 64 * k);  /* group g: the dword halves' words */
+            _mm256_storeu_si256(o, _mm512_cvtepi32_epi16(a));
+            _mm256_storeu_si256(o + 1, _mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16)));
+            _mm256_storeu_si256(o + 2, _mm512_cvtepi32_epi16(b));
+            _mm256_storeu_si256(o + 3, _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16)));
         }
         for (int k = 0; k < G / 4 && n < K3_CODEC_BLOCK; k++) {  /* weight order */
             __m512i lo, hi;
