@@ -51,6 +51,12 @@ static inline int k3_codec_lane(int s) {
     return 16 * (2 * (s >> 3 & 1) + (s & 1)) + 4 * (s >> 4) + (s >> 1 & 3);
 }
 
+/* Exact size of a block of G groups from its header h (lo, nesc): what every decoder
+ * steps over to reach the next block. */
+static inline size_t k3_codec_block_bytes(const uint8_t *h, int G) {
+    return h[1] == K3_CODEC_RAW ? 2 + 32 * (size_t)G : 2 + 22 * (size_t)G + h[1];
+}
+
 /* Bytes of the row offset table. */
 static inline size_t k3_codec_table_bytes(int rows) { return 4 * ((size_t)rows + 1); }
 /* Most bytes k3_codec_encode can write for this shape. */

@@ -11,10 +11,7 @@
 static int ngroups(int n) { return (n + 15) / 16; }
 
 /* Exact size of one block from its header (n weights). */
-static size_t block_bytes(const uint8_t *h, int n) {
-    int G = ngroups(n);
-    return h[1] == K3_CODEC_RAW ? 2 + 32 * (size_t)G : 2 + 22 * (size_t)G + h[1];
-}
+static size_t block_bytes(const uint8_t *h, int n) { return k3_codec_block_bytes(h, ngroups(n)); }
 
 size_t k3_codec_bound(int rows, int cols) {
     size_t nb = (size_t)(cols + B - 1) / B, G = (size_t)(cols + 15) / 16;

@@ -475,7 +475,7 @@ static __attribute__((noinline)) float dot_c(const uint8_t *p, int cols, const f
     __m256 acc[2] = { _mm256_setzero_ps(), _mm256_setzero_ps() };
     for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
         int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
-        const uint8_t *next = p + (p[1] == K3_CODEC_RAW ? 2 + 32 * G : 2 + 22 * G + p[1]);
+        const uint8_t *next = p + k3_codec_block_bytes(p, G);
         for (int l = 0; l < 6; l++) _mm_prefetch((const char *)p + PF + 64 * l, _MM_HINT_T0);
         if (n % 16 == 0) { c_block(&k, p, G, x + c, acc); p = next; continue; }
         __m256 a0 = acc[0], a1 = acc[1];

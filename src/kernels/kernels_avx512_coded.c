@@ -72,9 +72,6 @@ INL __m512 c_tail(const uint8_t *p, int n, const float *x, __m512 acc) {
     return _mm512_mask3_fmadd_ps(wt, _mm512_maskz_loadu_ps(k, x + i), acc, k);
 }
 
-INL size_t c_size(const uint8_t *p, int G) {
-    return p[1] == K3_CODEC_RAW ? 2 + 32 * (size_t)G : 2 + 22 * (size_t)G + p[1];
-}
 
 #ifndef PFC
 #define PFC 1024  /* coded matvec prefetch distance (bytes ahead on each row stream) */
@@ -177,12 +174,17 @@ VB void cb_f32(__m512i e, const uint8_t *sm, __m512 w[4]) {
     cb_words(lo, hi, w);
 }
 
-VB __m512 cb_fma(__m512i e, const uint8_t *sm, const float *x, __m512 acc) {
-    __m512 w[4];
-    cb_f32(e, sm, w);
+/* a chunk's four groups w into acc, in group order (the reference's) */
+VB __m512 cb_acc(const __m512 w[4], const float *x, __m512 acc) {
 #pragma GCC unroll 4
     for (int g = 0; g < 4; g++) acc = _mm512_fmadd_ps(w[g], _mm512_loadu_ps(x + 16 * g), acc);
     return acc;
+}
+
+VB __m512 cb_fma(__m512i e, const uint8_t *sm, const float *x, __m512 acc) {
+    __m512 w[4];
+    cb_f32(e, sm, w);
+    return cb_acc(w, x, acc);
 }
 
 /* chunk k of a full block (storage lanes, raw or coded): 64 weights into acc */
@@ -191,20 +193,18 @@ VB __m512 ch_full(Chunks *s, int k, const float *x, __m512 acc) {
     __m512 w[4];
     ch_bytes(s, k, &lo, &hi);
     cb_words(lo, hi, w);
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; g++) acc = _mm512_fmadd_ps(w[g], _mm512_loadu_ps(x + 16 * g), acc);
-    return acc;
+    return cb_acc(w, x, acc);
 }
 
 /* one block of one row, any kind (raw, short, a row's last): returns the next block */
 VB const uint8_t *cb_any(const uint8_t *p, int n, const float *x, __m512 *acc) {
     int G = (n + 15) / 16;
-    if (n % 16) { *acc = c_tail(p, n, x, *acc); return p + c_size(p, G); }
+    if (n % 16) { *acc = c_tail(p, n, x, *acc); return p + k3_codec_block_bytes(p, G); }
     if (n == K3_CODEC_BLOCK) {                       /* storage lanes (codec.h) */
         Chunks s;
         ch_init(&s, p, G);
         for (int k = 0; k < 4; k++) *acc = ch_full(&s, k, x + 64 * k, *acc);
-        return p + c_size(p, G);
+        return p + k3_codec_block_bytes(p, G);
     }
     int g0 = 0;                                      /* a short block: weight order */
     if (G >= 4 && p[1] != K3_CODEC_RAW) {
@@ -214,7 +214,7 @@ VB const uint8_t *cb_any(const uint8_t *p, int n, const float *x, __m512 *acc) {
         g0 = G & ~3;
         if (g0 < G) *acc = c_groups(p, G, g0, s.esc, x, *acc);
     } else *acc = c_groups(p, G, 0, p + 2 + 6 * G, x, *acc);
-    return p + c_size(p, G);
+    return p + k3_codec_block_bytes(p, G);
 }
 
 /* full coded blocks of 4 rows (p, advanced) at x; the prefetches spread over the
@@ -328,7 +328,7 @@ VB void pf_rows(const K3Mat *W, int r, const int R, float *Y, const float *X,
 #pragma GCC unroll 2
             for (int i = 0; i < R; i++) {
                 pf_any(p[i], n, X + (size_t)c * TT, TT, acc[i]);
-                p[i] += c_size(p[i], (n + 15) / 16);
+                p[i] += k3_codec_block_bytes(p[i], (n + 15) / 16);
             }
             continue;
         }
@@ -417,23 +417,24 @@ static void dec_row_v(uint16_t *out, const K3Mat *W, int r) {
         if (n % 64) { p = k3_codec_decode_block(out + c, p, n); continue; }
         Chunks s;
         ch_init(&s, p, G);
-        for (int k = 0; k < G / 4 && n == K3_CODEC_BLOCK; k++) {   /* storage lanes */
+        for (int k = 0; k < G / 4; k++) {
             __m512i lo, hi;
             ch_bytes(&s, k, &lo, &hi);
+            uint16_t *o = out + c + 64 * k;
+            if (n < K3_CODEC_BLOCK) {                                /* weight order */
+                _mm512_storeu_si512(o, _mm512_permutex2var_epi8(lo, ia, hi));
+                _mm512_storeu_si512(o + 32, _mm512_permutex2var_epi8(lo, ib, hi));
+                continue;
+            }
+            /* storage lanes: group g is the low (g even) or high words of a, b's dwords */
             __m512i a = _mm512_unpacklo_epi8(lo, hi), b = _mm512_unpackhi_epi8(lo, hi);
-            __m256i *o = (__m256i *)(out + c + 64 * k);  /* group g: the dword halves' words */
-            _mm256_storeu_si256(o, _mm512_cvtepi32_epi16(a));
-            _mm256_storeu_si256(o + 1, _mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16)));
-            _mm256_storeu_si256(o + 2, _mm512_cvtepi32_epi16(b));
-            _mm256_storeu_si256(o + 3, _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16)));
+            __m256i *og = (__m256i *)o;
+            _mm256_storeu_si256(og, _mm512_cvtepi32_epi16(a));
+            _mm256_storeu_si256(og + 1, _mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16)));
+            _mm256_storeu_si256(og + 2, _mm512_cvtepi32_epi16(b));
+            _mm256_storeu_si256(og + 3, _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16)));
         }
-        for (int k = 0; k < G / 4 && n < K3_CODEC_BLOCK; k++) {  /* weight order */
-            __m512i lo, hi;
-            ch_bytes(&s, k, &lo, &hi);
-            _mm512_storeu_si512(out + c + 64 * k, _mm512_permutex2var_epi8(lo, ia, hi));
-            _mm512_storeu_si512(out + c + 64 * k + 32, _mm512_permutex2var_epi8(lo, ib, hi));
-        }
-        p += c_size(p, G);
+        p += k3_codec_block_bytes(p, G);
     }
 }
 
@@ -459,16 +460,11 @@ static void mv_cv_rows(const K3Mat *W, int r0, int r1, float *y, const float *x)
     for (; r < r1; r++) mv_cv1(W, r, y, x);
 }
 
-/* Without VBMI the AVX2 twin decodes (same bits: every path has the canonical lanes);
- * the reference if there is none. */
+/* Without VBMI the AVX2 twin decodes (same bits: every path has the canonical lanes;
+ * kernels_avx2.c is built wherever this file is, with -mavx2 -mfma, Makefile). */
 void k3_avx512_coded_matmul(const K3KernelOps *ops, float *Y, const K3Mat *W, const float *X,
                             int r0, int r1, int t0, int t1) {
-    if (!vbmi_ok) {
-        const K3KernelOps *a2 = k3_kernels_avx2();
-        if (a2) a2->matmul(Y, W, X, r0, r1, t0, t1);
-        else k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1);
-        return;
-    }
+    if (!vbmi_ok) { k3_kernels_avx2()->matmul(Y, W, X, r0, r1, t0, t1); return; }
     if (t1 - t0 > 1 && t1 - t0 <= CP_T && !pf_c(W, r0, r1, Y, X, t0, t1)) return;
     if (t1 - t0 > 1) { k3_codec_prefill(ops, dec_row_v, Y, W, X, r0, r1, t0, t1); return; }
     mv_cv_rows(W, r0, r1, Y + (size_t)t0 * W->rows, X + (size_t)t0 * W->cols);

@@ -303,7 +303,7 @@ static float dot_c(const uint8_t *p, int cols, const float *x) {
     float32x4_t z = vdupq_n_f32(0.0f), a[4] = { z, z, z, z };
     for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
         int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
-        const uint8_t *next = p + (p[1] == K3_CODEC_RAW ? 2 + 32 * G : 2 + 22 * G + p[1]);
+        const uint8_t *next = p + k3_codec_block_bytes(p, G);
         if (n % 16 == 0) { c_block(p, G, x + c, a); p = next; continue; }
         uint16_t w[K3_CODEC_BLOCK];              /* the row's last block: cols % 16 != 0 */
         k3_codec_decode_block(w, p, n);
