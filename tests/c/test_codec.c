@@ -146,7 +146,8 @@ static void check_shape(int kind, int rows, int cols, int T) {
 static void fuzz(void) {
     int refused = 0, accepted = 0, paths = 0;
     for (int it = 0; it < 1500; it++) {
-        int rows = 1 + rnd() % 5, cols = 1 + rnd() % 700, kind = rnd() % NK;
+        int rows = 1 + rnd() % 5, kind = rnd() % NK;
+        int cols = it % 5 ? 1 + (int)(rnd() % 700) : 64 * (1 + (int)(rnd() % 11)); /* chunks */
         size_t n = (size_t)rows * cols;
         uint16_t *w = malloc(n * 2);
         for (size_t i = 0; i < n; i++) w[i] = weight(kind, i % cols);
@@ -188,7 +189,7 @@ static void fuzz(void) {
             uint16_t *d = malloc(n * 2);
             for (int r = 0; r < rows; r++) k3_codec_decode_row(d + (size_t)r * cols, &C, r);
             K3Mat P = { K3_W_BF16, rows, cols, d, NULL, NULL };
-            int T = 1 + it % 3;
+            int T = it % 7 ? 1 + it % 3 : 9 + it % 5;     /* T > 8: the row decoders */
             float *X = malloc(sizeof(float) * T * cols), *R = malloc(sizeof(float) * T * rows);
             for (int i = 0; i < T * cols; i++) X[i] = (float)gauss();
             k3_kernels_scalar()->matmul(R, &P, X, 0, rows, 0, T);
@@ -247,7 +248,13 @@ int main(void) {
     check_shape(K_ROWMIX, 13, 1792, 1);         /* 4-row steps over mixed rows */
     check_shape(K_ROWMIX, 7, 1300, 7);          /* fused prefill: token groups 4 + 2 + 1 */
     check_shape(K_TAILS, 5, 2048, 8);
-    shapes += 5;
+    /* T > 8: the row decoders (full blocks in storage lanes, 64-multiple short blocks in
+     * weight order, others by the reference) over escapes, raw blocks and specials */
+    check_shape(K_TAILS, 9, 1216, 9);
+    check_shape(K_ROWMIX, 7, 1300, 12);
+    check_shape(K_SPECIAL, 5, 576, 16);
+    check_shape(K_MIXED, 3, 2048, 10);
+    shapes += 9;
     printf("ok   codec: %d shapes x %d kinds round-trip; BF16C matmul == BF16 matmul on", shapes,
            NK);
     for (int p = 0; p < 4; p++) if (k3_kernels_usable(PATHS[p])) printf(" %s", PATHS[p]);
