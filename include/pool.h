@@ -10,6 +10,7 @@
  */
 #ifndef K3_POOL_H
 #define K3_POOL_H
+#include <pthread.h>
 
 typedef void (*k3_task_fn)(void *ctx, int task);
 
@@ -21,4 +22,8 @@ void k3_threads_set(int n);
 int k3_threads(void);
 /* Joins the workers (they restart on the next run). Optional at exit. */
 void k3_pool_shutdown(void);
+
+/* How every background thread of k3 stops (this pool, the trunk readers, the expert I/O,
+ * the state file's writer): *quit set under mu, every waiter on cv woken, n joined. */
+void k3_threads_quit(pthread_mutex_t *mu, pthread_cond_t *cv, int *quit, pthread_t *th, int n);
 #endif

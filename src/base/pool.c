@@ -60,13 +60,17 @@ int k3_threads(void) {
     return P.want;
 }
 
+void k3_threads_quit(pthread_mutex_t *mu, pthread_cond_t *cv, int *quit, pthread_t *th, int n) {
+    pthread_mutex_lock(mu);
+    *quit = 1;
+    pthread_cond_broadcast(cv);
+    pthread_mutex_unlock(mu);
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+}
+
 static void stop_workers(void) {        /* caller holds P.busy */
     if (!P.nworkers) return;
-    pthread_mutex_lock(&P.mu);
-    P.quit = 1;
-    pthread_cond_broadcast(&P.wake);
-    pthread_mutex_unlock(&P.mu);
-    for (int i = 0; i < P.nworkers; i++) pthread_join(P.th[i], NULL);
+    k3_threads_quit(&P.mu, &P.wake, &P.quit, P.th, P.nworkers);
     free(P.th);
     P.th = NULL; P.nworkers = 0; P.quit = 0;
 }

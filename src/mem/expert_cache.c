@@ -12,6 +12,7 @@
 #include "internal.h"
 #include "dio.h"
 #include "fault.h"
+#include "pool.h"
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -342,11 +343,7 @@ K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3ECacheSink out, ch
 void k3_ecache_free(K3ECache *c) {
     if (!c) return;
     if (c->th) {
-        pthread_mutex_lock(&c->mu);
-        c->quit = 1;
-        pthread_cond_broadcast(&c->cv_job);
-        pthread_mutex_unlock(&c->mu);
-        for (int i = 0; i < c->nth; i++) pthread_join(c->th[i], NULL);
+        k3_threads_quit(&c->mu, &c->cv_job, &c->quit, c->th, c->nth);
         pthread_mutex_destroy(&c->mu);
         pthread_cond_destroy(&c->cv_job); pthread_cond_destroy(&c->cv_done);
     }

@@ -17,6 +17,7 @@
 #include "statefile.h"
 #include "dio.h"
 #include "fault.h"
+#include "pool.h"
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -340,11 +341,7 @@ K3StateFile *k3_statefile_open(const K3Config *c, int mode, int n, int ctx, cons
 void k3_statefile_close(K3StateFile *f) {
     if (!f) return;
     if (f->th_up) {
-        pthread_mutex_lock(&f->mu);
-        f->quit = 1;
-        pthread_cond_signal(&f->wake);
-        pthread_mutex_unlock(&f->mu);
-        pthread_join(f->th, NULL);
+        k3_threads_quit(&f->mu, &f->wake, &f->quit, &f->th, 1);
         pthread_mutex_destroy(&f->mu);
         pthread_cond_destroy(&f->wake); pthread_cond_destroy(&f->idle);
     }

@@ -21,6 +21,7 @@
 #include "codec.h"
 #include "dio.h"
 #include "fault.h"
+#include "pool.h"
 #include "util.h"
 #include <pthread.h>
 #include <stddef.h>
@@ -669,11 +670,7 @@ void k3_stream_describe(const K3Stream *s, char *buf, size_t n) {
 void k3_stream_close(K3Stream *s) {
     if (!s) return;
     if (s->started) {
-        pthread_mutex_lock(&s->mu);
-        s->quit = 1;
-        pthread_cond_broadcast(&s->cv);
-        pthread_mutex_unlock(&s->mu);
-        for (int i = 0; i < s->nth; i++) pthread_join(s->th[i], NULL);
+        k3_threads_quit(&s->mu, &s->cv, &s->quit, s->th, s->nth);
     }
     pthread_mutex_destroy(&s->mu); pthread_cond_destroy(&s->cv);
     k3_dio_close(&s->file[0]); k3_dio_close(&s->file[1]);
