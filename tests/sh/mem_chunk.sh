@@ -11,45 +11,48 @@ ids=$(seq 1 300 | awk '{ printf("%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 200 + 1
 $K3 $M --ids "$ids" --gen 0 --cache-gb 1000 --prefill-chunk 300 --dump-logits $T/base.f32 \
   --quiet >/dev/null || bad "resident run failed"
 $K3 pack $M $T/trunk --quiet || bad "k3 pack failed"
-for tr in "" "--trunk $T/trunk"; do
+$K3 pack $M $T/trunkc --compress --quiet || bad "k3 pack --compress failed"
+# the coded trunk too: a long chunk makes the streamed matmul cut its rows into blocks
+for tr in "" "--trunk $T/trunk" "--trunk $T/trunkc"; do
+  case "$tr" in "") lab="";; *trunkc) lab=" (coded trunk)";; *) lab=" (trunk)";; esac
   # default: one forward of all 300 tokens, each (layer, expert) read at most once
   $K3 $M --ids "$ids" --gen 0 $tr --trunk-gb 0 --cache-gb 0 --dump-logits $T/l.f32 \
-    --out $T/r.json 2>$T/err >/dev/null || bad "auto chunk ${tr:+ (trunk)}: exit $?"
+    --out $T/r.json 2>$T/err >/dev/null || bad "auto chunk $lab: exit $?"
   c=$(num prefill_chunk $T/r.json); reads=$(num expert_reads $T/r.json)
   plan=$(num plan_bytes $T/r.json)
   [ "$c" = 300 ] && grep -q "prefill chunk 300 tokens per forward" $T/err \
-    && ok "auto chunk${tr:+ (trunk)}: 300 tokens in one forward, printed in the plan" \
-    || bad "auto chunk${tr:+ (trunk)}: chunk '$c' $(grep 'prefill chunk' $T/err)"
-  cmp -s $T/base.f32 $T/l.f32 || bad "auto chunk${tr:+ (trunk)}: logits bytes differ"
+    && ok "auto chunk$lab: 300 tokens in one forward, printed in the plan" \
+    || bad "auto chunk$lab: chunk '$c' $(grep 'prefill chunk' $T/err)"
+  cmp -s $T/base.f32 $T/l.f32 || bad "auto chunk$lab: logits bytes differ"
   $K3 $M --ids "$ids" --gen 0 $tr --trunk-gb 0 --cache-gb 0 --prefill-chunk 64 \
     --out $T/r64.json --quiet >/dev/null 2>&1
   r64=$(num expert_reads $T/r64.json)
   [ -n "$reads" ] && [ -n "$r64" ] && [ "$reads" -lt "$r64" ] \
-    && ok "auto chunk${tr:+ (trunk)}: $reads expert reads, --prefill-chunk 64: $r64" \
-    || bad "auto chunk${tr:+ (trunk)}: expert reads '$reads' not below chunk 64's '$r64'"
+    && ok "auto chunk$lab: $reads expert reads, --prefill-chunk 64: $r64" \
+    || bad "auto chunk$lab: expert reads '$reads' not below chunk 64's '$r64'"
   # memory bounds the chunk: less available than the one-forward plan, smaller chunks
   last=301
   for f in 1.0 0.96 0.92; do
     A=$(awk -v p="$plan" -v f=$f 'BEGIN { printf "%d", p * f }')
     K3_MEM_AVAILABLE=$A $K3 $M --ids "$ids" --gen 0 $tr --trunk-gb 0 --cache-gb 0 \
       --dump-logits $T/l.f32 --out $T/r.json 2>$T/err >/dev/null ||
-      bad "avail $A${tr:+ (trunk)}: exit $?"
+      bad "avail $A$lab: exit $?"
     c=$(num prefill_chunk $T/r.json)
-    cmp -s $T/base.f32 $T/l.f32 || bad "avail $A${tr:+ (trunk)}: chunk $c: logits bytes differ"
+    cmp -s $T/base.f32 $T/l.f32 || bad "avail $A$lab: chunk $c: logits bytes differ"
     [ -n "$c" ] && [ "$c" -lt "$last" ] && [ "$c" -ge 1 ] \
       && grep -q "fit 90% of available" $T/err \
-      || bad "avail $A${tr:+ (trunk)}: chunk '$c' (previous $last)"
+      || bad "avail $A$lab: chunk '$c' (previous $last)"
     last=${c:-0}
   done
-  ok "available 1.0, 0.96, 0.92 x the one-forward plan${tr:+ (trunk)}: chunks shrink to" \
+  ok "available 1.0, 0.96, 0.92 x the one-forward plan$lab: chunks shrink to" \
     "$last tokens, same logits bytes"
   for pc in 1 7 64 299 300 1000; do
     $K3 $M --ids "$ids" --gen 0 $tr --trunk-gb 0 --cache-gb 0 --prefill-chunk $pc \
       --dump-logits $T/l.f32 --quiet >/dev/null 2>&1 ||
-      bad "--prefill-chunk $pc${tr:+ (trunk)}: exit $?"
-    cmp -s $T/base.f32 $T/l.f32 || bad "--prefill-chunk $pc${tr:+ (trunk)}: logits bytes differ"
+      bad "--prefill-chunk $pc$lab: exit $?"
+    cmp -s $T/base.f32 $T/l.f32 || bad "--prefill-chunk $pc$lab: logits bytes differ"
   done
-  ok "--prefill-chunk 1 7 64 299 300 1000${tr:+ (trunk)}: logits bytes identical"
+  ok "--prefill-chunk 1 7 64 299 300 1000$lab: logits bytes identical"
 done
 # --trunk-gb is the ceiling: between the working minimum at chunk 1 and at chunk 300, the
 # chunk shrinks to what fits inside it (pinned gets the rest) instead of raising the budget
