@@ -72,7 +72,6 @@ INL __m512 c_tail(const uint8_t *p, int n, const float *x, __m512 acc) {
     return _mm512_mask3_fmadd_ps(wt, _mm512_maskz_loadu_ps(k, x + i), acc, k);
 }
 
-
 #ifndef PFC
 #define PFC 1024  /* coded matvec prefetch distance (bytes ahead on each row stream) */
 #endif
@@ -198,13 +197,14 @@ VB __m512 ch_full(Chunks *s, int k, const float *x, __m512 acc) {
 
 /* one block of one row, any kind (raw, short, a row's last): returns the next block */
 VB const uint8_t *cb_any(const uint8_t *p, int n, const float *x, __m512 *acc) {
-    int G = (n + 15) / 16;
-    if (n % 16) { *acc = c_tail(p, n, x, *acc); return p + k3_codec_block_bytes(p, G); }
+    const int G = (n + 15) / 16;
+    const uint8_t *next = p + k3_codec_block_bytes(p, G);
+    if (n % 16) { *acc = c_tail(p, n, x, *acc); return next; }
     if (n == K3_CODEC_BLOCK) {                       /* storage lanes (codec.h) */
         Chunks s;
         ch_init(&s, p, G);
         for (int k = 0; k < 4; k++) *acc = ch_full(&s, k, x + 64 * k, *acc);
-        return p + k3_codec_block_bytes(p, G);
+        return next;
     }
     int g0 = 0;                                      /* a short block: weight order */
     if (G >= 4 && p[1] != K3_CODEC_RAW) {
@@ -214,7 +214,7 @@ VB const uint8_t *cb_any(const uint8_t *p, int n, const float *x, __m512 *acc) {
         g0 = G & ~3;
         if (g0 < G) *acc = c_groups(p, G, g0, s.esc, x, *acc);
     } else *acc = c_groups(p, G, 0, p + 2 + 6 * G, x, *acc);
-    return p + k3_codec_block_bytes(p, G);
+    return next;
 }
 
 /* full coded blocks of 4 rows (p, advanced) at x; the prefetches spread over the

@@ -17,7 +17,7 @@ for tr in "" "--trunk $T/trunk" "--trunk $T/trunkc"; do
   case "$tr" in "") lab="";; *trunkc) lab=" (coded trunk)";; *) lab=" (trunk)";; esac
   # default: one forward of all 300 tokens, each (layer, expert) read at most once
   $K3 $M --ids "$ids" --gen 0 $tr --trunk-gb 0 --cache-gb 0 --dump-logits $T/l.f32 \
-    --out $T/r.json 2>$T/err >/dev/null || bad "auto chunk $lab: exit $?"
+    --out $T/r.json 2>$T/err >/dev/null || bad "auto chunk$lab: exit $?"
   c=$(num prefill_chunk $T/r.json); reads=$(num expert_reads $T/r.json)
   plan=$(num plan_bytes $T/r.json)
   [ "$c" = 300 ] && grep -q "prefill chunk 300 tokens per forward" $T/err \
