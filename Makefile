@@ -38,8 +38,9 @@ $(BUILD)/%.o: src/%.c $(wildcard include/*.h src/*/*.h) | $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
-$(BUILD)/tests/%: tests/c/%.c $(LIBOBJ) $(wildcard include/*.h tests/c/*.h) | $(BUILD)/tests
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LIBOBJ) $(LDLIBS)
+# Tests reach an application's private header as "serve/serve.h" (-Isrc); the sources never.
+$(BUILD)/tests/%: tests/c/%.c $(LIBOBJ) $(wildcard include/*.h src/*/*.h tests/c/*.h) | $(BUILD)/tests
+	$(CC) $(CFLAGS) -Isrc $(LDFLAGS) -o $@ $< $(LIBOBJ) $(LDLIBS)
 
 bin $(BUILD) $(BUILD)/tests:
 	mkdir -p $@
@@ -100,11 +101,11 @@ FUZZ_PARSERS := json st_header st_index config
 FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist http_head serve_req \
                 chat_state trunk
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
-                -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Itests/c -pthread
+                -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests/c -pthread
 TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
 PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c src/base/util.c
-HISTSRC   := src/cli/chat_hist.c src/io/json.c src/base/util.c
-FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h) $(PARSERSRC) $(TOKSRC) $(HISTSRC)
+HISTSRC   := src/chat/chat_hist.c src/io/json.c src/base/util.c
+FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h src/*/*.h) $(PARSERSRC) $(TOKSRC) $(HISTSRC)
 fuzz_main = $(if $(filter $(1),$(FUZZ_PARSERS)),tests/c/test_fuzz_parsers.c,$(if \
             $(filter tok_%,$(1)),tests/c/test_tok_fuzz.c,tests/c/test_fuzz_hist.c))
 fuzz_src  = $(call fuzz_main,$(1)) $(if $(filter $(1),$(FUZZ_PARSERS)),$(PARSERSRC),$(if \

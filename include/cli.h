@@ -1,4 +1,5 @@
-/* cli.h — the command line (src/cli): the only layer that turns errors into exit codes.
+/* cli.h — the command line (src/cli and the applications beside it): the only layer that
+ * turns errors into exit codes.
  * Every entry point takes argv from its subcommand on and returns the exit code. */
 #ifndef K3_CLI_H
 #define K3_CLI_H
@@ -7,17 +8,22 @@
 #include "mem.h"
 #include "sampler.h"
 
-int k3_pack_main(int argc, char **argv);          /* pack.c: k3 pack */
-int k3_bench_kernels(int argc, char **argv);      /* bench.c: k3 bench-kernels */
-int k3_bench_main(int argc, char **argv);         /* bench_grid.c: k3 bench */
-/* bench.c: stream-read bandwidth in GB/s of a fresh `bytes` buffer with `threads`
- * threads, the median of `runs` (<= 16) reads. */
-double k3_mem_read_bw(size_t bytes, int threads, int runs);
-int tok_cli(int argc, char **argv);               /* tok_cli.c: k3 tokenize | detokenize */
-int k3_doctor_main(int argc, char **argv);        /* doctor.c: k3 doctor */
+/* The applications, one folder each under src/ (README "Layout"): main.c dispatches. */
+int k3_pack_main(int argc, char **argv);          /* pack/: k3 pack */
+int k3_bench_kernels(int argc, char **argv);      /* bench/bench.c: k3 bench-kernels */
+int k3_bench_main(int argc, char **argv);         /* bench/bench_grid.c: k3 bench */
+int tok_cli(int argc, char **argv);               /* tokenize/: k3 tokenize | detokenize */
+int k3_doctor_main(int argc, char **argv);        /* doctor/: k3 doctor */
+int k3_serve_main(int argc, char **argv);         /* serve/: k3 serve (docs/SERVE.md) */
+int k3_batch_main(int argc, char **argv);         /* batch/: k3 MODEL_DIR --batch FILE */
+/* chat/: k3 MODEL_DIR --chat; argv as given to k3 ("--chat" ignored among the rest). */
+int chat_main(int argc, char **argv);
+/* run/: k3 MODEL_DIR (--ids | --prompt | --prompt-file): one prompt completed. */
+int k3_run_main(int argc, char **argv);
+/* usage.c: k3 --help. */
+extern const char *const k3_usage;
 /* sigbus.c: a shard truncated under a run (SIGBUS on its mapping) exits 1 naming it. */
 void k3_sigbus_install(void);
-int k3_serve_main(int argc, char **argv);         /* serve.c: k3 serve (docs/SERVE.md) */
 
 /* flags.c: the default of --tok, $K3_TOK_FILES; NULL when it is unset or empty. */
 const char *k3_tok_env(void);

@@ -16,6 +16,13 @@ void k3_sum_init(K3Sum *s);
 void k3_sum_add(K3Sum *s, const void *p, size_t n);
 uint64_t k3_sum_end(const K3Sum *s);
 uint64_t k3_sum64(const void *p, size_t n);
+/* The saved states' checksum (chat_state.c, serve_disk.c: the last 8 bytes of a file hold
+ * it over the bytes before them), in one call or init/add/end; not XXH64's value. */
+uint64_t k3_state_sum(const void *p, size_t n);
+typedef struct { uint64_t v[4]; unsigned char tail[32]; size_t nt; uint64_t total; } K3StateSum;
+void k3_state_sum_init(K3StateSum *h);
+void k3_state_sum_add(K3StateSum *h, const void *p, size_t n);
+uint64_t k3_state_sum_end(const K3StateSum *h);
 uint64_t k3_peak_rss(void);          /* getrusage ru_maxrss, in bytes */
 uint64_t k3_mem_available(void);     /* /proc/meminfo MemAvailable in bytes, 0 if unknown */
 /* A command-line integer for flag: all of v, lo <= x <= 2^30. -1 with a message on

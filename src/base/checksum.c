@@ -83,3 +83,39 @@ uint64_t k3_sum64(const void *p, size_t n) {
     k3_sum_add(&s, p, n);
     return k3_sum_end(&s);
 }
+
+/* ---- k3_state_sum: the saved states' checksum (chat --save-state, serve --state-dir): 4
+ * lanes of XXH64's multiply-rotate over 32-byte blocks without its merge rounds, so not
+ * XXH64's value; independent of how the byte stream is split. Kept for the files. ---- */
+void k3_state_sum_init(K3StateSum *h) {
+    memset(h, 0, sizeof *h); h->v[0] = P1 + P2; h->v[1] = P2; h->v[3] = 0 - P1;
+}
+static void h_block(K3StateSum *h, const unsigned char *p) {
+    for (int i = 0; i < 4; i++) h->v[i] = rotl(h->v[i] + rd64(p + 8 * i) * P2, 31) * P1;
+}
+void k3_state_sum_add(K3StateSum *h, const void *data, size_t n) {
+    const unsigned char *p = data;
+    h->total += n;
+    if (h->nt) {
+        size_t k = 32 - h->nt < n ? 32 - h->nt : n;
+        memcpy(h->tail + h->nt, p, k); h->nt += k; p += k; n -= k;
+        if (h->nt < 32) return;
+        h_block(h, h->tail); h->nt = 0;
+    }
+    for (; n >= 32; p += 32, n -= 32) h_block(h, p);
+    memcpy(h->tail, p, n); h->nt = n;
+}
+uint64_t k3_state_sum_end(const K3StateSum *h) {
+    uint64_t x = rotl(h->v[0], 1) + rotl(h->v[1], 7) + rotl(h->v[2], 12) + rotl(h->v[3], 18);
+    x ^= h->total * P1;
+    for (size_t i = 0; i < h->nt; i++) x = rotl(x ^ (h->tail[i] * P1), 11) * P2;
+    x ^= x >> 33; x *= P2; x ^= x >> 29; x *= P1; x ^= x >> 32;
+    return x;
+}
+
+uint64_t k3_state_sum(const void *p, size_t n) {
+    K3StateSum h;
+    k3_state_sum_init(&h);
+    k3_state_sum_add(&h, p, n);
+    return k3_state_sum_end(&h);
+}

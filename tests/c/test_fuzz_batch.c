@@ -1,4 +1,4 @@
-/* test_fuzz_batch.c — the --batch JSONL parser (src/cli/batch_jsonl.c) under mutation, in
+/* test_fuzz_batch.c — the --batch JSONL parser (src/batch/batch_jsonl.c) under mutation, in
  * the deterministic style of test_fuzz_hist.c: byte-level, line-level (drop, duplicate,
  * swap) and structural JSON mutations of a file of prompt lines. Every input is either
  * refused with 2 and a message "line N: ..." (N a line of the input) that echoes no raw
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "batch.h"
+#include "batch/batch.h"
 #include "fuzz_json.h"
 
 

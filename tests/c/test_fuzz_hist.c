@@ -1,4 +1,4 @@
-/* test_fuzz_hist.c — the chat history loader (src/cli/chat_hist.c, JSONL) under mutation:
+/* test_fuzz_hist.c — the chat history loader (src/chat/chat_hist.c, JSONL) under mutation:
  * byte-level, line-level (drop, duplicate, swap lines) and structural JSON mutations of a
  * line (tests/c/fuzz_json.h). Every input is either refused with exit code 2 and a
  * message naming the file and line that echoes no raw control byte, or loads into a
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "chat.h"
+#include "chat/chat.h"
 #include "fuzz_json.h"
 
 static char g_path[300], g_path2[300];

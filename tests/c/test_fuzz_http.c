@@ -3,7 +3,7 @@
  * mutation fuzzing (the pattern of test_fuzz_parsers.c): thousands of mutated heads and
  * bodies must never crash (ASan/UBSan for the full effect), every refusal must carry a
  * message, and every result must be one of the documented statuses. Runs in seconds. */
-#include "../../src/cli/serve.h"
+#include "serve/serve.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* test_fuzz_state.c — the saved chat state reader (chat_state_load, src/cli/chat_state.c)
+/* test_fuzz_state.c — the saved chat state reader (chat_state_load, src/chat/chat_state.c)
  * under mutation. The state is checked against an open engine, so the harness opens one:
  * tests/models/tiny5f and tests/tok/tiny, two greedy turns, their states saved (thinking
  * off and on) as the seeds. Every mutated file is loaded twice: as it is, and with its
@@ -18,7 +18,8 @@
 #include <fcntl.h>
 #include <time.h>
 #include <unistd.h>
-#include "chat.h"
+#include "chat/chat.h"
+#include "util.h"
 #define FJ_OWN_MUTATOR
 #include "fuzz_json.h"
 
@@ -195,7 +196,7 @@ static int check_state(int k, const unsigned char *d, size_t n) {
     if (n >= 8) {
         unsigned char *b = malloc(n);
         memcpy(b, d, n);
-        uint64_t s = chat_state_checksum(b, n - 8);
+        uint64_t s = k3_state_sum(b, n - 8);
         for (int i = 0; i < 8; i++) b[n - 8 + i] = (unsigned char)(s >> (8 * i));
         if (memcmp(b, d, n)) ok += check_one(k, b, n);
         free(b);
@@ -249,7 +250,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     /* the right checksum only where the reader got that far: hashing every input's whole
      * file would be most of the time spent */
     if (check_one(k, f, m) || (d[0] & 2) || !strstr(g_err, "checksum mismatch")) return 0;
-    uint64_t sum = chat_state_checksum(f, h + t);
+    uint64_t sum = k3_state_sum(f, h + t);
     for (int i = 0; i < 8; i++) f[h + t + i] = (unsigned char)(sum >> (8 * i));
     check_one(k, f, m);
     return 0;

@@ -1,5 +1,5 @@
 /* batch.h — k3 MODEL_DIR --batch FILE: prompts from JSON Lines, completed together
- * (src/cli/batch.c, the line parser in src/cli/batch_jsonl.c). */
+ * (src/batch/batch.c, the line parser in batch_jsonl.c). */
 #ifndef K3_BATCH_H
 #define K3_BATCH_H
 #include <stddef.h>
@@ -31,5 +31,4 @@ int batch_parse_all(const char *buf, size_t n, const SamplerParams *sp, uint64_t
                     int sampling, BatchLine **out, int *n_out, char *err, size_t errlen);
 void batch_lines_free(BatchLine *v, int n);
 
-int k3_batch_main(int argc, char **argv);     /* batch.c: the mode, its flags, the run */
 #endif

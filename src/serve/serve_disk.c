@@ -10,12 +10,11 @@
  *   u32 has_logits; f32 logits[vocab] when 1   the row of the last position
  *   f32 data: per KDA layer S [heads][D][D] then conv [3][C][K-1]; per MLA layer c'
  *     [pos][kv_lora] then k_pe [pos][rope]
- *   u64 checksum of every byte before it (chat_state_checksum)
+ *   u64 checksum of every byte before it (k3_state_sum)
  * Version 1 was the chat REPL's state format (K3STATE, no logits row): refused with a
  * note, the conversation is prefilled once more and saved anew. Written to FILE.tmp.PID,
  * fsynced, renamed; on load everything is checked before use. */
 #include "serve.h"
-#include "chat.h"
 #include "util.h"
 #include <dirent.h>
 #include <errno.h>
@@ -138,7 +137,7 @@ int serve_disk_save(Server *s, const int32_t *fed, size_t nfed, void *stv, const
                 put_words(&o, st->mla_pe[L], nfed * (size_t)c->qk_rope_head_dim);
             }
         }
-        put64(&o, chat_state_checksum(o.b, o.n));
+        put64(&o, k3_state_sum(o.b, o.n));
         path_of(s, file, ".state", p, sizeof p);
         rc = write_all(p, o.b, o.n, err, sizeof err);
     }
@@ -174,7 +173,7 @@ static int load_one(Server *s, const char *path, const char *file, char *err, si
                  get32(b + 8), VERSION);
     else if (n < head + 4 + 8)
         snprintf(err, errlen, "%s: truncated (%zu bytes)", path, n);
-    else if (chat_state_checksum(b, n - 8) !=
+    else if (k3_state_sum(b, n - 8) !=
              ((uint64_t)get32(b + n - 4) << 32 | get32(b + n - 8)))
         snprintf(err, errlen, "%s: checksum mismatch; the file is corrupt", path);
     else if (((uint64_t)get32(b + 16) << 32 | get32(b + 12)) != m->identity)

@@ -1,4 +1,4 @@
-/* bench_grid.h — `k3 bench`, private to src/cli: bench_grid.c (options, the grid, one
+/* bench_grid.h — `k3 bench`, private to src/bench: bench_grid.c (options, the grid, one
  * child process per rep), bench_machine.c (the machine header and the limits measured
  * in the same run: memory read and disk bandwidth), bench_out.c (md, json, csv, jsonl;
  * schema in docs/BENCH.md). */
@@ -6,6 +6,10 @@
 #define K3_BENCH_GRID_H
 #include <stdint.h>
 #include <stdio.h>
+
+/* bench.c: stream-read bandwidth in GB/s of a fresh `bytes` buffer with `threads`
+ * threads, the median of `runs` (<= 16) reads. */
+double k3_mem_read_bw(size_t bytes, int threads, int runs);
 
 #define KB_SCHEMA 1
 #define KB_MAXREP 100

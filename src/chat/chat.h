@@ -13,10 +13,8 @@
 #include "tok.h"
 #include "xtml.h"
 
-/* argv as given to k3 (argv[0] the program, MODEL_DIR among the rest, "--chat" ignored).
- * Returns the process exit code: 0 ok, 1 runtime failure, 2 usage/config/history error,
- * 4 finished but a routed expert failed to load. */
-int chat_main(int argc, char **argv);
+/* chat_main (cli.h) returns the process exit code: 0 ok, 1 runtime failure, 2
+ * usage/config/history error, 4 finished but a routed expert failed to load. */
 
 /* ---- internals shared by chat*.c ---- */
 
@@ -99,6 +97,4 @@ int chat_state_load(Chat *c, const char *path, char *err, size_t errlen);
 /* The reader over a file's n bytes in memory, name standing for its path (the fuzzer). */
 int chat_state_load_bytes(Chat *c, const char *name, const void *data, size_t n, char *err,
                           size_t errlen);
-/* The file's checksum over its first n bytes (the last 8 bytes hold it); for the fuzzer. */
-uint64_t chat_state_checksum(const void *p, size_t n);
 #endif

@@ -1,4 +1,4 @@
-/* serve.h — k3 serve internals (src/cli/serve*.c; docs/SERVE.md).
+/* serve.h — k3 serve internals (src/serve/serve*.c; docs/SERVE.md).
  * serve_http.c: HTTP/1.1 request parsing on a buffer, socket reads with deadlines,
  * responses and chunked bodies. serve_req.c: the request JSON validated into a ServeReq.
  * serve_gen.c: one request on the engine thread: kept states, prefix reuse, generation,

@@ -31,49 +31,6 @@
 #define VERSION 1u
 #define BUF (1u << 20)
 
-/* ---- checksum: 4 lanes of 64-bit multiply-rotate over 32-byte blocks (xxh64-style),
- * independent of how the byte stream is split ---- */
-typedef struct { uint64_t v[4]; unsigned char tail[32]; size_t nt; uint64_t total; } Hash;
-static const uint64_t P1 = 0x9E3779B185EBCA87ULL, P2 = 0xC2B2AE3D27D4EB4FULL;
-static uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
-static uint64_t rd64(const unsigned char *p) {
-    uint64_t x = 0;
-    for (int i = 7; i >= 0; i--) x = (x << 8) | p[i];
-    return x;
-}
-static void h_init(Hash *h) {
-    memset(h, 0, sizeof *h); h->v[0] = P1 + P2; h->v[1] = P2; h->v[3] = 0 - P1;
-}
-static void h_block(Hash *h, const unsigned char *p) {
-    for (int i = 0; i < 4; i++) h->v[i] = rotl(h->v[i] + rd64(p + 8 * i) * P2, 31) * P1;
-}
-static void h_update(Hash *h, const void *data, size_t n) {
-    const unsigned char *p = data;
-    h->total += n;
-    if (h->nt) {
-        size_t k = 32 - h->nt < n ? 32 - h->nt : n;
-        memcpy(h->tail + h->nt, p, k); h->nt += k; p += k; n -= k;
-        if (h->nt < 32) return;
-        h_block(h, h->tail); h->nt = 0;
-    }
-    for (; n >= 32; p += 32, n -= 32) h_block(h, p);
-    memcpy(h->tail, p, n); h->nt = n;
-}
-static uint64_t h_final(const Hash *h) {
-    uint64_t x = rotl(h->v[0], 1) + rotl(h->v[1], 7) + rotl(h->v[2], 12) + rotl(h->v[3], 18);
-    x ^= h->total * P1;
-    for (size_t i = 0; i < h->nt; i++) x = rotl(x ^ (h->tail[i] * P1), 11) * P2;
-    x ^= x >> 33; x *= P2; x ^= x >> 29; x *= P1; x ^= x >> 32;
-    return x;
-}
-
-uint64_t chat_state_checksum(const void *p, size_t n) {
-    Hash h;
-    h_init(&h);
-    h_update(&h, p, n);
-    return h_final(&h);
-}
-
 /* identities of a message and of a rendered transcript: k3_hash, chained */
 static uint64_t msg_hash(const ChatMsg *m) {
     uint64_t h = K3_HASH_INIT;
@@ -95,7 +52,7 @@ static uint64_t ids_hash(const int32_t *ids, size_t n) {
 }
 
 /* ---- buffered writer ---- */
-typedef struct { int fd, failed; unsigned char *b; size_t n; Hash h; } StateWriter;
+typedef struct { int fd, failed; unsigned char *b; size_t n; K3StateSum h; } StateWriter;
 
 static void w_flush(StateWriter *w) {
     size_t off = 0;
@@ -109,7 +66,7 @@ static void w_flush(StateWriter *w) {
 }
 static void w_bytes(StateWriter *w, const void *p, size_t n) {
     const unsigned char *s = p;
-    h_update(&w->h, p, n);
+    k3_state_sum_add(&w->h, p, n);
     while (n) {
         if (w->n == BUF) w_flush(w);
         size_t k = BUF - w->n < n ? BUF - w->n : n;
@@ -144,7 +101,7 @@ static void w_words(StateWriter *w, const void *p, size_t n) {
 
 /* ---- buffered reader ---- */
 typedef struct {
-    int fd; unsigned char *b; size_t pos, len; Hash h; uint64_t done, size; int err;
+    int fd; unsigned char *b; size_t pos, len; K3StateSum h; uint64_t done, size; int err;
 } StateReader;
 
 static int r_bytes(StateReader *r, void *p, size_t n) {
@@ -159,7 +116,7 @@ static int r_bytes(StateReader *r, void *p, size_t n) {
         }
         size_t k = r->len - r->pos < n ? r->len - r->pos : n;
         memcpy(d, r->b + r->pos, k);
-        h_update(&r->h, r->b + r->pos, k);
+        k3_state_sum_add(&r->h, r->b + r->pos, k);
         r->pos += k; r->done += k; d += k; n -= k;
     }
     return 0;
@@ -269,7 +226,7 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
         free(tmp); free(w.b);
         return -1;
     }
-    h_init(&w.h);
+    k3_state_sum_init(&w.h);
     w_bytes(&w, MAGIC, 8);
     w_u32(&w, VERSION);
     w_fingerprint(&w, &c->eng.m);
@@ -298,7 +255,7 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
             w_words(&w, s->mla_pe[L], (size_t)s->pos * cf->qk_rope_head_dim);
         }
     }
-    uint64_t sum = h_final(&w.h);
+    uint64_t sum = k3_state_sum_end(&w.h);
     w_u64(&w, sum);
     w_flush(&w);
     int e = w.failed;
@@ -368,7 +325,7 @@ static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t er
     uint32_t n_old = 0;
     StateReader r = *rp;            /* (copied back before returning) */
     const char *hist = c->history ? c->history : "(no --history)";
-    h_init(&r.h);
+    k3_state_sum_init(&r.h);
     char magic[8];
     uint32_t u, d[8];
     uint64_t x;
@@ -521,7 +478,7 @@ static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t er
             RD(r_words(&r, s->mla_pe[L], (size_t)pos * cf->qk_rope_head_dim));
         }
     }
-    uint64_t sum = h_final(&r.h), got;
+    uint64_t sum = k3_state_sum_end(&r.h), got;
     RD(r_u64(&r, &got));
     if (sum != got)
         CORRUPT("state %s: checksum mismatch (stored %016llx, computed %016llx); the file is "

@@ -1,0 +1,454 @@
+/* run.c — k3 MODEL_DIR (--ids | --prompt | --prompt-file): one prompt completed, the
+ * generated ids or text streamed to stdout, the plan, progress and the report on stderr
+ * (and --out JSON). The engine (k3.h) knows nothing of flags; this file knows nothing of
+ * the math. */
+#include "engine.h"
+#include "config.h"
+#include "cli.h"
+#include "spec.h"
+#include "sampler.h"
+#include "json.h"
+#include "tok.h"
+#include "util.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    const char *model_dir, *tok_dir, *ids, *prompt, *prompt_file;
+    const char *out, *dump_logits;
+    int gen, recompute, quiet;
+    int spec, spec_k; const char *draft_ids, *draft_file;   /* --spec and its drafts */
+    int tok_given;                  /* --tok on the command line: text out even with --ids */
+    K3EngineFlags ef;           /* --config --kernels --threads --prefill-chunk, sampling, memory */
+} Opts;
+
+/* Every flag parse_args knows (--chat, --help, --version, --list-presets are taken by
+ * main first, listed for the suggestions). */
+static const K3Flag BATCH_FLAGS[] = {
+    { "--ids", 1 }, { "--prompt", 1 }, { "--prompt-file", 1 }, { "--tok", 1 }, { "--out", 1 },
+    { "--dump-logits", 1 }, { "--gen", 1 }, { "--recompute", 0 }, { "--incremental", 0 },
+    { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 }, { "--version", 0 },
+    { "--list-presets", 0 }, { "--batch", 1 }, K3_FLAGS_SPEC,
+    { "--draft-ids", 1 }, { "--draft-file", 1 }, K3_FLAGS_ENGINE,
+};
+#define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
+
+static int usage_error(const char *fmt, const char *arg) {
+    return k3_usage_error("k3 --help", fmt, arg);
+}
+
+static int parse_args(int argc, char **argv, Opts *o) {
+    memset(o, 0, sizeof *o);
+    o->gen = 16; o->spec = -1;
+    k3_engine_flags_init(&o->ef);
+    o->tok_dir = k3_tok_env();
+    char xerr[320];
+    if (k3_args_expand(argc, argv, BATCH_FLAGS, N_BATCH_FLAGS, &argc, &argv, xerr, sizeof xerr))
+        return usage_error("%s", xerr);                       /* --flag=value, once */
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define VAL() do { if (!v) return usage_error("%s needs a value", a); i++; } while (0)
+        char serr[256];
+        int er = k3_engine_parse_flag(argc, argv, &i, &o->ef, serr, sizeof serr);
+        if (!er) er = k3_spec_parse_flag(argc, argv, &i, &o->spec, &o->spec_k, serr, sizeof serr);
+        if (er < 0) return usage_error("%s", serr);
+        if (er) continue;
+        if (!strcmp(a, "--ids")) { VAL(); o->ids = v; }
+        else if (!strcmp(a, "--prompt")) { VAL(); o->prompt = v; }
+        else if (!strcmp(a, "--prompt-file")) { VAL(); o->prompt_file = v; }
+        else if (!strcmp(a, "--tok")) { VAL(); o->tok_dir = v; o->tok_given = 1; }
+        else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
+        else if (!strcmp(a, "--dump-logits")) { VAL(); o->dump_logits = v; }
+        else if (!strcmp(a, "--gen")) {
+            VAL(); if (k3_parse_int(a, v, 0, &o->gen)) return K3_ERR_USAGE;
+        } else if (!strcmp(a, "--recompute")) o->recompute = 1;
+        else if (!strcmp(a, "--incremental")) o->recompute = 0;
+        else if (!strcmp(a, "--quiet")) o->quiet = 1;
+        else if (!strcmp(a, "--draft-ids")) { VAL(); o->draft_ids = v; }
+        else if (!strcmp(a, "--draft-file")) { VAL(); o->draft_file = v; }
+        else if (a[0] == '-' && a[1]) {
+            k3_unknown_option(a, BATCH_FLAGS, N_BATCH_FLAGS, xerr, sizeof xerr);
+            return usage_error("%s", xerr);
+        }
+        else if (!o->model_dir) o->model_dir = a;
+        else return usage_error("unexpected argument '%s' (MODEL_DIR was already given)", a);
+#undef VAL
+    }
+    if (!o->model_dir) return usage_error("%s", "missing MODEL_DIR");
+    int n_in = !!o->ids + !!o->prompt + !!o->prompt_file;
+    if (n_in != 1) return usage_error("%s", "give exactly one of --ids, --prompt, --prompt-file");
+    char serr[256];
+    if (sampler_check(&o->ef.sp, serr, sizeof serr)) return usage_error("%s", serr);
+    if (o->spec == 1 && o->recompute) return usage_error("%s", "--spec needs --incremental");
+    if (!o->spec && (o->draft_ids || o->draft_file))
+        return usage_error("%s", "--draft-ids and --draft-file draft for --spec: drop --no-spec");
+    if (o->spec < 0) o->spec = !o->recompute;       /* speculation is the default */
+    if (o->draft_file && !o->tok_dir)
+        return usage_error("%s", "--draft-file needs a tokenizer: pass --tok DIR");
+    if (o->spec && !o->spec_k) o->spec_k = 8;
+    if (!o->ids && !o->tok_dir)
+        return usage_error("%s", "--prompt/--prompt-file need a tokenizer: "
+                           "pass --tok DIR or set K3_TOK_FILES");
+    return 0;
+}
+
+/* ---- output ---- */
+
+typedef struct {
+    FILE *f; int first;
+    Tok *tok; TokStream ts;
+} Emitter;
+
+static void emit(Emitter *e, int id) {
+    if (e->tok) {
+        const char *b; size_t n;
+        if (tok_stream_put(&e->ts, e->tok, id, &b, &n) == 0) fwrite(b, 1, n, e->f);
+    } else {
+        fprintf(e->f, e->first ? "%d" : ",%d", id);
+    }
+    e->first = 0;
+    fflush(e->f);
+}
+
+static void emit_end(Emitter *e) {
+    if (e->tok) {
+        const char *b; size_t n;
+        tok_stream_flush(&e->ts, &b, &n);
+        fwrite(b, 1, n, e->f);
+    }
+    fputc('\n', e->f);
+    fflush(e->f);
+}
+
+static void json_ids(FILE *f, const char *key, const int *ids, int n) {
+    fprintf(f, "  \"%s\": [", key);
+    for (int i = 0; i < n; i++) fprintf(f, i ? ", %d" : "%d", ids[i]);
+    fprintf(f, "],\n");
+}
+
+typedef struct {
+    const int *prompt; int n_prompt;
+    const int *gen; int n_gen;
+    double t_prefill, t_decode;
+    uint64_t peak_rss;
+    long expert_failures;
+    const K3Spec *spec;                        /* NULL without --spec */
+} Report;
+
+static int write_json(const char *path, const Opts *o, const K3Engine *e, const Report *r) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno)); return -1; }
+    double spt = r->n_gen > 1 ? r->t_decode / (r->n_gen - 1) : 0.0;
+    char *md = json_quote(o->model_dir, strlen(o->model_dir));
+    fprintf(f, "{\n  \"version\": \"%s\",\n  \"model_dir\": %s,\n", K3_VERSION,
+            md ? md : "null");
+    free(md);
+    json_ids(f, "prompt_ids", r->prompt, r->n_prompt);
+    json_ids(f, "generated_ids", r->gen, r->n_gen);
+    fprintf(f, "  \"n_prompt\": %d,\n  \"n_generated\": %d,\n", r->n_prompt, r->n_gen);
+    fprintf(f, "  \"mode\": \"%s\",\n  \"kernels\": \"%s\",\n  \"threads\": %d,\n",
+            o->recompute ? "recompute" : "incremental", k3_kernels_name(), k3_threads());
+    fprintf(f, "  \"seconds_prefill\": %.6f,\n  \"seconds_decode\": %.6f,\n", r->t_prefill,
+            r->t_decode);
+    fprintf(f, "  \"seconds_per_token\": %.6f,\n  \"tokens_per_second\": %.6f,\n", spt,
+            spt > 0 ? 1.0 / spt : 0.0);
+    fprintf(f, "  \"prefill_tokens_per_second\": %.6f,\n",
+            r->t_prefill > 0 ? r->n_prompt / r->t_prefill : 0.0);
+    fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", r->expert_failures,
+            r->expert_failures ? "false" : "true");
+    if (r->spec)
+        fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
+                r->spec->drafted, r->spec->accepted, r->spec->passes);
+    k3_mem_json(e->mem, f, r->t_prefill + r->t_decode);
+    fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", e->m.cfg.vocab_size,
+            (unsigned long long)r->peak_rss);
+    if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
+        fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- batch completion ---- */
+
+/* The prompt as ids: --ids, or --prompt/--prompt-file through the tokenizer. */
+static int read_prompt(const Opts *o, const Tok *tok, int **prompt, int *n_prompt) {
+    char err[4096];
+    if (o->ids) {
+        if (k3_parse_ids(o->ids, prompt, n_prompt, err, sizeof err)) {
+            fprintf(stderr, "k3: %s\n", err);
+            return K3_ERR_USAGE;
+        }
+    } else {
+        size_t len = 0, n = 0;
+        char *text = o->prompt ? strdup(o->prompt)
+                               : k3_slurp(o->prompt_file, SIZE_MAX, &len, err, sizeof err);
+        if (!text) { fprintf(stderr, "k3: --prompt-file %s\n", err); return K3_ERR_USAGE; }
+        if (o->prompt) len = strlen(text);
+        int32_t *ids = tok_encode(tok, text, len, 0, &n);
+        free(text);
+        if (!ids) {
+            fprintf(stderr, "k3: out of memory tokenizing the prompt\n");
+            return K3_ERR_RUNTIME;
+        }
+        *prompt = malloc(sizeof(int) * (n ? n : 1));
+        if (!*prompt) {
+            free(ids);
+            fprintf(stderr, "k3: out of memory\n");
+            return K3_ERR_RUNTIME;
+        }
+        for (size_t i = 0; i < n; i++) (*prompt)[i] = ids[i];
+        *n_prompt = (int)n;
+        free(ids);
+    }
+    if (*n_prompt == 0) {
+        fprintf(stderr, "k3: the prompt is empty: give at least one token\n");
+        return K3_ERR_USAGE;
+    }
+    return 0;
+}
+
+/* --draft-ids LIST or --draft-file PATH (tokenized): the reference drafts come from. */
+static int read_draft(const Opts *o, const Tok *tok, int **ref, int *n_ref) {
+    char err[4096];
+    if (o->draft_ids && k3_parse_ids(o->draft_ids, ref, n_ref, err, sizeof err)) {
+        fprintf(stderr, "k3: --draft-ids: %s\n", err);
+        return K3_ERR_USAGE;
+    }
+    if (!o->draft_file) return 0;
+    size_t len = 0, n = 0;
+    char *text = k3_slurp(o->draft_file, SIZE_MAX, &len, err, sizeof err);
+    if (!text) { fprintf(stderr, "k3: --draft-file %s\n", err); return K3_ERR_USAGE; }
+    int32_t *ids = tok_encode(tok, text, len, 0, &n);
+    free(text);
+    int *v = ids ? realloc(*ref, sizeof(int) * ((size_t)*n_ref + n + 1)) : NULL;
+    if (!v) { free(ids); fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
+    for (size_t i = 0; i < n; i++) v[*n_ref + i] = ids[i];
+    *ref = v; *n_ref += (int)n;
+    free(ids);
+    return 0;
+}
+
+/* Output paths must be writable before a long run (nothing is truncated yet). */
+static int check_outputs(const Opts *o) {
+    const char *flag[3] = { "--out", "--dump-logits", "--dump-cache-trace" };
+    const char *path[3] = { o->out, o->dump_logits, o->ef.mem.trace_dir };
+    char err[8400];
+    for (int i = 0; i < 3; i++)
+        if (path[i] && k3_check_output(flag[i], path[i], i == 2, err, sizeof err)) {
+            fprintf(stderr, "k3: %s\n", err);
+            return K3_ERR_USAGE;
+        }
+    return 0;
+}
+
+/* prompt + gen past the trained context (max_position_embeddings) is refused unless --ctx
+ * asks for more; then a warning. A config that does not load is left to the engine. */
+static int check_context(const Opts *o, int n_prompt) {
+    K3Config cfg;
+    char err[4096], path[4200];
+    snprintf(path, sizeof path, "%s/config.json", o->model_dir);
+    const char *cp = o->ef.config ? o->ef.config : path;
+    if (k3_config_load(cp, &cfg, err, sizeof err)) return 0;
+    const int mpe = cfg.max_position_embeddings;
+    const long need = (long)n_prompt + o->gen;
+    if (mpe <= 0) return 0;
+    if (o->ef.mem.ctx > mpe) {
+        fprintf(stderr, "k3: warning: --ctx %d is past the trained context "
+                "(max_position_embeddings %d in %s); positions past %d are untested\n",
+                o->ef.mem.ctx, mpe, cp, mpe);
+        return 0;
+    }
+    if (need <= mpe) return 0;
+    fprintf(stderr, "k3: the prompt (%d tokens) + --gen %d = %ld positions is past the trained "
+            "context, max_position_embeddings %d in %s; shorten the prompt or --gen, or pass "
+            "--ctx %ld to run past it anyway\n", n_prompt, o->gen, need, mpe, cp, need);
+    return K3_ERR_USAGE;
+}
+
+/* The engine for this run: the plan covers the prompt, the generation and the chunk. */
+static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size_t errlen) {
+    /* no --prefill-chunk: the plan sizes the chunk (the whole prompt when it fits) */
+    const int want = o->recompute ? n_prompt + o->gen : n_prompt;
+    const int pc = o->ef.chunk > 0 ? o->ef.chunk : (want > 0 ? want : 1);
+    K3EngineOpts eo = k3_engine_flags_opts(&o->ef, o->model_dir);
+    eo.mem.chunk_auto = o->ef.chunk <= 0;
+    eo.mem.ctx = o->ef.mem.ctx > 0 ? o->ef.mem.ctx : n_prompt + o->gen;
+    eo.mem.chunk = o->recompute ? pc : (n_prompt < pc ? n_prompt : pc);
+    eo.mem.logits_rows = o->dump_logits ? n_prompt : 1;
+    if (o->spec) {                             /* a verify pass: k+1 positions, every row */
+        if (eo.mem.chunk < o->spec_k + 1) eo.mem.chunk = o->spec_k + 1;
+        if (eo.mem.logits_rows < o->spec_k + 1) eo.mem.logits_rows = o->spec_k + 1;
+    }
+    eo.mem.quiet = o->quiet;
+    if (o->ef.mem.ctx > 0 && o->ef.mem.ctx < n_prompt + o->gen && !o->quiet)
+        fprintf(stderr, "k3: note: --ctx %d is less than prompt + gen (%d); the MLA cache grows "
+                "past the plan\n", o->ef.mem.ctx, n_prompt + o->gen);
+    return k3_engine_open(e, &eo, err, errlen);
+}
+
+static int run_batch(const Opts *o) {
+    char err[4096];
+    Tok *tok = NULL;
+    int *prompt = NULL, n_prompt = 0, rc = 0, *seq = NULL, *ref = NULL, n_ref = 0;
+    K3State *st = NULL;
+    K3Engine e;
+    memset(&e, 0, sizeof e);            /* closing an engine that never opened is a no-op */
+    if (o->tok_dir && (o->prompt || o->prompt_file || o->tok_given || o->draft_file)) {
+        tok = tok_load(o->tok_dir, err, sizeof err);
+        if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
+    }
+    if ((rc = read_prompt(o, tok, &prompt, &n_prompt)) || (rc = check_outputs(o)) ||
+        (rc = check_context(o, n_prompt)) || (rc = read_draft(o, tok, &ref, &n_ref)))
+        goto done;
+
+    double t0 = k3_now();
+    rc = open_engine(o, n_prompt, &e, err, sizeof err);
+    if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
+    const K3Model *m = &e.m;
+    const int V = m->cfg.vocab_size;
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] >= V) {
+            fprintf(stderr, "k3: prompt id %d is outside the vocabulary (vocab_size %d)\n",
+                    prompt[i], V);
+            rc = K3_ERR_USAGE; goto done;
+        }
+    for (int i = 0; i < n_ref; i++)
+        if (ref[i] < 0 || ref[i] >= V) {
+            fprintf(stderr, "k3: --draft-ids id %d is outside the vocabulary (vocab_size %d)\n",
+                    ref[i], V);
+            rc = K3_ERR_USAGE; goto done;
+        }
+    if (tok && tok_vocab_size(tok) > V)
+        fprintf(stderr, "k3: warning: the tokenizer has %d ids but the model only %d\n",
+                tok_vocab_size(tok), V);
+    if (!o->quiet)
+        fprintf(stderr, "k3: %s: %d layers, hidden %d, %d experts (top %d), vocab %d; kernels %s; "
+                "opened in %.2f s\n", o->model_dir, m->cfg.num_hidden_layers, m->cfg.hidden_size,
+                m->cfg.num_experts, m->cfg.num_experts_per_token, V, k3_kernels_name(),
+                k3_now() - t0);
+
+    int total = n_prompt + o->gen;
+    float *logits = e.rs.logits;               /* [dump ? n_prompt : 1][V], planned */
+    seq = malloc(sizeof(int) * total);
+    st = k3_state_new(m);
+    if (!seq || !st) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
+    memcpy(seq, prompt, sizeof(int) * n_prompt);
+
+    Emitter em = { stdout, 1, tok, { { 0 }, 0, NULL, 0 } };
+    if (tok) tok_stream_init(&em.ts);
+    double tp = k3_now(), t_prefill = 0, t_decode = 0;
+    int n = n_prompt, n_gen = 0;
+    rc = k3_prefill(&e, st, seq, n, o->ef.chunk, logits, o->dump_logits != NULL, err, sizeof err);
+    if (rc) { fprintf(stderr, "k3: prefill: %s\n", err); goto done; }
+    t_prefill = k3_now() - tp;
+    k3_mem_step(e.mem, 0, n_prompt, t_prefill, o->ef.mem.verbose && !o->quiet);
+    if (o->dump_logits) {
+        FILE *f = fopen(o->dump_logits, "wb");
+        size_t nl = (size_t)V * n_prompt;
+        if (!f || fwrite(logits, sizeof(float), nl, f) != nl || fclose(f)) {
+            fprintf(stderr, "k3: --dump-logits %s: %s\n", o->dump_logits, strerror(errno));
+            rc = K3_ERR_RUNTIME; goto done;
+        }
+        memmove(logits, logits + (size_t)(n_prompt - 1) * V, sizeof(float) * V);
+    }
+    if (!o->quiet)
+        fprintf(stderr, "k3: prefill %d token%s in %.3f s (%.2f tok/s)\n", n_prompt,
+                n_prompt == 1 ? "" : "s", t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
+    double td = k3_now(), td_step = td;
+    Sampler smp;                               /* greedy unless a sampling flag is given */
+    sampler_init(&smp, &o->ef.sp, o->ef.seed);
+    if (!o->ef.sampling) smp.p.greedy = 1;
+    K3Spec spec;                               /* --spec: tokens a verify pass already drew */
+    int pend[65], n_pend = 0, i_pend = 0, draft[64];
+    if (o->spec) k3_spec_init(&spec, m, ref, n_ref, o->spec_k);
+    while (n_gen < o->gen) {
+        /* the token at generated position n_gen: drawn by (seed, position) only */
+        int next = i_pend < n_pend ? pend[i_pend++] : sampler_sample_at(&smp, logits, V, n_gen);
+        if (next < 0) {
+            fprintf(stderr, "\nk3: out of memory\n");
+            rc = K3_ERR_RUNTIME;
+            goto done;
+        }
+        seq[n++] = next; n_gen++;
+        emit(&em, next);
+        if (next == m->cfg.eos_token_id || n_gen == o->gen) break;
+        if (i_pend < n_pend) continue;         /* an accepted draft: already in the state */
+        const int k = o->spec ? k3_spec_draft(&spec, seq, n, n_prompt, o->gen - n_gen - 1,
+                                              draft) : 0;
+        if (k > 0) {                           /* verify: the last token and k drafts */
+            memcpy(seq + n, draft, sizeof(int) * k);   /* room: n + k < n_prompt + gen */
+            if (k3_state_mark(m, st, k + 1)) { fprintf(stderr, "k3: out of memory\n");
+                                               rc = K3_ERR_RUNTIME; goto done; }
+            rc = k3_forward(&e, st, seq + n - 1, k + 1, logits, 1, err, sizeof err);
+            if (!rc) {
+                n_pend = k3_spec_accept(&spec, m, st, &smp, n_gen, draft, k, logits, pend);
+                i_pend = 0;
+                if (n_pend < 0) { snprintf(err, sizeof err, "out of memory"); rc = 1; }
+                else if (o->ef.mem.verbose && !o->quiet)
+                    fprintf(stderr, "k3: spec pass: %d drafted, %d accepted\n", k, n_pend - 1);
+            }
+        } else if (o->recompute) {
+            k3_state_reset(m, st);
+            rc = k3_prefill(&e, st, seq, n, o->ef.chunk, logits, 0, err, sizeof err);
+        } else rc = k3_forward(&e, st, seq + n - 1, 1, logits, 0, err, sizeof err);
+        if (rc) { fprintf(stderr, "\nk3: generation step %d: %s\n", n_gen, err); goto done; }
+        double ts = k3_now();
+        k3_mem_step(e.mem, n_gen, o->recompute ? n : k + 1, ts - td_step,
+                    o->ef.mem.verbose && !o->quiet);
+        td_step = ts;
+    }
+    t_decode = k3_now() - td;
+    sampler_free(&smp);
+    if (o->gen > 0) emit_end(&em);
+
+    const long failures = k3_engine_expert_failures(&e);
+    Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(),
+                 failures, o->spec ? &spec : NULL };
+    if (!o->quiet) {
+        double spt = n_gen > 1 ? t_decode / (n_gen - 1) : 0;
+        char speed[64];                 /* the first token comes from the prefill: no rate */
+        if (spt > 0) snprintf(speed, sizeof speed, "; %.3f s/token (%.2f tok/s)", spt, 1 / spt);
+        else snprintf(speed, sizeof speed, "%s", n_gen ? " (no decode step to time)" : "");
+        fprintf(stderr, "k3: generated %d token%s%s; peak RSS %.1f MiB (the figure to quote)\n",
+                n_gen, n_gen == 1 ? "" : "s", speed, r.peak_rss / 1048576.0);
+        k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
+        if (o->spec)
+            fprintf(stderr, "k3: spec: %ld verify passes, %ld drafted, %ld accepted (%.2f "
+                    "accepted tokens per pass)\n", spec.passes, spec.drafted, spec.accepted,
+                    spec.passes ? (double)spec.accepted / spec.passes : 0.0);
+    }
+    if (o->out && write_json(o->out, o, &e, &r)) rc = K3_ERR_RUNTIME;
+    if (!rc && failures) {
+        fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the generated ids "
+                "are unsound\n", failures);
+        rc = K3_ERR_EXPERT;
+    }
+    if (!o->quiet) {                           /* the shape scripts of the original tool parse */
+        double wall = t_prefill + t_decode;
+        fprintf(stderr, "%d tokens in %.3f s, %.3f s/token average\n", n_gen, wall,
+                n_gen ? wall / n_gen : 0.0);
+        fprintf(stderr, "PEAK RSS for the whole run: %.3f GB\n", k3_peak_rss() / K3_GB);
+    }
+    if (tok) tok_stream_free(&em.ts);
+done:
+    if (st) k3_state_free(&e.m, st);
+    free(seq); free(prompt); free(ref);
+    k3_engine_close(&e);
+    tok_free(tok);
+    return rc;
+}
+
+int k3_run_main(int argc, char **argv) {
+    if (argc < 2) { fputs(k3_usage, stderr); return K3_ERR_USAGE; }
+    Opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc) return rc;
+    return run_batch(&o);
+}
