@@ -37,6 +37,15 @@ K3Pager *k3_statefile_pager(K3StateFile *f);
 /* Sequence slot (0..n) of the file: s must come from k3_state_new_in with the mode's
  * flags (K3_STATE_*_FILE); its records start zero (k3_state_reset marks them so). */
 void k3_statefile_attach(K3StateFile *f, K3State *s, int slot);
+/* Between steps, a state moved in or out of the file: put writes resident src's paged
+ * layers (its KDA states, with ALL its MLA rows) as in-file dst's records, dst->pos =
+ * src->pos; get reads in-file src's records into resident dst's layers (sized for
+ * src->pos), dst->pos = src->pos. The layers in memory in both are the caller's to copy.
+ * 0, or 1 with the reason in err. */
+int k3_statefile_put(K3StateFile *f, K3State *dst, const K3State *src, char *err,
+                     size_t errlen);
+int k3_statefile_get(K3StateFile *f, const K3State *src, K3State *dst, char *err,
+                     size_t errlen);
 typedef struct {
     uint64_t read, written; double wait_s, io_s;
     int direct;                               /* O_DIRECT (else the page cache) */

@@ -1,18 +1,24 @@
 /* batch.c — k3 MODEL_DIR --batch FILE: a file of prompts (JSON Lines, batch.h) completed
- * together. Up to --batch-size sequences are in flight, each with its own state; every
- * step feeds them all in one k3_forward_seqs (one read of each layer and selected expert
- * for all), a finished sequence's place going to the next waiting prompt (continuous
- * batching). Each prompt's ids and logits are its solo run's: the forward gives every
- * sequence its solo bits and the sampler draws by (seed, position) only. */
+ * together. Up to --batch-size sequences are in flight, each with its own state; the
+ * engine's scheduler (scheduler.h) feeds them all in one step (one read of each layer
+ * and selected expert for all), a finished sequence's place going to the next waiting
+ * prompt (continuous batching). FILE "-" or a pipe is read as lines arrive: a prompt joins
+ * the next step, mid-decode of the others. Each prompt's ids and logits are its solo run's:
+ * the forward gives every sequence its solo bits and the sampler draws by (seed, position)
+ * only. */
 #include "batch.h"
 #include "cli.h"
 #include "engine.h"
 #include "json.h"
+#include "scheduler.h"
 #include "spec.h"
 #include "statefile.h"
 #include "tok.h"
 #include "util.h"
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +35,9 @@ static const char *USAGE =
 "line and field). As each prompt finishes one JSON line goes to stdout: id,\n"
 "generated_ids, text (with a tokenizer), stop (length or eos), n_prompt, n_generated,\n"
 "seconds_prefill, seconds_decode. Each prompt gets the ids of its solo run.\n"
+"FILE - (stdin) or a pipe is read as lines arrive: each prompt joins the next step while\n"
+"the others decode; a bad line is answered {\"line\": N, \"error\": ...} and skipped (exit\n"
+"2 at the end); the context is --ctx (default 4096).\n"
 "\n"
 "  --batch-size N       sequences in flight (default: what the memory plan fits, at most\n"
 "                       the prompts and the prefill chunk; the plan prints it)\n"
@@ -122,12 +131,13 @@ static int parse(int argc, char **argv, BOpts *o) {
     return 0;
 }
 
-/* One sequence in flight. seq holds the prompt, then what was generated; fed tokens of it
- * are in the state, the rest (the prompt's remainder, or the last sampled token) is fed
- * by the next steps. */
+/* One sequence in flight. seq holds the prompt, then what was generated; the scheduler's
+ * q feeds it: the prompt, then each sampled token (with its drafts). */
+typedef struct Batch Batch;
 typedef struct {
-    const BatchLine *l;                /* NULL: free */
-    K3State *st;
+    Batch *b;
+    int li;                            /* its line (index into lines), -1: free */
+    K3SchedSeq *q;
     int *seq, n_prompt, n, fed, n_gen, gen;
     Sampler smp;
     double t0, t_first;
@@ -136,19 +146,27 @@ typedef struct {
     int k;                             /* drafts in the step just run (0: a plain step) */
 } Slot;
 
+/* FILE read as lines arrive (stdin, a pipe). */
 typedef struct {
+    int fd, eof, line;
+    char *buf; size_t n, cap;
+    int bad;                           /* lines refused (answered with an error line) */
+} Stream;
+
+struct Batch {
     const BOpts *o;
     K3Engine e;
+    K3Sched *sch;
     Tok *tok;
-    BatchLine *lines; int n_lines;
+    BatchLine *lines; int n_lines, cap_lines;
     int **prompts, *n_prompts;         /* each line's prompt ids */
     Slot *slot; int n_slots;
-    int next, done;
+    int next, done, ctx;
     long n_generated;
     long drafted, accepted, passes;    /* --spec, over every finished sequence */
     double t_run;
-    K3StateFile *sf;                   /* NULL: the states are resident */
-} Batch;
+    Stream *in;                        /* NULL: the whole file was read and checked first */
+};
 
 static int ids_of(Batch *b, int i, char *err, size_t errlen) {
     const BatchLine *l = &b->lines[i];
@@ -184,10 +202,30 @@ static int line_gen(const Batch *b, int i) {
     return b->lines[i].gen >= 0 ? b->lines[i].gen : b->o->gen;
 }
 
-/* Takes the next waiting prompt into slot s. */
-static int start(Batch *b, Slot *s, char *err, size_t errlen) {
+/* --spec: drafts after the sequence's last token, at most room, for a verify pass. */
+static int draft(K3SchedSeq *q, int room) {
+    Slot *s = q->user;
+    const int lim = s->gen - s->n_gen - 1 < room ? s->gen - s->n_gen - 1 : room;
+    s->k = k3_spec_draft(&s->spec, s->seq, s->n, s->n_prompt, lim, s->seq + s->n);
+    if (s->k <= 0) return s->k = 0;
+    if (k3_state_mark(&s->b->e.m, q->st, s->k + 1)) return -1;
+    q->all_logits = 1;
+    return s->k;
+}
+
+/* The next step feeds sequence s its last token (and drafts). */
+static void decode_next(Batch *b, Slot *s) {
+    K3SchedSeq *q = s->q;
+    s->k = 0;
+    q->ids = s->seq + s->n - 1; q->n = 1; q->decode = 1; q->all_logits = 0;
+    q->draft = b->o->spec ? draft : NULL;
+}
+
+/* Takes the next waiting prompt into slot s (its scheduler slot q). */
+static int start(Batch *b, Slot *s, K3SchedSeq *q, char *err, size_t errlen) {
     const int i = b->next++, V = b->e.m.cfg.vocab_size;
-    s->l = &b->lines[i];
+    const BatchLine *l = &b->lines[i];
+    s->b = b; s->li = i; s->q = q;
     s->n_prompt = b->n_prompts[i];
     s->gen = line_gen(b, i);
     s->n = s->n_prompt; s->fed = 0; s->n_gen = 0;
@@ -195,9 +233,8 @@ static int start(Batch *b, Slot *s, char *err, size_t errlen) {
     s->seq = malloc(sizeof(int) * (size_t)(s->n_prompt + s->gen + 1));
     if (!s->seq) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
     memcpy(s->seq, b->prompts[i], sizeof(int) * (size_t)s->n_prompt);
-    k3_state_reset(&b->e.m, s->st);
-    sampler_init(&s->smp, &s->l->sp, s->l->seed);     /* greedy unless the line samples */
-    if (!s->l->sampling) s->smp.p.greedy = 1;
+    sampler_init(&s->smp, &l->sp, l->seed);          /* greedy unless the line samples */
+    if (!l->sampling) s->smp.p.greedy = 1;
     if (b->o->dump) {
         free(s->dump);
         s->dump = malloc(sizeof(float) * (size_t)s->n_prompt * V);
@@ -206,13 +243,19 @@ static int start(Batch *b, Slot *s, char *err, size_t errlen) {
     s->t0 = k3_now(); s->t_first = 0;
     if (b->o->spec) k3_spec_init(&s->spec, &b->e.m, NULL, 0, b->o->spec_k);
     s->k = 0;
+    q->ids = s->seq; q->n = s->n_prompt; q->decode = 0; q->all_logits = s->dump != NULL;
+    q->draft = NULL;
+    if (b->in && !b->o->quiet)
+        fprintf(stderr, "k3: batch: line %d joined at step %ld (%d in flight)\n", l->line,
+                k3_sched_stats(b->sch)->steps, k3_sched_active(b->sch));
     return 0;
 }
 
 static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
     const double now = k3_now();
+    const BatchLine *l = &b->lines[s->li];
     const int *g = s->seq + s->n_prompt;
-    printf("{\"id\": %s, \"generated_ids\": [", s->l->id);
+    printf("{\"id\": %s, \"generated_ids\": [", l->id);
     for (int i = 0; i < s->n_gen; i++) printf(i ? ", %d" : "%d", g[i]);
     printf("]");
     if (b->tok) {
@@ -231,7 +274,7 @@ static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
     fflush(stdout);
     if (b->o->dump) {
         char path[1024];
-        snprintf(path, sizeof path, "%.990s/%d.f32", b->o->dump, s->l->line);
+        snprintf(path, sizeof path, "%.990s/%d.f32", b->o->dump, l->line);
         FILE *f = fopen(path, "wb");
         size_t nl = (size_t)s->n_prompt * b->e.m.cfg.vocab_size;
         if (!f || fwrite(s->dump, sizeof(float), nl, f) != nl || fclose(f)) {
@@ -243,20 +286,25 @@ static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
     b->drafted += s->spec.drafted; b->accepted += s->spec.accepted; b->passes += s->spec.passes;
     b->done++;
     sampler_free(&s->smp);
-    s->l = NULL;
+    k3_sched_leave(b->sch, s->q);
+    s->li = -1; s->q = NULL;
     if (!b->o->quiet) {
         const double el = now - b->t_run, rate = el > 0 ? b->n_generated / el : 0;
-        fprintf(stderr, "k3: batch: %d/%d prompts done, %.2f tok/s, ETA %.0f s\n", b->done,
-                b->n_lines, rate, b->done ? el / b->done * (b->n_lines - b->done) : 0.0);
+        if (b->in)
+            fprintf(stderr, "k3: batch: %d prompts done, %d waiting, %.2f tok/s\n", b->done,
+                    b->n_lines - b->next, rate);
+        else
+            fprintf(stderr, "k3: batch: %d/%d prompts done, %.2f tok/s, ETA %.0f s\n", b->done,
+                    b->n_lines, rate, b->done ? el / b->done * (b->n_lines - b->done) : 0.0);
     }
     return 0;
 }
 
-/* After a step: sequence s got `rows` rows of logits; the last one follows its last fed
- * token. When its fed tokens reach its end, it samples (or finishes). */
+/* After a step fed sequence s: T ids, rows lg (all of them with all_logits, else the last
+ * one's). When its fed tokens reach its end, it samples (or finishes). */
 static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *err,
                       size_t errlen) {
-    const int V = b->e.m.cfg.vocab_size;
+    const int V = b->e.m.cfg.vocab_size, eos_id = b->e.m.cfg.eos_token_id;
     if (all && s->dump && s->fed < s->n_prompt)   /* prompt rows, in order */
         memcpy(s->dump + (size_t)s->fed * V, lg, sizeof(float) * (size_t)T * V);
     s->fed += T;
@@ -265,7 +313,7 @@ static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *
     if (s->n_gen == s->gen) return finish(b, s, 0, err, errlen);   /* --gen 0 */
     if (s->k > 0) {                    /* a verify pass: keep what the model agrees with */
         int out[65];
-        const int cnt = k3_spec_accept(&s->spec, &b->e.m, s->st, &s->smp, s->n_gen,
+        const int cnt = k3_spec_accept(&s->spec, &b->e.m, s->q->st, &s->smp, s->n_gen,
                                        s->seq + s->n, s->k, lg, out);
         if (cnt < 0) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
         s->k = 0;
@@ -273,10 +321,10 @@ static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *
             const int id = out[j];
             s->seq[s->n++] = id;
             s->n_gen++;
-            if (id == b->e.m.cfg.eos_token_id || s->n_gen == s->gen)
-                return finish(b, s, id == b->e.m.cfg.eos_token_id, err, errlen);
+            if (id == eos_id || s->n_gen == s->gen) return finish(b, s, id == eos_id, err, errlen);
         }
         s->fed = s->n - 1;             /* the state holds all but the model's own token */
+        decode_next(b, s);
         return 0;
     }
     const int id = sampler_sample_at(&s->smp, last, V, s->n_gen);  /* by position only */
@@ -284,59 +332,40 @@ static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *
     if (!s->t_first) s->t_first = k3_now();
     s->seq[s->n++] = id;
     s->n_gen++;
-    if (id == b->e.m.cfg.eos_token_id || s->n_gen == s->gen)
-        return finish(b, s, id == b->e.m.cfg.eos_token_id, err, errlen);
+    if (id == eos_id || s->n_gen == s->gen) return finish(b, s, id == eos_id, err, errlen);
+    decode_next(b, s);
     return 0;
 }
 
+static int stream_read(Batch *b, int wait, char *err, size_t errlen);
+
 static int run(Batch *b, char *err, size_t errlen) {
-    const int max_T = b->e.rs.max_T, V = b->e.m.cfg.vocab_size;
-    K3Seq *seq = malloc(sizeof *seq * (size_t)b->n_slots);
-    int *who = malloc(sizeof(int) * (size_t)b->n_slots), rc = 0, step = 0;
-    if (!seq || !who) { free(seq); free(who); snprintf(err, errlen, "out of memory"); return 1; }
+    int rc = 0;
     b->t_run = k3_now();
-    while (!rc && b->done < b->n_lines) {
-        for (int i = 0; !rc && i < b->n_slots; i++)
-            if (!b->slot[i].l && b->next < b->n_lines) rc = start(b, &b->slot[i], err, errlen);
-        if (rc) break;
-        /* decoding sequences first (one token each), then prompts take what is left */
-        int n = 0, T = 0;
-        for (int pass = 0; pass < 2; pass++)
-            for (int i = 0; i < b->n_slots; i++) {
-                Slot *s = &b->slot[i];
-                if (!s->l || (s->fed >= s->n_prompt) != (pass == 0)) continue;
-                int k = s->n - s->fed;
-                if (k > max_T - T) k = max_T - T;
-                if (k < 1) continue;
-                s->k = 0;
-                if (pass == 0 && b->o->spec && max_T - T > 1) {   /* draft after the last token */
-                    s->k = k3_spec_draft(&s->spec, s->seq, s->n, s->n_prompt,
-                                         s->gen - s->n_gen - 1 < max_T - T - 1 ?
-                                         s->gen - s->n_gen - 1 : max_T - T - 1, s->seq + s->n);
-                    if (s->k > 0 && k3_state_mark(&b->e.m, s->st, s->k + 1)) {
-                        snprintf(err, errlen, "out of memory");
-                        rc = K3_ERR_RUNTIME;
-                        break;
-                    }
-                    k += s->k;
-                }
-                seq[n] = (K3Seq){ s->st, s->seq + s->fed, k,
-                                  s->k > 0 || (s->dump && s->fed < s->n_prompt) };
-                who[n++] = i; T += k;
+    for (;;) {
+        const int idle = !k3_sched_active(b->sch) && b->next == b->n_lines;
+        if (b->in && !b->in->eof && (rc = stream_read(b, idle, err, errlen))) break;
+        for (int i = 0; !rc && i < b->n_slots && b->next < b->n_lines; i++)
+            if (b->slot[i].li < 0) {
+                K3SchedSeq *q = k3_sched_join(b->sch, &b->slot[i]);
+                if (!q) { snprintf(err, errlen, "out of memory"); rc = K3_ERR_RUNTIME; }
+                else rc = start(b, &b->slot[i], q, err, errlen);
             }
         if (rc) break;
-        const double t0 = k3_now();
-        rc = k3_forward_seqs(&b->e, seq, n, b->e.rs.logits, err, errlen);
-        if (rc) break;
-        k3_mem_step(b->e.mem, step++, T, k3_now() - t0, b->o->ef.mem.verbose && !b->o->quiet);
-        const float *lg = b->e.rs.logits;
-        for (int j = 0; !rc && j < n; j++) {
-            rc = after_step(b, &b->slot[who[j]], lg, seq[j].T, seq[j].all_logits, err, errlen);
-            lg += (size_t)(seq[j].all_logits ? seq[j].T : 1) * V;
+        if (!k3_sched_active(b->sch)) {
+            if (!b->in || b->in->eof) break;
+            continue;                                 /* the next line is on its way */
         }
+        K3SchedSeq **fed;
+        int nf = 0;
+        rc = k3_sched_step(b->sch, &fed, &nf, err, errlen);
+        if (!rc && !nf) { snprintf(err, errlen, "a step fed nothing"); rc = K3_ERR_RUNTIME; }
+        for (int j = 0; !rc && j < nf; j++)
+            rc = after_step(b, fed[j]->user, fed[j]->logits, fed[j]->T, fed[j]->all_logits,
+                            err, errlen);
+        if (rc) break;
     }
     b->t_run = k3_now() - b->t_run;
-    free(seq); free(who);
     return rc;
 }
 
@@ -357,8 +386,9 @@ static int write_report(const Batch *b, const char *path) {
     if (b->o->spec)
         fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
                 b->drafted, b->accepted, b->passes);
-    if (b->sf) {
-        const K3StateFileStats *ss = k3_statefile_stats(b->sf);
+    const K3StateFile *sf = k3_sched_statefile(b->sch);
+    if (sf) {
+        const K3StateFileStats *ss = k3_statefile_stats(sf);
         fprintf(f, "  \"state_file\": \"%s\",\n  \"state_file_bytes_read\": %llu,\n"
                 "  \"state_file_bytes_written\": %llu,\n  \"state_file_wait_seconds\": %.6f,\n",
                 k3_mem_state_mode(b->e.mem) == K3_STATES_ALL ? "all" : "kda",
@@ -376,21 +406,132 @@ static int write_report(const Batch *b, const char *path) {
     return 0;
 }
 
+/* Line i's prompt ids checked against the model: 0, or 2 with the reason (naming the
+ * line) in err. */
+static int prompt_check(Batch *b, int i, char *err, size_t errlen) {
+    int rc = 0;
+    const int V = b->e.m.cfg.vocab_size, n = b->n_prompts[i];
+    for (int k = 0; !rc && k < n; k++)
+        if (b->prompts[i][k] >= V) {
+            snprintf(err, errlen, "--batch %s: line %d: \"ids\" item %d (%d) is outside the "
+                     "vocabulary (vocab_size %d)", b->o->file, b->lines[i].line, k,
+                     b->prompts[i][k], V);
+            rc = K3_ERR_USAGE;
+        }
+    if (!rc && b->ctx && n + line_gen(b, i) > b->ctx) {
+        snprintf(err, errlen, "--batch %s: line %d: prompt (%d) + gen (%d) is past the context "
+                 "%d: pass a larger --ctx", b->o->file, b->lines[i].line, n, line_gen(b, i),
+                 b->ctx);
+        rc = K3_ERR_USAGE;
+    }
+    return rc;
+}
+
+/* One arrived line (text[0..n), line number ln): queued, or answered with an error line. */
+static int stream_line(Batch *b, const char *text, size_t n, int ln, char *err, size_t errlen) {
+    const BOpts *o = b->o;
+    char why[1024];
+    if (b->n_lines == b->cap_lines) {
+        const int cap = b->cap_lines ? 2 * b->cap_lines : 16;
+        BatchLine *l = realloc(b->lines, sizeof *l * (size_t)cap);
+        if (l) b->lines = l;
+        int **pp = realloc(b->prompts, sizeof *pp * (size_t)cap);
+        if (pp) b->prompts = pp;
+        int *np = realloc(b->n_prompts, sizeof *np * (size_t)cap);
+        if (np) b->n_prompts = np;
+        if (!l || !pp || !np) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+        b->cap_lines = cap;
+    }
+    const int i = b->n_lines;
+    b->prompts[i] = NULL; b->n_prompts[i] = 0;
+    int rc = batch_parse_line(text, n, ln, &o->ef.sp, o->ef.seed, o->ef.sampling,
+                              &b->lines[i], why, sizeof why);
+    if (!rc) {
+        b->n_lines++;
+        rc = ids_of(b, i, why, sizeof why);
+        if (!rc && !(rc = prompt_check(b, i, why, sizeof why))) return 0;
+        b->n_lines--;
+        free(b->prompts[i]); b->prompts[i] = NULL;
+        batch_line_free(&b->lines[i]);
+    }
+    if (rc != K3_ERR_USAGE) { snprintf(err, errlen, "%s", why); return rc; }
+    char *q = json_quote(why, strlen(why));
+    printf("{\"line\": %d, \"error\": %s}\n", ln, q ? q : "null");
+    fflush(stdout);
+    free(q);
+    fprintf(stderr, "k3: %s (the line is skipped)\n", why);
+    b->in->bad++;
+    return 0;
+}
+
+/* Takes what has arrived on the stream (waiting for it when wait), line by line. */
+static int stream_read(Batch *b, int wait, char *err, size_t errlen) {
+    Stream *in = b->in;
+    struct pollfd pf = { in->fd, POLLIN, 0 };
+    if (poll(&pf, 1, wait ? -1 : 0) <= 0) return 0;
+    if (in->cap - in->n < 65536) {
+        char *nb = realloc(in->buf, in->cap + 65536 + 1);
+        if (!nb) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+        in->buf = nb; in->cap += 65536;
+    }
+    ssize_t r = read(in->fd, in->buf + in->n, in->cap - in->n);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN)) return 0;
+    if (r < 0) {
+        snprintf(err, errlen, "--batch %s: %s", b->o->file, strerror(errno));
+        return K3_ERR_RUNTIME;
+    }
+    if (r == 0) in->eof = 1;
+    in->n += (size_t)r;
+    size_t p = 0;
+    for (;;) {
+        char *nl = memchr(in->buf + p, '\n', in->n - p);
+        if (!nl && !(in->eof && p < in->n)) break;
+        size_t e = nl ? (size_t)(nl - in->buf) : in->n, len = e - p;
+        in->line++;
+        if (len && in->buf[p + len - 1] == '\r') len--;
+        int blank = 1;
+        for (size_t k = 0; k < len && blank; k++) blank = strchr(" \t", in->buf[p + k]) != NULL;
+        int rc = blank ? 0 : stream_line(b, in->buf + p, len, in->line, err, errlen);
+        if (rc) return rc;
+        p = nl ? e + 1 : in->n;
+    }
+    memmove(in->buf, in->buf + p, in->n - p);
+    in->n -= p;
+    if (in->n > ((size_t)16 << 20)) {
+        snprintf(err, errlen, "--batch %s: line %d is over 16 MiB", b->o->file, in->line + 1);
+        return K3_ERR_USAGE;
+    }
+    return 0;
+}
+
 int k3_batch_main(int argc, char **argv) {
     BOpts o;
     int rc = parse(argc, argv, &o);
     if (rc) return rc;
     char err[4096];
     Batch b;
+    Stream in = { .fd = -1 };
     memset(&b, 0, sizeof b);
     b.o = &o;
-    size_t len = 0;
-    char *text = k3_slurp(o.file, (size_t)1 << 32, &len, err, sizeof err);
-    if (!text) { fprintf(stderr, "k3: --batch %s\n", err); return K3_ERR_USAGE; }
-    rc = batch_parse_all(text, len, &o.ef.sp, o.ef.seed, o.ef.sampling, &b.lines, &b.n_lines, err,
-                         sizeof err);
-    free(text);
-    if (rc) { fprintf(stderr, "k3: --batch %s: %s\n", o.file, err); return K3_ERR_USAGE; }
+    struct stat sb;
+    if (!strcmp(o.file, "-")) in.fd = 0;
+    else if (!stat(o.file, &sb) && (S_ISFIFO(sb.st_mode) || S_ISCHR(sb.st_mode))) {
+        in.fd = open(o.file, O_RDONLY);
+        if (in.fd < 0) {
+            fprintf(stderr, "k3: --batch %s: %s\n", o.file, strerror(errno));
+            return K3_ERR_USAGE;
+        }
+    }
+    if (in.fd >= 0) b.in = &in;
+    else {
+        size_t len = 0;
+        char *text = k3_slurp(o.file, (size_t)1 << 32, &len, err, sizeof err);
+        if (!text) { fprintf(stderr, "k3: --batch %s\n", err); return K3_ERR_USAGE; }
+        rc = batch_parse_all(text, len, &o.ef.sp, o.ef.seed, o.ef.sampling, &b.lines,
+                             &b.n_lines, err, sizeof err);
+        free(text);
+        if (rc) { fprintf(stderr, "k3: --batch %s: %s\n", o.file, err); return K3_ERR_USAGE; }
+    }
     const char *oflag[2] = { "--out", "--dump-logits" }, *opath[2] = { o.out, o.dump };
     for (int i = 0; i < 2 && !rc; i++)
         if (opath[i] && k3_check_output(oflag[i], opath[i], i == 1, err, sizeof err)) {
@@ -401,20 +542,21 @@ int k3_batch_main(int argc, char **argv) {
         b.tok = tok_load(o.tok_dir, err, sizeof err);
         if (!b.tok) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_USAGE; }
     }
-    b.prompts = calloc((size_t)b.n_lines, sizeof(int *));
-    b.n_prompts = calloc((size_t)b.n_lines, sizeof(int));
+    b.cap_lines = b.n_lines;
+    b.prompts = calloc((size_t)b.n_lines + 1, sizeof(int *));
+    b.n_prompts = calloc((size_t)b.n_lines + 1, sizeof(int));
     if (!rc && (!b.prompts || !b.n_prompts)) { fprintf(stderr, "k3: out of memory\n"); rc = 1; }
-    int ctx = 1, max_prompt = 1;
+    int ctx = 1;
     for (int i = 0; !rc && i < b.n_lines; i++) {
         if ((rc = ids_of(&b, i, err, sizeof err))) { fprintf(stderr, "k3: %s\n", err); break; }
         if (b.n_prompts[i] + line_gen(&b, i) > ctx) ctx = b.n_prompts[i] + line_gen(&b, i);
-        if (b.n_prompts[i] > max_prompt) max_prompt = b.n_prompts[i];
     }
     if (rc) goto done;
+    if (b.in) ctx = 4096;                  /* lines to come: what the server plans for */
     int chunk = o.ef.chunk > 0 ? o.ef.chunk : K3_PREFILL_CHUNK;
     /* default: as many as the plan fits, at most the prompts and a step's rows */
-    b.n_slots = o.batch_size > 0 ? o.batch_size : b.n_lines < chunk ? b.n_lines : chunk;
-    if (b.n_slots > b.n_lines) b.n_slots = b.n_lines;
+    b.n_slots = o.batch_size > 0 ? o.batch_size : !b.in && b.n_lines < chunk ? b.n_lines : chunk;
+    if (!b.in && b.n_slots > b.n_lines) b.n_slots = b.n_lines;
     if (chunk < b.n_slots) chunk = b.n_slots;          /* every decoding sequence fits a step */
     K3EngineOpts eo = k3_engine_flags_opts(&o.ef, o.model_dir);
     eo.mem.ctx = o.ef.mem.ctx > 0 ? o.ef.mem.ctx : ctx;
@@ -429,34 +571,27 @@ int k3_batch_main(int argc, char **argv) {
     rc = k3_engine_open(&b.e, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
     b.n_slots = k3_mem_seqs(b.e.mem);                  /* what the plan admits */
-    const int mode = k3_mem_state_mode(b.e.mem);
-    if (mode) {
-        b.sf = k3_statefile_open(&b.e.m.cfg, mode, b.n_slots, eo.mem.ctx, o.state_dir, err,
-                                 sizeof err);
-        if (!b.sf) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
-        b.e.pager = k3_statefile_pager(b.sf);
-    }
-    const int V = b.e.m.cfg.vocab_size;
+    if (b.in) b.ctx = eo.mem.ctx;
     for (int i = 0; !rc && i < b.n_lines; i++)
-        for (int k = 0; k < b.n_prompts[i]; k++)
-            if (b.n_prompts[i] && b.prompts[i][k] >= V) {
-                fprintf(stderr, "k3: --batch %s: line %d: \"ids\" item %d (%d) is outside the "
-                        "vocabulary (vocab_size %d)\n", o.file, b.lines[i].line, k,
-                        b.prompts[i][k], V);
-                rc = K3_ERR_USAGE;
-                break;
-            }
+        if ((rc = prompt_check(&b, i, err, sizeof err))) fprintf(stderr, "k3: %s\n", err);
     if (rc) goto done;
+    const K3SchedOpts so = { b.n_slots, -1, o.state_dir, eo.mem.ctx,
+                             1 + (o.ef.mem.verbose && !o.quiet) };
+    if ((rc = k3_sched_open(&b.sch, &b.e, &so, err, sizeof err))) {
+        fprintf(stderr, "k3: %s\n", err);
+        goto done;
+    }
     b.slot = calloc((size_t)b.n_slots, sizeof *b.slot);
-    for (int i = 0; b.slot && i < b.n_slots; i++)
-        if (!(b.slot[i].st = k3_state_new_in(&b.e.m, mode == K3_STATES_ALL ? K3_STATE_KDA_FILE |
-                K3_STATE_MLA_FILE : mode ? K3_STATE_KDA_FILE : 0))) { rc = K3_ERR_RUNTIME; break; }
-        else if (b.sf) k3_statefile_attach(b.sf, b.slot[i].st, i);
-    if (!b.slot || rc) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
-    if (!o.quiet)
-        fprintf(stderr, "k3: batch: %d prompts, %d in flight%s, steps of up to %d tokens%s%s\n",
-                b.n_lines, b.n_slots, o.batch_size > 0 ? "" : " (what the plan fits)", chunk,
-                b.sf ? "; states in a state file in " : "", b.sf ? k3_statefile_dir(b.sf) : "");
+    if (!b.slot) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
+    for (int i = 0; i < b.n_slots; i++) b.slot[i].li = -1;
+    const K3StateFile *sf = k3_sched_statefile(b.sch);
+    if (!o.quiet) {
+        if (b.in) fprintf(stderr, "k3: batch: prompts as they arrive on %s", o.file);
+        else fprintf(stderr, "k3: batch: %d prompts", b.n_lines);
+        fprintf(stderr, ", %d in flight%s, steps of up to %d tokens%s%s\n", b.n_slots,
+                o.batch_size > 0 ? "" : " (what the plan fits)", chunk,
+                sf ? "; states in a state file in " : "", sf ? k3_statefile_dir(sf) : "");
+    }
     rc = run(&b, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: batch: %s\n", err); goto done; }
     if (!o.quiet) {
@@ -464,8 +599,8 @@ int k3_batch_main(int argc, char **argv) {
                 "peak RSS %.1f MiB\n", b.n_generated, b.n_lines, b.t_run,
                 b.t_run > 0 ? b.n_generated / b.t_run : 0.0, k3_peak_rss() / 1048576.0);
         k3_mem_summary(b.e.mem, stderr, b.t_run, 0, (int)b.n_generated, b.t_run);
-        if (b.sf) {
-            const K3StateFileStats *ss = k3_statefile_stats(b.sf);
+        if (sf) {
+            const K3StateFileStats *ss = k3_statefile_stats(sf);
             fprintf(stderr, "k3: state file: %.3f GB read, %.3f GB written (%s), %.2f s in "
                     "I/O, %.2f s waited for by the layers\n", ss->read / 1e9, ss->written / 1e9,
                     ss->direct ? "O_DIRECT" : "page cache", ss->io_s, ss->wait_s);
@@ -482,18 +617,24 @@ int k3_batch_main(int argc, char **argv) {
                 "are unsound\n", fails);
         rc = K3_ERR_EXPERT;
     }
+    if (!rc && in.bad) {
+        fprintf(stderr, "k3: batch: %d line%s of %s refused (answered with an error line)\n",
+                in.bad, in.bad == 1 ? "" : "s", o.file);
+        rc = K3_ERR_USAGE;
+    }
 done:
     for (int i = 0; b.slot && i < b.n_slots; i++) {
-        if (b.slot[i].st) k3_state_free(&b.e.m, b.slot[i].st);
         free(b.slot[i].seq); free(b.slot[i].dump);
-        if (b.slot[i].l) sampler_free(&b.slot[i].smp);
+        if (b.slot[i].li >= 0) sampler_free(&b.slot[i].smp);
     }
     free(b.slot);
-    k3_statefile_close(b.sf);
+    k3_sched_close(b.sch);
     for (int i = 0; b.prompts && i < b.n_lines; i++) free(b.prompts[i]);
     free(b.prompts); free(b.n_prompts);
     batch_lines_free(b.lines, b.n_lines);
     k3_engine_close(&b.e);
     tok_free(b.tok);
+    if (in.fd > 0) close(in.fd);
+    free(in.buf);
     return rc;
 }

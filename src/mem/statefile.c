@@ -264,6 +264,73 @@ static int end(K3Pager *p, char *err, size_t errlen) {
     return rc;
 }
 
+
+/* ---- a state in or out between steps (a kept conversation: k3_sched_load / _take) ---- */
+
+/* Moves one slot's records of every paged layer between the file and the resident layers
+ * of r (r's pointers, r's pos): put writes r's bytes as slot's, get reads them into r. */
+static int copy_slot(K3StateFile *f, int put, int slot, K3State *r, int fresh, char *err,
+                     size_t errlen) {
+    int rc = wait_for(f, f->queued, err, errlen);        /* the last step's writes are in */
+    if (rc) return rc;
+    if (f->mode == K3_STATES_ALL && r->pos > f->ctx) {
+        snprintf(err, errlen, "a state of %d positions is past the state file's context %d "
+                 "(--ctx)", r->pos, f->ctx);
+        return K3_ERR_RUNTIME;
+    }
+    unsigned char *b = NULL;
+    if (posix_memalign((void **)&b, K3_DIO_ALIGN, (size_t)f->region)) {
+        snprintf(err, errlen, "out of memory");
+        return K3_ERR_RUNTIME;
+    }
+    const K3Config *c = f->c;
+    const uint64_t sb = (uint64_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim * 4;
+    const uint64_t cv = f->kda_rec ? kda_bytes(c) - sb : 0;
+    const uint64_t w[2] = { (uint64_t)c->kv_lora_rank * 4, (uint64_t)c->qk_rope_head_dim * 4 };
+    for (int k = 0; !rc && k < f->npl; k++) {
+        const int L = f->pl[k], kda = c->is_kda[L];
+        const uint64_t off = f->off[k] + (uint64_t)slot * (kda ? f->kda_rec : f->mla_rec);
+        if (kda) {
+            memset(b, 0, f->kda_rec);
+            if (put) { memcpy(b, r->kda_S[L], sb); memcpy(b + sb, r->kda_conv[L], cv); }
+            if (put || !fresh) rc = move(f, put, b, off, f->kda_rec);
+            if (!rc && !put) { memcpy(r->kda_S[L], b, sb); memcpy(r->kda_conv[L], b + sb, cv); }
+            continue;
+        }
+        float *part[2] = { r->mla_c[L], r->mla_pe[L] };
+        const uint64_t at[2] = { 0, f->mla_cb };
+        for (int h = 0; !rc && h < 2; h++) {
+            const uint64_t n = (uint64_t)r->pos * w[h], n4 = k3_up4k(n);
+            if (!n) continue;
+            memset(b, 0, n4);
+            if (put) memcpy(b, part[h], n);
+            rc = move(f, put, b, off + at[h], n4);
+            if (!rc && !put) memcpy(part[h], b, n);
+        }
+    }
+    if (rc) snprintf(err, errlen, "state file in %.200s: %s sequence slot %d: %s (free space "
+                     "there, or pass --state-file-dir DIR on another disk)", f->dir,
+                     put ? "writing" : "reading", slot, strerror(errno));
+    free(b);
+    return rc ? K3_ERR_RUNTIME : 0;
+}
+
+int k3_statefile_put(K3StateFile *f, K3State *dst, const K3State *src, char *err,
+                     size_t errlen) {
+    int rc = copy_slot(f, 1, dst->file_slot - 1, (K3State *)src, 0, err, errlen);
+    if (!rc) { dst->pos = src->pos; dst->fresh = 0; }
+    return rc;
+}
+
+int k3_statefile_get(K3StateFile *f, const K3State *src, K3State *dst, char *err,
+                     size_t errlen) {
+    const int pos = dst->pos;
+    dst->pos = src->pos;
+    int rc = copy_slot(f, 0, src->file_slot - 1, dst, src->fresh, err, errlen);
+    if (rc) dst->pos = pos;
+    return rc;
+}
+
 static const K3PagerOps OPS = { begin, acquire, release, end };
 
 /* ---- open and close ---- */
