@@ -5,6 +5,7 @@
  * waits while the engine thread writes the reply. */
 #include "serve.h"
 #include "cli.h"
+#include "statefile.h"
 #include "util.h"
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,6 +37,10 @@ static const char SERVE_USAGE[] =
 "  --max-batch N          requests generating at once, their decode steps shared\n"
 "                         (default: as many as the memory plan fits, at most its chunk;\n"
 "                         printed at start)\n"
+"  --state-file MODE      where the states of the requests in flight live: auto (default:\n"
+"                         the plan decides), off (in memory), kda (KDA states in a state\n"
+"                         file), all (the MLA caches too): the same bits (docs/BATCH.md)\n"
+"  --state-file-dir DIR   the state file's folder (default $TMPDIR, else /tmp)\n"
 "  --config PATH --threads N --kernels K   engine options as in batch mode\n"
 "  --trunk DIR --trunk-gb G --cache-gb G --preset P --verbose   memory budgets as in batch\n"
 "                         mode (k3 --help, docs/PERFORMANCE.md)\n"
@@ -305,6 +310,7 @@ static int parse(int argc, char **argv, Server *s) {
     s->host = "127.0.0.1"; s->port = 8080; s->kernels = "auto"; s->cache_gb = 4;
     s->max_tokens = 4096; s->max_conns = 64; s->max_queue = 64; s->timeout_s = 30;
     s->max_batch = 0;                              /* 0: what the memory plan fits */
+    s->state_file = -1;                            /* the plan decides */
     k3_mem_opts_init(&s->mem);
     s->tok_dir = k3_tok_env();
     for (int i = 1; i < argc; i++) {
@@ -338,6 +344,15 @@ static int parse(int argc, char **argv, Server *s) {
         else if (!strcmp(a, "--timeout")) INT(1, &s->timeout_s);
         else if (!strcmp(a, "--threads")) INT(1, &s->threads);
         else if (!strcmp(a, "--max-batch")) INT(1, &s->max_batch);
+        else if (!strcmp(a, "--state-file-dir")) { VAL(); s->state_file_dir = v; }
+        else if (!strcmp(a, "--state-file")) {
+            VAL();
+            const char *const modes[4] = { "off", "kda", "all", "auto" };
+            int k = 0;
+            while (k < 4 && strcmp(v, modes[k])) k++;
+            if (k == 4) return usage("--state-file: '%s' is not auto, off, kda or all", v);
+            s->state_file = k == 3 ? -1 : k;
+        }
         else if (a[0] == '-' && a[1]) return usage("unknown serve option '%s'", a);
         else if (!s->model_dir) s->model_dir = a;
         else return usage("unexpected argument '%s' (MODEL_DIR was already given)", a);
@@ -405,12 +420,18 @@ static int open_engine(Server *s, char *err, size_t errlen) {
     eo.mem.chunk = want > K3_PREFILL_CHUNK ? want : K3_PREFILL_CHUNK;
     eo.mem.logits_rows = want; eo.mem.seqs = want;
     eo.mem.seqs_auto = !s->max_batch;
+    eo.mem.state_file = s->state_file;
+    eo.mem.state_dir = s->state_file_dir;
     eo.mem.quiet = !s->mem.verbose;
     int rc = k3_engine_open(&s->eng, &eo, err, errlen);
     if (rc) return rc;
     s->batch_auto = !s->max_batch;
     if (!s->max_batch) s->max_batch = k3_mem_seqs(s->eng.mem);         /* what the plan fits */
     if (s->max_batch > s->eng.rs.max_T) s->max_batch = s->eng.rs.max_T;   /* the plan's chunk */
+    const K3SchedOpts so = { s->max_batch, -1, s->state_file_dir, eo.mem.ctx, 0 };
+    if ((rc = k3_sched_open(&s->sch, &s->eng, &so, err, errlen))) return rc;
+    if (k3_mem_state_mode(s->eng.mem) == K3_STATES_ALL && s->ctx > eo.mem.ctx)
+        s->ctx = eo.mem.ctx;                /* the state file's records hold that many */
     if (tok_vocab_size(s->tok) > s->eng.m.cfg.vocab_size) {
         snprintf(err, errlen, "the tokenizer in %s has %d ids but the model only %d; use the "
                  "checkpoint's own tokenizer", s->tok_dir, tok_vocab_size(s->tok),

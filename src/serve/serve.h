@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "engine.h"
 #include "json.h"
+#include "scheduler.h"
 #include "sampler.h"
 #include "xtml.h"
 
@@ -112,12 +113,12 @@ typedef struct Gen Gen;
 Gen *serve_gen_begin(Server *s, Job *j);
 /* Whether g still has prompt ids to feed (then serve_gen_prefill, not serve_gen_token). */
 int serve_gen_prefilling(const Gen *g);
-/* g's next prompt ids, at most room of them, as its share of the next step (*seq): how
- * many (0: none now), or -1 when its client went away (then end it). */
-int serve_gen_prefill(Gen *g, int room, K3Seq *seq);
+/* Before a step while g's prompt goes in (its scheduler slot takes the rest of it in the
+ * room the steps leave): 0, or -1 when its client went away (then end it). */
+int serve_gen_prefill(Gen *g);
 /* One token of g: sampled from its logits row and handled (streamed, stop strings, tool
- * calls). 1 when it must be fed: *seq is its share of the next step; 0 when g is over. */
-int serve_gen_token(Server *s, Gen *g, K3Seq *seq);
+ * calls). 1 when it must be fed (its slot holds it for the next step); 0 when g is over. */
+int serve_gen_token(Server *s, Gen *g);
 /* After the step: g's share of it was T ids and row is the logits of the last. */
 void serve_gen_fed(Gen *g, int T, const float *row);
 /* Ends g: the reply (or an error: fail_err, NULL when none), its kept states, the metrics;
@@ -174,6 +175,9 @@ struct Server {
     K3MemOpts mem;
     /* engine (the engine thread only, once ready) */
     K3Engine eng;
+    K3Sched *sch;                            /* the slots of the requests in flight */
+    int state_file;                          /* --state-file: K3_STATES_*, -1 auto */
+    const char *state_file_dir;
     Tok *tok;
     XtmlIds ids;
     char model_id[256];

@@ -40,24 +40,6 @@ static size_t state_bytes(const K3Config *c, const K3State *s, size_t nfed) {
     return b;
 }
 
-static K3State *state_clone(const K3Model *m, const K3State *src) {
-    const K3Config *c = &m->cfg;
-    K3State *d = k3_state_new(m);
-    if (!d) return NULL;
-    if (k3_state_reserve(m, d, src->pos + 1)) { k3_state_free(m, d); return NULL; }
-    for (int L = 0; L < c->num_hidden_layers; L++) {
-        if (c->is_kda[L]) {
-            memcpy(d->kda_S[L], src->kda_S[L], 4 * kda_len(c));
-            memcpy(d->kda_conv[L], src->kda_conv[L], 4 * conv_len(c));
-        } else if (src->pos) {
-            memcpy(d->mla_c[L], src->mla_c[L], 4 * (size_t)src->pos * c->kv_lora_rank);
-            memcpy(d->mla_pe[L], src->mla_pe[L], 4 * (size_t)src->pos * c->qk_rope_head_dim);
-        }
-    }
-    d->pos = src->pos;
-    return d;
-}
-
 static int forget_files = 1;              /* 0 at shutdown: the files outlive the process */
 static void kept_free(Server *s, Kept *k) {
     if (!k) return;
@@ -184,7 +166,7 @@ struct Gen {
     int calls_sent;                       /* tool calls streamed */
     int settled;                          /* the response channel closed (and was streamed) */
     /* the generation */
-    K3State *st;
+    K3SchedSeq *q;                        /* its slot in the engine's scheduler */
     int32_t *fed; size_t n, capfed, nprompt, reuse;   /* ids the state holds */
     float *logits;                        /* [vocab]: the row the next token is drawn from */
     K3State *pst; float *plogits;         /* the prompt's end, kept at the end (or NULL) */
@@ -381,7 +363,7 @@ static uint64_t draw_seed(Server *s, uint64_t id) {
 
 static void gen_free(Gen *g) {
     const K3Model *m = &g->s->eng.m;
-    if (g->st) k3_state_free(m, g->st);
+    if (g->q) k3_sched_leave(g->s->sch, g->q);
     if (g->pst) k3_state_free(m, g->pst);
     free(g->plogits); free(g->logits); free(g->fed); free(g->out);
     free(g->text[0]); free(g->text[1]);
@@ -395,32 +377,30 @@ static void gen_free(Gen *g) {
 static int resume(Server *s, Gen *g) {
     const K3Model *m = &s->eng.m;
     const size_t V = (size_t)m->cfg.vocab_size, n = g->n;
+    if (!(g->q = k3_sched_join(s->sch, g)))
+        return snprintf(g->err, sizeof g->err, "out of memory"), -1;
     Kept *k = find_kept(s, g->fed, n);
     if (k) {                              /* a copy: the kept one stays for other branches */
-        g->st = state_clone(m, k->st);
+        if (k3_sched_load(s->sch, g->q, k->st, g->err, sizeof g->err)) return -1;
         g->reuse = k->nfed;
         k->used = ++s->clock;
-        if (g->st && g->reuse == n) {     /* the whole prompt: sampled from the kept row */
+        if (g->reuse == n) {              /* the whole prompt: sampled from the kept row */
             memcpy(g->logits, k->logits, 4 * V);
             g->pf = n;
             return 0;
         }
-    } else g->st = k3_state_new(m);
-    if (!g->st) return snprintf(g->err, sizeof g->err, "out of memory"), -1;
+    }
     g->pf = g->reuse;
+    g->q->ids = (const int *)g->fed + g->pf;          /* the steps take it in the room left */
+    g->q->n = (int)(g->nprompt - g->pf);
     return 0;
 }
 
 int serve_gen_prefilling(const Gen *g) { return g->pf < g->nprompt; }
 
-int serve_gen_prefill(Gen *g, int room, K3Seq *seq) {
-    if (!serve_gen_prefilling(g)) return 0;
+int serve_gen_prefill(Gen *g) {
     if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return -1; }
-    size_t k = g->nprompt - g->pf;
-    if (k > (size_t)room) k = (size_t)room;
-    if (!k) return 0;
-    *seq = (K3Seq){ g->st, (const int *)g->fed + g->pf, (int)k, 0 };
-    return (int)k;
+    return 0;
 }
 
 /* A stream's head and its first (empty) chunk, once the prompt is in: the first byte
@@ -479,10 +459,10 @@ Gen *serve_gen_begin(Server *s, Job *j) {
 
 Job *serve_gen_job(const Gen *g) { return g->j; }
 
-int serve_gen_token(Server *s, Gen *g, K3Seq *seq) {
+int serve_gen_token(Server *s, Gen *g) {
     const ServeReq *r = &g->j->req;
     if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return 0; }
-    if (g->ngen >= g->cap || g->st->pos >= s->ctx) return 0;
+    if (g->ngen >= g->cap || g->q->st->pos >= s->ctx) return 0;
     int id = s->test_reply ? (g->ngen < (int)s->n_test_reply ? s->test_reply[g->ngen]
                                                              : s->ids.eom)
                            : sampler_sample(&g->smp, g->logits, s->eng.m.cfg.vocab_size);
@@ -509,12 +489,12 @@ int serve_gen_token(Server *s, Gen *g, K3Seq *seq) {
         g->hit = update(g, 1, g->out, g->nout, 0);
     }
     if (g->hit) return 0;
-    if (g->ngen >= g->cap || g->st->pos + 1 > s->ctx) return 0;   /* not fed: it ends */
+    if (g->ngen >= g->cap || g->q->st->pos + 1 > s->ctx) return 0;   /* not fed: it ends */
     if (fed_push(&g->fed, &g->n, &g->capfed, id)) {
         g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
     }
     g->fed_id = id;
-    *seq = (K3Seq){ g->st, &g->fed_id, 1, 0 };
+    g->q->ids = &g->fed_id; g->q->n = 1; g->q->decode = 1;
     return 1;
 }
 
@@ -526,7 +506,9 @@ void serve_gen_fed(Gen *g, int T, const float *row) {
     if (!was) return;
     stream_head(g);
     if (g->s->cache_gb > 0) {             /* the prompt's end, kept when the reply is done */
-        g->pst = state_clone(&g->s->eng.m, g->st);
+        char err[256];
+        g->pst = k3_sched_copy(g->s->sch, g->q, err, sizeof err);
+        if (!g->pst) fprintf(stderr, "k3: serve: the prompt's state is not kept: %s\n", err);
         g->plogits = g->pst ? malloc(4 * V) : NULL;
         if (g->plogits) memcpy(g->plogits, g->logits, 4 * V);
     }
@@ -565,10 +547,15 @@ void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
             }
         }
         /* the reply's end (never one out of step; with no token fed it is the prompt's) */
-        if ((size_t)g->st->pos == g->n && g->n > g->nprompt && s->cache_gb > 0) {
-            serve_disk_save(s, g->fed, g->n, g->st, NULL, file);
-            keep(s, g->st, g->fed, g->n, NULL, file);
-            g->st = NULL; g->fed = NULL;
+        K3State *st = NULL;
+        char err[256];
+        if ((size_t)g->q->st->pos == g->n && g->n > g->nprompt && s->cache_gb > 0 &&
+            !(st = k3_sched_take(s->sch, g->q, err, sizeof err)))
+            fprintf(stderr, "k3: serve: the reply's state is not kept: %s\n", err);
+        if (st) {
+            serve_disk_save(s, g->fed, g->n, st, NULL, file);
+            keep(s, st, g->fed, g->n, NULL, file);
+            g->fed = NULL;
         }
         if (!g->gone) reply(g, finish, (long)g->nprompt, g->ngen, (long)g->reuse);
     }

@@ -1,8 +1,9 @@
 /* serve_step.c — the engine loop of k3 serve: up to --max-batch requests in flight, fed
- * together. Each step feeds one token of every decoding request and, in the room left
- * (the plan's chunk), the next prompt ids of the requests still prefilling, all in one
- * k3_forward_seqs: each trunk piece and selected expert is read once for all of them, and
- * a new request no longer stops the others while its prompt goes in. Every sequence gets
+ * together by the engine's scheduler (scheduler.h). Each step feeds one token of every
+ * decoding request and, in the room left (the plan's chunk), the next prompt ids of the
+ * requests still prefilling, all in one k3_forward_seqs: each trunk piece and selected
+ * expert is read once for all of them, and a new request does not stop the others while
+ * its prompt goes in; where their states do not fit they are paged through a state file. Every sequence gets
  * the bits of its solo forward (any chunking gives the same bits) and draws from its own
  * sampler, so each reply is byte-identical to its run alone. A finished or disconnected
  * request leaves the step at once and its client is answered. */
@@ -47,13 +48,11 @@ static Job *next_job(Server *s, int idle, volatile sig_atomic_t *stop) {
 }
 
 void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
-    const int B = s->max_batch, max_T = s->eng.rs.max_T;
-    const size_t V = (size_t)s->eng.m.cfg.vocab_size;
-    Gen **act = calloc((size_t)B, sizeof *act), **who = calloc((size_t)B, sizeof *who);
-    K3Seq *seq = calloc((size_t)B, sizeof *seq);
+    const int B = s->max_batch;
+    Gen **act = calloc((size_t)B, sizeof *act);
     char err[1024];
     int n = 0;
-    if (!act || !who || !seq) { fprintf(stderr, "k3: serve: out of memory\n"); *stop = 1; }
+    if (!act) { fprintf(stderr, "k3: serve: out of memory\n"); *stop = 1; }
     while (!*stop) {
         while (n < B) {                                   /* new requests join */
             Job *j = next_job(s, n == 0, stop);
@@ -63,34 +62,27 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
             else job_done(s, j);
         }
         if (!n) continue;
-        /* one token of each decoding request, then prompts take the room left */
-        double t0 = k3_now();
-        int m = 0, k = 0, T = 0, Tp = 0;
+        /* each decoding request samples its token; the scheduler feeds them, then the
+         * prompts in the room left */
+        int k = 0;
         for (int i = 0; i < n; i++) {
             Gen *g = act[i];
-            if (serve_gen_prefilling(g)) act[k++] = g;
-            else if (serve_gen_token(s, g, &seq[m])) { who[m++] = g; act[k++] = g; T++; }
+            if (serve_gen_prefilling(g) ? serve_gen_prefill(g) == 0 : serve_gen_token(s, g))
+                act[k++] = g;
             else end(s, g, NULL);
         }
-        n = k; k = 0;
-        for (int i = 0; i < n; i++) {
-            Gen *g = act[i];
-            int r = serve_gen_prefill(g, max_T - T, &seq[m]);
-            if (r < 0) { end(s, g, NULL); continue; }
-            act[k++] = g;
-            if (r > 0) { who[m++] = g; T += r; Tp += r; }
-        }
         n = k;
-        int rc = m ? k3_forward_seqs(&s->eng, seq, m, s->eng.rs.logits, err, sizeof err) : 0;
-        for (int i = 0; !rc && i < m; i++)
-            serve_gen_fed(who[i], seq[i].T, s->eng.rs.logits + i * V);
-        double dt = k3_now() - t0;
+        K3SchedSeq **fed;
+        int nf = 0;
+        const K3SchedStats before = *k3_sched_stats(s->sch);
+        int rc = n ? k3_sched_step(s->sch, &fed, &nf, err, sizeof err) : 0;
+        for (int i = 0; !rc && i < nf; i++) serve_gen_fed(fed[i]->user, fed[i]->T, fed[i]->logits);
+        const K3SchedStats *st = k3_sched_stats(s->sch);
         pthread_mutex_lock(&s->mu);
-        if (T) {                          /* the step's time, shared by its rows' kinds */
-            s->st.t_prefill += dt * Tp / T; s->st.t_decode += dt * (T - Tp) / T;
-        }
-        if (m) { s->st.steps++; s->st.step_rows += m; }
-        if (Tp && Tp < T) s->st.mixed_steps++;
+        s->st.t_prefill += st->t_prefill - before.t_prefill;
+        s->st.t_decode += st->t_decode - before.t_decode;
+        s->st.steps += st->steps - before.steps; s->st.step_rows += st->rows - before.rows;
+        s->st.mixed_steps += st->mixed - before.mixed;
         s->st.active = n;
         pthread_mutex_unlock(&s->mu);
         if (rc) {                          /* the step failed: every request in it ends */
@@ -99,5 +91,5 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
         }
     }
     for (int i = 0; i < n; i++) end(s, act[i], "the server is stopping");
-    free(act); free(who); free(seq);
+    free(act);
 }
