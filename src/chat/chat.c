@@ -3,6 +3,7 @@
 #include "chat.h"
 #include "lineedit.h"
 #include "cli.h"
+#include "statefile.h"
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -556,8 +557,14 @@ static int setup(Chat *c, const char *system) {
         fprintf(stderr, "k3: note: the memory plan covers %d positions of MLA cache; --ctx N "
                 "plans for more\n", pctx);
     k3_spec_init(&c->spec_st, &c->eng.m, c->ref, c->n_ref, c->spec_k);
-    c->st = k3_state_new(&c->eng.m);
-    c->logits = c->eng.rs.logits;
+    const K3SchedOpts so = { 1, K3_STATES_RESIDENT, NULL, pctx, 0 };  /* marks need memory */
+    if ((rc = k3_sched_open(&c->sch, &c->eng, &so, err, sizeof err))) {
+        fprintf(stderr, "k3: %s\n", err);
+        return rc;
+    }
+    c->q = k3_sched_join(c->sch, c);
+    c->st = c->q ? c->q->st : NULL;
+    c->logits = c->eng.rs.logits;              /* one sequence: its rows start there */
     if (!c->st) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
     fprintf(stderr, "k3: chat on %s: %d layers, vocab %d, context %d; kernels %s; "
             "opened in %.2f s\n", c->model_dir, c->eng.m.cfg.num_hidden_layers, V, c->ctx,
@@ -637,7 +644,7 @@ int chat_main(int argc, char **argv) {
         rc = K3_ERR_RUNTIME;
     }
 done:
-    if (c->st) k3_state_free(&c->eng.m, c->st);
+    k3_sched_close(c->sch);                    /* and the state of its slot */
     k3_engine_close(&c->eng);
     free(c->fed); free(c->ref); free(c->seen); free(c->dbuf);
     chat_log_free(&c->log);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdint.h>
 #include "engine.h"
+#include "scheduler.h"
 #include "sampler.h"
 #include "spec.h"
 #include "tok.h"
@@ -43,7 +44,9 @@ typedef struct {
     uint64_t seed;
     /* engine */
     K3Engine eng;                               /* model, storage, run state */
-    K3State *st;
+    K3Sched *sch;                               /* the engine's scheduler: a batch of one */
+    K3SchedSeq *q;                              /* its one slot */
+    K3State *st;                                /* q's state (NULL: none yet) */
     Tok *tok;
     XtmlIds ids;
     float *logits;                              /* eng.rs.logits (spec_k + 1 rows) */

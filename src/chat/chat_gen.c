@@ -52,9 +52,9 @@ static int forward(Chat *c, const int32_t *ids, size_t n, int interruptible) {
     int *v = malloc(sizeof(int) * (n ? n : 1));
     if (!v) { fprintf(stderr, "k3: out of memory\n"); return -1; }
     for (size_t i = 0; i < n; i++) v[i] = ids[i];
-    /* chunked: long turns stay bounded */
+    /* in steps of the plan's chunk: long turns stay bounded */
     c->eng.interrupt = interruptible ? &chat_interrupted : NULL;
-    int rc = k3_prefill(&c->eng, c->st, v, (int)n, 0, c->logits, 0, err, sizeof err);
+    int rc = k3_sched_feed(c->sch, c->q, v, (int)n, 0, err, sizeof err);
     c->eng.interrupt = NULL;
     free(v);
     if (rc == K3_INTERRUPTED) return 1;
@@ -87,7 +87,7 @@ static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t rep
     v[0] = id;
     if (k3_state_mark(&c->eng.m, c->st, k + 1)) { fprintf(stderr, "\nk3: out of memory\n");
                                                   return -1; }
-    if (k3_forward(&c->eng, c->st, v, k + 1, c->logits, 1, err, sizeof err)) {
+    if (k3_sched_feed(c->sch, c->q, v, k + 1, 1, err, sizeof err)) {     /* one step */
         fprintf(stderr, "\nk3: %s\n", err); return -1;
     }
     const int got = k3_spec_accept(&c->spec_st, &c->eng.m, c->st, smp, gen_pos, v + 1, k,

@@ -98,7 +98,10 @@ static void open_chat(Chat *c, int thinking) {
     if (xtml_ids(c->tok, &c->ids, err, sizeof err)) fj_fail_now("xtml ids", err);
     if (k3_engine_open_resident(&c->eng, MODEL, K3_PREFILL_CHUNK, c->ctx, err, sizeof err))
         fj_fail_now("engine", err);
-    c->st = k3_state_new(&c->eng.m);
+    const K3SchedOpts so = { 1, 0, NULL, c->ctx, 0 };   /* chat's batch of one, resident */
+    if (k3_sched_open(&c->sch, &c->eng, &so, err, sizeof err)) fj_fail_now("scheduler", err);
+    c->q = k3_sched_join(c->sch, c);
+    c->st = c->q ? c->q->st : NULL;
     c->logits = c->eng.rs.logits;
     if (!c->st) fj_fail_now("state", "out of memory");
 }
