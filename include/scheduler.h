@@ -1,5 +1,5 @@
-/* scheduler.h — the one step scheduler (src/engine/scheduler.c): batch mode, the server and the
- * chat REPL (a batch of one) feed their sequences through it. It owns the slots (one state
+/* scheduler.h — the one step scheduler (src/engine/scheduler.c): batch mode, the server and
+ * the chat REPL (a batch of one) feed their sequences through it. It owns the slots (one state
  * each, in memory or paged through a state file where the plan says they do not fit),
  * and each step it feeds every decoding sequence its token (and drafts) whole, then gives
  * the room left in the plan's chunk to the prompts still going in, in the order they

@@ -1,7 +1,7 @@
-/* scheduler.c — the one step scheduler (scheduler.h). Each step: every decoding sequence's token
- * (and drafts) whole, in join order, then the prompts still going in take the room left
- * in the plan's chunk, in join order, a prompt split across steps where it does not fit;
- * one k3_forward_seqs over them all; the rows handed back. Where the plan puts the states
+/* scheduler.c — the one step scheduler (scheduler.h). Each step: every decoding sequence's
+ * token (and drafts) whole, in join order, then the prompts still going in take the room
+ * left in the plan's chunk, in join order, a prompt split across steps where it does not
+ * fit; one k3_forward_seqs over them all; the rows handed back. Where the plan puts the states
  * in a state file, the slots' states are paged with their layers (statefile.h). */
 #include "scheduler.h"
 #include "mem.h"
@@ -229,7 +229,10 @@ K3State *k3_sched_copy(K3Sched *s, const K3SchedSeq *q, char *err, size_t errlen
         return NULL;
     }
     copy_resident(&m->cfg, d, q->st);
-    if (s->sf && k3_statefile_get(s->sf, q->st, d, err, errlen)) { k3_state_free(m, d); return NULL; }
+    if (s->sf && k3_statefile_get(s->sf, q->st, d, err, errlen)) {
+        k3_state_free(m, d);
+        return NULL;
+    }
     d->pos = q->st->pos;
     return d;
 }

@@ -3,10 +3,10 @@
  * decoding request and, in the room left (the plan's chunk), the next prompt ids of the
  * requests still prefilling, all in one k3_forward_seqs: each trunk piece and selected
  * expert is read once for all of them, and a new request does not stop the others while
- * its prompt goes in; where their states do not fit they are paged through a state file. Every sequence gets
- * the bits of its solo forward (any chunking gives the same bits) and draws from its own
- * sampler, so each reply is byte-identical to its run alone. A finished or disconnected
- * request leaves the step at once and its client is answered. */
+ * its prompt goes in; where their states do not fit they are paged through a state file.
+ * Every sequence gets the bits of its solo forward (any chunking gives the same bits) and
+ * draws from its own sampler, so each reply is byte-identical to its run alone. A finished
+ * or disconnected request leaves the step at once and its client is answered. */
 #include "serve.h"
 #include "util.h"
 #include <stdlib.h>

@@ -99,7 +99,8 @@ static void test_mode(const char *dir, int mode) {
             joined = 4;
         }
     }
-    for (int i = 0; i < NP; i++) CHECK(gen[i] == GEN, "%s: prompt %d made %d tokens", dir, i, gen[i]);
+    for (int i = 0; i < NP; i++)
+        CHECK(gen[i] == GEN, "%s: prompt %d made %d tokens", dir, i, gen[i]);
     CHECK(bad == 0, "%s: mode %d: %d rows, tokens or orderings off", dir, mode, bad);
     CHECK(mixed > 0, "%s: no step mixed a prompt with decode tokens", dir);
     /* a copy of a state continues, in another slot, with the same bits */

@@ -3,7 +3,8 @@
 # all): three concurrent clients (greedy, seeded sampling, a stream) share steps with their
 # states paged through the file, and each reply is byte-identical to a server that keeps
 # its states in memory; a next turn resumes its kept state into a paged slot
-# (cached_tokens > 0, after another conversation used the slot) and equals the in-memory server's; the startup line and the plan name
+# (cached_tokens > 0, after another conversation used the slot) and equals the in-memory
+# server's; the startup line and the plan name
 # the state file, and nothing is left in --state-file-dir.
 . tests/sh/lib/serve.sh
 met() { $C "$1/metrics" | sed -n "s/^k3_$2 //p"; }
