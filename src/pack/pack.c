@@ -282,6 +282,13 @@ int k3_pack_main(int argc, char **argv) {
         fprintf(stderr, "k3 pack: missing %s\n%s", model ? "TRUNK_DIR" : "MODEL_DIR", USAGE);
         return K3_ERR_USAGE;
     }
+    struct stat sb;                  /* a path on the command line that is not there: 2 */
+    int se = stat(model, &sb) ? errno : 0;
+    if (se || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "k3 pack: MODEL_DIR %s: %s; pass the checkpoint directory\n", model,
+                se ? (se == ENOENT ? "no such folder" : strerror(se)) : "not a folder");
+        return K3_ERR_USAGE;
+    }
     char err[4096];
     StIndex *st = st_open(model, err, sizeof err);
     if (!st) { fprintf(stderr, "k3 pack: %s\n", err); return K3_ERR_RUNTIME; }
@@ -290,6 +297,14 @@ int k3_pack_main(int argc, char **argv) {
     K3Config cfg;                              /* its bytes are part of the trunk's identity */
     int crc = k3_config_load(cfgp, &cfg, err, sizeof err);
     if (crc) { fprintf(stderr, "k3 pack: %s\n", err); st_close(st); return crc; }
+    if (mkdir(out, 0755) && errno == ENOENT) {    /* TRUNK_DIR is made, not its parent */
+        fprintf(stderr, "k3 pack: TRUNK_DIR %s: its parent folder does not exist; create it "
+                "or pass another path\n", out);
+        st_close(st); return K3_ERR_USAGE;
+    }
+    if (k3_check_output("TRUNK_DIR", out, 1, err, sizeof err)) {
+        fprintf(stderr, "k3 pack: %s\n", err); st_close(st); return K3_ERR_USAGE;
+    }
     PackedTensor *pt = malloc(sizeof(PackedTensor) * (st->n_tensors ? st->n_tensors : 1));
     size_t n = 0;
     int NL = 0;
@@ -321,7 +336,6 @@ int k3_pack_main(int argc, char **argv) {
     uint64_t fsize = (off + 4095) & ~(uint64_t)4095, plain_fsize = fsize;
     char *ix = malloc(ilen + 1);
     format_index(ix, ilen + 1, pt, n, fp, fsize, NL, ver);
-    mkdir(out, 0755);
     char path[4300], tmp[4320];
     snprintf(path, sizeof path, "%s/trunk.k3", out);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);

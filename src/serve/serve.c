@@ -387,9 +387,16 @@ static int listen_on(Server *s, int *port_out, char *err, size_t errlen) {
     if (fd < 0) { snprintf(err, errlen, "socket: %s", strerror(errno)); return -1; }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     if (bind(fd, (struct sockaddr *)&ss, len) || listen(fd, 128)) {
-        snprintf(err, errlen, "cannot listen on %s port %d: %s (pick another --port)", s->host,
-                 s->port, strerror(errno));
+        int e = errno;
         close(fd);
+        if (e == EADDRNOTAVAIL) {         /* the value of --host is wrong here: usage, 2 */
+            snprintf(err, errlen, "--host %s: %s: the address is not one of this machine's; "
+                     "pick another --host (127.0.0.1, 0.0.0.0 for every interface, or an "
+                     "address of this machine)", s->host, strerror(e));
+            return -2;
+        }
+        snprintf(err, errlen, "cannot listen on %s port %d: %s (pick another --port%s)",
+                 s->host, s->port, strerror(e), e == EADDRINUSE ? ": this one is taken" : "");
         return -1;
     }
     getsockname(fd, (struct sockaddr *)&ss, &len);

@@ -88,8 +88,9 @@ int tok_cli(int argc, char **argv) {
             size_t n, nids;
             char rerr[512];
             struct stat sb;                      /* a path that is not there: usage, 2 */
-            int se = stat(files[f], &sb) ? errno : 0;
-            if (se == ENOENT || se == ENOTDIR || (!se && S_ISDIR(sb.st_mode))) {
+            int std = !strcmp(files[f], "-");    /* "-": stdin, read by k3_slurp */
+            int se = !std && stat(files[f], &sb) ? errno : 0;
+            if (se == ENOENT || se == ENOTDIR || (!se && !std && S_ISDIR(sb.st_mode))) {
                 fprintf(stderr, "k3: %s: %s; pass a text file\n", files[f],
                         se ? strerror(se) : "is a directory");
                 rc = 2; break;

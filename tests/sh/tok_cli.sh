@@ -9,7 +9,7 @@ printf 'hi' > "$D/a.txt"; : > "$D/empty.txt"; printf '[BOS]x<|end_of_msg|>' > "$
 out=$($K3 tokenize --tok $TOK "$D/a.txt" "$D/empty.txt" "$D/a.txt") || fail "tokenize rc"
 [ "$(printf '%s\n' "$out" | wc -l)" -eq 3 ] || fail "one line per file: $out"
 [ "$(printf '%s\n' "$out" | sed -n 2p)" = "" ] || fail "empty file gives an empty line"
-ids=$(printf '%s\n' "$out" | sed -n 1p)
+ids=$(printf '%s\n' "$out" | sed -n 1p); ids1=$ids
 [ "$($K3 detokenize --tok $TOK --ids "$ids")" = "hi" ] || fail "round trip"
 sp=$($K3 tokenize --tok $TOK --special "$D/s.txt") || fail "special rc"
 case "$sp" in 768,*,770) ;; *) fail "special mode ids: $sp" ;; esac
@@ -21,6 +21,8 @@ printf 'a\200\303(\377 x\302' > "$D/bad.txt"
 ids=$($K3 tokenize --tok $TOK "$D/bad.txt") || fail "invalid utf-8 rc"
 $K3 detokenize --tok $TOK --ids "$ids" > "$D/back.txt" || fail "detok rc"
 cmp -s "$D/bad.txt" "$D/back.txt" || fail "invalid UTF-8 round trip"
+# FILE - reads stdin, as the help says
+[ "$(printf 'hi' | $K3 tokenize --tok $TOK -)" = "$ids1" ] || fail "tokenize - must read stdin"
 # K3_TOK_FILES default
 [ "$(K3_TOK_FILES=$TOK $K3 detokenize --ids "$(K3_TOK_FILES=$TOK $K3 tokenize "$D/a.txt")")" = \
   "hi" ] || fail "K3_TOK_FILES default"
