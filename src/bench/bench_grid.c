@@ -54,7 +54,11 @@ static const char *USAGE =
 "  -o FMT                md | json | csv | jsonl (default md on a terminal, else json)\n"
 "  -q, --quiet           no progress on stderr\n"
 "  -h, --help            this text\n"
-"--batch and --spec are not available in this build (refused, exit 2).\n"
+"  --no-spec             rows without speculation (a one-prompt run drafts and verifies\n"
+"                        by default, docs/SPEC.md; --spec: that default, said explicitly)\n"
+"  -t N, -r N            llama-bench's names for --threads and --reps\n"
+"--batch is refused: a row is one sequence; measure batched decoding with\n"
+"k3 MODEL_DIR --batch FILE.jsonl --batch-size N --out FILE (docs/BATCH.md).\n"
 "\n"
 "Exit codes: 0 every row ran; 1 a row failed (the row says why; the others still ran)\n"
 "or Ctrl-C (the rows finished are printed); 2 usage; 4 a run was invalid (a routed\n"
@@ -141,9 +145,11 @@ static int parse(int argc, char **argv, Args *A) {
     A->kern[0] = NULL; A->n_kern = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-t")) a = "--threads";                 /* llama-bench's spellings */
+        else if (!strcmp(a, "-r")) a = "--reps";
         static const char *const VAL[] = { "--budget", "--preset", "--threads", "-p", "-n",
             "--kernels", "--trunk", "--prompt-file", "--tok", "--reps", "--compare",
-            "--disk-gb", "-o", "--batch", "--spec" };
+            "--disk-gb", "-o", "--batch" };
         int takes = 0;
         for (size_t k = 0; k < sizeof VAL / sizeof VAL[0]; k++) takes |= !strcmp(a, VAL[k]);
         if (takes && !v) {
@@ -152,11 +158,14 @@ static int parse(int argc, char **argv, Args *A) {
         }
         if (takes) i++;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return -1; }
-        else if (!strcmp(a, "--batch") || !strcmp(a, "--spec")) {
-            fprintf(stderr, "k3 bench: %s is not available in this build (no batched or "
-                    "speculative decoding yet)\n", a);
+        else if (!strcmp(a, "--batch")) {
+            fprintf(stderr, "k3 bench: --batch: a bench row measures one sequence; measure "
+                    "batched decoding with k3 MODEL_DIR --batch FILE.jsonl --batch-size %s "
+                    "--out FILE (its report has the seconds and tokens/s; docs/BATCH.md)\n", v);
             return K3_ERR_USAGE;
-        } else if (!strcmp(a, "--budget") || !strcmp(a, "--preset")) {
+        } else if (!strcmp(a, "--spec")) o->no_spec = 0;
+        else if (!strcmp(a, "--no-spec")) o->no_spec = 1;
+        else if (!strcmp(a, "--budget") || !strcmp(a, "--preset")) {
             int is_b = a[2] == 'b';
             if (split(&A->own, a, v, &l, err, sizeof err)) return usage_error(err);
             for (int k = 0; k < l.n; k++) {
@@ -232,7 +241,13 @@ static int parse(int argc, char **argv, Args *A) {
         else if (!strcmp(a, "--no-limits")) o->no_limits = 1;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = 1;
         else if (a[0] == '-' && a[1]) {
-            snprintf(err, sizeof err, "unknown option '%.100s'", a);
+            static const K3Flag F[] = { { "--budget", 1 }, { "--preset", 1 }, { "--threads", 1 },
+                { "-p", 1 }, { "-n", 1 }, { "--kernels", 1 }, { "--trunk", 1 },
+                { "--prompt-file", 1 }, { "--tok", 1 }, { "--reps", 1 }, { "--compare", 1 },
+                { "--disk-gb", 1 }, { "-o", 1 }, { "--cold", 0 }, { "--warm", 0 },
+                { "--drop-caches", 0 }, { "--no-limits", 0 }, { "--quiet", 0 },
+                { "--spec", 0 }, { "--no-spec", 0 }, { "--help", 0 } };
+            k3_unknown_option(a, F, (int)(sizeof F / sizeof F[0]), err, sizeof err);
             return usage_error(err);
         } else if (!o->model) o->model = a;
         else {
@@ -416,6 +431,7 @@ static void child_args(Argv *a, const char *bin, const KbOpts *o, const KbConf *
         add(a, "--threads"); add(a, a->thr);
     }
     if (c->kernels) { add(a, "--kernels"); add(a, c->kernels); }
+    if (o->no_spec) add(a, "--no-spec");
     add(a, "--out"); add(a, out); add(a, "--quiet");
 }
 

@@ -19,7 +19,7 @@ enum { KB_MD, KB_JSON, KB_CSV, KB_JSONL };
 
 typedef struct {                  /* the whole-run options */
     const char *model, *trunk, *tok, *prompt_file, *compare;
-    int fmt, reps, quiet, drop_caches, no_limits;
+    int fmt, reps, quiet, drop_caches, no_limits, no_spec;   /* no_spec: --no-spec */
     int cold;                     /* 1 --cold, 0 --warm, -1 the default (cold unless preset max) */
     double disk_gb;               /* bytes the disk limit reads, in GB */
 } KbOpts;

@@ -44,14 +44,17 @@ if [ $rc -eq 0 ] && grep -q '^| row | budget ' $T/b.md && grep -q '^|:--' $T/b.m
     bad "-o md: lines of $w widths"
 else bad "-o md: exit $rc $(head -n 3 $T/b.md)"; fi
 
-# 3. CSV
-$B --budget 0:0 --threads 1,2 --reps 2 -p 8 -n 4 -o csv -q --no-limits > $T/b.csv; rc=$?
+# 3. CSV, with llama-bench's -t (threads) and -r (reps)
+$B --budget 0:0 -t 1,2 -r 2 -p 8 -n 4 -o csv -q --no-limits > $T/b.csv; rc=$?
 nf=$(awk -F, 'NR == 1 { print NF }' $T/b.csv)
 odd=$(awk -F, -v n="$nf" 'NF != n' $T/b.csv | wc -l)
 if [ $rc -eq 0 ] && grep -q '^row,budget,preset,trunk_gb,cache_gb,threads,' $T/b.csv &&
    [ "$(wc -l < $T/b.csv)" -eq 3 ] && [ "$odd" -eq 0 ]; then
   ok "-o csv: a header and 2 rows of $nf fields"
 else bad "-o csv: exit $rc $(head -n 3 $T/b.csv)"; fi
+awk -F, 'NR > 1 { s = s $6 ":" $10 " " } END { exit s != "1:2 2:2 " }' $T/b.csv &&
+  ok "-t 1,2 -r 2: rows of 1 and 2 threads, 2 reps each" ||
+  bad "-t/-r: threads:reps $(awk -F, 'NR > 1 { printf "%s:%s ", $6, $10 }' $T/b.csv)"
 
 # 4. a refused row beside one that completes: with a packed trunk, K3_MEM_AVAILABLE between
 # the plans of 0:0 (a ring) and 1:1 (all pinned), taken from the plans' own refusals
@@ -80,6 +83,12 @@ if [ $rc -eq 0 ] && schema $T/c.jsonl 1 2 --jsonl --compare &&
   ok "--compare itself: B/A ratios present and positive (s/token $r); -o jsonl: header + 1 row"
 else bad "--compare: exit $rc $(head -c 300 $T/c.jsonl)"; fi
 
+# --no-spec reaches every child (a --compare binary that logs its arguments)
+printf '#!/bin/sh\necho "$*" >> %s/args\nexec %s "$@"\n' "$T" "$K3" > $T/wrap; chmod +x $T/wrap
+$B --budget 0:0 -r 1 -p 4 -n 2 -o csv -q --no-limits --no-spec --compare $T/wrap > /dev/null &&
+  grep -q -- '--no-spec --out' $T/args && ok "--no-spec: the children run without speculation" ||
+  bad "--no-spec not passed on: $(cat $T/args 2>/dev/null)"
+
 # 6. --prompt-file: its first N tokens
 printf 'hello world, this is a prompt for the bench' > $T/p.txt
 $B --tok tests/tok/tiny --prompt-file $T/p.txt -p 5 --reps 1 -n 2 -o csv -q --no-limits \
@@ -98,13 +107,15 @@ sleep 2; kill -INT $pid; wait $pid; rc=$?
 $K3 bench --help > $T/h 2> $T/he; rc=$?
 miss=""
 for o in --budget --preset --threads -p -n --kernels --trunk --tok --prompt-file --reps --cold \
-         --warm --drop-caches --compare --disk-gb --no-limits -o --quiet --help --batch --spec; do
+         --warm --drop-caches --compare --disk-gb --no-limits -o --quiet --help --batch --spec \
+         --no-spec ' -t ' ' -r '; do
   grep -q -- "$o" $T/h || miss="$miss $o"
 done
 [ $rc -eq 0 ] && [ -z "$miss" ] && [ ! -s $T/he ] && grep -q '^Usage: k3 bench' $T/h &&
   ok "k3 bench --help lists every option" || bad "--help: exit $rc, missing:$miss"
-for a in "--batch 2:--batch is not available in this build" "--reps 0:--reps" \
-         "--spec on:--spec is not available in this build" "--threads 0:--threads" "-p 0:-p" \
+for a in "--batch 2:--batch: .*k3 MODEL_DIR --batch FILE.jsonl --batch-size 2" "--reps 0:--reps" \
+         "-r 0:--reps" "-t 0:--threads" "--spek:did you mean --spec?" \
+         "--threads 0:--threads" "-p 0:-p" \
          "-n x:-n" "--budget 1:--budget" "--preset nope:--preset" "--kernels foo:--kernels" \
          "-o xml:-o" "--disk-gb -1:--disk-gb" "--bogus:--bogus"; do
   flag=${a%%:*}; pat=${a#*:}
@@ -113,7 +124,7 @@ for a in "--batch 2:--batch is not available in this build" "--reps 0:--reps" \
   [ $rc -eq 2 ] && grep -q -- "$pat" $T/e ||
     bad "k3 bench $flag: exit $rc, want 2 naming $pat: $(head -n 1 $T/e)"
 done
-ok "bad values, --batch and --spec: exit 2 naming the flag"
+ok "bad values, --batch (naming what measures it), a typo: exit 2 naming the flag"
 
 # 9. the plain run's report ends with the two lines scripts of the original tool parse
 P=$(cat $M/ref/prompt.txt)
