@@ -78,6 +78,9 @@ int k3_args_expand(int argc, char **argv, const K3Flag *flags, int n, int *out_a
 /* "unknown option 'ARG'" with a hint: llama.cpp's spelling of a k3 flag (--temp, -n, -p,
  * -c ...), a unique prefix, or the nearest known flag by edit distance. */
 void k3_unknown_option(const char *arg, const K3Flag *flags, int n, char *msg, size_t len);
+/* The one of names[0..n) that word is a typo of (a unique prefix of 3 or more characters,
+ * or near enough by edit distance, as flags are), or NULL. */
+const char *k3_nearest_name(const char *word, const char *const *names, int n);
 /* An output path of FLAG, checked before the model is opened: not a directory, its folder
  * exists and takes new files (is_dir: the path is the folder, as --dump-cache-trace).
  * 0, or 2 with "FLAG PATH: why; fix" in err. */

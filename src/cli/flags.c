@@ -278,3 +278,16 @@ void k3_unknown_option(const char *arg, const K3Flag *flags, int n, char *msg, s
     if (best) snprintf(msg, len, "unknown option '%.200s'; did you mean %s?", arg, best);
     else snprintf(msg, len, "unknown option '%.200s'", arg);
 }
+
+const char *k3_nearest_name(const char *word, const char *const *names, int n) {
+    const size_t len = strlen(word);
+    const char *prefix = NULL, *near = NULL;
+    int nprefix = 0, bd = 99;
+    for (int i = 0; i < n; i++) {
+        if (len >= 3 && !strncmp(names[i], word, len)) { prefix = names[i]; nprefix++; }
+        int d = edit_distance(word, names[i]);
+        if (d < bd) { bd = d; near = names[i]; }
+    }
+    if (nprefix == 1) return prefix;
+    return near && (bd <= 1 || bd * 4 <= (int)len) ? near : NULL;
+}

@@ -3,8 +3,10 @@
  * src/ (README "Layout"); what they share is here: flags.c, usage.c, sigbus.c. */
 #include "cli.h"
 #include "mem.h"
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 int main(int argc, char **argv) {
     k3_sigbus_install();
@@ -13,8 +15,21 @@ int main(int argc, char **argv) {
         { "bench-kernels", k3_bench_kernels }, { "bench", k3_bench_main },
         { "doctor", k3_doctor_main }, { "serve", k3_serve_main },
     };
-    for (size_t k = 0; argc >= 2 && k < sizeof SUB / sizeof SUB[0]; k++)
+    enum { NSUB = sizeof SUB / sizeof SUB[0] };
+    for (size_t k = 0; argc >= 2 && k < NSUB; k++)
         if (!strcmp(argv[1], SUB[k].name)) return SUB[k].run(argc - 1, argv + 1);
+    struct stat sb;                 /* not a path but near a command's name: a typo of it */
+    if (argc >= 2 && argv[1][0] != '-' && stat(argv[1], &sb) && errno == ENOENT) {
+        const char *names[NSUB];
+        for (int k = 0; k < NSUB; k++) names[k] = SUB[k].name;
+        const char *near = k3_nearest_name(argv[1], names, NSUB);
+        if (near) {
+            fprintf(stderr, "k3: '%s' is neither a command nor a path; did you mean k3 %s? "
+                    "(k3 MODEL_DIR ... takes an existing checkpoint folder; see k3 --help)\n",
+                    argv[1], near);
+            return K3_ERR_USAGE;
+        }
+    }
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], "--chat")) return chat_main(argc, argv);
     for (int i = 1; i < argc; i++)                    /* --batch FILE: src/batch */
         if (!strcmp(argv[i], "--batch") || !strncmp(argv[i], "--batch=", 8))

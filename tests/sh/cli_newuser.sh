@@ -1,7 +1,8 @@
 #!/bin/sh
 # What a new user trips over (issue 27): a missing MODEL_DIR given to k3 pack is a usage
 # error (exit 2, naming the path) as everywhere else; k3 serve --host with an address that
-# is not this machine's says to pick another --host (not --port).
+# is not this machine's says to pick another --host (not --port); a typo'd subcommand gets
+# a "did you mean", while a checkpoint folder of any name still runs.
 . tests/sh/lib/check.sh
 M=tests/models/tiny5; TK=tests/tok/tiny
 
@@ -23,4 +24,15 @@ expect 2 "^k3 pack: TRUNK_DIR $T/a/b: its parent folder does not exist" -- \
 expect 2 "^k3: --host 192.0.2.1: .*not one of this machine's; pick another --host" -- \
   $K3 serve $M --tok $TK --port 0 --host 192.0.2.1
 grep -q -- '--port' $T/err && bad "--host refusal mentions --port: $(cat $T/err)"
+
+for w in serv:serve tokenise:tokenize dcotor:doctor bnech:bench detok:detokenize; do
+  expect 2 "^k3: '${w%%:*}' is neither a command nor a path; did you mean k3 ${w#*:}\\?" -- \
+    $K3 "${w%%:*}" --tok $TK
+done
+# a real folder that looks like a typo is a MODEL_DIR
+mkdir $T/w && ln -s "$(pwd)/$M" $T/w/serv
+K3ABS=$(cd "$(dirname "$K3")" && pwd)/$(basename "$K3")
+(cd $T/w && "$K3ABS" serv --ids 1,2,3 --gen 2 --quiet) > $T/ids 2> $T/err &&
+  [ "$(cat $T/ids)" = "$($K3 $M --ids 1,2,3 --gen 2 --quiet 2>/dev/null)" ] &&
+  ok "a checkpoint folder named serv still runs" || bad "folder serv: $(head -n 2 $T/err)"
 exit $fail
