@@ -242,8 +242,11 @@ static void check_quant(Ctx *c, const Json *q, const char *pfx) {
     }
 }
 
-/* bos/eos/pad: text_config first, then top level; -1 when absent. */
-static int token_id(Ctx *c, const Json *tc, const Json *top, const char *tpfx, const char *key) {
+/* bos/eos/pad: text_config first, then top level; -1 when absent. An id outside the
+ * vocabulary (vocab > 0: vocab_size was read) is refused: an eos that can never be drawn
+ * would never stop a run. */
+static int token_id(Ctx *c, const Json *tc, const Json *top, const char *tpfx, const char *key,
+                    int vocab) {
     const Json *v = json_get(tc, key);
     const char *pfx = tpfx;
     if (!v || v->type == JSON_NULL) { v = json_get(top, key); pfx = ""; }
@@ -251,6 +254,12 @@ static int token_id(Ctx *c, const Json *tc, const Json *top, const char *tpfx, c
     if (v->type != JSON_NUMBER || !v->is_integer || v->integer < 0 || v->integer > INT32_MAX) {
         char g[128]; show(v, g, sizeof g);
         problem(c, pfx, key, "expected a non-negative integer token id, got %s", g);
+        return -1;
+    }
+    if (vocab > 0 && v->integer >= vocab) {
+        problem(c, pfx, key, "%lld is outside the vocabulary (%svocab_size %d): give the "
+                "tokenizer's id (below %d), or remove the field", (long long)v->integer,
+                tpfx, vocab, vocab);
         return -1;
     }
     return (int)v->integer;
@@ -401,9 +410,9 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
         check_quant(&c, q, qpfx);
     }
 
-    k->bos_token_id = token_id(&c, tc, top, pfx, "bos_token_id");
-    k->eos_token_id = token_id(&c, tc, top, pfx, "eos_token_id");
-    k->pad_token_id = token_id(&c, tc, top, pfx, "pad_token_id");
+    k->bos_token_id = token_id(&c, tc, top, pfx, "bos_token_id", k->vocab_size);
+    k->eos_token_id = token_id(&c, tc, top, pfx, "eos_token_id", k->vocab_size);
+    k->pad_token_id = token_id(&c, tc, top, pfx, "pad_token_id", k->vocab_size);
 
     if (L > 0 && fk_ok && fr_ok)
         for (int i = 0; i < L; i++)

@@ -192,6 +192,32 @@ int main(void) {
           cfg.pad_token_id == -1, "token ids fallback: rc %d %d %d %d", rc, cfg.bos_token_id,
           cfg.eos_token_id, cfg.pad_token_id);
     free(s);
+    /* every token id outside the vocabulary is refused, naming the file, field and fix */
+    expect_bad("eos outside the vocabulary",
+               repl(nested(), "\"eos_token_id\": 163586, \"pad_token_id\": 163839, \"quant",
+                    "\"eos_token_id\": 163840, \"pad_token_id\": 163839, \"quant"),
+               ".json: text_config.eos_token_id: 163840 is outside the vocabulary "
+               "(text_config.vocab_size 163840)", "give the tokenizer's id (below 163840)");
+    expect_bad("bos outside the vocabulary",
+               repl(nested(), "1048576, \"bos_token_id\": 163584",
+                    "1048576, \"bos_token_id\": 999999"),
+               "text_config.bos_token_id: 999999 is outside", NULL);
+    expect_bad("pad outside the vocabulary",
+               repl(nested(), "\"pad_token_id\": 163839, \"quant",
+                    "\"pad_token_id\": 200000, \"quant"),
+               "text_config.pad_token_id: 200000 is outside", "or remove the field");
+    s = repl(nested(), "\"bos_token_id\": 163584, \"eos_token_id\": 163586, "
+             "\"pad_token_id\": 163839, \"quant", "\"quant");      /* the top level's ids */
+    expect_bad("top-level eos outside the vocabulary",
+               repl(s, "\"eos_token_id\": 163586", "\"eos_token_id\": 170000"),
+               ".json: eos_token_id: 170000 is outside the vocabulary "
+               "(text_config.vocab_size 163840)", NULL);
+    expect_bad("eos outside the vocabulary (flat)",
+               repl(flat(), "\"eos_token_id\": 163586", "\"eos_token_id\": 170000"),
+               "eos_token_id: 170000 is outside the vocabulary (vocab_size 163840)", NULL);
+    expect_bad("an id equal to vocab_size",
+               repl(flat(), "\"bos_token_id\": 163584", "\"bos_token_id\": 163840"),
+               "bos_token_id: 163840 is outside", NULL);
     /* a different layer split (tiny-model style) */
     s = nested();
     s = repl(s, "\"num_hidden_layers\": 93", "\"num_hidden_layers\": 4");
