@@ -101,6 +101,8 @@ static void metrics(int fd, int ka) {
     Buf b = { 0 };
 #define CTR(name, help, v) buf_fmt(&b, "# HELP k3_" name " " help "\n# TYPE k3_" name \
                                    " counter\nk3_" name " %ld\n", (long)(v))
+#define CTRF(name, help, v) buf_fmt(&b, "# HELP k3_" name " " help "\n# TYPE k3_" name \
+                                    " counter\nk3_" name " %.6f\n", (double)(v))
 #define GAU(name, help, fmt, v) buf_fmt(&b, "# HELP k3_" name " " help "\n# TYPE k3_" name \
                                         " gauge\nk3_" name " " fmt "\n", v)
     CTR("requests_total", "Generation requests run by the engine.", t.requests);
@@ -116,8 +118,8 @@ static void metrics(int fd, int ka) {
     CTR("state_cache_misses_total", "Requests prefilled from scratch.", t.cache_misses);
     CTR("client_disconnects_total", "Requests cancelled by a client that went away.",
         t.disconnects);
-    GAU("prefill_seconds_total", "Seconds spent prefilling.", "%.6f", t.t_prefill);
-    GAU("decode_seconds_total", "Seconds spent generating.", "%.6f", t.t_decode);
+    CTRF("prefill_seconds_total", "Seconds spent prefilling.", t.t_prefill);
+    CTRF("decode_seconds_total", "Seconds spent generating.", t.t_decode);
     GAU("seconds_per_token", "Mean decode seconds per generated token.", "%.6f",
         t.completion_tokens ? t.t_decode / (double)t.completion_tokens : 0.0);
     CTR("batch_steps_total", "Engine steps (one k3_forward_seqs each: decode tokens and "
@@ -137,6 +139,7 @@ static void metrics(int fd, int ka) {
     GAU("ready", "1 when the model is loaded.", "%d", ready);
     GAU("peak_rss_bytes", "Peak resident set size.", "%llu", (unsigned long long)k3_peak_rss());
 #undef CTR
+#undef CTRF
 #undef GAU
     http_respond(fd, 200, "text/plain; version=0.0.4", b.b, b.n, ka);
     buf_free(&b);

@@ -90,6 +90,9 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
             n = 0;
         }
     }
-    for (int i = 0; i < n; i++) end(s, act[i], "the server is stopping");
+    /* stopping: a reply under way ends as cut at its length (a stream with its finish and
+     * [DONE]); one still prefilling has nothing to send but the refusal */
+    for (int i = 0; i < n; i++)
+        end(s, act[i], serve_gen_prefilling(act[i]) ? "the server is stopping" : NULL);
     free(act);
 }
