@@ -336,10 +336,11 @@ static void print_json(const Doc *d, const char *dir) {
     printf("{\n");
     json_str("model_dir", dir, 0);
     printf("  \"cores\": %d,\n  \"kernels\": \"%s\",\n", d->cores, d->kernels);
-    printf("  \"mem_available_bytes\": %llu,\n  \"cgroup_available_bytes\": %llu,\n",
-           (unsigned long long)d->avail, (unsigned long long)d->cg);
+    printf("  \"mem_available_bytes\": %llu,\n", (unsigned long long)d->avail);
+    if (d->cg) printf("  \"cgroup_available_bytes\": %llu,\n", (unsigned long long)d->cg);
+    else printf("  \"cgroup_available_bytes\": null,\n");       /* no cgroup limit */
     json_str("filesystem", d->fs, 0);
-    printf("  \"o_direct\": %s,\n", d->odirect == 1 ? "true" : "false");
+    printf("  \"o_direct\": %s,\n", d->odirect < 0 ? "null" : d->odirect ? "true" : "false");
     if (d->disk.mb_s > 0)                      /* null: not measured */
         printf("  \"disk_read_mb_s\": %.1f,\n  \"disk_read_o_direct\": %s,\n", d->disk.mb_s,
                d->disk.direct ? "true" : "false");

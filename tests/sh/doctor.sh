@@ -63,6 +63,19 @@ doc 1 "layers.5.self_attn.q_proj.weight' in .*non-finite value (NaN or Inf) at e
 grep -q "experts.3.w2.weight_scale' in .*E8M0 scale 0xFF (NaN) at element 5" $T/o &&
   ok "--scan: the bad scale named too" || bad "--scan: scale not named: $(cat $T/o)"
 
+# --json writes null, never 0, for what is not there: no cgroup limit, no shard to test
+# O_DIRECT on (the text says "no cgroup limit" / "not tested")
+$K3 doctor $M --no-bench --json >$T/j 2>/dev/null
+$K3 doctor $M --no-bench >$T/o 2>/dev/null
+cg=$(sed -n 's/^  "cgroup_available_bytes": \(.*\),$/\1/p' $T/j)
+if grep -q 'no cgroup limit' $T/o; then want=null; else want='[1-9][0-9]*'; fi
+echo "$cg" | grep -Eqx "$want" && ok "--json: cgroup_available_bytes $cg (want $want)" ||
+  bad "--json: cgroup_available_bytes '$cg', want $want"
+mkdir $T/noshard; cp $M/config.json $T/noshard/
+$K3 doctor $T/noshard --no-bench --json >$T/j 2>/dev/null
+grep -q '"o_direct": null,' $T/j && ok "--json: o_direct null when no shard could test it" ||
+  bad "--json: o_direct $(grep o_direct $T/j)"
+
 # usage
 $K3 doctor >/dev/null 2>$T/e; [ $? -eq 2 ] && grep -q "missing MODEL_DIR" $T/e &&
   ok "no MODEL_DIR: exit 2" || bad "no MODEL_DIR: $(cat $T/e)"
