@@ -286,8 +286,11 @@ static void md_header(FILE *f, const KbOpts *o, const KbMachine *m) {
     fprintf(f, "\nprefill tok/s, s/token: median (min-max) over the reps; peak RSS: the largest "
             "rep (wait4; a child starts from k3 bench's own %.3f GB); MB/tok: bytes read per "
             "decode token; hit rate: decode; disk, mem bw: the row's bytes per second as a share "
-            "of the limit (mem bw: %.2f GB of weights touched per token); rows marked warm kept "
-            "the page cache, the others started cold.\n\n", m->parent_rss / K3_GB,
+            "of the limit (mem bw: %.2f GB of weights touched per token; disk can pass 100%%: "
+            "its limit is read in the experts' pattern, small windows by 4 readers, while the "
+            "trunk and lm_head stream in large pieces with up to 16 reads in flight, which a "
+            "disk serves faster, and buffered reads may come from the page cache); rows marked "
+            "warm kept the page cache, the others started cold.\n\n", m->parent_rss / K3_GB,
             m->touched / K3_GB);
 }
 
