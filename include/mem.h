@@ -31,6 +31,8 @@ typedef struct {
     const char *state_dir;        /* --state-file-dir DIR (NULL: $TMPDIR, /tmp) */
     const char *trace_dir;        /* --dump-cache-trace DIR */
     int verbose, quiet;
+    int brief;                    /* a plan with every byte resident in one line (the one-shot
+                                   * run; --verbose: the table) */
     int verify_reads;             /* --verify-reads: streamed trunk layers checked on every read */
     int io_depth;                 /* --io-depth N: reads in flight (trunk chunks, experts) */
     double piece_mb;              /* --piece-mb X: trunk piece size (0: the plan's) */

@@ -69,6 +69,9 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
                   int have_trunk, double tgb, double cgb, uint64_t process, K3Plan *p);
 void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, const char *adesc,
                    int ctx, FILE *f);
+/* Every byte resident and nothing raised or tight: what the one-line form may summarise. */
+int k3_plan_all_resident(const K3Plan *p, int have_trunk, uint64_t avail);
+void k3_plan_line(const K3Plan *p, int NL, uint64_t avail, const char *adesc, FILE *f);
 /* Where the states live and how many sequences: o->state_file 0 becomes the least paging
  * whose plan fits 90% of avail (unknown avail: resident); with o->seqs_auto, o->seqs the
  * most (at most o->seqs) that fit. */

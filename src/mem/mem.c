@@ -211,7 +211,10 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
     x->trunk_budget = o->trunk_dir ? (uint64_t)p.trunk_budget : 0;
     x->cache_budget = (uint64_t)p.cache_budget;
     p.chunk_why = why;
-    if (!o->quiet) k3_plan_print(&p, NL, o->trunk_dir != NULL, avail, adesc, o->ctx, stderr);
+    const int one_line = o->brief && !o->verbose &&
+                         k3_plan_all_resident(&p, o->trunk_dir != NULL, avail);
+    if (!o->quiet && one_line) k3_plan_line(&p, NL, avail, adesc, stderr);
+    else if (!o->quiet) k3_plan_print(&p, NL, o->trunk_dir != NULL, avail, adesc, o->ctx, stderr);
     if (!o->quiet && x->trunk && trunk_coded(x->trunk, NL) && !k3_kernels_coded_fast())
         fprintf(stderr, "k3: note: %s is coded (k3 pack --compress); the %s kernels decode "
                 "it to the same bits but slower than a plain trunk (only AVX-512 with VBMI "
@@ -250,7 +253,7 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
             k3_stream_describe(x->stream, d, sizeof d);
             fprintf(stderr, "k3: trunk %s\n", d);
         }
-        if (x->cache) {
+        if (x->cache && !one_line) {         /* the one line has the slots already */
             k3_ecache_describe(x->cache, d, sizeof d);
             fprintf(stderr, "k3: expert cache %s\n", d);
         }

@@ -168,6 +168,19 @@ const char *k3_size_text(uint64_t b, char *out, size_t n) {
     return out;
 }
 
+int k3_plan_all_resident(const K3Plan *p, int have_trunk, uint64_t avail) {
+    return !have_trunk && p->all_experts && p->cache - p->cache_index >= p->all_experts &&
+           !p->state_mode && !p->raised_trunk && !p->raised_cache && (!avail || p->total <= avail);
+}
+
+void k3_plan_line(const K3Plan *p, int NL, uint64_t avail, const char *adesc, FILE *f) {
+    char slot[32], av[96] = "";
+    if (adesc) snprintf(av, sizeof av, " of %.3f available (%s)", avail / K3_GB, adesc);
+    fprintf(f, "k3: memory plan %.3f GB%s, everything resident: %d layers, lm_head, %d "
+            "expert slots of %s, prefill chunk %d (the table: --verbose)\n", p->total / K3_GB,
+            av, NL, p->nslots, k3_size_text(p->slot_bytes, slot, sizeof slot), p->chunk);
+}
+
 void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, const char *adesc,
                    int ctx, FILE *f) {
     char slot[32];
@@ -231,12 +244,14 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
         fprintf(f, "  sequences          %8d  planned; %llu fit this budget (%s of state + MLA "
                 "cache each)\n", p->seqs, (unsigned long long)((avail - p->total) / per_seq +
                 (uint64_t)p->seqs), k3_size_text(per_seq, each, sizeof each));
+    char mn[32];                        /* in a unit that shows it: a tiny model's is KB */
     if (p->raised_trunk)
-        fprintf(f, "k3: note: --trunk-gb raised to the working minimum %.3f GB "
-                "(the read-ahead window and what sits beside it)\n", p->trunk_min / K3_GB);
+        fprintf(f, "k3: note: --trunk-gb raised to the working minimum %s "
+                "(the read-ahead window and what sits beside it)\n",
+                k3_size_text(p->trunk_min, mn, sizeof mn));
     if (p->raised_cache)
-        fprintf(f, "k3: note: --cache-gb raised to the working minimum %.3f GB "
-                "(5 expert slots)\n", p->cache_min / K3_GB);
+        fprintf(f, "k3: note: --cache-gb raised to the working minimum %s "
+                "(5 expert slots)\n", k3_size_text(p->cache_min, mn, sizeof mn));
 }
 
 void k3_trunk_sizes_from_shards(const K3Model *m, uint64_t *lb, uint64_t *global) {
