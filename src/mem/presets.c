@@ -95,11 +95,12 @@ static int preset_seqs_in_file(const K3Config *c, const K3MemOpts *o0, const uin
 
 static void preset_line(FILE *f, const char *name, const char *tb, const char *cb,
                         const K3Plan *p, int chunk, const char *what) {
-    char pin[32];
+    char pin[32], up[48] = "";                    /* chunk 0: no machine to fit */
+    if (chunk > 0) snprintf(up, sizeof up, "; chunks up to %d fit", chunk);
     fprintf(f, "%-13s %10s  %10s  %8.2f GB (pinned %s, window %.2f GB, %d expert slots, "
-            "lm_head %s, prefill chunk %d)  %s\n", name, tb, cb, p->total / K3_GB,
+            "lm_head %s%s)  %s\n", name, tb, cb, p->total / K3_GB,
             k3_size_text(p->pinned, pin, sizeof pin), p->ring_bytes / K3_GB, p->nslots,
-            p->head_stream ? "streamed" : "pinned", chunk, what);
+            p->head_stream ? "streamed" : "pinned", up, what);
 }
 
 void k3_presets_print(FILE *f) {
@@ -110,10 +111,10 @@ void k3_presets_print(FILE *f) {
     k3_mem_opts_init(&o);
     o.ctx = 4096; o.chunk = K3_PREFILL_CHUNK; o.logits_rows = 1;
     K3Plan p;
-    fprintf(f, "preset        --trunk-gb  --cache-gb  plan on the real K3 (--trunk, ctx 4096; "
-            "the largest prefill chunk that fits 80%% of the machine)  for\n");
+    fprintf(f, "preset        --trunk-gb  --cache-gb  plan on the real K3 (--trunk, ctx 4096, "
+            "prefill chunk %d)  for\n", K3_PREFILL_CHUNK);
     k3_plan_make(&c, 0, &o, lb, 1, 0, 0, (uint64_t)REAL_PROCESS, &p);
-    preset_line(f, "minimum", "0", "0", &p, K3_PREFILL_CHUNK, "the working minimum");
+    preset_line(f, "minimum", "0", "0", &p, 0, "the working minimum");
     for (int i = 0; i < NPRESETS; i++) {
         const int chunk = preset_chunk(&c, &o, lb, PRESETS[i].trunk, PRESETS[i].cache,
                                        0.8 * PRESETS[i].ram * K3_GB, &p);
@@ -145,14 +146,15 @@ void k3_presets_print(FILE *f) {
     fprintf(f, "\n");
     fprintf(f, "auto          the largest preset whose plan fits 90%% of MemAvailable "
                "(the default)\n"
-               "Budgets are GB (1e9 bytes); totals are at a prefill chunk of %d. The two flags are "
-               "the\nceiling of the process: --cache-gb holds the expert slots, --trunk-gb "
-               "everything else\n(the read-ahead window the trunk and lm_head stream through "
-               "in pieces, the forward\nbuffers, states, MLA cache, the process) and pins "
-               "the trunk with what is left (the\nprefix may end inside a layer); streaming "
-               "needs --trunk DIR from `k3 pack`. Budgets\nbelow the working minimum (the "
-               "window and the rest, 5 expert slots) are raised to it.\nA later flag "
-               "wins. Real-model figures are computed from docs/MODEL.md sizes\n(the "
-               "process/index share is an estimate of %.1f GB), not measured.\n", K3_PREFILL_CHUNK,
-               REAL_PROCESS / K3_GB);
+               "Budgets are GB (1e9 bytes); totals are at a prefill chunk of %d, and \"chunks "
+               "up to N\nfit\" is the largest prefill chunk whose plan fits 80%% of the "
+               "machine. The two flags\nare the ceiling of the process: --cache-gb holds the "
+               "expert slots, --trunk-gb\neverything else (the read-ahead window the trunk and "
+               "lm_head stream through in\npieces, the forward buffers, states, MLA cache, the "
+               "process) and pins the trunk with\nwhat is left (the prefix may end inside a "
+               "layer); streaming needs --trunk DIR from\n`k3 pack`. Budgets below the working "
+               "minimum (the window and the rest, 5 expert slots)\nare raised to it. A later "
+               "flag wins. Real-model figures are computed from\ndocs/MODEL.md sizes (the "
+               "process/index share is an estimate of %.1f GB), not measured.\n",
+               K3_PREFILL_CHUNK, REAL_PROCESS / K3_GB);
 }
