@@ -596,9 +596,14 @@ int k3_batch_main(int argc, char **argv) {
     if (rc) { fprintf(stderr, "k3: batch: %s\n", err); goto done; }
     if (!o.quiet) {
         fprintf(stderr, "k3: batch: %ld tokens generated for %d prompts in %.3f s (%.2f tok/s); "
-                "peak RSS %.1f MiB\n", b.n_generated, b.n_lines, b.t_run,
-                b.t_run > 0 ? b.n_generated / b.t_run : 0.0, k3_peak_rss() / 1048576.0);
-        k3_mem_summary(b.e.mem, stderr, b.t_run, 0, (int)b.n_generated, b.t_run);
+                "peak RSS %.3f GB\n", b.n_generated, b.n_lines, b.t_run,
+                b.t_run > 0 ? b.n_generated / b.t_run : 0.0, k3_peak_rss() / K3_GB);
+        /* the steps' times split by kind; s/token (t_decode / (n - 1) there) is the decode
+         * time per token a decode step made: every prompt's first token is the prefill's */
+        const K3SchedStats *ss = k3_sched_stats(b.sch);
+        const long n_dec = b.n_generated - b.n_lines;
+        k3_mem_summary(b.e.mem, stderr, b.t_run, ss->t_prefill, (int)b.n_generated,
+                       n_dec > 0 ? ss->t_decode * (double)(b.n_generated - 1) / n_dec : 0);
         if (sf) {
             const K3StateFileStats *ss = k3_statefile_stats(sf);
             fprintf(stderr, "k3: state file: %.3f GB read, %.3f GB written (%s), %.2f s in "
