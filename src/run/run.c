@@ -11,6 +11,7 @@
 #include "tok.h"
 #include "util.h"
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -137,7 +138,13 @@ typedef struct {
     uint64_t peak_rss;
     long expert_failures;
     const K3Spec *spec;                        /* NULL without --spec */
+    int interrupted;                           /* Ctrl-C stopped the generation */
 } Report;
+
+/* Ctrl-C: the generation stops after the token in hand and the report is still written;
+ * a second Ctrl-C kills (SA_RESETHAND). */
+static volatile sig_atomic_t g_interrupted;
+static void on_interrupt(int sig) { (void)sig; g_interrupted = 1; }
 
 static int write_json(const char *path, const Opts *o, const K3Engine *e, const Report *r) {
     char tmp[4200];
@@ -162,6 +169,7 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
             r->t_prefill > 0 ? r->n_prompt / r->t_prefill : 0.0);
     fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", r->expert_failures,
             r->expert_failures ? "false" : "true");
+    fprintf(f, "  \"interrupted\": %s,\n", r->interrupted ? "true" : "false");
     if (r->spec)
         fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
                 r->spec->drafted, r->spec->accepted, r->spec->passes);
@@ -287,6 +295,7 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
         if (eo.mem.logits_rows < o->spec_k + 1) eo.mem.logits_rows = o->spec_k + 1;
     }
     eo.mem.quiet = o->quiet;
+    eo.mem.brief = 1;
     if (o->ef.mem.ctx > 0 && o->ef.mem.ctx < n_prompt + o->gen && !o->quiet)
         fprintf(stderr, "k3: note: --ctx %d is less than prompt + gen (%d); the MLA cache grows "
                 "past the plan\n", o->ef.mem.ctx, n_prompt + o->gen);
@@ -345,6 +354,12 @@ static int run_batch(const Opts *o) {
     if (tok) tok_stream_init(&em.ts);
     double tp = k3_now(), t_prefill = 0, t_decode = 0;
     int n = n_prompt, n_gen = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_interrupt;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
     rc = k3_prefill(&e, st, seq, n, o->ef.chunk, logits, o->dump_logits != NULL, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: prefill: %s\n", err); goto done; }
     t_prefill = k3_now() - tp;
@@ -378,7 +393,7 @@ static int run_batch(const Opts *o) {
         }
         seq[n++] = next; n_gen++;
         emit(&em, next);
-        if (next == m->cfg.eos_token_id || n_gen == o->gen) break;
+        if (next == m->cfg.eos_token_id || n_gen == o->gen || g_interrupted) break;
         if (i_pend < n_pend) continue;         /* an accepted draft: already in the state */
         const int k = o->spec ? k3_spec_draft(&spec, seq, n, n_prompt, o->gen - n_gen - 1,
                                               draft) : 0;
@@ -410,16 +425,19 @@ static int run_batch(const Opts *o) {
 
     const long failures = k3_engine_expert_failures(&e);
     Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(),
-                 failures, o->spec ? &spec : NULL };
+                 failures, o->spec ? &spec : NULL, g_interrupted };
+    if (r.interrupted)                         /* said even with --quiet: the exit is 1 */
+        fprintf(stderr, "k3: interrupted after %d of --gen %d tokens; the ids so far%s are "
+                "written\n", n_gen, o->gen, o->out ? " and the --out report" : "");
     if (!o->quiet) {
         double spt = n_gen > 1 ? t_decode / (n_gen - 1) : 0;
         char speed[64];                 /* the first token comes from the prefill: no rate */
         if (spt > 0) snprintf(speed, sizeof speed, "; %.3f s/token (%.2f tok/s)", spt, 1 / spt);
         else snprintf(speed, sizeof speed, "%s", n_gen ? " (no decode step to time)" : "");
-        fprintf(stderr, "k3: generated %d token%s%s; peak RSS %.1f MiB (the figure to quote)\n",
-                n_gen, n_gen == 1 ? "" : "s", speed, r.peak_rss / 1048576.0);
+        fprintf(stderr, "k3: generated %d token%s%s; peak RSS %.3f GB (the figure to quote)\n",
+                n_gen, n_gen == 1 ? "" : "s", speed, r.peak_rss / K3_GB);
         k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
-        if (o->spec)
+        if (o->spec && spec.passes)            /* no pass: nothing was speculated */
             fprintf(stderr, "k3: spec: %ld verify passes, %ld drafted, %ld accepted (%.2f "
                     "accepted tokens per pass)\n", spec.passes, spec.drafted, spec.accepted,
                     spec.passes ? (double)spec.accepted / spec.passes : 0.0);
@@ -430,11 +448,12 @@ static int run_batch(const Opts *o) {
                 "are unsound\n", failures);
         rc = K3_ERR_EXPERT;
     }
+    if (!rc && r.interrupted) rc = K3_ERR_RUNTIME;
     if (!o->quiet) {                           /* the shape scripts of the original tool parse */
         double wall = t_prefill + t_decode;
         fprintf(stderr, "%d tokens in %.3f s, %.3f s/token average\n", n_gen, wall,
                 n_gen ? wall / n_gen : 0.0);
-        fprintf(stderr, "PEAK RSS for the whole run: %.3f GB\n", k3_peak_rss() / K3_GB);
+        fprintf(stderr, "PEAK RSS for the whole run: %.3f GB\n", r.peak_rss / K3_GB);
     }
     if (tok) tok_stream_free(&em.ts);
 done:
