@@ -5,8 +5,10 @@
 # scalar under qemu when bin/k3-aarch64 exists (make aarch64). Coded tensors must occur;
 # --verify passes; a corrupt coded block is refused with a message naming the tensor.
 K3=${K3:-./bin/k3}; K3A=${K3A:-./bin/k3-aarch64}
-# the aarch64 build is incremental (kernels_aarch64.sh makes it too): never a stale binary
-if [ "$K3A" = ./bin/k3-aarch64 ] && command -v qemu-aarch64 >/dev/null 2>&1 &&
+# the aarch64 build is incremental (kernels_aarch64.sh makes it too): never a stale binary;
+# make test builds it before the tests (K3_TEST_BUILT=1), as they run in parallel
+if [ -z "${K3_TEST_BUILT:-}" ] && [ "$K3A" = ./bin/k3-aarch64 ] &&
+   command -v qemu-aarch64 >/dev/null 2>&1 &&
    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1; then
   make -s aarch64 >/dev/null 2>&1 || { echo "FAIL: make aarch64"; exit 1; }
 fi
