@@ -9,9 +9,10 @@ CFLAGS  += $(OPT) -std=c11 -D_GNU_SOURCE -Wall -Wextra -ffp-contract=off -fno-fa
 LDFLAGS += $(LINK) -pthread
 LDLIBS  += -lm
 
-# Parallel by default, as many jobs as cores (an explicit -jN wins; make -j1 is serial).
+# Parallel by default, as many jobs as cores (an explicit -jN wins; make -j1 is serial), but
+# not beside clean (make clean all would race).
 NPROC   := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
-ifeq ($(MAKELEVEL)$(filter -j% j%,$(MAKEFLAGS)),0)
+ifeq ($(MAKELEVEL)$(filter -j% j%,$(MAKEFLAGS))$(filter clean,$(MAKECMDGOALS)),0)
 MAKEFLAGS += -j$(NPROC)
 endif
 
