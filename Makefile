@@ -9,6 +9,13 @@ CFLAGS  += $(OPT) -std=c11 -D_GNU_SOURCE -Wall -Wextra -ffp-contract=off -fno-fa
 LDFLAGS += $(LINK) -pthread
 LDLIBS  += -lm
 
+# Parallel by default, as many jobs as cores (an explicit -jN wins; make -j1 is serial), but
+# not beside clean (make clean all would race).
+NPROC   := $(shell nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+ifeq ($(MAKELEVEL)$(filter -j% j%,$(MAKEFLAGS))$(filter clean,$(MAKECMDGOALS)),0)
+MAKEFLAGS += -j$(NPROC)
+endif
+
 BUILD   ?= build
 BIN     ?= bin/k3
 # src/<folder>/*.c: the folders follow the data path (README, "Layout").
@@ -28,7 +35,7 @@ $(BUILD)/kernels/kernels_avx512.o $(BUILD)/kernels/kernels_avx512_coded.o: \
   CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mavx2
 endif
 
-.PHONY: all test clean asan aarch64 fuzz bench
+.PHONY: all test check clean asan aarch64 fuzz bench
 all: $(BIN)
 
 $(BIN): $(OBJ) | bin
@@ -45,9 +52,31 @@ $(BUILD)/tests/%: tests/c/%.c $(LIBOBJ) $(wildcard include/*.h src/*/*.h tests/c
 bin $(BUILD) $(BUILD)/tests:
 	mkdir -p $@
 
-# The whole suite, offline: C unit tests, then shell tests (end to end on bin/k3).
-test: bin/k3 asan $(TESTBIN)
-	@K3=./bin/k3 BUILD=$(BUILD) sh tests/run.sh $(TESTBIN)
+# The quick suite, offline: C unit tests and shell tests (end to end on bin/k3), as parallel
+# jobs (tests/run.sh); each test's slow tier is left to make check. What the tests run is
+# built here, in parallel (the AArch64 build when its cross compiler and qemu are there),
+# so no test calls make (K3_TEST_BUILT=1).
+HAVE_AARCH64 := $(shell command -v $(or $(AARCH64_CC),aarch64-linux-gnu-gcc) >/dev/null 2>&1 \
+                  && command -v qemu-aarch64 >/dev/null 2>&1 && echo aarch64)
+TESTENV := K3=./bin/k3 BUILD=$(BUILD) K3_TEST_BUILT=1
+test: bin/k3 $(TESTBIN) $(HAVE_AARCH64)
+	@$(TESTENV) sh tests/run.sh $(TESTBIN)
+
+# Everything: make test, then the slow tier (the tests that have one run whole, the refusal
+# tests under bin/k3-asan too), the fuzzers CHECK_FUZZ_SECONDS a target and the OpenAI Node
+# client (SKIP without npm). Each step runs even if one before failed; exit 1 if any did.
+CHECK_FUZZ_SECONDS ?= 5
+check:
+	@rc=0; \
+	$(MAKE) --no-print-directory test || rc=1; \
+	echo "check: the slow tier"; \
+	$(MAKE) --no-print-directory asan >/dev/null && \
+	  $(TESTENV) K3_ASAN=./bin/k3-asan sh tests/run.sh --full || rc=1; \
+	echo "check: make fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS)"; \
+	$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=$(CHECK_FUZZ_SECONDS) || rc=1; \
+	echo "check: tests/node/openai_client.sh"; \
+	K3=./bin/k3 sh tests/node/openai_client.sh || rc=1; \
+	if [ $$rc = 0 ]; then echo "check: all passed"; else echo "check: FAILED"; fi; exit $$rc
 
 # Address/UB sanitizer build of the binary (bin/k3-asan), used by the refusal tests.
 asan:
@@ -55,8 +84,8 @@ asan:
 	  LINK="-fsanitize=address,undefined" bin/k3-asan
 
 # The whole suite under ASan + UBSan, every report fatal (docs/data/asan_suite.txt): bin/k3
-# and the C tests built into build/asan-suite, then tests/run.sh as in make test. Not part of
-# make test (several times slower).
+# and the C tests built into build/asan-suite, then tests/run.sh with every test whole
+# (K3_TEST_FULL=1). Not part of make test or make check (several times slower).
 ASAN_SUITE_OPT := -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all \
                   -fno-omit-frame-pointer
 .PHONY: test-asan
@@ -64,8 +93,10 @@ test-asan:
 	@$(MAKE) --no-print-directory BUILD=build/asan-suite BIN=bin/k3-asan-suite \
 	  OPT="$(ASAN_SUITE_OPT)" LINK="-fsanitize=address,undefined" bin/k3-asan-suite \
 	  $(TESTSRC:tests/c/%.c=build/asan-suite/tests/%)
+	@$(if $(HAVE_AARCH64),$(MAKE) --no-print-directory aarch64)
 	@ASAN_OPTIONS=$${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} K3_TEST_SLOW=5 \
 	  UBSAN_OPTIONS=$${UBSAN_OPTIONS:-print_stacktrace=1} K3=./bin/k3-asan-suite \
+	  K3_ASAN=./bin/k3-asan-suite K3_TEST_FULL=1 K3_TEST_BUILT=1 \
 	  BUILD=build/asan-suite sh tests/run.sh $(TESTSRC:tests/c/%.c=build/asan-suite/tests/%)
 
 clean:

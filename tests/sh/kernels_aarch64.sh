@@ -9,8 +9,10 @@ K3=${K3:-./bin/k3}; BUILD=${BUILD:-build}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
+# make test builds all this before the tests (K3_TEST_BUILT=1), as they run in parallel
+mk() { [ -n "${K3_TEST_BUILT:-}" ] || make -s "$@"; }
 native=$BUILD/tests/test_kernels
-[ -x "$native" ] || make -s "$native" >/dev/null 2>&1
+[ -x "$native" ] || mk "$native" >/dev/null 2>&1
 [ -x "$native" ] || fail "no native $native"
 "$native" > "$tmp/native.txt" || { cat "$tmp/native.txt"; fail "native kernel test"; }
 
@@ -20,7 +22,7 @@ if ! command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 \
   QEMU=
 else
   QEMU=qemu-aarch64
-  make -s aarch64-test >"$tmp/build.txt" 2>&1 || { tail -20 "$tmp/build.txt";
+  mk aarch64-test >"$tmp/build.txt" 2>&1 || { tail -20 "$tmp/build.txt";
     fail "make aarch64-test"; }
   qemu-aarch64 build/aarch64/tests/test_kernels > "$tmp/arm.txt" \
     || { cat "$tmp/arm.txt"; fail "kernel test under qemu-aarch64"; }
@@ -53,7 +55,7 @@ for k in auto avx2 avx512; do
   done
 done
 [ -n "$QEMU" ] || exit 0
-make -s aarch64 >"$tmp/build.txt" 2>&1 || { tail -20 "$tmp/build.txt"; fail "make aarch64"; }
+mk aarch64 >"$tmp/build.txt" 2>&1 || { tail -20 "$tmp/build.txt"; fail "make aarch64"; }
 for k in neon scalar; do
   run qemu-aarch64 bin/k3-aarch64 --kernels "$k" --threads 2 \
     || { cat "$tmp/run.txt"; fail "k3-aarch64 --kernels $k"; }

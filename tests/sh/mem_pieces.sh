@@ -3,16 +3,22 @@
 # lm_head included, and a pinned prefix that may end inside a layer. --dump-logits bytes
 # equal the resident run at pieces of 1 row, 7 rows, the plan's size and whole tensors,
 # at pinned boundaries inside layers, at queue depths 1/4/16/32, over prefill chunks, from
-# starved to all pinned, on every committed tiny model; ids equal ref/greedy.txt.
+# starved to all pinned, on every committed tiny model; ids equal ref/greedy.txt. The slow
+# tier (make check, K3_TEST_FULL=1): every piece size over the budgets on every model (make
+# test: the Nth on the Nth model) and prefill chunks of 1 in pieces (make test runs 5).
 . tests/sh/lib/mem.sh
+slow() { [ "${K3_TEST_FULL:-}" = 1 ]; }
 
+mi=0
 for M in tests/models/tiny5 tests/models/tiny4 tests/models/tiny5f; do
-  P=$(cat $M/ref/prompt.txt); REF=$(cat $M/ref/greedy.txt); n=$(basename $M)
+  P=$(cat $M/ref/prompt.txt); REF=$(cat $M/ref/greedy.txt); n=$(basename $M); mi=$((mi + 1))
   $K3 $M --ids "$P" --gen 0 --cache-gb 1000 --dump-logits $T/base.f32 --quiet >/dev/null \
     || bad "$n: resident run failed"
   $K3 pack $M $T/tr-$n --quiet || bad "$n: k3 pack failed"
-  runs=0; inside=0
+  runs=0; inside=0; pi=0; sizes=""
   for pr in "" "--piece-rows 7" "--piece-rows 100000000"; do
+    pi=$((pi + 1)); slow || [ $pi = $mi ] || continue
+    sizes="$sizes, $(case $pi in 1) echo plan;; 2) echo 7;; 3) echo whole;; esac)"
     q=1
     for tg in 0 0.002 0.0037 0.006 0.009 1000; do
       $K3 $M --ids "$P" --gen 0 --trunk $T/tr-$n --trunk-gb $tg --cache-gb 0 $pr --io-depth $q \
@@ -28,9 +34,10 @@ for M in tests/models/tiny5 tests/models/tiny4 tests/models/tiny5f; do
     --dump-logits $T/l.f32 --quiet >/dev/null 2>&1 || bad "$n --piece-rows 1: exit $?"
   cmp -s $T/base.f32 $T/l.f32 || bad "$n --piece-rows 1: logits bytes differ"
   [ $inside -gt 0 ] || bad "$n: no budget pinned a prefix ending inside a matrix"
-  ok "$n: logits bytes identical over $((runs + 1)) runs (pieces of 1, 7, plan, whole;" \
+  ok "$n: logits bytes identical over $((runs + 1)) runs (pieces of 1$sizes;" \
     "$inside with the pinned prefix inside a matrix; depths 1-32)"
-  for pc in 1 5; do
+  pcs=5; slow && pcs="1 5"
+  for pc in $pcs; do
     $K3 $M --ids "$P" --gen 0 --trunk $T/tr-$n --trunk-gb 0.004 --cache-gb 0 --piece-rows 7 \
       --prefill-chunk $pc --dump-logits $T/l.f32 --quiet >/dev/null 2>&1
     cmp -s $T/base.f32 $T/l.f32 || bad "$n --prefill-chunk $pc in pieces: logits bytes differ"
@@ -38,7 +45,7 @@ for M in tests/models/tiny5 tests/models/tiny4 tests/models/tiny5f; do
   out=$($K3 $M --ids "$P" --gen 16 --trunk $T/tr-$n --trunk-gb 0.003 --cache-gb 0 --piece-rows 7 \
     --io-depth 32 --quiet 2>/dev/null)
   [ "$out" = "$REF" ] \
-    && ok "$n: ids == ref/greedy.txt streamed in pieces, chunks 1 and 5 same bytes" \
+    && ok "$n: ids == ref/greedy.txt streamed in pieces, chunks $pcs same bytes" \
     || bad "$n: ids in pieces '$out' != reference"
 done
 
