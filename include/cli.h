@@ -81,6 +81,9 @@ void k3_unknown_option(const char *arg, const K3Flag *flags, int n, char *msg, s
 /* The one of names[0..n) that word is a typo of (a unique prefix of 3 or more characters,
  * or near enough by edit distance, as flags are), or NULL. */
 const char *k3_nearest_name(const char *word, const char *const *names, int n);
+/* --state-file MODE (batch mode, serve): off, kda, all (K3_STATES_*) or auto (-1: the plan
+ * decides) into *mode; 0, or -1 when v is none of them. */
+int k3_state_file_mode(const char *v, int *mode);
 /* An output path of FLAG, checked before the model is opened: not a directory, its folder
  * exists and takes new files (is_dir: the path is the folder, as --dump-cache-trace).
  * 0, or 2 with "FLAG PATH: why; fix" in err. */

@@ -103,11 +103,8 @@ static int parse(int argc, char **argv, BOpts *o) {
         else if (!strcmp(a, "--state-file-dir")) { VAL(); o->state_dir = v; }
         else if (!strcmp(a, "--state-file")) {
             VAL();
-            const char *const modes[4] = { "off", "kda", "all", "auto" };
-            int k = 0;
-            while (k < 4 && strcmp(v, modes[k])) k++;
-            if (k == 4) return usage("--state-file: '%s' is not auto, off, kda or all", v);
-            o->state_file = k == 3 ? -1 : k;
+            if (k3_state_file_mode(v, &o->state_file))
+                return usage("--state-file: '%s' is not auto, off, kda or all", v);
         }
         else if (!strcmp(a, "--gen")) { VAL(); if (k3_parse_int(a, v, 0, &o->gen)) return 2; }
         else if (!strcmp(a, "--batch-size")) {

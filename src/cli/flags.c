@@ -249,6 +249,28 @@ static const struct { const char *from, *to, *hint; } ALIASES[] = {
     { "--n-gpu-layers", NULL, "k3 runs on the CPU: there are no GPU layers to offload; drop it" },
 };
 
+/* The name nearest word among n of a set (name(set, i)): the one that word is a prefix of,
+ * when unique and word has min_prefix characters; else the closest within one edit or one
+ * per four characters (a typo); NULL when none is near. */
+static const char *nearest(const char *word, size_t min_prefix, const void *set, int n,
+                           const char *(*name)(const void *set, int i)) {
+    const size_t len = strlen(word);
+    const char *prefix = NULL, *near = NULL;
+    int nprefix = 0, bd = 99;
+    for (int i = 0; i < n; i++)
+        if (len >= min_prefix && !strncmp(name(set, i), word, len)) {
+            prefix = name(set, i); nprefix++;
+        }
+    if (nprefix == 1) return prefix;
+    for (int i = 0; i < n; i++) {
+        const int d = edit_distance(word, name(set, i));
+        if (d < bd) { bd = d; near = name(set, i); }
+    }
+    return near && (bd <= 1 || bd * 4 <= (int)len) ? near : NULL;
+}
+static const char *flag_name(const void *set, int i) { return ((const K3Flag *)set)[i].name; }
+static const char *str_name(const void *set, int i) { return ((const char *const *)set)[i]; }
+
 void k3_unknown_option(const char *arg, const K3Flag *flags, int n, char *msg, size_t len) {
     char name[128];
     const char *eq = strchr(arg, '=');
@@ -262,32 +284,18 @@ void k3_unknown_option(const char *arg, const K3Flag *flags, int n, char *msg, s
             }
             if (find_flag(ALIASES[i].to, strlen(ALIASES[i].to), flags, n)) best = ALIASES[i].to;
         }
-    int nprefix = 0, bd = 99;
-    const char *prefix = NULL, *near = NULL;
-    for (int i = 0; !best && i < n; i++)
-        if (strlen(name) >= 4 && !strncmp(flags[i].name, name, strlen(name))) {
-            prefix = flags[i].name; nprefix++;
-        }
-    if (!best && nprefix == 1) best = prefix;
-    for (int i = 0; !best && i < n; i++) {
-        int d = edit_distance(name, flags[i].name);
-        if (d < bd) { bd = d; near = flags[i].name; }
-    }
-    /* near enough to be a typo: one edit, or one per four characters */
-    if (!best && near && (bd <= 1 || bd * 4 <= (int)strlen(name))) best = near;
+    if (!best) best = nearest(name, 4, flags, n, flag_name);
     if (best) snprintf(msg, len, "unknown option '%.200s'; did you mean %s?", arg, best);
     else snprintf(msg, len, "unknown option '%.200s'", arg);
 }
 
 const char *k3_nearest_name(const char *word, const char *const *names, int n) {
-    const size_t len = strlen(word);
-    const char *prefix = NULL, *near = NULL;
-    int nprefix = 0, bd = 99;
-    for (int i = 0; i < n; i++) {
-        if (len >= 3 && !strncmp(names[i], word, len)) { prefix = names[i]; nprefix++; }
-        int d = edit_distance(word, names[i]);
-        if (d < bd) { bd = d; near = names[i]; }
-    }
-    if (nprefix == 1) return prefix;
-    return near && (bd <= 1 || bd * 4 <= (int)len) ? near : NULL;
+    return nearest(word, 3, names, n, str_name);
+}
+
+int k3_state_file_mode(const char *v, int *mode) {
+    static const char *const modes[4] = { "off", "kda", "all", "auto" };   /* K3_STATES_* */
+    for (int k = 0; k < 4; k++)
+        if (!strcmp(v, modes[k])) { *mode = k == 3 ? -1 : k; return 0; }
+    return -1;
 }

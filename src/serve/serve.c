@@ -350,11 +350,8 @@ static int parse(int argc, char **argv, Server *s) {
         else if (!strcmp(a, "--state-file-dir")) { VAL(); s->state_file_dir = v; }
         else if (!strcmp(a, "--state-file")) {
             VAL();
-            const char *const modes[4] = { "off", "kda", "all", "auto" };
-            int k = 0;
-            while (k < 4 && strcmp(v, modes[k])) k++;
-            if (k == 4) return usage("--state-file: '%s' is not auto, off, kda or all", v);
-            s->state_file = k == 3 ? -1 : k;
+            if (k3_state_file_mode(v, &s->state_file))
+                return usage("--state-file: '%s' is not auto, off, kda or all", v);
         }
         else if (a[0] == '-' && a[1]) return usage("unknown serve option '%s'", a);
         else if (!s->model_dir) s->model_dir = a;
