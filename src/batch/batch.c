@@ -479,18 +479,12 @@ static int stream_read(Batch *b, int wait, char *err, size_t errlen) {
     }
     if (r == 0) in->eof = 1;
     in->n += (size_t)r;
-    size_t p = 0;
-    for (;;) {
-        char *nl = memchr(in->buf + p, '\n', in->n - p);
-        if (!nl && !(in->eof && p < in->n)) break;
-        size_t e = nl ? (size_t)(nl - in->buf) : in->n, len = e - p;
+    size_t p = 0, len;
+    int blank;
+    for (const char *t; (t = batch_next_line(in->buf, in->n, &p, in->eof, &len, &blank));) {
         in->line++;
-        if (len && in->buf[p + len - 1] == '\r') len--;
-        int blank = 1;
-        for (size_t k = 0; k < len && blank; k++) blank = strchr(" \t", in->buf[p + k]) != NULL;
-        int rc = blank ? 0 : stream_line(b, in->buf + p, len, in->line, err, errlen);
+        const int rc = blank ? 0 : stream_line(b, t, len, in->line, err, errlen);
         if (rc) return rc;
-        p = nl ? e + 1 : in->n;
     }
     memmove(in->buf, in->buf + p, in->n - p);
     in->n -= p;

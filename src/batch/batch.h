@@ -30,5 +30,10 @@ void batch_line_free(BatchLine *l);
 int batch_parse_all(const char *buf, size_t n, const SamplerParams *sp, uint64_t seed,
                     int sampling, BatchLine **out, int *n_out, char *err, size_t errlen);
 void batch_lines_free(BatchLine *v, int n);
+/* The line of buf[0..n) at *p (its \r\n's \r dropped): its text and *len, *blank when it
+ * holds only spaces and tabs, *p past its \n; NULL when no whole line is there (a last one
+ * without \n is whole when last). */
+const char *batch_next_line(const char *buf, size_t n, size_t *p, int last, size_t *len,
+                            int *blank);
 
 #endif

@@ -158,19 +158,29 @@ int batch_parse_line(const char *text, size_t n, int line, const SamplerParams *
     return rc;
 }
 
+const char *batch_next_line(const char *buf, size_t n, size_t *p, int last, size_t *len,
+                            int *blank) {
+    const char *nl = memchr(buf + *p, '\n', n - *p);
+    if (!nl && !(last && *p < n)) return NULL;
+    const char *t = buf + *p;
+    const size_t e = nl ? (size_t)(nl - buf) : n;
+    *len = e - *p;
+    if (*len && t[*len - 1] == '\r') (*len)--;
+    *blank = 1;
+    for (size_t i = 0; i < *len && *blank; i++) *blank = t[i] == ' ' || t[i] == '\t';
+    *p = nl ? e + 1 : n;
+    return t;
+}
+
 int batch_parse_all(const char *buf, size_t n, const SamplerParams *sp, uint64_t seed,
                     int sampling, BatchLine **out, int *n_out, char *err, size_t errlen) {
     BatchLine *v = NULL;
     int nv = 0, cap = 0, line = 0;
     *out = NULL; *n_out = 0;
-    for (size_t p = 0; p < n;) {
-        const char *nl = memchr(buf + p, '\n', n - p);
-        size_t e = nl ? (size_t)(nl - buf) : n, len = e - p;
+    size_t p = 0, len;
+    int blank;
+    for (const char *t; (t = batch_next_line(buf, n, &p, 1, &len, &blank));) {
         line++;
-        if (len && buf[p + len - 1] == '\r') len--;
-        int blank = 1;
-        for (size_t i = 0; i < len && blank; i++)
-            blank = buf[p + i] == ' ' || buf[p + i] == '\t';
         if (!blank) {
             if (nv == cap) {
                 cap = cap ? 2 * cap : 16;
@@ -179,13 +189,12 @@ int batch_parse_all(const char *buf, size_t n, const SamplerParams *sp, uint64_t
                             return 2; }
                 v = nvp;
             }
-            if (batch_parse_line(buf + p, len, line, sp, seed, sampling, &v[nv], err, errlen)) {
+            if (batch_parse_line(t, len, line, sp, seed, sampling, &v[nv], err, errlen)) {
                 batch_lines_free(v, nv);
                 return 2;
             }
             nv++;
         }
-        p = e + 1;
     }
     if (!nv) {
         snprintf(err, errlen, "no prompt lines (one JSON object per line: {\"id\": 1, \"ids\": "
