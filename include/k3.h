@@ -151,6 +151,9 @@ K3State *k3_state_new(const K3Model *m);
 K3State *k3_state_new_in(const K3Model *m, int in_file);
 int k3_state_reserve(const K3Model *m, K3State *s, int n_positions);   /* grow the MLA cache */
 void k3_state_reset(const K3Model *m, K3State *s);
+/* The layers both states hold in memory (not those in a state file), src's into d, which
+ * is sized for src->pos positions (k3_state_reserve); pos is the caller's to set. */
+void k3_state_copy(const K3Model *m, K3State *d, const K3State *src);
 void k3_state_free(const K3Model *m, K3State *s);
 /* Speculative verification: k3_state_mark arms a log for the next forward on s (of at most
  * max_T tokens): each KDA layer keeps its state and conv windows from before it (one copy)

@@ -190,31 +190,13 @@ int k3_sched_feed(K3Sched *s, K3SchedSeq *q, const int *ids, int n, int all_logi
     return 0;
 }
 
-/* The layers in memory of both states: src's into dst (dst sized for src's positions). */
-static void copy_resident(const K3Config *c, K3State *d, const K3State *src) {
-    const size_t kda = (size_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim;
-    const size_t conv = 3 * (size_t)c->kda_num_heads * c->kda_head_dim *
-                        (size_t)(c->short_conv_kernel_size - 1);
-    for (int L = 0; L < c->num_hidden_layers; L++) {
-        if (c->is_kda[L]) {
-            if (!src->kda_S[L] || !d->kda_S[L]) continue;          /* in a state file */
-            memcpy(d->kda_S[L], src->kda_S[L], 4 * kda);
-            memcpy(d->kda_conv[L], src->kda_conv[L], 4 * conv);
-        } else if (src->pos && !(src->in_file & K3_STATE_MLA_FILE) &&
-                   !(d->in_file & K3_STATE_MLA_FILE)) {
-            memcpy(d->mla_c[L], src->mla_c[L], 4 * (size_t)src->pos * c->kv_lora_rank);
-            memcpy(d->mla_pe[L], src->mla_pe[L], 4 * (size_t)src->pos * c->qk_rope_head_dim);
-        }
-    }
-}
-
 int k3_sched_load(K3Sched *s, K3SchedSeq *q, const K3State *src, char *err, size_t errlen) {
     const K3Model *m = &s->e->m;
     if (!(q->st->in_file & K3_STATE_MLA_FILE) && k3_state_reserve(m, q->st, src->pos + 1)) {
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    copy_resident(&m->cfg, q->st, src);
+    k3_state_copy(m, q->st, src);
     if (s->sf && k3_statefile_put(s->sf, q->st, src, err, errlen)) return -1;
     q->st->pos = src->pos;
     return 0;
@@ -228,7 +210,7 @@ K3State *k3_sched_copy(K3Sched *s, const K3SchedSeq *q, char *err, size_t errlen
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    copy_resident(&m->cfg, d, q->st);
+    k3_state_copy(m, d, q->st);
     if (s->sf && k3_statefile_get(s->sf, q->st, d, err, errlen)) {
         k3_state_free(m, d);
         return NULL;

@@ -154,3 +154,21 @@ int k3_state_rollback(const K3Model *m, K3State *s, int keep) {
     s->pos = u->pos0 + keep;                     /* the MLA cache past it is overwritten later */
     return 0;
 }
+
+void k3_state_copy(const K3Model *m, K3State *d, const K3State *src) {
+    const K3Config *c = &m->cfg;
+    const size_t kda = (size_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim;
+    const size_t conv = 3 * (size_t)c->kda_num_heads * c->kda_head_dim *
+                        (size_t)(c->short_conv_kernel_size - 1);
+    for (int L = 0; L < c->num_hidden_layers; L++) {
+        if (c->is_kda[L]) {
+            if (!src->kda_S[L] || !d->kda_S[L]) continue;          /* in a state file */
+            memcpy(d->kda_S[L], src->kda_S[L], 4 * kda);
+            memcpy(d->kda_conv[L], src->kda_conv[L], 4 * conv);
+        } else if (src->pos && !(src->in_file & K3_STATE_MLA_FILE) &&
+                   !(d->in_file & K3_STATE_MLA_FILE)) {
+            memcpy(d->mla_c[L], src->mla_c[L], 4 * (size_t)src->pos * c->kv_lora_rank);
+            memcpy(d->mla_pe[L], src->mla_pe[L], 4 * (size_t)src->pos * c->qk_rope_head_dim);
+        }
+    }
+}

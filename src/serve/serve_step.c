@@ -74,15 +74,12 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
         n = k;
         K3SchedSeq **fed;
         int nf = 0;
-        const K3SchedStats before = *k3_sched_stats(s->sch);
         int rc = n ? k3_sched_step(s->sch, &fed, &nf, err, sizeof err) : 0;
         for (int i = 0; !rc && i < nf; i++) serve_gen_fed(fed[i]->user, fed[i]->T, fed[i]->logits);
         const K3SchedStats *st = k3_sched_stats(s->sch);
         pthread_mutex_lock(&s->mu);
-        s->st.t_prefill += st->t_prefill - before.t_prefill;
-        s->st.t_decode += st->t_decode - before.t_decode;
-        s->st.steps += st->steps - before.steps; s->st.step_rows += st->rows - before.rows;
-        s->st.mixed_steps += st->mixed - before.mixed;
+        s->st.t_prefill = st->t_prefill; s->st.t_decode = st->t_decode;   /* its totals */
+        s->st.steps = st->steps; s->st.step_rows = st->rows; s->st.mixed_steps = st->mixed;
         s->st.active = n;
         pthread_mutex_unlock(&s->mu);
         if (rc) {                          /* the step failed: every request in it ends */
