@@ -26,6 +26,8 @@ static const char CHAT_USAGE[] =
 "  --think-effort E       low | high | max (default max)\n"
 "  --hide-thinking        do not print the think channel\n"
 "  --canonical-history    re-render earlier replies from their text only (see docs/CHAT.md)\n"
+"  --context-full P       stop (refuse the turn, default) | drop-oldest (drop the oldest\n"
+"                         turns, keep the system message, re-prefill)\n"
 "  --temperature X --top-k K --top-p P --min-p M --seed N --greedy\n"
 "                         sampling (default temperature 1, top-p 0.95, a drawn seed)\n"
 "  --no-color             no ANSI dim for the thinking text\n"
@@ -251,7 +253,7 @@ static int command(Chat *c, char *text, const Lines *hist) {
         ChatLog keep = { 0 };
         if (c->log.n && !strcmp(c->log.v[0].role, "system"))
             chat_log_add(&keep, "system", c->log.v[0].content, NULL);
-        chat_log_free(&c->log);
+        chat_log_free(&c->log); c->skip = 0;
         c->log = keep;
         chat_forget_state(c);
         save_history(c);
@@ -333,13 +335,15 @@ static int command(Chat *c, char *text, const Lines *hist) {
         if (chat_hist_save(arg, &c->log, err, sizeof err)) printf("k3: %s\n", err);
         else printf("(saved %d messages to %s)\n", c->log.n, arg);
     } else if (!strcmp(name, "/load")) {
-        ChatLog l;
+        ChatLog l = { 0 };
         if (!*arg) { printf("usage: /load FILE\n"); return 0; }
-        if (chat_hist_load(arg, 0, &l, err, sizeof err)) {
+        if (chat_hist_load(arg, 0, &l, err, sizeof err) ||
+            chat_hist_check_ids(&l, tok_vocab_size(c->tok), arg, err, sizeof err)) {
+            chat_log_free(&l);
             printf("k3: %s (nothing changed)\n", err);
             return 0;
         }
-        chat_log_free(&c->log);
+        chat_log_free(&c->log); c->skip = 0;
         c->log = l;
         save_history(c);
         if (c->nfed) c->reprefill_why = "another conversation was loaded (/load)";
@@ -373,7 +377,7 @@ static const K3Flag CHAT_FLAGS[] = {
     { "--gen", 1 }, { "--ctx", 1 }, { "--threads", 1 }, { "--think-effort", 1 },
     { "--thinking-effort", 1 }, { "--no-think", 0 }, { "--hide-thinking", 0 },
     { "--canonical-history", 0 }, { "--no-color", 0 }, { "--help", 0 },
-    { "--prefill-chunk", 1 }, K3_FLAGS_SPEC,
+    { "--prefill-chunk", 1 }, { "--context-full", 1 }, K3_FLAGS_SPEC,
     { "--draft-file", 1 }, K3_FLAGS_SAMPLER,
     K3_FLAGS_MEM,
 };
@@ -430,6 +434,12 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         else if (!strcmp(a, "--canonical-history")) c->canonical = 1;
         else if (!strcmp(a, "--no-color")) c->color = 0;
         else if (!strcmp(a, "--draft-file")) { VAL(); c->draft_file = v; }
+        else if (!strcmp(a, "--context-full")) {
+            VAL();
+            if (strcmp(v, "stop") && strcmp(v, "drop-oldest"))
+                return usage("--context-full must be stop or drop-oldest (got '%s')", v);
+            c->ctx_drop = !strcmp(v, "drop-oldest");
+        }
         else if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(CHAT_USAGE, stdout); exit(0); }
         else if (a[0] == '-' && a[1]) {
             k3_unknown_option(a, CHAT_FLAGS, N_CHAT_FLAGS, err, sizeof err);
@@ -492,6 +502,8 @@ static int setup(Chat *c, const char *system) {
     if (rr) return rr;
     if (c->history) {
         int rc = chat_hist_load(c->history, 1, &c->log, err, sizeof err);
+        if (!rc) rc = chat_hist_check_ids(&c->log, tok_vocab_size(c->tok), c->history, err,
+                                          sizeof err);
         if (rc) {
             fprintf(stderr, "k3: %s\nk3: the file was left untouched; "
                     "fix it or pass another --history FILE\n", err);

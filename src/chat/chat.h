@@ -64,6 +64,9 @@ typedef struct {
     long last_passes, last_accepted;            /* verify passes, accepted drafts (last turn) */
     double t_prefill, t_decode, last_tp, last_td;
     const char *reprefill_why;                  /* why the next turn prefills again, or NULL */
+    int ctx_drop;                               /* --context-full drop-oldest */
+    int skip;                                   /* oldest non-system messages not rendered
+                                                 * (dropped to fit the context) */
 } Chat;
 
 /* chat_hist.c */
@@ -73,6 +76,9 @@ int chat_log_add(ChatLog *l, const char *role, const char *content, const char *
 /* Loads and validates FILE into l (empty when the file does not exist and missing_ok).
  * Returns 0, or 2 with "FILE line N: what; fix" in err (l untouched). */
 int chat_hist_load(const char *path, int missing_ok, ChatLog *l, char *err, size_t errlen);
+/* 2 with "FILE line N: ..." when a k3_gen record holds an id >= vocab, else 0. */
+int chat_hist_check_ids(const ChatLog *l, int vocab, const char *path, char *err,
+                        size_t errlen);
 /* Writes l atomically (PATH.tmp, fsync, rename). 0, or -1 with err. */
 int chat_hist_save(const char *path, const ChatLog *l, char *err, size_t errlen);
 

@@ -1,6 +1,8 @@
-/* chat_hist.c — chat history as JSONL: one {"role","content"[,"reasoning_content"]}
- * object per line. Strictly validated on load (keys, types, role order, sizes), errors
- * name the line; written atomically (temp file, fsync, rename). */
+/* chat_hist.c — chat history as JSONL: one {"role","content"[,"reasoning_content"]
+ * [,"k3_gen"]} object per line. Strictly validated on load (keys, types, role order,
+ * sizes), errors name the line; written atomically (temp file, fsync, rename). k3_gen is
+ * a reply's exact record (the ids the model produced), so that a reload renders the ids
+ * the session had, not a re-tokenization of their text (docs/CHAT.md "History file"). */
 #include "chat.h"
 #include "json.h"
 #include "util.h"
@@ -50,6 +52,55 @@ static const char *quoted(char **buf, const char *s, size_t max) {
 
 #define FAIL(...) do { snprintf(err, errlen, __VA_ARGS__); goto bad; } while (0)
 
+/* what a record was generated for: role, content and reasoning (an edited message's
+ * record no longer applies, and is dropped on load) */
+static uint64_t rec_of(const char *content, const char *reasoning) {
+    uint64_t h = k3_hash(K3_HASH_INIT, content, strlen(content) + 1);
+    return k3_hash(h, reasoning ? reasoning : "", strlen(reasoning ? reasoning : "") + 1);
+}
+
+/* "k3_gen":{"ids":[...],"thinking":0|1,"state":S,"of":"HASH"} into m; 0, or -1 with why */
+static int get_rec(const Json *g, ChatMsg *m, const char **why) {
+    const Json *ids = json_get(g, "ids"), *th = json_get(g, "thinking"),
+               *st = json_get(g, "state"), *of = json_get(g, "of");
+    *why = "must be {\"ids\":[...],\"thinking\":0|1,\"state\":0..5,\"of\":\"HASH\"}";
+    if (g->type != JSON_OBJECT || g->len != 4 || !ids || !th || !st || !of ||
+        ids->type != JSON_ARRAY || th->type != JSON_NUMBER || !th->is_integer ||
+        (th->number != 0 && th->number != 1) || st->type != JSON_NUMBER || !st->is_integer ||
+        st->number < 0 || st->number > XP_DONE || of->type != JSON_STRING) return -1;
+    if (ids->len > CHAT_MAX_LINE / 2) { *why = "has too many ids"; return -1; }
+    int32_t *v = malloc(sizeof *v * (ids->len ? ids->len : 1));
+    if (!v) { *why = "out of memory"; return -1; }
+    for (size_t i = 0; i < ids->len; i++) {
+        const Json *x = ids->items[i];
+        if (x->type != JSON_NUMBER || !x->is_integer || x->number < 0 || x->number > 1e9) {
+            free(v); *why = "ids must be non-negative integers"; return -1;
+        }
+        v[i] = (int32_t)x->number;
+    }
+    char want[24];
+    snprintf(want, sizeof want, "%016llx",
+             (unsigned long long)rec_of(m->content, m->reasoning));
+    if (strcmp(of->str, want)) { free(v); return 0; }      /* edited: render the text */
+    m->gen_ids = v; m->n_gen = (int)ids->len;
+    m->gen_thinking = (int)th->number; m->gen_state = (int)st->number;
+    return 0;
+}
+
+int chat_hist_check_ids(const ChatLog *l, int vocab, const char *path, char *err,
+                        size_t errlen) {
+    for (int i = 0; i < l->n; i++)
+        for (int k = 0; k < l->v[i].n_gen; k++)
+            if (l->v[i].gen_ids[k] >= vocab) {
+                snprintf(err, errlen, "history %s line %d: k3_gen id %d is outside the "
+                         "tokenizer's vocabulary (0..%d); remove k3_gen from that line to "
+                         "render its text instead", path, i + 1, (int)l->v[i].gen_ids[k],
+                         vocab - 1);
+                return K3_ERR_USAGE;
+            }
+    return 0;
+}
+
 int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, size_t errlen) {
     struct stat sb;
     if (stat(path, &sb)) {
@@ -96,9 +147,11 @@ int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, si
                  path, line, json_type_name(j->type));
         for (size_t k = 0; k < j->len; k++) {
             const char *key = j->keys[k];
-            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "reasoning_content"))
+            if (strcmp(key, "role") && strcmp(key, "content") && strcmp(key, "reasoning_content")
+                && strcmp(key, "k3_gen"))
                 FAIL("history %s line %ld: unknown key %s (allowed: role, content, "
-                     "reasoning_content)", path, line, quoted(&shown, key, 60));
+                     "reasoning_content, k3_gen)", path, line, quoted(&shown, key, 60));
+            if (!strcmp(key, "k3_gen")) continue;           /* checked below */
             if (j->items[k]->type != JSON_STRING)
                 FAIL("history %s line %ld: \"%s\" must be a string, got %s", path, line, key,
                      json_type_name(j->items[k]->type));
@@ -107,7 +160,7 @@ int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, si
                      "does not support", path, line, key);
         }
         const Json *role = json_get(j, "role"), *content = json_get(j, "content"),
-                   *rc = json_get(j, "reasoning_content");
+                   *rc = json_get(j, "reasoning_content"), *gen = json_get(j, "k3_gen");
         if (!role) FAIL("history %s line %ld: missing \"role\"", path, line);
         if (!content) FAIL("history %s line %ld: missing \"content\"", path, line);
         const char *r = role->str;
@@ -129,10 +182,17 @@ int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, si
         if (rc && strcmp(r, "assistant"))
             FAIL("history %s line %ld: reasoning_content is only allowed on assistant messages",
                  path, line);
+        if (gen && strcmp(r, "assistant"))
+            FAIL("history %s line %ld: k3_gen is only allowed on assistant messages",
+                 path, line);
         if (l.n >= CHAT_MAX_MSGS)
             FAIL("history %s line %ld: more than %d messages", path, line, CHAT_MAX_MSGS);
         if (chat_log_add(&l, r, content->str, rc ? rc->str : NULL))
             FAIL("history %s: out of memory", path);
+        const char *why;
+        if (gen && get_rec(gen, &l.v[l.n - 1], &why))
+            FAIL("history %s line %ld: k3_gen %s; or remove k3_gen to render the text",
+                 path, line, why);
         json_free(j); j = NULL;
         pos = nl ? e + 1 : len;
     }
@@ -176,6 +236,12 @@ int chat_hist_save(const char *path, const ChatLog *l, char *err, size_t errlen)
         bad |= put_field(f, "content", m->content, 0);
         if (!strcmp(m->role, "assistant"))
             bad |= put_field(f, "reasoning_content", m->reasoning ? m->reasoning : "", 0);
+        if (!strcmp(m->role, "assistant") && m->gen_ids) {
+            fputs(",\"k3_gen\":{\"ids\":[", f);
+            for (int k = 0; k < m->n_gen; k++) fprintf(f, "%s%d", k ? "," : "", m->gen_ids[k]);
+            fprintf(f, "],\"thinking\":%d,\"state\":%d,\"of\":\"%016llx\"}", m->gen_thinking,
+                    m->gen_state, (unsigned long long)rec_of(m->content, m->reasoning));
+        }
         fputs("}\n", f);
     }
     if (bad || fflush(f) || fsync(fileno(f))) {

@@ -24,7 +24,12 @@ static int same_log(const ChatLog *a, const ChatLog *b) {
     if (a->n != b->n) return 0;
     for (int i = 0; i < a->n; i++)
         if (strcmp(a->v[i].role, b->v[i].role) || strcmp(a->v[i].content, b->v[i].content) ||
-            strcmp(nz(a->v[i].reasoning), nz(b->v[i].reasoning)))
+            strcmp(nz(a->v[i].reasoning), nz(b->v[i].reasoning)) ||
+            a->v[i].n_gen != b->v[i].n_gen || !a->v[i].gen_ids != !b->v[i].gen_ids ||
+            a->v[i].gen_thinking != b->v[i].gen_thinking ||
+            a->v[i].gen_state != b->v[i].gen_state ||
+            (a->v[i].n_gen && memcmp(a->v[i].gen_ids, b->v[i].gen_ids,
+                                     sizeof(int32_t) * (size_t)a->v[i].n_gen)))
             return 0;
     return 1;
 }
@@ -61,6 +66,9 @@ static int check_hist(const unsigned char *d, size_t n) {
 }
 
 static const char *SEEDS[] = {
+    "{\"role\":\"user\",\"content\":\"hi\"}\n{\"role\":\"assistant\",\"content\":\"yo\","
+    "\"reasoning_content\":\"\",\"k3_gen\":{\"ids\":[5,7,9],\"thinking\":0,\"state\":2,"
+    "\"of\":\"0000000000000000\"}}\n",
     "{\"role\":\"system\",\"content\":\"Be brief.\"}\n"
     "{\"role\":\"user\",\"content\":\"What is the capital of France?\"}\n"
     "{\"role\":\"assistant\",\"content\":\"Paris.\",\"reasoning_content\":\"Easy.\"}\n"
