@@ -106,14 +106,17 @@ static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t rep
 int chat_render(Chat *c, int32_t **ids, size_t *n) {
     XtmlMsg *mm = calloc((size_t)c->log.n + 1, sizeof *mm);
     if (!mm) return -1;
+    const int sys = c->log.n && !strcmp(c->log.v[0].role, "system");
+    int k = 0;
     for (int i = 0; i < c->log.n; i++) {
+        if (i >= sys && i < sys + c->skip) continue;         /* dropped to fit (--context-full) */
         const ChatMsg *s = &c->log.v[i];
-        mm[i] = (XtmlMsg){ s->role, s->content, s->reasoning, s->gen_ids, s->n_gen,
-                           s->gen_thinking, s->gen_state };
+        mm[k++] = (XtmlMsg){ s->role, s->content, s->reasoning, s->gen_ids, s->n_gen,
+                             s->gen_thinking, s->gen_state };
     }
     XtmlOpts o = { c->thinking, c->effort, 1, !c->canonical };
     char err[256];
-    int rc = xtml_render_ids(c->tok, mm, c->log.n, &o, ids, n, err, sizeof err);
+    int rc = xtml_render_ids(c->tok, mm, k, &o, ids, n, err, sizeof err);
     if (rc) fprintf(stderr, "k3: %s\n", err);
     free(mm);
     return rc;
@@ -163,13 +166,31 @@ int chat_turn(Chat *c, const char *user_text) {
     int32_t *ids = NULL;
     size_t n = 0;
     if (chat_render(c, &ids, &n)) { chat_msg_free(&c->log.v[--c->log.n]); return -1; }
+    const int sys = c->log.n && !strcmp(c->log.v[0].role, "system"), skip0 = c->skip;
+    while (c->ctx_drop && (long)n + 1 > c->ctx && c->log.n - sys - c->skip > 1) {
+        c->skip += 2;                            /* the oldest user message and its reply */
+        free(ids); ids = NULL;
+        if (chat_render(c, &ids, &n)) {
+            c->skip = skip0; chat_msg_free(&c->log.v[--c->log.n]); return -1;
+        }
+    }
     if ((long)n + 1 > c->ctx) {
+        c->skip = skip0;
         fprintf(stderr, "k3: context full: this turn needs %zu positions before the reply, "
                 "the limit is %d (max_position_embeddings or --ctx). Nothing was generated; "
-                "/reset starts over, keeping the system message.\n", n + 1, c->ctx);
+                "%s\n", n + 1, c->ctx, c->ctx_drop ? "even with every earlier turn dropped "
+                "it does not fit: send a shorter message or raise --ctx" : "/reset starts "
+                "over, keeping the system message, or run with --context-full drop-oldest.");
         free(ids);
         chat_msg_free(&c->log.v[--c->log.n]);
         return 1;
+    }
+    if (c->skip > skip0) {
+        fprintf(stderr, "k3: context full: dropped the oldest %d turn%s (%d messages; %d "
+                "dropped in all) to fit %zu positions in %d; the system message is kept and "
+                "the history file still holds them\n", (c->skip - skip0) / 2,
+                s_((c->skip - skip0) / 2), c->skip - skip0, c->skip, n + 1, c->ctx);
+        c->reprefill_why = "the oldest turns were dropped to fit the context (--context-full)";
     }
     /* Prefix reuse: the state holds fed[0..nfed); keep it only if the new render extends it. */
     size_t reuse = 0;
