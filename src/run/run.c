@@ -10,6 +10,7 @@
 #include "json.h"
 #include "tok.h"
 #include "util.h"
+#include "xtml.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,12 +18,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#define CHAT_TEXT_MAX ((size_t)16 << 20)        /* --system-file bytes */
+
 typedef struct {
     const char *model_dir, *tok_dir, *ids, *prompt, *prompt_file;
     const char *out, *dump_logits;
     int gen, recompute, quiet;
     int spec, spec_k; const char *draft_ids, *draft_file;   /* --spec and its drafts */
     int tok_given;                  /* --tok on the command line: text out even with --ids */
+    const char *stops[16]; int n_stops;     /* --stop STR: the text ends before it */
+    int ignore_eos;                         /* --ignore-eos: eos is an id like any other */
+    const char *system_file;                /* --system-file: the XTML chat template */
     K3EngineFlags ef;           /* --config --kernels --threads --prefill-chunk, sampling, memory */
 } Opts;
 
@@ -33,7 +39,8 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--dump-logits", 1 }, { "--gen", 1 }, { "--recompute", 0 }, { "--incremental", 0 },
     { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 }, { "--version", 0 },
     { "--list-presets", 0 }, { "--batch", 1 }, K3_FLAGS_SPEC,
-    { "--draft-ids", 1 }, { "--draft-file", 1 }, K3_FLAGS_ENGINE,
+    { "--draft-ids", 1 }, { "--draft-file", 1 }, { "--stop", 1 }, { "--ignore-eos", 0 },
+    { "--system-file", 1 }, K3_FLAGS_ENGINE,
 };
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
 
@@ -71,6 +78,13 @@ static int parse_args(int argc, char **argv, Opts *o) {
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strcmp(a, "--draft-ids")) { VAL(); o->draft_ids = v; }
         else if (!strcmp(a, "--draft-file")) { VAL(); o->draft_file = v; }
+        else if (!strcmp(a, "--stop")) {
+            VAL();
+            if (!*v) return usage_error("%s", "--stop needs a non-empty string");
+            if (o->n_stops == 16) return usage_error("%s", "at most 16 --stop strings");
+            o->stops[o->n_stops++] = v;
+        } else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
+        else if (!strcmp(a, "--system-file")) { VAL(); o->system_file = v; }
         else if (a[0] == '-' && a[1]) {
             k3_unknown_option(a, BATCH_FLAGS, N_BATCH_FLAGS, xerr, sizeof xerr);
             return usage_error("%s", xerr);
@@ -91,6 +105,11 @@ static int parse_args(int argc, char **argv, Opts *o) {
     if (o->draft_file && !o->tok_dir)
         return usage_error("%s", "--draft-file needs a tokenizer: pass --tok DIR");
     if (o->spec && !o->spec_k) o->spec_k = 8;
+    if (o->system_file && o->ids)
+        return usage_error("%s", "--system-file renders the chat template around the text of "
+                           "--prompt or --prompt-file; it does not apply to --ids");
+    if (o->n_stops && !o->tok_dir)
+        return usage_error("%s", "--stop matches the generated text: pass --tok DIR");
     if (!o->ids && !o->tok_dir)
         return usage_error("%s", "--prompt/--prompt-file need a tokenizer: "
                            "pass --tok DIR or set K3_TOK_FILES");
@@ -102,24 +121,59 @@ static int parse_args(int argc, char **argv, Opts *o) {
 typedef struct {
     FILE *f; int first;
     Tok *tok; TokStream ts;
+    const Opts *o;
+    char *hold; size_t nhold, cap;   /* text that may begin a --stop string: not shown yet */
+    int stopped;                     /* 1 + the index of the --stop string that matched */
 } Emitter;
 
-static void emit(Emitter *e, int id) {
+/* Text to stdout, held back while it could be the start of a --stop string; a match
+ * ends the text before it. -1: out of memory. */
+static int out_text(Emitter *e, const char *b, size_t n) {
+    if (!e->o->n_stops) { fwrite(b, 1, n, e->f); return 0; }
+    if (e->stopped) return 0;
+    if (e->nhold + n + 1 > e->cap) {
+        size_t nc = (e->nhold + n + 1) * 2;
+        char *h = realloc(e->hold, nc);
+        if (!h) return -1;
+        e->hold = h; e->cap = nc;
+    }
+    memcpy(e->hold + e->nhold, b, n);
+    e->nhold += n;
+    size_t cut = e->nhold, keep = 0;
+    for (int i = 0; i < e->o->n_stops; i++) {
+        const char *s = e->o->stops[i];
+        const size_t ls = strlen(s);
+        for (size_t p = 0; p + ls <= e->nhold && p < cut; p++)
+            if (!memcmp(e->hold + p, s, ls)) { cut = p; e->stopped = i + 1; break; }
+        for (size_t k = ls - 1; k > keep; k--)      /* a suffix that begins s */
+            if (k <= e->nhold && !memcmp(e->hold + e->nhold - k, s, k)) { keep = k; break; }
+    }
+    if (e->stopped) { fwrite(e->hold, 1, cut, e->f); e->nhold = 0; return 0; }
+    fwrite(e->hold, 1, e->nhold - keep, e->f);
+    memmove(e->hold, e->hold + e->nhold - keep, keep);
+    e->nhold = keep;
+    return 0;
+}
+
+static int emit(Emitter *e, int id) {
+    int rc = 0;
     if (e->tok) {
         const char *b; size_t n;
-        if (tok_stream_put(&e->ts, e->tok, id, &b, &n) == 0) fwrite(b, 1, n, e->f);
+        if (tok_stream_put(&e->ts, e->tok, id, &b, &n) == 0) rc = out_text(e, b, n);
     } else {
         fprintf(e->f, e->first ? "%d" : ",%d", id);
     }
     e->first = 0;
     fflush(e->f);
+    return rc;
 }
 
 static void emit_end(Emitter *e) {
     if (e->tok) {
         const char *b; size_t n;
         tok_stream_flush(&e->ts, &b, &n);
-        fwrite(b, 1, n, e->f);
+        if (out_text(e, b, n)) fprintf(stderr, "k3: out of memory\n");
+        if (!e->stopped) fwrite(e->hold, 1, e->nhold, e->f);     /* no match: all of it */
     }
     fputc('\n', e->f);
     fflush(e->f);
@@ -139,6 +193,7 @@ typedef struct {
     long expert_failures;
     const K3Spec *spec;                        /* NULL without --spec */
     int interrupted;                           /* Ctrl-C stopped the generation */
+    const char *stop;                          /* the --stop string that ended it, or NULL */
 } Report;
 
 /* Ctrl-C: the generation stops after the token in hand and the report is still written;
@@ -170,6 +225,9 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
     fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", r->expert_failures,
             r->expert_failures ? "false" : "true");
     fprintf(f, "  \"interrupted\": %s,\n", r->interrupted ? "true" : "false");
+    char *sq = r->stop ? json_quote(r->stop, strlen(r->stop)) : NULL;
+    fprintf(f, "  \"stop\": %s,\n", sq ? sq : "null");
+    free(sq);
     if (r->spec)
         fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
                 r->spec->drafted, r->spec->accepted, r->spec->passes);
@@ -185,6 +243,28 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
 
 /* ---- batch completion ---- */
 
+/* --system-file: the XTML chat template (thinking off, as chat --no-think) around the
+ * system file's text and the prompt as the user message, with the generation prompt. */
+static int chat_template(const Opts *o, const Tok *tok, const char *user, size_t len,
+                         int32_t **ids, size_t *n) {
+    char err[4096];
+    size_t sl = 0;
+    char *sys = k3_slurp(o->system_file, CHAT_TEXT_MAX, &sl, err, sizeof err);
+    if (!sys) { fprintf(stderr, "k3: --system-file %s\n", err); return K3_ERR_USAGE; }
+    if (strlen(sys) != sl || strlen(user) != len) {
+        fprintf(stderr, "k3: --system-file: the %s holds a NUL byte, which the chat template "
+                "cannot carry\n", strlen(sys) != sl ? "system file" : "prompt");
+        free(sys); return K3_ERR_USAGE;
+    }
+    XtmlMsg mm[2] = { { "system", sys, NULL, NULL, 0, 0, 0 },
+                      { "user", user, NULL, NULL, 0, 0, 0 } };
+    XtmlOpts xo = { 0, NULL, 1, 0 };
+    int rc = xtml_render_ids(tok, mm, 2, &xo, ids, n, err, sizeof err);
+    free(sys);
+    if (rc) { fprintf(stderr, "k3: --system-file: %s\n", err); return K3_ERR_USAGE; }
+    return 0;
+}
+
 /* The prompt as ids: --ids, or --prompt/--prompt-file through the tokenizer. */
 static int read_prompt(const Opts *o, const Tok *tok, int **prompt, int *n_prompt) {
     char err[4096];
@@ -199,7 +279,11 @@ static int read_prompt(const Opts *o, const Tok *tok, int **prompt, int *n_promp
                                : k3_slurp(o->prompt_file, SIZE_MAX, &len, err, sizeof err);
         if (!text) { fprintf(stderr, "k3: --prompt-file %s\n", err); return K3_ERR_USAGE; }
         if (o->prompt) len = strlen(text);
-        int32_t *ids = tok_encode(tok, text, len, 0, &n);
+        int32_t *ids = NULL;
+        if (o->system_file) {
+            int rc = chat_template(o, tok, text, len, &ids, &n);
+            if (rc) { free(text); return rc; }
+        } else ids = tok_encode(tok, text, len, 0, &n);
         free(text);
         if (!ids) {
             fprintf(stderr, "k3: out of memory tokenizing the prompt\n");
@@ -350,7 +434,12 @@ static int run_batch(const Opts *o) {
     if (!seq || !st) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
     memcpy(seq, prompt, sizeof(int) * n_prompt);
 
-    Emitter em = { stdout, 1, tok, { { 0 }, 0, NULL, 0 } };
+    Emitter em = { stdout, 1, tok, { { 0 }, 0, NULL, 0 }, o, NULL, 0, 0, 0 };
+    XtmlIds xi = { -1, -1, -1, -1, -1 };       /* --system-file: the reply ends at eom */
+    if (o->system_file && xtml_ids(tok, &xi, err, sizeof err)) {
+        fprintf(stderr, "k3: --system-file: %s/%s\n", o->tok_dir, err);
+        rc = K3_ERR_USAGE; goto done;
+    }
     if (tok) tok_stream_init(&em.ts);
     double tp = k3_now(), t_prefill = 0, t_decode = 0;
     int n = n_prompt, n_gen = 0;
@@ -392,8 +481,10 @@ static int run_batch(const Opts *o) {
             goto done;
         }
         seq[n++] = next; n_gen++;
-        emit(&em, next);
-        if (next == m->cfg.eos_token_id || n_gen == o->gen || g_interrupted) break;
+        if (emit(&em, next)) { fprintf(stderr, "\nk3: out of memory\n"); rc = K3_ERR_RUNTIME;
+                               goto done; }
+        const int end = !o->ignore_eos && (next == m->cfg.eos_token_id || next == xi.eom);
+        if (end || em.stopped || n_gen == o->gen || g_interrupted) break;
         if (i_pend < n_pend) continue;         /* an accepted draft: already in the state */
         const int k = o->spec ? k3_spec_draft(&spec, seq, n, n_prompt, o->gen - n_gen - 1,
                                               draft) : 0;
@@ -425,7 +516,8 @@ static int run_batch(const Opts *o) {
 
     const long failures = k3_engine_expert_failures(&e);
     Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(),
-                 failures, o->spec ? &spec : NULL, g_interrupted };
+                 failures, o->spec ? &spec : NULL, g_interrupted,
+                 em.stopped ? o->stops[em.stopped - 1] : NULL };
     if (r.interrupted)                         /* said even with --quiet: the exit is 1 */
         fprintf(stderr, "k3: interrupted after %d of --gen %d tokens; the ids so far%s are "
                 "written\n", n_gen, o->gen, o->out ? " and the --out report" : "");
@@ -456,6 +548,7 @@ static int run_batch(const Opts *o) {
         fprintf(stderr, "PEAK RSS for the whole run: %.3f GB\n", r.peak_rss / K3_GB);
     }
     if (tok) tok_stream_free(&em.ts);
+    free(em.hold);
 done:
     if (st) k3_state_free(&e.m, st);
     free(seq); free(prompt); free(ref);
