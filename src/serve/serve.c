@@ -25,7 +25,10 @@ static const char SERVE_USAGE[] =
 "  --tok DIR              tokenizer directory (default $K3_TOK_FILES)\n"
 "  --host H               address to bind (default 127.0.0.1; others warn without --api-key)\n"
 "  --port N               TCP port (default 8080; 0 picks a free one, printed when ready)\n"
-"  --api-key KEY          require Authorization: Bearer KEY on /v1/* and /metrics\n"
+"  --api-key KEY          require Authorization: Bearer KEY on /v1/*, /metrics, /tokenize\n"
+"                         and /detokenize\n"
+"  --cors ORIGIN          browser clients: * (default: any origin, as llama-server), one\n"
+"                         origin (http://localhost:3000), or off (no CORS headers)\n"
 "  --state-cache-gb G     engine states kept to resume conversations (default 4; 0 = off)\n"
 "  --state-dir DIR        also keep them in DIR (checksummed files, docs/SERVE.md): a restart\n"
 "                         resumes the conversations\n"
@@ -45,7 +48,8 @@ static const char SERVE_USAGE[] =
 "  --trunk DIR --trunk-gb G --cache-gb G --preset P --verbose   memory budgets as in batch\n"
 "                         mode (k3 --help, docs/PERFORMANCE.md)\n"
 "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
-"GET /metrics. Prints 'k3: listening on http://HOST:PORT' on stderr when ready.\n";
+"GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the CORS preflight). One line\n"
+"per request on stderr (method, path, status, tokens, TTFT, time). Prints 'k3: listening on http://HOST:PORT' on stderr when ready.\n";
 
 static Server srv;
 static volatile sig_atomic_t stopping;
@@ -64,6 +68,9 @@ static void count_error(int status) {
 static int fail(int fd, int status, const char *msg, int keep_alive) {
     count_error(status);
     return http_error(fd, status, msg, keep_alive);
+}
+int serve_fail(int fd, int status, const char *msg, int keep_alive) {
+    return fail(fd, status, msg, keep_alive);
 }
 
 /* Reads more bytes into b (cap bytes) before the deadline. >0 bytes, 0 peer closed, -1
@@ -168,6 +175,9 @@ static int generate(int fd, int kind, const char *body, size_t n, int ka) {
     pthread_mutex_unlock(&srv.mu);
     int failed = j->failed;
     if (j->status) count_error(j->status);
+    ServeLog *lg = serve_log_now();             /* the engine thread wrote the reply */
+    if (!st) *lg = (ServeLog){ j->status ? j->status : 200, j->n_prompt, j->n_gen, j->t_first,
+                               failed && !j->status };
     pthread_cond_destroy(&j->cv);
     serve_req_free(&j->req); free(j);
     if (st == 503) return fail(fd, 503, "the model is still loading; retry shortly", ka);
@@ -181,6 +191,8 @@ static int route(int fd, const HttpReq *h, const char *body, int ka) {
     snprintf(path, sizeof path, "%s", h->path);
     char *q = strchr(path, '?');
     if (q) *q = 0;
+    const int x = serve_extra_route(&srv, fd, h, path, body, ka);
+    if (x != SERVE_PASS) return x;
     int get = !strcmp(h->method, "GET"), post = !strcmp(h->method, "POST");
     int kind = !strcmp(path, "/v1/chat/completions") ? REQ_CHAT
              : !strcmp(path, "/v1/completions") ? REQ_COMPLETION : 0;
@@ -227,7 +239,8 @@ static void *conn_main(void *arg) {
             have += (size_t)k;
         }
         if (!open) break;
-        if (r < 0) { fail(fd, -r, err, 0); break; }
+        if (r < 0) { double t0 = k3_now(); fail(fd, -r, err, 0); serve_log_request(NULL, t0);
+                     break; }
         if (h.expect_continue && h.content_length)
             http_send(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25);
         size_t need = h.header_len + h.content_length;
@@ -244,7 +257,10 @@ static void *conn_main(void *arg) {
             have += (size_t)k;
         }
         if (!open) break;
-        if (route(fd, &h, b + h.header_len, h.keep_alive) < 0 || !h.keep_alive) break;
+        const double t0 = k3_now();
+        const int rr = route(fd, &h, b + h.header_len, h.keep_alive);
+        serve_log_request(&h, t0);
+        if (rr < 0 || !h.keep_alive) break;
         memmove(b, b + need, have - need);            /* a pipelined next request */
         have -= need;
         if (cap > 4 * (HTTP_MAX_HEADER + 1) && have <= HTTP_MAX_HEADER) {
@@ -316,6 +332,7 @@ static int parse(int argc, char **argv, Server *s) {
     s->state_file = -1;                            /* the plan decides */
     k3_mem_opts_init(&s->mem);
     s->tok_dir = k3_tok_env();
+    serve_cors_set("*", err, sizeof err);           /* as llama-server: any origin */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int mr = k3_mem_parse_flag(argc, argv, &i, &s->mem, 0, err, sizeof err);
@@ -327,6 +344,10 @@ static int parse(int argc, char **argv, Server *s) {
         else if (!strcmp(a, "--tok")) { VAL(); s->tok_dir = v; }
         else if (!strcmp(a, "--host")) { VAL(); s->host = v; }
         else if (!strcmp(a, "--api-key")) { VAL(); s->api_key = v; }
+        else if (!strcmp(a, "--cors")) {
+            VAL();
+            if (serve_cors_set(v, err, sizeof err)) return usage("%s", err);
+        }
         else if (!strcmp(a, "--state-dir")) { VAL(); s->state_dir = v; }
         else if (!strcmp(a, "--config")) { VAL(); s->config = v; }
         else if (!strcmp(a, "--kernels")) { VAL(); s->kernels = v; }

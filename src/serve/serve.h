@@ -49,6 +49,11 @@ int http_chunk_end(int fd);
 /* 1 when the peer has closed its side (or the socket failed), 0 otherwise; never blocks. */
 int http_peer_gone(int fd);
 
+/* Header lines added to every response (CORS, serve_extra.c), "" by default; the status of
+ * the last response this thread sent (the request log). */
+extern const char *http_extra_headers;
+extern __thread int http_last_status;
+
 /* A growing string. */
 typedef struct { char *b; size_t n, cap; int oom; } Buf;
 void buf_add(Buf *s, const char *p, size_t n);
@@ -103,6 +108,7 @@ typedef struct Job {
     int fd, keep_alive;
     int done, failed, status;                /* set by the engine thread (status: an error) */
     uint64_t id;
+    long n_prompt, n_gen; double t_first;    /* for the request log (serve_gen.c) */
     pthread_cond_t cv;
     struct Job *next;
 } Job;
@@ -145,6 +151,25 @@ void serve_disk_forget(Server *s, const char *file);
 /* Loads every state in --state-dir into the kept states. 0, or 2 (no such directory). */
 int serve_disk_load(Server *s);
 
+/* ---- serve_extra.c: CORS, the request log, /tokenize and /detokenize ---- */
+typedef struct {
+    int status;                              /* 0: the last response this thread sent */
+    long prompt, gen;                        /* tokens */
+    double t_first;                          /* when the first token was sampled, or 0 */
+    int gone;                                /* the client went away */
+} ServeLog;
+#define SERVE_PASS 1000                      /* serve_extra_route: not a path of its own */
+/* --cors V: "*" (the default), "off", or one origin. 0, or -1 with err. */
+int serve_cors_set(const char *v, char *err, size_t errlen);
+/* OPTIONS (the CORS preflight), POST /tokenize, /detokenize: answered, returning what
+ * route returns; SERVE_PASS for any other request. */
+int serve_extra_route(Server *s, int fd, const HttpReq *h, const char *path, const char *body,
+                      int ka);
+ServeLog *serve_log_now(void);               /* this thread's request, for the log line */
+/* One line on stderr for the request h (NULL: one that did not parse) begun at t0. */
+void serve_log_request(const HttpReq *h, double t0);
+int serve_fail(int fd, int status, const char *msg, int keep_alive);   /* serve.c */
+
 /* Metrics, updated under Server.mu. */
 typedef struct {
     long requests, errors[6];                /* errors by class: 400 401 404 405 413 other */
@@ -169,6 +194,7 @@ typedef struct Kept {
 struct Server {
     /* options */
     const char *model_dir, *config, *tok_dir, *host, *api_key, *state_dir, *kernels;
+    const char *cors;                        /* --cors: "*", "off" or an origin */
     int port, threads, ctx, max_tokens, max_conns, max_queue, timeout_s, max_batch;
     int batch_auto;                          /* max_batch is the plan's (no --max-batch) */
     double cache_gb;

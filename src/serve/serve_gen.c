@@ -468,6 +468,7 @@ int serve_gen_token(Server *s, Gen *g) {
                            : sampler_sample(&g->smp, g->logits, s->eng.m.cfg.vocab_size);
     if (id < 0) { g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0; }
     g->ngen++;
+    if (g->ngen == 1) g->j->t_first = k3_now();          /* the request log's TTFT */
     if (r->kind == REQ_CHAT) {
         XtmlParser *p = &g->xp;
         XtmlEvent ev[2];
@@ -566,5 +567,6 @@ void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     if (g->gone) s->st.disconnects++;
     pthread_mutex_unlock(&s->mu);
     if (g->gone) j->failed = 1;
+    j->n_prompt = (long)g->nprompt; j->n_gen = g->ngen;  /* the request log */
     gen_free(g);
 }

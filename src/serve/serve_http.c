@@ -187,6 +187,9 @@ const char *http_reason(int s) {
 }
 
 /* ---- responses ---- */
+const char *http_extra_headers = "";
+__thread int http_last_status;
+
 int http_send(int fd, const char *b, size_t n) {
     while (n) {
         ssize_t k = send(fd, b, n, MSG_NOSIGNAL);
@@ -199,11 +202,12 @@ int http_send(int fd, const char *b, size_t n) {
 
 int http_respond(int fd, int status, const char *ctype, const char *body, size_t n,
                  int keep_alive) {
-    char h[512];
+    char h[1024];
     int k = snprintf(h, sizeof h, "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                     "Connection: %s\r\n%s\r\n", status, http_reason(status), ctype, n,
+                     "Connection: %s\r\n%s%s\r\n", status, http_reason(status), ctype, n,
                      keep_alive ? "keep-alive" : "close",
-                     status == 401 ? "WWW-Authenticate: Bearer\r\n" : "");
+                     status == 401 ? "WWW-Authenticate: Bearer\r\n" : "", http_extra_headers);
+    http_last_status = status;
     if (http_send(fd, h, (size_t)k)) return -1;
     return http_send(fd, body, n);
 }
@@ -229,10 +233,11 @@ int http_error(int fd, int status, const char *msg, int keep_alive) {
 }
 
 int http_chunked_head(int fd, const char *ctype, int keep_alive) {
-    char h[256];
+    char h[1024];
     int k = snprintf(h, sizeof h, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nCache-Control: no-cache"
-                     "\r\nTransfer-Encoding: chunked\r\nConnection: %s\r\n\r\n", ctype,
-                     keep_alive ? "keep-alive" : "close");
+                     "\r\nTransfer-Encoding: chunked\r\nConnection: %s\r\n%s\r\n", ctype,
+                     keep_alive ? "keep-alive" : "close", http_extra_headers);
+    http_last_status = 200;
     return http_send(fd, h, (size_t)k);
 }
 
