@@ -33,6 +33,10 @@ static const char *USAGE =
 "                        first N tokens of --prompt-file (default: all of them)\n"
 "  -n N[,...]            generated tokens (default 16; s/token needs >= 2)\n"
 "  --kernels K[,...]     auto | scalar | avx2 | avx512 | neon (default auto)\n"
+"  --batch B[,...]       sequences decoded together, 1..256 (default 1): a row of B > 1\n"
+"                        runs k3 MODEL_DIR --batch with B prompts of -p ids, -n each, and\n"
+"                        its tok/s is the aggregate (all B sequences' tokens per second of\n"
+"                        wall time, prefill included; s/token is its inverse)\n"
 "\n"
 "Model and prompt:\n"
 "  --trunk DIR           the packed trunk (k3 pack) for every row\n"
@@ -57,8 +61,8 @@ static const char *USAGE =
 "  --no-spec             rows without speculation (a one-prompt run drafts and verifies\n"
 "                        by default, docs/SPEC.md; --spec: that default, said explicitly)\n"
 "  -t N, -r N            llama-bench's names for --threads and --reps\n"
-"--batch is refused: a row is one sequence; measure batched decoding with\n"
-"k3 MODEL_DIR --batch FILE.jsonl --batch-size N --out FILE (docs/BATCH.md).\n"
+"llama-bench's -b is the prefill batch (k3's --prefill-chunk); --batch here is what\n"
+"llama-batched-bench calls -npl.\n"
 "\n"
 "Exit codes: 0 every row ran; 1 a row failed (the row says why; the others still ran)\n"
 "or Ctrl-C (the rows finished are printed); 2 usage; 4 a run was invalid (a routed\n"
@@ -128,7 +132,7 @@ static int ints(const char *flag, const List *l, int lo, int hi, int *out, char 
 typedef struct {
     KbOpts o;
     Mem mem[2 * MAXAX]; int n_mem;
-    int thr[MAXAX], n_thr, np[MAXAX], n_np, ng[MAXAX], n_ng;
+    int thr[MAXAX], n_thr, np[MAXAX], n_np, ng[MAXAX], n_ng, bat[MAXAX], n_bat;
     const char *kern[MAXAX]; int n_kern;
     int p_given;
     Owned own;
@@ -142,7 +146,7 @@ static int parse(int argc, char **argv, Args *A) {
     o->reps = 3; o->cold = -1; o->disk_gb = 2; o->fmt = isatty(1) ? KB_MD : KB_JSON;
     o->tok = k3_tok_env();
     A->thr[0] = 0; A->n_thr = 1; A->np[0] = 16; A->n_np = 1; A->ng[0] = 16; A->n_ng = 1;
-    A->kern[0] = NULL; A->n_kern = 1;
+    A->kern[0] = NULL; A->n_kern = 1; A->bat[0] = 1; A->n_bat = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-t")) a = "--threads";                 /* llama-bench's spellings */
@@ -159,10 +163,11 @@ static int parse(int argc, char **argv, Args *A) {
         if (takes) i++;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return -1; }
         else if (!strcmp(a, "--batch")) {
-            fprintf(stderr, "k3 bench: --batch: a bench row measures one sequence; measure "
-                    "batched decoding with k3 MODEL_DIR --batch FILE.jsonl --batch-size %s "
-                    "--out FILE (its report has the seconds and tokens/s; docs/BATCH.md)\n", v);
-            return K3_ERR_USAGE;
+            if (split(&A->own, a, v, &l, err, sizeof err) ||
+                ints(a, &l, 1, 256, A->bat, err, sizeof err))
+                return usage_error(err);
+            A->n_bat = l.n;
+            for (int k = 0; k < l.n; k++) o->batched |= A->bat[k] > 1;
         } else if (!strcmp(a, "--spec")) o->no_spec = 0;
         else if (!strcmp(a, "--no-spec")) o->no_spec = 1;
         else if (!strcmp(a, "--budget") || !strcmp(a, "--preset")) {
@@ -246,7 +251,7 @@ static int parse(int argc, char **argv, Args *A) {
                 { "--prompt-file", 1 }, { "--tok", 1 }, { "--reps", 1 }, { "--compare", 1 },
                 { "--disk-gb", 1 }, { "-o", 1 }, { "--cold", 0 }, { "--warm", 0 },
                 { "--drop-caches", 0 }, { "--no-limits", 0 }, { "--quiet", 0 },
-                { "--spec", 0 }, { "--no-spec", 0 }, { "--help", 0 } };
+                { "--spec", 0 }, { "--no-spec", 0 }, { "--help", 0 }, { "--batch", 1 } };
             k3_unknown_option(a, F, (int)(sizeof F / sizeof F[0]), err, sizeof err);
             return usage_error(err);
         } else if (!o->model) o->model = a;
@@ -265,7 +270,7 @@ static int parse(int argc, char **argv, Args *A) {
         A->mem[0].t = A->mem[0].c = K3_BUDGET_AUTO;
         A->n_mem = 1;
     }
-    long rows = (long)A->n_mem * A->n_thr * A->n_np * A->n_ng * A->n_kern;
+    long rows = (long)A->n_mem * A->n_thr * A->n_np * A->n_ng * A->n_kern * A->n_bat;
     if (rows > MAXROWS) {
         snprintf(err, sizeof err, "the grid has %ld rows; at most %d", rows, MAXROWS);
         return usage_error(err);
@@ -277,10 +282,11 @@ static int parse(int argc, char **argv, Args *A) {
 
 /* "id,id,..." for n tokens: the first n of the file's ids, or synthetic ids (inside the
  * vocabulary, never bos/eos/pad, so a row's length is what was asked). */
-static char *prompt_ids(const KbMachine *m, const int32_t *fids, int n) {
+static char *prompt_ids(const KbMachine *m, const int32_t *fids, int n, int seq) {
     char *s = malloc((size_t)n * 12 + 1), *p = s;
     if (!s) return NULL;
-    uint64_t h = 0x9E3779B97F4A7C15ull;
+    uint64_t h = 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull * (uint64_t)seq;  /* seq 0: as
+                                                                                 * before */
     for (int i = 0; i < n; i++) {
         int id;
         if (fids) id = fids[i];
@@ -336,7 +342,10 @@ static int read_report(const char *path, KbRep *r, char *err, size_t en) {
     const int missing = !text;
     Json *j = text ? json_parse(text, len, perr, sizeof perr) : NULL;
     free(text);
-    if (!j || j->type != JSON_OBJECT || !json_get(j, "seconds_per_token")) {
+    const Json *mode = j && j->type == JSON_OBJECT ? json_get(j, "mode") : NULL;
+    const int batch = mode && mode->type == JSON_STRING && !strcmp(mode->str, "batch");
+    if (!j || j->type != JSON_OBJECT || !json_get(j, batch ? "tokens_per_second"
+                                                           : "seconds_per_token")) {
         snprintf(err, en, "exit 0 but its --out report is %s", missing ? "missing" : "not k3's");
         json_free(j);
         return -1;
@@ -365,6 +374,15 @@ static int read_report(const char *path, KbRep *r, char *err, size_t en) {
     }
     r->b_trunk = nd ? tb / nd : -1; r->b_exp = nd ? eb / nd : -1; r->b_head = nd ? hb / nd : -1;
     r->dhit = req > 0 ? hits / req : -1;
+    if (batch) {                              /* the aggregate: every sequence's tokens */
+        const double tps = num(j, "tokens_per_second", 0);
+        r->spt = tps > 0 ? 1 / tps : 0;
+        r->ptps = -1;                         /* batch mode times the run as a whole */
+        r->b_trunk = num(j, "trunk_bytes_per_token", -1);    /* the run's, per token */
+        r->b_exp = num(j, "expert_bytes_per_token", -1);
+        r->b_head = num(j, "head_bytes_per_token", -1);
+        r->dhit = r->hit;
+    }
     json_free(j);
     return 0;
 }
@@ -413,14 +431,18 @@ static int run_child(const char *bin, int self, char **args, const char *out, co
 
 /* ---- the grid ---- */
 
-typedef struct { char *v[32]; int n; char gen[16], thr[16]; } Argv;
+typedef struct { char *v[32]; int n; char gen[16], thr[16], bs[16]; } Argv;
 
 static void add(Argv *a, const char *s) { a->v[a->n++] = (char *)s; a->v[a->n] = NULL; }
 
 static void child_args(Argv *a, const char *bin, const KbOpts *o, const KbConf *c,
                        const char *ids, const char *out) {
     a->n = 0;
-    add(a, bin); add(a, o->model); add(a, "--ids"); add(a, ids);
+    add(a, bin); add(a, o->model);
+    if (c->batch > 1) {                       /* ids: the JSONL file of the B prompts */
+        snprintf(a->bs, sizeof a->bs, "%d", c->batch);
+        add(a, "--batch"); add(a, ids); add(a, "--batch-size"); add(a, a->bs);
+    } else { add(a, "--ids"); add(a, ids); }
     snprintf(a->gen, sizeof a->gen, "%d", c->n_gen);
     add(a, "--gen"); add(a, a->gen);
     if (o->trunk) { add(a, "--trunk"); add(a, o->trunk); }
@@ -439,9 +461,12 @@ static void conf_label(const KbConf *c, char *b, size_t n) {
     char t[40] = "", k[40] = "";
     if (c->threads) snprintf(t, sizeof t, " --threads %d", c->threads);
     if (c->kernels) snprintf(k, sizeof k, " --kernels %.20s", c->kernels);
-    snprintf(b, n, "%s%.60s%s%s -p %d -n %d",
+    char bt[24] = "";
+    if (c->batch > 1) snprintf(bt, sizeof bt, " --batch %d", c->batch);
+    snprintf(b, n, "%s%.60s%s%s -p %d -n %d%s",
              c->budget ? "--budget " : c->preset ? "--preset " : "",
-             c->budget ? c->budget : c->preset ? c->preset : "auto", t, k, c->n_prompt, c->n_gen);
+             c->budget ? c->budget : c->preset ? c->preset : "auto", t, k, c->n_prompt, c->n_gen,
+             bt);
 }
 
 static void expand(const Args *A, KbRow *rows) {
@@ -450,8 +475,10 @@ static void expand(const Args *A, KbRow *rows) {
         for (int t = 0; t < A->n_thr; t++)
             for (int k = 0; k < A->n_kern; k++)
                 for (int p = 0; p < A->n_np; p++)
-                    for (int g = 0; g < A->n_ng; g++) {
+                    for (int g = 0; g < A->n_ng; g++)
+                    for (int b = 0; b < A->n_bat; b++) {
                         KbConf *c = &rows[n++].c;
+                        c->batch = A->bat[b];
                         const Mem *me = &A->mem[m];
                         c->budget = me->budget; c->preset = me->preset; c->tg = me->tg;
                         c->cg = me->cg; c->trunk_gb = me->t; c->cache_gb = me->c;
@@ -488,7 +515,9 @@ static void run_rep(const Args *A, const KbMachine *M, KbRow *r, KbSide *s, int 
     snprintf(errf, sizeof errf, "%s/stderr.txt", dir);
     if (r->c.cold) kb_evict(M, o->trunk, o->drop_caches);
     Argv av;
-    child_args(&av, self ? "k3" : o->compare, o, &r->c, ids, out);
+    char jl[4200];
+    snprintf(jl, sizeof jl, "%s/batch.jsonl", dir);
+    child_args(&av, self ? "k3" : o->compare, o, &r->c, r->c.batch > 1 ? jl : ids, out);
     double t0 = k3_now();
     KbRep rep;
     int rc = run_child(o->compare, self, av.v, out, errf, &rep, err, sizeof err);
@@ -503,6 +532,7 @@ static int remove_dir(const char *dir) {
     snprintf(p, sizeof p, "%s/run.json", dir); unlink(p);
     snprintf(p, sizeof p, "%s/run.json.tmp", dir); unlink(p);
     snprintf(p, sizeof p, "%s/stderr.txt", dir); unlink(p);
+    snprintf(p, sizeof p, "%s/batch.jsonl", dir); unlink(p);
     return rmdir(dir);
 }
 
@@ -526,6 +556,25 @@ static int check_files(const KbOpts *o) {
     return 0;
 }
 
+/* A --batch row's prompts: B lines of {"ids": [...], "gen": n}, distinct synthetic ids (or
+ * the prompt file's first -p ids in every line). */
+static int write_batch(const KbMachine *M, const int32_t *fids, const KbConf *c,
+                       const char *dir) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/batch.jsonl", dir);
+    FILE *f = fopen(p, "w");
+    int bad = !f;
+    for (int s = 0; s < c->batch && !bad; s++) {
+        char *ids = prompt_ids(M, fids, c->n_prompt, s);
+        if (!ids) bad = 1;
+        else fprintf(f, "{\"id\": \"%d\", \"ids\": [%s], \"gen\": %d}\n", s, ids, c->n_gen);
+        free(ids);
+    }
+    if (f && fclose(f)) bad = 1;
+    if (bad) fprintf(stderr, "k3 bench: cannot write %s: %s\n", p, strerror(errno));
+    return bad;
+}
+
 static int run_grid(Args *A, KbMachine *M, KbRow *rows, int nrows, const int32_t *fids,
                     const char *dir) {
     const KbOpts *o = &A->o;
@@ -535,12 +584,13 @@ static int run_grid(Args *A, KbMachine *M, KbRow *rows, int nrows, const int32_t
     kb_out_start(stdout, o, M);
     for (int i = 0; i < nrows && !g_stop; i++) {
         KbRow *r = &rows[i];
-        char *ids = prompt_ids(M, fids, r->c.n_prompt);
+        char *ids = prompt_ids(M, fids, r->c.n_prompt, 0);
         r->a.rep = calloc((size_t)o->reps, sizeof(KbRep));
         r->b.rep = o->compare ? calloc((size_t)o->reps, sizeof(KbRep)) : NULL;
         if (!ids || !r->a.rep || (o->compare && !r->b.rep)) {
             fprintf(stderr, "k3 bench: out of memory\n"); free(ids); return K3_ERR_RUNTIME;
         }
+        if (r->c.batch > 1 && write_batch(M, fids, &r->c, dir)) { free(ids); return K3_ERR_RUNTIME; }
         for (int j = 0; j < o->reps && !g_stop; j++)
             for (int side = 0; side < (o->compare ? 2 : 1) && !g_stop; side++) {
                 KbSide *s = side ? &r->b : &r->a;
@@ -604,7 +654,7 @@ int k3_bench_main(int argc, char **argv) {
                 rc = K3_ERR_USAGE; goto done;
             }
     }
-    nrows = A->n_mem * A->n_thr * A->n_kern * A->n_np * A->n_ng;
+    nrows = A->n_mem * A->n_thr * A->n_kern * A->n_np * A->n_ng * A->n_bat;
     if (!(rows = calloc((size_t)nrows, sizeof *rows))) { rc = K3_ERR_RUNTIME; goto done; }
     expand(A, rows);
     kb_machine_describe(M, o->model);

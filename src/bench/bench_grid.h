@@ -20,6 +20,7 @@ enum { KB_MD, KB_JSON, KB_CSV, KB_JSONL };
 typedef struct {                  /* the whole-run options */
     const char *model, *trunk, *tok, *prompt_file, *compare;
     int fmt, reps, quiet, drop_caches, no_limits, no_spec;   /* no_spec: --no-spec */
+    int batched;                  /* a row of the grid has --batch > 1 */
     int cold;                     /* 1 --cold, 0 --warm, -1 the default (cold unless preset max) */
     double disk_gb;               /* bytes the disk limit reads, in GB */
 } KbOpts;
@@ -31,6 +32,7 @@ typedef struct {                  /* one configuration of the grid */
     int threads;                  /* 0 = the child's default (online cores) */
     const char *kernels;          /* NULL = auto */
     int n_prompt, n_gen, cold;
+    int batch;                    /* sequences decoded together (1: the one-prompt run) */
 } KbConf;
 
 typedef struct {                  /* one successful rep, from the child's --out and wait4() */

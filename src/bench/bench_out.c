@@ -62,7 +62,7 @@ static Lim limits(const KbMachine *m, const KbConf *c, const Sum *u) {
     double ml = kb_mem_limit(m, u->threads ? u->threads : c->threads);
     if (ml > 0) l.mem_lim = ml;
     if (m->disk_mbps > 0) l.disk_lim = m->disk_mbps;
-    if (u->spt.med > 0) {
+    if (u->spt.med > 0 && c->batch <= 1) {    /* a batched step serves B tokens: no share */
         l.mem = m->touched / u->spt.med / (l.mem_lim * 1e9);
         l.disk = u->btot / u->spt.med / (l.disk_lim * 1e6);
     }
@@ -113,6 +113,8 @@ static void row_json(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
     num(&j, "threads", a.threads ? a.threads : r->c.threads ? r->c.threads : NAN);
     str(&j, "kernels", a.kernels[0] ? a.kernels : r->c.kernels ? r->c.kernels : "auto");
     num(&j, "n_prompt", r->c.n_prompt); num(&j, "n_gen", r->c.n_gen);
+    num(&j, "batch", r->c.batch);
+    num(&j, "n_generated", r->a.n ? r->a.rep[0].n_generated : NAN);   /* all B sequences' */
     num(&j, "reps", r->a.n); num(&j, "reps_asked", o->reps);
     key(&j, "cold"); fputs(r->c.cold ? "true" : "false", f);
     stat_obj(&j, "seconds_per_token", a.spt);
@@ -230,6 +232,7 @@ static int md_line(Line *L, const KbOpts *o, const KbMachine *m, const KbRow *r,
     snprintf(L->s[k++], 160, "%s", a.kernels[0] ? a.kernels : r->c.kernels ? r->c.kernels : "auto");
     snprintf(L->s[k++], 160, "%d", r->c.n_prompt);
     snprintf(L->s[k++], 160, "%d", r->c.n_gen);
+    if (o->batched) snprintf(L->s[k++], 160, "%d", r->c.batch);
     fmt_stat(L->s[k++], 160, a.ptps);
     fmt_stat(L->s[k++], 160, a.spt);
     fmtv(L->s[k++], 160, a.tps);
@@ -298,8 +301,10 @@ static void md_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
     Line *L = calloc((size_t)n + 1, sizeof *L);
     if (!L) return;
     int nc = 0, any_err = 0, w[NCOL] = { 0 };
-    for (size_t i = 0; i < sizeof MD_HEAD / sizeof *MD_HEAD; i++)
+    for (size_t i = 0; i < sizeof MD_HEAD / sizeof *MD_HEAD; i++) {
         snprintf(L[0].s[nc++], 160, "%s", MD_HEAD[i]);
+        if (o->batched && !strcmp(MD_HEAD[i], "n")) snprintf(L[0].s[nc++], 160, "batch");
+    }
     for (int i = 0; o->compare && i < 4; i++) snprintf(L[0].s[nc++], 160, "%s", MD_CMP[i]);
     snprintf(L[0].s[nc++], 160, "error");
     for (int i = 0; i < n; i++) {
@@ -347,7 +352,7 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
           "expert_bytes_per_token,lm_head_bytes_per_token,io_share,expert_hit_rate,"
           "decode_hit_rate,memory_read_gb_per_s,disk_mb_per_s,memory_ratio,disk_ratio,"
           "b_spt_median,b_prefill_tps_median,b_peak_rss_bytes,ratio_spt,ratio_prefill_tps,"
-          "ratio_peak_rss,error\n", f);
+          "ratio_peak_rss,error,batch\n", f);
     for (int i = 0; i < n; i++) {
         const KbRow *r = &rows[i];
         const Sum a = sum_side(&r->a), b = sum_side(&r->b);
@@ -367,6 +372,7 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
             ratio(b.ptps.med, a.ptps.med), ratio(b.rss, a.rss) };
         for (size_t k = 0; k < sizeof c / sizeof *c; k++) csv_val(f, o->compare ? c[k] : NAN);
         csv_str(f, r->a.rc ? r->a.error : r->b.rc ? r->b.error : "");
+        csv_val(f, r->c.batch);
         fputc('\n', f);
     }
 }

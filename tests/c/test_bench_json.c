@@ -44,7 +44,15 @@ static int row_ok(const Json *row, int r, int reps, int compare, int error_row) 
     }
     NEED(e->type == JSON_NULL, "row %d: error %s", r, e->type == JSON_STRING ? e->str : "?");
     NEED(num(row, "reps") == reps, "row %d: %g reps, want %d", r, num(row, "reps"), reps);
-    if (stat_ok(row, "seconds_per_token", r) || stat_ok(row, "prefill_tokens_per_second", r))
+    if (num(row, "batch") > 1) {           /* batch mode times the run, not its prefill */
+        const Json *p = json_get(row, "prefill_tokens_per_second"), *md = json_get(p, "median");
+        NEED(p->type == JSON_OBJECT && md && md->type == JSON_NULL,
+             "row %d: a batched row with a prefill rate", r);
+        NEED(num(row, "n_generated") == num(row, "batch") * num(row, "n_gen"),
+             "row %d: n_generated is not batch x n_gen", r);
+        if (stat_ok(row, "seconds_per_token", r)) return -1;
+    } else if (stat_ok(row, "seconds_per_token", r) ||
+               stat_ok(row, "prefill_tokens_per_second", r))
         return -1;
     NEED(num(row, "peak_rss_bytes") > 0, "row %d: peak_rss_bytes not > 0", r);
     NEED(num(row, "plan_bytes") > 0, "row %d: plan_bytes not > 0", r);

@@ -113,7 +113,7 @@ for o in --budget --preset --threads -p -n --kernels --trunk --tok --prompt-file
 done
 [ $rc -eq 0 ] && [ -z "$miss" ] && [ ! -s $T/he ] && grep -q '^Usage: k3 bench' $T/h &&
   ok "k3 bench --help lists every option" || bad "--help: exit $rc, missing:$miss"
-for a in "--batch 2:--batch: .*k3 MODEL_DIR --batch FILE.jsonl --batch-size 2" "--reps 0:--reps" \
+for a in "--batch 0:--batch" "--batch 300:--batch" "--reps 0:--reps" \
          "-r 0:--reps" "-t 0:--threads" "--spek:did you mean --spec?" \
          "--threads 0:--threads" "-p 0:-p" \
          "-n x:-n" "--budget 1:--budget" "--preset nope:--preset" "--kernels foo:--kernels" \
@@ -124,7 +124,7 @@ for a in "--batch 2:--batch: .*k3 MODEL_DIR --batch FILE.jsonl --batch-size 2" "
   [ $rc -eq 2 ] && grep -q -- "$pat" $T/e ||
     bad "k3 bench $flag: exit $rc, want 2 naming $pat: $(head -n 1 $T/e)"
 done
-ok "bad values, --batch (naming what measures it), a typo: exit 2 naming the flag"
+ok "bad values (--batch 0 and 300 too), a typo: exit 2 naming the flag"
 
 # 9. the plain run's report ends with the two lines scripts of the original tool parse
 P=$(cat $M/ref/prompt.txt)
