@@ -590,7 +590,9 @@ static int run_grid(Args *A, KbMachine *M, KbRow *rows, int nrows, const int32_t
         if (!ids || !r->a.rep || (o->compare && !r->b.rep)) {
             fprintf(stderr, "k3 bench: out of memory\n"); free(ids); return K3_ERR_RUNTIME;
         }
-        if (r->c.batch > 1 && write_batch(M, fids, &r->c, dir)) { free(ids); return K3_ERR_RUNTIME; }
+        if (r->c.batch > 1 && write_batch(M, fids, &r->c, dir)) {
+            free(ids); return K3_ERR_RUNTIME;
+        }
         for (int j = 0; j < o->reps && !g_stop; j++)
             for (int side = 0; side < (o->compare ? 2 : 1) && !g_stop; side++) {
                 KbSide *s = side ? &r->b : &r->a;

@@ -49,7 +49,8 @@ static const char SERVE_USAGE[] =
 "                         mode (k3 --help, docs/PERFORMANCE.md)\n"
 "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
 "GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the CORS preflight). One line\n"
-"per request on stderr (method, path, status, tokens, TTFT, time). Prints 'k3: listening on http://HOST:PORT' on stderr when ready.\n";
+"per request on stderr (method, path, status, tokens, TTFT, time). Prints\n"
+"'k3: listening on http://HOST:PORT' on stderr when ready.\n";
 
 static Server srv;
 static volatile sig_atomic_t stopping;

@@ -45,7 +45,7 @@ void serve_log_request(const HttpReq *h, double t0) {
     path[k] = 0;
     fprintf(stderr, "k3: request %s %s %d prompt=%ld gen=%ld ttft=%s total=%.3fs%s\n",
             h ? h->method : "-", path, rlog.status ? rlog.status : http_last_status,
-            rlog.prompt, rlog.gen, ttft, now - t0, rlog.gone ? " (client gone)" : "");
+            rlog.prompt, rlog.gen, ttft, now - t0, rlog.gone ? " (stream cut)" : "");
     memset(&rlog, 0, sizeof rlog);
     http_last_status = 0;
 }

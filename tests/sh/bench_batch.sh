@@ -30,15 +30,19 @@ else
     || bad "row 2: tok/s '$tps' is not 1 / s/token '$spt'"
   echo "$r2" | grep -q '"prefill_tokens_per_second": {"median": null' ||
     bad "row 2 reports a prefill rate batch mode does not time"
-  echo "$r2" | grep -q "\"ratios\": {\"memory\": null" || bad "row 2: a memory share for a batched row"
+  echo "$r2" | grep -q "\"ratios\": {\"memory\": null" ||
+    bad "row 2: a memory share for a batched row"
   echo "$r1" | grep -q "\"ratios\": {\"memory\": [0-9]" || bad "row 1: no memory share"
   [ "$fail" = 0 ] && ok "--batch 1,3: row 2 ran 3 sequences (15 tokens), aggregate tok/s $tps"
 fi
 $B --batch 1,2 -p 4 -n 3 --reps 1 -o md --no-limits -q > $T/b.md; rc=$?
-[ $rc -eq 0 ] && grep -q '^| row | budget .* | n | batch |' $T/b.md && [ "$(grep -c '^| [12] ' $T/b.md)" = 2 ] &&
+[ $rc -eq 0 ] && grep -q '^| row | budget .* | n | batch |' $T/b.md &&
+  [ "$(grep -c '^| [12] ' $T/b.md)" = 2 ] &&
   ok "-o md: a batch column" || bad "-o md: exit $rc $(head -n 12 $T/b.md)"
-$B -p 4 -n 3 --reps 1 -o md --no-limits -q | grep -q '| batch |' && bad "a batch column without --batch"
+$B -p 4 -n 3 --reps 1 -o md --no-limits -q | grep -q '| batch |' &&
+  bad "a batch column without --batch"
 $B --batch 2 -p 4 -n 3 --reps 1 -o csv --no-limits -q > $T/b.csv; rc=$?
-[ $rc -eq 0 ] && head -n 1 $T/b.csv | grep -q ',error,batch$' && sed -n 2p $T/b.csv | grep -q ',2$' &&
+[ $rc -eq 0 ] && head -n 1 $T/b.csv | grep -q ',error,batch$' &&
+  sed -n 2p $T/b.csv | grep -q ',2$' &&
   ok "-o csv: the batch column last" || bad "-o csv: exit $rc $(cat $T/b.csv)"
 exit $fail
