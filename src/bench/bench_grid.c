@@ -352,6 +352,8 @@ static int read_report(const char *path, KbRep *r, char *err, size_t en) {
     }
     r->spt = num(j, "seconds_per_token", 0);
     r->ptps = num(j, "prefill_tokens_per_second", 0);
+    r->wall = batch ? num(j, "seconds", -1)
+                    : num(j, "seconds_prefill", -1) + num(j, "seconds_decode", 0);
     r->io_share = num(j, "io_share", -1);
     r->hit = num(j, "expert_hit_rate", -1);
     r->plan = (uint64_t)num(j, "plan_bytes", 0);

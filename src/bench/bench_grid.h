@@ -37,6 +37,7 @@ typedef struct {                  /* one configuration of the grid */
 
 typedef struct {                  /* one successful rep, from the child's --out and wait4() */
     double spt, ptps, io_share, hit, dhit;
+    double wall;                  /* the child's prefill + decode (batch: its run) seconds */
     double b_trunk, b_exp, b_head;    /* bytes per decode token; < 0 when there was no decode */
     uint64_t rss, plan, buffers;
     int n_generated, threads;

@@ -115,6 +115,9 @@ static void row_json(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
     num(&j, "n_prompt", r->c.n_prompt); num(&j, "n_gen", r->c.n_gen);
     num(&j, "batch", r->c.batch);
     num(&j, "n_generated", r->a.n ? r->a.rep[0].n_generated : NAN);   /* all B sequences' */
+    double wall[KB_MAXREP];
+    for (int i = 0; i < r->a.n; i++) wall[i] = r->a.rep[i].wall;
+    stat_obj(&j, "seconds", kb_stat(wall, r->a.n));            /* each rep's run */
     num(&j, "reps", r->a.n); num(&j, "reps_asked", o->reps);
     key(&j, "cold"); fputs(r->c.cold ? "true" : "false", f);
     stat_obj(&j, "seconds_per_token", a.spt);

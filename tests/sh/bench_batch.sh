@@ -28,6 +28,13 @@ else
   spt=$(echo "$r2" | sed -n 's/.*"seconds_per_token": {"median": \([0-9.e+-]*\),.*/\1/p')
   awk -v t="$tps" -v s="$spt" 'BEGIN { exit !(t > 0 && s > 0 && t * s > 0.99 && t * s < 1.01) }' \
     || bad "row 2: tok/s '$tps' is not 1 / s/token '$spt'"
+  # one rep: tok/s is all 3 sequences' 5 tokens over the run's seconds
+  $B --batch 3 -p 4 -n 5 --reps 1 -o jsonl --no-limits -q > $T/one.jsonl || bad "one rep"
+  r=$(sed -n 2p $T/one.jsonl)
+  w=$(echo "$r" | sed -n 's/.*"seconds": {"median": \([0-9.e+-]*\),.*/\1/p')
+  t1=$(echo "$r" | sed -n 's/.*"tokens_per_second": \([0-9.e+-]*\), "peak.*/\1/p')
+  awk -v t="$t1" -v w="$w" 'BEGIN { exit !(w > 0 && t * w > 14.9 && t * w < 15.1) }' ||
+    bad "tok/s $t1 x seconds $w is not the 15 tokens of the 3 sequences"
   echo "$r2" | grep -q '"prefill_tokens_per_second": {"median": null' ||
     bad "row 2 reports a prefill rate batch mode does not time"
   echo "$r2" | grep -q "\"ratios\": {\"memory\": null" ||

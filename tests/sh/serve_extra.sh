@@ -70,8 +70,13 @@ for b in '{"tokens": [1, 99999]}' '{"tokens": [-1]}' '{"tokens": [1.5]}' '{"toke
   code=$($C -o "$T/e" -w '%{http_code}' -H 'Content-Type: application/json' "$U/detokenize" -d "$b")
   [ "$code" = 400 ] && grep -q '"error"' "$T/e" || fail "/detokenize $b: $code $(cat "$T/e")"
 done
-$C -H 'Content-Type: application/json' "$U/detokenize" -d '{"tokens": [1, 99999]}' |
-  grep -q 'tokens\[1\] is not a token id: ids are integers 0\.\.' || fail "the message"
+$C -H 'Content-Type: application/json' "$U/detokenize" -d '{"tokens": [1, 99999]}' > "$T/e"
+grep -q 'tokens\[1\] is not a token id: ids are integers 0\.\.' "$T/e" || fail "the message"
+top=$(sed -n 's/.*integers 0\.\.\([0-9]*\).*/\1/p' "$T/e")   # the last id, from the message
+post /detokenize "{\"tokens\": [$top]}" | grep -q '"content": ' || fail "id $top refused"
+code=$($C -o "$T/e" -w '%{http_code}' -H 'Content-Type: application/json' "$U/detokenize" \
+  -d "{\"tokens\": [$((top + 1))]}")
+[ "$code" = 400 ] || fail "/detokenize of id $((top + 1)) (the vocabulary's size): $code"
 code=$($C -o "$T/e" -w '%{http_code}' -H 'Content-Type: application/json' "$U/tokenize" \
   -d '{"content": 5}')
 [ "$code" = 400 ] || fail "/tokenize content 5: $code"
