@@ -264,7 +264,9 @@ int chat_turn(Chat *c, const char *user_text) {
         if (chat_interrupted) { why = "interrupted (Ctrl-C)"; ctrl_c = 1; break; }
         if (nrec >= c->gen) { why = "reply cut at --gen"; break; }
         if (c->st->pos - ahead >= c->ctx) {
-            why = "context limit reached; /reset to start over"; break;
+            why = c->ctx_drop ? "context limit reached; the next turn drops the oldest turns"
+                              : "context limit reached; /reset to start over";
+            break;
         }
         /* the draw of reply position nrec, as the plain loop's sampler_sample makes it */
         int id = ip < np ? pend[ip++] : sampler_sample_at(&smp, c->logits, V, nrec);

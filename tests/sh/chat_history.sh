@@ -17,7 +17,8 @@ printf 'one\ntwo\n' | chat --history "$H" --system "Be brief." > "$T/out" 2> "$T
 sed -n 1p "$H" | grep -q '^{"role":"system","content":"Be brief."}$' \
   || fail "system line: $(sed -n 1p "$H")"
 sed -n 2p "$H" | grep -q '^{"role":"user","content":"one"}$' || fail "user line"
-sed -n 3p "$H" | grep -q '^{"role":"assistant","content":".*","reasoning_content":".*"}$' \
+sed -n 3p "$H" | grep -q '^{"role":"assistant","content":".*","reasoning_content":".*",'\
+'"k3_gen":{"ids":\[[0-9,]*\],"thinking":[01],"state":[0-5],"of":"[0-9a-f]\{16\}"}}$' \
   || fail "assistant line"
 ls "$T" | grep -q 'tmp' && fail "a temp file was left behind"
 echo "ok history written after every turn (5 JSONL lines)"
