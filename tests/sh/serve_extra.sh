@@ -84,6 +84,27 @@ code=$($C -o "$T/e" -w '%{http_code}' "$U/tokenize")
 [ "$code" = 405 ] || fail "GET /tokenize: $code"
 echo "ok bad /tokenize and /detokenize bodies: 400 (ids out of range, not integers), GET 405"
 
+# mutated bodies (seeded): every answer is 200 or 400, and the server stays up
+awk 'BEGIN { srand(7); split("{\"tokens\": [1, 2]}|{\"content\": \"a<|open|>b\"}|" \
+  "{\"content\": \"x\", \"with_pieces\": true}", s, "|");
+  for (i = 0; i < 120; i++) { b = s[1 + i % 3]; n = 1 + int(rand() * 3);
+    for (k = 0; k < n; k++) { p = 1 + int(rand() * length(b));
+      c = substr("{}[]\",:-09etn\\u ", 1 + int(rand() * 18), 1);
+      b = substr(b, 1, p - 1) c substr(b, p + (rand() < 0.5)) }
+    print b } }' > "$T/bodies"
+bad_codes=0
+while IFS= read -r b; do
+  for ep in tokenize detokenize; do
+    code=$($C -o /dev/null -w '%{http_code}' -H 'Content-Type: application/json' "$U/$ep" \
+      --data-binary "$b")
+    [ "$code" = 200 ] || [ "$code" = 400 ] ||
+      { bad_codes=$((bad_codes + 1)); echo "$ep $b: $code"; }
+  done
+done < "$T/bodies"
+[ $bad_codes = 0 ] && [ "$($C "$U/health")" = '{"status": "ok"}' ] \
+  || fail "$bad_codes mutated bodies got neither 200 nor 400, or the server is down"
+echo "ok 240 mutated /tokenize and /detokenize bodies: 200 or 400, the server still healthy"
+
 start k --api-key sekret --cors http://localhost:3000
 K=http://127.0.0.1:$PORT_k
 $C -i -X OPTIONS -H 'Origin: http://localhost:3000' "$K/v1/models" | tr -d '\r' > "$T/pre"
