@@ -5,14 +5,15 @@
 # and resumes its cached prefix, a crafted reply (K3_SERVE_TEST_REPLY) whose script,
 # onerror image and javascript: links stay text, --api-key, the bench SVG and -o html.
 # SKIPs without chromium, node or puppeteer-core in tests/browser/node_modules (.ci/run
-# installs them: apt-get install chromium; npm install --prefix tests/browser
-# puppeteer-core). K3_WEBUI_SHOTS=DIR keeps the screenshots (docs/ has the committed ones).
+# installs them: apt-get install chromium; in tests/browser, npm install --no-save
+# --no-package-lock puppeteer-core). K3_WEBUI_SHOTS=DIR keeps the screenshots (docs/ has
+# the committed ones).
 CHROMIUM=${CHROMIUM:-$(command -v chromium || command -v chromium-browser)}
 [ -n "$CHROMIUM" ] || { echo "SKIP: webui.sh needs chromium (.ci/run installs it)"; exit 0; }
 command -v node >/dev/null 2>&1 || { echo "SKIP: webui.sh needs node"; exit 0; }
 [ -d tests/browser/node_modules/puppeteer-core ] || {
   echo "SKIP: webui.sh needs npm puppeteer-core in tests/browser/node_modules (.ci/run:" \
-    "npm install --prefix tests/browser puppeteer-core)"; exit 0; }
+    "cd tests/browser && npm install --no-save --no-package-lock puppeteer-core)"; exit 0; }
 NO_CURL=1
 . tests/sh/lib/serve.sh
 start main
