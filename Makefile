@@ -21,6 +21,11 @@ BIN     ?= bin/k3
 # src/<folder>/*.c: the folders follow the data path (README, "Layout").
 SRC     := $(wildcard src/*/*.c)
 OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
+# The chat page of k3 serve (src/serve/webui/): its files become C arrays, written by a host C
+# program (embed.c) into $(BUILD)/serve/webui_assets.c; nothing else is needed to build it.
+HOSTCC  ?= cc
+WEBUI   := src/serve/webui/index.html src/serve/webui/app.js src/serve/webui/style.css
+OBJ     += $(BUILD)/serve/webui_assets.o
 LIBOBJ  := $(filter-out $(BUILD)/cli/main.o,$(OBJ))
 TESTSRC := $(wildcard tests/c/*.c)
 TESTBIN := $(TESTSRC:tests/c/%.c=$(BUILD)/tests/%)
@@ -44,6 +49,14 @@ $(BIN): $(OBJ) | bin
 $(BUILD)/%.o: src/%.c $(wildcard include/*.h src/*/*.h) | $(BUILD)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/webui_embed: src/serve/webui/embed.c | $(BUILD)
+	$(HOSTCC) -O1 -o $@ $<
+$(BUILD)/serve/webui_assets.c: $(BUILD)/webui_embed $(WEBUI)
+	@mkdir -p $(dir $@)
+	$(BUILD)/webui_embed $(WEBUI) > $@.tmp && mv $@.tmp $@
+$(BUILD)/serve/webui_assets.o: $(BUILD)/serve/webui_assets.c src/serve/webui.h
+	$(CC) $(CFLAGS) -Isrc -c -o $@ $<
 
 # Tests reach an application's private header as "serve/serve.h" (-Isrc); the sources never.
 $(BUILD)/tests/%: tests/c/%.c $(LIBOBJ) $(wildcard include/*.h src/*/*.h tests/c/*.h) | $(BUILD)/tests

@@ -55,7 +55,11 @@ static const char *USAGE =
 "Limits and output:\n"
 "  --disk-gb G           bytes the disk limit reads, in GB (default 2; 0 skips it)\n"
 "  --no-limits           measure neither the memory nor the disk limit\n"
-"  -o FMT                md | json | csv | jsonl (default md on a terminal, else json)\n"
+"  -o FMT                md | json | csv | jsonl | html (default md on a terminal, else\n"
+"                        json; html: the figure of --plot above the table); --format FMT\n"
+"  --plot FILE.svg       also draw the grid as an SVG figure: s/token and peak RSS\n"
+"                        against the budgets (else tokens/s against what varied), the\n"
+"                        measured limits as dashed lines (docs/BENCH.md)\n"
 "  -q, --quiet           no progress on stderr\n"
 "  -h, --help            this text\n"
 "  --no-spec             rows without speculation (a one-prompt run drafts and verifies\n"
@@ -151,9 +155,10 @@ static int parse(int argc, char **argv, Args *A) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-t")) a = "--threads";                 /* llama-bench's spellings */
         else if (!strcmp(a, "-r")) a = "--reps";
+        else if (!strcmp(a, "--format")) a = "-o";
         static const char *const VAL[] = { "--budget", "--preset", "--threads", "-p", "-n",
             "--kernels", "--trunk", "--prompt-file", "--tok", "--reps", "--compare",
-            "--disk-gb", "-o", "--batch" };
+            "--disk-gb", "-o", "--batch", "--plot" };
         int takes = 0;
         for (size_t k = 0; k < sizeof VAL / sizeof VAL[0]; k++) takes |= !strcmp(a, VAL[k]);
         if (takes && !v) {
@@ -232,15 +237,17 @@ static int parse(int argc, char **argv, Args *A) {
                 return usage_error(err);
             }
         } else if (!strcmp(a, "-o")) {
-            static const char *const F[] = { "md", "json", "csv", "jsonl" };
+            static const char *const F[] = { "md", "json", "csv", "jsonl", "html" };
             int f = -1;
-            for (int k = 0; k < 4; k++) if (!strcmp(v, F[k])) f = k;
+            for (int k = 0; k < 5; k++) if (!strcmp(v, F[k])) f = k;
             if (f < 0) {
-                snprintf(err, sizeof err, "-o: unknown format '%.60s' (md, json, csv, jsonl)", v);
+                snprintf(err, sizeof err, "-o: unknown format '%.60s' (md, json, csv, jsonl, "
+                         "html)", v);
                 return usage_error(err);
             }
             o->fmt = f;
-        } else if (!strcmp(a, "--cold")) o->cold = 1;
+        } else if (!strcmp(a, "--plot")) o->plot = v;
+        else if (!strcmp(a, "--cold")) o->cold = 1;
         else if (!strcmp(a, "--warm")) o->cold = 0;
         else if (!strcmp(a, "--drop-caches")) o->drop_caches = 1;
         else if (!strcmp(a, "--no-limits")) o->no_limits = 1;
@@ -251,7 +258,8 @@ static int parse(int argc, char **argv, Args *A) {
                 { "--prompt-file", 1 }, { "--tok", 1 }, { "--reps", 1 }, { "--compare", 1 },
                 { "--disk-gb", 1 }, { "-o", 1 }, { "--cold", 0 }, { "--warm", 0 },
                 { "--drop-caches", 0 }, { "--no-limits", 0 }, { "--quiet", 0 },
-                { "--spec", 0 }, { "--no-spec", 0 }, { "--help", 0 }, { "--batch", 1 } };
+                { "--spec", 0 }, { "--no-spec", 0 }, { "--help", 0 }, { "--batch", 1 },
+                { "--plot", 1 }, { "--format", 1 } };
             k3_unknown_option(a, F, (int)(sizeof F / sizeof F[0]), err, sizeof err);
             return usage_error(err);
         } else if (!o->model) o->model = a;
@@ -262,6 +270,7 @@ static int parse(int argc, char **argv, Args *A) {
         }
     }
     if (!o->model) return usage_error("missing MODEL_DIR");
+    if (o->plot && kb_plot_check(o->plot, err, sizeof err)) return usage_error(err);
     if (o->drop_caches && o->cold == 0) return usage_error("--drop-caches needs --cold");
     if (o->prompt_file && !o->tok)
         return usage_error("--prompt-file needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
@@ -616,6 +625,7 @@ static int run_grid(Args *A, KbMachine *M, KbRow *rows, int nrows, const int32_t
     if (pg.tty && !o->quiet) fprintf(stderr, "\r\033[K");
     kb_out_end(stdout, o, M, rows, finished);
     fflush(stdout);
+    if (o->plot && finished && kb_plot_file(o, M, rows, finished)) worst = K3_ERR_RUNTIME;
     if (g_stop) {
         fprintf(stderr, "k3 bench: interrupted: %d of %d rows finished\n", finished, nrows);
         return K3_ERR_RUNTIME;

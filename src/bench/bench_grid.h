@@ -15,7 +15,7 @@ double k3_mem_read_bw(size_t bytes, int threads, int runs);
 #define KB_MAXREP 100
 #define KB_MAXBW 16
 
-enum { KB_MD, KB_JSON, KB_CSV, KB_JSONL };
+enum { KB_MD, KB_JSON, KB_CSV, KB_JSONL, KB_HTML };
 
 typedef struct {                  /* the whole-run options */
     const char *model, *trunk, *tok, *prompt_file, *compare;
@@ -23,6 +23,7 @@ typedef struct {                  /* the whole-run options */
     int batched;                  /* a row of the grid has --batch > 1 */
     int cold;                     /* 1 --cold, 0 --warm, -1 the default (cold unless preset max) */
     double disk_gb;               /* bytes the disk limit reads, in GB */
+    const char *plot;             /* --plot FILE.svg, NULL: none */
 } KbOpts;
 
 typedef struct {                  /* one configuration of the grid */
@@ -86,4 +87,13 @@ KbStat kb_stat(const double *v, int n);
 void kb_out_start(FILE *f, const KbOpts *o, const KbMachine *m);   /* jsonl: the header line */
 void kb_out_row(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *r, int idx);
 void kb_out_end(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n);
+
+/* bench_plot.c: the grid as a figure (SVG); --plot FILE.svg and -o html */
+void kb_plot_svg(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n);
+void kb_plot_html(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n,
+                  const char *table);
+/* Whether --plot's FILE can be written (it is created): 0, or -1 with err. */
+int kb_plot_check(const char *path, char *err, size_t errlen);
+/* Writes o->plot: 0, or -1 (said on stderr). */
+int kb_plot_file(const KbOpts *o, const KbMachine *m, const KbRow *rows, int n);
 #endif

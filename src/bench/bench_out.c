@@ -398,6 +398,14 @@ void kb_out_row(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *r, in
 void kb_out_end(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n) {
     if (o->fmt == KB_MD) { md_header(f, o, m); md_table(f, o, m, rows, n); }
     else if (o->fmt == KB_CSV) csv(f, o, m, rows, n);
+    else if (o->fmt == KB_HTML) {              /* the figure above the markdown table */
+        char *t = NULL;
+        size_t tn = 0;
+        FILE *mf = open_memstream(&t, &tn);
+        if (mf) { md_header(mf, o, m); md_table(mf, o, m, rows, n); fclose(mf); }
+        kb_plot_html(f, o, m, rows, n, t ? t : "");
+        free(t);
+    }
     else if (o->fmt == KB_JSON) {
         fputc('{', f);
         machine_json(f, o, m);

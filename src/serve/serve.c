@@ -47,6 +47,7 @@ static const char SERVE_USAGE[] =
 "  --config PATH --threads N --kernels K   engine options as in batch mode\n"
 "  --trunk DIR --trunk-gb G --cache-gb G --preset P --verbose   memory budgets as in batch\n"
 "                         mode (k3 --help, docs/PERFORMANCE.md)\n"
+"  --no-webui             no chat page at GET / (docs/SERVE.md, \"The chat page\")\n"
 "Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
 "GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the CORS preflight). One line\n"
 "per request on stderr (method, path, status, tokens, TTFT, time). Prints\n"
@@ -195,6 +196,8 @@ static int route(int fd, const HttpReq *h, const char *body, int ka) {
     const int x = serve_extra_route(&srv, fd, h, path, body, ka);
     if (x != SERVE_PASS) return x;
     int get = !strcmp(h->method, "GET"), post = !strcmp(h->method, "POST");
+    int web = srv.no_webui ? 0 : serve_web(fd, h->method, path, ka);   /* the chat page */
+    if (web) return web < 0 ? -1 : 0;
     int kind = !strcmp(path, "/v1/chat/completions") ? REQ_CHAT
              : !strcmp(path, "/v1/completions") ? REQ_COMPLETION : 0;
     int known = kind || !strcmp(path, "/v1/models") || !strcmp(path, "/health") ||
@@ -370,6 +373,7 @@ static int parse(int argc, char **argv, Server *s) {
         else if (!strcmp(a, "--threads")) INT(1, &s->threads);
         else if (!strcmp(a, "--max-batch")) INT(1, &s->max_batch);
         else if (!strcmp(a, "--state-file-dir")) { VAL(); s->state_file_dir = v; }
+        else if (!strcmp(a, "--no-webui")) s->no_webui = 1;
         else if (!strcmp(a, "--state-file")) {
             VAL();
             if (k3_state_file_mode(v, &s->state_file))
@@ -530,6 +534,9 @@ int k3_serve_main(int argc, char **argv) {
             s->eng.m.cfg.vocab_size, s->ctx, k3_kernels_name(), s->max_batch,
             s->batch_auto ? ", the memory plan's" : "", k3_now() - t0);
     int v6 = strchr(s->host, ':') != NULL;
+    if (!s->no_webui)
+        fprintf(stderr, "k3: chat page: open http://%s%s%s:%d/ in a browser\n", v6 ? "[" : "",
+                s->host, v6 ? "]" : "", port);
     fprintf(stderr, "k3: listening on http://%s%s%s:%d\n", v6 ? "[" : "", s->host, v6 ? "]" : "",
             port);
     serve_engine_loop(s, &stopping);

@@ -62,6 +62,10 @@ void buf_fmt(Buf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 void buf_json(Buf *s, const char *p, size_t n);     /* as a JSON string literal */
 void buf_free(Buf *s);
 
+/* ---- serve_web.c: the chat page (--no-webui: off) ---- */
+/* Answers GET (or HEAD) of one of the page's files: 1 done, 0 not a page path, -1 gone. */
+int serve_web(int fd, const char *method, const char *path, int keep_alive);
+
 /* ---- serve_req.c ---- */
 enum { REQ_CHAT = 1, REQ_COMPLETION = 2 };
 #define REQ_MAX_STOP 4
@@ -197,6 +201,7 @@ struct Server {
     const char *cors;                        /* --cors: "*", "off" or an origin */
     int port, threads, ctx, max_tokens, max_conns, max_queue, timeout_s, max_batch;
     int batch_auto;                          /* max_batch is the plan's (no --max-batch) */
+    int no_webui;                            /* --no-webui: no chat page at GET / */
     double cache_gb;
     K3MemOpts mem;
     /* engine (the engine thread only, once ready) */

@@ -229,7 +229,7 @@ head -c 5000000 /dev/zero | tr '\0' ' ' > "$T/big"
 chk 413 "huge body" -H 'Expect:' "$U/v1/chat/completions" --data-binary @"$T/big"
 chk 501 "chunked request body" -H 'Transfer-Encoding: chunked' "$U/v1/chat/completions" -d '{}'
 chk 404 "unknown path" "$U/v1/nothing"
-chk 404 "root path" "$U/"
+chk 404 "no such file beside the chat page" "$U/index.htm"
 chk 404 "engines path" "$U/v1/engines"
 chk 405 "GET chat/completions" "$U/v1/chat/completions"
 chk 405 "GET completions" "$U/v1/completions"

@@ -1,0 +1,192 @@
+// webui.mjs — the chat page of k3 serve and the figure of k3 bench --plot in a real browser
+// (Chromium through puppeteer-core), run by tests/sh/webui.sh, which starts the servers:
+//   K3_URL      k3 serve on tiny5 (greedy replies of the model)
+//   K3_XSS_URL  k3 serve whose every reply is crafted markup (K3_SERVE_TEST_REPLY)
+//   K3_KEY_URL  k3 serve --api-key test-key
+//   K3_SVG, K3_HTML  k3 bench --plot FILE.svg and -o html of a small grid
+//   K3_SHOTS    folder for the screenshots; CHROMIUM the browser
+import puppeteer from 'puppeteer-core';
+
+const env = process.env;
+let fails = 0;
+const ok = (m) => console.log('ok   ' + m);
+const bad = (m) => { console.log('FAIL ' + m); fails++; };
+const check = (c, m, why) => (c ? ok(m) : bad(m + (why ? ': ' + why : '')));
+
+const browser = await puppeteer.launch({
+  executablePath: env.CHROMIUM, headless: true,
+  args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
+});
+const dialogs = [];
+async function open(url) {
+  const page = await browser.newPage();
+  await page.setViewport({ width: 1000, height: 640 });
+  page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss(); });
+  page.on('pageerror', (e) => bad('a script error on the page: ' + e.message));
+  await page.evaluateOnNewDocument(() => { window.__pwned = 0; });
+  return page;
+}
+const idle = (page) => page.waitForFunction(() => document.body.dataset.state === 'idle' &&
+  document.getElementById('stop').disabled, { timeout: 60000 });
+const conv = (page) => page.evaluate(() => {
+  const cs = JSON.parse(localStorage.getItem('k3.convs')), cur = JSON.parse(localStorage.getItem('k3.cur'));
+  return cs.find((c) => c.id === cur);
+});
+async function say(page, text) {
+  await page.focus('#input');
+  await page.keyboard.type(text);
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.body.dataset.state === 'busy' || document.getElementById('stop').disabled === false, { timeout: 10000 }).catch(() => {});
+  await idle(page);
+}
+async function setField(page, id, v) {
+  await page.$eval('#' + id, (e, v) => { e.value = v; e.dispatchEvent(new Event('change')); }, String(v));
+}
+
+try {
+  // 1. load: weight, first paint, model and health shown
+  const page = await open(env.K3_URL + '/');
+  await page.goto(env.K3_URL + '/', { waitUntil: 'load' });
+  // the browser's own paint timing (its entry comes once the frame is drawn)
+  const paint = await page.evaluate(() => new Promise((done) => {
+    const get = () => performance.getEntriesByType('paint');
+    if (get().length) return done(get()[0].startTime);
+    new PerformanceObserver((l) => done(l.getEntries()[0].startTime)).observe({ type: 'paint', buffered: true });
+    setTimeout(() => done(-1), 5000);
+  }));
+  check(paint >= 0 && paint < 1000, `first paint ${paint.toFixed(0)} ms (< 1000)`);
+  await page.waitForFunction(() => /tiny5/.test(document.getElementById('model').textContent) &&
+    /ok/.test(document.getElementById('health').textContent), { timeout: 10000 });
+  // page weight: the document and every file it loaded that is not an API call
+  const files = ['/', ...(await page.evaluate(() => performance.getEntriesByType('resource')
+    .map((e) => new URL(e.name).pathname)))].filter((f) => !/^\/(v1|health|metrics)/.test(f));
+  let bytes = 0;
+  for (const f of new Set(files)) bytes += (await (await fetch(env.K3_URL + f)).arrayBuffer()).byteLength;
+  check(bytes > 0 && bytes <= 100 * 1024, `page weight ${bytes} bytes (<= 102400): ${[...new Set(files)].join(' ')}`);
+  ok('the header shows the model, health ok and ' + await page.$eval('#memory', (e) => e.textContent));
+
+  // 2. Shift+Enter is a new line, Enter sends; the streamed reply equals the API's greedy one
+  await setField(page, 'max_tokens', 64);
+  await page.focus('#input');
+  await page.keyboard.type('Hello');
+  await page.keyboard.down('Shift'); await page.keyboard.press('Enter'); await page.keyboard.up('Shift');
+  await page.keyboard.type('there');
+  const drafted = await page.$eval('#input', (e) => e.value);
+  check(drafted === 'Hello\nthere' && (await page.$$('.msg')).length === 0,
+    'Shift+Enter adds a new line without sending', JSON.stringify(drafted));
+  await page.keyboard.press('Enter');
+  await idle(page);
+  let c = await conv(page);
+  const r = await (await fetch(env.K3_URL + '/v1/chat/completions', { method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'Hello\nthere' }], temperature: 0,
+      top_p: 1, max_tokens: 64 }) })).json();
+  const got = c.messages[1], want = r.choices[0].message;
+  check(got.content === want.content && got.reasoning === (want.reasoning_content || ''),
+    `the streamed reply equals the API's greedy reply (${got.reasoning.length} + ${got.content.length} characters)`,
+    JSON.stringify([got.content, want.content]));
+  const think = await page.$eval('.msg.assistant details.think', (d) => [d.open, d.querySelector('summary').textContent, d.querySelector('div').textContent]).catch(() => null);
+  check(!want.reasoning_content || (think && !think[0] && think[2] === want.reasoning_content &&
+    think[1].includes(String(want.reasoning_content.length))), 'thinking folded, with its length: ' + (think && think[1]));
+  const st = await page.$eval('.msg.assistant .stats', (e) => e.textContent);
+  check(/TTFT [0-9.]+ s/.test(st) && /tokens\/s/.test(st) && /cached \d+ of \d+/.test(st),
+    'per reply: ' + st);
+
+  // 3. stop a reply mid-stream: the server stays healthy and frees the engine
+  await setField(page, 'max_tokens', 3000);
+  await setField(page, 'temperature', 1);
+  await page.focus('#input');
+  await page.keyboard.type('Go on');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => {
+    const m = document.querySelectorAll('.msg.assistant'); const l = m[m.length - 1];
+    return m.length === 2 && l.textContent.length > 20;
+  }, { timeout: 30000 });
+  await page.click('#stop');
+  await idle(page);
+  c = await conv(page);
+  const stopped = c.messages[3];
+  check(stopped && stopped.stats.stopped && stopped.stats.completion_tokens === undefined,
+    `Stop aborts the stream (${(stopped.reasoning + stopped.content).length} characters kept)`);
+  let active = -1;
+  for (let i = 0; i < 50 && active !== 0; i++) {
+    const m = await (await fetch(env.K3_URL + '/metrics')).text();
+    active = Number(/^k3_batch_active (\d+)/m.exec(m)[1]);
+    if (active) await new Promise((s) => setTimeout(s, 100));
+  }
+  const h = await fetch(env.K3_URL + '/health');
+  check(h.status === 200 && active === 0, `after Stop: /health ${h.status}, k3_batch_active ${active}`);
+
+  // 4. reload: the conversation is kept, and its next turn resumes the server's cached prefix
+  await setField(page, 'max_tokens', 16);
+  await setField(page, 'temperature', 0);
+  const before = await page.$$eval('.msg', (n) => n.map((e) => e.textContent));
+  await page.reload({ waitUntil: 'load' });
+  await idle(page);
+  const after = await page.$$eval('.msg', (n) => n.map((e) => e.textContent));
+  check(JSON.stringify(before) === JSON.stringify(after) && after.length === 4,
+    `after a reload the conversation is back (${after.length} messages)`);
+  await say(page, 'And now?');
+  c = await conv(page);
+  const s3 = c.messages[5].stats;
+  check(s3.cached_tokens > 0, `its next turn: cached_tokens ${s3.cached_tokens} of ${s3.prompt_tokens}`);
+  if (env.K3_SHOTS) await page.screenshot({ path: env.K3_SHOTS + '/webui.png' });
+
+  // 5. untrusted output: a reply with a script, an onerror image and javascript: links
+  const x = await open(env.K3_XSS_URL + '/');
+  await x.goto(env.K3_XSS_URL + '/', { waitUntil: 'load' });
+  await idle(x);
+  await say(x, 'show me');
+  const dom = await x.evaluate(() => {
+    const log = document.getElementById('log');
+    return { pwned: window.__pwned, scripts: log.querySelectorAll('script, img, iframe, object').length,
+      hrefs: [...log.querySelectorAll('a')].map((a) => [a.getAttribute('href'), a.rel]),
+      text: log.textContent, h: log.querySelectorAll('h2').length, li: log.querySelectorAll('li').length,
+      em: log.querySelectorAll('em, strong').length, pre: log.querySelectorAll('pre button').length };
+  });
+  check(dom.pwned === 0 && dialogs.length === 0, 'no script from the reply ran (window.__pwned 0, no dialog)');
+  check(dom.scripts === 0 && dom.text.includes('<script>') && dom.text.includes('<img src=x onerror='),
+    'the reply\'s <script> and <img onerror> show as text, no such element');
+  check(dom.hrefs.length === 1 && dom.hrefs[0][0] === 'https://example.com/' &&
+    dom.hrefs[0][1].includes('noopener') && dom.text.includes('javascript:'),
+    'javascript: and data: links stay text; the https one is a link with rel=noopener',
+    JSON.stringify(dom.hrefs));
+  check(dom.h === 1 && dom.li === 2 && dom.em >= 2 && dom.pre === 1,
+    'markdown: a heading, a list, emphasis, a code block with a copy button', JSON.stringify(dom));
+  if (env.K3_SHOTS) await x.screenshot({ path: env.K3_SHOTS + '/webui_untrusted.png' });
+
+  // 6. --api-key: the page asks for the key, then works
+  const k = await open(env.K3_KEY_URL + '/');
+  await k.goto(env.K3_KEY_URL + '/', { waitUntil: 'load' });
+  await k.waitForSelector('#keyform:not([hidden])', { timeout: 10000 });
+  await k.type('#key', 'test-key');
+  await k.click('#keyform button');
+  await k.waitForFunction(() => /tiny5/.test(document.getElementById('model').textContent), { timeout: 10000 });
+  await setField(k, 'max_tokens', 4);
+  await say(k, 'hi');
+  const kc = await conv(k);
+  check(kc.messages.length === 2 && kc.messages[1].role === 'assistant',
+    'with --api-key the page asks for the key, then chats');
+
+  // 7. the bench figure: axes and series, as an SVG file and inside -o html
+  for (const [f, what] of [[env.K3_SVG, 'the SVG'], [env.K3_HTML, '-o html']]) {
+    const p = await open('file://' + f);
+    await p.goto('file://' + f, { waitUntil: 'load' });
+    const g = await p.evaluate(() => {
+      const svg = document.querySelector('svg'), b = svg.getBoundingClientRect();
+      const pts = [...document.querySelectorAll('g.series circle')].map((c) => c.getBoundingClientRect());
+      return { w: b.width, h: b.height, axes: document.querySelectorAll('g.axis').length,
+        series: document.querySelectorAll('g.series').length, pts: pts.length,
+        inside: pts.every((r) => r.width > 0 && r.left >= b.left && r.right <= b.right && r.top >= b.top && r.bottom <= b.bottom),
+        labels: [...document.querySelectorAll('g.axis text.label')].map((t) => t.textContent) };
+    });
+    check(g.w > 500 && g.axes === 4 && g.series >= 2 && g.pts >= 4 && g.inside &&
+      g.labels.some((l) => /\(GB\)/.test(l)) && g.labels.some((l) => /s\/token/.test(l)),
+      `${what}: rendered ${g.w}x${g.h}, 4 axes (${g.labels.join('; ')}), ${g.series} series, ${g.pts} points inside`);
+    if (env.K3_SHOTS && f === env.K3_SVG) await p.screenshot({ path: env.K3_SHOTS + '/bench_plot.png' });
+  }
+} catch (e) {
+  bad('the browser test stopped: ' + (e && e.stack ? e.stack : e));
+}
+await browser.close();
+process.exit(fails ? 1 : 0);
