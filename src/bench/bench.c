@@ -108,10 +108,14 @@ static double read_once(const uint64_t *p, size_t n) {
     return n * 8.0 / (k3_now() - t0) / 1e9;
 }
 
-/* ---- FMA peak: 12 independent register accumulators, no memory traffic */
+/* ---- FMA peak: 12 independent register accumulators, no memory traffic. They start at
+ * 12 different values: equal ones let the compiler merge the 12 chains into one (it did:
+ * one vfmadd a loop, so the "peak" was 12 FMAs per FMA latency, 1.5x the two FMA ports
+ * of the machine, and every % of peak was 2/3 of the truth). */
 #define PEAK_BODY(T, FMA, SET)                                                            \
-    T a0 = SET(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0,       \
-      a8 = a0, a9 = a0, a10 = a0, a11 = a0, m = SET(0.9999999f), c = SET(1e-7f);           \
+    T a0 = SET(1.0f), a1 = SET(1.01f), a2 = SET(1.02f), a3 = SET(1.03f), a4 = SET(1.04f),   \
+      a5 = SET(1.05f), a6 = SET(1.06f), a7 = SET(1.07f), a8 = SET(1.08f), a9 = SET(1.09f),  \
+      a10 = SET(1.1f), a11 = SET(1.11f), m = SET(0.9999999f), c = SET(1e-7f);             \
     for (long i = 0; i < iters; i++) {                                                    \
         a0 = FMA(a0, m, c); a1 = FMA(a1, m, c); a2 = FMA(a2, m, c); a3 = FMA(a3, m, c);    \
         a4 = FMA(a4, m, c); a5 = FMA(a5, m, c); a6 = FMA(a6, m, c); a7 = FMA(a7, m, c);    \
