@@ -35,6 +35,9 @@
 #ifndef TM
 #define TM 6
 #endif
+#if KC != 512
+#error "lg in k3_avx512_gemm assumes KC = 512"
+#endif
 #define KS (KC + 16)   /* panel stride in floats: rows of a panel do not share L1 sets */
 
 /* rows [r, r+nr) x columns [c0, c1) of W into wp (stride KS), as fp32 */
@@ -87,8 +90,13 @@ static void copy_x(const float *X, size_t cols, int type, int t, int nt, int c0,
 /* One register tile: R rows (wp, stride KS) x TT tokens (xp, stride KS) over n columns.
  * acc continues from park (c0 > 0) or +0; at the last column block the fold goes to Y,
  * else the lanes are parked again. */
+/* The next block's weights, fetched into L2 during the first token tile of this one (the
+ * row pieces of a block are short and far apart: the hardware prefetcher does not get
+ * ahead of the decode): row i at base + i * stride, 1 << lg lines a row. */
+typedef struct { const char *base; size_t stride; int lg; } Pf;
+
 INL void tile(const float *wp, const float *xp, int n, int R, int TT, float *park, int first,
-              int last, float *Y, size_t rows, int r, int t) {
+              int last, float *Y, size_t rows, int r, int t, const char *pf, const Pf *P) {
     __m512 acc[TR][TM];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
@@ -97,6 +105,10 @@ INL void tile(const float *wp, const float *xp, int n, int R, int TT, float *par
             acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(park + (i * SC_T + j) * 16);
     int c = 0;
     for (; c + 16 <= n; c += 16) {
+        if (pf)                                  /* up to 4 lines a step, R rows' worth */
+            for (int q = 0, L = c / 4; q < 4 && L < R << P->lg; q++, L++)
+                _mm_prefetch(pf + (size_t)(L >> P->lg) * P->stride +
+                             ((size_t)(L & ((1 << P->lg) - 1)) << 6), _MM_HINT_T1);
         __m512 w[TR];
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) w[i] = _mm512_load_ps(wp + i * KS + c);
@@ -130,14 +142,14 @@ INL void tile(const float *wp, const float *xp, int n, int R, int TT, float *par
 
 /* every row tile of the block for tokens [t, t+TT) */
 INL void rows_tt(const float *wpan, const float *xp, int n, int nr, int TT, float *park,
-                 int first, int last, float *Y, size_t rows, int rb, int t) {
+                 int first, int last, float *Y, size_t rows, int rb, int t, const Pf *P) {
     int i = 0;
     for (; i + TR <= nr; i += TR)
         tile(wpan + (size_t)i * KS, xp, n, TR, TT, park + i * SC_T * 16, first, last, Y, rows,
-             rb + i, t);
+             rb + i, t, P ? P->base + i * P->stride : NULL, P);
     for (; i < nr; i++)
         tile(wpan + (size_t)i * KS, xp, n, 1, TT, park + i * SC_T * 16, first, last, Y, rows,
-             rb + i, t);
+             rb + i, t, P ? P->base + i * P->stride : NULL, P);
 }
 
 int k3_avx512_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
@@ -146,6 +158,9 @@ int k3_avx512_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int
                                             (size_t)(SC_R + SC_T) * KS));
     if (!sc) return -1;
     float *wpan = sc + SC_R * SC_T * 16, *xpan = wpan + (size_t)SC_R * KS;
+    /* es: weight bytes x 2 per element; lg: log2 of the 64-byte lines of KC columns */
+    const size_t es = W->type == K3_W_F32 ? 8 : W->type == K3_W_BF16 ? 4 : 1;
+    const int lg = W->type == K3_W_F32 ? 5 : W->type == K3_W_BF16 ? 4 : 2;
     int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;   /* even token blocks */
     for (int tb = t0; tb < t1; tb += per) {
         int nt = t1 - tb > per ? per : t1 - tb;
@@ -155,12 +170,17 @@ int k3_avx512_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int
                 int c1 = (int)cols - c0 > KC ? c0 + KC : (int)cols, n = c1 - c0;
                 int first = c0 == 0, last = c1 == (int)cols;
                 decode_w(W, rb, nr, c0, c1, wpan);
+                int nrow = c1 < (int)cols ? rb : rb + SC_R, ncol = c1 < (int)cols ? c1 : 0;
+                Pf pf = { NULL, cols * es / 2, lg };
+                if (nrow < r1) pf.base = (const char *)W->w + ((size_t)nrow * cols + ncol) * es / 2;
                 copy_x(X, cols, W->type, tb, nt, c0, c1, xpan);
                 for (int j = 0; j < nt;) {
                     const float *xp = xpan + (size_t)j * KS;
                     float *pk = sc + j * 16;
                     int t = tb + j;
-#define RT(N) rows_tt(wpan, xp, n, nr, N, pk, first, last, Y, rows, rb, t); j += N; break
+#define RT(N) rows_tt(wpan, xp, n, nr, N, pk, first, last, Y, rows, rb, t, j ? NULL : P); \
+                     j += N; break
+                    const Pf *P = pf.base ? &pf : NULL;
                     switch (nt - j < TM ? nt - j : TM) {
                     case 1: RT(1);
                     case 2: RT(2);
