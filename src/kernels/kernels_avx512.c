@@ -84,8 +84,12 @@ static void kda_step_avx512(float *S, const float *q, const float *k, const floa
 }
 
 /* ---- matmul. Matvec (T = 1): 8 rows at a time (8 independent 16-lane chains share each
- * x load), software prefetch PF bytes ahead on every row stream. Prefill (T > 1): the
- * blocked GEMM of kernels_avx512_gemm.c. */
+ * x load), software prefetch PF bytes ahead on every row stream. Prefill: T < GEMM_T
+ * register tiles of R rows x TT tokens (one zmm accumulator each), column-blocked; from
+ * GEMM_T tokens the blocked GEMM of kernels_avx512_gemm.c. Both give the T = 1 bits. */
+#ifndef GEMM_T
+#define GEMM_T 32
+#endif
 typedef struct {
     int cols;
     const float *wf; const uint16_t *wb; const uint8_t *wp, *ws;
@@ -132,7 +136,7 @@ INL void mv_fb(const M *m, int type, int R, float *y, const float *x, int r) {
 /* MXFP4: 16 bytes = one 32-element block -> 16 dwords (vpmovzxbd); the low nibble of
  * lane l is element 2l, the high nibble element 2l+1 (the canonical MXFP4 lane order);
  * vpermps reads only the low 4 bits of its index, so the shift is the only decode op. */
-/* k3_avx512_mxtab[s] = e2m1[0..15] * 2^(s-127): the reference's exact products, 16 KB, built once
+/* mxtab[s] = e2m1[0..15] * 2^(s-127): the reference's exact products, 16 KB, built once
  * at start-up; one 64-byte load replaces broadcast + multiply in the inner loops. */
 float k3_avx512_mxtab[256][16] __attribute__((aligned(64)));
 __attribute__((constructor)) static void mxtab_init(void) {
@@ -190,6 +194,182 @@ INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
     for (int i = 0; i < R; i++) y[r + i] = fold(acc[i]);
 }
 
+/* Prefill with few tokens (T < GEMM_T; more: kernels_avx512_gemm.c, which decodes each
+ * block of weights to fp32 once, a cost that only pays from ~32 tokens on): blocks of SC_R
+ * rows x SC_T tokens x KC columns (128 x 72 x 1024, picked by measurement on a Zen 5 class
+ * core; 3x8 and 2x8 tiles were slower than 4x6). The 16 lanes of each accumulator continue
+ * from / are parked in sc[(i*SC_T + j)*16] between column blocks: the lane sequence of
+ * fused multiply-adds is unchanged, so are the bits. x(j, c) is
+ * xb[j*xs + c - xc], a panel of the block's columns copied from X (contiguous, no 4K
+ * aliasing between tokens); for MXFP4 every 32-block de-interleaved (16 even elements,
+ * then 16 odd). */
+#ifndef SC_R
+#define SC_R 128
+#endif
+#ifndef SC_T
+#define SC_T 72
+#endif
+#ifndef TR            /* register tile: TR rows x up to TM tokens (TR*TM accumulators) */
+#define TR 4
+#define TM 6
+#endif
+#ifndef KC
+#define KC 1024
+#endif
+INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *xb, size_t xs,
+              int xc, int r, int t, int c0, int c1, float *sc, int pf) {
+    int cols = m->cols;
+    __m512 acc[TR][TM];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < TT; j++)
+            acc[i][j] = c0 ? _mm512_load_ps(sc + (i * SC_T + j) * 16) : _mm512_setzero_ps();
+    if (type == K3_W_MXFP4) {
+        for (int c = c0; c < c1; c += 32) {
+            __m512 we[TR], wo[TR];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                size_t o = (size_t)(r + i) * cols + c;
+                if (pf && !(c & 96))
+                    _mm_prefetch((const char *)m->wp + o / 2 + KC / 2, _MM_HINT_T0);
+                __m512 tab = mx_tab(m, o / 32);
+                __m512i v = mx_bytes(m, o / 2);
+                we[i] = _mm512_permutexvar_ps(v, tab);
+                wo[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab);
+            }
+#pragma GCC unroll 8
+            for (int j = 0; j < TT; j++) {
+                __m512 x = _mm512_load_ps(xb + j * xs + c - xc);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(we[i], x, acc[i][j]);
+                x = _mm512_load_ps(xb + j * xs + c - xc + 16);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(wo[i], x, acc[i][j]);
+            }
+        }
+    } else {
+        int c = c0;
+        for (; c + 16 <= c1; c += 16) {
+            __m512 w[TR];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) {
+                size_t o = (size_t)(r + i) * cols + c;
+                if (pf)
+                    _mm_prefetch(w_addr(m, type, o) + KC * (type == K3_W_F32 ? 4 : 2), _MM_HINT_T0);
+                w[i] = ld_w(m, type, o, 0xFFFF);
+            }
+#pragma GCC unroll 8
+            for (int j = 0; j < TT; j++) {
+                __m512 x = _mm512_loadu_ps(xb + j * xs + c - xc);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(w[i], x, acc[i][j]);
+            }
+        }
+        if (c < c1) {
+            __mmask16 k = tailmask(c1 - c);
+            __m512 w[TR];
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) w[i] = ld_w(m, type, (size_t)(r + i) * cols + c, k);
+#pragma GCC unroll 8
+            for (int j = 0; j < TT; j++) {
+                __m512 x = _mm512_maskz_loadu_ps(k, xb + j * xs + c - xc);
+#pragma GCC unroll 4
+                for (int i = 0; i < R; i++)
+                    acc[i][j] = _mm512_mask3_fmadd_ps(w[i], x, acc[i][j], k);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < TT; j++) {
+            if (c1 == cols) Y[(size_t)(t + j) * rows + r + i] = fold(acc[i][j]);
+            else _mm512_store_ps(sc + (i * SC_T + j) * 16, acc[i][j]);
+        }
+}
+
+
+/* all row tiles of rows [rb, rbe) for tokens [t, t+TT) over columns [c0, c1) */
+INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *X, int rb, int rbe,
+                 int tb, int t, int c0, int c1, float *sc_buf, const float *panel) {
+    (void)X;
+    const float *xb = panel + (size_t)(t - tb) * KC;
+    size_t xs = KC;
+    int xc = c0;
+    int pf = t == tb && c1 < m->cols;       /* first token tile: fetch the next column block */
+    for (int r = rb; r < rbe;) {
+        float *s = sc_buf + ((r - rb) * SC_T + (t - tb)) * 16;
+        if (rbe - r >= TR) {
+            tile(m, type, TR, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s, pf); r += TR;
+        } else { tile(m, type, 1, TT, Y, rows, xb, xs, xc, r, t, c0, c1, s, pf); r += 1; }
+    }
+}
+
+INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1,
+                 int t0, int t1, float *sc_buf, float *panel) {
+    const __m512i EV = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i OD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;   /* even token blocks */
+    for (int tb = t0; tb < t1; tb += per) {
+        int tbe = t1 - tb > per ? tb + per : t1;
+        for (int rb = r0; rb < r1; rb += SC_R) {
+            int rbe = r1 - rb > SC_R ? rb + SC_R : r1;
+            for (int c0 = 0; c0 < m->cols; c0 += KC) {
+                int c1 = m->cols - c0 > KC ? c0 + KC : m->cols;
+                if (type == K3_W_MXFP4)
+                    for (int t = tb; t < tbe; t++)
+                        for (int c = c0; c < c1; c += 32) {
+                            const float *x = X + (size_t)t * m->cols + c;
+                            __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
+                            float *p = panel + (size_t)(t - tb) * KC + (c - c0);
+                            _mm512_store_ps(p, _mm512_permutex2var_ps(x0, EV, x1));
+                            _mm512_store_ps(p + 16, _mm512_permutex2var_ps(x0, OD, x1));
+                        }
+                else
+                    for (int t = tb; t < tbe; t++)
+                        memcpy(panel + (size_t)(t - tb) * KC, X + (size_t)t * m->cols + c0,
+                               sizeof(float) * (c1 - c0));
+                for (int t = tb; t < tbe;) {
+                    switch (tbe - t) {
+                    case 1:
+                        rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 1; break;
+                    case 2:
+                        rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 2; break;
+                    case 3:
+                        rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 3; break;
+                    case 4:
+                        rows_tt(m, type, 4, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 4; break;
+                    case 5:
+                        rows_tt(m, type, 5, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 5; break;
+#if TM == 6
+                    default:
+                        rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 6; break;
+#else
+                    case 6:
+                        rows_tt(m, type, 6, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 6; break;
+                    case 7:
+                        rows_tt(m, type, 7, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 7; break;
+                    default:
+                        rows_tt(m, type, 8, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf, panel);
+                        t += 8; break;
+#endif
+                    }
+                }
+            }
+        }
+    }
+}
+
+
 #define MATVEC(FN, ...)                                                                   \
     for (r = r0; r < r1;) {                                                               \
         if (r1 - r >= 8) { FN(__VA_ARGS__, 8, Y, X, r); r += 8; }                         \
@@ -210,8 +390,17 @@ static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int 
         else MATVEC(mv_mx, &m)
         return;
     }
-    if (k3_avx512_gemm(Y, W, X, r0, r1, t0, t1))            /* kernels_avx512_gemm.c */
-        k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1);   /* no scratch: same bits */
+    if (t1 - t0 >= GEMM_T) {
+        if (k3_avx512_gemm(Y, W, X, r0, r1, t0, t1))        /* kernels_avx512_gemm.c */
+            k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1);   /* no scratch: same bits */
+        return;
+    }
+    float *sc = k3_scratch(sizeof(float) * (SC_R * SC_T * 16 + SC_T * KC));
+    if (!sc) { k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1); return; }   /* same bits */
+    float *panel = sc + SC_R * SC_T * 16;
+    if (W->type == K3_W_F32) blocked(&m, K3_W_F32, Y, rows, X, r0, r1, t0, t1, sc, panel);
+    else if (W->type == K3_W_BF16) blocked(&m, K3_W_BF16, Y, rows, X, r0, r1, t0, t1, sc, panel);
+    else blocked(&m, K3_W_MXFP4, Y, rows, X, r0, r1, t0, t1, sc, panel);
 }
 
 static const K3KernelOps OPS = {
