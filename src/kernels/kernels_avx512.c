@@ -84,8 +84,12 @@ static void kda_step_avx512(float *S, const float *q, const float *k, const floa
 }
 
 /* ---- matmul. Matvec (T = 1): 8 rows at a time (8 independent 16-lane chains share each
- * x load), software prefetch PF bytes ahead on every row stream. Prefill (T > 1):
- * register tiles of R rows x TT tokens (one zmm accumulator each), column-blocked. */
+ * x load), software prefetch PF bytes ahead on every row stream. Prefill: T < GEMM_T
+ * register tiles of R rows x TT tokens (one zmm accumulator each), column-blocked; from
+ * GEMM_T tokens the blocked GEMM of kernels_avx512_gemm.c. Both give the T = 1 bits. */
+#ifndef GEMM_T
+#define GEMM_T 32
+#endif
 typedef struct {
     int cols;
     const float *wf; const uint16_t *wb; const uint8_t *wp, *ws;
@@ -134,21 +138,21 @@ INL void mv_fb(const M *m, int type, int R, float *y, const float *x, int r) {
  * vpermps reads only the low 4 bits of its index, so the shift is the only decode op. */
 /* mxtab[s] = e2m1[0..15] * 2^(s-127): the reference's exact products, 16 KB, built once
  * at start-up; one 64-byte load replaces broadcast + multiply in the inner loops. */
-static float mxtab[256][16] __attribute__((aligned(64)));
+float k3_avx512_mxtab[256][16] __attribute__((aligned(64)));
 __attribute__((constructor)) static void mxtab_init(void) {
     for (int s = 0; s < 256; s++) {
         union { uint32_t u; float f; } v = { k3_e8m0_bits[s] };
-        for (int n = 0; n < 16; n++) mxtab[s][n] = k3_e2m1[n] * v.f;
+        for (int n = 0; n < 16; n++) k3_avx512_mxtab[s][n] = k3_e2m1[n] * v.f;
     }
 }
-INL __m512 mx_tab(const M *m, size_t si) { return _mm512_load_ps(mxtab[m->ws[si]]); }
+INL __m512 mx_tab(const M *m, size_t si) { return _mm512_load_ps(k3_avx512_mxtab[m->ws[si]]); }
 INL __m512i mx_bytes(const M *m, size_t bo) {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(m->wp + bo)));
 }
 
 /* one 32-block of one row: bytes at p, scale byte at *s */
 INL __m512 mx_block(const uint8_t *p, const uint8_t *s, __m512 xe, __m512 xo, __m512 acc) {
-    __m512 tab = _mm512_load_ps(mxtab[*s]);
+    __m512 tab = _mm512_load_ps(k3_avx512_mxtab[*s]);
     __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
     acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(v, tab), xe, acc);
     return _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab), xo, acc);
@@ -190,11 +194,12 @@ INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
     for (int i = 0; i < R; i++) y[r + i] = fold(acc[i]);
 }
 
-/* Prefill: blocks of SC_R rows x SC_T tokens x KC columns (128 x 72 x 1024, picked by
- * measurement on a Zen 5 class core; 3x8 and 2x8 tiles were slower than 4x6). The 16
- * lanes of each accumulator continue from / are parked in sc[(i*SC_T + j)*16] between
- * column blocks:
- * the lane sequence of fused multiply-adds is unchanged, so are the bits. x(j, c) is
+/* Prefill with few tokens (T < GEMM_T; more: kernels_avx512_gemm.c, which decodes each
+ * block of weights to fp32 once, a cost that only pays from ~32 tokens on): blocks of SC_R
+ * rows x SC_T tokens x KC columns (128 x 72 x 1024, picked by measurement on a Zen 5 class
+ * core; 3x8 and 2x8 tiles were slower than 4x6). The 16 lanes of each accumulator continue
+ * from / are parked in sc[(i*SC_T + j)*16] between column blocks: the lane sequence of
+ * fused multiply-adds is unchanged, so are the bits. x(j, c) is
  * xb[j*xs + c - xc], a panel of the block's columns copied from X (contiguous, no 4K
  * aliasing between tokens); for MXFP4 every 32-block de-interleaved (16 even elements,
  * then 16 odd). */
@@ -383,6 +388,11 @@ static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int 
         if (W->type == K3_W_F32) MATVEC(mv_fb, &m, K3_W_F32)
         else if (W->type == K3_W_BF16) MATVEC(mv_fb, &m, K3_W_BF16)
         else MATVEC(mv_mx, &m)
+        return;
+    }
+    if (t1 - t0 >= GEMM_T) {
+        if (k3_avx512_gemm(Y, W, X, r0, r1, t0, t1))        /* kernels_avx512_gemm.c */
+            k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1);   /* no scratch: same bits */
         return;
     }
     float *sc = k3_scratch(sizeof(float) * (SC_R * SC_T * 16 + SC_T * KC));

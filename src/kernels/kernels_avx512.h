@@ -24,4 +24,9 @@ INL __mmask16 tailmask(int n) { return (__mmask16)((1u << n) - 1); }
  * table the coded prefill multiplies its decoded rows with. */
 void k3_avx512_coded_matmul(const K3KernelOps *ops, float *Y, const K3Mat *W, const float *X,
                             int r0, int r1, int t0, int t1);
+/* Prefill rows [r0, r1) x tokens [t0, t1) of an F32, BF16 or MXFP4 matrix as a blocked
+ * GEMM (kernels_avx512_gemm.c); -1 without scratch (nothing written). */
+int k3_avx512_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1);
+/* mxtab[s][n] = e2m1[n] * 2^(s-127), the reference's exact products (kernels_avx512.c) */
+extern float k3_avx512_mxtab[256][16];
 #endif

@@ -105,6 +105,37 @@ static void check_matmul(const char *path, int nth) {
     }
 }
 
+/* the prefill tiles' edges (issue 24): T = 1, 2 and around the 6-token tile and the
+ * 64/72-token blocks, rows that are not a multiple of the 4-row tile or the 64-row block,
+ * the fewest columns and a column count past one 512-column block with a tail; MXFP4
+ * with NaN scale bytes (255) in some blocks. Every output must equal the scalar's bits. */
+static void check_edges(const char *path, int nth) {
+    static const int TS[] = { 1, 2, 63, 64, 65, 257 };
+    static const int RS[] = { 5, 70 };
+    static const int CS[] = { 1, 17, 529 }, MCS[] = { 32, 544 };
+    const K3KernelOps *ref = k3_kernels_scalar();
+    for (int type = 0; type < 3; type++)
+    for (int ti = 0; ti < 6; ti++)
+    for (int ri = 0; ri < 2; ri++)
+    for (int ci = 0; ci < (type == 2 ? 2 : 3); ci++) {
+        int T = TS[ti], rows = RS[ri], cols = type == 2 ? MCS[ci] : CS[ci];
+        K3Mat m; void *buf;
+        fill_mat(&m, type, rows, cols, 0, &buf);
+        if (type == 2)
+            for (int i = 0; i < rows * cols / 32; i += 5) ((uint8_t *)m.scale)[i] = 255;
+        float *X = malloc(sizeof(float) * T * cols), *Y = malloc(sizeof(float) * T * rows),
+              *R = malloc(sizeof(float) * T * rows);
+        for (int i = 0; i < T * cols; i++) X[i] = frand();
+        ref->matmul(R, &m, X, 0, rows, 0, T);
+        k3_matmul(Y, &m, X, T);
+        int bad = 0;
+        for (int i = 0; i < T * rows; i++) bad += !same(Y[i], R[i]);
+        CHECK(!bad, "%s threads=%d edges %s %dx%d T=%d: %d outputs differ", path, nth,
+              TYPES[type], rows, cols, T, bad);
+        free(X); free(Y); free(R); free(buf);
+    }
+}
+
 static void check_vec(const char *path) {
     const K3KernelOps *ref = k3_kernels_scalar();
     enum { N = 1100 };
@@ -290,6 +321,7 @@ int main(void) {
         CHECK(k3_kernels_select(paths[p], err, sizeof err) == 0, "select %s: %s", paths[p], err);
         int f0 = fails;
         for (int t = 0; t < 4; t++) { k3_threads_set(NTH[t]); check_matmul(paths[p], NTH[t]); }
+        for (int t = 0; t < 2; t++) { k3_threads_set(NTH[t]); check_edges(paths[p], NTH[t]); }
         check_vec(paths[p]);
         CHECK(fp_misc() == misc_ref, "%s rmsnorm/softmax/situ differ from scalar", paths[p]);
         printf("%s   %s: matmul f32/bf16/mxfp4, dot, sum, axpy, kda_step, rmsnorm, softmax, situ "
