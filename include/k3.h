@@ -94,7 +94,8 @@ typedef struct {
     struct { float *logit, *wsel, *xl, *r, *xe, *g, *u, *y, *shared; unsigned char *sel;
              int *tok, *uni; } moe;
     struct { float *g, *u; } mlp;             /* dense MLP and the shared experts */
-    void *arena; size_t bytes;
+    void *arena; size_t bytes;                /* bytes: resident (what the plan counts) */
+    size_t map_bytes; int in_file, fd;        /* in_file: the arena maps a file (k3_runstate_open) */
 } K3RunState;
 
 /* What a forward pass runs on: the bound model, where its weights come from, and its
@@ -170,11 +171,21 @@ int k3_state_rollback(const K3Model *m, K3State *s, int keep);
 /* ---- scratch (src/forward/runstate.c) ---- */
 size_t k3_runstate_bytes(const K3Config *c, int max_T, int ctx, int logits_rows);
 int k3_runstate_init(K3RunState *rs, const K3Config *c, int max_T, int ctx, int logits_rows);
+/* As k3_runstate_init, or with dir: the buffers in an unlinked file there, mapped (a prompt
+ * whose activations do not fit the budget; forward.c drops the pages as it goes, so what is
+ * resident is k3_runstate_resident_bytes). 0, or -1 with the reason in err. */
+int k3_runstate_open(K3RunState *rs, const K3Config *c, int max_T, int ctx, int logits_rows,
+                     const char *dir, char *err, size_t errlen);
+#define K3_ROW_BLOCK 64                       /* rows per block of the row-wise steps */
+size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int logits_rows);
+void k3_runstate_drop(K3RunState *rs);
 /* Grows the MLA score rows for a context past the planned one; 0 or -1 (out of memory). */
 int k3_runstate_ctx(K3RunState *rs, const K3Config *c, int ctx);
 void k3_runstate_free(K3RunState *rs);
 
 /* ---- forward pass (src/forward) ---- */
+/* k3_matmul for the layers: with the run state in a file, its pages dropped after. */
+void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T);
 /* One step over n sequences (each with its own state), sum of T <= rs.max_T tokens: each
  * layer and each selected expert is read once for all of them, and every sequence gets
  * the bits of its solo k3_forward. logits: the rows of each sequence in order (T rows

@@ -37,6 +37,8 @@ typedef struct {
     int io_depth;                 /* --io-depth N: reads in flight (trunk chunks, experts) */
     double piece_mb;              /* --piece-mb X: trunk piece size (0: the plan's) */
     int piece_rows;               /* --piece-rows N (tests): rows per trunk piece */
+    int act_file;                 /* set by the plan: the forward buffers in a file (a
+                                   * prompt longer than memory holds, read once) */
 } K3MemOpts;
 void k3_mem_opts_init(K3MemOpts *o);
 
@@ -65,6 +67,8 @@ const K3MemStats *k3_mem_stats(const K3Mem *x);
 uint64_t k3_mem_buffer_bytes(const K3Mem *x);
 /* The prefill chunk the plan chose (the forward buffers' max_T). */
 int k3_mem_chunk(const K3Mem *x);
+/* The directory of the file the forward buffers map (the plan put them there), or NULL. */
+const char *k3_mem_act_dir(const K3Mem *x);
 /* The sequences the plan admits and where their states live (K3_STATES_*, statefile.h). */
 int k3_mem_seqs(const K3Mem *x);
 int k3_mem_state_mode(const K3Mem *x);

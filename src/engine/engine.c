@@ -31,12 +31,9 @@ int k3_engine_open(K3Engine *e, const K3EngineOpts *o, char *err, size_t errlen)
     if (!rc) {
         e->w = k3_mem_weights(e->mem);
         /* the buffers hold the chunk the plan chose (it may lower an automatic one) */
-        if (k3_runstate_init(&e->rs, &e->m.cfg, k3_mem_chunk(e->mem), o->mem.ctx,
-                             o->mem.logits_rows)) {
-            snprintf(err, errlen, "out of memory for the forward buffers (%.3f GB)",
-                     k3_mem_buffer_bytes(e->mem) / K3_GB);
+        if (k3_runstate_open(&e->rs, &e->m.cfg, k3_mem_chunk(e->mem), o->mem.ctx,
+                             o->mem.logits_rows, k3_mem_act_dir(e->mem), err, errlen))
             rc = K3_ERR_RUNTIME;
-        }
     }
     if (rc) k3_engine_close(e);
     return rc;

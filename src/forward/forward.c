@@ -30,6 +30,31 @@ static void add_rows(float *p, const float *a, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] += a[i];
 }
 
+/* A matmul of the step. With the buffers in a file (a prompt longer than memory holds:
+ * runstate.c) every page is dropped after it, so what stays mapped is one matmul's rows. */
+void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
+    k3_matmul(Y, W, X, T);
+    k3_runstate_drop(&e->rs);
+}
+
+/* h = Mix(B, p) with the score vector w (p alone while B is empty), then x = RMSNorm(h),
+ * K3_ROW_BLOCK rows at a time (both are row by row: the same bits as one call). */
+static void mix_norm(K3Engine *e, float *h, float *const *B, int nb, const float *p,
+                     const float *w, const float *norm, float *x, int T) {
+    const int H = e->m.cfg.hidden_size;
+    const float eps = e->m.cfg.rms_norm_eps;
+    for (int r0 = 0; r0 < T; r0 += K3_ROW_BLOCK) {
+        const int n = T - r0 < K3_ROW_BLOCK ? T - r0 : K3_ROW_BLOCK;
+        const size_t o = (size_t)r0 * H;
+        const float *Bo[nb > 0 ? nb : 1];
+        for (int i = 0; i < nb; i++) Bo[i] = B[i] + o;
+        if (nb > 0) k3_attnres_mix(h + o, Bo, nb, p + o, w, n, H, eps);
+        else memcpy(h + o, p + o, sizeof(float) * (size_t)n * H);
+        rmsnorm_rows(x + o, h + o, norm, n, H, eps);
+        k3_runstate_drop(&e->rs);
+    }
+}
+
 /* A NaN or Inf out of a sublayer (a corrupt weight or E8M0 scale) stops the forward where
  * it first appears instead of running on to NaN logits: a branch-free scan of T x hidden
  * floats, nothing next to the sublayer's matmuls. On a hit the layer is released and the
@@ -69,7 +94,6 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     K3RunState *rs = &e->rs;
     K3Weights *w = e->w;
     const int H = c->hidden_size;
-    const float eps = c->rms_norm_eps;
     int T = 0, ctx = 0, empty = 0;                /* the step's rows; the longest context */
     for (int q = 0; q < n_seq; q++) {
         K3State *s = seq[q].s;
@@ -107,24 +131,23 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     if (pg && pg->ops->begin(pg, seq, n_seq, err, errlen)) return K3_ERR_RUNTIME;
     for (int q = 0, r = 0; q < n_seq; r += seq[q].T, q++)   /* p = e, B = [] */
         embed_rows(&e->m.embed, seq[q].ids, seq[q].T, p + (size_t)r * H);
+    k3_runstate_drop(rs);
     for (int L = 0; L < c->num_hidden_layers; L++) {
         const K3Layer *ly = w->ops->acquire(w, L, err, errlen);   /* pinned or streamed */
         if (!ly) return K3_ERR_RUNTIME;
         if (stop < 0 && e->interrupt && *e->interrupt) stop = L;
         if (stop >= 0) { w->ops->release(w, L); continue; }   /* a streamed ring stays in order */
         int p_empty = 0;
-        /* 1. attention-site mix (skipped only while no snapshot exists) */
-        if (nb > 0) k3_attnres_mix(h, (const float *const *)B, nb, p, ly->attn_res_w, T, H, eps);
-        else memcpy(h, p, n * sizeof(float));
+        /* 1. attention-site mix (skipped only while no snapshot exists), normalised: x */
+        mix_norm(e, h, B, nb, p, ly->attn_res_w, ly->input_norm, x, T);
         /* 2. block boundary: snapshot the entering p (not h), then restart p */
         if (L % c->attn_res_block_size == 0) {
             nb++;
             p = B[nb];
             p_empty = 1;
         }
-        /* 3-4. attention sublayer on RMSNorm(h): projections over all rows, the KDA
-         * recurrence or the MLA cache per sequence */
-        rmsnorm_rows(x, h, ly->input_norm, T, H, eps);
+        /* 3-4. attention sublayer on x: projections over all rows, the KDA recurrence or
+         * the MLA cache per sequence */
         if (pg && pg->ops->acquire(pg, L, err, errlen)) {   /* the layer's states, read */
             w->ops->release(w, L);
             return K3_ERR_RUNTIME;
@@ -136,16 +159,17 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
             return K3_ERR_RUNTIME;
         if (p_empty) memcpy(p, a, n * sizeof(float));
         else         add_rows(p, a, n);
-        /* 5. MLP-site mix (always: B is never empty here) */
-        k3_attnres_mix(h, (const float *const *)B, nb, p, ly->mlp_res_w, T, H, eps);
-        /* 6-7. feed-forward on RMSNorm(h2), added to p: every row together, each expert
-         * of the union read once */
-        rmsnorm_rows(x, h, ly->post_norm, T, H, eps);
+        k3_runstate_drop(rs);
+        /* 5. MLP-site mix (always: B is never empty here), normalised: x */
+        mix_norm(e, h, B, nb, p, ly->mlp_res_w, ly->post_norm, x, T);
+        /* 6-7. feed-forward on x, added to p: every row together, each expert of the
+         * union read once */
         if (ly->is_moe) k3_moe(e, ly, L, x, T, a);
         else            k3_dense_mlp(e, &ly->gate, &ly->up, &ly->down, x, T, a);
         if (nonfinite(e, L, ly->is_moe ? "MoE" : "MLP", a, T, H, seq, n_seq, 0, err, errlen))
             return K3_ERR_RUNTIME;
         add_rows(p, a, n);
+        k3_runstate_drop(rs);
         w->ops->release(w, L);
     }
     if (stop >= 0) {
@@ -154,8 +178,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     }
     /* final Mix over the snapshots and p, then the final norm, then lm_head on the rows
      * that want logits (gathered into h, free by now) */
-    k3_attnres_mix(h, (const float *const *)B, nb, p, e->m.out_res_w, T, H, eps);
-    rmsnorm_rows(x, h, e->m.final_norm, T, H, eps);
+    mix_norm(e, h, B, nb, p, e->m.out_res_w, e->m.final_norm, x, T);
     int rows = 0;
     for (int q = 0, r = 0; q < n_seq; r += seq[q].T, q++) {
         const int k = seq[q].all_logits ? seq[q].T : 1;

@@ -84,38 +84,43 @@ void k3_kda(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
     for (int i = 0; i < n; i++) T += seq[i].T;
 
     /* projections over every row of the step */
-    k3_matmul(q, &ly->q, x, T);
-    k3_matmul(k, &ly->k, x, T);
-    k3_matmul(v, &ly->v, x, T);
-    k3_matmul(fa, &ly->f_a, x, T);              /* decay input z = W_fb (W_fa x) */
-    k3_matmul(z, &ly->f_b, fa, T);
-    k3_matmul(bl, &ly->b, x, T);
-    k3_matmul(G, &ly->g, x, T);
-    /* conv windows and the recurrence per sequence, on its rows */
+    k3_mm(e, q, &ly->q, x, T);
+    k3_mm(e, k, &ly->k, x, T);
+    k3_mm(e, v, &ly->v, x, T);
+    k3_mm(e, fa, &ly->f_a, x, T);               /* decay input z = W_fb (W_fa x) */
+    k3_mm(e, z, &ly->f_b, fa, T);
+    k3_mm(e, bl, &ly->b, x, T);
+    k3_mm(e, G, &ly->g, x, T);
+    /* conv windows and the recurrence per sequence, on its rows, K3_ROW_BLOCK tokens at a
+     * time (each head's recurrence runs on in token order: the same bits) */
     for (int i = 0, r = 0; i < n; r += seq[i].T, i++) {
         K3State *s = seq[i].s;
-        const int Ti = seq[i].T;
-        const size_t ro = (size_t)r * C;
         float *win = s->kda_conv[L];
         struct K3Undo *u = s->undo && s->undo->armed ? s->undo : NULL;
-        for (int t = 0; u && t < Ti; t++) {      /* the raw conv inputs, for a rollback */
-            float *raw = u->raw[L] + (size_t)t * 3 * C;
-            memcpy(raw, q + ro + (size_t)t * C, sizeof(float) * C);
-            memcpy(raw + C, k + ro + (size_t)t * C, sizeof(float) * C);
-            memcpy(raw + 2 * C, v + ro + (size_t)t * C, sizeof(float) * C);
-        }
-        short_conv(q + ro, win, ly->q_conv, Ti, C, K);
-        short_conv(k + ro, win + (size_t)C * (K - 1), ly->k_conv, Ti, C, K);
-        short_conv(v + ro, win + (size_t)2 * C * (K - 1), ly->v_conv, Ti, C, K);
-        KdaHeads heads = { c, ly, s->kda_S[L], Ti, q + ro, k + ro, v + ro, z + ro, G + ro,
-                           bl + (size_t)r * NH, o + ro, u ? u->alpha[L] : NULL,
-                           u ? u->beta[L] : NULL };
-        k3_pool_run(kda_head, &heads, NH);
-        if (u) {                                 /* q, k normalised in place by the heads */
-            memcpy(u->q[L], q + ro, sizeof(float) * (size_t)Ti * C);
-            memcpy(u->k[L], k + ro, sizeof(float) * (size_t)Ti * C);
-            memcpy(u->v[L], v + ro, sizeof(float) * (size_t)Ti * C);
+        for (int b0 = 0; b0 < seq[i].T; b0 += K3_ROW_BLOCK) {
+            const int Ti = seq[i].T - b0 < K3_ROW_BLOCK ? seq[i].T - b0 : K3_ROW_BLOCK;
+            const size_t ro = (size_t)(r + b0) * C, uo = (size_t)b0 * C;
+            for (int t = 0; u && t < Ti; t++) {  /* the raw conv inputs, for a rollback */
+                float *raw = u->raw[L] + (size_t)(b0 + t) * 3 * C;
+                memcpy(raw, q + ro + (size_t)t * C, sizeof(float) * C);
+                memcpy(raw + C, k + ro + (size_t)t * C, sizeof(float) * C);
+                memcpy(raw + 2 * C, v + ro + (size_t)t * C, sizeof(float) * C);
+            }
+            short_conv(q + ro, win, ly->q_conv, Ti, C, K);
+            short_conv(k + ro, win + (size_t)C * (K - 1), ly->k_conv, Ti, C, K);
+            short_conv(v + ro, win + (size_t)2 * C * (K - 1), ly->v_conv, Ti, C, K);
+            KdaHeads heads = { c, ly, s->kda_S[L], Ti, q + ro, k + ro, v + ro, z + ro, G + ro,
+                               bl + (size_t)(r + b0) * NH, o + ro,
+                               u ? u->alpha[L] + uo : NULL,
+                               u ? u->beta[L] + (size_t)b0 * NH : NULL };
+            k3_pool_run(kda_head, &heads, NH);
+            if (u) {                             /* q, k normalised in place by the heads */
+                memcpy(u->q[L] + uo, q + ro, sizeof(float) * (size_t)Ti * C);
+                memcpy(u->k[L] + uo, k + ro, sizeof(float) * (size_t)Ti * C);
+                memcpy(u->v[L] + uo, v + ro, sizeof(float) * (size_t)Ti * C);
+            }
+            k3_runstate_drop(&e->rs);
         }
     }
-    k3_matmul(out, &ly->o, o, T);
+    k3_mm(e, out, &ly->o, o, T);
 }

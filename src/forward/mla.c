@@ -24,7 +24,7 @@ static const float *row_f32(const K3Mat *W, int r, float *tmp) {
 typedef struct {
     const K3Layer *ly;
     const K3State *s;
-    int L, T, NH, NOPE, ROPE, VD, R, QH;
+    int L, t0, T, NH, NOPE, ROPE, VD, R, QH;  /* tokens t0.. of the sequence's T */
     float scale;
     const float *q;
     float *o, *scores;                         /* scores: [heads][ctx] (run state) */
@@ -44,7 +44,7 @@ static void mla_head(void *arg, int h) {
     wv.w = wv.type == K3_W_F32 ? (const void *)((const float *)wv.w + off)
                                : (const void *)((const uint16_t *)wv.w + off);
     for (int t = 0; t < a->T; t++) {
-        int n = a->s->pos + t + 1;
+        int n = a->s->pos + a->t0 + t + 1;
         const float *qn = a->q + ((size_t)t * NH + h) * QH, *qpe = qn + NOPE;
         /* q_lat = sum_d q_nope[d] * kv_b[h*(NOPE+VD) + d][:] (key rows folded into q) */
         memset(qlat, 0, sizeof qlat);
@@ -72,12 +72,12 @@ void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
     for (int i = 0; i < n; i++) T += seq[i].T;
 
     /* projections over every row of the step */
-    k3_matmul(cq, &ly->q_a, x, T);
+    k3_mm(e, cq, &ly->q_a, x, T);
     for (int t = 0; t < T; t++)
         k3_rmsnorm(cq + (size_t)t * QL, cq + (size_t)t * QL, ly->q_a_norm, QL, mla_eps);
-    k3_matmul(q, &ly->q_b, cq, T);
-    k3_matmul(kva, &ly->kv_a, x, T);
-    if (c->mla_use_output_gate) k3_matmul(G, &ly->g, x, T);
+    k3_mm(e, q, &ly->q_b, cq, T);
+    k3_mm(e, kva, &ly->kv_a, x, T);
+    if (c->mla_use_output_gate) k3_mm(e, G, &ly->g, x, T);
     /* the cache and attention per sequence, on its rows */
     for (int i = 0, r = 0; i < n; r += seq[i].T, i++) {
         K3State *s = seq[i].s;
@@ -88,13 +88,18 @@ void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
             k3_rmsnorm(s->mla_c[L] + (size_t)(s->pos + t) * R, a, ly->kv_a_norm, R, mla_eps);
             memcpy(s->mla_pe[L] + (size_t)(s->pos + t) * ROPE, a + R, sizeof(float) * ROPE);
         }
-        MlaHeads heads = { ly, s, L, Ti, NH, NOPE, ROPE, VD, R, QH, 1.0f / sqrtf((float)QH),
-                           q + (size_t)r * NH * QH, o + (size_t)r * NH * VD,
-                           e->rs.mla.scores, e->rs.ctx };
-        k3_pool_run(mla_head, &heads, NH);
+        k3_runstate_drop(&e->rs);
+        for (int b0 = 0; b0 < Ti; b0 += K3_ROW_BLOCK) {   /* K3_ROW_BLOCK tokens at a time */
+            const int nb = Ti - b0 < K3_ROW_BLOCK ? Ti - b0 : K3_ROW_BLOCK;
+            MlaHeads heads = { ly, s, L, b0, nb, NH, NOPE, ROPE, VD, R, QH,
+                               1.0f / sqrtf((float)QH), q + (size_t)(r + b0) * NH * QH,
+                               o + (size_t)(r + b0) * NH * VD, e->rs.mla.scores, e->rs.ctx };
+            k3_pool_run(mla_head, &heads, NH);
+            k3_runstate_drop(&e->rs);
+        }
     }
     /* output gate σ(W_g x) on the concatenated heads, before o_proj */
     if (c->mla_use_output_gate)
         for (size_t i = 0; i < (size_t)T * NH * VD; i++) o[i] *= k3_sigmoidf(G[i]);
-    k3_matmul(out, &ly->o, o, T);
+    k3_mm(e, out, &ly->o, o, T);
 }

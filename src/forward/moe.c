@@ -15,10 +15,10 @@ void k3_dense_mlp(K3Engine *e, const K3Mat *gate, const K3Mat *up, const K3Mat *
     const K3Config *c = &e->m.cfg;
     size_t n = (size_t)T * gate->rows;
     float *g = e->rs.mlp.g, *u = e->rs.mlp.u;
-    k3_matmul(g, gate, x, T);
-    k3_matmul(u, up, x, T);
+    k3_mm(e, g, gate, x, T);
+    k3_mm(e, u, up, x, T);
     k3_situ(g, g, u, (int)n, c->situ_beta, c->situ_linear_beta);
-    k3_matmul(out, down, g, T);
+    k3_mm(e, out, down, g, T);
 }
 
 /* Top-k of choice[] by insertion into a sorted list: O(E k). Ties keep the lower
@@ -47,9 +47,11 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
     memset(wsel, 0, sizeof(float) * (size_t)T * E);
     memset(sel, 0, (size_t)T * E);
     memset(r, 0, sizeof(float) * (size_t)T * LAT);
+    k3_runstate_drop(&e->rs);
 
-    k3_matmul(logit, &ly->router, x, T);
+    k3_mm(e, logit, &ly->router, x, T);
     for (int t = 0; t < T; t++) {
+        if (t % K3_ROW_BLOCK == 0) k3_runstate_drop(&e->rs);
         float *s = logit + (size_t)t * E, sum = 0.0f;
         for (int j = 0; j < E; j++) {
             s[j] = k3_sigmoidf(s[j]);
@@ -67,7 +69,7 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
     for (int j = 0; j < E; j++)
         for (int t = 0; t < T; t++) if (sel[(size_t)t * E + j]) { uni[nu++] = j; break; }
     w->ops->prefetch(w, L, uni, nu);             /* all its reads in flight before computing */
-    k3_matmul(xl, &ly->lat_down, x, T);
+    k3_mm(e, xl, &ly->lat_down, x, T);
     for (int k = 0; k < nu; k++) {
         int ex_id = uni[k], nt = 0;
         for (int t = 0; t < T; t++) if (sel[(size_t)t * E + ex_id]) tok[nt++] = t;
@@ -75,10 +77,10 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
         if (w->ops->expert(w, L, ex_id, &ex) != 0) continue;    /* counted; run reported invalid */
         for (int i = 0; i < nt; i++)
             memcpy(xe + (size_t)i * LAT, xl + (size_t)tok[i] * LAT, sizeof(float) * LAT);
-        k3_matmul(g, &ex.w1, xe, nt);
-        k3_matmul(u, &ex.w3, xe, nt);
+        k3_mm(e, g, &ex.w1, xe, nt);
+        k3_mm(e, u, &ex.w3, xe, nt);
         k3_situ(g, g, u, nt * I, c->situ_beta, c->situ_linear_beta);
-        k3_matmul(y, &ex.w2, g, nt);
+        k3_mm(e, y, &ex.w2, g, nt);
         for (int i = 0; i < nt; i++)
             k3_axpy(r + (size_t)tok[i] * LAT, wsel[(size_t)tok[i] * E + ex_id],
                     y + (size_t)i * LAT, LAT);
@@ -87,7 +89,8 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
         for (int t = 0; t < T; t++)
             k3_rmsnorm(r + (size_t)t * LAT, r + (size_t)t * LAT, ly->lat_norm, LAT,
                        c->rms_norm_eps);
-    k3_matmul(out, &ly->lat_up, r, T);
+    k3_mm(e, out, &ly->lat_up, r, T);
     k3_dense_mlp(e, &ly->gate, &ly->up, &ly->down, x, T, sh);   /* shared experts, full width */
     for (size_t i = 0; i < (size_t)T * H; i++) out[i] += sh[i];
+    k3_runstate_drop(&e->rs);
 }

@@ -7,8 +7,12 @@
  * ([heads][ctx]) are a second allocation, so that a context past the plan can grow
  * them without moving the buffers callers hold (rs->logits). */
 #include "k3.h"
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 typedef struct { unsigned char *base; size_t used; } Carve;
 
@@ -97,17 +101,91 @@ size_t k3_runstate_bytes(const K3Config *c, int max_T, int ctx, int logits_rows)
     return layout(&rs, c, NULL) + score_bytes(c, rs.ctx);
 }
 
-int k3_runstate_init(K3RunState *rs, const K3Config *c, int max_T, int ctx, int logits_rows) {
+/* What a forward of max_T rows keeps resident when its buffers live in a file: every
+ * page is dropped after each matmul and each block of K3_ROW_BLOCK rows (forward.c), so
+ * at most one matmul's input and output rows (or one step of the routing, the SiTU, a
+ * gather) are mapped at once, beside the rows of one block in every buffer. */
+size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int logits_rows) {
+    const size_t H = c->hidden_size, C = (size_t)c->kda_num_heads * c->kda_head_dim;
+    const size_t D = c->kda_head_dim, MH = c->num_attention_heads;
+    const size_t QH = c->qk_nope_head_dim + c->qk_rope_head_dim, VD = c->v_head_dim;
+    const size_t R = c->kv_lora_rank + c->qk_rope_head_dim, QL = c->q_lora_rank;
+    const size_t E = c->num_experts, LAT = c->routed_expert_hidden_size;
+    const size_t I = c->moe_intermediate_size, M = mlp_width(c);
+    const size_t io[] = { H + C, C + D, H + D, H + QL, QL + MH * QH, H + R, H + MH * VD,
+                          MH * VD + H, H + E, 9 * E / 4 + LAT, H + LAT, 2 * LAT + I, 3 * I,
+                          I + 2 * LAT, 2 * LAT + H, H + M, 3 * M, 3 * H };
+    size_t w = 0;
+    for (size_t i = 0; i < sizeof io / sizeof io[0]; i++) if (io[i] > w) w = io[i];
+    K3RunState rs = { 0 };
+    rs.max_T = max_T < K3_ROW_BLOCK ? max_T : K3_ROW_BLOCK;
+    rs.ctx = 1; rs.logits_rows = logits_rows > 0 ? logits_rows : 1;
+    const size_t block = layout(&rs, c, NULL);        /* one block of rows in every buffer */
+    const size_t pages = 2 * 4096 * (size_t)(rs.n_blocks + 32);   /* partial pages */
+    return sizeof(float) * (size_t)max_T * w + block + pages + score_bytes(c, ctx > 0 ? ctx : 1);
+}
+
+/* The arena: anonymous memory, or (dir) a mapping of an unlinked file in dir. */
+static void *arena_new(K3RunState *rs, size_t n, const char *dir, char *err, size_t errlen) {
+    if (!dir) {
+        void *a = NULL;
+        if (posix_memalign(&a, 64, n)) a = NULL;
+        if (!a) snprintf(err, errlen, "out of memory for the forward buffers (%.3f GB)",
+                         n / 1e9);
+        return a;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/k3-activations-XXXXXX", dir);
+    int fd = mkstemp(path);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot create the prompt's activation file in %s: %s (pick a "
+                 "writable directory on a disk with --state-file-dir)", dir, strerror(errno));
+        return NULL;
+    }
+    unlink(path);
+    void *a = MAP_FAILED;
+    if (!ftruncate(fd, (off_t)n)) a = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (a == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map the prompt's activation file (%.3f GB) in %s: %s",
+                 n / 1e9, dir, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    rs->fd = fd;
+    rs->in_file = 1;
+    return a;
+}
+
+int k3_runstate_open(K3RunState *rs, const K3Config *c, int max_T, int ctx, int logits_rows,
+                     const char *dir, char *err, size_t errlen) {
     memset(rs, 0, sizeof *rs);
+    rs->fd = -1;
     rs->max_T = max_T > 0 ? max_T : 1; rs->ctx = ctx > 0 ? ctx : 1;
     rs->logits_rows = logits_rows > 0 ? logits_rows : 1;
     size_t n = layout(rs, c, NULL);
-    if (posix_memalign(&rs->arena, 64, n)) { rs->arena = NULL; return -1; }
+    rs->map_bytes = n;
+    if (!(rs->arena = arena_new(rs, n, dir, err, errlen))) return -1;
     rs->mla.scores = malloc(score_bytes(c, rs->ctx));
-    if (!rs->mla.scores) { k3_runstate_free(rs); return -1; }
+    if (!rs->mla.scores) {
+        snprintf(err, errlen, "out of memory for the attention scores");
+        k3_runstate_free(rs);
+        return -1;
+    }
     layout(rs, c, rs->arena);
-    rs->bytes = n + score_bytes(c, rs->ctx);
+    rs->bytes = rs->in_file ? k3_runstate_resident_bytes(c, rs->max_T, rs->ctx, logits_rows)
+                            : n + score_bytes(c, rs->ctx);
     return 0;
+}
+
+int k3_runstate_init(K3RunState *rs, const K3Config *c, int max_T, int ctx, int logits_rows) {
+    char err[64];
+    return k3_runstate_open(rs, c, max_T, ctx, logits_rows, NULL, err, sizeof err);
+}
+
+/* Unmaps every page of a file-backed arena: the bytes stay in the file (and the page
+ * cache), a later touch maps them again; nothing is lost, only residency bounded. */
+void k3_runstate_drop(K3RunState *rs) {
+    if (rs->in_file) madvise(rs->arena, rs->map_bytes, MADV_DONTNEED);
 }
 
 int k3_runstate_ctx(K3RunState *rs, const K3Config *c, int ctx) {
@@ -122,7 +200,9 @@ int k3_runstate_ctx(K3RunState *rs, const K3Config *c, int ctx) {
 }
 
 void k3_runstate_free(K3RunState *rs) {
-    free(rs->arena);
+    if (rs->in_file) munmap(rs->arena, rs->map_bytes);
+    else free(rs->arena);
+    if (rs->fd >= 0 && rs->in_file) close(rs->fd);
     free(rs->mla.scores);
     memset(rs, 0, sizeof *rs);
 }

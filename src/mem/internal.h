@@ -42,6 +42,7 @@ struct K3Mem {
     uint64_t buffer_bytes, plan_bytes;        /* the plan's forward buffers and its total */
     uint64_t trunk_budget, cache_budget;      /* the flags after raising to the minimum */
     int chunk;                                /* the prefill chunk the plan chose */
+    const char *act_dir;                      /* its buffers' file's directory, or NULL */
     int seqs, state_mode;                     /* sequences admitted, where their states live */
 };
 
@@ -58,6 +59,8 @@ typedef struct {
     uint64_t piece;                          /* streamed piece size (ring_bytes: the window) */
     int raised_trunk, raised_cache;
     int chunk;                               /* tokens per forward the buffers are sized for */
+    int act_file;                            /* buffers in a file: resident part counted */
+    uint64_t act_bytes;                      /* that file's size */
     const char *chunk_why;                   /* which bound chose it (NULL: not printed) */
     int seqs;                                /* sequences whose state and MLA cache count */
     int state_mode;                          /* K3_STATES_*: resident, or in a state file */

@@ -70,6 +70,7 @@ K3Weights *k3_mem_weights(K3Mem *x) { return &x->base; }
 const K3MemStats *k3_mem_stats(const K3Mem *x) { return x ? &x->st : NULL; }
 uint64_t k3_mem_buffer_bytes(const K3Mem *x) { return x->buffer_bytes; }
 int k3_mem_chunk(const K3Mem *x) { return x->chunk; }
+const char *k3_mem_act_dir(const K3Mem *x) { return x->act_dir; }
 int k3_mem_seqs(const K3Mem *x) { return x->seqs; }
 int k3_mem_state_mode(const K3Mem *x) { return x->state_mode; }
 
@@ -136,10 +137,26 @@ static int fits(const K3Model *m, K3MemOpts *q, const uint64_t *lb, double tgb, 
     return (!room || (double)p.total <= room) && (floor || !p.raised_trunk);
 }
 
+static int search(const K3Model *m, K3MemOpts *q, const uint64_t *lb, double tgb, double cgb,
+                  uint64_t self, double room, int floor, int hi) {
+    int lo = 1;
+    while (lo < hi) {
+        const int mid = lo + (hi - lo + 1) / 2;
+        if (fits(m, q, lb, tgb, cgb, self, room, floor, mid)) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+/* The chunk, and whether its buffers go to a file (*act): a prompt the buffers cannot hold
+ * in memory still goes through in one forward (each weight read once) with its activations
+ * in a file, where that makes the chunk larger. */
 static int fit_chunk(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, double tgb,
-                     double cgb, uint64_t self, uint64_t avail, const char **why) {
+                     double cgb, uint64_t self, uint64_t avail, const char **why, int *act) {
     K3MemOpts q = *o;
-    int lo = 1, hi = o->chunk > 0 ? o->chunk : 1;
+    int hi = o->chunk > 0 ? o->chunk : 1;
+    *act = 0;
+    q.act_file = 0;
     *why = "--prefill-chunk or the caller";
     if (!o->chunk_auto) return hi;
     *why = "all the tokens of the forward";
@@ -150,12 +167,16 @@ static int fit_chunk(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, d
          ? (floor ? "the largest whose buffers fit 90% of available beside the budgets"
                   : "the largest whose buffers fit inside --trunk-gb beside the window")
          : "the largest whose buffers fit 90% of available beside the budgets";
-    while (lo < hi) {
-        const int mid = lo + (hi - lo + 1) / 2;
-        if (fits(m, &q, lb, tgb, cgb, self, room, floor, mid)) lo = mid;
-        else hi = mid - 1;
-    }
-    return lo;
+    const int lo = search(m, &q, lb, tgb, cgb, self, room, floor, hi);
+    K3MemOpts f = *o;
+    f.act_file = 1;
+    const int lf = fits(m, &f, lb, tgb, cgb, self, room, floor, hi) ? hi
+                 : search(m, &f, lb, tgb, cgb, self, room, floor, hi);
+    if (lf <= lo) return lo;
+    *act = 1;
+    *why = lf == hi ? "all the tokens of the forward, activations in a file"
+                    : "the largest whose mapped buffers fit, activations in a file";
+    return lf;
 }
 
 /* 1 when any trunk matrix is stored coded (it has a row offset table). */
@@ -197,8 +218,12 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
     if (o->chunk_auto && o->chunk > K3_PREFILL_CHUNK) o->chunk = K3_PREFILL_CHUNK;
     pick_budgets(m, o, lb, self, avail, &tgb, &cgb);   /* budgets first, then the chunk */
     const char *why;
-    o->chunk = fit_chunk(m, o0, lb, tgb, cgb, self, avail, &why);
+    o->chunk = fit_chunk(m, o0, lb, tgb, cgb, self, avail, &why, &o->act_file);
     x->chunk = o->chunk;
+    if (o->act_file) {
+        x->act_dir = o->state_dir ? o->state_dir : getenv("TMPDIR");
+        if (!x->act_dir || !*x->act_dir) x->act_dir = "/tmp";
+    }
     k3_plan_states(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb, cgb,
                    self, avail);                  /* resident states or a state file */
     x->seqs = o->seqs > 1 ? o->seqs : 1;

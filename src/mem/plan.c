@@ -72,6 +72,11 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
         if (!p->state_dir || !*p->state_dir) p->state_dir = "/tmp";
     }
     p->buffers = k3_runstate_bytes(c, (int)T, ctx, o->logits_rows);
+    if (o->act_file) {                /* in a file: only what a forward keeps mapped counts */
+        p->act_file = 1;
+        p->act_bytes = p->buffers;
+        p->buffers = k3_runstate_resident_bytes(c, (int)T, ctx, o->logits_rows);
+    }
     p->chunk = (int)T;
     p->process = process;
     p->side = p->embed + p->vectors + p->state + p->mla + p->state_bufs + p->buffers +
@@ -231,6 +236,11 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     fprintf(f, "  buffers            %8.3f  prefill chunk %d token%s per forward, %s (%s)\n",
             p->buffers / K3_GB, p->chunk, p->chunk == 1 ? "" : "s",
             k3_size_text(p->buffers, bt, sizeof bt), p->chunk_why ? p->chunk_why : "planned");
+    if (p->act_file)
+        fprintf(f, "  (activations)      %8.3f  on disk: the chunk's buffers in a file (%s), "
+                "mapped a matmul at a time; a prompt of %d tokens reads the trunk and each "
+                "expert it selects once\n", p->act_bytes / K3_GB, k3_size_text(p->act_bytes,
+                bt, sizeof bt), p->chunk);
     fprintf(f, "  process so far     %8.3f  binary, index, tokenizer\n", p->process / K3_GB);
     if (adesc)
         fprintf(f, "  total              %8.3f  available %.3f (%s)\n", p->total / K3_GB,
