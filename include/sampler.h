@@ -90,14 +90,26 @@ void sampler_defaults(SamplerParams *p);
  * min_p outside [0,1), NaN). */
 int sampler_check(const SamplerParams *p, char *err, size_t errlen);
 int sampler_is_greedy(const SamplerParams *p);
-/* 0, or -1 with a message when a logit_bias id is outside [0, vocab). */
-int sampler_check_vocab(const SamplerParams *p, int vocab, char *err, size_t errlen);
+/* 0, or -1 with a message naming what (the flag or field) when a bias id is outside
+ * [0, vocab). */
+int sampler_check_vocab(const SamplerParams *p, int vocab, const char *what, char *err,
+                        size_t errlen);
 /* 1 when any penalty or bias is set. */
 int penalty_active(const SamplerParams *p);
 /* out[0..n) = in with (a)-(c) above, over the generated tokens hist[0..nhist);
  * mark[0..2n) all zero on entry and on return. */
 void penalty_apply(const SamplerParams *p, const int *hist, long nhist, int *mark,
                    const float *in, float *out, int n);
+/* 1 for --repeat-penalty --repeat-last-n --frequency-penalty --presence-penalty
+ * --logit-bias: flags that do not by themselves turn greedy decoding into sampling. */
+int sampler_is_penalty_flag(const char *flag);
+/* One JSON request field (src/text/penalty_json.c): frequency_penalty, presence_penalty,
+ * repetition_penalty | repeat_penalty, repeat_last_n, logit_bias {"ID": BIAS} (null:
+ * left as is). 1 when consumed, 0 when key is none of them, -1 with a message naming the
+ * field. */
+struct Json;
+int penalty_json_field(const char *key, const struct Json *v, SamplerParams *p, char *err,
+                       size_t errlen);
 /* Parses "ID=BIAS,ID=BIAS" (--logit-bias) into p; 0, or -1 with a message. */
 int penalty_parse_bias(const char *v, SamplerParams *p, char *err, size_t errlen);
 

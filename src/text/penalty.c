@@ -40,6 +40,12 @@ void penalty_apply(const SamplerParams *p, const int *hist, long nhist, int *mar
     }
 }
 
+int sampler_is_penalty_flag(const char *a) {
+    return !strcmp(a, "--repeat-penalty") || !strcmp(a, "--repeat-last-n") ||
+           !strcmp(a, "--frequency-penalty") || !strcmp(a, "--presence-penalty") ||
+           !strcmp(a, "--logit-bias");
+}
+
 int penalty_parse_bias(const char *v, SamplerParams *p, char *err, size_t errlen) {
     const char *s = v;
     p->n_bias = 0;

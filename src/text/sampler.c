@@ -75,11 +75,12 @@ int sampler_check(const SamplerParams *p, char *err, size_t errlen) {
     return 0;
 }
 
-int sampler_check_vocab(const SamplerParams *p, int vocab, char *err, size_t errlen) {
+int sampler_check_vocab(const SamplerParams *p, int vocab, const char *what, char *err,
+                        size_t errlen) {
     for (int b = 0; b < p->n_bias; b++)
         if (p->bias_id[b] < 0 || p->bias_id[b] >= vocab) {
-            snprintf(err, errlen, "--logit-bias: token id %d is outside the vocabulary "
-                     "[0, %d)", p->bias_id[b], vocab);
+            snprintf(err, errlen, "%s: token id %d is outside the vocabulary [0, %d)", what,
+                     p->bias_id[b], vocab);
             return -1;
         }
     return 0;

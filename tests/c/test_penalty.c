@@ -101,8 +101,8 @@ static void flags(void) {
     CHECK(!parse("--logit-bias", "123=-5,77=+2,123=1.5", &p, err), "%s", err);
     CHECK(p.n_bias == 3 && p.bias_id[1] == 77 && p.bias[1] == 2.0f && p.bias[0] == -5.0f,
           "parsed bias");
-    CHECK(!sampler_check_vocab(&p, 124, err, sizeof err), "vocab 124: %s", err);
-    CHECK(sampler_check_vocab(&p, 100, err, sizeof err) && strstr(err, "123"), "vocab 100");
+    CHECK(!sampler_check_vocab(&p, 124, "x", err, sizeof err), "vocab 124: %s", err);
+    CHECK(sampler_check_vocab(&p, 100, "x", err, sizeof err) && strstr(err, "123"), "vocab 100");
     const char *bad[][2] = { { "--logit-bias", "5" }, { "--logit-bias", "5=x" },
         { "--logit-bias", "-1=2" }, { "--logit-bias", "5=101" }, { "--logit-bias", "5=1;" },
         { "--repeat-penalty", "0" }, { "--repeat-penalty", "-1" }, { "--repeat-last-n", "-2" },
