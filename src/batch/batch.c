@@ -222,6 +222,9 @@ static void decode_next(Batch *b, Slot *s) {
 static int start(Batch *b, Slot *s, K3SchedSeq *q, char *err, size_t errlen) {
     const int i = b->next++, V = b->e.m.cfg.vocab_size;
     const BatchLine *l = &b->lines[i];
+    char line[32];
+    snprintf(line, sizeof line, "line %d: logit_bias", l->line);
+    if (sampler_check_vocab(&l->sp, V, line, err, errlen)) return K3_ERR_USAGE;
     s->b = b; s->li = i; s->q = q;
     s->n_prompt = b->n_prompts[i];
     s->gen = line_gen(b, i);

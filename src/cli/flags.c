@@ -100,7 +100,8 @@ int k3_engine_parse_flag(int argc, char **argv, int *i, K3EngineFlags *f, char *
                          size_t errlen) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     int r = sampler_parse_flag(argc, argv, i, &f->sp, &f->seed, NULL, err, errlen);
-    if (r) { f->sampling |= r > 0; return r; }
+    /* a penalty or bias alone keeps greedy decoding greedy (penalised) */
+    if (r) { f->sampling |= r > 0 && !sampler_is_penalty_flag(a); return r; }
     if ((r = k3_mem_parse_flag(argc, argv, i, &f->mem, 1, err, errlen))) return r;
     int *num = !strcmp(a, "--threads") ? &f->threads :
                !strcmp(a, "--prefill-chunk") ? &f->chunk : NULL;

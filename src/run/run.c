@@ -412,6 +412,10 @@ static int run_batch(const Opts *o) {
                     prompt[i], V);
             rc = K3_ERR_USAGE; goto done;
         }
+    if (sampler_check_vocab(&o->ef.sp, V, "--logit-bias", err, sizeof err)) {
+        fprintf(stderr, "k3: %s (vocab_size of this model)\n", err);
+        rc = K3_ERR_USAGE; goto done;
+    }
     for (int i = 0; i < n_ref; i++)
         if (ref[i] < 0 || ref[i] >= V) {
             fprintf(stderr, "k3: --draft-ids id %d is outside the vocabulary (vocab_size %d)\n",

@@ -448,6 +448,10 @@ Gen *serve_gen_begin(Server *s, Job *j) {
                  "than the context of %d positions (k3 serve --ctx)", g->n, s->ctx);
         job_error(j, 400, g->err, j->keep_alive); gen_free(g); return NULL;   /* stays open */
     }
+    if (sampler_check_vocab(&r->sp, s->eng.m.cfg.vocab_size, "'logit_bias'", g->err,
+                            sizeof g->err)) {
+        job_error(j, 400, g->err, j->keep_alive); gen_free(g); return NULL;
+    }
     if (resume(s, g)) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
         job_error(j, 500, g->err, 0);

@@ -14,11 +14,13 @@ static const char *const CHAT_KEYS[] = {
     "model", "messages", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens",
     "max_completion_tokens", "stop", "stream", "stream_options", "reasoning_effort",
     "chat_template_kwargs", "n", "user", "presence_penalty", "frequency_penalty", "logprobs",
-    "response_format", "metadata", "store", "tools", "tool_choice", "parallel_tool_calls", NULL };
+    "response_format", "metadata", "store", "tools", "tool_choice", "parallel_tool_calls",
+    "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n", NULL };
 static const char *const COMPL_KEYS[] = {
     "model", "prompt", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens", "stop",
     "stream", "stream_options", "n", "user", "presence_penalty", "frequency_penalty",
-    "logprobs", "echo", NULL };
+    "logprobs", "echo",
+    "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n", NULL };
 
 static int known(const char *const *keys, const char *k) {
     for (int i = 0; keys[i]; i++) if (!strcmp(keys[i], k)) return 1;
@@ -172,11 +174,6 @@ static int neutral(const Json *d, char *err, size_t errlen) {
     if ((j = json_get(d, "n")) && j->type != JSON_NULL &&
         (j->type != JSON_NUMBER || !j->is_integer || j->integer != 1))
         BAD("'n' must be 1 (one choice per request)");
-    const char *pen[2] = { "presence_penalty", "frequency_penalty" };
-    for (int i = 0; i < 2; i++)
-        if ((j = json_get(d, pen[i])) && j->type != JSON_NULL &&
-            (j->type != JSON_NUMBER || j->number != 0))
-            BAD("'%s' is not supported (only 0)", pen[i]);
     if ((j = json_get(d, "logprobs")) && j->type != JSON_NULL &&
         !(j->type == JSON_BOOL && !j->boolean) && !(j->type == JSON_NUMBER && j->number == 0))
         BAD("'logprobs' is not supported");
@@ -222,6 +219,8 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
     for (size_t i = 0; i < d->len; i++)
         if (!known(keys, d->keys[i])) BAD("unknown field '%.60s'", d->keys[i]);
     if (neutral(d, err, errlen)) return 400;
+    for (size_t i = 0; i < d->len; i++)           /* penalties and bias: penalty_json.c */
+        if (penalty_json_field(d->keys[i], d->items[i], &r->sp, err, errlen) < 0) return 400;
     double x;
     int64_t k;
     x = 1;

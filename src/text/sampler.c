@@ -27,7 +27,9 @@ double k3_rng_uniform_at(uint64_t seed, long pos) {
 }
 
 void sampler_defaults(SamplerParams *p) {
+    memset(p, 0, sizeof *p);
     p->temperature = 1.0; p->top_k = 0; p->top_p = 1.0; p->min_p = 0.0; p->greedy = 0;
+    p->repeat_penalty = 1.0; p->repeat_last_n = 64;
 }
 
 int sampler_check(const SamplerParams *p, char *err, size_t errlen) {
@@ -44,6 +46,43 @@ int sampler_check(const SamplerParams *p, char *err, size_t errlen) {
         snprintf(err, errlen, "--min-p must be in [0, 1) (0 = off), got %g", p->min_p);
         return -1;
     }
+    if (!(p->repeat_penalty > 0 && p->repeat_penalty <= 100)) {
+        snprintf(err, errlen, "--repeat-penalty must be in (0, 100] (1 = off), got %g",
+                 p->repeat_penalty);
+        return -1;
+    }
+    if (p->repeat_last_n < -1) {
+        snprintf(err, errlen, "--repeat-last-n must be >= -1 (-1 = all, 0 = off), got %d",
+                 p->repeat_last_n);
+        return -1;
+    }
+    if (!(p->frequency_penalty >= -2 && p->frequency_penalty <= 2)) {
+        snprintf(err, errlen, "--frequency-penalty must be in [-2, 2] (0 = off), got %g",
+                 p->frequency_penalty);
+        return -1;
+    }
+    if (!(p->presence_penalty >= -2 && p->presence_penalty <= 2)) {
+        snprintf(err, errlen, "--presence-penalty must be in [-2, 2] (0 = off), got %g",
+                 p->presence_penalty);
+        return -1;
+    }
+    for (int b = 0; b < p->n_bias; b++)
+        if (!(p->bias[b] >= -100 && p->bias[b] <= 100) || p->bias_id[b] < 0) {
+            snprintf(err, errlen, "--logit-bias: token %d: the bias must be in [-100, 100], "
+                     "got %g", p->bias_id[b], p->bias[b]);
+            return -1;
+        }
+    return 0;
+}
+
+int sampler_check_vocab(const SamplerParams *p, int vocab, const char *what, char *err,
+                        size_t errlen) {
+    for (int b = 0; b < p->n_bias; b++)
+        if (p->bias_id[b] < 0 || p->bias_id[b] >= vocab) {
+            snprintf(err, errlen, "%s: token id %d is outside the vocabulary [0, %d)", what,
+                     p->bias_id[b], vocab);
+            return -1;
+        }
     return 0;
 }
 
@@ -55,7 +94,7 @@ void sampler_init(Sampler *s, const SamplerParams *p, uint64_t seed) {
     s->seed = seed;
 }
 
-void sampler_reseed(Sampler *s, uint64_t seed) { s->seed = seed; s->pos = 0; }
+void sampler_reseed(Sampler *s, uint64_t seed) { s->seed = seed; s->pos = 0; s->nhist = 0; }
 
 uint64_t sampler_turn_seed(uint64_t seed, int turn) {
     uint64_t st = seed ^ ((uint64_t)turn * 0x9e3779b97f4a7c15ULL);
@@ -63,8 +102,9 @@ uint64_t sampler_turn_seed(uint64_t seed, int turn) {
 }
 
 void sampler_free(Sampler *s) {
-    free(s->idx); free(s->prob);
+    free(s->idx); free(s->prob); free(s->work); free(s->cnt); free(s->hist);
     s->idx = NULL; s->prob = NULL; s->cap = 0;
+    s->work = NULL; s->cnt = NULL; s->wcap = 0; s->hist = NULL; s->nhist = s->hcap = 0;
 }
 
 static const double *g_prob;        /* qsort has no context argument in C11 */
@@ -124,7 +164,43 @@ int sampler_sample(Sampler *s, const float *logits, int n) {
     return sampler_sample_at(s, logits, n, s->pos++);
 }
 
+/* The penalised logits of position pos into s->work (the history cut at pos: a pass
+ * that rejected drafts samples their position again); NULL when out of memory. */
+static const float *penalised(Sampler *s, const float *logits, int n, long pos) {
+    if (n > s->wcap) {
+        float *w = realloc(s->work, sizeof(float) * (size_t)n);
+        if (w) s->work = w;
+        int *c = realloc(s->cnt, sizeof(int) * 2 * (size_t)n);
+        if (c) { s->cnt = c; memset(c, 0, sizeof(int) * 2 * (size_t)n); }
+        if (!w || !c) return NULL;
+        s->wcap = n;
+    }
+    if (s->nhist > pos) s->nhist = pos;
+    penalty_apply(&s->p, s->hist, s->nhist, s->cnt, logits, s->work, n);
+    return s->work;
+}
+
+static int record(Sampler *s, long pos, int id) {
+    if (id < 0 || s->nhist != pos) return id;
+    if (s->nhist == s->hcap) {
+        long c = s->hcap ? s->hcap * 2 : 256;
+        int *h = realloc(s->hist, sizeof(int) * (size_t)c);
+        if (!h) return -1;
+        s->hist = h; s->hcap = c;
+    }
+    s->hist[s->nhist++] = id;
+    return id;
+}
+
+static int pick(Sampler *s, const float *logits, int n, long pos);
+
 int sampler_sample_at(Sampler *s, const float *logits, int n, long pos) {
+    if (!penalty_active(&s->p)) return pick(s, logits, n, pos);
+    const float *lg = penalised(s, logits, n, pos);
+    return lg ? record(s, pos, pick(s, lg, n, pos)) : -1;
+}
+
+static int pick(Sampler *s, const float *logits, int n, long pos) {
     if (sampler_is_greedy(&s->p)) return k3_argmax(logits, n);
     double mass;
     int K = candidates(s, logits, n, &mass);
@@ -139,6 +215,7 @@ int sampler_sample_at(Sampler *s, const float *logits, int n, long pos) {
 
 int sampler_probs(Sampler *s, const float *logits, int n, double *probs) {
     for (int i = 0; i < n; i++) probs[i] = 0;
+    if (penalty_active(&s->p) && !(logits = penalised(s, logits, n, s->nhist))) return -1;
     if (sampler_is_greedy(&s->p)) { probs[k3_argmax(logits, n)] = 1; return 0; }
     double mass;
     int K = candidates(s, logits, n, &mass);
@@ -176,6 +253,26 @@ int sampler_parse_flag(int argc, char **argv, int *i, SamplerParams *p, uint64_t
             return -1;
         }
         p->top_k = (int)x;
+    } else if (!strcmp(a, "--repeat-penalty")) {
+        if (num(a, v, &x, err, errlen)) return -1;
+        p->repeat_penalty = x;
+    } else if (!strcmp(a, "--frequency-penalty")) {
+        if (num(a, v, &x, err, errlen)) return -1;
+        p->frequency_penalty = x;
+    } else if (!strcmp(a, "--presence-penalty")) {
+        if (num(a, v, &x, err, errlen)) return -1;
+        p->presence_penalty = x;
+    } else if (!strcmp(a, "--repeat-last-n")) {
+        if (num(a, v, &x, err, errlen)) return -1;
+        if (x != floor(x) || x < -1 || x > 1e9) {
+            snprintf(err, errlen, "--repeat-last-n must be an integer >= -1 (-1 = all, "
+                     "0 = off), got '%s'", v);
+            return -1;
+        }
+        p->repeat_last_n = (int)x;
+    } else if (!strcmp(a, "--logit-bias")) {
+        if (!v) { snprintf(err, errlen, "--logit-bias needs ID=BIAS[,ID=BIAS...]"); return -1; }
+        if (penalty_parse_bias(v, p, err, errlen)) return -1;
     } else if (!strcmp(a, "--seed")) {
         char *end;
         errno = 0;
