@@ -17,7 +17,12 @@ void k3_dense_mlp(K3Engine *e, const K3Mat *gate, const K3Mat *up, const K3Mat *
     float *g = e->rs.mlp.g, *u = e->rs.mlp.u;
     k3_mm(e, g, gate, x, T);
     k3_mm(e, u, up, x, T);
-    k3_situ(g, g, u, (int)n, c->situ_beta, c->situ_linear_beta);
+    const size_t blk = (size_t)K3_ROW_BLOCK * gate->rows;
+    for (size_t i = 0; i < n; i += blk) {     /* elementwise, a block of rows at a time */
+        const size_t m = n - i < blk ? n - i : blk;
+        k3_situ(g + i, g + i, u + i, (int)m, c->situ_beta, c->situ_linear_beta);
+        k3_runstate_drop(&e->rs);
+    }
     k3_mm(e, out, down, g, T);
 }
 

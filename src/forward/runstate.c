@@ -103,8 +103,8 @@ size_t k3_runstate_bytes(const K3Config *c, int max_T, int ctx, int logits_rows)
 
 /* What a forward of max_T rows keeps resident when its buffers live in a file: every
  * page is dropped after each matmul and each block of K3_ROW_BLOCK rows (forward.c), so
- * at most one matmul's input and output rows (or one step of the routing, the SiTU, a
- * gather) are mapped at once, beside the rows of one block in every buffer. */
+ * at most one matmul's input and output rows (or one step of the routing, an expert's
+ * SiTU, a gather) are mapped at once, beside the rows of one block in every buffer. */
 size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int logits_rows) {
     const size_t H = c->hidden_size, C = (size_t)c->kda_num_heads * c->kda_head_dim;
     const size_t D = c->kda_head_dim, MH = c->num_attention_heads;
@@ -114,7 +114,7 @@ size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int log
     const size_t I = c->moe_intermediate_size, M = mlp_width(c);
     const size_t io[] = { H + C, C + D, H + D, H + QL, QL + MH * QH, H + R, H + MH * VD,
                           MH * VD + H, H + E, 9 * E / 4 + LAT, H + LAT, 2 * LAT + I, 3 * I,
-                          I + 2 * LAT, 2 * LAT + H, H + M, 3 * M, 3 * H };
+                          I + 2 * LAT, 2 * LAT + H, H + M, 3 * H };
     size_t w = 0;
     for (size_t i = 0; i < sizeof io / sizeof io[0]; i++) if (io[i] > w) w = io[i];
     K3RunState rs = { 0 };
