@@ -156,7 +156,7 @@ fuzz_main = $(if $(filter $(1),$(FUZZ_PARSERS)),tests/c/test_fuzz_parsers.c,$(if
 fuzz_src  = $(call fuzz_main,$(1)) $(if $(filter $(1),$(FUZZ_PARSERS)),$(PARSERSRC),$(if \
             $(filter tok_%,$(1)),$(TOKSRC),$(HISTSRC)))
 FUZZ_LIB  := $(BUILD)/fuzz/lib
-FUZZ_LIBOBJ = $(filter-out $(FUZZ_LIB)/cli/main.o,$(patsubst src/%.c,$(FUZZ_LIB)/%.o,$(SRC)))
+FUZZ_LIBOBJ = $(filter-out $(FUZZ_LIB)/cli/main.o,$(patsubst $(BUILD)/%,$(FUZZ_LIB)/%,$(OBJ)))
 
 .PHONY: fuzz-parsers fuzz-run
 fuzz:
