@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "engine.h"
 #include "json.h"
+#include "logprob.h"
 #include "scheduler.h"
 #include "sampler.h"
 #include "xtml.h"
@@ -79,6 +80,8 @@ typedef struct {
     int thinking; char effort[8];
     SamplerParams sp; uint64_t seed; int seed_set;
     int max_tokens;                          /* 0: the server's cap */
+    int no_tokens;                           /* completions' max_tokens 0 (prompt scoring) */
+    int logprobs, top_logprobs, echo;        /* serve_logprob.c */
     const char *stop[REQ_MAX_STOP]; size_t stop_len[REQ_MAX_STOP]; int n_stop;
     int stream, include_usage;
     /* tools (serve_tools.c) */
@@ -104,6 +107,24 @@ int serve_req_tool_calls(ServeReq *r, int i, const Json *tc, char *err, size_t e
 /* The completed calls from `from` on as a JSON array of OpenAI tool_calls (with "index"
  * when delta); returns how many. */
 int serve_tool_calls_json(Buf *b, const XtmlParser *p, uint64_t job, int from, int delta);
+
+/* ---- serve_logprob.c: logprobs of the raw logits in the replies ---- */
+#define LP_NULL 2                            /* an entry without a logprob (echo's first) */
+typedef struct {
+    K3Logprob *e; signed char *ch;           /* per token: its entry and channel (chat: 0
+                                              * reasoning, 1 content, -1 neither) */
+    size_t n, cap;
+    size_t sent;                             /* entries a stream carried already */
+} ServeLp;
+/* Appends id's entry from row[0..V) with top alternatives (row NULL: no logprob). 0/-1. */
+int serve_lp_push(ServeLp *l, const float *row, int V, int id, int top, int ch);
+void serve_lp_free(ServeLp *l);
+/* {"content": [...], "refusal": null} of the entries [from, to) of channel ch. */
+void serve_lp_chat(Buf *b, const Tok *t, const ServeLp *l, size_t from, size_t to, int ch);
+/* The legacy {"tokens", "token_ids", "token_logprobs", "top_logprobs", "text_offset"} of
+ * entries [from[i], to[i]) of each list ls[0..nl); *off the text offset, advanced. */
+void serve_lp_legacy(Buf *b, const Tok *t, const ServeLp *const *ls, const size_t *from,
+                     const size_t *to, int nl, int top, size_t *off);
 
 /* ---- serve_gen.c: one request; serve_step.c: the engine loop over them ---- */
 typedef struct Server Server;

@@ -176,6 +176,8 @@ struct Gen {
     int cap, ngen, ended, hit, fail, fed_id;
     size_t pf;                            /* prompt ids in the state (nprompt: all in, and a
                                            * stream's head went out) */
+    ServeLp lp, plp;                      /* logprobs: the reply's tokens, echo's prompt */
+    size_t lp_off;                        /* completions: text_offset of the next token */
     char err[1024];
 };
 
@@ -190,6 +192,20 @@ static void send_sse(Gen *g, Buf *b) {
     if (b->oom || http_chunk(g->j->fd, b->b, b->n)) g->gone = 1;
 }
 
+/* A stream chunk's ", "logprobs": ..." : the reply's entries not streamed yet. */
+static void lp_stream(Gen *g, Buf *b) {
+    const ServeReq *r = &g->j->req;
+    if (!r->logprobs || g->lp.sent >= g->lp.n) return;
+    buf_str(b, ", \"logprobs\": ");
+    if (r->kind == REQ_CHAT) serve_lp_chat(b, g->s->tok, &g->lp, g->lp.sent, g->lp.n, 1);
+    else {
+        const ServeLp *ls[1] = { &g->lp };
+        serve_lp_legacy(b, g->s->tok, ls, &g->lp.sent, &g->lp.n, 1, r->top_logprobs,
+                        &g->lp_off);
+    }
+    g->lp.sent = g->lp.n;
+}
+
 /* Streams text[sent..upto) of channel ch (0 reasoning, 1 content). */
 static void delta(Gen *g, int ch, const char *text, size_t upto) {
     if (upto <= g->sent[ch]) return;
@@ -199,10 +215,13 @@ static void delta(Gen *g, int ch, const char *text, size_t upto) {
         buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {");
         buf_str(&b, ch ? "\"content\": " : "\"reasoning_content\": ");
         buf_json(&b, text + g->sent[ch], upto - g->sent[ch]);
-        buf_str(&b, "}, \"finish_reason\": null}]}\n\n");
+        buf_str(&b, "}");
+        if (ch) lp_stream(g, &b);
+        buf_str(&b, ", \"finish_reason\": null}]}\n\n");
     } else {
         buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": ");
         buf_json(&b, text + g->sent[ch], upto - g->sent[ch]);
+        lp_stream(g, &b);
         buf_str(&b, ", \"finish_reason\": null}]}\n\n");
     }
     send_sse(g, &b);
@@ -284,11 +303,10 @@ static void reply(Gen *g, const char *finish, long prompt, long gen, long cached
         for (int ch = 0; ch < 2; ch++) if (g->text[ch]) delta(g, ch, g->text[ch], g->len[ch]);
         tool_deltas(g);
         chunk_head(g, &b);
-        if (r->kind == REQ_CHAT)
-            buf_fmt(&b, ", \"choices\": [{\"index\": 0, \"delta\": {}, \"finish_reason\": \"%s\"}]}"
-                    "\n\n", finish);
-        else buf_fmt(&b, ", \"choices\": [{\"index\": 0, \"text\": \"\", \"finish_reason\": "
-                     "\"%s\"}]}\n\n", finish);
+        buf_str(&b, r->kind == REQ_CHAT ? ", \"choices\": [{\"index\": 0, \"delta\": {}"
+                                        : ", \"choices\": [{\"index\": 0, \"text\": \"\"");
+        lp_stream(g, &b);                 /* the entries whose text was held back or cut */
+        buf_fmt(&b, ", \"finish_reason\": \"%s\"}]}\n\n", finish);
         if (r->include_usage) {
             chunk_head(g, &b);
             buf_str(&b, ", \"choices\": [], ");
@@ -318,10 +336,31 @@ static void reply(Gen *g, const char *finish, long prompt, long gen, long cached
             buf_str(&b, ", \"tool_calls\": ");
             serve_tool_calls_json(&b, g->p, g->j->id, 0, 0);
         }
-        buf_fmt(&b, "}, \"finish_reason\": \"%s\"}], ", finish);
+        buf_str(&b, "}");
+        if (r->logprobs) {
+            buf_str(&b, ", \"logprobs\": ");
+            serve_lp_chat(&b, g->s->tok, &g->lp, 0, g->lp.n, 1);
+        }
+        buf_fmt(&b, ", \"finish_reason\": \"%s\"}], ", finish);
     } else {
         buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": ");
-        buf_json(&b, g->text[1] ? g->text[1] : e, g->len[1]);
+        char *t = g->text[1] ? g->text[1] : (char *)e;
+        size_t n = g->len[1];
+        char *both = NULL;
+        if (r->echo && (both = malloc(r->prompt_len + n + 1))) {   /* the prompt, then it */
+            memcpy(both, r->prompt, r->prompt_len); memcpy(both + r->prompt_len, t, n);
+            t = both; n += r->prompt_len;
+        } else if (r->echo) b.oom = 1;
+        buf_json(&b, t, n);
+        free(both);
+        if (r->logprobs) {
+            const ServeLp *ls[2] = { &g->plp, &g->lp };
+            const size_t from[2] = { 0, 0 }, to[2] = { g->plp.n, g->lp.n };
+            size_t off = r->echo ? 0 : r->prompt_len;
+            buf_str(&b, ", \"logprobs\": ");
+            serve_lp_legacy(&b, g->s->tok, ls + !r->echo, from + !r->echo, to + !r->echo,
+                            2 - !r->echo, r->top_logprobs, &off);
+        }
         buf_fmt(&b, ", \"finish_reason\": \"%s\"}], ", finish);
     }
     usage_json(&b, prompt, gen, cached);
@@ -367,6 +406,7 @@ static void gen_free(Gen *g) {
     if (g->pst) k3_state_free(m, g->pst);
     free(g->plogits); free(g->logits); free(g->fed); free(g->out);
     free(g->text[0]); free(g->text[1]);
+    serve_lp_free(&g->lp); serve_lp_free(&g->plp);
     xtml_parser_free(&g->xp);
     sampler_free(&g->smp);
     free(g);
@@ -379,7 +419,7 @@ static int resume(Server *s, Gen *g) {
     const size_t V = (size_t)m->cfg.vocab_size, n = g->n;
     if (!(g->q = k3_sched_join(s->sch, g)))
         return snprintf(g->err, sizeof g->err, "out of memory"), -1;
-    Kept *k = find_kept(s, g->fed, n);
+    Kept *k = g->j->req.echo ? NULL : find_kept(s, g->fed, n);   /* echo: every row */
     if (k) {                              /* a copy: the kept one stays for other branches */
         if (k3_sched_load(s->sch, g->q, k->st, g->err, sizeof g->err)) return -1;
         g->reuse = k->nfed;
@@ -393,6 +433,7 @@ static int resume(Server *s, Gen *g) {
     g->pf = g->reuse;
     g->q->ids = (const int *)g->fed + g->pf;          /* the steps take it in the room left */
     g->q->n = (int)(g->nprompt - g->pf);
+    g->q->all_logits = g->j->req.echo && g->j->req.logprobs;
     return 0;
 }
 
@@ -414,8 +455,17 @@ static void stream_head(Gen *g) {
     if (r->kind == REQ_CHAT)
         buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {\"role\": \"assistant\", "
                 "\"content\": \"\"}, \"finish_reason\": null}]}\n\n");
-    else buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": \"\", \"finish_reason\": "
-                 "null}]}\n\n");
+    else {
+        buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": ");
+        buf_json(&b, r->prompt, r->echo ? r->prompt_len : 0);     /* echo: the prompt */
+        if (r->echo && r->logprobs) {
+            const ServeLp *ls[1] = { &g->plp };
+            const size_t from = 0, to = g->plp.n;
+            buf_str(&b, ", \"logprobs\": ");
+            serve_lp_legacy(&b, g->s->tok, ls, &from, &to, 1, r->top_logprobs, &g->lp_off);
+        }
+        buf_str(&b, ", \"finish_reason\": null}]}\n\n");
+    }
     send_sse(g, &b);
     buf_free(&b);
 }
@@ -443,6 +493,11 @@ Gen *serve_gen_begin(Server *s, Job *j) {
     }
     g->capfed = g->nprompt = g->n;
     g->cap = r->max_tokens > 0 && r->max_tokens < s->max_tokens ? r->max_tokens : s->max_tokens;
+    if (r->no_tokens) g->cap = 0;
+    if (r->kind == REQ_COMPLETION && !r->echo) g->lp_off = r->prompt_len;  /* text_offset */
+    if (r->echo && r->logprobs && serve_lp_push(&g->plp, NULL, 0, g->fed[0], 0, LP_NULL)) {
+        job_error(j, 500, "out of memory", 0); j->failed = 1; gen_free(g); return NULL;
+    }
     if ((long)g->n + 1 > s->ctx) {
         snprintf(g->err, sizeof g->err, "the prompt is %zu tokens; with the reply it needs more "
                  "than the context of %d positions (k3 serve --ctx)", g->n, s->ctx);
@@ -473,11 +528,17 @@ int serve_gen_token(Server *s, Gen *g) {
     if (id < 0) { g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0; }
     g->ngen++;
     if (g->ngen == 1) g->j->t_first = k3_now();          /* the request log's TTFT */
+    const int V = s->eng.m.cfg.vocab_size;
     if (r->kind == REQ_CHAT) {
         XtmlParser *p = &g->xp;
         XtmlEvent ev[2];
+        const size_t nr = p->n_resp, nt = p->n_think;
         int ne = xtml_parser_put(p, id, ev);
         if (ne < 0) { g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0; }
+        if (r->logprobs && serve_lp_push(&g->lp, g->logits, V, id, r->top_logprobs,
+                                         p->n_resp > nr ? 1 : p->n_think > nt ? 0 : -1)) {
+            g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
+        }
         for (int e = 0; e < ne; e++) g->ended |= ev[e].kind == XE_END;
         if (g->ended) return 0;
         if (g->thinking) update(g, 0, p->think_ids, p->n_think, 0);
@@ -490,7 +551,10 @@ int serve_gen_token(Server *s, Gen *g) {
         }
     } else {
         if (id == s->eng.m.cfg.eos_token_id) { g->ended = 1; return 0; }
-        if (fed_push(&g->out, &g->nout, &g->capout, id)) { g->fail = 1; return 0; }
+        if (fed_push(&g->out, &g->nout, &g->capout, id) ||
+            (r->logprobs && serve_lp_push(&g->lp, g->logits, V, id, r->top_logprobs, 1))) {
+            g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
+        }
         g->hit = update(g, 1, g->out, g->nout, 0);
     }
     if (g->hit) return 0;
@@ -499,13 +563,20 @@ int serve_gen_token(Server *s, Gen *g) {
         g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
     }
     g->fed_id = id;
-    g->q->ids = &g->fed_id; g->q->n = 1; g->q->decode = 1;
+    g->q->ids = &g->fed_id; g->q->n = 1; g->q->decode = 1; g->q->all_logits = 0;
     return 1;
 }
 
 void serve_gen_fed(Gen *g, int T, const float *row) {
     const size_t V = (size_t)g->s->eng.m.cfg.vocab_size;
     const int was = serve_gen_prefilling(g);
+    if (was && g->q->all_logits) {        /* echo: row t scores the prompt's next id */
+        for (int t = 0; t < T && g->pf + (size_t)t + 1 < g->nprompt; t++)
+            if (serve_lp_push(&g->plp, row + (size_t)t * V, (int)V, g->fed[g->pf + t + 1],
+                              g->j->req.top_logprobs, 1))
+                g->gone = 1;              /* (out of memory: the reply is not sent) */
+        row += (size_t)(T - 1) * V;
+    }
     if (was && (g->pf += (size_t)T) < g->nprompt) return;
     memcpy(g->logits, row, 4 * V);
     if (!was) return;

@@ -15,7 +15,7 @@ static const char *const CHAT_KEYS[] = {
     "max_completion_tokens", "stop", "stream", "stream_options", "reasoning_effort",
     "chat_template_kwargs", "n", "user", "presence_penalty", "frequency_penalty", "logprobs",
     "response_format", "metadata", "store", "tools", "tool_choice", "parallel_tool_calls",
-    "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n", NULL };
+    "top_logprobs", "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n", NULL };
 static const char *const COMPL_KEYS[] = {
     "model", "prompt", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens", "stop",
     "stream", "stream_options", "n", "user", "presence_penalty", "frequency_penalty",
@@ -169,16 +169,32 @@ static int stops(ServeReq *r, const Json *s, char *err, size_t errlen) {
     return 0;
 }
 
+/* logprobs, top_logprobs (chat: a boolean and 0..20; completions: logprobs an integer
+ * 0..20, the alternatives), echo (completions). */
+static int logprobs(ServeReq *r, const Json *d, char *err, size_t errlen) {
+    const Json *lp = json_get(d, "logprobs"), *tl = json_get(d, "top_logprobs");
+    int64_t k = 0;
+    if (r->kind == REQ_CHAT) {
+        if (boolean(lp, "logprobs", &r->logprobs, err, errlen)) return 400;
+        if (integer(tl, "top_logprobs", 0, K3_MAX_TOP_LOGPROBS, &k, err, errlen)) return 400;
+        if (tl && tl->type != JSON_NULL && !r->logprobs)
+            BAD("'top_logprobs' needs \"logprobs\": true");
+        r->top_logprobs = (int)k;
+        return 0;
+    }
+    if (lp && lp->type == JSON_BOOL) BAD("'logprobs' of /v1/completions is an integer (the "
+                                         "alternatives per token, 0..%d)", K3_MAX_TOP_LOGPROBS);
+    if (integer(lp, "logprobs", 0, K3_MAX_TOP_LOGPROBS, &k, err, errlen)) return 400;
+    r->logprobs = lp && lp->type != JSON_NULL;
+    r->top_logprobs = (int)k;
+    return boolean(json_get(d, "echo"), "echo", &r->echo, err, errlen);
+}
+
 static int neutral(const Json *d, char *err, size_t errlen) {
     const Json *j;
     if ((j = json_get(d, "n")) && j->type != JSON_NULL &&
         (j->type != JSON_NUMBER || !j->is_integer || j->integer != 1))
         BAD("'n' must be 1 (one choice per request)");
-    if ((j = json_get(d, "logprobs")) && j->type != JSON_NULL &&
-        !(j->type == JSON_BOOL && !j->boolean) && !(j->type == JSON_NUMBER && j->number == 0))
-        BAD("'logprobs' is not supported");
-    if ((j = json_get(d, "echo")) && j->type != JSON_NULL && !(j->type == JSON_BOOL && !j->boolean))
-        BAD("'echo' is not supported");
     if ((j = json_get(d, "response_format")) && j->type != JSON_NULL) {
         const Json *t = json_get(j, "type");
         if (!t || t->type != JSON_STRING || strcmp(t->str, "text"))
@@ -218,7 +234,7 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
     const char *const *keys = kind == REQ_CHAT ? CHAT_KEYS : COMPL_KEYS;
     for (size_t i = 0; i < d->len; i++)
         if (!known(keys, d->keys[i])) BAD("unknown field '%.60s'", d->keys[i]);
-    if (neutral(d, err, errlen)) return 400;
+    if (neutral(d, err, errlen) || logprobs(r, d, err, errlen)) return 400;
     for (size_t i = 0; i < d->len; i++)           /* penalties and bias: penalty_json.c */
         if (penalty_json_field(d->keys[i], d->items[i], &r->sp, err, errlen) < 0) return 400;
     double x;
@@ -242,8 +258,12 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
         if (sd->type != JSON_NUMBER || !sd->is_integer) BAD("'seed' must be an integer");
         r->seed = (uint64_t)sd->integer; r->seed_set = 1;
     }
-    k = 0;
-    if (integer(json_get(d, "max_tokens"), "max_tokens", 1, 1 << 30, &k, err, errlen)) return 400;
+    k = -1;                                       /* completions: 0 scores the prompt */
+    if (integer(json_get(d, "max_tokens"), "max_tokens", kind == REQ_COMPLETION ? 0 : 1,
+                1 << 30, &k, err, errlen))
+        return 400;
+    r->no_tokens = k == 0;
+    if (k < 0) k = 0;
     if (kind == REQ_CHAT &&
         integer(json_get(d, "max_completion_tokens"), "max_completion_tokens", 1, 1 << 30, &k,
                 err, errlen))

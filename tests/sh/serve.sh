@@ -211,7 +211,7 @@ bad "thinking not a bool" "{$OKM, \"chat_template_kwargs\": {\"thinking\": \"no\
 bad "n 2" "{$OKM, \"n\": 2}"
 bad "presence_penalty out of range" "{$OKM, \"presence_penalty\": 3}"
 bad "tools" "{$OKM, \"tools\": [{\"type\": \"function\"}]}"
-bad "logprobs" "{$OKM, \"logprobs\": true}"
+bad "logprobs a string" "{$OKM, \"logprobs\": \"yes\"}"
 bad "response_format json" "{$OKM, \"response_format\": {\"type\": \"json_object\"}}"
 bad "model a number" "{$OKM, \"model\": 5}"
 cbad() { chk 400 "$1" "$U/v1/completions" -d "$2"; }
