@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include "engine.h"
 #include "json.h"
+#include "json_gram.h"
 #include "logprob.h"
 #include "scheduler.h"
 #include "sampler.h"
@@ -82,6 +83,7 @@ typedef struct {
     int max_tokens;                          /* 0: the server's cap */
     int no_tokens;                           /* completions' max_tokens 0 (prompt scoring) */
     int logprobs, top_logprobs, echo;        /* serve_logprob.c */
+    JgSchema *jg;                            /* response_format JSON mode, NULL: none */
     const char *stop[REQ_MAX_STOP]; size_t stop_len[REQ_MAX_STOP]; int n_stop;
     int stream, include_usage;
     /* tools (serve_tools.c) */

@@ -177,6 +177,7 @@ struct Gen {
     size_t pf;                            /* prompt ids in the state (nprompt: all in, and a
                                            * stream's head went out) */
     ServeLp lp, plp;                      /* logprobs: the reply's tokens, echo's prompt */
+    JgState js; float *mask;              /* JSON mode: the reply's bytes, the masked row */
     size_t lp_off;                        /* completions: text_offset of the next token */
     char err[1024];
 };
@@ -407,6 +408,7 @@ static void gen_free(Gen *g) {
     free(g->plogits); free(g->logits); free(g->fed); free(g->out);
     free(g->text[0]); free(g->text[1]);
     serve_lp_free(&g->lp); serve_lp_free(&g->plp);
+    free(g->mask);
     xtml_parser_free(&g->xp);
     sampler_free(&g->smp);
     free(g);
@@ -487,6 +489,11 @@ Gen *serve_gen_begin(Server *s, Job *j) {
     if (r->parse_tools) xtml_parser_tools(&g->xp);
     if (r->kind == REQ_CHAT) g->p = &g->xp;
     g->logits = malloc(4 * (size_t)s->eng.m.cfg.vocab_size);
+    if (r->jg) {
+        jg_init(&g->js, r->jg);
+        if (!(g->mask = malloc(4 * (size_t)s->eng.m.cfg.vocab_size))) { free(g->logits);
+                                                                        g->logits = NULL; }
+    }
     if (!g->logits || prompt_ids(s, r, &g->fed, &g->n, g->err, sizeof g->err)) {
         job_error(j, 500, g->logits ? g->err : "out of memory", j->keep_alive);
         j->failed = 1; gen_free(g); return NULL;
@@ -518,14 +525,38 @@ Gen *serve_gen_begin(Server *s, Job *j) {
 
 Job *serve_gen_job(const Gen *g) { return g->j; }
 
+/* The next id from g's row: in JSON mode from the row with what may not come next masked
+ * (json_gram.h), the reply's bytes fed to the validator. -1 with g->err, or out of memory. */
+static int sample(Server *s, Gen *g) {
+    const ServeReq *r = &g->j->req;
+    const int V = s->eng.m.cfg.vocab_size;
+    const int end = r->kind == REQ_CHAT ? s->ids.eom : s->eng.m.cfg.eos_token_id;
+    if (!r->jg) return sampler_sample(&g->smp, g->logits, V);
+    memcpy(g->mask, g->logits, 4 * (size_t)V);
+    if (!jg_mask(&g->js, s->tok, V, end, g->mask)) {
+        snprintf(g->err, sizeof g->err, "JSON mode: no token can continue the reply");
+        return -1;
+    }
+    int id = sampler_sample(&g->smp, g->mask, V);
+    size_t n = 0;
+    const char *b = id >= 0 && id != end ? tok_token_bytes(s->tok, id, &n) : NULL;
+    if (b && jg_put(&g->js, (const unsigned char *)b, n)) {
+        snprintf(g->err, sizeof g->err, "JSON mode: token %d was drawn outside the mask (its "
+                 "logits are all -inf or NaN)", id);
+        return -1;
+    }
+    return id;
+}
+
 int serve_gen_token(Server *s, Gen *g) {
     const ServeReq *r = &g->j->req;
     if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return 0; }
     if (g->ngen >= g->cap || g->q->st->pos >= s->ctx) return 0;
     int id = s->test_reply ? (g->ngen < (int)s->n_test_reply ? s->test_reply[g->ngen]
                                                              : s->ids.eom)
-                           : sampler_sample(&g->smp, g->logits, s->eng.m.cfg.vocab_size);
-    if (id < 0) { g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0; }
+                           : sample(s, g);
+    if (id < 0) { g->fail = 1; if (!g->err[0]) snprintf(g->err, sizeof g->err, "out of memory");
+                  return 0; }
     g->ngen++;
     if (g->ngen == 1) g->j->t_first = k3_now();          /* the request log's TTFT */
     const int V = s->eng.m.cfg.vocab_size;

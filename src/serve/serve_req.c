@@ -19,7 +19,7 @@ static const char *const CHAT_KEYS[] = {
 static const char *const COMPL_KEYS[] = {
     "model", "prompt", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens", "stop",
     "stream", "stream_options", "n", "user", "presence_penalty", "frequency_penalty",
-    "logprobs", "echo",
+    "logprobs", "echo", "response_format",
     "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n", NULL };
 
 static int known(const char *const *keys, const char *k) {
@@ -190,16 +190,41 @@ static int logprobs(ServeReq *r, const Json *d, char *err, size_t errlen) {
     return boolean(json_get(d, "echo"), "echo", &r->echo, err, errlen);
 }
 
+/* response_format: text, json_object or json_schema (json_gram.h); JSON mode turns
+ * thinking off (the reply is the document). */
+static int response_format(ServeReq *r, const Json *j, char *err, size_t errlen) {
+    if (!j || j->type == JSON_NULL) return 0;
+    const Json *t = json_get(j, "type");
+    if (j->type != JSON_OBJECT || !t || t->type != JSON_STRING)
+        BAD("'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\"}");
+    for (size_t i = 0; i < j->len; i++)
+        if (strcmp(j->keys[i], "type") && strcmp(j->keys[i], "json_schema"))
+            BAD("response_format: unknown field '%.60s'", j->keys[i]);
+    char e2[400];
+    if (!strcmp(t->str, "text")) return 0;
+    if (!strcmp(t->str, "json_object")) r->jg = jg_any_object();
+    else if (!strcmp(t->str, "json_schema")) {
+        const Json *js = json_get(j, "json_schema"), *sc = json_get(js, "schema");
+        if (!js || js->type != JSON_OBJECT || !sc)
+            BAD("response_format: json_schema needs {\"json_schema\": {\"schema\": {...}}}");
+        for (size_t i = 0; i < js->len; i++)
+            if (strcmp(js->keys[i], "name") && strcmp(js->keys[i], "schema") &&
+                strcmp(js->keys[i], "strict") && strcmp(js->keys[i], "description"))
+                BAD("response_format.json_schema: unknown field '%.60s'", js->keys[i]);
+        if (!(r->jg = jg_compile(sc, e2, sizeof e2)))
+            BAD("response_format.json_schema.schema: %s", e2);
+    } else BAD("'response_format' type must be text, json_object or json_schema, not '%.40s'",
+               t->str);
+    if (!r->jg) BAD("out of memory");
+    r->thinking = 0;
+    return 0;
+}
+
 static int neutral(const Json *d, char *err, size_t errlen) {
     const Json *j;
     if ((j = json_get(d, "n")) && j->type != JSON_NULL &&
         (j->type != JSON_NUMBER || !j->is_integer || j->integer != 1))
         BAD("'n' must be 1 (one choice per request)");
-    if ((j = json_get(d, "response_format")) && j->type != JSON_NULL) {
-        const Json *t = json_get(j, "type");
-        if (!t || t->type != JSON_STRING || strcmp(t->str, "text"))
-            BAD("'response_format' must be {\"type\": \"text\"}");
-    }
     if ((j = json_get(d, "model")) && j->type != JSON_STRING) BAD("'model' must be a string");
     if ((j = json_get(d, "user")) && j->type != JSON_STRING && j->type != JSON_NULL)
         BAD("'user' must be a string");
@@ -289,7 +314,7 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
         if (!text_ok(p)) BAD("'prompt' must be a string (one prompt per request)");
         if (p->len == 0) BAD("'prompt' must not be empty");
         r->prompt = p->str; r->prompt_len = p->len;
-        return 0;
+        return response_format(r, json_get(d, "response_format"), err, errlen);
     }
     const Json *re = json_get(d, "reasoning_effort");
     if (re && re->type != JSON_NULL) {
@@ -314,7 +339,11 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
             if (!t) r->thinking = 0;
         }
     }
-    if (serve_req_tools(r, d, err, errlen)) return 400;
+    if (response_format(r, json_get(d, "response_format"), err, errlen) ||
+        serve_req_tools(r, d, err, errlen))
+        return 400;
+    if (r->jg && r->tools_json) BAD("'response_format' JSON mode and 'tools' together are not "
+                                    "supported");
     return messages(r, json_get(d, "messages"), err, errlen);
 }
 
@@ -322,6 +351,7 @@ void serve_req_free(ServeReq *r) {
     for (int i = 0; r->ext && i < r->n_msgs; i++) free((void *)r->ext[i].calls);
     free(r->ext);
     free(r->tools_json);
+    jg_free(r->jg);
     for (int i = 0; i < r->n_parts; i++) free(r->parts[i]);
     free(r->parts);
     free(r->msgs);

@@ -212,7 +212,7 @@ bad "n 2" "{$OKM, \"n\": 2}"
 bad "presence_penalty out of range" "{$OKM, \"presence_penalty\": 3}"
 bad "tools" "{$OKM, \"tools\": [{\"type\": \"function\"}]}"
 bad "logprobs a string" "{$OKM, \"logprobs\": \"yes\"}"
-bad "response_format json" "{$OKM, \"response_format\": {\"type\": \"json_object\"}}"
+bad "response_format xml" "{$OKM, \"response_format\": {\"type\": \"xml\"}}"
 bad "model a number" "{$OKM, \"model\": 5}"
 cbad() { chk 400 "$1" "$U/v1/completions" -d "$2"; }
 cbad "completions: no prompt" '{"max_tokens": 3}'
