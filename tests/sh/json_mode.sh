@@ -51,6 +51,29 @@ post /v1/chat/completions "{\"messages\": [{\"role\": \"user\", \"content\": \"G
 "$CHK" schema "$T/g.json" || fail "greedy reply"
 echo "ok json mode: $O json_object completions parse as objects; a greedy reply matches"
 
+# the one-shot command's --json-schema: the server's ids (chat, system + user = what
+# --system-file renders), seeded sampling; refusals exit 2
+printf '%s' "$S" > "$T/schema.json"; printf 'Be brief.' > "$T/sys.txt"
+for seed in 5 6 7; do
+  "$K3" $M --tok $TK --system-file "$T/sys.txt" --prompt "Reply $seed" --json-schema \
+    "$T/schema.json" --temperature 1 --seed $seed --gen 400 --out "$T/o.json" --quiet \
+    > /dev/null 2> "$T/run.err" || fail "one-shot --json-schema exited $?"
+  want=$(sed -n 's/.*"generated_ids": \[\([^]]*\)\].*/\1/p' "$T/o.json" | tr -d ' ' |
+         sed 's/,[0-9]*$//')                          # less the end token
+  post /v1/chat/completions "{\"messages\": [{\"role\": \"system\", \"content\":
+    \"Be brief.\"}, {\"role\": \"user\", \"content\": \"Reply $seed\"}], \"seed\": $seed,
+    \"max_tokens\": 400, \"logprobs\": true, $RF}" > "$T/r.json"
+  got=$(grep -o '{"id": [0-9][0-9]*' "$T/r.json" | sed 's/.*: //' | paste -sd, -)
+  [ -n "$got" ] && [ "$got" = "$want" ] || fail "seed $seed: server $got, one-shot $want"
+done
+"$K3" $M --tok $TK --prompt x --json --spec --quiet > /dev/null 2>&1
+[ $? -eq 2 ] || fail "--json --spec accepted"
+printf '{"type": "object", "properties": {"a": {"format": "date"}}}' > "$T/bad.json"
+"$K3" $M --tok $TK --prompt x --json-schema "$T/bad.json" --quiet > /dev/null 2> "$T/run.err"
+[ $? -eq 2 ] && grep -q "properties.a: the keyword 'format'" "$T/run.err" ||
+  fail "--json-schema with format: $(cat "$T/run.err")"
+echo "ok json mode: the one-shot --json-schema draws the server's ids; refusals exit 2"
+
 for kw in '"pattern": "x"' '"anyOf": []' '"$ref": "#"' '"minimum": 1'; do
   code=$($C -o "$T/e" -w '%{http_code}' -H 'Content-Type: application/json' \
     "$U/v1/chat/completions" -d "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}],

@@ -92,7 +92,18 @@ while read -r _ _ w; do
   k=$((k + 1))
 done < "$T/want"
 [ $k -eq 7 ] || fail "reply: $k checked"
-echo "ok logprobs: 6 greedy reply tokens = the one-shot ids, logprobs = the dump's"
+# the one-shot command's --logprobs: the same bytes (one code, one row)
+"$K3" $M --ids "$ids" --gen 6 --logprobs 3 --out "$T/lp.json" --quiet > /dev/null \
+  2> "$T/run.err" || fail "one-shot --logprobs"
+olps=$(sed -n 's/.*"logprobs": \[//p' "$T/lp.json" | grep -o '"logprob": [^,]*' |
+       sed 's/"logprob": //' | paste -sd, -)
+[ "$olps" = "$glps" ] || fail "--logprobs $olps, the server's $glps"
+[ "$(grep -o '"top": \[\[[0-9]*' "$T/lp.json" | head -n 1 | sed 's/.*\[//')" = \
+  "$(echo "$gids" | cut -d, -f1)" ] || fail "--logprobs: the greedy token is not the top one"
+"$K3" $M --ids "$ids" --gen 2 --logprobs 21 > /dev/null 2>&1; [ $? -eq 2 ] || fail "--logprobs 21"
+"$K3" $M --ids "$ids" --gen 2 --logprobs 1 --spec > /dev/null 2>&1; [ $? -eq 2 ] ||
+  fail "--logprobs with --spec"
+echo "ok logprobs: 6 greedy reply tokens = the one-shot's, logprobs = the dump's = --logprobs'"
 
 # 3. chat, thinking off, logprobs + top_logprobs 3: the prompt as --system-file renders it
 printf 'You are terse.' > "$T/sys.txt"
