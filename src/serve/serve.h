@@ -70,6 +70,7 @@ int serve_web(int fd, const char *method, const char *path, int keep_alive);
 
 /* ---- serve_req.c ---- */
 enum { REQ_CHAT = 1, REQ_COMPLETION = 2 };
+#define K3_MAX_CHOICES 16
 #define REQ_MAX_STOP 4
 
 typedef struct {
@@ -83,6 +84,7 @@ typedef struct {
     int max_tokens;                          /* 0: the server's cap */
     int no_tokens;                           /* completions' max_tokens 0 (prompt scoring) */
     int logprobs, top_logprobs, echo;        /* serve_logprob.c */
+    int n_choices;                           /* n: choices, 1..K3_MAX_CHOICES */
     JgSchema *jg;                            /* response_format JSON mode, NULL: none */
     const char *stop[REQ_MAX_STOP]; size_t stop_len[REQ_MAX_STOP]; int n_stop;
     int stream, include_usage;
@@ -130,20 +132,27 @@ void serve_lp_legacy(Buf *b, const Tok *t, const ServeLp *const *ls, const size_
 
 /* ---- serve_gen.c: one request; serve_step.c: the engine loop over them ---- */
 typedef struct Server Server;
+typedef struct Gen Gen;
 typedef struct Job {
     ServeReq req;
     int fd, keep_alive;
     int done, failed, status;                /* set by the engine thread (status: an error) */
     uint64_t id;
     long n_prompt, n_gen; double t_first;    /* for the request log (serve_gen.c) */
+    /* its choices (n): one Gen each, choice 0 prefills for all (serve_gen.c) */
+    Gen *gen[K3_MAX_CHOICES];
+    int started, left;                       /* Gens begun, not yet ended */
+    int head_sent, cut, gone, leader_over;
+    uint64_t seed0; long created, cached;
+    char *choice[K3_MAX_CHOICES];            /* the finished choices' JSON (not streamed) */
+    char err[1024];                          /* a choice failed: the 500's message */
     pthread_cond_t cv;
     struct Job *next;
 } Job;
 
-typedef struct Gen Gen;
-/* Starts job j: renders its prompt, resumes the longest kept prefix (the rest is left to
+/* Starts choice `choice` of job j: renders its prompt, resumes the longest kept prefix (the rest is left to
  * serve_gen_prefill), sends the stream's head. NULL when j is already answered (an error). */
-Gen *serve_gen_begin(Server *s, Job *j);
+Gen *serve_gen_begin(Server *s, Job *j, int choice);
 /* Whether g still has prompt ids to feed (then serve_gen_prefill, not serve_gen_token). */
 int serve_gen_prefilling(const Gen *g);
 /* Before a step while g's prompt goes in (its scheduler slot takes the rest of it in the
@@ -154,9 +163,9 @@ int serve_gen_prefill(Gen *g);
 int serve_gen_token(Server *s, Gen *g);
 /* After the step: g's share of it was T ids and row is the logits of the last. */
 void serve_gen_fed(Gen *g, int T, const float *row);
-/* Ends g: the reply (or an error: fail_err, NULL when none), its kept states, the metrics;
- * frees g. */
-void serve_gen_end(Server *s, Gen *g, const char *fail_err);
+/* Ends g: its choice of the reply (or an error: fail_err, NULL when none), its kept
+ * states, the metrics; frees g. 1 when it was its job's last choice (the job is answered). */
+int serve_gen_end(Server *s, Gen *g, const char *fail_err);
 Job *serve_gen_job(const Gen *g);
 /* The engine loop: takes queued jobs (up to --max-batch in flight) and runs their decode
  * steps together until *stop. */

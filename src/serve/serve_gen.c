@@ -154,6 +154,8 @@ static char *chan_text(const Tok *t, const int32_t *ids, size_t n, int stable, s
 /* ---- one request ---- */
 struct Gen {
     Server *s; Job *j;
+    int choice;                           /* its index in the job's n */
+    int waiting;                          /* for choice 0's prompt state (give_prompt) */
     const char *obj;                      /* "chat.completion" | "text_completion" */
     char id[48]; long created;
     int thinking;
@@ -213,14 +215,14 @@ static void delta(Gen *g, int ch, const char *text, size_t upto) {
     Buf b = { 0 };
     chunk_head(g, &b);
     if (g->j->req.kind == REQ_CHAT) {
-        buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {");
+        buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"delta\": {", g->choice);
         buf_str(&b, ch ? "\"content\": " : "\"reasoning_content\": ");
         buf_json(&b, text + g->sent[ch], upto - g->sent[ch]);
         buf_str(&b, "}");
         if (ch) lp_stream(g, &b);
         buf_str(&b, ", \"finish_reason\": null}]}\n\n");
     } else {
-        buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": ");
+        buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"text\": ", g->choice);
         buf_json(&b, text + g->sent[ch], upto - g->sent[ch]);
         lp_stream(g, &b);
         buf_str(&b, ", \"finish_reason\": null}]}\n\n");
@@ -238,7 +240,7 @@ static void tool_deltas(Gen *g) {
         return;
     Buf b = { 0 };
     chunk_head(g, &b);
-    buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {\"tool_calls\": ");
+    buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"delta\": {\"tool_calls\": ", g->choice);
     g->calls_sent += serve_tool_calls_json(&b, p, g->j->id, g->calls_sent, 1);
     buf_str(&b, "}, \"finish_reason\": null}]}\n\n");
     send_sse(g, &b);
@@ -296,7 +298,9 @@ static void usage_json(Buf *b, long prompt, long gen, long cached) {
             prompt, gen, prompt + gen, cached);
 }
 
-static void reply(Gen *g, const char *finish, long prompt, long gen, long cached) {
+/* g's choice of the reply: streamed, what is left of it and its finish chunk; else its
+ * JSON kept in the job for reply_end. */
+static void reply(Gen *g, const char *finish) {
     const ServeReq *r = &g->j->req;
     Buf b = { 0 };
     const char *e = "";
@@ -304,28 +308,18 @@ static void reply(Gen *g, const char *finish, long prompt, long gen, long cached
         for (int ch = 0; ch < 2; ch++) if (g->text[ch]) delta(g, ch, g->text[ch], g->len[ch]);
         tool_deltas(g);
         chunk_head(g, &b);
-        buf_str(&b, r->kind == REQ_CHAT ? ", \"choices\": [{\"index\": 0, \"delta\": {}"
-                                        : ", \"choices\": [{\"index\": 0, \"text\": \"\"");
+        buf_fmt(&b, r->kind == REQ_CHAT ? ", \"choices\": [{\"index\": %d, \"delta\": {}"
+                                        : ", \"choices\": [{\"index\": %d, \"text\": \"\"",
+                g->choice);
         lp_stream(g, &b);                 /* the entries whose text was held back or cut */
         buf_fmt(&b, ", \"finish_reason\": \"%s\"}]}\n\n", finish);
-        if (r->include_usage) {
-            chunk_head(g, &b);
-            buf_str(&b, ", \"choices\": [], ");
-            usage_json(&b, prompt, gen, cached);
-            buf_str(&b, "}\n\n");
-        }
-        buf_str(&b, "data: [DONE]\n\n");
         send_sse(g, &b);
-        if (!g->gone && http_chunk_end(g->j->fd)) g->gone = 1;
         buf_free(&b);
         return;
     }
-    buf_fmt(&b, "{\"id\": \"%s\", \"object\": \"%s\", \"created\": %ld, \"model\": ", g->id,
-            g->obj, g->created);
-    buf_json(&b, g->s->model_id, strlen(g->s->model_id));
     if (r->kind == REQ_CHAT) {
-        buf_str(&b, ", \"choices\": [{\"index\": 0, \"message\": {\"role\": \"assistant\", "
-                "\"content\": ");
+        buf_fmt(&b, "{\"index\": %d, \"message\": {\"role\": \"assistant\", \"content\": ",
+                g->choice);
         int nc = calls_done(g);
         if (nc && !g->len[1]) buf_str(&b, "null");     /* OpenAI's form for calls only */
         else buf_json(&b, g->text[1] ? g->text[1] : e, g->len[1]);
@@ -342,9 +336,8 @@ static void reply(Gen *g, const char *finish, long prompt, long gen, long cached
             buf_str(&b, ", \"logprobs\": ");
             serve_lp_chat(&b, g->s->tok, &g->lp, 0, g->lp.n, 1);
         }
-        buf_fmt(&b, ", \"finish_reason\": \"%s\"}], ", finish);
     } else {
-        buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": ");
+        buf_fmt(&b, "{\"index\": %d, \"text\": ", g->choice);
         char *t = g->text[1] ? g->text[1] : (char *)e;
         size_t n = g->len[1];
         char *both = NULL;
@@ -362,12 +355,43 @@ static void reply(Gen *g, const char *finish, long prompt, long gen, long cached
             serve_lp_legacy(&b, g->s->tok, ls + !r->echo, from + !r->echo, to + !r->echo,
                             2 - !r->echo, r->top_logprobs, &off);
         }
-        buf_fmt(&b, ", \"finish_reason\": \"%s\"}], ", finish);
     }
+    buf_fmt(&b, ", \"finish_reason\": \"%s\"}", finish);
+    if (b.oom) { buf_free(&b); snprintf(g->j->err, sizeof g->j->err, "out of memory"); return; }
+    g->j->choice[g->choice] = b.b;
+}
+
+/* After the job's last choice: the usage chunk and [DONE], or the whole reply. */
+static void reply_end(Gen *g, long prompt, long gen, long cached) {
+    Job *j = g->j;
+    const ServeReq *r = &j->req;
+    Buf b = { 0 };
+    if (r->stream) {
+        if (r->include_usage) {
+            chunk_head(g, &b);
+            buf_str(&b, ", \"choices\": [], ");
+            usage_json(&b, prompt, gen, cached);
+            buf_str(&b, "}\n\n");
+        }
+        buf_str(&b, "data: [DONE]\n\n");
+        send_sse(g, &b);
+        if (!g->gone && http_chunk_end(j->fd)) g->gone = 1;
+        buf_free(&b);
+        return;
+    }
+    buf_fmt(&b, "{\"id\": \"%s\", \"object\": \"%s\", \"created\": %ld, \"model\": ", g->id,
+            g->obj, g->created);
+    buf_json(&b, g->s->model_id, strlen(g->s->model_id));
+    buf_str(&b, ", \"choices\": [");
+    for (int i = 0; i < r->n_choices; i++) {
+        if (i) buf_str(&b, ", ");
+        buf_str(&b, j->choice[i] ? j->choice[i] : "null");
+    }
+    buf_str(&b, "], ");
     usage_json(&b, prompt, gen, cached);
     buf_str(&b, "}\n");
-    if (b.oom) job_error(g->j, 500, "out of memory writing the reply", 0);
-    else if (http_respond(g->j->fd, 200, "application/json", b.b, b.n, g->j->keep_alive))
+    if (b.oom) job_error(j, 500, "out of memory writing the reply", 0);
+    else if (http_respond(j->fd, 200, "application/json", b.b, b.n, j->keep_alive))
         g->gone = 1;
     buf_free(&b);
 }
@@ -442,8 +466,34 @@ static int resume(Server *s, Gen *g) {
 int serve_gen_prefilling(const Gen *g) { return g->pf < g->nprompt; }
 
 int serve_gen_prefill(Gen *g) {
-    if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return -1; }
+    if (g->fail) return -1;
+    if (g->gone || http_peer_gone(g->j->fd) || (g->waiting && g->j->leader_over)) {
+        g->gone = 1;
+        return -1;
+    }
     return 0;
+}
+
+static void stream_head(Gen *g);
+
+/* Choice 0's prompt is in: the choices waiting for it start from a copy of its state and
+ * its row (the same bits as their own prefill would give). */
+static void give_prompt(Gen *g) {
+    Job *j = g->j;
+    const size_t V = (size_t)g->s->eng.m.cfg.vocab_size;
+    K3State *st = g->pst;
+    for (int i = 1; i < j->req.n_choices; i++) {
+        Gen *f = j->gen[i];
+        if (!f || !f->waiting) continue;
+        if (!st && !(st = k3_sched_copy(g->s->sch, g->q, f->err, sizeof f->err))) {
+            f->fail = 1; continue;
+        }
+        if (k3_sched_load(g->s->sch, f->q, st, f->err, sizeof f->err)) { f->fail = 1; continue; }
+        memcpy(f->logits, g->logits, 4 * V);
+        f->pf = f->reuse = f->nprompt; f->waiting = 0;
+        stream_head(f);
+    }
+    if (st && st != g->pst) k3_state_free(&g->s->eng.m, st);
 }
 
 /* A stream's head and its first (empty) chunk, once the prompt is in: the first byte
@@ -451,14 +501,16 @@ int serve_gen_prefill(Gen *g) {
 static void stream_head(Gen *g) {
     const ServeReq *r = &g->j->req;
     if (!r->stream) return;
-    if (http_chunked_head(g->j->fd, "text/event-stream", g->j->keep_alive)) g->gone = 1;
+    if (!g->j->head_sent++ && http_chunked_head(g->j->fd, "text/event-stream",
+                                                 g->j->keep_alive))
+        g->gone = 1;
     Buf b = { 0 };
     chunk_head(g, &b);
     if (r->kind == REQ_CHAT)
-        buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {\"role\": \"assistant\", "
-                "\"content\": \"\"}, \"finish_reason\": null}]}\n\n");
+        buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"delta\": {\"role\": \"assistant\", "
+                "\"content\": \"\"}, \"finish_reason\": null}]}\n\n", g->choice);
     else {
-        buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": ");
+        buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"text\": ", g->choice);
         buf_json(&b, r->prompt, r->echo ? r->prompt_len : 0);     /* echo: the prompt */
         if (r->echo && r->logprobs) {
             const ServeLp *ls[1] = { &g->plp };
@@ -472,19 +524,35 @@ static void stream_head(Gen *g) {
     buf_free(&b);
 }
 
-Gen *serve_gen_begin(Server *s, Job *j) {
+/* A refusal at the start of choice c: the job's reply for the first, else kept for the
+ * end (another choice has begun). */
+static Gen *begin_fail(Gen *g, int c, int status, const char *msg, int keep_alive) {
+    Job *j = g->j;
+    if (!c) job_error(j, status, msg, keep_alive);
+    else if (!j->err[0]) snprintf(j->err, sizeof j->err, "%s", msg);
+    if (status != 400) j->failed = 1;
+    gen_free(g);
+    return NULL;
+}
+
+Gen *serve_gen_begin(Server *s, Job *j, int choice) {
     ServeReq *r = &j->req;
     Gen *g = calloc(1, sizeof *g);
-    if (!g) { job_error(j, 500, "out of memory", 0); j->failed = 1; return NULL; }
-    g->s = s; g->j = j; g->created = (long)time(NULL);
+    if (!g) {
+        if (!choice) job_error(j, 500, "out of memory", 0);
+        else snprintf(j->err, sizeof j->err, "out of memory");
+        j->failed = 1; return NULL;
+    }
+    if (!choice) j->created = (long)time(NULL);
+    g->s = s; g->j = j; g->created = j->created; g->choice = choice;
     g->obj = r->kind == REQ_CHAT ? "chat.completion" : "text_completion";
     snprintf(g->id, sizeof g->id, "%s-%llu", r->kind == REQ_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)j->id);
     g->thinking = r->kind == REQ_CHAT && r->thinking;
     for (int i = 0; i < r->n_stop; i++)
         if (r->stop_len[i] > g->maxstop) g->maxstop = r->stop_len[i];
-    uint64_t seed = r->seed_set ? r->seed : draw_seed(s, j->id);
-    sampler_init(&g->smp, &r->sp, seed);
+    if (!choice && !r->seed_set) j->seed0 = draw_seed(s, j->id);
+    sampler_init(&g->smp, &r->sp, (r->seed_set ? r->seed : j->seed0) + (uint64_t)choice);
     xtml_parser_init(&g->xp, s->tok, &s->ids, r->thinking);
     if (r->parse_tools) xtml_parser_tools(&g->xp);
     if (r->kind == REQ_CHAT) g->p = &g->xp;
@@ -494,31 +562,32 @@ Gen *serve_gen_begin(Server *s, Job *j) {
         if (!(g->mask = malloc(4 * (size_t)s->eng.m.cfg.vocab_size))) { free(g->logits);
                                                                         g->logits = NULL; }
     }
-    if (!g->logits || prompt_ids(s, r, &g->fed, &g->n, g->err, sizeof g->err)) {
-        job_error(j, 500, g->logits ? g->err : "out of memory", j->keep_alive);
-        j->failed = 1; gen_free(g); return NULL;
-    }
+    if (!g->logits || prompt_ids(s, r, &g->fed, &g->n, g->err, sizeof g->err))
+        return begin_fail(g, choice, 500, g->logits ? g->err : "out of memory", j->keep_alive);
     g->capfed = g->nprompt = g->n;
     g->cap = r->max_tokens > 0 && r->max_tokens < s->max_tokens ? r->max_tokens : s->max_tokens;
     if (r->no_tokens) g->cap = 0;
     if (r->kind == REQ_COMPLETION && !r->echo) g->lp_off = r->prompt_len;  /* text_offset */
-    if (r->echo && r->logprobs && serve_lp_push(&g->plp, NULL, 0, g->fed[0], 0, LP_NULL)) {
-        job_error(j, 500, "out of memory", 0); j->failed = 1; gen_free(g); return NULL;
-    }
+    if (r->echo && r->logprobs && serve_lp_push(&g->plp, NULL, 0, g->fed[0], 0, LP_NULL))
+        return begin_fail(g, choice, 500, "out of memory", 0);
     if ((long)g->n + 1 > s->ctx) {
         snprintf(g->err, sizeof g->err, "the prompt is %zu tokens; with the reply it needs more "
                  "than the context of %d positions (k3 serve --ctx)", g->n, s->ctx);
-        job_error(j, 400, g->err, j->keep_alive); gen_free(g); return NULL;   /* stays open */
+        return begin_fail(g, choice, 400, g->err, j->keep_alive);     /* stays open */
     }
     if (sampler_check_vocab(&r->sp, s->eng.m.cfg.vocab_size, "'logit_bias'", g->err,
-                            sizeof g->err)) {
-        job_error(j, 400, g->err, j->keep_alive); gen_free(g); return NULL;
-    }
-    if (resume(s, g)) {
+                            sizeof g->err))
+        return begin_fail(g, choice, 400, g->err, j->keep_alive);
+    Gen *lead = j->gen[0];
+    if (choice && lead && serve_gen_prefilling(lead)) {   /* its prompt comes from choice 0 */
+        if (!(g->q = k3_sched_join(s->sch, g))) return begin_fail(g, choice, 500,
+                                                                  "out of memory", 0);
+        g->waiting = 1;
+    } else if (resume(s, g)) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
-        job_error(j, 500, g->err, 0);
-        j->failed = 1; gen_free(g); return NULL;
+        return begin_fail(g, choice, 500, g->err, 0);
     }
+    j->gen[choice] = g; j->started++; j->left++;
     if (!serve_gen_prefilling(g)) stream_head(g);
     return g;
 }
@@ -619,9 +688,10 @@ void serve_gen_fed(Gen *g, int T, const float *row) {
         g->plogits = g->pst ? malloc(4 * V) : NULL;
         if (g->plogits) memcpy(g->plogits, g->logits, 4 * V);
     }
+    if (g->j->req.n_choices > 1) give_prompt(g);
 }
 
-void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
+int serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     Job *j = g->j;
     const ServeReq *r = &j->req;
     if (fail_err && !g->fail) { g->fail = 1; snprintf(g->err, sizeof g->err, "%s", fail_err); }
@@ -638,8 +708,9 @@ void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     if (g->hit && g->thinking && !g->text[0]) update(g, 0, g->xp.think_ids, g->xp.n_think, 1);
     if (g->fail) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
-        if (r->stream && !serve_gen_prefilling(g)) g->gone = 1;   /* cut without [DONE] */
-        else job_error(j, 500, g->err, 0);            /* (before its head: a plain 500) */
+        if (r->stream && j->head_sent) j->cut = 1;    /* cut without [DONE] */
+        else if (!j->err[0])                          /* (before its head: a plain 500) */
+            snprintf(j->err, sizeof j->err, "%s", g->err);
         j->failed = 1;
     } else {
         char file[64];                                /* kept (and saved) first: a client
@@ -664,7 +735,16 @@ void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
             keep(s, st, g->fed, g->n, NULL, file);
             g->fed = NULL;
         }
-        if (!g->gone) reply(g, finish, (long)g->nprompt, g->ngen, (long)g->reuse);
+        if (!g->gone && !j->gone && !j->cut) reply(g, finish);
+    }
+    if (!g->choice) { j->leader_over = 1; j->cached = (long)g->reuse; }
+    j->n_prompt = (long)g->nprompt; j->n_gen += g->ngen;  /* the request log, the usage */
+    j->gen[g->choice] = NULL;
+    const int last = --j->left == 0;
+    if (last) {                                       /* the job's reply is complete */
+        if (j->err[0] && !j->cut) job_error(j, 500, j->err, 0);
+        else if (!g->gone && !j->gone && !j->cut) reply_end(g, j->n_prompt, j->n_gen, j->cached);
+        for (int i = 0; i < r->n_choices; i++) { free(j->choice[i]); j->choice[i] = NULL; }
     }
     pthread_mutex_lock(&s->mu);
     s->st.prompt_tokens += (long)g->nprompt; s->st.completion_tokens += g->ngen;
@@ -672,7 +752,7 @@ void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     if (g->reuse) s->st.cache_hits++; else s->st.cache_misses++;
     if (g->gone) s->st.disconnects++;
     pthread_mutex_unlock(&s->mu);
-    if (g->gone) j->failed = 1;
-    j->n_prompt = (long)g->nprompt; j->n_gen = g->ngen;  /* the request log */
+    if (g->gone) j->failed = j->gone = 1;
     gen_free(g);
+    return last;
 }

@@ -222,9 +222,6 @@ static int response_format(ServeReq *r, const Json *j, char *err, size_t errlen)
 
 static int neutral(const Json *d, char *err, size_t errlen) {
     const Json *j;
-    if ((j = json_get(d, "n")) && j->type != JSON_NULL &&
-        (j->type != JSON_NUMBER || !j->is_integer || j->integer != 1))
-        BAD("'n' must be 1 (one choice per request)");
     if ((j = json_get(d, "model")) && j->type != JSON_STRING) BAD("'model' must be a string");
     if ((j = json_get(d, "user")) && j->type != JSON_STRING && j->type != JSON_NULL)
         BAD("'user' must be a string");
@@ -260,6 +257,10 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
     for (size_t i = 0; i < d->len; i++)
         if (!known(keys, d->keys[i])) BAD("unknown field '%.60s'", d->keys[i]);
     if (neutral(d, err, errlen) || logprobs(r, d, err, errlen)) return 400;
+    int64_t nc = 1;
+    if (integer(json_get(d, "n"), "n", 1, K3_MAX_CHOICES, &nc, err, errlen)) return 400;
+    r->n_choices = (int)nc;
+    if (nc > 1 && r->echo) BAD("'n' above 1 with 'echo' is not supported");
     for (size_t i = 0; i < d->len; i++)           /* penalties and bias: penalty_json.c */
         if (penalty_json_field(d->keys[i], d->items[i], &r->sp, err, errlen) < 0) return 400;
     double x;
