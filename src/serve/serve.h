@@ -150,8 +150,10 @@ typedef struct Job {
     struct Job *next;
 } Job;
 
-/* Starts choice `choice` of job j: renders its prompt, resumes the longest kept prefix (the rest is left to
- * serve_gen_prefill), sends the stream's head. NULL when j is already answered (an error). */
+/* Starts choice `choice` of job j: renders its prompt, resumes the longest kept prefix (the
+ * rest is left to serve_gen_prefill; choices after the first wait for the first's prompt
+ * state instead), sends the stream's head. NULL on an error: the job is answered when it
+ * was its first choice (else the error is the job's reply when its last choice ends). */
 Gen *serve_gen_begin(Server *s, Job *j, int choice);
 /* Whether g still has prompt ids to feed (then serve_gen_prefill, not serve_gen_token). */
 int serve_gen_prefilling(const Gen *g);
