@@ -147,7 +147,7 @@ static void fixed_bodies(void) {
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"top_p\": 0}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"max_tokens\": 0}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"stop\": [1]}",
-        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"n\": 2}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"n\": 17}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tools\": [{}]}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"reasoning_effort\": \"x\"}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"stream_options\": {}}",
