@@ -37,6 +37,10 @@ struct Tok;
 JgSchema *jg_compile(const struct Json *s, char *err, size_t errlen);
 /* json_object mode: any object. */
 JgSchema *jg_any_object(void);
+/* A request's response_format rf (the server's field, a batch line's): {"type": "text"}
+ * (*out NULL), {"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema":
+ * {...}, "name", "strict", "description"}}. 0, or -1 with err naming what is wrong. */
+int jg_response_format(const struct Json *rf, JgSchema **out, char *err, size_t errlen);
 void jg_free(JgSchema *g);
 
 typedef struct {

@@ -193,30 +193,9 @@ static int logprobs(ServeReq *r, const Json *d, char *err, size_t errlen) {
 /* response_format: text, json_object or json_schema (json_gram.h); JSON mode turns
  * thinking off (the reply is the document). */
 static int response_format(ServeReq *r, const Json *j, char *err, size_t errlen) {
-    if (!j || j->type == JSON_NULL) return 0;
-    const Json *t = json_get(j, "type");
-    if (j->type != JSON_OBJECT || !t || t->type != JSON_STRING)
-        BAD("'response_format' must be {\"type\": \"text\" | \"json_object\" | \"json_schema\"}");
-    for (size_t i = 0; i < j->len; i++)
-        if (strcmp(j->keys[i], "type") && strcmp(j->keys[i], "json_schema"))
-            BAD("response_format: unknown field '%.60s'", j->keys[i]);
-    char e2[400];
-    if (!strcmp(t->str, "text")) return 0;
-    if (!strcmp(t->str, "json_object")) r->jg = jg_any_object();
-    else if (!strcmp(t->str, "json_schema")) {
-        const Json *js = json_get(j, "json_schema"), *sc = json_get(js, "schema");
-        if (!js || js->type != JSON_OBJECT || !sc)
-            BAD("response_format: json_schema needs {\"json_schema\": {\"schema\": {...}}}");
-        for (size_t i = 0; i < js->len; i++)
-            if (strcmp(js->keys[i], "name") && strcmp(js->keys[i], "schema") &&
-                strcmp(js->keys[i], "strict") && strcmp(js->keys[i], "description"))
-                BAD("response_format.json_schema: unknown field '%.60s'", js->keys[i]);
-        if (!(r->jg = jg_compile(sc, e2, sizeof e2)))
-            BAD("response_format.json_schema.schema: %s", e2);
-    } else BAD("'response_format' type must be text, json_object or json_schema, not '%.40s'",
-               t->str);
-    if (!r->jg) BAD("out of memory");
-    r->thinking = 0;
+    if (!j) return 0;
+    if (jg_response_format(j, &r->jg, err, errlen)) return 400;
+    if (r->jg) r->thinking = 0;
     return 0;
 }
 

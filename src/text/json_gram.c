@@ -293,6 +293,43 @@ JgSchema *jg_compile(const Json *s, char *err, size_t errlen) {
     return g;
 }
 
+int jg_response_format(const Json *j, JgSchema **out, char *err, size_t errlen) {
+    const Json *t = json_get(j, "type");
+    *out = NULL;
+    if (j->type == JSON_NULL) return 0;
+    if (j->type != JSON_OBJECT || !t || t->type != JSON_STRING)
+        REFUSE("'response_format' must be {\"type\": \"text\" | \"json_object\" | "
+               "\"json_schema\"}");
+    for (size_t i = 0; i < j->len; i++)
+        if (strcmp(j->keys[i], "type") && strcmp(j->keys[i], "json_schema")) {
+            char c64[64];
+            REFUSE("response_format: unknown field '%s'", clean(j->keys[i], c64));
+        }
+    char e2[400];
+    if (!strcmp(t->str, "text")) return 0;
+    if (!strcmp(t->str, "json_object")) *out = jg_any_object();
+    else if (!strcmp(t->str, "json_schema")) {
+        const Json *js = json_get(j, "json_schema"), *sc = json_get(js, "schema");
+        if (!js || js->type != JSON_OBJECT || !sc)
+            REFUSE("response_format: json_schema needs {\"json_schema\": {\"schema\": {...}}}");
+        for (size_t i = 0; i < js->len; i++)
+            if (strcmp(js->keys[i], "name") && strcmp(js->keys[i], "schema") &&
+                strcmp(js->keys[i], "strict") && strcmp(js->keys[i], "description")) {
+                char c64[64];
+                REFUSE("response_format.json_schema: unknown field '%s'",
+                       clean(js->keys[i], c64));
+            }
+        if (!(*out = jg_compile(sc, e2, sizeof e2)))
+            REFUSE("response_format.json_schema.schema: %s", e2);
+    } else {
+        char c64[64];
+        REFUSE("'response_format' type must be text, json_object or json_schema, not '%s'",
+               clean(t->str, c64));
+    }
+    if (!*out) REFUSE("out of memory");
+    return 0;
+}
+
 JgSchema *jg_any_object(void) {
     JgSchema *g = any_node();
     if (!g) return NULL;

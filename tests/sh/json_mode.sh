@@ -66,13 +66,30 @@ for seed in 5 6 7; do
   got=$(grep -o '{"id": [0-9][0-9]*' "$T/r.json" | sed 's/.*: //' | paste -sd, -)
   [ -n "$got" ] && [ "$got" = "$want" ] || fail "seed $seed: server $got, one-shot $want"
 done
+# a batch line's response_format: the one-shot's ids, beside another line, with --spec
+# (which the constrained line does not use)
+"$K3" $M --tok $TK --ids 51,273,274 --json-schema "$T/schema.json" --temperature 1 --seed 4 \
+  --gen 400 --out "$T/o.json" --quiet > /dev/null 2> "$T/run.err" || fail "one-shot --ids"
+want=$(sed -n 's/.*"generated_ids": \[\([^]]*\)\].*/\1/p' "$T/o.json")
+printf '{"id": "a", "ids": [51, 273, 274], "gen": 400, "temperature": 1, "seed": 4, %s}
+{"id": "b", "ids": [1, 2, 3], "gen": 20, "temperature": 1, "seed": 2}\n' \
+  "$(echo "$RF" | tr -d '\n')" > "$T/b.jsonl"
+"$K3" $M --tok $TK --batch "$T/b.jsonl" --batch-size 2 --spec --quiet > "$T/b.out" \
+  2> "$T/b.err" || fail "batch exited $?"
+got=$(sed -n 's/^{"id": "a", "generated_ids": \[\([^]]*\)\].*/\1/p' "$T/b.out")
+[ -n "$got" ] && [ "$got" = "$want" ] || fail "batch line: $got, one-shot: $want"
+printf '{"ids": [1], "response_format": {"type": "json_schema", "json_schema": {"schema":
+  {"anyOf": []}}}}\n' | tr -d '\n' > "$T/bad.jsonl"
+"$K3" $M --tok $TK --batch "$T/bad.jsonl" --quiet > /dev/null 2> "$T/bad.err"
+[ $? -eq 2 ] && grep -q "line 1: .*the keyword 'anyOf'" "$T/bad.err" ||
+  fail "batch anyOf: $(cat "$T/bad.err")"
 "$K3" $M --tok $TK --prompt x --json --spec --quiet > /dev/null 2>&1
 [ $? -eq 2 ] || fail "--json --spec accepted"
 printf '{"type": "object", "properties": {"a": {"format": "date"}}}' > "$T/bad.json"
 "$K3" $M --tok $TK --prompt x --json-schema "$T/bad.json" --quiet > /dev/null 2> "$T/run.err"
 [ $? -eq 2 ] && grep -q "properties.a: the keyword 'format'" "$T/run.err" ||
   fail "--json-schema with format: $(cat "$T/run.err")"
-echo "ok json mode: the one-shot --json-schema draws the server's ids; refusals exit 2"
+echo "ok json mode: --json-schema and a batch line draw the server's ids; refusals exit 2"
 
 for kw in '"pattern": "x"' '"anyOf": []' '"$ref": "#"' '"minimum": 1'; do
   code=$($C -o "$T/e" -w '%{http_code}' -H 'Content-Type: application/json' \
