@@ -145,6 +145,12 @@ while read -r a b c; do
 done < "$T/ent"
 exec 4<&-
 [ $k -eq 5 ] && [ "$(grep -c '^+' "$T/ent")" -eq 15 ] || fail "chat: $k tokens checked"
+# thinking on, cut inside the reasoning: no answer, so no content entries
+post /v1/chat/completions '{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5,
+  "temperature": 0, "logprobs": true}' > "$T/think.json"
+grep -q '"content": "", "reasoning_content": "[^"]' "$T/think.json" &&
+  grep -q '"logprobs": {"content": \[\], "refusal": null}' "$T/think.json" ||
+  fail "reasoning tokens in logprobs.content: $(cat "$T/think.json")"
 echo "ok logprobs: chat's 5 tokens and 3 alternatives each = the dump's log-softmax"
 
 # 4. a stream carries the same entries
