@@ -123,6 +123,7 @@ clean:
 #   tok_text tok_model tok_config   tests/c/test_tok_fuzz.c (encoder, tiktoken.model,
 #                                   tokenizer_config.json)
 #   chat_hist                       tests/c/test_fuzz_hist.c (chat history JSONL)
+#   json_gram                       tests/c/test_fuzz_gram.c (JSON mode's schema + validator)
 #   http_head serve_req             tests/c/test_fuzz_http.c (k3 serve: HTTP request head,
 #                                   request JSON)
 #   chat_state                      tests/c/test_fuzz_state.c (saved chat state)
@@ -134,7 +135,7 @@ clean:
 # whole library (chat_state and trunk open an engine on tests/models/tiny5f), built by
 # clang under the same sanitizers in $(BUILD)/fuzz/lib. Corpus, log and any
 # crash input: $(BUILD)/fuzz/TARGET/. Without a clang that has libFuzzer (FUZZ_CC), the
-# harnesses of the first eight run as the built-in mutation fuzzers, FUZZ_SECONDS each,
+# harnesses of the first nine run as the built-in mutation fuzzers, FUZZ_SECONDS each,
 # under $(CC)'s ASan/UBSan (the other four: make test-asan runs their built-in fuzzers).
 # `make fuzz-parsers`: the first four.
 # Runs and findings: docs/data/fuzz_runs.txt.
@@ -143,18 +144,21 @@ FUZZ_RUNS    ?=
 FUZZ_CC      ?= clang
 FUZZ_TMPDIR  ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo /tmp)
 FUZZ_PARSERS := json st_header st_index config
-FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist http_head serve_req \
-                chat_state trunk
+FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist json_gram http_head \
+                serve_req chat_state trunk
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
                 -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests/c -pthread
 TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
 PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c src/base/util.c
 HISTSRC   := src/chat/chat_hist.c src/io/json.c src/base/util.c
-FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h src/*/*.h) $(PARSERSRC) $(TOKSRC) $(HISTSRC)
+GRAMSRC   := src/text/json_gram.c $(TOKSRC)
+FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h src/*/*.h) $(PARSERSRC) $(GRAMSRC) \
+             $(HISTSRC)
 fuzz_main = $(if $(filter $(1),$(FUZZ_PARSERS)),tests/c/test_fuzz_parsers.c,$(if \
-            $(filter tok_%,$(1)),tests/c/test_tok_fuzz.c,tests/c/test_fuzz_hist.c))
+            $(filter tok_%,$(1)),tests/c/test_tok_fuzz.c,$(if $(filter json_gram,$(1)),\
+            tests/c/test_fuzz_gram.c,tests/c/test_fuzz_hist.c)))
 fuzz_src  = $(call fuzz_main,$(1)) $(if $(filter $(1),$(FUZZ_PARSERS)),$(PARSERSRC),$(if \
-            $(filter tok_%,$(1)),$(TOKSRC),$(HISTSRC)))
+            $(filter tok_%,$(1)),$(TOKSRC),$(if $(filter json_gram,$(1)),$(GRAMSRC),$(HISTSRC))))
 FUZZ_LIB  := $(BUILD)/fuzz/lib
 FUZZ_LIBOBJ = $(filter-out $(FUZZ_LIB)/cli/main.o,$(patsubst $(BUILD)/%,$(FUZZ_LIB)/%,$(OBJ)))
 
@@ -188,14 +192,14 @@ fuzz-run:
 	       "$$(head -n 1 $(BUILD)/fuzz/probe.log)); running the built-in mutation fuzzers" \
 	       "under $(CC)'s ASan/UBSan instead"; \
 	  $(MAKE) --no-print-directory $(BUILD)/fuzz/mf_parsers $(BUILD)/fuzz/mf_tok \
-	    $(BUILD)/fuzz/mf_hist && \
-	  for m in $(if $(filter-out $(FUZZ_PARSERS),$(FUZZ_LIST)),parsers tok hist,parsers); do \
+	    $(BUILD)/fuzz/mf_hist $(BUILD)/fuzz/mf_gram && \
+	  for m in $(if $(filter-out $(FUZZ_PARSERS),$(FUZZ_LIST)),parsers tok hist gram,parsers); do \
 	    TMPDIR=$(FUZZ_TMPDIR) $(BUILD)/fuzz/mf_$$m $(FUZZ_SECONDS) || exit 1; \
 	  done; \
 	fi
 
 $(BUILD)/fuzz/lf_%: $(FUZZDEPS) tests/c/test_fuzz_parsers.c tests/c/test_tok_fuzz.c \
-                    tests/c/test_fuzz_hist.c tests/c/test_fuzz_http.c
+                    tests/c/test_fuzz_hist.c tests/c/test_fuzz_http.c tests/c/test_fuzz_gram.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_FLAGS) -DK3_LIBFUZZER -DFUZZ_TARGET_$* -o $@ \
 	  $(call fuzz_src,$*) -lm
@@ -222,6 +226,9 @@ $(BUILD)/fuzz/mf_tok: tests/c/test_tok_fuzz.c $(FUZZDEPS)
 $(BUILD)/fuzz/mf_hist: tests/c/test_fuzz_hist.c $(FUZZDEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(FUZZ_FLAGS) -o $@ $< $(HISTSRC) -lm
+$(BUILD)/fuzz/mf_gram: tests/c/test_fuzz_gram.c $(FUZZDEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_FLAGS) -o $@ $< $(GRAMSRC) -lm
 
 # ---- AArch64 cross build (NEON kernels): static bin/k3-aarch64 and its kernel test,
 # run under qemu-aarch64 by tests/sh/kernels_aarch64.sh.

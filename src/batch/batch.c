@@ -141,6 +141,7 @@ typedef struct {
     float *dump;                       /* [n_prompt][V] when dumping */
     K3Spec spec;                       /* --spec: this sequence's drafts and acceptance */
     int k;                             /* drafts in the step just run (0: a plain step) */
+    JgState js; float *mask;           /* JSON mode: the text so far, the masked row */
 } Slot;
 
 /* FILE read as lines arrive (stdin, a pipe). */
@@ -202,6 +203,7 @@ static int line_gen(const Batch *b, int i) {
 /* --spec: drafts after the sequence's last token, at most room, for a verify pass. */
 static int draft(K3SchedSeq *q, int room) {
     Slot *s = q->user;
+    if (s->b->lines[s->li].jg) return s->k = 0;   /* JSON mode reads each step's own row */
     const int lim = s->gen - s->n_gen - 1 < room ? s->gen - s->n_gen - 1 : room;
     s->k = k3_spec_draft(&s->spec, s->seq, s->n, s->n_prompt, lim, s->seq + s->n);
     if (s->k <= 0) return s->k = 0;
@@ -225,6 +227,18 @@ static int start(Batch *b, Slot *s, K3SchedSeq *q, char *err, size_t errlen) {
     char line[32];
     snprintf(line, sizeof line, "line %d: logit_bias", l->line);
     if (sampler_check_vocab(&l->sp, V, line, err, errlen)) return K3_ERR_USAGE;
+    if (l->jg && !b->tok) {
+        snprintf(err, errlen, "--batch %s: line %d: response_format needs a tokenizer (the "
+                 "tokens' bytes): pass --tok DIR", b->o->file, l->line);
+        return K3_ERR_USAGE;
+    }
+    if (l->jg) {
+        jg_init(&s->js, l->jg);
+        free(s->mask);
+        if (!(s->mask = malloc(sizeof(float) * (size_t)V))) {
+            snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME;
+        }
+    }
     s->b = b; s->li = i; s->q = q;
     s->n_prompt = b->n_prompts[i];
     s->gen = line_gen(b, i);
@@ -327,8 +341,25 @@ static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *
         decode_next(b, s);
         return 0;
     }
+    const JgSchema *jg = b->lines[s->li].jg;
+    if (jg) {                          /* JSON mode: what may not come next masked */
+        memcpy(s->mask, last, sizeof(float) * (size_t)V);
+        if (!jg_mask(&s->js, b->tok, V, eos_id, s->mask)) {
+            snprintf(err, errlen, "line %d: JSON mode: no token can continue the text",
+                     b->lines[s->li].line);
+            return K3_ERR_RUNTIME;
+        }
+        last = s->mask;
+    }
     const int id = sampler_sample_at(&s->smp, last, V, s->n_gen);  /* by position only */
     if (id < 0) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    size_t nb = 0;
+    const char *tb = jg && id != eos_id ? tok_token_bytes(b->tok, id, &nb) : NULL;
+    if (tb && jg_put(&s->js, (const unsigned char *)tb, nb)) {
+        snprintf(err, errlen, "line %d: JSON mode: token %d was drawn outside the mask",
+                 b->lines[s->li].line, id);
+        return K3_ERR_RUNTIME;
+    }
     if (!s->t_first) s->t_first = k3_now();
     s->seq[s->n++] = id;
     s->n_gen++;
@@ -623,7 +654,7 @@ int k3_batch_main(int argc, char **argv) {
     }
 done:
     for (int i = 0; b.slot && i < b.n_slots; i++) {
-        free(b.slot[i].seq); free(b.slot[i].dump);
+        free(b.slot[i].seq); free(b.slot[i].dump); free(b.slot[i].mask);
         if (b.slot[i].li >= 0) sampler_free(&b.slot[i].smp);
     }
     free(b.slot);

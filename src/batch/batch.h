@@ -4,10 +4,12 @@
 #define K3_BATCH_H
 #include <stddef.h>
 #include <stdint.h>
+#include "json_gram.h"
 #include "sampler.h"
 
 /* One prompt line: {"id": ..., "ids": [..]} or {"id": ..., "prompt": "text"}, optional
- * "gen", "temperature", "top_p", "top_k", "min_p", "seed". */
+ * "gen", "temperature", "top_p", "top_k", "min_p", "seed", the penalties, "logit_bias",
+ * "response_format". */
 typedef struct {
     int line;                 /* 1-based line number in the file */
     char *id;                 /* the id as JSON text (a string literal or an integer) */
@@ -18,6 +20,7 @@ typedef struct {
     SamplerParams sp;         /* the command line's, with the line's fields over them */
     uint64_t seed;
     int sampling;             /* a sampling field (or flag) was given: sample, else greedy */
+    JgSchema *jg;             /* "response_format": JSON mode (json_gram.h), NULL: none */
 } BatchLine;
 
 /* Parses line number `line` (text[0..n), no newline) over the defaults sp/seed/sampling.

@@ -10,6 +10,7 @@
 
 void batch_line_free(BatchLine *l) {
     free(l->id); free(l->ids); free(l->prompt);
+    jg_free(l->jg);
     memset(l, 0, sizeof *l);
 }
 
@@ -108,6 +109,14 @@ static int field(const char *key, const Json *v, int line, BatchLine *o, int *se
     } else if (!strcmp(key, "seed")) {
         if (integer(v, line, key, 0, INT64_MAX, &k, err, errlen)) return -1;
         o->seed = (uint64_t)k; *seen_sp = 1;
+    } else if (!strcmp(key, "response_format")) {
+        jg_free(o->jg);
+        if (jg_response_format(v, &o->jg, err, errlen)) {
+            char m[512];
+            snprintf(m, sizeof m, "%s", err);
+            snprintf(err, errlen, "line %d: %s", line, m);
+            return -1;
+        }
     } else if ((k = penalty_json_field(key, v, &o->sp, err + 0, errlen)) != 0) {
         if (k > 0) return 0;                   /* penalties alone keep greedy greedy */
         char m[200];
@@ -118,7 +127,8 @@ static int field(const char *key, const Json *v, int line, BatchLine *o, int *se
         char *q = json_quote(key, strlen(key));
         snprintf(err, errlen, "line %d: unknown field %s (known: id, ids, prompt, gen, "
                  "temperature, top_p, top_k, min_p, seed, frequency_penalty, presence_penalty, "
-                 "repeat_penalty, repeat_last_n, logit_bias)", line, q ? q : "?");
+                 "repeat_penalty, repeat_last_n, logit_bias, response_format)", line,
+                 q ? q : "?");
         free(q);
         return -1;
     }

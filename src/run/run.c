@@ -8,6 +8,8 @@
 #include "spec.h"
 #include "sampler.h"
 #include "json.h"
+#include "json_gram.h"
+#include "logprob.h"
 #include "tok.h"
 #include "util.h"
 #include "xtml.h"
@@ -29,6 +31,8 @@ typedef struct {
     const char *stops[16]; int n_stops;     /* --stop STR: the text ends before it */
     int ignore_eos;                         /* --ignore-eos: eos is an id like any other */
     const char *system_file;                /* --system-file: the XTML chat template */
+    int logprobs;                           /* --logprobs N: alternatives; -1 none */
+    int json; const char *json_schema;      /* --json, --json-schema FILE: JSON mode */
     K3EngineFlags ef;           /* --config --kernels --threads --prefill-chunk, sampling, memory */
 } Opts;
 
@@ -40,7 +44,8 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 }, { "--version", 0 },
     { "--list-presets", 0 }, { "--batch", 1 }, K3_FLAGS_SPEC,
     { "--draft-ids", 1 }, { "--draft-file", 1 }, { "--stop", 1 }, { "--ignore-eos", 0 },
-    { "--system-file", 1 }, K3_FLAGS_ENGINE,
+    { "--system-file", 1 }, { "--logprobs", 1 }, { "--json", 0 }, { "--json-schema", 1 },
+    K3_FLAGS_ENGINE,
 };
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
 
@@ -50,7 +55,7 @@ static int usage_error(const char *fmt, const char *arg) {
 
 static int parse_args(int argc, char **argv, Opts *o) {
     memset(o, 0, sizeof *o);
-    o->gen = 16; o->spec = -1;
+    o->gen = 16; o->spec = -1; o->logprobs = -1;
     k3_engine_flags_init(&o->ef);
     o->tok_dir = k3_tok_env();
     char xerr[320];
@@ -85,6 +90,13 @@ static int parse_args(int argc, char **argv, Opts *o) {
             o->stops[o->n_stops++] = v;
         } else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
         else if (!strcmp(a, "--system-file")) { VAL(); o->system_file = v; }
+        else if (!strcmp(a, "--logprobs")) {
+            VAL();
+            if (k3_parse_int(a, v, 0, &o->logprobs)) return K3_ERR_USAGE;
+            if (o->logprobs > K3_MAX_TOP_LOGPROBS)
+                return usage_error("--logprobs takes 0..20 alternatives, got %s", v);
+        } else if (!strcmp(a, "--json")) o->json = 1;
+        else if (!strcmp(a, "--json-schema")) { VAL(); o->json_schema = v; }
         else if (a[0] == '-' && a[1]) {
             k3_unknown_option(a, BATCH_FLAGS, N_BATCH_FLAGS, xerr, sizeof xerr);
             return usage_error("%s", xerr);
@@ -101,6 +113,14 @@ static int parse_args(int argc, char **argv, Opts *o) {
     if (o->spec == 1 && o->recompute) return usage_error("%s", "--spec needs --incremental");
     if (!o->spec && (o->draft_ids || o->draft_file))
         return usage_error("%s", "--draft-ids and --draft-file draft for --spec: drop --no-spec");
+    const char *nospec = o->logprobs >= 0 ? "--logprobs" : o->json || o->json_schema ?
+                         "--json" : NULL;          /* these read each step's own row */
+    if (nospec && (o->spec == 1 || o->draft_ids || o->draft_file))
+        return usage_error("%s does not speculate: drop --spec and the drafts", nospec);
+    if (nospec) o->spec = 0;
+    if ((o->json || o->json_schema) && (!o->tok_dir || o->ignore_eos))
+        return usage_error("%s", "--json and --json-schema need --tok (the tokens' bytes) and "
+                           "the end token (no --ignore-eos)");
     if (o->spec < 0) o->spec = !o->recompute;       /* speculation is the default */
     if (o->draft_file && !o->tok_dir)
         return usage_error("%s", "--draft-file needs a tokenizer: pass --tok DIR");
@@ -192,6 +212,7 @@ typedef struct {
     uint64_t peak_rss;
     long expert_failures;
     const K3Spec *spec;                        /* NULL without --spec */
+    const K3Logprob *lp; int top;              /* --logprobs: one per generated token */
     int interrupted;                           /* Ctrl-C stopped the generation */
     const char *stop;                          /* the --stop string that ended it, or NULL */
 } Report;
@@ -213,6 +234,18 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
     free(md);
     json_ids(f, "prompt_ids", r->prompt, r->n_prompt);
     json_ids(f, "generated_ids", r->gen, r->n_gen);
+    if (r->lp) {                               /* %.9g: reads back as the same float */
+        fprintf(f, "  \"logprobs\": [");
+        for (int i = 0; i < r->n_gen; i++) {
+            fprintf(f, "%s{\"id\": %d, \"logprob\": %.9g, \"top\": [", i ? ", " : "",
+                    r->lp[i].id, (double)r->lp[i].logprob);
+            for (int k = 0; k < r->lp[i].n_top; k++)
+                fprintf(f, "%s[%d, %.9g]", k ? ", " : "", r->lp[i].top[k],
+                        (double)r->lp[i].top_logprob[k]);
+            fprintf(f, "]}");
+        }
+        fprintf(f, "],\n");
+    }
     fprintf(f, "  \"n_prompt\": %d,\n  \"n_generated\": %d,\n", r->n_prompt, r->n_gen);
     fprintf(f, "  \"mode\": \"%s\",\n  \"kernels\": \"%s\",\n  \"threads\": %d,\n",
             o->recompute ? "recompute" : "incremental", k3_kernels_name(), k3_threads());
@@ -386,11 +419,47 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
     return k3_engine_open(e, &eo, err, errlen);
 }
 
+/* --json: any object; --json-schema FILE: its schema (exit 2 naming the file and the
+ * keyword refused). The masked row's buffer in *mask. */
+static int json_mode(const Opts *o, JgSchema **g, float **mask, int V) {
+    char err[600];
+    if (!o->json_schema) *g = jg_any_object();
+    else {
+        size_t n = 0;
+        char *text = k3_read_file(o->json_schema, &n);
+        if (!text) {
+            fprintf(stderr, "k3: --json-schema %s: %s\n", o->json_schema, strerror(errno));
+            return K3_ERR_USAGE;
+        }
+        char jerr[256];
+        Json *j = json_parse(text, n, jerr, sizeof jerr);
+        free(text);
+        if (!j) {
+            fprintf(stderr, "k3: --json-schema %s: not JSON: %s\n", o->json_schema, jerr);
+            return K3_ERR_USAGE;
+        }
+        *g = jg_compile(j, err, sizeof err);
+        json_free(j);
+        if (!*g) {
+            fprintf(stderr, "k3: --json-schema %s: %s\n", o->json_schema, err);
+            return K3_ERR_USAGE;
+        }
+    }
+    if (!*g || !(*mask = malloc(sizeof(float) * (size_t)V))) {
+        fprintf(stderr, "k3: out of memory\n");
+        return K3_ERR_RUNTIME;
+    }
+    return 0;
+}
+
 static int run_batch(const Opts *o) {
     char err[4096];
     Tok *tok = NULL;
     int *prompt = NULL, n_prompt = 0, rc = 0, *seq = NULL, *ref = NULL, n_ref = 0;
     K3State *st = NULL;
+    K3Logprob *lp = NULL;                       /* --logprobs */
+    JgSchema *jg = NULL;                        /* --json, --json-schema */
+    float *mask = NULL;
     K3Engine e;
     memset(&e, 0, sizeof e);            /* closing an engine that never opened is a no-op */
     if (o->tok_dir && (o->prompt || o->prompt_file || o->tok_given || o->draft_file)) {
@@ -476,14 +545,35 @@ static int run_batch(const Opts *o) {
     K3Spec spec;                               /* --spec: tokens a verify pass already drew */
     int pend[65], n_pend = 0, i_pend = 0, draft[64];
     if (o->spec) k3_spec_init(&spec, m, ref, n_ref, o->spec_k);
+    if (o->logprobs >= 0 && o->gen > 0 && !(lp = malloc(sizeof *lp * (size_t)o->gen))) {
+        fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done;
+    }
+    const int end_id = xi.eom >= 0 ? xi.eom : m->cfg.eos_token_id;
+    if ((o->json || o->json_schema) && (rc = json_mode(o, &jg, &mask, V))) goto done;
+    JgState js;
+    if (jg) jg_init(&js, jg);
     while (n_gen < o->gen) {
-        /* the token at generated position n_gen: drawn by (seed, position) only */
-        int next = i_pend < n_pend ? pend[i_pend++] : sampler_sample_at(&smp, logits, V, n_gen);
-        if (next < 0) {
-            fprintf(stderr, "\nk3: out of memory\n");
+        /* the token at generated position n_gen: drawn by (seed, position) only; in JSON
+         * mode from the row with what may not come next masked */
+        const float *row = logits;
+        if (jg) {
+            memcpy(mask, logits, sizeof(float) * V);
+            if (!jg_mask(&js, tok, V, end_id, mask)) {
+                fprintf(stderr, "\nk3: JSON mode: no token can continue the text\n");
+                rc = K3_ERR_RUNTIME; goto done;
+            }
+            row = mask;
+        }
+        int next = i_pend < n_pend ? pend[i_pend++] : sampler_sample_at(&smp, row, V, n_gen);
+        size_t nb = 0;
+        const char *b = jg && next >= 0 && next != end_id ? tok_token_bytes(tok, next, &nb) : NULL;
+        if (next < 0 || (b && jg_put(&js, (const unsigned char *)b, nb))) {
+            fprintf(stderr, next < 0 ? "\nk3: out of memory\n" : "\nk3: JSON mode: token %d "
+                    "was drawn outside the mask (its logits are -inf or NaN)\n", next);
             rc = K3_ERR_RUNTIME;
             goto done;
         }
+        if (lp) k3_logprob_at(logits, V, next, o->logprobs, &lp[n_gen]);
         seq[n++] = next; n_gen++;
         if (emit(&em, next)) { fprintf(stderr, "\nk3: out of memory\n"); rc = K3_ERR_RUNTIME;
                                goto done; }
@@ -520,7 +610,7 @@ static int run_batch(const Opts *o) {
 
     const long failures = k3_engine_expert_failures(&e);
     Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(),
-                 failures, o->spec ? &spec : NULL, g_interrupted,
+                 failures, o->spec ? &spec : NULL, lp, o->logprobs, g_interrupted,
                  em.stopped ? o->stops[em.stopped - 1] : NULL };
     if (r.interrupted)                         /* said even with --quiet: the exit is 1 */
         fprintf(stderr, "k3: interrupted after %d of --gen %d tokens; the ids so far%s are "
@@ -555,7 +645,8 @@ static int run_batch(const Opts *o) {
     free(em.hold);
 done:
     if (st) k3_state_free(&e.m, st);
-    free(seq); free(prompt); free(ref);
+    free(seq); free(prompt); free(ref); free(lp); free(mask);
+    jg_free(jg);
     k3_engine_close(&e);
     tok_free(tok);
     return rc;

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include "engine.h"
 #include "json.h"
+#include "json_gram.h"
+#include "logprob.h"
 #include "scheduler.h"
 #include "sampler.h"
 #include "xtml.h"
@@ -68,6 +70,7 @@ int serve_web(int fd, const char *method, const char *path, int keep_alive);
 
 /* ---- serve_req.c ---- */
 enum { REQ_CHAT = 1, REQ_COMPLETION = 2 };
+#define K3_MAX_CHOICES 16
 #define REQ_MAX_STOP 4
 
 typedef struct {
@@ -79,6 +82,10 @@ typedef struct {
     int thinking; char effort[8];
     SamplerParams sp; uint64_t seed; int seed_set;
     int max_tokens;                          /* 0: the server's cap */
+    int no_tokens;                           /* completions' max_tokens 0 (prompt scoring) */
+    int logprobs, top_logprobs, echo;        /* serve_logprob.c */
+    int n_choices;                           /* n: choices, 1..K3_MAX_CHOICES */
+    JgSchema *jg;                            /* response_format JSON mode, NULL: none */
     const char *stop[REQ_MAX_STOP]; size_t stop_len[REQ_MAX_STOP]; int n_stop;
     int stream, include_usage;
     /* tools (serve_tools.c) */
@@ -105,22 +112,49 @@ int serve_req_tool_calls(ServeReq *r, int i, const Json *tc, char *err, size_t e
  * when delta); returns how many. */
 int serve_tool_calls_json(Buf *b, const XtmlParser *p, uint64_t job, int from, int delta);
 
+/* ---- serve_logprob.c: logprobs of the raw logits in the replies ---- */
+#define LP_NULL 2                            /* an entry without a logprob (echo's first) */
+typedef struct {
+    K3Logprob *e; signed char *ch;           /* per token: its entry and channel (chat: 0
+                                              * reasoning, 1 content, -1 neither) */
+    size_t n, cap;
+    size_t sent;                             /* entries a stream carried already */
+} ServeLp;
+/* Appends id's entry from row[0..V) with top alternatives (row NULL: no logprob). 0/-1. */
+int serve_lp_push(ServeLp *l, const float *row, int V, int id, int top, int ch);
+void serve_lp_free(ServeLp *l);
+/* {"content": [...], "refusal": null} of the entries [from, to) of channel ch. */
+void serve_lp_chat(Buf *b, const Tok *t, const ServeLp *l, size_t from, size_t to, int ch);
+/* The legacy {"tokens", "token_ids", "token_logprobs", "top_logprobs", "text_offset"} of
+ * entries [from[i], to[i]) of each list ls[0..nl); *off the text offset, advanced. */
+void serve_lp_legacy(Buf *b, const Tok *t, const ServeLp *const *ls, const size_t *from,
+                     const size_t *to, int nl, int top, size_t *off);
+
 /* ---- serve_gen.c: one request; serve_step.c: the engine loop over them ---- */
 typedef struct Server Server;
+typedef struct Gen Gen;
 typedef struct Job {
     ServeReq req;
     int fd, keep_alive;
     int done, failed, status;                /* set by the engine thread (status: an error) */
     uint64_t id;
     long n_prompt, n_gen; double t_first;    /* for the request log (serve_gen.c) */
+    /* its choices (n): one Gen each, choice 0 prefills for all (serve_gen.c) */
+    Gen *gen[K3_MAX_CHOICES];
+    int started, left;                       /* Gens begun, not yet ended */
+    int head_sent, cut, gone, leader_over;
+    uint64_t seed0; long created, cached;
+    char *choice[K3_MAX_CHOICES];            /* the finished choices' JSON (not streamed) */
+    char err[1024];                          /* a choice failed: the 500's message */
     pthread_cond_t cv;
     struct Job *next;
 } Job;
 
-typedef struct Gen Gen;
-/* Starts job j: renders its prompt, resumes the longest kept prefix (the rest is left to
- * serve_gen_prefill), sends the stream's head. NULL when j is already answered (an error). */
-Gen *serve_gen_begin(Server *s, Job *j);
+/* Starts choice `choice` of job j: renders its prompt, resumes the longest kept prefix (the
+ * rest is left to serve_gen_prefill; choices after the first wait for the first's prompt
+ * state instead), sends the stream's head. NULL on an error: the job is answered when it
+ * was its first choice (else the error is the job's reply when its last choice ends). */
+Gen *serve_gen_begin(Server *s, Job *j, int choice);
 /* Whether g still has prompt ids to feed (then serve_gen_prefill, not serve_gen_token). */
 int serve_gen_prefilling(const Gen *g);
 /* Before a step while g's prompt goes in (its scheduler slot takes the rest of it in the
@@ -131,9 +165,9 @@ int serve_gen_prefill(Gen *g);
 int serve_gen_token(Server *s, Gen *g);
 /* After the step: g's share of it was T ids and row is the logits of the last. */
 void serve_gen_fed(Gen *g, int T, const float *row);
-/* Ends g: the reply (or an error: fail_err, NULL when none), its kept states, the metrics;
- * frees g. */
-void serve_gen_end(Server *s, Gen *g, const char *fail_err);
+/* Ends g: its choice of the reply (or an error: fail_err, NULL when none), its kept
+ * states, the metrics; frees g. 1 when it was its job's last choice (the job is answered). */
+int serve_gen_end(Server *s, Gen *g, const char *fail_err);
 Job *serve_gen_job(const Gen *g);
 /* The engine loop: takes queued jobs (up to --max-batch in flight) and runs their decode
  * steps together until *stop. */

@@ -154,6 +154,8 @@ static char *chan_text(const Tok *t, const int32_t *ids, size_t n, int stable, s
 /* ---- one request ---- */
 struct Gen {
     Server *s; Job *j;
+    int choice;                           /* its index in the job's n */
+    int waiting;                          /* for choice 0's prompt state (give_prompt) */
     const char *obj;                      /* "chat.completion" | "text_completion" */
     char id[48]; long created;
     int thinking;
@@ -176,6 +178,9 @@ struct Gen {
     int cap, ngen, ended, hit, fail, fed_id;
     size_t pf;                            /* prompt ids in the state (nprompt: all in, and a
                                            * stream's head went out) */
+    ServeLp lp, plp;                      /* logprobs: the reply's tokens, echo's prompt */
+    JgState js; float *mask;              /* JSON mode: the reply's bytes, the masked row */
+    size_t lp_off;                        /* completions: text_offset of the next token */
     char err[1024];
 };
 
@@ -190,19 +195,36 @@ static void send_sse(Gen *g, Buf *b) {
     if (b->oom || http_chunk(g->j->fd, b->b, b->n)) g->gone = 1;
 }
 
+/* A stream chunk's ", "logprobs": ..." : the reply's entries not streamed yet. */
+static void lp_stream(Gen *g, Buf *b) {
+    const ServeReq *r = &g->j->req;
+    if (!r->logprobs || g->lp.sent >= g->lp.n) return;
+    buf_str(b, ", \"logprobs\": ");
+    if (r->kind == REQ_CHAT) serve_lp_chat(b, g->s->tok, &g->lp, g->lp.sent, g->lp.n, 1);
+    else {
+        const ServeLp *ls[1] = { &g->lp };
+        serve_lp_legacy(b, g->s->tok, ls, &g->lp.sent, &g->lp.n, 1, r->top_logprobs,
+                        &g->lp_off);
+    }
+    g->lp.sent = g->lp.n;
+}
+
 /* Streams text[sent..upto) of channel ch (0 reasoning, 1 content). */
 static void delta(Gen *g, int ch, const char *text, size_t upto) {
     if (upto <= g->sent[ch]) return;
     Buf b = { 0 };
     chunk_head(g, &b);
     if (g->j->req.kind == REQ_CHAT) {
-        buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {");
+        buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"delta\": {", g->choice);
         buf_str(&b, ch ? "\"content\": " : "\"reasoning_content\": ");
         buf_json(&b, text + g->sent[ch], upto - g->sent[ch]);
-        buf_str(&b, "}, \"finish_reason\": null}]}\n\n");
+        buf_str(&b, "}");
+        if (ch) lp_stream(g, &b);
+        buf_str(&b, ", \"finish_reason\": null}]}\n\n");
     } else {
-        buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": ");
+        buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"text\": ", g->choice);
         buf_json(&b, text + g->sent[ch], upto - g->sent[ch]);
+        lp_stream(g, &b);
         buf_str(&b, ", \"finish_reason\": null}]}\n\n");
     }
     send_sse(g, &b);
@@ -218,7 +240,7 @@ static void tool_deltas(Gen *g) {
         return;
     Buf b = { 0 };
     chunk_head(g, &b);
-    buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {\"tool_calls\": ");
+    buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"delta\": {\"tool_calls\": ", g->choice);
     g->calls_sent += serve_tool_calls_json(&b, p, g->j->id, g->calls_sent, 1);
     buf_str(&b, "}, \"finish_reason\": null}]}\n\n");
     send_sse(g, &b);
@@ -276,7 +298,9 @@ static void usage_json(Buf *b, long prompt, long gen, long cached) {
             prompt, gen, prompt + gen, cached);
 }
 
-static void reply(Gen *g, const char *finish, long prompt, long gen, long cached) {
+/* g's choice of the reply: streamed, what is left of it and its finish chunk; else its
+ * JSON kept in the job for reply_end. */
+static void reply(Gen *g, const char *finish) {
     const ServeReq *r = &g->j->req;
     Buf b = { 0 };
     const char *e = "";
@@ -284,29 +308,18 @@ static void reply(Gen *g, const char *finish, long prompt, long gen, long cached
         for (int ch = 0; ch < 2; ch++) if (g->text[ch]) delta(g, ch, g->text[ch], g->len[ch]);
         tool_deltas(g);
         chunk_head(g, &b);
-        if (r->kind == REQ_CHAT)
-            buf_fmt(&b, ", \"choices\": [{\"index\": 0, \"delta\": {}, \"finish_reason\": \"%s\"}]}"
-                    "\n\n", finish);
-        else buf_fmt(&b, ", \"choices\": [{\"index\": 0, \"text\": \"\", \"finish_reason\": "
-                     "\"%s\"}]}\n\n", finish);
-        if (r->include_usage) {
-            chunk_head(g, &b);
-            buf_str(&b, ", \"choices\": [], ");
-            usage_json(&b, prompt, gen, cached);
-            buf_str(&b, "}\n\n");
-        }
-        buf_str(&b, "data: [DONE]\n\n");
+        buf_fmt(&b, r->kind == REQ_CHAT ? ", \"choices\": [{\"index\": %d, \"delta\": {}"
+                                        : ", \"choices\": [{\"index\": %d, \"text\": \"\"",
+                g->choice);
+        lp_stream(g, &b);                 /* the entries whose text was held back or cut */
+        buf_fmt(&b, ", \"finish_reason\": \"%s\"}]}\n\n", finish);
         send_sse(g, &b);
-        if (!g->gone && http_chunk_end(g->j->fd)) g->gone = 1;
         buf_free(&b);
         return;
     }
-    buf_fmt(&b, "{\"id\": \"%s\", \"object\": \"%s\", \"created\": %ld, \"model\": ", g->id,
-            g->obj, g->created);
-    buf_json(&b, g->s->model_id, strlen(g->s->model_id));
     if (r->kind == REQ_CHAT) {
-        buf_str(&b, ", \"choices\": [{\"index\": 0, \"message\": {\"role\": \"assistant\", "
-                "\"content\": ");
+        buf_fmt(&b, "{\"index\": %d, \"message\": {\"role\": \"assistant\", \"content\": ",
+                g->choice);
         int nc = calls_done(g);
         if (nc && !g->len[1]) buf_str(&b, "null");     /* OpenAI's form for calls only */
         else buf_json(&b, g->text[1] ? g->text[1] : e, g->len[1]);
@@ -318,16 +331,67 @@ static void reply(Gen *g, const char *finish, long prompt, long gen, long cached
             buf_str(&b, ", \"tool_calls\": ");
             serve_tool_calls_json(&b, g->p, g->j->id, 0, 0);
         }
-        buf_fmt(&b, "}, \"finish_reason\": \"%s\"}], ", finish);
+        buf_str(&b, "}");
+        if (r->logprobs) {
+            buf_str(&b, ", \"logprobs\": ");
+            serve_lp_chat(&b, g->s->tok, &g->lp, 0, g->lp.n, 1);
+        }
     } else {
-        buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": ");
-        buf_json(&b, g->text[1] ? g->text[1] : e, g->len[1]);
-        buf_fmt(&b, ", \"finish_reason\": \"%s\"}], ", finish);
+        buf_fmt(&b, "{\"index\": %d, \"text\": ", g->choice);
+        char *t = g->text[1] ? g->text[1] : (char *)e;
+        size_t n = g->len[1];
+        char *both = NULL;
+        if (r->echo && (both = malloc(r->prompt_len + n + 1))) {   /* the prompt, then it */
+            memcpy(both, r->prompt, r->prompt_len); memcpy(both + r->prompt_len, t, n);
+            t = both; n += r->prompt_len;
+        } else if (r->echo) b.oom = 1;
+        buf_json(&b, t, n);
+        free(both);
+        if (r->logprobs) {
+            const ServeLp *ls[2] = { &g->plp, &g->lp };
+            const size_t from[2] = { 0, 0 }, to[2] = { g->plp.n, g->lp.n };
+            size_t off = r->echo ? 0 : r->prompt_len;
+            buf_str(&b, ", \"logprobs\": ");
+            serve_lp_legacy(&b, g->s->tok, ls + !r->echo, from + !r->echo, to + !r->echo,
+                            2 - !r->echo, r->top_logprobs, &off);
+        }
     }
+    buf_fmt(&b, ", \"finish_reason\": \"%s\"}", finish);
+    if (b.oom) { buf_free(&b); snprintf(g->j->err, sizeof g->j->err, "out of memory"); return; }
+    g->j->choice[g->choice] = b.b;
+}
+
+/* After the job's last choice: the usage chunk and [DONE], or the whole reply. */
+static void reply_end(Gen *g, long prompt, long gen, long cached) {
+    Job *j = g->j;
+    const ServeReq *r = &j->req;
+    Buf b = { 0 };
+    if (r->stream) {
+        if (r->include_usage) {
+            chunk_head(g, &b);
+            buf_str(&b, ", \"choices\": [], ");
+            usage_json(&b, prompt, gen, cached);
+            buf_str(&b, "}\n\n");
+        }
+        buf_str(&b, "data: [DONE]\n\n");
+        send_sse(g, &b);
+        if (!g->gone && http_chunk_end(j->fd)) g->gone = 1;
+        buf_free(&b);
+        return;
+    }
+    buf_fmt(&b, "{\"id\": \"%s\", \"object\": \"%s\", \"created\": %ld, \"model\": ", g->id,
+            g->obj, g->created);
+    buf_json(&b, g->s->model_id, strlen(g->s->model_id));
+    buf_str(&b, ", \"choices\": [");
+    for (int i = 0; i < r->n_choices; i++) {
+        if (i) buf_str(&b, ", ");
+        buf_str(&b, j->choice[i] ? j->choice[i] : "null");
+    }
+    buf_str(&b, "], ");
     usage_json(&b, prompt, gen, cached);
     buf_str(&b, "}\n");
-    if (b.oom) job_error(g->j, 500, "out of memory writing the reply", 0);
-    else if (http_respond(g->j->fd, 200, "application/json", b.b, b.n, g->j->keep_alive))
+    if (b.oom) job_error(j, 500, "out of memory writing the reply", 0);
+    else if (http_respond(j->fd, 200, "application/json", b.b, b.n, j->keep_alive))
         g->gone = 1;
     buf_free(&b);
 }
@@ -367,6 +431,8 @@ static void gen_free(Gen *g) {
     if (g->pst) k3_state_free(m, g->pst);
     free(g->plogits); free(g->logits); free(g->fed); free(g->out);
     free(g->text[0]); free(g->text[1]);
+    serve_lp_free(&g->lp); serve_lp_free(&g->plp);
+    free(g->mask);
     xtml_parser_free(&g->xp);
     sampler_free(&g->smp);
     free(g);
@@ -379,7 +445,7 @@ static int resume(Server *s, Gen *g) {
     const size_t V = (size_t)m->cfg.vocab_size, n = g->n;
     if (!(g->q = k3_sched_join(s->sch, g)))
         return snprintf(g->err, sizeof g->err, "out of memory"), -1;
-    Kept *k = find_kept(s, g->fed, n);
+    Kept *k = g->j->req.echo ? NULL : find_kept(s, g->fed, n);   /* echo: every row */
     if (k) {                              /* a copy: the kept one stays for other branches */
         if (k3_sched_load(s->sch, g->q, k->st, g->err, sizeof g->err)) return -1;
         g->reuse = k->nfed;
@@ -393,14 +459,41 @@ static int resume(Server *s, Gen *g) {
     g->pf = g->reuse;
     g->q->ids = (const int *)g->fed + g->pf;          /* the steps take it in the room left */
     g->q->n = (int)(g->nprompt - g->pf);
+    g->q->all_logits = g->j->req.echo && g->j->req.logprobs;
     return 0;
 }
 
 int serve_gen_prefilling(const Gen *g) { return g->pf < g->nprompt; }
 
 int serve_gen_prefill(Gen *g) {
-    if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return -1; }
+    if (g->fail) return -1;
+    if (g->gone || http_peer_gone(g->j->fd) || (g->waiting && g->j->leader_over)) {
+        g->gone = 1;
+        return -1;
+    }
     return 0;
+}
+
+static void stream_head(Gen *g);
+
+/* Choice 0's prompt is in: the choices waiting for it start from a copy of its state and
+ * its row (the same bits as their own prefill would give). */
+static void give_prompt(Gen *g) {
+    Job *j = g->j;
+    const size_t V = (size_t)g->s->eng.m.cfg.vocab_size;
+    K3State *st = g->pst;
+    for (int i = 1; i < j->req.n_choices; i++) {
+        Gen *f = j->gen[i];
+        if (!f || !f->waiting) continue;
+        if (!st && !(st = k3_sched_copy(g->s->sch, g->q, f->err, sizeof f->err))) {
+            f->fail = 1; continue;
+        }
+        if (k3_sched_load(g->s->sch, f->q, st, f->err, sizeof f->err)) { f->fail = 1; continue; }
+        memcpy(f->logits, g->logits, 4 * V);
+        f->pf = f->reuse = f->nprompt; f->waiting = 0;
+        stream_head(f);
+    }
+    if (st && st != g->pst) k3_state_free(&g->s->eng.m, st);
 }
 
 /* A stream's head and its first (empty) chunk, once the prompt is in: the first byte
@@ -408,60 +501,121 @@ int serve_gen_prefill(Gen *g) {
 static void stream_head(Gen *g) {
     const ServeReq *r = &g->j->req;
     if (!r->stream) return;
-    if (http_chunked_head(g->j->fd, "text/event-stream", g->j->keep_alive)) g->gone = 1;
+    if (!g->j->head_sent++ && http_chunked_head(g->j->fd, "text/event-stream",
+                                                 g->j->keep_alive))
+        g->gone = 1;
     Buf b = { 0 };
     chunk_head(g, &b);
     if (r->kind == REQ_CHAT)
-        buf_str(&b, ", \"choices\": [{\"index\": 0, \"delta\": {\"role\": \"assistant\", "
-                "\"content\": \"\"}, \"finish_reason\": null}]}\n\n");
-    else buf_str(&b, ", \"choices\": [{\"index\": 0, \"text\": \"\", \"finish_reason\": "
-                 "null}]}\n\n");
+        buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"delta\": {\"role\": \"assistant\", "
+                "\"content\": \"\"}, \"finish_reason\": null}]}\n\n", g->choice);
+    else {
+        buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"text\": ", g->choice);
+        buf_json(&b, r->prompt, r->echo ? r->prompt_len : 0);     /* echo: the prompt */
+        if (r->echo && r->logprobs) {
+            const ServeLp *ls[1] = { &g->plp };
+            const size_t from = 0, to = g->plp.n;
+            buf_str(&b, ", \"logprobs\": ");
+            serve_lp_legacy(&b, g->s->tok, ls, &from, &to, 1, r->top_logprobs, &g->lp_off);
+        }
+        buf_str(&b, ", \"finish_reason\": null}]}\n\n");
+    }
     send_sse(g, &b);
     buf_free(&b);
 }
 
-Gen *serve_gen_begin(Server *s, Job *j) {
+/* A refusal at the start of choice c: the job's reply for the first, else kept for the
+ * end (another choice has begun). */
+static Gen *begin_fail(Gen *g, int c, int status, const char *msg, int keep_alive) {
+    Job *j = g->j;
+    if (!c) job_error(j, status, msg, keep_alive);
+    else if (!j->err[0]) snprintf(j->err, sizeof j->err, "%s", msg);
+    if (status != 400) j->failed = 1;
+    gen_free(g);
+    return NULL;
+}
+
+Gen *serve_gen_begin(Server *s, Job *j, int choice) {
     ServeReq *r = &j->req;
     Gen *g = calloc(1, sizeof *g);
-    if (!g) { job_error(j, 500, "out of memory", 0); j->failed = 1; return NULL; }
-    g->s = s; g->j = j; g->created = (long)time(NULL);
+    if (!g) {
+        if (!choice) job_error(j, 500, "out of memory", 0);
+        else snprintf(j->err, sizeof j->err, "out of memory");
+        j->failed = 1; return NULL;
+    }
+    if (!choice) j->created = (long)time(NULL);
+    g->s = s; g->j = j; g->created = j->created; g->choice = choice;
     g->obj = r->kind == REQ_CHAT ? "chat.completion" : "text_completion";
     snprintf(g->id, sizeof g->id, "%s-%llu", r->kind == REQ_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)j->id);
     g->thinking = r->kind == REQ_CHAT && r->thinking;
     for (int i = 0; i < r->n_stop; i++)
         if (r->stop_len[i] > g->maxstop) g->maxstop = r->stop_len[i];
-    uint64_t seed = r->seed_set ? r->seed : draw_seed(s, j->id);
-    sampler_init(&g->smp, &r->sp, seed);
+    if (!choice && !r->seed_set) j->seed0 = draw_seed(s, j->id);
+    sampler_init(&g->smp, &r->sp, (r->seed_set ? r->seed : j->seed0) + (uint64_t)choice);
     xtml_parser_init(&g->xp, s->tok, &s->ids, r->thinking);
     if (r->parse_tools) xtml_parser_tools(&g->xp);
     if (r->kind == REQ_CHAT) g->p = &g->xp;
     g->logits = malloc(4 * (size_t)s->eng.m.cfg.vocab_size);
-    if (!g->logits || prompt_ids(s, r, &g->fed, &g->n, g->err, sizeof g->err)) {
-        job_error(j, 500, g->logits ? g->err : "out of memory", j->keep_alive);
-        j->failed = 1; gen_free(g); return NULL;
+    if (r->jg) {
+        jg_init(&g->js, r->jg);
+        if (!(g->mask = malloc(4 * (size_t)s->eng.m.cfg.vocab_size))) { free(g->logits);
+                                                                        g->logits = NULL; }
     }
+    if (!g->logits || prompt_ids(s, r, &g->fed, &g->n, g->err, sizeof g->err))
+        return begin_fail(g, choice, 500, g->logits ? g->err : "out of memory", j->keep_alive);
     g->capfed = g->nprompt = g->n;
     g->cap = r->max_tokens > 0 && r->max_tokens < s->max_tokens ? r->max_tokens : s->max_tokens;
+    if (r->no_tokens) g->cap = 0;
+    if (r->kind == REQ_COMPLETION && !r->echo) g->lp_off = r->prompt_len;  /* text_offset */
+    if (r->echo && r->logprobs && serve_lp_push(&g->plp, NULL, 0, g->fed[0], 0, LP_NULL))
+        return begin_fail(g, choice, 500, "out of memory", 0);
     if ((long)g->n + 1 > s->ctx) {
         snprintf(g->err, sizeof g->err, "the prompt is %zu tokens; with the reply it needs more "
                  "than the context of %d positions (k3 serve --ctx)", g->n, s->ctx);
-        job_error(j, 400, g->err, j->keep_alive); gen_free(g); return NULL;   /* stays open */
+        return begin_fail(g, choice, 400, g->err, j->keep_alive);     /* stays open */
     }
     if (sampler_check_vocab(&r->sp, s->eng.m.cfg.vocab_size, "'logit_bias'", g->err,
-                            sizeof g->err)) {
-        job_error(j, 400, g->err, j->keep_alive); gen_free(g); return NULL;
-    }
-    if (resume(s, g)) {
+                            sizeof g->err))
+        return begin_fail(g, choice, 400, g->err, j->keep_alive);
+    Gen *lead = j->gen[0];
+    if (choice && lead && serve_gen_prefilling(lead)) {   /* its prompt comes from choice 0 */
+        if (!(g->q = k3_sched_join(s->sch, g))) return begin_fail(g, choice, 500,
+                                                                  "out of memory", 0);
+        g->waiting = 1;
+    } else if (resume(s, g)) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
-        job_error(j, 500, g->err, 0);
-        j->failed = 1; gen_free(g); return NULL;
+        return begin_fail(g, choice, 500, g->err, 0);
     }
+    j->gen[choice] = g; j->started++; j->left++;
     if (!serve_gen_prefilling(g)) stream_head(g);
     return g;
 }
 
 Job *serve_gen_job(const Gen *g) { return g->j; }
+
+/* The next id from g's row: in JSON mode from the row with what may not come next masked
+ * (json_gram.h), the reply's bytes fed to the validator. -1 with g->err, or out of memory. */
+static int sample(Server *s, Gen *g) {
+    const ServeReq *r = &g->j->req;
+    const int V = s->eng.m.cfg.vocab_size;
+    const int end = r->kind == REQ_CHAT ? s->ids.eom : s->eng.m.cfg.eos_token_id;
+    if (!r->jg) return sampler_sample(&g->smp, g->logits, V);
+    memcpy(g->mask, g->logits, 4 * (size_t)V);
+    if (!jg_mask(&g->js, s->tok, V, end, g->mask)) {
+        snprintf(g->err, sizeof g->err, "JSON mode: no token can continue the reply");
+        return -1;
+    }
+    int id = sampler_sample(&g->smp, g->mask, V);
+    size_t n = 0;
+    const char *b = id >= 0 && id != end ? tok_token_bytes(s->tok, id, &n) : NULL;
+    if (b && jg_put(&g->js, (const unsigned char *)b, n)) {
+        snprintf(g->err, sizeof g->err, "JSON mode: token %d was drawn outside the mask (its "
+                 "logits are all -inf or NaN)", id);
+        return -1;
+    }
+    return id;
+}
 
 int serve_gen_token(Server *s, Gen *g) {
     const ServeReq *r = &g->j->req;
@@ -469,15 +623,22 @@ int serve_gen_token(Server *s, Gen *g) {
     if (g->ngen >= g->cap || g->q->st->pos >= s->ctx) return 0;
     int id = s->test_reply ? (g->ngen < (int)s->n_test_reply ? s->test_reply[g->ngen]
                                                              : s->ids.eom)
-                           : sampler_sample(&g->smp, g->logits, s->eng.m.cfg.vocab_size);
-    if (id < 0) { g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0; }
+                           : sample(s, g);
+    if (id < 0) { g->fail = 1; if (!g->err[0]) snprintf(g->err, sizeof g->err, "out of memory");
+                  return 0; }
     g->ngen++;
     if (g->ngen == 1) g->j->t_first = k3_now();          /* the request log's TTFT */
+    const int V = s->eng.m.cfg.vocab_size;
     if (r->kind == REQ_CHAT) {
         XtmlParser *p = &g->xp;
         XtmlEvent ev[2];
+        const size_t nr = p->n_resp, nt = p->n_think;
         int ne = xtml_parser_put(p, id, ev);
         if (ne < 0) { g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0; }
+        if (r->logprobs && serve_lp_push(&g->lp, g->logits, V, id, r->top_logprobs,
+                                         p->n_resp > nr ? 1 : p->n_think > nt ? 0 : -1)) {
+            g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
+        }
         for (int e = 0; e < ne; e++) g->ended |= ev[e].kind == XE_END;
         if (g->ended) return 0;
         if (g->thinking) update(g, 0, p->think_ids, p->n_think, 0);
@@ -490,7 +651,10 @@ int serve_gen_token(Server *s, Gen *g) {
         }
     } else {
         if (id == s->eng.m.cfg.eos_token_id) { g->ended = 1; return 0; }
-        if (fed_push(&g->out, &g->nout, &g->capout, id)) { g->fail = 1; return 0; }
+        if (fed_push(&g->out, &g->nout, &g->capout, id) ||
+            (r->logprobs && serve_lp_push(&g->lp, g->logits, V, id, r->top_logprobs, 1))) {
+            g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
+        }
         g->hit = update(g, 1, g->out, g->nout, 0);
     }
     if (g->hit) return 0;
@@ -499,13 +663,20 @@ int serve_gen_token(Server *s, Gen *g) {
         g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
     }
     g->fed_id = id;
-    g->q->ids = &g->fed_id; g->q->n = 1; g->q->decode = 1;
+    g->q->ids = &g->fed_id; g->q->n = 1; g->q->decode = 1; g->q->all_logits = 0;
     return 1;
 }
 
 void serve_gen_fed(Gen *g, int T, const float *row) {
     const size_t V = (size_t)g->s->eng.m.cfg.vocab_size;
     const int was = serve_gen_prefilling(g);
+    if (was && g->q->all_logits) {        /* echo: row t scores the prompt's next id */
+        for (int t = 0; t < T && g->pf + (size_t)t + 1 < g->nprompt; t++)
+            if (serve_lp_push(&g->plp, row + (size_t)t * V, (int)V, g->fed[g->pf + t + 1],
+                              g->j->req.top_logprobs, 1))
+                g->gone = 1;              /* (out of memory: the reply is not sent) */
+        row += (size_t)(T - 1) * V;
+    }
     if (was && (g->pf += (size_t)T) < g->nprompt) return;
     memcpy(g->logits, row, 4 * V);
     if (!was) return;
@@ -517,9 +688,10 @@ void serve_gen_fed(Gen *g, int T, const float *row) {
         g->plogits = g->pst ? malloc(4 * V) : NULL;
         if (g->plogits) memcpy(g->plogits, g->logits, 4 * V);
     }
+    if (g->j->req.n_choices > 1) give_prompt(g);
 }
 
-void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
+int serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     Job *j = g->j;
     const ServeReq *r = &j->req;
     if (fail_err && !g->fail) { g->fail = 1; snprintf(g->err, sizeof g->err, "%s", fail_err); }
@@ -536,8 +708,9 @@ void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     if (g->hit && g->thinking && !g->text[0]) update(g, 0, g->xp.think_ids, g->xp.n_think, 1);
     if (g->fail) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
-        if (r->stream && !serve_gen_prefilling(g)) g->gone = 1;   /* cut without [DONE] */
-        else job_error(j, 500, g->err, 0);            /* (before its head: a plain 500) */
+        if (r->stream && j->head_sent) j->cut = 1;    /* cut without [DONE] */
+        else if (!j->err[0])                          /* (before its head: a plain 500) */
+            snprintf(j->err, sizeof j->err, "%s", g->err);
         j->failed = 1;
     } else {
         char file[64];                                /* kept (and saved) first: a client
@@ -562,7 +735,16 @@ void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
             keep(s, st, g->fed, g->n, NULL, file);
             g->fed = NULL;
         }
-        if (!g->gone) reply(g, finish, (long)g->nprompt, g->ngen, (long)g->reuse);
+        if (!g->gone && !j->gone && !j->cut) reply(g, finish);
+    }
+    if (!g->choice) { j->leader_over = 1; j->cached = (long)g->reuse; }
+    j->n_prompt = (long)g->nprompt; j->n_gen += g->ngen;  /* the request log, the usage */
+    j->gen[g->choice] = NULL;
+    const int last = --j->left == 0;
+    if (last) {                                       /* the job's reply is complete */
+        if (j->err[0] && !j->cut) job_error(j, 500, j->err, 0);
+        else if (!g->gone && !j->gone && !j->cut) reply_end(g, j->n_prompt, j->n_gen, j->cached);
+        for (int i = 0; i < r->n_choices; i++) { free(j->choice[i]); j->choice[i] = NULL; }
     }
     pthread_mutex_lock(&s->mu);
     s->st.prompt_tokens += (long)g->nprompt; s->st.completion_tokens += g->ngen;
@@ -570,7 +752,7 @@ void serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     if (g->reuse) s->st.cache_hits++; else s->st.cache_misses++;
     if (g->gone) s->st.disconnects++;
     pthread_mutex_unlock(&s->mu);
-    if (g->gone) j->failed = 1;
-    j->n_prompt = (long)g->nprompt; j->n_gen = g->ngen;  /* the request log */
+    if (g->gone) j->failed = j->gone = 1;
     gen_free(g);
+    return last;
 }

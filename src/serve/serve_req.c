@@ -15,11 +15,11 @@ static const char *const CHAT_KEYS[] = {
     "max_completion_tokens", "stop", "stream", "stream_options", "reasoning_effort",
     "chat_template_kwargs", "n", "user", "presence_penalty", "frequency_penalty", "logprobs",
     "response_format", "metadata", "store", "tools", "tool_choice", "parallel_tool_calls",
-    "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n", NULL };
+    "top_logprobs", "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n", NULL };
 static const char *const COMPL_KEYS[] = {
     "model", "prompt", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens", "stop",
     "stream", "stream_options", "n", "user", "presence_penalty", "frequency_penalty",
-    "logprobs", "echo",
+    "logprobs", "echo", "response_format",
     "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n", NULL };
 
 static int known(const char *const *keys, const char *k) {
@@ -169,21 +169,38 @@ static int stops(ServeReq *r, const Json *s, char *err, size_t errlen) {
     return 0;
 }
 
+/* logprobs, top_logprobs (chat: a boolean and 0..20; completions: logprobs an integer
+ * 0..20, the alternatives), echo (completions). */
+static int logprobs(ServeReq *r, const Json *d, char *err, size_t errlen) {
+    const Json *lp = json_get(d, "logprobs"), *tl = json_get(d, "top_logprobs");
+    int64_t k = 0;
+    if (r->kind == REQ_CHAT) {
+        if (boolean(lp, "logprobs", &r->logprobs, err, errlen)) return 400;
+        if (integer(tl, "top_logprobs", 0, K3_MAX_TOP_LOGPROBS, &k, err, errlen)) return 400;
+        if (tl && tl->type != JSON_NULL && !r->logprobs)
+            BAD("'top_logprobs' needs \"logprobs\": true");
+        r->top_logprobs = (int)k;
+        return 0;
+    }
+    if (lp && lp->type == JSON_BOOL) BAD("'logprobs' of /v1/completions is an integer (the "
+                                         "alternatives per token, 0..%d)", K3_MAX_TOP_LOGPROBS);
+    if (integer(lp, "logprobs", 0, K3_MAX_TOP_LOGPROBS, &k, err, errlen)) return 400;
+    r->logprobs = lp && lp->type != JSON_NULL;
+    r->top_logprobs = (int)k;
+    return boolean(json_get(d, "echo"), "echo", &r->echo, err, errlen);
+}
+
+/* response_format: text, json_object or json_schema (json_gram.h); JSON mode turns
+ * thinking off (the reply is the document). */
+static int response_format(ServeReq *r, const Json *j, char *err, size_t errlen) {
+    if (!j) return 0;
+    if (jg_response_format(j, &r->jg, err, errlen)) return 400;
+    if (r->jg) r->thinking = 0;
+    return 0;
+}
+
 static int neutral(const Json *d, char *err, size_t errlen) {
     const Json *j;
-    if ((j = json_get(d, "n")) && j->type != JSON_NULL &&
-        (j->type != JSON_NUMBER || !j->is_integer || j->integer != 1))
-        BAD("'n' must be 1 (one choice per request)");
-    if ((j = json_get(d, "logprobs")) && j->type != JSON_NULL &&
-        !(j->type == JSON_BOOL && !j->boolean) && !(j->type == JSON_NUMBER && j->number == 0))
-        BAD("'logprobs' is not supported");
-    if ((j = json_get(d, "echo")) && j->type != JSON_NULL && !(j->type == JSON_BOOL && !j->boolean))
-        BAD("'echo' is not supported");
-    if ((j = json_get(d, "response_format")) && j->type != JSON_NULL) {
-        const Json *t = json_get(j, "type");
-        if (!t || t->type != JSON_STRING || strcmp(t->str, "text"))
-            BAD("'response_format' must be {\"type\": \"text\"}");
-    }
     if ((j = json_get(d, "model")) && j->type != JSON_STRING) BAD("'model' must be a string");
     if ((j = json_get(d, "user")) && j->type != JSON_STRING && j->type != JSON_NULL)
         BAD("'user' must be a string");
@@ -218,7 +235,11 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
     const char *const *keys = kind == REQ_CHAT ? CHAT_KEYS : COMPL_KEYS;
     for (size_t i = 0; i < d->len; i++)
         if (!known(keys, d->keys[i])) BAD("unknown field '%.60s'", d->keys[i]);
-    if (neutral(d, err, errlen)) return 400;
+    if (neutral(d, err, errlen) || logprobs(r, d, err, errlen)) return 400;
+    int64_t nc = 1;
+    if (integer(json_get(d, "n"), "n", 1, K3_MAX_CHOICES, &nc, err, errlen)) return 400;
+    r->n_choices = (int)nc;
+    if (nc > 1 && r->echo) BAD("'n' above 1 with 'echo' is not supported");
     for (size_t i = 0; i < d->len; i++)           /* penalties and bias: penalty_json.c */
         if (penalty_json_field(d->keys[i], d->items[i], &r->sp, err, errlen) < 0) return 400;
     double x;
@@ -242,8 +263,12 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
         if (sd->type != JSON_NUMBER || !sd->is_integer) BAD("'seed' must be an integer");
         r->seed = (uint64_t)sd->integer; r->seed_set = 1;
     }
-    k = 0;
-    if (integer(json_get(d, "max_tokens"), "max_tokens", 1, 1 << 30, &k, err, errlen)) return 400;
+    k = -1;                                       /* completions: 0 scores the prompt */
+    if (integer(json_get(d, "max_tokens"), "max_tokens", kind == REQ_COMPLETION ? 0 : 1,
+                1 << 30, &k, err, errlen))
+        return 400;
+    r->no_tokens = k == 0;
+    if (k < 0) k = 0;
     if (kind == REQ_CHAT &&
         integer(json_get(d, "max_completion_tokens"), "max_completion_tokens", 1, 1 << 30, &k,
                 err, errlen))
@@ -269,7 +294,7 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
         if (!text_ok(p)) BAD("'prompt' must be a string (one prompt per request)");
         if (p->len == 0) BAD("'prompt' must not be empty");
         r->prompt = p->str; r->prompt_len = p->len;
-        return 0;
+        return response_format(r, json_get(d, "response_format"), err, errlen);
     }
     const Json *re = json_get(d, "reasoning_effort");
     if (re && re->type != JSON_NULL) {
@@ -294,7 +319,11 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
             if (!t) r->thinking = 0;
         }
     }
-    if (serve_req_tools(r, d, err, errlen)) return 400;
+    if (response_format(r, json_get(d, "response_format"), err, errlen) ||
+        serve_req_tools(r, d, err, errlen))
+        return 400;
+    if (r->jg && r->tools_json) BAD("'response_format' JSON mode and 'tools' together are not "
+                                    "supported");
     return messages(r, json_get(d, "messages"), err, errlen);
 }
 
@@ -302,6 +331,7 @@ void serve_req_free(ServeReq *r) {
     for (int i = 0; r->ext && i < r->n_msgs; i++) free((void *)r->ext[i].calls);
     free(r->ext);
     free(r->tools_json);
+    jg_free(r->jg);
     for (int i = 0; i < r->n_parts; i++) free(r->parts[i]);
     free(r->parts);
     free(r->msgs);

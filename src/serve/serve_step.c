@@ -27,8 +27,7 @@ static void job_done(Server *s, Job *j) {
 
 static void end(Server *s, Gen *g, const char *fail_err) {
     Job *j = serve_gen_job(g);
-    serve_gen_end(s, g, fail_err);
-    job_done(s, j);
+    if (serve_gen_end(s, g, fail_err)) job_done(s, j);
 }
 
 /* Waits for a job while none is in flight; otherwise only looks. NULL: none (yet). */
@@ -53,13 +52,27 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
     char err[1024];
     int n = 0;
     if (!act) { fprintf(stderr, "k3: serve: out of memory\n"); *stop = 1; }
+    Job *held = NULL;                     /* its n choices wait for as many free slots */
     while (!*stop) {
         while (n < B) {                                   /* new requests join */
-            Job *j = next_job(s, n == 0, stop);
+            Job *j = held ? held : next_job(s, n == 0, stop);
             if (!j) break;
-            Gen *g = serve_gen_begin(s, j);
-            if (g) act[n++] = g;
-            else job_done(s, j);
+            const int c = j->req.n_choices > 0 ? j->req.n_choices : 1;
+            if (c > B) {
+                snprintf(err, sizeof err, "'n' is %d but this server generates at most %d "
+                         "sequences at once (k3 serve --max-batch)", c, B);
+                j->status = 400;
+                http_error(j->fd, 400, err, j->keep_alive);
+                job_done(s, j);
+                continue;
+            }
+            if (n + c > B) { held = j; break; }
+            held = NULL;
+            for (int i = 0; i < c; i++) {
+                Gen *g = serve_gen_begin(s, j, i);
+                if (g) act[n++] = g;
+                else if (!j->started) { job_done(s, j); break; }   /* answered */
+            }
         }
         if (!n) continue;
         /* each decoding request samples its token; the scheduler feeds them, then the
@@ -91,5 +104,11 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
      * [DONE]); one still prefilling has nothing to send but the refusal */
     for (int i = 0; i < n; i++)
         end(s, act[i], serve_gen_prefilling(act[i]) ? "the server is stopping" : NULL);
+    if (held) {
+        held->status = 503;
+        http_error(held->fd, 503, "the server is stopping", 0);
+        held->failed = 1;
+        job_done(s, held);
+    }
     free(act);
 }

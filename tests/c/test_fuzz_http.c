@@ -147,7 +147,7 @@ static void fixed_bodies(void) {
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"top_p\": 0}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"max_tokens\": 0}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"stop\": [1]}",
-        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"n\": 2}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"n\": 17}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"tools\": [{}]}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"reasoning_effort\": \"x\"}",
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"stream_options\": {}}",
@@ -205,12 +205,17 @@ static void fuzz(int iters) {
         "\"temperature\": 0.5, \"stop\": [\"x\"], \"stream\": true, \"stream_options\": "
         "{\"include_usage\": true}, \"chat_template_kwargs\": {\"thinking\": false}}",
         "{\"prompt\": \"abc\", \"max_tokens\": 3, \"top_k\": 4, \"seed\": 1, \"stop\": \"q\"}",
-        TOOL_BODY };
+        TOOL_BODY,
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"logprobs\": true, "
+        "\"top_logprobs\": 2, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
+        "{\"schema\": {\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, \"b\"]}, "
+        "\"l\": {\"items\": {\"type\": \"string\", \"maxLength\": 2}}}, \"required\": [\"a\"], "
+        "\"additionalProperties\": false}}}}" };
     size_t cap = 4096;
     unsigned char *s = malloc(cap);
     long accepted = 0, refused = 0;
     for (int it = 0; it < iters; it++) {
-        int which = it % 5;
+        int which = it % 6;
         const char *seed = which < 2 ? seeds_h[which] : seeds_b[which - 2];
         size_t n = strlen(seed);
         memcpy(s, seed, n);
@@ -271,6 +276,12 @@ static const char *SEEDS[] = {
     "{\"include_usage\": true}, \"reasoning_effort\": \"low\", "
     "\"chat_template_kwargs\": {\"thinking\": false}}",
     "{\"prompt\": \"abc\", \"max_tokens\": 3, \"top_k\": 4, \"seed\": 1, \"stop\": \"q\"}",
+    "{\"prompt\": \"a\", \"max_tokens\": 0, \"echo\": true, \"logprobs\": 2, "
+    "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": "
+    "{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, \"b\"]}}, "
+    "\"required\": [\"a\"], \"additionalProperties\": false}}}}",
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"logprobs\": true, "
+    "\"top_logprobs\": 3, \"response_format\": {\"type\": \"json_object\"}}",
 #else
 #error "define FUZZ_TARGET_http_head or FUZZ_TARGET_serve_req"
 #endif

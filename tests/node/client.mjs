@@ -1,8 +1,9 @@
 // client.mjs — k3 serve through the official OpenAI Node client (npm `openai`), run by
 // openai_client.sh: a chat completion, the same one streamed (the deltas must concatenate
-// to it), a completion (plain and streamed), and, against a server whose reply is a fixed
-// tool call (K3_TOOL_URL), the client's own view of message.tool_calls and of the streamed
-// delta.tool_calls. Prints one line per check and "N passed, N failed".
+// to it), a completion (plain and streamed), logprobs, JSON mode, n, and, against a server
+// whose reply is a fixed tool call (K3_TOOL_URL), the client's own view of
+// message.tool_calls and of the streamed delta.tool_calls. Prints one line per check and
+// "N passed, N failed".
 import OpenAI from 'openai';
 
 let passed = 0, failed = 0;
@@ -60,6 +61,31 @@ try {
   for await (const ch of ps) if (ch.choices[0]) text += ch.choices[0].text || '';
   check(text === p.choices[0].text, 'streamed completion equals the non-streamed',
         `${j(text)} vs ${j(p.choices[0].text)}`);
+
+  // logprobs (chat and the legacy echo), JSON mode by a schema, n > 1
+  const lp = await c.chat.completions.create({ model, messages, temperature: 0, max_tokens: 6,
+    logprobs: true, top_logprobs: 2, reasoning_effort: 'none' });
+  const lc = lp.choices[0].logprobs && lp.choices[0].logprobs.content;
+  check(Array.isArray(lc) && lc.length > 0 && lc.every((e) => typeof e.logprob === 'number' &&
+        e.logprob <= 0 && Array.isArray(e.bytes) && e.top_logprobs.length === 2),
+        'chat logprobs + top_logprobs', j(lp.choices[0]));
+  const ec = await c.completions.create({ model, prompt, max_tokens: 0, echo: true,
+                                          logprobs: 1 });
+  const el = ec.choices[0].logprobs;
+  check(ec.choices[0].text === prompt && el && el.token_logprobs[0] === null &&
+        el.tokens.length === el.token_logprobs.length && el.token_logprobs.length > 1,
+        'completions echo + logprobs, max_tokens 0', j(ec.choices[0]));
+  const schema = { type: 'object', properties: { n: { type: 'integer' },
+    c: { enum: ['x', 'yy', 3] } }, required: ['n', 'c'], additionalProperties: false };
+  const jr = await c.chat.completions.create({ model, messages, max_tokens: 400, seed: 3,
+    response_format: { type: 'json_schema', json_schema: { name: 't', schema } } });
+  let doc = null;
+  try { doc = JSON.parse(jr.choices[0].message.content); } catch (e) { doc = null; }
+  check(doc && Number.isInteger(doc.n) && ['x', 'yy', 3].includes(doc.c) &&
+        Object.keys(doc).length === 2, 'response_format json_schema', j(jr.choices[0]));
+  const nn = await c.chat.completions.create({ model, messages, max_tokens: 4, n: 2, seed: 5 });
+  check(nn.choices.length === 2 && nn.choices[0].index === 0 && nn.choices[1].index === 1,
+        'n: 2 choices', j(nn.choices));
 
   let status = 0;
   try { await c.chat.completions.create({ model, messages: [], max_tokens: 1 }); }
