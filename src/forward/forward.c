@@ -190,6 +190,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         w->ops->release(w, L);
     }
     if (stop >= 0) {
+        e->prog.L = stop;
         snprintf(err, errlen, "interrupted at layer %d of %d", stop, c->num_hidden_layers);
         return K3_INTERRUPTED;
     }

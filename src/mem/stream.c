@@ -80,6 +80,8 @@ struct K3Stream {
     pthread_t *th; int started, quit, waiting;
     Rec *rec; long RC;
     long iss, alloc, cons, tail;              /* next to issue / allocated / consume / free */
+    long skip_to;                             /* pieces before it not yet read: not read (a
+                                               * stopped forward's rest, drained unused) */
     uint64_t iss_off, head_v;
     int failed; char err[700];
     long nreads;
@@ -163,6 +165,13 @@ static void *reader(void *arg) {
         }
         if (s->iss_off == 0) {
             if (!place(s)) { pthread_cond_wait(&s->cv, &s->mu); continue; }
+            if (s->iss < s->skip_to) {        /* drained unused: ready without a read */
+                Rec *r = &s->rec[s->iss % s->RC];
+                r->chunks = 0; r->state = R_READY;
+                s->iss++;
+                pthread_cond_broadcast(&s->cv);
+                continue;
+            }
             long nr = ++s->nreads;
             if (nr == k3_faults()->trunk_read) {
                 char inj[200];
@@ -334,8 +343,19 @@ static int failed(K3Stream *s, char *err, size_t errlen) {
     return f;
 }
 
+/* The next n pieces will be drained unused: those not yet being read are not read, so a
+ * stopped forward's rest costs no I/O (only the reads already in flight finish). */
+static void skip_next(K3Stream *s, long n) {
+    pthread_mutex_lock(&s->mu);
+    if (s->cons + n > s->skip_to) s->skip_to = s->cons + n;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Consumes (unused) pieces until the next is piece `to`: a forward that stopped early. */
 static void drain_to(K3Stream *s, int to) {
+    const long n = ((long)to - s->cons % s->npc + s->npc) % s->npc;
+    if (n) skip_next(s, n);
     while (!s->failed && s->cons % s->npc != to) {
         const long seq = s->cons;
         if (!get_piece(s, (int)(seq % s->npc))) break;
@@ -367,7 +387,10 @@ const K3Layer *k3_stream_acquire(K3Stream *s, int L, char *err, size_t errlen) {
 }
 
 void k3_stream_release(K3Stream *s, int L) {
-    while (s->first_of[L] >= 0 && !s->failed) {          /* what a stopped layer left */
+    const int i0 = (int)(s->cons % s->npc);
+    if (s->first_of[L] >= 0 && s->mat[s->pc[i0].mat].L == L && i0 >= s->first_of[L])
+        skip_next(s, s->npc - i0);   /* the forward stopped: the rest of its pass is drained */
+    while (s->first_of[L] >= 0 && !s->failed) {
         const int i = (int)(s->cons % s->npc);
         if (s->mat[s->pc[i].mat].L != L || i < s->first_of[L]) break;
         const long seq = s->cons;
