@@ -207,6 +207,10 @@ int k3_halted(K3Engine *e);
 /* A prefill of `total` prompt tokens begins (or goes on, when done > 0). */
 void k3_progress_begin(K3Engine *e, int done, int total);
 void k3_progress_end(K3Engine *e);   /* the prefill is over: its progress line, if any, ends */
+/* k3_halted of the engine whose forward runs (k3_halt_running, set by the forward; 0 when
+ * none): for code below the weights interface, e.g. a streamed matmul between its pieces. */
+void k3_halt_running(K3Engine *e);
+int k3_halt_poll(void);
 /* Test hooks in a forward of >= 50 prompt rows: K3_TEST_SLOW_MM_MS (each matmul sleeps,
  * until the first forward that stops),
  * K3_TEST_SIGINT_AT_EXPERT=N (SIGINT before the N-th expert). */

@@ -140,6 +140,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     int stop = -1;                                /* the layer where an interrupt was seen */
     e->halt = 0;
     e->prog.last = 0;
+    k3_halt_running(e);
 
     K3Pager *pg = e->pager;                       /* states in a file: read ahead from here */
     if (pg && pg->ops->begin(pg, seq, n_seq, err, errlen)) return K3_ERR_RUNTIME;
@@ -205,6 +206,10 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         rows += k;
     }
     if (w->ops->lm_head(w, logits, h, rows, err, errlen)) return K3_ERR_RUNTIME;
+    if (e->halt) {                                /* a streamed lm_head stopped in its pieces */
+        snprintf(err, errlen, "interrupted at the output head");
+        return K3_INTERRUPTED;
+    }
     if (nonfinite(e, -1, "", logits, rows, c->vocab_size, seq, n_seq, 1, err, errlen))
         return K3_ERR_RUNTIME;
     if (pg && pg->ops->end(pg, err, errlen)) return K3_ERR_RUNTIME;   /* states written */

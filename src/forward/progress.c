@@ -60,6 +60,12 @@ void k3_progress_end(K3Engine *e) {
     p->total = p->done = p->step_T = 0;
 }
 
+/* The engine whose forward runs (set by k3_forward_seqs): the streamed matmul in
+ * src/mem/stream.c looks through it between its row pieces and token blocks. */
+static K3Engine *running;
+void k3_halt_running(K3Engine *e) { running = e; }
+int k3_halt_poll(void) { return running ? k3_halted(running) : 0; }
+
 int k3_halted(K3Engine *e) {
     hooks_init();
     K3Progress *p = &e->prog;

@@ -268,7 +268,10 @@ static void put_piece(K3Stream *s, long seq) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Y[t][r0 + r] = P x_t for the rows of P, through the scatter block when T > 1. */
+/* Y[t][r0 + r] = P x_t for the rows of P, through the scatter block when T > 1, in
+ * blocks of TOK_BLOCK tokens with a look at the interrupt between them (a piece times a
+ * long prompt is seconds of work; each output is the same dot product: the same bits). */
+#define TOK_BLOCK 256
 static void mul_rows(K3Stream *s, float *Y, int ldy, const K3Mat *P, uint64_t rb, int r0,
                      const float *X, int T) {
     if (T == 1) { k3_matmul(Y + r0, P, X, 1); return; }
@@ -278,7 +281,11 @@ static void mul_rows(K3Stream *s, float *Y, int ldy, const K3Mat *P, uint64_t rb
         B.rows = nb;
         if (P->type == K3_W_BF16C) B.scale = P->scale + 4 * (size_t)a;   /* a view: codec.h */
         else B.w = (const unsigned char *)P->w + (uint64_t)a * rb;
-        k3_matmul(s->tmp, &B, X, T);
+        for (int t = 0; t < T; t += TOK_BLOCK) {
+            if (k3_halt_poll()) return;
+            k3_matmul(s->tmp + (size_t)t * nb, &B, X + (size_t)t * P->cols,
+                      T - t < TOK_BLOCK ? T - t : TOK_BLOCK);
+        }
         for (int t = 0; t < T; t++)
             memcpy(Y + (size_t)t * ldy + r0 + a, s->tmp + (size_t)t * nb, sizeof(float) * nb);
     }
@@ -305,6 +312,7 @@ static void smat_matmul(const K3RowSource *src, float *Y, const K3Mat *W, const 
     }
     K3Sum sum = sm->pin_sum;
     for (int i = sm->first; i < sm->first + sm->npieces; i++) {
+        if (k3_halt_poll()) return;           /* the release drains the rest, unread */
         const SPiece *p = &s->pc[i];
         const long seq = s->cons;
         const unsigned char *d = get_piece(s, i);
