@@ -31,16 +31,21 @@ static void add_rows(float *p, const float *a, size_t n) {
 }
 
 /* A matmul of the step, skipped once the forward has seen the interrupt. A matrix in
- * memory goes MM_TOKENS tokens at a time with a check between (a long prompt's matmul can
- * take seconds; each output is the same dot product, so the same bits); a streamed one is
- * multiplied whole, piece by piece, since its pieces are consumed in order. With the
- * buffers in a file (runstate.c) every page is dropped after it, so what stays mapped is
- * one matmul's rows. */
-#define MM_TOKENS 256
+ * memory goes in blocks of tokens of about MM_MACS multiply-adds (16 to 256 tokens; layer
+ * 0's 33792 x 7168 MLP of the full-width model: 16) with a check between: a long prompt's
+ * matmul is seconds of work; each output is the same dot product, so the same bits. A
+ * streamed one is multiplied whole, its pieces in order (stream.c checks between them).
+ * With the buffers in a file (runstate.c) every page is dropped after it, so what stays
+ * mapped is one matmul's rows. */
+#define MM_MACS 4e9
+static int mm_tokens(const K3Mat *W) {
+    const double t = MM_MACS / ((double)W->rows * W->cols);
+    return t >= 256 ? 256 : t < 16 ? 16 : (int)t / 16 * 16;
+}
 void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
     if (k3_halted(e)) return;
     k3_test_mm_hook(e);
-    const int step = W->src ? T : MM_TOKENS;
+    const int step = W->src ? T : mm_tokens(W);
     for (int t = 0; t < T; t += step) {
         if (t > 0 && k3_halted(e)) return;
         const int n = T - t < step ? T - t : step;
