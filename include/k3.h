@@ -95,7 +95,7 @@ typedef struct {
              int *tok, *uni; } moe;
     struct { float *g, *u; } mlp;             /* dense MLP and the shared experts */
     void *arena; size_t bytes;                /* bytes: resident (what the plan counts) */
-    size_t map_bytes; int in_file, fd;        /* in_file: the arena maps a file (k3_runstate_open) */
+    size_t map_bytes; int in_file, fd;   /* in_file: the arena maps a file (k3_runstate_open) */
 } K3RunState;
 
 /* What a forward pass runs on: the bound model, where its weights come from, and its

@@ -99,7 +99,19 @@ def main():
     o.append("static const int PF_GREEDY_PLAIN[PF_STEPS] = { %s };" %
              ", ".join(str(int(np.argmax(r))) for r in rows))
     with open(os.path.join(root, "tests/c/penalty_fixtures.h"), "w") as f:
-        f.write("\n".join(o) + "\n")
+        f.write("\n".join(w for line in o for w in wrap(line)) + "\n")
+
+
+def wrap(line, width=100):
+    """The C lines within `width` columns, broken after a comma."""
+    out, ind = [], "        "
+    while len(line) > width:
+        cut = line.rfind(", ", 0, width - 1)
+        if cut < 0:
+            break
+        out.append(line[:cut + 1])
+        line = ind + line[cut + 2:]
+    return out + [line]
 
 
 if __name__ == "__main__":

@@ -65,6 +65,30 @@ try {
   check(bytes > 0 && bytes <= 100 * 1024, `page weight ${bytes} bytes (<= 102400): ${[...new Set(files)].join(' ')}`);
   ok('the header shows the model, health ok and ' + await page.$eval('#memory', (e) => e.textContent));
 
+  // 1b. the network unplugged: every request that leaves the server's origin fails; the page
+  // still loads, styles itself and shows the model (no CDN, no font, nothing fetched outside)
+  {
+    const off = await open(env.K3_URL + '/');
+    const origin = new URL(env.K3_URL).origin, outside = [];
+    await off.setRequestInterception(true);
+    off.on('request', (q) => {
+      if (q.url().startsWith('data:') || new URL(q.url()).origin === origin) return q.continue();
+      outside.push(q.url()); q.abort('internetdisconnected');
+    });
+    await off.goto(env.K3_URL + '/', { waitUntil: 'load' });
+    await off.waitForFunction(() => /tiny5/.test(document.getElementById('model').textContent),
+      { timeout: 10000 });
+    const styled = await off.$eval('#input', (e) => getComputedStyle(e).fontFamily !== '' &&
+      document.styleSheets.length > 0);
+    // the CSP would block an outside file before any request: look at what the page names too
+    const named = await off.$$eval('[src], link[href]', (n, o) => n.map((e) => e.src || e.href)
+      .filter((u) => !u.startsWith('data:') && new URL(u).origin !== o), origin);
+    check(outside.length === 0 && named.length === 0 && styled,
+      'offline: the page loads, styled, with no request outside the server',
+      outside.concat(named).join(' '));
+    await off.close();
+  }
+
   // 2. Shift+Enter is a new line, Enter sends; the streamed reply equals the API's greedy one
   await setField(page, 'max_tokens', 64);
   await page.focus('#input');
