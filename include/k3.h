@@ -210,7 +210,11 @@ void k3_progress_end(K3Engine *e);   /* the prefill is over: its progress line, 
 /* k3_halted of the engine whose forward runs (k3_halt_running, set by the forward; 0 when
  * none): for code below the weights interface, e.g. a streamed matmul between its pieces. */
 void k3_halt_running(K3Engine *e);
+void k3_halt_forget(const K3Engine *e);   /* e is closing: no longer the running engine */
 int k3_halt_poll(void);
+/* k3_matmul of a matrix in memory in blocks of tokens with k3_halt_poll between (the same
+ * bits): the output head's. */
+void k3_matmul_polled(float *Y, const K3Mat *W, const float *X, int T);
 /* Test hooks in a forward of >= 50 prompt rows: K3_TEST_SLOW_MM_MS (each matmul sleeps,
  * until the first forward that stops),
  * K3_TEST_SIGINT_AT_EXPERT=N (SIGINT before the N-th expert). */

@@ -42,6 +42,17 @@ static int mm_tokens(const K3Mat *W) {
     const double t = MM_MACS / ((double)W->rows * W->cols);
     return t >= 256 ? 256 : t < 16 ? 16 : (int)t / 16 * 16;
 }
+/* A matrix in memory in those blocks with k3_halt_poll between (the pinned lm_head over a
+ * dump's every row is a long product too). */
+void k3_matmul_polled(float *Y, const K3Mat *W, const float *X, int T) {
+    const int step = mm_tokens(W);
+    for (int t = 0; t < T; t += step) {
+        if (t > 0 && k3_halt_poll()) return;
+        k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols,
+                  T - t < step ? T - t : step);
+    }
+}
+
 void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
     if (k3_halted(e)) return;
     k3_test_mm_hook(e);

@@ -64,6 +64,7 @@ void k3_progress_end(K3Engine *e) {
  * src/mem/stream.c looks through it between its row pieces and token blocks. */
 static K3Engine *running;
 void k3_halt_running(K3Engine *e) { running = e; }
+void k3_halt_forget(const K3Engine *e) { if (running == e) running = NULL; }
 int k3_halt_poll(void) { return running ? k3_halted(running) : 0; }
 
 int k3_halted(K3Engine *e) {
