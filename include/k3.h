@@ -102,7 +102,8 @@ typedef struct {
  * scratch. engine.h opens one for the command line; tests open one over the resident
  * weights with k3_engine_open_resident(). mem is the memory system behind w (NULL when
  * resident): the forward pass never touches it. interrupt (NULL = none), when it points
- * at a non-zero flag, stops k3_prefill between chunks and k3_forward between layers. */
+ * at a non-zero flag, stops k3_prefill between chunks and k3_forward inside a layer (at
+ * each matmul, block of 256 tokens of one and expert: k3_halted). */
 typedef struct K3Mem K3Mem;
 /* Per-sequence state kept outside memory (src/mem/statefile.c; NULL: resident): begin
  * takes a step's sequences, acquire(L) points their in-file layer L at its bytes before
@@ -115,6 +116,16 @@ typedef struct {
     int (*end)(K3Pager *p, char *err, size_t errlen);
 } K3PagerOps;
 struct K3Pager { const K3PagerOps *ops; };
+/* Where a long forward is (src/forward/progress.c): the prompt tokens of the prefill under
+ * way (set by k3_prefill and the scheduler), the layer, and when the next progress line is
+ * due; gap_max is the longest stretch the forward ran without looking at the interrupt. */
+typedef struct {
+    int total, done;                          /* prompt tokens: all, before this forward */
+    int step_T, L;                            /* prompt rows in this forward; its layer */
+    double t0, next, last, gap_max;           /* gap_max: seconds, gap_L its layer */
+    int gap_L, quiet;                         /* quiet: no progress lines */
+    const char *who;                          /* the line's prefix: "k3" unless set */
+} K3Progress;
 typedef struct {
     K3Model m;
     K3Weights *w;
@@ -122,6 +133,11 @@ typedef struct {
     K3Mem *mem;
     K3Pager *pager;
     volatile sig_atomic_t *interrupt;
+    int halt;                                 /* the forward saw the interrupt: it stops */
+    K3Progress prog;
+    void (*tick)(void *ctx); void *tick_ctx;  /* called from inside the forward every 0.1 s
+                                               * (the server looks for gone clients) */
+    double tick_next;
 } K3Engine;
 
 /* ---- model (src/model) ---- */
@@ -182,6 +198,28 @@ void k3_runstate_drop(K3RunState *rs);
 /* Grows the MLA score rows for a context past the planned one; 0 or -1 (out of memory). */
 int k3_runstate_ctx(K3RunState *rs, const K3Config *c, int ctx);
 void k3_runstate_free(K3RunState *rs);
+
+/* ---- inside the forward (src/forward/progress.c) ---- */
+/* The forward's check point, between matmuls, token blocks and experts: 1 when the
+ * interrupt was seen in this forward (latched in e->halt; what runs next is skipped);
+ * prints the prefill progress line when one is due, calls e->tick, runs the test hooks. */
+int k3_halted(K3Engine *e);
+/* A prefill of `total` prompt tokens begins (or goes on, when done > 0). */
+void k3_progress_begin(K3Engine *e, int done, int total);
+void k3_progress_end(K3Engine *e);   /* the prefill is over: its progress line, if any, ends */
+/* k3_halted of the engine whose forward runs (k3_halt_running, set by the forward; 0 when
+ * none): for code below the weights interface, e.g. a streamed matmul between its pieces. */
+void k3_halt_running(K3Engine *e);
+void k3_halt_forget(const K3Engine *e);   /* e is closing: no longer the running engine */
+int k3_halt_poll(void);
+/* k3_matmul of a matrix in memory in blocks of tokens with k3_halt_poll between (the same
+ * bits): the output head's. */
+void k3_matmul_polled(float *Y, const K3Mat *W, const float *X, int T);
+/* Test hooks in a forward of >= 50 prompt rows: K3_TEST_SLOW_MM_MS (each matmul sleeps,
+ * until the first forward that stops),
+ * K3_TEST_SIGINT_AT_EXPERT=N (SIGINT before the N-th expert). */
+void k3_test_mm_hook(const K3Engine *e);
+void k3_test_expert_hook(const K3Engine *e);
 
 /* ---- forward pass (src/forward) ---- */
 /* k3_matmul for the layers: with the run state in a file, its pages dropped after. */

@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,10 +371,16 @@ static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *
 
 static int stream_read(Batch *b, int wait, char *err, size_t errlen);
 
+/* SIGINT stops the step under way inside its layer (k3_halted) and the run; a second
+ * one kills. The lines already written stay. */
+static volatile sig_atomic_t g_sigint;
+static void on_sigint(int sig) { (void)sig; g_sigint = 1; }
+
 static int run(Batch *b, char *err, size_t errlen) {
     int rc = 0;
     b->t_run = k3_now();
     for (;;) {
+        if (g_sigint) { snprintf(err, errlen, "interrupted"); rc = K3_INTERRUPTED; break; }
         const int idle = !k3_sched_active(b->sch) && b->next == b->n_lines;
         if (b->in && !b->in->eof && (rc = stream_read(b, idle, err, errlen))) break;
         for (int i = 0; !rc && i < b->n_slots && b->next < b->n_lines; i++)
@@ -617,7 +624,21 @@ int k3_batch_main(int argc, char **argv) {
                 o.batch_size > 0 ? "" : " (what the plan fits)", chunk,
                 sf ? "; states in a state file in " : "", sf ? k3_statefile_dir(sf) : "");
     }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    b.e.interrupt = &g_sigint;
+    b.e.prog.quiet = o.quiet;
     rc = run(&b, err, sizeof err);
+    b.e.interrupt = NULL;
+    if (rc == K3_INTERRUPTED) {
+        fprintf(stderr, "k3: batch: interrupted (SIGINT): %d of %d prompts finished (their "
+                "lines are written), the rest were stopped\n", b.done, b.n_lines);
+        rc = K3_ERR_RUNTIME; goto done;
+    }
     if (rc) { fprintf(stderr, "k3: batch: %s\n", err); goto done; }
     if (!o.quiet) {
         fprintf(stderr, "k3: batch: %ld tokens generated for %d prompts in %.3f s (%.2f tok/s); "

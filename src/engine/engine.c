@@ -52,6 +52,7 @@ int k3_engine_open_resident(K3Engine *e, const char *dir, int max_T, int ctx,
 }
 
 void k3_engine_close(K3Engine *e) {
+    k3_halt_forget(e);
     if (e->w) e->w->ops->close(e->w);          /* the memory system, or the resident view */
     k3_runstate_free(&e->rs);
     k3_model_close(&e->m);

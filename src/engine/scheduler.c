@@ -21,6 +21,7 @@ struct K3Sched {
     K3StateFile *sf;
     long joined;
     K3SchedStats st;
+    int pf_done;                  /* prompt tokens fed since none was waiting (progress) */
 };
 
 static int in_file_flags(int mode) {
@@ -152,8 +153,18 @@ int k3_sched_step(K3Sched *s, K3SchedSeq ***fed, int *n_fed, char *err, size_t e
         }
     }
     if (!m) return 0;
+    int left = 0;                                      /* prompt tokens still to go in */
+    for (int i = 0; Tp && i < s->n_slots; i++)
+        if (s->busy[i] && !s->seq[i].decode && s->seq[i].n > 0) left += s->seq[i].n;
+    if (Tp) {                                          /* the prefill's progress line */
+        k3_progress_begin(e, s->pf_done, s->pf_done + left);
+        e->prog.step_T = Tp;
+    }
     const double t0 = k3_now();
     int rc = k3_forward_seqs(e, s->fs, m, e->rs.logits, err, errlen);
+    e->prog.step_T = 0;
+    s->pf_done += Tp;
+    if (Tp && (rc || left == Tp)) { k3_progress_end(e); s->pf_done = 0; }
     if (rc) return rc;
     const double dt = k3_now() - t0;
     const float *lg = e->rs.logits;

@@ -30,10 +30,38 @@ static void add_rows(float *p, const float *a, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] += a[i];
 }
 
-/* A matmul of the step. With the buffers in a file (a prompt longer than memory holds:
- * runstate.c) every page is dropped after it, so what stays mapped is one matmul's rows. */
+/* A matmul of the step, skipped once the forward has seen the interrupt. A matrix in
+ * memory goes in blocks of tokens of about MM_MACS multiply-adds (16 to 256 tokens; layer
+ * 0's 33792 x 7168 MLP of the full-width model: 16) with a check between: a long prompt's
+ * matmul is seconds of work; each output is the same dot product, so the same bits. A
+ * streamed one is multiplied whole, its pieces in order (stream.c checks between them).
+ * With the buffers in a file (runstate.c) every page is dropped after it, so what stays
+ * mapped is one matmul's rows. */
+#define MM_MACS 4e9
+static int mm_tokens(const K3Mat *W) {
+    const double t = MM_MACS / ((double)W->rows * W->cols);
+    return t >= 256 ? 256 : t < 16 ? 16 : (int)t / 16 * 16;
+}
+/* A matrix in memory in those blocks with k3_halt_poll between (the pinned lm_head over a
+ * dump's every row is a long product too). */
+void k3_matmul_polled(float *Y, const K3Mat *W, const float *X, int T) {
+    const int step = mm_tokens(W);
+    for (int t = 0; t < T; t += step) {
+        if (t > 0 && k3_halt_poll()) return;
+        k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols,
+                  T - t < step ? T - t : step);
+    }
+}
+
 void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
-    k3_matmul(Y, W, X, T);
+    if (k3_halted(e)) return;
+    k3_test_mm_hook(e);
+    const int step = W->src ? T : mm_tokens(W);
+    for (int t = 0; t < T; t += step) {
+        if (t > 0 && k3_halted(e)) return;
+        const int n = T - t < step ? T - t : step;
+        k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols, n);
+    }
     k3_runstate_drop(&e->rs);
 }
 
@@ -126,6 +154,9 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     int nb = 0;                                   /* snapshots in B; p is B[nb] */
     float *p = B[0];
     int stop = -1;                                /* the layer where an interrupt was seen */
+    e->halt = 0;
+    e->prog.last = 0;
+    k3_halt_running(e);
 
     K3Pager *pg = e->pager;                       /* states in a file: read ahead from here */
     if (pg && pg->ops->begin(pg, seq, n_seq, err, errlen)) return K3_ERR_RUNTIME;
@@ -135,7 +166,8 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     for (int L = 0; L < c->num_hidden_layers; L++) {
         const K3Layer *ly = w->ops->acquire(w, L, err, errlen);   /* pinned or streamed */
         if (!ly) return K3_ERR_RUNTIME;
-        if (stop < 0 && e->interrupt && *e->interrupt) stop = L;
+        e->prog.L = L;
+        if (stop < 0 && k3_halted(e)) stop = L;
         if (stop >= 0) { w->ops->release(w, L); continue; }   /* a streamed ring stays in order */
         int p_empty = 0;
         /* 1. attention-site mix (skipped only while no snapshot exists), normalised: x */
@@ -155,6 +187,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         if (ly->is_kda) k3_kda(e, ly, seq, n_seq, L, x, a);
         else            k3_mla(e, ly, seq, n_seq, L, x, a);
         if (pg) pg->ops->release(pg, L);          /* written back while the FFN runs */
+        if (k3_halted(e)) { stop = L; w->ops->release(w, L); continue; }   /* a half layer */
         if (nonfinite(e, L, "attention", a, T, H, seq, n_seq, 0, err, errlen))
             return K3_ERR_RUNTIME;
         if (p_empty) memcpy(p, a, n * sizeof(float));
@@ -166,6 +199,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
          * union read once */
         if (ly->is_moe) k3_moe(e, ly, L, x, T, a);
         else            k3_dense_mlp(e, &ly->gate, &ly->up, &ly->down, x, T, a);
+        if (k3_halted(e)) { stop = L; w->ops->release(w, L); continue; }
         if (nonfinite(e, L, ly->is_moe ? "MoE" : "MLP", a, T, H, seq, n_seq, 0, err, errlen))
             return K3_ERR_RUNTIME;
         add_rows(p, a, n);
@@ -173,6 +207,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         w->ops->release(w, L);
     }
     if (stop >= 0) {
+        e->prog.L = stop;
         snprintf(err, errlen, "interrupted at layer %d of %d", stop, c->num_hidden_layers);
         return K3_INTERRUPTED;
     }
@@ -187,6 +222,10 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         rows += k;
     }
     if (w->ops->lm_head(w, logits, h, rows, err, errlen)) return K3_ERR_RUNTIME;
+    if (e->halt) {                                /* a streamed lm_head stopped in its pieces */
+        snprintf(err, errlen, "interrupted at the output head");
+        return K3_INTERRUPTED;
+    }
     if (nonfinite(e, -1, "", logits, rows, c->vocab_size, seq, n_seq, 1, err, errlen))
         return K3_ERR_RUNTIME;
     if (pg && pg->ops->end(pg, err, errlen)) return K3_ERR_RUNTIME;   /* states written */
@@ -209,15 +248,22 @@ int k3_prefill(K3Engine *e, K3State *s, const int *ids, int n, int chunk, float 
                int all_logits, char *err, size_t errlen) {
     const size_t V = (size_t)e->m.cfg.vocab_size;
     if (chunk <= 0 || chunk > e->rs.max_T) chunk = e->rs.max_T;
-    for (int t = 0; t < n; t += chunk) {
+    int rc = 0;
+    for (int t = 0; t < n && !rc; t += chunk) {
         if (e->interrupt && *e->interrupt) {
             snprintf(err, errlen, "interrupted after %d of %d tokens", t, n);
-            return K3_INTERRUPTED;
+            rc = K3_INTERRUPTED;
+            break;
         }
         int T = n - t < chunk ? n - t : chunk;
         float *out = all_logits ? logits + (size_t)t * V : logits;
-        int rc = k3_forward(e, s, ids + t, T, out, all_logits, err, errlen);
-        if (rc) return rc;
+        k3_progress_begin(e, t, n);
+        e->prog.step_T = T;
+        rc = k3_forward(e, s, ids + t, T, out, all_logits, err, errlen);
+        if (rc == K3_INTERRUPTED)
+            snprintf(err, errlen, "interrupted after %d of %d tokens (in layer %d of %d)", t,
+                     n, e->prog.L + 1, e->m.cfg.num_hidden_layers);
     }
-    return 0;
+    k3_progress_end(e);
+    return rc;
 }

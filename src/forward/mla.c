@@ -90,6 +90,7 @@ void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
         }
         k3_runstate_drop(&e->rs);
         for (int b0 = 0; b0 < Ti; b0 += K3_ROW_BLOCK) {   /* K3_ROW_BLOCK tokens at a time */
+            if (k3_halted(e)) return;            /* the state is reset by the caller */
             const int nb = Ti - b0 < K3_ROW_BLOCK ? Ti - b0 : K3_ROW_BLOCK;
             MlaHeads heads = { ly, s, L, b0, nb, NH, NOPE, ROPE, VD, R, QH,
                                1.0f / sqrtf((float)QH), q + (size_t)(r + b0) * NH * QH,

@@ -6,7 +6,8 @@
  * latent width on their packed MXFP4 bytes; their weighted sum is RMS-normalised
  * once, projected up, and added to the shared experts (full width, unweighted).
  * Each selected expert is fetched once per chunk for all tokens that chose it, and
- * experts are accumulated in increasing id so a chunk and a single token agree. */
+ * experts are accumulated in increasing id so a chunk and a single token agree. An
+ * interrupt is looked at before each expert (progress.c). */
 #include "k3.h"
 #include <string.h>
 
@@ -76,6 +77,8 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
     w->ops->prefetch(w, L, uni, nu);             /* all its reads in flight before computing */
     k3_mm(e, xl, &ly->lat_down, x, T);
     for (int k = 0; k < nu; k++) {
+        k3_test_expert_hook(e);
+        if (k3_halted(e)) break;                 /* the forward stops: the rest is skipped */
         int ex_id = uni[k], nt = 0;
         for (int t = 0; t < T; t++) if (sel[(size_t)t * E + ex_id]) tok[nt++] = t;
         K3Expert ex;

@@ -58,7 +58,7 @@ static int expert(K3Weights *w, int L, int e, K3Expert *out) {
 static int lm_head(K3Weights *w, float *Y, const float *X, int T, char *err, size_t errlen) {
     K3Mem *x = of(w);
     if (x->stream) return k3_stream_head(x->stream, Y, X, T, err, errlen);
-    k3_matmul(Y, &x->m->lm_head, X, T);
+    k3_matmul_polled(Y, &x->m->lm_head, X, T);   /* the forward sees a stop after it */
     return 0;
 }
 
@@ -195,6 +195,7 @@ static int open_trace(K3Mem *x, const K3MemOpts *o, int nslots, char *err, size_
         snprintf(err, errlen, "--dump-cache-trace %s: cannot create %s", o->trace_dir, path);
         return K3_ERR_USAGE;
     }
+    setvbuf(x->trace, NULL, _IOLBF, 0);        /* whole lines as they come: tests read it live */
     fprintf(x->trace, "# k3 cache trace: layers %d experts %d top_k %d slots %d slot_bytes %llu "
             "policy lfu-aged\n# step layer expert hit\n", c->num_hidden_layers, c->num_experts,
             c->num_experts_per_token, nslots, (unsigned long long)k3_ecache_slot_bytes(c));

@@ -80,6 +80,8 @@ struct K3Stream {
     pthread_t *th; int started, quit, waiting;
     Rec *rec; long RC;
     long iss, alloc, cons, tail;              /* next to issue / allocated / consume / free */
+    long skip_to;                             /* pieces before it not yet read: not read (a
+                                               * stopped forward's rest, drained unused) */
     uint64_t iss_off, head_v;
     int failed; char err[700];
     long nreads;
@@ -163,6 +165,13 @@ static void *reader(void *arg) {
         }
         if (s->iss_off == 0) {
             if (!place(s)) { pthread_cond_wait(&s->cv, &s->mu); continue; }
+            if (s->iss < s->skip_to) {        /* drained unused: ready without a read */
+                Rec *r = &s->rec[s->iss % s->RC];
+                r->chunks = 0; r->state = R_READY;
+                s->iss++;
+                pthread_cond_broadcast(&s->cv);
+                continue;
+            }
             long nr = ++s->nreads;
             if (nr == k3_faults()->trunk_read) {
                 char inj[200];
@@ -259,7 +268,10 @@ static void put_piece(K3Stream *s, long seq) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Y[t][r0 + r] = P x_t for the rows of P, through the scatter block when T > 1. */
+/* Y[t][r0 + r] = P x_t for the rows of P, through the scatter block when T > 1, in
+ * blocks of TOK_BLOCK tokens with a look at the interrupt between them (a piece times a
+ * long prompt is seconds of work; each output is the same dot product: the same bits). */
+#define TOK_BLOCK 256
 static void mul_rows(K3Stream *s, float *Y, int ldy, const K3Mat *P, uint64_t rb, int r0,
                      const float *X, int T) {
     if (T == 1) { k3_matmul(Y + r0, P, X, 1); return; }
@@ -269,7 +281,11 @@ static void mul_rows(K3Stream *s, float *Y, int ldy, const K3Mat *P, uint64_t rb
         B.rows = nb;
         if (P->type == K3_W_BF16C) B.scale = P->scale + 4 * (size_t)a;   /* a view: codec.h */
         else B.w = (const unsigned char *)P->w + (uint64_t)a * rb;
-        k3_matmul(s->tmp, &B, X, T);
+        for (int t = 0; t < T; t += TOK_BLOCK) {
+            if (k3_halt_poll()) return;
+            k3_matmul(s->tmp + (size_t)t * nb, &B, X + (size_t)t * P->cols,
+                      T - t < TOK_BLOCK ? T - t : TOK_BLOCK);
+        }
         for (int t = 0; t < T; t++)
             memcpy(Y + (size_t)t * ldy + r0 + a, s->tmp + (size_t)t * nb, sizeof(float) * nb);
     }
@@ -296,6 +312,7 @@ static void smat_matmul(const K3RowSource *src, float *Y, const K3Mat *W, const 
     }
     K3Sum sum = sm->pin_sum;
     for (int i = sm->first; i < sm->first + sm->npieces; i++) {
+        if (k3_halt_poll()) return;           /* the release drains the rest, unread */
         const SPiece *p = &s->pc[i];
         const long seq = s->cons;
         const unsigned char *d = get_piece(s, i);
@@ -334,8 +351,19 @@ static int failed(K3Stream *s, char *err, size_t errlen) {
     return f;
 }
 
+/* The next n pieces will be drained unused: those not yet being read are not read, so a
+ * stopped forward's rest costs no I/O (only the reads already in flight finish). */
+static void skip_next(K3Stream *s, long n) {
+    pthread_mutex_lock(&s->mu);
+    if (s->cons + n > s->skip_to) s->skip_to = s->cons + n;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
 /* Consumes (unused) pieces until the next is piece `to`: a forward that stopped early. */
 static void drain_to(K3Stream *s, int to) {
+    const long n = ((long)to - s->cons % s->npc + s->npc) % s->npc;
+    if (n) skip_next(s, n);
     while (!s->failed && s->cons % s->npc != to) {
         const long seq = s->cons;
         if (!get_piece(s, (int)(seq % s->npc))) break;
@@ -367,7 +395,10 @@ const K3Layer *k3_stream_acquire(K3Stream *s, int L, char *err, size_t errlen) {
 }
 
 void k3_stream_release(K3Stream *s, int L) {
-    while (s->first_of[L] >= 0 && !s->failed) {          /* what a stopped layer left */
+    const int i0 = (int)(s->cons % s->npc);
+    if (s->first_of[L] >= 0 && s->mat[s->pc[i0].mat].L == L && i0 >= s->first_of[L])
+        skip_next(s, s->npc - i0);   /* the forward stopped: the rest of its pass is drained */
+    while (s->first_of[L] >= 0 && !s->failed) {
         const int i = (int)(s->cons % s->npc);
         if (s->mat[s->pc[i].mat].L != L || i < s->first_of[L]) break;
         const long seq = s->cons;

@@ -522,7 +522,14 @@ static int run_batch(const Opts *o) {
     sa.sa_flags = SA_RESETHAND;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    e.interrupt = &g_interrupted;              /* Ctrl-C stops the prefill inside a layer */
+    e.prog.quiet = o->quiet;
     rc = k3_prefill(&e, st, seq, n, o->ef.chunk, logits, o->dump_logits != NULL, err, sizeof err);
+    e.interrupt = NULL;
+    if (rc == K3_INTERRUPTED) {
+        fprintf(stderr, "k3: prefill: %s (Ctrl-C): nothing generated\n", err);
+        rc = K3_ERR_RUNTIME; goto done;
+    }
     if (rc) { fprintf(stderr, "k3: prefill: %s\n", err); goto done; }
     t_prefill = k3_now() - tp;
     k3_mem_step(e.mem, 0, n_prompt, t_prefill, o->ef.mem.verbose && !o->quiet);

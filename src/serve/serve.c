@@ -143,6 +143,10 @@ static void metrics(int fd, int ka) {
     GAU("max_batch", "Requests that may generate at once (--max-batch).", "%d", srv.max_batch);
     GAU("kept_states", "Engine states kept for resuming.", "%ld", t.kept_n);
     GAU("kept_state_bytes", "Bytes of the kept states.", "%ld", t.kept_bytes);
+    GAU("prefill_tokens_in_flight", "Prompt tokens of the prefill under way not yet in.",
+        "%ld", t.pf_left);
+    GAU("prefill_tokens_done", "Prompt tokens of the prefill under way already in.", "%ld",
+        t.pf_done);
     GAU("queue_length", "Requests waiting for the engine.", "%d", q);
     GAU("connections", "Open connections.", "%d", c);
     GAU("ready", "1 when the model is loaded.", "%d", ready);

@@ -217,6 +217,8 @@ typedef struct {
     long mixed_steps;                        /* steps with prompt ids beside decode tokens */
     long kept_n, kept_bytes;                 /* copied from the engine thread after each job */
     double t_prefill, t_decode;
+    long pf_left, pf_done;                   /* the prefill under way: prompt tokens to go,
+                                              * done (serve_step.c, every 0.1 s of a step) */
 } ServeStats;
 
 typedef struct Kept {

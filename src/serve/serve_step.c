@@ -46,11 +46,37 @@ static Job *next_job(Server *s, int idle, volatile sig_atomic_t *stop) {
     return j;
 }
 
+/* Inside a step (k3_halted calls it every 0.1 s): the prefill gauges for /metrics, and
+ * when every request in flight has gone away, the step stops inside its layer (a step
+ * that holds another client's rows runs on: stopping it would spoil that client's state). */
+typedef struct { Server *s; Gen **act; int n; volatile sig_atomic_t cancel; } Watch;
+static void gauges(Server *s) {
+    const K3Progress *p = &s->eng.prog;
+    pthread_mutex_lock(&s->mu);
+    s->st.pf_left = p->total - p->done; s->st.pf_done = p->done;
+    pthread_mutex_unlock(&s->mu);
+}
+static void watch(void *ctx) {
+    Watch *w = ctx;
+    gauges(w->s);
+    int gone = 0;
+    for (int i = 0; i < w->n; i++) gone += http_peer_gone(serve_gen_job(w->act[i])->fd);
+    if (w->n && gone == w->n && !w->cancel) {
+        w->cancel = 1;
+        fprintf(stderr, "k3: serve: every request of the step went away: it stops in layer "
+                "%d of %d\n", w->s->eng.prog.L + 1, w->s->eng.m.cfg.num_hidden_layers);
+    }
+}
+
 void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
     const int B = s->max_batch;
     Gen **act = calloc((size_t)B, sizeof *act);
     char err[1024];
     int n = 0;
+    Watch w = { s, act, 0, 0 };
+    s->eng.tick = watch; s->eng.tick_ctx = &w;
+    s->eng.interrupt = &w.cancel;
+    s->eng.prog.who = "k3: serve";
     if (!act) { fprintf(stderr, "k3: serve: out of memory\n"); *stop = 1; }
     Job *held = NULL;                     /* its n choices wait for as many free slots */
     while (!*stop) {
@@ -87,7 +113,10 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
         n = k;
         K3SchedSeq **fed;
         int nf = 0;
+        w.n = n; w.cancel = 0;
         int rc = n ? k3_sched_step(s->sch, &fed, &nf, err, sizeof err) : 0;
+        gauges(s);
+        if (rc == K3_INTERRUPTED) continue;   /* each gone request ends at the next look */
         for (int i = 0; !rc && i < nf; i++) serve_gen_fed(fed[i]->user, fed[i]->T, fed[i]->logits);
         const K3SchedStats *st = k3_sched_stats(s->sch);
         pthread_mutex_lock(&s->mu);
