@@ -3,6 +3,7 @@
  * chat, and the commands to come (bench, serve) all open it here. */
 #ifndef K3_ENGINE_H
 #define K3_ENGINE_H
+#include "comm.h"
 #include "k3.h"
 #include "mem.h"
 

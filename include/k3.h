@@ -184,8 +184,20 @@ int k3_runstate_ctx(K3RunState *rs, const K3Config *c, int ctx);
 void k3_runstate_free(K3RunState *rs);
 
 /* ---- forward pass (src/forward) ---- */
-/* k3_matmul for the layers: with the run state in a file, its pages dropped after. */
+/* k3_matmul for the layers (forward/share.c): a trunk matrix split by output rows over
+ * the ranks of the run (comm.h; at N = 1 all of it), the pieces gathered; k3_mm_local:
+ * computed whole here (a routed expert, by its owner). With the run state in a file, its
+ * pages are dropped after. */
 void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T);
+void k3_mm_local(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T);
+/* Rank k's rows [r0, r1) of a matrix of `rows` split over n ranks (multiples of 16), the
+ * rank that owns routed expert ex of layer L, and a gather buffer (which: 0..2) grown to
+ * bytes and kept. */
+void k3_share_rows(int rows, int rank, int n, int *r0, int *r1);
+int k3_expert_owner(int L, int ex, int n);
+void *k3_share_buf(int which, size_t bytes);
+/* Ends the run, naming the rank, when a rank's step differs from rank 0's (N > 1). */
+void k3_share_step(const K3Seq *seq, int n);
 /* One step over n sequences (each with its own state), sum of T <= rs.max_T tokens: each
  * layer and each selected expert is read once for all of them, and every sequence gets
  * the bits of its solo k3_forward. logits: the rows of each sequence in order (T rows

@@ -30,13 +30,6 @@ static void add_rows(float *p, const float *a, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] += a[i];
 }
 
-/* A matmul of the step. With the buffers in a file (a prompt longer than memory holds:
- * runstate.c) every page is dropped after it, so what stays mapped is one matmul's rows. */
-void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
-    k3_matmul(Y, W, X, T);
-    k3_runstate_drop(&e->rs);
-}
-
 /* h = Mix(B, p) with the score vector w (p alone while B is empty), then x = RMSNorm(h),
  * K3_ROW_BLOCK rows at a time (both are row by row: the same bits as one call). */
 static void mix_norm(K3Engine *e, float *h, float *const *B, int nb, const float *p,
@@ -117,6 +110,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
                  T, rs->max_T);
         return K3_ERR_RUNTIME;
     }
+    k3_share_step(seq, n_seq);                    /* over N ranks: all take this step */
     if (k3_runstate_ctx(rs, c, ctx)) {
         snprintf(err, errlen, "out of memory growing the context to %d positions", ctx);
         return K3_ERR_RUNTIME;

@@ -458,9 +458,9 @@ static int run_batch(const Opts *o) {
     t_prefill = k3_now() - tp;
     k3_mem_step(e.mem, 0, n_prompt, t_prefill, o->ef.mem.verbose && !o->quiet);
     if (o->dump_logits) {
-        FILE *f = fopen(o->dump_logits, "wb");
+        FILE *f = k3_comm_rank() ? NULL : fopen(o->dump_logits, "wb");   /* rank 0 writes */
         size_t nl = (size_t)V * n_prompt;
-        if (!f || fwrite(logits, sizeof(float), nl, f) != nl || fclose(f)) {
+        if (!k3_comm_rank() && (!f || fwrite(logits, sizeof(float), nl, f) != nl || fclose(f))) {
             fprintf(stderr, "k3: --dump-logits %s: %s\n", o->dump_logits, strerror(errno));
             rc = K3_ERR_RUNTIME; goto done;
         }
@@ -538,7 +538,7 @@ static int run_batch(const Opts *o) {
                     "accepted tokens per pass)\n", spec.passes, spec.drafted, spec.accepted,
                     spec.passes ? (double)spec.accepted / spec.passes : 0.0);
     }
-    if (o->out && write_json(o->out, o, &e, &r)) rc = K3_ERR_RUNTIME;
+    if (o->out && k3_comm_rank() == 0 && write_json(o->out, o, &e, &r)) rc = K3_ERR_RUNTIME;
     if (!rc && failures) {
         fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the generated ids "
                 "are unsound\n", failures);

@@ -1,0 +1,117 @@
+/* share.c — a step's work split over the ranks of a run (comm.h; docs/DISTRIBUTED.md).
+ *
+ * A trunk matmul is split by output rows: rank k computes rows [r0, r1) of Y for every
+ * token, each with the single-process kernel on a view of those rows (a row's bits never
+ * depend on which rows are computed beside it: rows are independent in every kernel, the
+ * threads already split them so), and one gather moves the pieces to every rank. Shares
+ * are multiples of 16 rows. Routed experts are split by id (expert_owner); moe.c gathers
+ * their outputs and sums them in id order on every rank. At N = 1 the share is every row
+ * and nothing is gathered. */
+#include "comm.h"
+#include "k3.h"
+#include <stdlib.h>
+#include <string.h>
+
+void k3_share_rows(int rows, int rank, int n, int *r0, int *r1) {
+    const long units = (rows + 15) / 16;
+    *r0 = (int)(16 * (units * rank / n));
+    *r1 = (int)(16 * (units * (rank + 1) / n));
+    if (*r0 > rows) *r0 = rows;
+    if (*r1 > rows) *r1 = rows;
+}
+
+int k3_expert_owner(int L, int ex, int n) { return (ex + L) % n; }
+
+/* Rows [r0, r1) of W as a matrix of their own (the same bytes, the same kernel). */
+static K3Mat rows_view(const K3Mat *W, int r0, int r1) {
+    K3Mat v = *W;
+    const size_t c = (size_t)W->cols, r = (size_t)r0;
+    v.rows = r1 - r0;
+    switch (W->type) {
+    case K3_W_F32:   v.w = (const float *)W->w + r * c; break;
+    case K3_W_BF16:  v.w = (const uint16_t *)W->w + r * c; break;
+    case K3_W_MXFP4: v.w = (const uint8_t *)W->w + r * c / 2; v.scale = W->scale + r * c / 32;
+                     break;
+    case K3_W_BF16C: v.scale = W->scale + 4 * r; break;     /* the row offset table (u32) */
+    }
+    return v;
+}
+
+/* Grown on demand, kept for the run (N > 1 only). */
+static void *grow(void **p, size_t *cap, size_t n) {
+    if (n <= *cap) return *p;
+    void *q = realloc(*p, n);
+    if (!q) k3_comm_abort(1, "out of memory for a gather of %zu bytes", n);
+    *p = q; *cap = n;
+    return q;
+}
+
+void *k3_share_buf(int which, size_t bytes) {
+    static void *p[3];
+    static size_t cap[3];
+    return grow(&p[which], &cap[which], bytes);
+}
+
+/* A trunk matmul of the step, split by output rows over the ranks. A streamed matrix
+ * (rows in pieces, W->src) runs whole on every rank: the same bits, none of the split. With
+ * the buffers in a file (a prompt longer than memory holds: runstate.c) every page is
+ * dropped after it, so what stays mapped is one matmul's rows. */
+void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
+    const int N = k3_comm_size(), me = k3_comm_rank(), rows = W->rows;
+    if (N == 1 || W->src || T <= 0) {
+        k3_matmul(Y, W, X, T);
+        k3_runstate_drop(&e->rs);
+        return;
+    }
+    int r0, r1, lo[N], hi[N];
+    size_t counts[N];
+    for (int k = 0; k < N; k++) {
+        k3_share_rows(rows, k, N, &lo[k], &hi[k]);
+        counts[k] = sizeof(float) * (size_t)T * (hi[k] - lo[k]);
+    }
+    r0 = lo[me]; r1 = hi[me];
+    float *mine = k3_share_buf(0, counts[me] + 1);
+    if (r1 > r0) {
+        const K3Mat v = rows_view(W, r0, r1);
+        k3_matmul(mine, &v, X, T);
+    }
+    /* one token: the pieces in rank order are Y itself */
+    float *all = T == 1 ? Y : k3_share_buf(1, sizeof(float) * (size_t)T * rows);
+    k3_comm_allgatherv(mine, all, counts);
+    if (T > 1)                                /* [rank][T][share] -> [T][rows] */
+        for (size_t k = 0, off = 0; k < (size_t)N; off += (size_t)T * (hi[k] - lo[k]), k++)
+            for (int t = 0; t < T; t++)
+                memcpy(Y + (size_t)t * rows + lo[k],
+                       all + off + (size_t)t * (hi[k] - lo[k]),
+                       sizeof(float) * (size_t)(hi[k] - lo[k]));
+    k3_runstate_drop(&e->rs);
+}
+
+/* A matmul computed whole on this rank (a routed expert: its owner computes it). */
+void k3_mm_local(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
+    k3_matmul(Y, W, X, T);
+    k3_runstate_drop(&e->rs);
+}
+
+/* Every rank runs rank 0's command, so every rank takes the same steps; this checks it
+ * (one 8-byte gather a step): the sequences' lengths, positions and ids of this step are
+ * hashed and a rank whose step differs from rank 0's ends the run, naming the rank. */
+void k3_share_step(const K3Seq *seq, int n) {
+    const int N = k3_comm_size();
+    if (N == 1) return;
+    uint64_t h = 0xcbf29ce484222325ULL, all[N];
+#define MIX(v) (h = (h ^ (uint64_t)(uint32_t)(v)) * 0x100000001b3ULL)
+    MIX(n);
+    for (int q = 0; q < n; q++) {
+        MIX(seq[q].T); MIX(seq[q].s->pos); MIX(seq[q].all_logits);
+        for (int t = 0; t < seq[q].T; t++) MIX(seq[q].ids[t]);
+    }
+#undef MIX
+    size_t counts[N];
+    for (int k = 0; k < N; k++) counts[k] = sizeof h;
+    k3_comm_allgatherv(&h, all, counts);
+    for (int k = 1; k < N; k++)
+        if (all[k] != all[0])
+            k3_comm_abort(1, "rank %d's forward step differs from rank 0's (every rank must run "
+                          "the same command on the same inputs)", k);
+}
