@@ -194,6 +194,7 @@ typedef struct {
     const K3Spec *spec;                        /* NULL without --spec */
     int interrupted;                           /* Ctrl-C stopped the generation */
     const char *stop;                          /* the --stop string that ended it, or NULL */
+    const double *ranks; int n_ranks;          /* over N ranks: k3_ranks_gather's (else 0) */
 } Report;
 
 /* Ctrl-C: the generation stops after the token in hand and the report is still written;
@@ -231,6 +232,7 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
     if (r->spec)
         fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
                 r->spec->drafted, r->spec->accepted, r->spec->passes);
+    k3_ranks_json(r->ranks, r->n_ranks, r->n_prompt + r->n_gen, r->n_gen - 1, f);
     k3_mem_json(e->mem, f, r->t_prefill + r->t_decode);
     fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", e->m.cfg.vocab_size,
             (unsigned long long)r->peak_rss);
@@ -470,6 +472,7 @@ static int run_batch(const Opts *o) {
         fprintf(stderr, "k3: prefill %d token%s in %.3f s (%.2f tok/s)\n", n_prompt,
                 n_prompt == 1 ? "" : "s", t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
     double td = k3_now(), td_step = td;
+    const K3CommStats comm_decode = k3_comm_stats();   /* over N ranks: the decode's share */
     Sampler smp;                               /* greedy unless a sampling flag is given */
     sampler_init(&smp, &o->ef.sp, o->ef.seed);
     if (!o->ef.sampling) smp.p.greedy = 1;
@@ -521,7 +524,8 @@ static int run_batch(const Opts *o) {
     const long failures = k3_engine_expert_failures(&e);
     Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(),
                  failures, o->spec ? &spec : NULL, g_interrupted,
-                 em.stopped ? o->stops[em.stopped - 1] : NULL };
+                 em.stopped ? o->stops[em.stopped - 1] : NULL, NULL, 0 };
+    const double *ranks = r.ranks = k3_ranks_gather(&e, comm_decode, &r.n_ranks);   /* all */
     if (r.interrupted)                         /* said even with --quiet: the exit is 1 */
         fprintf(stderr, "k3: interrupted after %d of --gen %d tokens; the ids so far%s are "
                 "written\n", n_gen, o->gen, o->out ? " and the --out report" : "");
@@ -533,6 +537,7 @@ static int run_batch(const Opts *o) {
         fprintf(stderr, "k3: generated %d token%s%s; peak RSS %.3f GB (the figure to quote)\n",
                 n_gen, n_gen == 1 ? "" : "s", speed, r.peak_rss / K3_GB);
         k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
+        k3_ranks_print(ranks, r.n_ranks, n_prompt + n_gen, n_gen - 1, stderr);
         if (o->spec && spec.passes)            /* no pass: nothing was speculated */
             fprintf(stderr, "k3: spec: %ld verify passes, %ld drafted, %ld accepted (%.2f "
                     "accepted tokens per pass)\n", spec.passes, spec.drafted, spec.accepted,
