@@ -190,6 +190,10 @@ void k3_runstate_free(K3RunState *rs);
  * pages are dropped after. */
 void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T);
 void k3_mm_local(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T);
+/* Y_j = W_j X_j for n matrices, as k3_mm each in that order, with one gather for all (no
+ * X_j may be another's Y). */
+typedef struct { float *Y; const K3Mat *W; const float *X; } K3MmOut;
+void k3_mm_many(K3Engine *e, const K3MmOut *o, int n, int T);
 /* Rank k's rows [r0, r1) of a matrix of `rows` split over n ranks (multiples of 16), the
  * rank that owns routed expert ex of layer L, and a gather buffer (which: 0..2) grown to
  * bytes and kept. */

@@ -87,6 +87,48 @@ void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
     k3_runstate_drop(&e->rs);
 }
 
+/* Several matmuls, split as k3_mm each, with one gather for all of them (the projections
+ * of one sublayer: fewer collectives a layer, the same bits). They run in the order given,
+ * which is the stream order (src/mem/stream.c) when one is streamed. */
+void k3_mm_many(K3Engine *e, const K3MmOut *o, int n, int T) {
+    const int N = k3_comm_size(), me = k3_comm_rank();
+    int whole = N == 1 || T <= 0;
+    for (int j = 0; j < n; j++) whole |= o[j].W->src != NULL;
+    if (whole) {                              /* one process, or rows in pieces: one by one */
+        for (int j = 0; j < n; j++) k3_mm(e, o[j].Y, o[j].W, o[j].X, T);
+        return;
+    }
+    int lo[n][N], hi[n][N];
+    size_t counts[N], at = 0, total = 0;
+    memset(counts, 0, sizeof counts);
+    for (int j = 0; j < n; j++)
+        for (int k = 0; k < N; k++) {
+            k3_share_rows(o[j].W->rows, k, N, &lo[j][k], &hi[j][k]);
+            counts[k] += sizeof(float) * (size_t)T * (hi[j][k] - lo[j][k]);
+        }
+    float *mine = k3_share_buf(0, counts[me] + 1);
+    for (int j = 0; j < n; j++) {             /* [job][T][share] */
+        if (hi[j][me] > lo[j][me]) {
+            const K3Mat v = rows_view(o[j].W, lo[j][me], hi[j][me]);
+            k3_matmul(mine + at, &v, o[j].X, T);
+        }
+        at += (size_t)T * (hi[j][me] - lo[j][me]);
+    }
+    for (int k = 0; k < N; k++) total += counts[k];
+    float *all = k3_share_buf(1, total + 1);
+    k3_comm_allgatherv(mine, all, counts);
+    size_t off = 0;                           /* [rank][job][T][share] -> each [T][rows] */
+    for (int k = 0; k < N; k++)
+        for (int j = 0; j < n; j++) {
+            const size_t nr = (size_t)(hi[j][k] - lo[j][k]);
+            for (int t = 0; t < T; t++)
+                memcpy(o[j].Y + (size_t)t * o[j].W->rows + lo[j][k], all + off + t * nr,
+                       sizeof(float) * nr);
+            off += (size_t)T * nr;
+        }
+    k3_runstate_drop(&e->rs);
+}
+
 /* A matmul computed whole on this rank (a routed expert: its owner computes it). */
 void k3_mm_local(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
     k3_matmul(Y, W, X, T);
