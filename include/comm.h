@@ -8,6 +8,7 @@
 #define K3_COMM_H
 #include <stddef.h>
 #include <stdint.h>
+#include "kernels.h"
 
 /* Starts the transport (MPI_Init); a follower (rank > 0) sends its stdout to /dev/null and
  * its stderr through a filter that names its rank. Returns 0, or exits with a message. */
@@ -26,6 +27,17 @@ void k3_comm_allgatherv(const void *mine, void *all, const size_t *counts);
 void k3_comm_bcast(void *buf, size_t n);
 /* Ends every rank now, with "k3: rank R: " and the message on stderr, exit code rc. */
 void k3_comm_abort(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Matmuls split over the ranks (src/comm/split.c): rank k computes its rows [r0, r1)
+ * (k3_share_rows: multiples of 16) with the single-process kernel and one gather moves the
+ * pieces, so every rank ends with all of Y, each element computed whole by one rank.
+ * k3_matmul_split_many: several (no X_j another's Y), in the order given, one gather.
+ * k3_share_buf: a gather buffer (which: 0..2), grown to bytes and kept. */
+void k3_share_rows(int rows, int rank, int n, int *r0, int *r1);
+void k3_matmul_split(float *Y, const K3Mat *W, const float *X, int T);
+typedef struct { float *Y; const K3Mat *W; const float *X; } K3MatJob;
+void k3_matmul_split_many(const K3MatJob *o, int n, int T);
+void *k3_share_buf(int which, size_t bytes);
 
 /* What the collectives cost so far, on this rank: their count, the bytes this rank
  * received, and the seconds spent inside them (waiting for the slowest rank included). */

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "comm.h"
 #include "config.h"
 #include "kernels.h"
 #include "st.h"
@@ -185,21 +186,14 @@ void k3_runstate_free(K3RunState *rs);
 
 /* ---- forward pass (src/forward) ---- */
 /* k3_matmul for the layers (forward/share.c): a trunk matrix split by output rows over
- * the ranks of the run (comm.h; at N = 1 all of it), the pieces gathered; k3_mm_local:
- * computed whole here (a routed expert, by its owner). With the run state in a file, its
- * pages are dropped after. */
+ * the ranks of the run (k3_matmul_split, comm.h; at N = 1 all of it); k3_mm_many: several,
+ * in the order given, with one gather; k3_mm_local: computed whole here (a routed expert,
+ * by its owner). With the run state in a file, its pages are dropped after. */
 void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T);
+void k3_mm_many(K3Engine *e, const K3MatJob *o, int n, int T);
 void k3_mm_local(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T);
-/* Y_j = W_j X_j for n matrices, as k3_mm each in that order, with one gather for all (no
- * X_j may be another's Y). */
-typedef struct { float *Y; const K3Mat *W; const float *X; } K3MmOut;
-void k3_mm_many(K3Engine *e, const K3MmOut *o, int n, int T);
-/* Rank k's rows [r0, r1) of a matrix of `rows` split over n ranks (multiples of 16), the
- * rank that owns routed expert ex of layer L, and a gather buffer (which: 0..2) grown to
- * bytes and kept. */
-void k3_share_rows(int rows, int rank, int n, int *r0, int *r1);
+/* The rank that owns routed expert ex of layer L among n. */
 int k3_expert_owner(int L, int ex, int n);
-void *k3_share_buf(int which, size_t bytes);
 /* Ends the run, naming the rank, when a rank's step differs from rank 0's (N > 1). */
 void k3_share_step(const K3Seq *seq, int n);
 /* One step over n sequences (each with its own state), sum of T <= rs.max_T tokens: each

@@ -84,10 +84,10 @@ void k3_kda(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
     for (int i = 0; i < n; i++) T += seq[i].T;
 
     /* projections over every row of the step */
-    const K3MmOut qkv[] = { { q, &ly->q, x }, { k, &ly->k, x }, { v, &ly->v, x },
+    const K3MatJob qkv[] = { { q, &ly->q, x }, { k, &ly->k, x }, { v, &ly->v, x },
                             { fa, &ly->f_a, x } };
     k3_mm_many(e, qkv, 4, T);
-    const K3MmOut zbg[] = { { z, &ly->f_b, fa },    /* decay input z = W_fb (W_fa x) */
+    const K3MatJob zbg[] = { { z, &ly->f_b, fa },    /* decay input z = W_fb (W_fa x) */
                             { bl, &ly->b, x }, { G, &ly->g, x } };
     k3_mm_many(e, zbg, 3, T);
     /* conv windows and the recurrence per sequence, on its rows, K3_ROW_BLOCK tokens at a

@@ -18,7 +18,7 @@ void k3_dense_mlp(K3Engine *e, const K3Mat *gate, const K3Mat *up, const K3Mat *
     const K3Config *c = &e->m.cfg;
     size_t n = (size_t)T * gate->rows;
     float *g = e->rs.mlp.g, *u = e->rs.mlp.u;
-    const K3MmOut gu[] = { { g, gate, x }, { u, up, x } };
+    const K3MatJob gu[] = { { g, gate, x }, { u, up, x } };
     k3_mm_many(e, gu, 2, T);
     const size_t blk = (size_t)K3_ROW_BLOCK * gate->rows;
     for (size_t i = 0; i < n; i += blk) {     /* elementwise, a block of rows at a time */
