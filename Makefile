@@ -20,6 +20,10 @@ BUILD   ?= build
 BIN     ?= bin/k3
 # src/<folder>/*.c: the folders follow the data path (README, "Layout").
 SRC     := $(wildcard src/*/*.c)
+# make mpi (MPI=1): MPI's transport in place of the one-process one (include/comm.h)
+ifeq ($(MPI),1)
+SRC     := $(filter-out src/comm/solo.c,$(SRC)) src/comm/mpi/comm_mpi.c
+endif
 OBJ     := $(SRC:src/%.c=$(BUILD)/%.o)
 # The chat page of k3 serve (src/serve/webui/): its files become C arrays, written by a host C
 # program (embed.c) into $(BUILD)/serve/webui_assets.c; nothing else is needed to build it.
@@ -41,7 +45,7 @@ $(BUILD)/kernels/kernels_avx512.o $(BUILD)/kernels/kernels_avx512_coded.o \
   CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mavx2
 endif
 
-.PHONY: all test check clean asan aarch64 fuzz bench
+.PHONY: all test check clean asan aarch64 fuzz bench mpi
 all: $(BIN)
 
 $(BIN): $(OBJ) | bin
@@ -72,8 +76,11 @@ bin $(BUILD) $(BUILD)/tests:
 # so no test calls make (K3_TEST_BUILT=1).
 HAVE_AARCH64 := $(shell command -v $(or $(AARCH64_CC),aarch64-linux-gnu-gcc) >/dev/null 2>&1 \
                   && command -v qemu-aarch64 >/dev/null 2>&1 && echo aarch64)
+# bin/k3-mpi for tests/sh/mpi.sh, when mpicc and mpirun are there (else it SKIPs)
+HAVE_MPI := $(shell command -v $(or $(MPICC),mpicc) >/dev/null 2>&1 \
+              && command -v mpirun >/dev/null 2>&1 && echo mpi)
 TESTENV := K3=./bin/k3 BUILD=$(BUILD) K3_TEST_BUILT=1
-test: bin/k3 $(TESTBIN) $(HAVE_AARCH64)
+test: bin/k3 $(TESTBIN) $(HAVE_AARCH64) $(HAVE_MPI)
 	@$(TESTENV) sh tests/run.sh $(TESTBIN)
 
 # Everything: make test, then the slow tier (the tests that have one run whole, the refusal
@@ -239,6 +246,12 @@ aarch64:
 aarch64-test:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 build/aarch64/tests/test_kernels \
 	  build/aarch64/tests/test_codec
+
+# ---- K3 over MPI (docs/DISTRIBUTED.md): bin/k3-mpi, built by the system's mpicc (Open MPI:
+# Debian's openmpi-bin libopenmpi-dev), dynamically linked; run as mpirun -np N bin/k3-mpi ...
+MPICC ?= mpicc
+mpi:
+	$(MAKE) CC=$(MPICC) MPI=1 LINK= BUILD=build/mpi BIN=bin/k3-mpi bin/k3-mpi
 
 # ---- Kernel benchmark: bin/k3-bench (tools/bench_kernels.c); results in docs/data/kernels_bench.txt.
 bench: bin/k3-bench

@@ -3,8 +3,10 @@
  * chat, and the commands to come (bench, serve) all open it here. */
 #ifndef K3_ENGINE_H
 #define K3_ENGINE_H
+#include "comm.h"
 #include "k3.h"
 #include "mem.h"
+#include <stdio.h>
 
 typedef struct {
     const char *model_dir, *config;           /* config NULL = MODEL_DIR/config.json */
@@ -22,4 +24,13 @@ int k3_engine_open_resident(K3Engine *e, const char *dir, int max_T, int ctx,
 void k3_engine_close(K3Engine *e);
 /* Routed experts that could not be read so far (the run is invalid when > 0). */
 long k3_engine_expert_failures(const K3Engine *e);
+/* Over N ranks (comm.h; nothing at N = 1): k3_ranks_gather, called by every rank at the
+ * same point, gathers each rank's peak RSS, trunk and expert bytes read and collectives
+ * (those since decode0 as the decode's): [N][K3_RANK_FIELDS], kept until the next call,
+ * *n = N (NULL and 0 at N = 1); rank 0 prints them (one line a rank) and writes them as --out JSON fields.
+ * n_tokens: tokens through the model; n_decode: decode forwards. */
+#define K3_RANK_FIELDS 9
+const double *k3_ranks_gather(const K3Engine *e, K3CommStats decode0, int *n);
+void k3_ranks_print(const double *all, int n, int n_tokens, int n_decode, FILE *f);
+void k3_ranks_json(const double *all, int n, int n_tokens, int n_decode, FILE *f);
 #endif

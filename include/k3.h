@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
+#include "comm.h"
 #include "config.h"
 #include "kernels.h"
 #include "st.h"
@@ -212,8 +213,8 @@ void k3_progress_end(K3Engine *e);   /* the prefill is over: its progress line, 
 void k3_halt_running(K3Engine *e);
 void k3_halt_forget(const K3Engine *e);   /* e is closing: no longer the running engine */
 int k3_halt_poll(void);
-/* k3_matmul of a matrix in memory in blocks of tokens with k3_halt_poll between (the same
- * bits): the output head's. */
+/* The output head's k3_matmul (forward/share.c): split by rows over N ranks; at N = 1 in
+ * blocks of tokens with k3_halt_poll between (the same bits). */
 void k3_matmul_polled(float *Y, const K3Mat *W, const float *X, int T);
 /* Test hooks in a forward of >= 50 prompt rows: K3_TEST_SLOW_MM_MS (each matmul sleeps,
  * until the first forward that stops),
@@ -222,8 +223,17 @@ void k3_test_mm_hook(const K3Engine *e);
 void k3_test_expert_hook(const K3Engine *e);
 
 /* ---- forward pass (src/forward) ---- */
-/* k3_matmul for the layers: with the run state in a file, its pages dropped after. */
+/* k3_matmul for the layers (forward/share.c): a trunk matrix split by output rows over
+ * the ranks of the run (k3_matmul_split, comm.h; at N = 1 all of it); k3_mm_many: several,
+ * in the order given, with one gather; k3_mm_local: computed whole here (a routed expert,
+ * by its owner). With the run state in a file, its pages are dropped after. */
 void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T);
+void k3_mm_many(K3Engine *e, const K3MatJob *o, int n, int T);
+void k3_mm_local(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T);
+/* The rank that owns routed expert ex of layer L among n. */
+int k3_expert_owner(int L, int ex, int n);
+/* Ends the run, naming the rank, when a rank's step differs from rank 0's (N > 1). */
+void k3_share_step(const K3Seq *seq, int n);
 /* One step over n sequences (each with its own state), sum of T <= rs.max_T tokens: each
  * layer and each selected expert is read once for all of them, and every sequence gets
  * the bits of its solo k3_forward. logits: the rows of each sequence in order (T rows

@@ -287,7 +287,7 @@ static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
            "%.6f, \"seconds_decode\": %.6f}\n", eos ? "eos" : "length", s->n_prompt, s->n_gen,
            tf - s->t0, now - tf);
     fflush(stdout);
-    if (b->o->dump) {
+    if (b->o->dump && k3_comm_rank() == 0) {    /* over N ranks, rank 0 writes */
         char path[1024];
         snprintf(path, sizeof path, "%.990s/%d.f32", b->o->dump, l->line);
         FILE *f = fopen(path, "wb");
@@ -661,7 +661,7 @@ int k3_batch_main(int argc, char **argv) {
                     "accepted tokens per pass)\n", b.passes, b.drafted, b.accepted,
                     b.passes ? (double)b.accepted / b.passes : 0.0);
     }
-    if (o.out && write_report(&b, o.out)) rc = K3_ERR_RUNTIME;
+    if (o.out && k3_comm_rank() == 0 && write_report(&b, o.out)) rc = K3_ERR_RUNTIME;
     const long fails = k3_engine_expert_failures(&b.e);
     if (!rc && fails) {
         fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the generated ids "

@@ -30,41 +30,6 @@ static void add_rows(float *p, const float *a, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] += a[i];
 }
 
-/* A matmul of the step, skipped once the forward has seen the interrupt. A matrix in
- * memory goes in blocks of tokens of about MM_MACS multiply-adds (16 to 256 tokens; layer
- * 0's 33792 x 7168 MLP of the full-width model: 16) with a check between: a long prompt's
- * matmul is seconds of work; each output is the same dot product, so the same bits. A
- * streamed one is multiplied whole, its pieces in order (stream.c checks between them).
- * With the buffers in a file (runstate.c) every page is dropped after it, so what stays
- * mapped is one matmul's rows. */
-#define MM_MACS 4e9
-static int mm_tokens(const K3Mat *W) {
-    const double t = MM_MACS / ((double)W->rows * W->cols);
-    return t >= 256 ? 256 : t < 16 ? 16 : (int)t / 16 * 16;
-}
-/* A matrix in memory in those blocks with k3_halt_poll between (the pinned lm_head over a
- * dump's every row is a long product too). */
-void k3_matmul_polled(float *Y, const K3Mat *W, const float *X, int T) {
-    const int step = mm_tokens(W);
-    for (int t = 0; t < T; t += step) {
-        if (t > 0 && k3_halt_poll()) return;
-        k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols,
-                  T - t < step ? T - t : step);
-    }
-}
-
-void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
-    if (k3_halted(e)) return;
-    k3_test_mm_hook(e);
-    const int step = W->src ? T : mm_tokens(W);
-    for (int t = 0; t < T; t += step) {
-        if (t > 0 && k3_halted(e)) return;
-        const int n = T - t < step ? T - t : step;
-        k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols, n);
-    }
-    k3_runstate_drop(&e->rs);
-}
-
 /* h = Mix(B, p) with the score vector w (p alone while B is empty), then x = RMSNorm(h),
  * K3_ROW_BLOCK rows at a time (both are row by row: the same bits as one call). */
 static void mix_norm(K3Engine *e, float *h, float *const *B, int nb, const float *p,
@@ -145,6 +110,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
                  T, rs->max_T);
         return K3_ERR_RUNTIME;
     }
+    k3_share_step(seq, n_seq);                    /* over N ranks: all take this step */
     if (k3_runstate_ctx(rs, c, ctx)) {
         snprintf(err, errlen, "out of memory growing the context to %d positions", ctx);
         return K3_ERR_RUNTIME;

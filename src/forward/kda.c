@@ -84,13 +84,12 @@ void k3_kda(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
     for (int i = 0; i < n; i++) T += seq[i].T;
 
     /* projections over every row of the step */
-    k3_mm(e, q, &ly->q, x, T);
-    k3_mm(e, k, &ly->k, x, T);
-    k3_mm(e, v, &ly->v, x, T);
-    k3_mm(e, fa, &ly->f_a, x, T);               /* decay input z = W_fb (W_fa x) */
-    k3_mm(e, z, &ly->f_b, fa, T);
-    k3_mm(e, bl, &ly->b, x, T);
-    k3_mm(e, G, &ly->g, x, T);
+    const K3MatJob qkv[] = { { q, &ly->q, x }, { k, &ly->k, x }, { v, &ly->v, x },
+                            { fa, &ly->f_a, x } };
+    k3_mm_many(e, qkv, 4, T);
+    const K3MatJob zbg[] = { { z, &ly->f_b, fa },    /* decay input z = W_fb (W_fa x) */
+                            { bl, &ly->b, x }, { G, &ly->g, x } };
+    k3_mm_many(e, zbg, 3, T);
     /* conv windows and the recurrence per sequence, on its rows, K3_ROW_BLOCK tokens at a
      * time (each head's recurrence runs on in token order: the same bits) */
     for (int i = 0, r = 0; i < n; r += seq[i].T, i++) {

@@ -75,9 +75,8 @@ void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
     k3_mm(e, cq, &ly->q_a, x, T);
     for (int t = 0; t < T; t++)
         k3_rmsnorm(cq + (size_t)t * QL, cq + (size_t)t * QL, ly->q_a_norm, QL, mla_eps);
-    k3_mm(e, q, &ly->q_b, cq, T);
-    k3_mm(e, kva, &ly->kv_a, x, T);
-    if (c->mla_use_output_gate) k3_mm(e, G, &ly->g, x, T);
+    const K3MatJob proj[] = { { q, &ly->q_b, cq }, { kva, &ly->kv_a, x }, { G, &ly->g, x } };
+    k3_mm_many(e, proj, c->mla_use_output_gate ? 3 : 2, T);
     /* the cache and attention per sequence, on its rows */
     for (int i = 0, r = 0; i < n; r += seq[i].T, i++) {
         K3State *s = seq[i].s;

@@ -6,8 +6,11 @@
  * latent width on their packed MXFP4 bytes; their weighted sum is RMS-normalised
  * once, projected up, and added to the shared experts (full width, unweighted).
  * Each selected expert is fetched once per chunk for all tokens that chose it, and
- * experts are accumulated in increasing id so a chunk and a single token agree. An
- * interrupt is looked at before each expert (progress.c). */
+ * experts are accumulated in increasing id so a chunk and a single token agree. Over
+ * N ranks each computes the experts it owns (share.c), the outputs are gathered, and
+ * every rank sums all of them in that same order: the bits of one process. An
+ * interrupt is looked at before each expert (progress.c; at N = 1 only). */
+#include "comm.h"
 #include "k3.h"
 #include <string.h>
 
@@ -16,8 +19,8 @@ void k3_dense_mlp(K3Engine *e, const K3Mat *gate, const K3Mat *up, const K3Mat *
     const K3Config *c = &e->m.cfg;
     size_t n = (size_t)T * gate->rows;
     float *g = e->rs.mlp.g, *u = e->rs.mlp.u;
-    k3_mm(e, g, gate, x, T);
-    k3_mm(e, u, up, x, T);
+    const K3MatJob gu[] = { { g, gate, x }, { u, up, x } };
+    k3_mm_many(e, gu, 2, T);
     const size_t blk = (size_t)K3_ROW_BLOCK * gate->rows;
     for (size_t i = 0; i < n; i += blk) {     /* elementwise, a block of rows at a time */
         const size_t m = n - i < blk ? n - i : blk;
@@ -37,6 +40,21 @@ static void topk(const float *choice, int E, int k, int *ids) {
         while (i > 0 && choice[e] > choice[ids[i - 1]]) { ids[i] = ids[i - 1]; i--; }
         ids[i] = e;
     }
+}
+
+/* Tokens of the step that chose expert ex. */
+static int tokens_of(const unsigned char *sel, int T, int E, int ex) {
+    int n = 0;
+    for (int t = 0; t < T; t++) n += sel[(size_t)t * E + ex];
+    return n;
+}
+
+/* r[token] += weight * y[i] for the nt tokens that chose expert ex. */
+static void add_expert(float *r, const float *wsel, int E, int ex, const int *tok, int nt,
+                       const float *y, int LAT) {
+    for (int i = 0; i < nt; i++)
+        k3_axpy(r + (size_t)tok[i] * LAT, wsel[(size_t)tok[i] * E + ex], y + (size_t)i * LAT,
+                LAT);
 }
 
 void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float *out) {
@@ -74,24 +92,53 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
     int nu = 0;                                  /* the union, in increasing id = compute order */
     for (int j = 0; j < E; j++)
         for (int t = 0; t < T; t++) if (sel[(size_t)t * E + j]) { uni[nu++] = j; break; }
-    w->ops->prefetch(w, L, uni, nu);             /* all its reads in flight before computing */
+    /* Each rank computes its own experts of the union (all of them at N = 1) */
+    const int N = k3_comm_size(), me = k3_comm_rank();
+    int mine[nu > 0 ? nu : 1], nm = 0;
+    for (int k = 0; k < nu; k++) if (k3_expert_owner(L, uni[k], N) == me) mine[nm++] = uni[k];
+    w->ops->prefetch(w, L, mine, nm);            /* all its reads in flight before computing */
     k3_mm(e, xl, &ly->lat_down, x, T);
-    for (int k = 0; k < nu; k++) {
+    float *out_y = NULL;                         /* N > 1: [ok][tokens][LAT] per own expert */
+    size_t counts[N], at = 0;
+    if (N > 1) {
+        memset(counts, 0, sizeof counts);
+        for (int k = 0; k < nu; k++)
+            counts[k3_expert_owner(L, uni[k], N)] += sizeof(float) * (1 + (size_t)LAT *
+                                                                     tokens_of(sel, T, E, uni[k]));
+        out_y = k3_share_buf(0, counts[me] + 1);
+    }
+    for (int k = 0; k < nm; k++) {
         k3_test_expert_hook(e);
         if (k3_halted(e)) break;                 /* the forward stops: the rest is skipped */
-        int ex_id = uni[k], nt = 0;
+        int ex_id = mine[k], nt = 0;
         for (int t = 0; t < T; t++) if (sel[(size_t)t * E + ex_id]) tok[nt++] = t;
         K3Expert ex;
-        if (w->ops->expert(w, L, ex_id, &ex) != 0) continue;    /* counted; run reported invalid */
+        const int ok = w->ops->expert(w, L, ex_id, &ex) == 0;   /* else counted: run invalid */
+        float *yk = N > 1 ? out_y + at + 1 : y;
+        if (N > 1) { out_y[at] = (float)ok; at += 1 + (size_t)nt * LAT; }
+        if (!ok) continue;
         for (int i = 0; i < nt; i++)
             memcpy(xe + (size_t)i * LAT, xl + (size_t)tok[i] * LAT, sizeof(float) * LAT);
-        k3_mm(e, g, &ex.w1, xe, nt);
-        k3_mm(e, u, &ex.w3, xe, nt);
+        k3_mm_local(e, g, &ex.w1, xe, nt);
+        k3_mm_local(e, u, &ex.w3, xe, nt);
         k3_situ(g, g, u, nt * I, c->situ_beta, c->situ_linear_beta);
-        k3_mm(e, y, &ex.w2, g, nt);
-        for (int i = 0; i < nt; i++)
-            k3_axpy(r + (size_t)tok[i] * LAT, wsel[(size_t)tok[i] * E + ex_id],
-                    y + (size_t)i * LAT, LAT);
+        k3_mm_local(e, yk, &ex.w2, g, nt);
+        if (N == 1) add_expert(r, wsel, E, ex_id, tok, nt, yk, LAT);
+    }
+    if (N > 1) {            /* every expert's output on every rank, summed in increasing id */
+        size_t total = 0, off[N];
+        for (int k = 0; k < N; k++) { off[k] = total; total += counts[k]; }
+        float *all = k3_share_buf(1, total + 1);
+        k3_comm_allgatherv(out_y, all, counts);
+        for (int k = 0; k < nu; k++) {
+            const int ex_id = uni[k], o = k3_expert_owner(L, ex_id, N);
+            int nt = 0;
+            for (int t = 0; t < T; t++) if (sel[(size_t)t * E + ex_id]) tok[nt++] = t;
+            const float *p = all + off[o] / sizeof(float);
+            off[o] += sizeof(float) * (1 + (size_t)nt * LAT);
+            if (p[0] != 0.0f) add_expert(r, wsel, E, ex_id, tok, nt, p + 1, LAT);
+            else if (o != me) w->expert_failures++;   /* its owner could not read it */
+        }
     }
     if (c->latent_moe_use_norm)
         for (int t = 0; t < T; t++)

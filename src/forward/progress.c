@@ -2,6 +2,7 @@
  * between matmuls, blocks of tokens and experts (so Ctrl-C, SIGINT or a gone client stops
  * a prefill inside a layer, not after it), prints the prefill's progress on stderr, and
  * runs the test hooks that make a tiny model's prefill long (docs/ENGINEERING.md). */
+#include "comm.h"
 #include "k3.h"
 #include "util.h"
 #include <signal.h>
@@ -74,7 +75,8 @@ int k3_halted(K3Engine *e) {
     if (p->last > 0 && now - p->last > p->gap_max) { p->gap_max = now - p->last; p->gap_L = p->L; }
     p->last = now;
     if (e->tick && now >= e->tick_next) { e->tick_next = now + 0.1; e->tick(e->tick_ctx); }
-    if (!e->halt && e->interrupt && *e->interrupt) e->halt = 1;
+    /* over N ranks a forward is never cut short: each rank must reach every gather */
+    if (!e->halt && e->interrupt && *e->interrupt && k3_comm_size() == 1) e->halt = 1;
     if (e->halt) hook.slow_ms = 0;                     /* the slow hook lasts until a stop */
     if (!e->halt && p->step_T > 0 && p->total > 0 && !p->quiet && now >= p->next) {
         progress_line(e, now);

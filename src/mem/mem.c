@@ -4,6 +4,7 @@
  * expert cache (expert_cache.c).
  * Without --trunk the trunk stays in the shard mappings and only experts are cached. */
 #include "internal.h"
+#include "comm.h"
 #include "fault.h"
 #include "sysmem.h"
 #include "util.h"
@@ -58,7 +59,7 @@ static int expert(K3Weights *w, int L, int e, K3Expert *out) {
 static int lm_head(K3Weights *w, float *Y, const float *X, int T, char *err, size_t errlen) {
     K3Mem *x = of(w);
     if (x->stream) return k3_stream_head(x->stream, Y, X, T, err, errlen);
-    k3_matmul_polled(Y, &x->m->lm_head, X, T);   /* the forward sees a stop after it */
+    k3_matmul_polled(Y, &x->m->lm_head, X, T);   /* split over N ranks; else polled */
     return 0;
 }
 

@@ -37,7 +37,7 @@ static int expert(K3Weights *w, int L, int e, K3Expert *out) {
 
 static int lm_head(K3Weights *w, float *Y, const float *X, int T, char *err, size_t errlen) {
     (void)err; (void)errlen;
-    k3_matmul_polled(Y, &((Resident *)w)->m->lm_head, X, T);
+    k3_matmul_polled(Y, &((Resident *)w)->m->lm_head, X, T);   /* N ranks: split */
     return 0;
 }
 

@@ -215,6 +215,7 @@ typedef struct {
     const K3Logprob *lp; int top;              /* --logprobs: one per generated token */
     int interrupted;                           /* Ctrl-C stopped the generation */
     const char *stop;                          /* the --stop string that ended it, or NULL */
+    const double *ranks; int n_ranks;          /* over N ranks: k3_ranks_gather's (else 0) */
 } Report;
 
 /* Ctrl-C: the generation stops after the token in hand and the report is still written;
@@ -264,6 +265,7 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
     if (r->spec)
         fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
                 r->spec->drafted, r->spec->accepted, r->spec->passes);
+    k3_ranks_json(r->ranks, r->n_ranks, r->n_prompt + r->n_gen, r->n_gen - 1, f);
     k3_mem_json(e->mem, f, r->t_prefill + r->t_decode);
     fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", e->m.cfg.vocab_size,
             (unsigned long long)r->peak_rss);
@@ -534,9 +536,9 @@ static int run_batch(const Opts *o) {
     t_prefill = k3_now() - tp;
     k3_mem_step(e.mem, 0, n_prompt, t_prefill, o->ef.mem.verbose && !o->quiet);
     if (o->dump_logits) {
-        FILE *f = fopen(o->dump_logits, "wb");
+        FILE *f = k3_comm_rank() ? NULL : fopen(o->dump_logits, "wb");   /* rank 0 writes */
         size_t nl = (size_t)V * n_prompt;
-        if (!f || fwrite(logits, sizeof(float), nl, f) != nl || fclose(f)) {
+        if (!k3_comm_rank() && (!f || fwrite(logits, sizeof(float), nl, f) != nl || fclose(f))) {
             fprintf(stderr, "k3: --dump-logits %s: %s\n", o->dump_logits, strerror(errno));
             rc = K3_ERR_RUNTIME; goto done;
         }
@@ -546,6 +548,7 @@ static int run_batch(const Opts *o) {
         fprintf(stderr, "k3: prefill %d token%s in %.3f s (%.2f tok/s)\n", n_prompt,
                 n_prompt == 1 ? "" : "s", t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
     double td = k3_now(), td_step = td;
+    const K3CommStats comm_decode = k3_comm_stats();   /* over N ranks: the decode's share */
     Sampler smp;                               /* greedy unless a sampling flag is given */
     sampler_init(&smp, &o->ef.sp, o->ef.seed);
     if (!o->ef.sampling) smp.p.greedy = 1;
@@ -618,7 +621,8 @@ static int run_batch(const Opts *o) {
     const long failures = k3_engine_expert_failures(&e);
     Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(),
                  failures, o->spec ? &spec : NULL, lp, o->logprobs, g_interrupted,
-                 em.stopped ? o->stops[em.stopped - 1] : NULL };
+                 em.stopped ? o->stops[em.stopped - 1] : NULL, NULL, 0 };
+    const double *ranks = r.ranks = k3_ranks_gather(&e, comm_decode, &r.n_ranks);   /* all */
     if (r.interrupted)                         /* said even with --quiet: the exit is 1 */
         fprintf(stderr, "k3: interrupted after %d of --gen %d tokens; the ids so far%s are "
                 "written\n", n_gen, o->gen, o->out ? " and the --out report" : "");
@@ -630,12 +634,13 @@ static int run_batch(const Opts *o) {
         fprintf(stderr, "k3: generated %d token%s%s; peak RSS %.3f GB (the figure to quote)\n",
                 n_gen, n_gen == 1 ? "" : "s", speed, r.peak_rss / K3_GB);
         k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
+        k3_ranks_print(ranks, r.n_ranks, n_prompt + n_gen, n_gen - 1, stderr);
         if (o->spec && spec.passes)            /* no pass: nothing was speculated */
             fprintf(stderr, "k3: spec: %ld verify passes, %ld drafted, %ld accepted (%.2f "
                     "accepted tokens per pass)\n", spec.passes, spec.drafted, spec.accepted,
                     spec.passes ? (double)spec.accepted / spec.passes : 0.0);
     }
-    if (o->out && write_json(o->out, o, &e, &r)) rc = K3_ERR_RUNTIME;
+    if (o->out && k3_comm_rank() == 0 && write_json(o->out, o, &e, &r)) rc = K3_ERR_RUNTIME;
     if (!rc && failures) {
         fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the generated ids "
                 "are unsound\n", failures);

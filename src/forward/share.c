@@ -1,0 +1,92 @@
+/* share.c — a step's work split over the ranks of a run (comm.h; docs/DISTRIBUTED.md).
+ *
+ * Trunk matmuls are split by output rows (src/comm/split.c); routed experts are split by
+ * id (k3_expert_owner); moe.c gathers their outputs and sums them in id order on every
+ * rank. With the buffers in a file (a prompt longer than memory holds: runstate.c) every
+ * page is dropped after a matmul, so what stays mapped is one matmul's rows. */
+#include "comm.h"
+#include "k3.h"
+#include <string.h>
+
+int k3_expert_owner(int L, int ex, int n) { return (ex + L) % n; }
+
+/* A matrix in memory goes in blocks of tokens of about MM_MACS multiply-adds (16 to 256
+ * tokens; layer 0's 33792 x 7168 MLP of the full-width model: 16) with an interrupt check
+ * between: a long prompt's matmul is seconds of work; each output is the same dot
+ * product, so the same bits. A streamed one is multiplied whole, its pieces in order
+ * (stream.c checks between them). Over N ranks a matmul is split by rows and never
+ * stopped half way (k3_halted is 0 there: every rank must reach each gather). */
+#define MM_MACS 4e9
+static int mm_tokens(const K3Mat *W) {
+    const double t = MM_MACS / ((double)W->rows * W->cols);
+    return t >= 256 ? 256 : t < 16 ? 16 : (int)t / 16 * 16;
+}
+
+/* The output head: split over the ranks, or at N = 1 in those blocks with k3_halt_poll
+ * between (the pinned lm_head over a dump's every row is a long product too). */
+void k3_matmul_polled(float *Y, const K3Mat *W, const float *X, int T) {
+    if (k3_comm_size() > 1) { k3_matmul_split(Y, W, X, T); return; }
+    const int step = mm_tokens(W);
+    for (int t = 0; t < T; t += step) {
+        if (t > 0 && k3_halt_poll()) return;
+        k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols,
+                  T - t < step ? T - t : step);
+    }
+}
+
+void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
+    if (k3_halted(e)) return;
+    k3_test_mm_hook(e);
+    if (k3_comm_size() > 1 || W->src) k3_matmul_split(Y, W, X, T);   /* whole when W->src */
+    else
+        for (int t = 0, step = mm_tokens(W); t < T; t += step) {
+            if (t > 0 && k3_halted(e)) return;
+            k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols,
+                      T - t < step ? T - t : step);
+        }
+    k3_runstate_drop(&e->rs);
+}
+
+/* The projections of one sublayer in one gather: fewer collectives a layer, the same bits.
+ * They run in the order given, the stream order (src/mem/stream.c) when one is streamed. */
+void k3_mm_many(K3Engine *e, const K3MatJob *o, int n, int T) {
+    if (k3_halted(e)) return;
+    k3_test_mm_hook(e);
+    k3_matmul_split_many(o, n, T);
+    k3_runstate_drop(&e->rs);
+}
+
+/* A matmul computed whole on this rank (a routed expert: its owner computes it). */
+void k3_mm_local(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
+    if (k3_halted(e)) return;
+    k3_test_mm_hook(e);
+    for (int t = 0, step = mm_tokens(W); t < T; t += step) {
+        if (t > 0 && k3_halted(e)) return;
+        k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols,
+                  T - t < step ? T - t : step);
+    }
+    k3_runstate_drop(&e->rs);
+}
+
+/* Every rank runs rank 0's command, so every rank takes the same steps; this checks it
+ * (one 8-byte gather a step): the sequences' lengths, positions and ids of this step are
+ * hashed and a rank whose step differs from rank 0's ends the run, naming the rank. */
+void k3_share_step(const K3Seq *seq, int n) {
+    const int N = k3_comm_size();
+    if (N == 1) return;
+    uint64_t h = 0xcbf29ce484222325ULL, all[N];
+#define MIX(v) (h = (h ^ (uint64_t)(uint32_t)(v)) * 0x100000001b3ULL)
+    MIX(n);
+    for (int q = 0; q < n; q++) {
+        MIX(seq[q].T); MIX(seq[q].s->pos); MIX(seq[q].all_logits);
+        for (int t = 0; t < seq[q].T; t++) MIX(seq[q].ids[t]);
+    }
+#undef MIX
+    size_t counts[N];
+    for (int k = 0; k < N; k++) counts[k] = sizeof h;
+    k3_comm_allgatherv(&h, all, counts);
+    for (int k = 1; k < N; k++)
+        if (all[k] != all[0])
+            k3_comm_abort(1, "rank %d's forward step differs from rank 0's (every rank must run "
+                          "the same command on the same inputs)", k);
+}

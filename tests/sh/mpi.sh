@@ -1,0 +1,112 @@
+#!/bin/sh
+# K3 over MPI (docs/DISTRIBUTED.md): bin/k3 holds no MPI symbol; under mpirun -np N,
+# bin/k3-mpi gives the --dump-logits bytes and the ids of single-process bin/k3 on every
+# committed model, resident and starved (streamed trunk, no cache), at np 1, 2, 3 (4: the
+# slow tier); a batch of 5 with --spec equals bin/k3's; a rank whose checkpoint differs is
+# refused, named; a rank killed mid-run ends the job non-zero within 10 s, named. Loopback,
+# --oversubscribe (this VM has 2 cores), as root where the test runs as root.
+. tests/sh/lib/check.sh
+slow() { [ "${K3_TEST_FULL:-}" = 1 ]; }
+KM=${K3_MPI:-./bin/k3-mpi}
+
+# the plain build: static, and no MPI in it (the transport there is src/comm/solo.c)
+if nm "$K3" 2>/dev/null | grep -qiE ' (mpi|pmpi|ompi|opal)_'; then bad "$K3 holds MPI symbols"
+elif ! nm "$K3" 2>/dev/null | grep -q ' k3_comm_rank$'; then bad "nm $K3 found no symbol"
+else ok "$K3 holds no MPI symbol (its transport: solo)"; fi
+
+if ! command -v mpirun >/dev/null 2>&1 || [ ! -x "$KM" ]; then
+  echo "SKIP mpi: no mpirun or no $KM (apt-get install openmpi-bin libopenmpi-dev; make mpi)"
+  exit $fail
+fi
+[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpi() { n=$1; shift; timeout 120 mpirun --oversubscribe -np "$n" "$KM" "$@"; }
+NPS="1 2 3"; slow && NPS="1 2 3 4"
+
+for m in tiny5 tiny4 tiny5f; do
+  M=tests/models/$m; P=$(cat $M/ref/prompt.txt); f0=$fail; fail=0
+  "$K3" pack $M $T/trunk-$m --quiet || bad "$m: k3 pack failed"
+  for how in resident starved; do
+    args="--cache-gb 1000"
+    [ $how = starved ] && args="--trunk $T/trunk-$m --trunk-gb 0 --cache-gb 0"
+    want=$("$K3" $M --ids "$P" --gen 16 $args --dump-logits $T/one.f32 --quiet 2>$T/err) \
+      || bad "$m $how: bin/k3 exited $?: $(head -c 300 $T/err)"
+    for np in $NPS; do
+      [ $np = 1 ] && [ $m != tiny5 ] && ! slow && continue   # np 1: tiny5 (all: slow tier)
+      rm -f $T/n.f32
+      got=$(mpi $np $M --ids "$P" --gen 16 $args --dump-logits $T/n.f32 --quiet 2>$T/err) \
+        || bad "$m $how np $np: exit $?: $(tail -c 400 $T/err)"
+      [ "$got" = "$want" ] || bad "$m $how np $np: ids '$got', bin/k3 '$want'"
+      cmp -s $T/one.f32 $T/n.f32 || bad "$m $how np $np: --dump-logits bytes differ from bin/k3"
+    done
+  done
+  [ $fail = 0 ] && ok "$m: ids and --dump-logits bytes of bin/k3 at np $NPS (np 1 on" \
+    "tiny5 unless slow), resident and starved"
+  [ $f0 = 0 ] || fail=1
+done
+
+# the report: every rank's bytes read and collectives, in --out and on stderr
+M=tests/models/tiny5; P=$(cat $M/ref/prompt.txt)
+mpi 2 $M --ids "$P" --gen 4 --out $T/r.json >/dev/null 2>$T/err
+for k in '"ranks": 2' '"transport": "mpi"' '"rank": 1, "peak_rss_bytes"' 'expert_bytes_read' \
+         'decode_collectives_per_token' 'decode_comm_bytes_per_token' 'comm_wait_s'; do
+  grep -q "$k" $T/r.json || bad "np 2 --out lacks $k"
+done
+grep -q '"rank": 1, .*"collectives": [1-9]' $T/r.json \
+  && grep -q "^k3: rank 1 of 2: peak RSS" $T/err && ok "np 2: --out and stderr report each rank's bytes read and collectives" \
+  || bad "np 2 report: $(grep -c rank $T/err) lines on stderr; $(head -c 300 $T/r.json)"
+
+# a batch of 5 with speculation: each prompt's ids and logits bytes, as bin/k3's batch
+M=tests/models/tiny5; P=$(cat $M/ref/prompt.txt)
+cat > $T/b.jsonl <<JSONL
+{"id": "a", "ids": [$P], "gen": 12}
+{"id": "b", "ids": [7,8,9,7,8,9,7,8,9,7,8], "gen": 20}
+{"id": "c", "ids": [5], "gen": 6}
+{"id": "d", "ids": [100,200], "gen": 7, "temperature": 1.3, "top_k": 5, "seed": 11}
+{"id": "e", "ids": [3,3,3,3,3,3], "gen": 9}
+JSONL
+ids() { sed -n 's/^{"id": "\([a-z]\)", "generated_ids": \[\([^]]*\)\].*/\1 \2/p' "$1" | sort; }
+mkdir -p $T/d1 $T/dn
+f0=$fail; fail=0
+"$K3" $M --batch $T/b.jsonl --spec --batch-size 3 --dump-logits $T/d1 --quiet >$T/o1 2>$T/err \
+  || bad "batch: bin/k3 exited $?: $(head -c 300 $T/err)"
+for np in 2 3; do
+  rm -f $T/dn/*
+  mpi $np $M --batch $T/b.jsonl --spec --batch-size 3 --dump-logits $T/dn --quiet >$T/on \
+    2>$T/err || bad "batch np $np: exit $?: $(tail -c 400 $T/err)"
+  [ "$(ids $T/on)" = "$(ids $T/o1)" ] && [ "$(ids $T/o1 | wc -l)" = 5 ] \
+    || bad "batch np $np: ids '$(ids $T/on)' != bin/k3's '$(ids $T/o1)'"
+  [ "$(ls $T/d1 | wc -l)" = 5 ] || bad "batch: bin/k3 wrote $(ls $T/d1 | wc -l) logits files"
+  for f in $T/d1/*.f32; do
+    cmp -s $f $T/dn/$(basename $f) || bad "batch np $np: $(basename $f) logits differ"
+  done
+done
+[ $fail = 0 ] && ok "batch of 5 with --spec at np 2, 3: ids and logits bytes of bin/k3's batch"
+[ $f0 = 0 ] || fail=1
+
+# a rank whose checkpoint is another (config.json one byte longer) is refused, named
+cp -r $M $T/other && printf ' ' >> $T/other/config.json
+timeout 60 mpirun --oversubscribe -np 1 "$KM" $M --ids "$P" --gen 2 : -np 1 "$KM" $T/other \
+  --ids "$P" --gen 2 >/dev/null 2>$T/err
+rc=$?
+[ $rc != 0 ] && [ $rc != 124 ] && grep -q "rank 1's checkpoint .* is not rank 0's" $T/err \
+  && ok "rank 1 on another checkpoint: refused (exit $rc), named" \
+  || bad "another checkpoint on rank 1: exit $rc, $(tail -c 400 $T/err)"
+
+# a rank killed mid-run (-9): mpirun ends non-zero within 10 s and names the rank
+mpirun --oversubscribe -np 2 "$KM" $M --ids 1,2,3 --gen 30000 --ctx 30010 --ignore-eos \
+  --quiet >/dev/null 2>$T/err &
+mp=$!
+sleep 2
+victim=$(pgrep -P $mp | sed -n 2p)
+t0=$(date +%s)
+if [ -n "$victim" ]; then kill -9 "$victim"; fi
+w=0; while kill -0 $mp 2>/dev/null && [ $w -lt 15 ]; do sleep 1; w=$((w + 1)); done
+if kill -0 $mp 2>/dev/null; then
+  kill -9 $mp; bad "rank 1 killed: mpirun still running after 15 s"
+else
+  wait $mp; rc=$?; dt=$(($(date +%s) - t0))
+  [ -n "$victim" ] && [ $rc != 0 ] && [ $dt -le 10 ] && grep -q "rank 1" $T/err \
+    && ok "rank 1 killed mid-run: mpirun exit $rc after ${dt} s, the message names rank 1" \
+    || bad "rank 1 killed: pid '$victim', exit $rc after $dt s: $(tail -c 400 $T/err)"
+fi
+exit $fail
