@@ -137,9 +137,12 @@ INL void mv_fb(const M *m, int type, int R, float *y, const float *x, int r) {
  * lane l is element 2l, the high nibble element 2l+1 (the canonical MXFP4 lane order);
  * vpermps reads only the low 4 bits of its index, so the shift is the only decode op. */
 /* mxtab[s] = e2m1[0..15] * 2^(s-127): the reference's exact products, 16 KB, built once
- * at start-up; one 64-byte load replaces broadcast + multiply in the inner loops. */
+ * at start-up; one 64-byte load replaces broadcast + multiply in the inner loops. This file
+ * is compiled for AVX-512, so the start-up code (vectorised with zmm) runs only on a CPU
+ * that has it (the check is in kernels.c, built for any x86-64): else SIGILL before main. */
 float k3_avx512_mxtab[256][16] __attribute__((aligned(64)));
 __attribute__((constructor)) static void mxtab_init(void) {
+    if (!k3_kernels_usable("avx512")) return;
     for (int s = 0; s < 256; s++) {
         union { uint32_t u; float f; } v = { k3_e8m0_bits[s] };
         for (int n = 0; n < 16; n++) k3_avx512_mxtab[s][n] = k3_e2m1[n] * v.f;
