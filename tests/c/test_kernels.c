@@ -107,17 +107,19 @@ static void check_matmul(const char *path, int nth) {
 
 /* the prefill tiles' edges (issue 24): T = 1, 2 and around the 6-token tile and the
  * 64/72-token blocks, rows that are not a multiple of the 4-row tile or the 64-row block,
- * the fewest columns and a column count past one 512-column block with a tail; MXFP4
- * with NaN scale bytes (255) in some blocks. Every output must equal the scalar's bits. */
+ * the fewest columns and column counts past one 512-column block and past two 1024-column
+ * blocks (the AVX-512 GEMM's KC; parked lanes continue over two block edges), with a tail;
+ * MXFP4 with NaN scale bytes (255) in some blocks. Every output must equal the scalar's
+ * bits. */
 static void check_edges(const char *path, int nth) {
     static const int TS[] = { 1, 2, 63, 64, 65, 257 };
     static const int RS[] = { 5, 70 };
-    static const int CS[] = { 1, 17, 529 }, MCS[] = { 32, 544 };
+    static const int CS[] = { 1, 17, 529, 2065 }, MCS[] = { 32, 544, 2080 };
     const K3KernelOps *ref = k3_kernels_scalar();
     for (int type = 0; type < 3; type++)
     for (int ti = 0; ti < 6; ti++)
     for (int ri = 0; ri < 2; ri++)
-    for (int ci = 0; ci < (type == 2 ? 2 : 3); ci++) {
+    for (int ci = 0; ci < (type == 2 ? 3 : 4); ci++) {
         int T = TS[ti], rows = RS[ri], cols = type == 2 ? MCS[ci] : CS[ci];
         K3Mat m; void *buf;
         fill_mat(&m, type, rows, cols, 0, &buf);
