@@ -73,4 +73,11 @@ void jg_copy(JgState *dst, const JgState *src);
  * (id < tok_n_ranks) whose bytes would not keep a valid prefix, any reserved id but
  * end_id, and end_id until the document is complete. Returns the ids left. */
 int jg_mask(const JgState *s, const struct Tok *t, int V, int end_id, float *logits);
+/* A verify pass's rows lg[0..k] (V each) masked as a step-by-step run would mask them:
+ * row i with s advanced by draft[0..i). Past a draft token the grammar refuses (it cannot
+ * be drawn there, so sampling stops at that row) or the end token, rows are left as they
+ * are. Returns the first row where no token is left (a drawing that reaches it is the
+ * step-by-step run's "no token can continue"), or k + 1. */
+int jg_mask_drafts(const JgState *s, const struct Tok *t, int V, int end_id, float *lg,
+                   const int *draft, int k);
 #endif

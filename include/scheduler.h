@@ -27,8 +27,8 @@ struct K3SchedSeq {
     K3State *st;                  /* the slot's state */
     int slot;
     int T;                        /* ids the last step fed (0: none) */
-    const float *logits;          /* their rows ([T][vocab] with all_logits, else the last
-                                   * one's), valid until the next step */
+    float *logits;                /* their rows ([T][vocab] with all_logits, else the last
+                                   * one's), the caller's until the next step */
     long order;                   /* join order: prompts take the room in it */
 };
 

@@ -204,7 +204,6 @@ static int line_gen(const Batch *b, int i) {
 /* --spec: drafts after the sequence's last token, at most room, for a verify pass. */
 static int draft(K3SchedSeq *q, int room) {
     Slot *s = q->user;
-    if (s->b->lines[s->li].jg) return s->k = 0;   /* JSON mode reads each step's own row */
     const int lim = s->gen - s->n_gen - 1 < room ? s->gen - s->n_gen - 1 : room;
     s->k = k3_spec_draft(&s->spec, s->seq, s->n, s->n_prompt, lim, s->seq + s->n);
     if (s->k <= 0) return s->k = 0;
@@ -317,7 +316,17 @@ static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
 
 /* After a step fed sequence s: T ids, rows lg (all of them with all_logits, else the last
  * one's). When its fed tokens reach its end, it samples (or finishes). */
-static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *err,
+/* JSON mode: the drawn token's bytes into the line's validator (the end token has none). */
+static int json_put(Batch *b, Slot *s, int id, char *err, size_t errlen) {
+    size_t nb = 0;
+    const char *tb = id != b->e.m.cfg.eos_token_id ? tok_token_bytes(b->tok, id, &nb) : NULL;
+    if (!tb || !jg_put(&s->js, (const unsigned char *)tb, nb)) return 0;
+    snprintf(err, errlen, "line %d: JSON mode: token %d was drawn outside the mask",
+             b->lines[s->li].line, id);
+    return -1;
+}
+
+static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
                       size_t errlen) {
     const int V = b->e.m.cfg.vocab_size, eos_id = b->e.m.cfg.eos_token_id;
     if (all && s->dump && s->fed < s->n_prompt)   /* prompt rows, in order */
@@ -326,14 +335,24 @@ static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *
     if (s->fed < s->n) return 0;                   /* the prompt is still going in */
     const float *last = lg + (size_t)(all ? T - 1 : 0) * V;
     if (s->n_gen == s->gen) return finish(b, s, 0, err, errlen);   /* --gen 0 */
+    const JgSchema *jg = b->lines[s->li].jg;
     if (s->k > 0) {                    /* a verify pass: keep what the model agrees with */
         int out[65];
+        /* JSON mode: each row masked as a step-by-step run masks it (the same draws) */
+        const int dead = jg ? jg_mask_drafts(&s->js, b->tok, V, eos_id, lg, s->seq + s->n,
+                                             s->k) : s->k + 1;
         const int cnt = k3_spec_accept(&s->spec, &b->e.m, s->q->st, &s->smp, s->n_gen,
                                        s->seq + s->n, s->k, lg, out);
         if (cnt < 0) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+        if (cnt > dead) {
+            snprintf(err, errlen, "line %d: JSON mode: no token can continue the text",
+                     b->lines[s->li].line);
+            return K3_ERR_RUNTIME;
+        }
         s->k = 0;
         for (int j = 0; j < cnt; j++) {
             const int id = out[j];
+            if (jg && json_put(b, s, id, err, errlen)) return K3_ERR_RUNTIME;
             s->seq[s->n++] = id;
             s->n_gen++;
             if (id == eos_id || s->n_gen == s->gen) return finish(b, s, id == eos_id, err, errlen);
@@ -342,7 +361,6 @@ static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *
         decode_next(b, s);
         return 0;
     }
-    const JgSchema *jg = b->lines[s->li].jg;
     if (jg) {                          /* JSON mode: what may not come next masked */
         memcpy(s->mask, last, sizeof(float) * (size_t)V);
         if (!jg_mask(&s->js, b->tok, V, eos_id, s->mask)) {
@@ -354,13 +372,7 @@ static int after_step(Batch *b, Slot *s, const float *lg, int T, int all, char *
     }
     const int id = sampler_sample_at(&s->smp, last, V, s->n_gen);  /* by position only */
     if (id < 0) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
-    size_t nb = 0;
-    const char *tb = jg && id != eos_id ? tok_token_bytes(b->tok, id, &nb) : NULL;
-    if (tb && jg_put(&s->js, (const unsigned char *)tb, nb)) {
-        snprintf(err, errlen, "line %d: JSON mode: token %d was drawn outside the mask",
-                 b->lines[s->li].line, id);
-        return K3_ERR_RUNTIME;
-    }
+    if (jg && json_put(b, s, id, err, errlen)) return K3_ERR_RUNTIME;
     if (!s->t_first) s->t_first = k3_now();
     s->seq[s->n++] = id;
     s->n_gen++;

@@ -50,7 +50,7 @@ const char *const k3_usage =
 "  --json | --json-schema FILE\n"
 "                       JSON mode: only tokens that keep the text a valid prefix of a\n"
 "                       JSON object (--json) or of FILE's schema (docs/SERVE.md); the\n"
-"                       end only once it is whole (needs --tok; no --spec)\n"
+"                       end only once it is whole (needs --tok)\n"
 "  --temperature X --top-k K --top-p P --min-p M --seed N --greedy\n"
 "                       sample instead (any of these turns sampling on; defaults\n"
 "                       temperature 1, top-k off, top-p 1, min-p 0, seed 0)\n"

@@ -167,7 +167,7 @@ int k3_sched_step(K3Sched *s, K3SchedSeq ***fed, int *n_fed, char *err, size_t e
     if (Tp && (rc || left == Tp)) { k3_progress_end(e); s->pf_done = 0; }
     if (rc) return rc;
     const double dt = k3_now() - t0;
-    const float *lg = e->rs.logits;
+    float *lg = e->rs.logits;
     const size_t V = (size_t)e->m.cfg.vocab_size;
     for (int i = 0; i < m; i++) {
         K3SchedSeq *q = v[i];

@@ -113,8 +113,7 @@ static int parse_args(int argc, char **argv, Opts *o) {
     if (o->spec == 1 && o->recompute) return usage_error("%s", "--spec needs --incremental");
     if (!o->spec && (o->draft_ids || o->draft_file))
         return usage_error("%s", "--draft-ids and --draft-file draft for --spec: drop --no-spec");
-    const char *nospec = o->logprobs >= 0 ? "--logprobs" : o->json || o->json_schema ?
-                         "--json" : NULL;          /* these read each step's own row */
+    const char *nospec = o->logprobs >= 0 ? "--logprobs" : NULL;   /* each step's own row */
     if (nospec && (o->spec == 1 || o->draft_ids || o->draft_file))
         return usage_error("%s does not speculate: drop --spec and the drafts", nospec);
     if (nospec) o->spec = 0;
@@ -566,7 +565,7 @@ static int run_batch(const Opts *o) {
         /* the token at generated position n_gen: drawn by (seed, position) only; in JSON
          * mode from the row with what may not come next masked */
         const float *row = logits;
-        if (jg) {
+        if (jg && i_pend == n_pend) {          /* (a verify pass's rows were masked there) */
             memcpy(mask, logits, sizeof(float) * V);
             if (!jg_mask(&js, tok, V, end_id, mask)) {
                 fprintf(stderr, "\nk3: JSON mode: no token can continue the text\n");
@@ -597,10 +596,17 @@ static int run_batch(const Opts *o) {
             if (k3_state_mark(m, st, k + 1)) { fprintf(stderr, "k3: out of memory\n");
                                                rc = K3_ERR_RUNTIME; goto done; }
             rc = k3_forward(&e, st, seq + n - 1, k + 1, logits, 1, err, sizeof err);
+            /* JSON mode: each row masked as a step-by-step run masks it (the same draws) */
+            const int dead = rc || !jg ? k + 1 :
+                             jg_mask_drafts(&js, tok, V, end_id, logits, draft, k);
             if (!rc) {
                 n_pend = k3_spec_accept(&spec, m, st, &smp, n_gen, draft, k, logits, pend);
                 i_pend = 0;
                 if (n_pend < 0) { snprintf(err, sizeof err, "out of memory"); rc = 1; }
+                else if (n_pend > dead) {
+                    fprintf(stderr, "\nk3: JSON mode: no token can continue the text\n");
+                    rc = K3_ERR_RUNTIME; goto done;
+                }
                 else if (o->ef.mem.verbose && !o->quiet)
                     fprintf(stderr, "k3: spec pass: %d drafted, %d accepted\n", k, n_pend - 1);
             }

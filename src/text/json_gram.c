@@ -636,3 +636,17 @@ int jg_mask(const JgState *s, const Tok *t, int V, int end_id, float *logits) {
     }
     return left;
 }
+
+int jg_mask_drafts(const JgState *s, const Tok *t, int V, int end_id, float *lg,
+                   const int *draft, int k) {
+    static __thread JgState c;                 /* jg_mask's own copy is another */
+    jg_copy(&c, s);
+    for (int i = 0; i <= k; i++) {
+        if (!jg_mask(&c, t, V, end_id, lg + (size_t)i * V)) return i;
+        size_t n = 0;
+        const char *b = i < k && draft[i] >= 0 && draft[i] < tok_n_ranks(t) ?
+                        tok_token_bytes(t, draft[i], &n) : NULL;
+        if (!b || !n || jg_put(&c, (const unsigned char *)b, n)) break;
+    }
+    return k + 1;
+}
