@@ -27,7 +27,8 @@ long k3_engine_expert_failures(const K3Engine *e);
 /* Over N ranks (comm.h; nothing at N = 1): k3_ranks_gather, called by every rank at the
  * same point, gathers each rank's peak RSS, trunk and expert bytes read and collectives
  * (those since decode0 as the decode's): [N][K3_RANK_FIELDS], kept until the next call,
- * *n = N (NULL and 0 at N = 1); rank 0 prints them (one line a rank) and writes them as --out JSON fields.
+ * *n = N (NULL and 0 at N = 1); rank 0 prints them (one line a rank) and writes them as
+ * --out JSON fields.
  * n_tokens: tokens through the model; n_decode: decode forwards. */
 #define K3_RANK_FIELDS 9
 const double *k3_ranks_gather(const K3Engine *e, K3CommStats decode0, int *n);

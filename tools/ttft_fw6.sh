@@ -12,4 +12,5 @@ echo "== trunk pinned: --trunk /var/tmp/fw6t/plain --trunk-gb 14 --cache-gb 3"
 K3_CHECK_GAPS=1 $K3 $M --trunk /var/tmp/fw6t/plain --trunk-gb 14 --cache-gb 3 --ids "$ids" \
   --gen 0 --dump-logits $D/l_res.f32 --out $D/res.json 2>&1
 cmp $D/l_stream.f32 $D/l_res.f32 && echo "logits bytes equal"
-echo "unique (layer, expert) pairs: $(grep '^[0-9]' $D/tr/cache_trace.txt | awk '{print $2, $3}' | sort -u | wc -l)"
+pairs=$(grep '^[0-9]' $D/tr/cache_trace.txt | awk '{print $2, $3}' | sort -u | wc -l)
+echo "unique (layer, expert) pairs: $pairs"

@@ -23,7 +23,8 @@ mkdir -p $T/t1
 K3_TEST_SIGINT_AT_EXPERT=21 $K3 $M --ids "$ids" --gen 4 --threads 1 --dump-cache-trace $T/t1 \
   >$T/out 2>$T/err; rc=$?
 n=$(lines $T/t1/cache_trace.txt)
-[ $rc = 1 ] && grep -q 'prefill: interrupted after 0 of 300 tokens (in layer 3 of 13)' $T/err && [ ! -s $T/out ] && ok "one-shot: SIGINT stops the prefill, exit 1, nothing out" \
+[ $rc = 1 ] && grep -q 'prefill: interrupted after 0 of 300 tokens (in layer 3 of 13)' $T/err \
+  && [ ! -s $T/out ] && ok "one-shot: SIGINT stops the prefill, exit 1, nothing out" \
   || bad "one-shot: exit $rc, stdout '$(cat $T/out)', $(grep interrupted $T/err)"
 [ "$n" = 20 ] && ok "one-shot: stopped at the expert: 20 of its experts fetched" \
   || bad "one-shot: $n experts fetched after SIGINT before the 21st, want 20"
