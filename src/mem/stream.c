@@ -395,7 +395,7 @@ const K3Layer *k3_stream_acquire(K3Stream *s, int L, char *err, size_t errlen) {
 }
 
 void k3_stream_release(K3Stream *s, int L) {
-    const int i0 = (int)(s->cons % s->npc);
+    const int i0 = s->npc ? (int)(s->cons % s->npc) : 0;   /* no pieces: all pinned */
     if (s->first_of[L] >= 0 && s->mat[s->pc[i0].mat].L == L && i0 >= s->first_of[L])
         skip_next(s, s->npc - i0);   /* the forward stopped: the rest of its pass is drained */
     while (s->first_of[L] >= 0 && !s->failed) {
