@@ -5,6 +5,8 @@
 #include <stdint.h>
 
 double k3_now(void);                 /* monotonic seconds: the one clock */
+/* SIGINT calls handler once; a second Ctrl-C is the default's (ends the process). */
+void k3_sigint_once(void (*handler)(int));
 /* FNV-1a 64: the one hash of identities (checkpoint identity, config, chat state).
  * Chain calls: h = k3_hash(k3_hash(K3_HASH_INIT, a, na), b, nb). */
 #define K3_HASH_INIT 0xcbf29ce484222325ull

@@ -636,12 +636,7 @@ int k3_batch_main(int argc, char **argv) {
                 o.batch_size > 0 ? "" : " (what the plan fits)", chunk,
                 sf ? "; states in a state file in " : "", sf ? k3_statefile_dir(sf) : "");
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    k3_sigint_once(on_sigint);
     b.e.interrupt = &g_sigint;
     b.e.prog.quiet = o.quiet;
     rc = run(&b, err, sizeof err);

@@ -218,7 +218,7 @@ typedef struct {
 } Report;
 
 /* Ctrl-C: the generation stops after the token in hand and the report is still written;
- * a second Ctrl-C kills (SA_RESETHAND). */
+ * a second Ctrl-C kills (k3_sigint_once). */
 static volatile sig_atomic_t g_interrupted;
 static void on_interrupt(int sig) { (void)sig; g_interrupted = 1; }
 
@@ -517,12 +517,7 @@ static int run_batch(const Opts *o) {
     if (tok) tok_stream_init(&em.ts);
     double tp = k3_now(), t_prefill = 0, t_decode = 0;
     int n = n_prompt, n_gen = 0;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_interrupt;
-    sa.sa_flags = SA_RESETHAND;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    k3_sigint_once(on_interrupt);
     e.interrupt = &g_interrupted;              /* Ctrl-C stops the prefill inside a layer */
     e.prog.quiet = o->quiet;
     rc = k3_prefill(&e, st, seq, n, o->ef.chunk, logits, o->dump_logits != NULL, err, sizeof err);
