@@ -92,8 +92,15 @@ for k in '"ranks": 2' '"transport": "mpi"' '"rank": 1, "peak_rss_bytes"' 'expert
          'decode_collectives_per_token' 'decode_comm_bytes_per_token' 'comm_wait_s'; do
   grep -q "$k" $T/r.json || bad "np 2 --out lacks $k"
 done
+# a rank waiting in a collective yields its core unless the user asks it to spin
+grep -q '"transport_waits": "yield"' $T/r.json || bad "np 2 --out: $(grep waits $T/r.json)"
+mpirun --oversubscribe --mca mpi_yield_when_idle 0 -np 2 "$KM" $M --ids "$P" --gen 1 \
+  --out $T/s.json >/dev/null 2>&1 </dev/null
+grep -q '"transport_waits": "spin"' $T/s.json \
+  || bad "np 2 with --mca mpi_yield_when_idle 0: $(grep waits $T/s.json)"
 grep -q '"rank": 1, .*"collectives": [1-9]' $T/r.json \
-  && grep -q "^k3: rank 1 of 2: peak RSS" $T/err && ok "np 2: --out and stderr report each rank's bytes read and collectives" \
+  && grep -q "^k3: rank 1 of 2: peak RSS" $T/err \
+  && ok "np 2: --out and stderr report each rank's bytes read and collectives; ranks yield" \
   || bad "np 2 report: $(grep -c rank $T/err) lines on stderr; $(head -c 300 $T/r.json)"
 
 # a batch of 5 with speculation: each prompt's ids and logits bytes, as bin/k3's batch
