@@ -63,9 +63,9 @@ static void at_exit(void) {
 int k3_comm_init(int *argc, char ***argv) {
     /* A rank waiting in a collective yields the core instead of spinning on it (Open MPI
      * spins unless it sees more ranks than cores): the rank's own I/O threads and, on a
-     * shared host, the other ranks need it. Measured on this 2-vCPU VM, np 2: 3.2x one
-     * process's s/token spinning, 1.1x yielding (docs/DISTRIBUTED.md). A value given by
-     * the user (--mca mpi_yield_when_idle 0, the environment) is kept. */
+     * shared host, the other ranks need it. On a 2-vCPU VM, np 2 against one process:
+     * spinning 1.00x-3.19x its s/token, yielding 1.06x-1.23x (docs/DISTRIBUTED.md). A
+     * value given by the user (--mca mpi_yield_when_idle 0, the environment) is kept. */
     setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
