@@ -19,6 +19,9 @@ void k3_comm_finalize(int rc);
 int k3_comm_rank(void);
 int k3_comm_size(void);
 const char *k3_comm_name(void);              /* "solo" or "mpi" */
+/* How a rank waits in a collective: "yield" (gives its core away while it polls: MPI's
+ * default here), "spin" (the user asked for --mca mpi_yield_when_idle 0), "none" (solo). */
+const char *k3_comm_waits(void);
 
 /* all = the concatenation, in rank order, of every rank's `mine` (counts[r] bytes from
  * rank r; counts is the same on every rank). mine may not overlap all. */

@@ -6,7 +6,8 @@
  * are independent in every kernel, the threads already split them so), and one gather
  * moves the pieces to every rank. Shares are multiples of 16 rows. At N = 1 the share is
  * every row and nothing is gathered. A matrix whose rows arrive in pieces (W->src, the
- * streamed trunk) runs whole on every rank: the same bits, none of the saving. */
+ * streamed trunk) is streamed by each rank for its share only (src/mem/stream.c): its
+ * view is those rows' count, and the source multiplies them. */
 #include "comm.h"
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ static K3Mat rows_view(const K3Mat *W, int r0, int r1) {
     K3Mat v = *W;
     const size_t c = (size_t)W->cols, r = (size_t)r0;
     v.rows = r1 - r0;
+    if (W->src) return v;                     /* the source holds this rank's rows only */
     switch (W->type) {
     case K3_W_F32:   v.w = (const float *)W->w + r * c; break;
     case K3_W_BF16:  v.w = (const uint16_t *)W->w + r * c; break;
@@ -52,7 +54,7 @@ void *k3_share_buf(int which, size_t bytes) {
 /* A matmul split by output rows over the ranks, the pieces gathered into Y. */
 void k3_matmul_split(float *Y, const K3Mat *W, const float *X, int T) {
     const int N = k3_comm_size(), me = k3_comm_rank(), rows = W->rows;
-    if (N == 1 || W->src || T <= 0) { k3_matmul(Y, W, X, T); return; }
+    if (N == 1 || T <= 0) { k3_matmul(Y, W, X, T); return; }
     int r0, r1, lo[N], hi[N];
     size_t counts[N];
     for (int k = 0; k < N; k++) {
@@ -79,9 +81,7 @@ void k3_matmul_split(float *Y, const K3Mat *W, const float *X, int T) {
 /* Several matmuls, split as k3_matmul_split each, with one gather for all of them. */
 void k3_matmul_split_many(const K3MatJob *o, int n, int T) {
     const int N = k3_comm_size(), me = k3_comm_rank();
-    int whole = N == 1 || T <= 0;
-    for (int j = 0; j < n; j++) whole |= o[j].W->src != NULL;
-    if (whole) {                              /* one process, or rows in pieces: one by one */
+    if (N == 1 || T <= 0) {                   /* one process: one by one */
         for (int j = 0; j < n; j++) k3_matmul_split(o[j].Y, o[j].W, o[j].X, T);
         return;
     }

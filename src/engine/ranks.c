@@ -48,8 +48,8 @@ void k3_ranks_print(const double *all, int n, int n_tokens, int n_decode, FILE *
 
 void k3_ranks_json(const double *all, int n, int n_tokens, int n_decode, FILE *f) {
     if (n < 2) return;
-    fprintf(f, "  \"ranks\": %d,\n  \"transport\": \"%s\",\n  \"per_rank\": [", n,
-            k3_comm_name());
+    fprintf(f, "  \"ranks\": %d,\n  \"transport\": \"%s\",\n  \"transport_waits\": \"%s\",\n"
+            "  \"per_rank\": [", n, k3_comm_name(), k3_comm_waits());
     for (int k = 0; k < n; k++) {
         const double *v = all + (size_t)k * NF;
         fprintf(f, "%s\n    {\"rank\": %d, \"peak_rss_bytes\": %.0f, \"trunk_bytes_read\": %.0f, "

@@ -37,7 +37,7 @@ void k3_matmul_polled(float *Y, const K3Mat *W, const float *X, int T) {
 void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
     if (k3_halted(e)) return;
     k3_test_mm_hook(e);
-    if (k3_comm_size() > 1 || W->src) k3_matmul_split(Y, W, X, T);   /* whole when W->src */
+    if (k3_comm_size() > 1 || W->src) k3_matmul_split(Y, W, X, T);   /* N = 1: whole */
     else
         for (int t = 0, step = mm_tokens(W); t < T; t += step) {
             if (t > 0 && k3_halted(e)) return;

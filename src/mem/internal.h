@@ -75,6 +75,9 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
 /* Every byte resident and nothing raised or tight: what the one-line form may summarise. */
 int k3_plan_all_resident(const K3Plan *p, int have_trunk, uint64_t avail);
 void k3_plan_line(const K3Plan *p, int NL, uint64_t avail, const char *adesc, FILE *f);
+/* Over N ranks: every rank's trunk rows, pinned, streamed, experts owned and slots, from
+ * one gather (every rank calls it at the same point); rank 0 prints when print is set. */
+void k3_plan_ranks(const K3Plan *p, int have_trunk, int print, FILE *f);
 /* Where the states live and how many sequences: o->state_file 0 becomes the least paging
  * whose plan fits 90% of avail (unknown avail: resident); with o->seqs_auto, o->seqs the
  * most (at most o->seqs) that fit. */
@@ -144,6 +147,9 @@ uint64_t k3_stream_tmp_bytes(int max_T, uint64_t piece);
 uint64_t k3_stream_window(uint64_t piece, uint64_t whole_max);
 /* The piece size the plan picks for a stream of total bytes. */
 uint64_t k3_stream_piece(uint64_t total);
+/* Over N ranks (comm.h): lb[L] (layer L's trunk bytes) less the rows of its split
+ * matrices other ranks stream, so the plan is this rank's; unchanged at N = 1. */
+void k3_stream_rank_bytes(const K3Model *m, const K3Trunk *t, uint64_t *lb);
 
 /* ---- expert_cache.c ---- */
 uint64_t k3_ecache_slot_bytes(const K3Config *c);

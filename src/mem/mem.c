@@ -212,6 +212,7 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
         x->trunk = k3_trunk_open(m, o->trunk_dir, err, errlen);
         if (!x->trunk) return K3_ERR_RUNTIME;
         for (int L = 0; L < NL; L++) lb[L] = k3_trunk_layer_bytes(x->trunk, L);
+        k3_stream_rank_bytes(m, x->trunk, lb);      /* N ranks: this rank's rows */
     } else k3_trunk_sizes_from_shards(m, lb, &global);
     const uint64_t self = k3_rss_now();
     char adesc[400];
@@ -247,6 +248,7 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
                 "it to the same bits but slower than a plain trunk (only AVX-512 with VBMI "
                 "decodes at SIMD speed; docs/CODEC.md): unless the disk is the bound, a plain "
                 "`k3 pack` is faster here\n", k3_trunk_path(x->trunk), k3_kernels_name());
+    k3_plan_ranks(&p, o->trunk_dir != NULL, !o->quiet, stderr);   /* N > 1: each rank's */
     if (avail && p.total > avail) {
         k3_plan_refusal(&p, m, o, lb, avail, adesc, err, errlen);
         return K3_ERR_RUNTIME;

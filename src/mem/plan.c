@@ -9,8 +9,12 @@
  * is left. Without --trunk the trunk and lm_head are resident in the shard mappings. The
  * total is compared with MemAvailable (and a cgroup memory limit); mem.c refuses to
  * start, with every number and the flag that would fix it (k3_plan_refusal), when it
- * does not fit. */
+ * does not fit. Over N ranks (comm.h) the flags are per rank and the plan is this
+ * rank's: its rows of the streamed trunk (lb, k3_stream_rank_bytes) and of lm_head, the
+ * routed experts it owns (k3_expert_owner); k3_plan_ranks prints every rank's. */
 #include "internal.h"
+#include "comm.h"
+#include "k3.h"
 #include "dio.h"
 #include "statefile.h"
 #include "tensors.h"
@@ -40,6 +44,12 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     memset(p, 0, sizeof *p);
     for (int L = 0; L < NL; L++) p->trunk_total += lb[L];
     p->head_full = (uint64_t)V * H * (head_f32 ? 4 : 2);
+    const int N = k3_comm_size(), me = k3_comm_rank();
+    if (have_trunk && N > 1) {                /* streamed: this rank's vocab rows (split.c) */
+        int v0, v1;
+        k3_share_rows(V, me, N, &v0, &v1);
+        p->head_full = (uint64_t)(v1 - v0) * H * (head_f32 ? 4 : 2);
+    }
     const uint64_t T = o->chunk > 0 ? o->chunk : 1;
     p->embed = embed_bytes(H, V, T);
     const uint64_t C = (uint64_t)c->kda_num_heads * c->kda_head_dim;
@@ -116,11 +126,15 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
         p->streamed = NL - p->n_pinned;
         p->lm_head = 0;                       /* pinned or in the window */
     }
-    int nmoe = 0;
-    for (int L = 0; L < NL; L++) nmoe += c->is_moe[L];
+    int nmoe = 0, all = 0;                    /* the routed experts this rank owns */
+    for (int L = 0; L < NL; L++) {
+        nmoe += c->is_moe[L];
+        for (int e = 0; c->is_moe[L] && e < c->num_experts; e++)
+            all += k3_expert_owner(L, e, N) == me;
+    }
     const uint64_t slot = k3_ecache_slot_bytes(c);
     p->slot_bytes = slot;
-    int all = nmoe * c->num_experts, mins = all < 5 ? all : 5;
+    int mins = all < 5 ? all : 5;
     p->cache_index = nmoe ? k3_ecache_index_bytes(c) : 0;
     p->all_experts = (uint64_t)all * slot;
     p->cache_min = (uint64_t)mins * slot + p->cache_index;
@@ -189,7 +203,10 @@ void k3_plan_line(const K3Plan *p, int NL, uint64_t avail, const char *adesc, FI
 void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, const char *adesc,
                    int ctx, FILE *f) {
     char slot[32];
-    fprintf(f, "k3: memory plan (GB = 1e9 bytes)\n");
+    if (k3_comm_size() > 1)                   /* the flags are per rank */
+        fprintf(f, "k3: memory plan of rank 0 of %d (GB = 1e9 bytes; the flags are per rank, "
+                "every rank's share below)\n", k3_comm_size());
+    else fprintf(f, "k3: memory plan (GB = 1e9 bytes)\n");
     char pb[32];
     if (have_trunk) {
         fprintf(f, "  trunk pinned       %8.3f  %d of %d layers whole%s, lm_head %s "
@@ -262,6 +279,40 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     if (p->raised_cache)
         fprintf(f, "k3: note: --cache-gb raised to the working minimum %s "
                 "(5 expert slots)\n", k3_size_text(p->cache_min, mn, sizeof mn));
+}
+
+/* Over N ranks every rank's share as its plan has it (one gather, every rank calls it):
+ * its rows of the trunk and lm_head, pinned and streamed a forward, the experts it owns
+ * and its slots for them, its plan's total. Rank 0 prints them when print is set. */
+void k3_plan_ranks(const K3Plan *p, int have_trunk, int print, FILE *f) {
+    const int N = k3_comm_size();
+    if (N == 1) return;
+    enum { SHARE, PIN, OWNED, SLOTS, CACHE, TOTAL, NF };
+    const uint64_t share = have_trunk ? p->trunk_total + p->head_full : p->trunk_total;
+    const double mine[NF] = { (double)share, (double)(p->pinned < share ? p->pinned : share),
+                              p->slot_bytes ? (double)(p->all_experts / p->slot_bytes) : 0,
+                              p->nslots, (double)p->cache, (double)p->total };
+    double all[NF * N];
+    size_t counts[N];
+    for (int k = 0; k < N; k++) counts[k] = sizeof mine;
+    k3_comm_allgatherv(mine, all, counts);
+    if (!print || k3_comm_rank() != 0) return;
+    for (int k = 0; k < N; k++) {
+        const double *v = all + (size_t)k * NF;
+        char a[32], b[32], c[32], d[32], e[32];
+        k3_size_text((uint64_t)v[SHARE], a, sizeof a);
+        k3_size_text((uint64_t)v[PIN], b, sizeof b);
+        k3_size_text((uint64_t)(v[SHARE] - v[PIN]), c, sizeof c);
+        k3_size_text((uint64_t)v[CACHE], d, sizeof d);
+        k3_size_text((uint64_t)v[TOTAL], e, sizeof e);
+        if (have_trunk)
+            fprintf(f, "k3: rank %d of %d: trunk rows %s (pinned %s, streamed %s a forward)",
+                    k, N, a, b, c);
+        else
+            fprintf(f, "k3: rank %d of %d: trunk resident in the shard mappings (%s; its rows "
+                    "touched)", k, N, a);
+        fprintf(f, ", experts: owns %.0f, %.0f slots (%s), plan %s\n", v[OWNED], v[SLOTS], d, e);
+    }
 }
 
 void k3_trunk_sizes_from_shards(const K3Model *m, uint64_t *lb, uint64_t *global) {

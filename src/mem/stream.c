@@ -9,6 +9,13 @@
  * carries a K3RowSource: k3_matmul hands the product here and it is computed piece by
  * piece; rows are independent, so the bits are those of the whole matrix.
  *
+ * Over N ranks (comm.h) each rank's stream holds only its share of every matrix's rows
+ * (k3_share_rows, the rows split.c has it compute), pinned and streamed within its own
+ * budget; a matrix used whole (kv_b) is whole on every rank. A split matrix's product is
+ * its share's rows (Y [T][share]), and k3_matmul_split gathers the shares. Its checksum
+ * covers the whole tensor, which no rank reads: only whole matrices are checked there
+ * (k3 doctor --trunk checks the file).
+ *
  * The stream is consumed in exactly its order; a matrix used out of it (a change in the
  * forward pass's order) fails the forward with a message, never a hang or other bits.
  * A read failure fails the forward that needed the piece.
@@ -19,6 +26,7 @@
  * piece is used (so the decoders stay inside it). Its checksum covers table and rows. */
 #include "internal.h"
 #include "codec.h"
+#include "comm.h"
 #include "dio.h"
 #include "fault.h"
 #include "pool.h"
@@ -49,8 +57,10 @@ typedef struct {
     int type, rows, cols, whole;
     uint64_t row_bytes, sum;
     const char *name;
-    int pin_rows;                             /* rows [0, pin_rows) at pin */
+    int lo, hi, split;                        /* this rank's rows [lo, hi); split: N > 1 */
+    int pin_rows;                             /* rows [lo, lo + pin_rows) at pin */
     const unsigned char *pin;
+    uint32_t *pin_rel;                        /* coded, lo > 0: pinned rows' offsets */
     int first, npieces;                       /* its streamed pieces */
     K3Sum pin_sum;                            /* checksum state after the pinned rows */
     const uint32_t *ro;                       /* coded: the row offset table, else NULL */
@@ -301,14 +311,27 @@ static void check_sum(K3Stream *s, const SMat *sm, K3Sum *sum) {
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Y [T][hi - lo]: this rank's rows of the product (every row at N = 1). W is the matrix
+ * or, over N ranks, split.c's view of this rank's rows: its row count must be the share's
+ * (a product asked of other rows is an internal error, never other bits). */
 static void smat_matmul(const K3RowSource *src, float *Y, const K3Mat *W, const float *X,
                         int T) {
     const SMat *sm = (const SMat *)src;
     K3Stream *s = sm->s;
-    (void)W;
+    const int ldy = sm->hi - sm->lo;
+    if (W->rows != ldy) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "'%s' multiplied for %d rows, this rank streams %d (rows "
+                 "%d..%d of %d)", sm->name, W->rows, ldy, sm->lo, sm->hi, sm->rows);
+        pthread_mutex_lock(&s->mu);
+        fail(s, "internal error: trunk matrix %s (src/comm/split.c)", msg);
+        pthread_mutex_unlock(&s->mu);
+        return;
+    }
     if (sm->pin_rows) {
-        K3Mat P = { sm->type, sm->pin_rows, sm->cols, sm->pin, (const uint8_t *)sm->ro, NULL };
-        mul_rows(s, Y, sm->rows, &P, sm->row_bytes, 0, X, T);
+        const uint32_t *ro = sm->pin_rel ? sm->pin_rel : sm->ro;
+        K3Mat P = { sm->type, sm->pin_rows, sm->cols, sm->pin, (const uint8_t *)ro, NULL };
+        mul_rows(s, Y, ldy, &P, sm->row_bytes, 0, X, T);
     }
     K3Sum sum = sm->pin_sum;
     for (int i = sm->first; i < sm->first + sm->npieces; i++) {
@@ -318,7 +341,7 @@ static void smat_matmul(const K3RowSource *src, float *Y, const K3Mat *W, const 
         const unsigned char *d = get_piece(s, i);
         if (!d) {                             /* the next acquire reports the failure */
             for (int t = 0; t < T; t++)
-                memset(Y + (size_t)t * sm->rows + p->r0, 0, sizeof(float) * (p->r1 - p->r0));
+                memset(Y + (size_t)t * ldy + p->r0 - sm->lo, 0, sizeof(float) * (p->r1 - p->r0));
             continue;
         }
         K3Mat P = { sm->type, p->r1 - p->r0, sm->cols, d, (const uint8_t *)p->rel, NULL };
@@ -332,15 +355,15 @@ static void smat_matmul(const K3RowSource *src, float *Y, const K3Mat *W, const 
             fail(s, "%s", msg);
             pthread_mutex_unlock(&s->mu);
             for (int t = 0; t < T; t++)
-                memset(Y + (size_t)t * sm->rows + p->r0, 0, sizeof(float) * (p->r1 - p->r0));
+                memset(Y + (size_t)t * ldy + p->r0 - sm->lo, 0, sizeof(float) * (p->r1 - p->r0));
             put_piece(s, seq);
             continue;
         }
-        mul_rows(s, Y, sm->rows, &P, sm->row_bytes, p->r0, X, T);
+        mul_rows(s, Y, ldy, &P, sm->row_bytes, p->r0 - sm->lo, X, T);
         if (s->verify) k3_sum_add(&sum, d, p->n);
         put_piece(s, seq);
     }
-    if (s->verify && sm->npieces) check_sum(s, sm, &sum);
+    if (s->verify && sm->npieces && !sm->split) check_sum(s, sm, &sum);
 }
 
 static int failed(K3Stream *s, char *err, size_t errlen) {
@@ -416,7 +439,9 @@ int k3_stream_head(K3Stream *s, float *Y, const float *X, int T, char *err, size
         snprintf(err, errlen, "lm_head: %d rows of logits asked, the plan has %d", T, s->max_T);
         return -1;
     }
-    smat_matmul(&s->head->src, Y, NULL, X, T);
+    const SMat *h = &s->mat[s->nmat - 1];
+    const K3Mat H = { h->type, h->rows, h->cols, NULL, NULL, &h->src };
+    k3_matmul_split(Y, &H, X, T);             /* over N ranks: its rows here, then gathered */
     return failed(s, err, errlen) ? -1 : 0;
 }
 
@@ -432,6 +457,11 @@ static int add_mat(K3Stream *s, int L, int mi, const K3Mat *M, uint64_t sum, con
     sm->src.matmul = smat_matmul; sm->s = s;
     sm->L = L; sm->mi = mi; sm->type = M->type; sm->rows = M->rows; sm->cols = M->cols;
     sm->whole = whole; sm->sum = sum; sm->name = name;
+    sm->lo = 0; sm->hi = M->rows;
+    if (k3_comm_size() > 1 && !whole) {       /* this rank's rows, as split.c computes them */
+        sm->split = 1;
+        k3_share_rows(M->rows, k3_comm_rank(), k3_comm_size(), &sm->lo, &sm->hi);
+    }
     sm->row_bytes = (uint64_t)M->cols * (M->type == K3_W_F32 ? 4 : 2);
     if (L >= 0 && (sm->ro = k3_trunk_rowoff(s->t, L, mi))) {
         /* coded: rows differ in size; row_bytes is their mean, for sizing pieces only */
@@ -439,6 +469,22 @@ static int add_mat(K3Stream *s, int L, int mi, const K3Mat *M, uint64_t sum, con
         sm->row_bytes = sm->ro[sm->rows] / (uint64_t)sm->rows + 1;
     }
     return 0;
+}
+
+void k3_stream_rank_bytes(const K3Model *m, const K3Trunk *t, uint64_t *lb) {
+    const int N = k3_comm_size(), me = k3_comm_rank();
+    for (int L = 0; N > 1 && L < m->cfg.num_hidden_layers; L++)
+        for (int i = 0; i < k3_trunk_nmats(t, L); i++) {
+            size_t field; uint64_t sum, o, all, mine; const char *name;
+            k3_trunk_mat(t, L, i, &field, &sum, &name);
+            if (field == ORDER[0]) continue;          /* kv_b: whole on every rank */
+            const K3Mat *M = (const K3Mat *)((const char *)&m->layers[L] + field);
+            int lo, hi;
+            k3_share_rows(M->rows, me, N, &lo, &hi);
+            k3_trunk_rows(t, L, i, 0, M->rows, &o, &all);
+            k3_trunk_rows(t, L, i, lo, hi, &o, &mine);
+            lb[L] -= all - mine;
+        }
 }
 
 /* File bytes of rows [r0, r1) of matrix sm. */
@@ -483,10 +529,13 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
     for (int j = 0; j < s->nmat; j++) {
         SMat *sm = &s->mat[j];
         uint64_t at, bytes;
-        rows_at(s, sm, 0, sm->rows, &at, &bytes);
-        if (prefix && budget >= bytes) { sm->pin_rows = sm->rows; budget -= bytes; continue; }
+        const int share = sm->hi - sm->lo;
+        rows_at(s, sm, sm->lo, sm->hi, &at, &bytes);
+        if (prefix && budget >= bytes) { sm->pin_rows = share; budget -= bytes; continue; }
         if (prefix && !sm->whole && sm->ro)       /* coded: the most rows inside the budget */
-            while (sm->pin_rows < sm->rows && sm->ro[sm->pin_rows + 1] <= budget) sm->pin_rows++;
+            while (sm->pin_rows < share &&
+                   sm->ro[sm->lo + sm->pin_rows + 1] - sm->ro[sm->lo] <= budget)
+                sm->pin_rows++;
         else if (prefix && !sm->whole) sm->pin_rows = (int)(budget / sm->row_bytes);
         prefix = 0;
         budget = 0;
@@ -495,12 +544,12 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
         if (per < 1) per = 1;
         if (sm->whole) per = sm->rows;
         sm->first = s->npc;
-        for (int r = sm->pin_rows; r < sm->rows; r += per) {
+        for (int r = sm->lo + sm->pin_rows; r < sm->hi; r += per) {
             SPiece *v = realloc(s->pc, sizeof *v * (size_t)(s->npc + 1));
             if (!v) { snprintf(err, errlen, "out of memory"); return -1; }
             s->pc = v;
             SPiece *p = &v[s->npc++];
-            p->mat = j; p->r0 = r; p->r1 = r + per < sm->rows ? r + per : sm->rows;
+            p->mat = j; p->r0 = r; p->r1 = r + per < sm->hi ? r + per : sm->hi;
             p->file = sm->L < 0;
             rows_at(s, sm, p->r0, p->r1, &p->off, &p->n);
             p->rel = NULL;
@@ -523,12 +572,14 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
 }
 
 /* Reads the pinned rows (buffered, once) and checks every matrix that has them against
- * its checksum: a partly pinned one by reading its streamed rows once through the window. */
+ * its checksum: a partly pinned one by reading its streamed rows once through the window.
+ * A split matrix (N > 1: this rank's rows only) is not checked against the whole tensor's
+ * sum; a coded one's structure is. */
 static int load_pinned(K3Stream *s, char *err, size_t errlen) {
     uint64_t n = 0;
     for (int j = 0; j < s->nmat; j++) {
         uint64_t off, len;
-        rows_at(s, &s->mat[j], 0, s->mat[j].pin_rows, &off, &len);
+        rows_at(s, &s->mat[j], s->mat[j].lo, s->mat[j].lo + s->mat[j].pin_rows, &off, &len);
         n += (len + 63) & ~(uint64_t)63;
     }
     s->pin_len = n;
@@ -545,7 +596,7 @@ static int load_pinned(K3Stream *s, char *err, size_t errlen) {
             k3_sum_add(&sm->pin_sum, sm->ro, k3_codec_table_bytes(sm->rows));
         if (!sm->pin_rows) continue;
         uint64_t off, len;
-        rows_at(s, sm, 0, sm->pin_rows, &off, &len);
+        rows_at(s, sm, sm->lo, sm->lo + sm->pin_rows, &off, &len);
         unsigned char *dst = s->pin + at;
         at += (len + 63) & ~(uint64_t)63;
         long nr = ++s->nreads;
@@ -561,7 +612,25 @@ static int load_pinned(K3Stream *s, char *err, size_t errlen) {
         }
         s->st->trunk_load_bytes += len;
         sm->pin = dst;
+        if (sm->ro && sm->lo) {               /* coded rows from lo: offsets from row lo */
+            if (!(sm->pin_rel = malloc(sizeof(uint32_t) * (size_t)(sm->pin_rows + 1)))) {
+                snprintf(err, errlen, "out of memory");
+                return -1;
+            }
+            for (int r = 0; r <= sm->pin_rows; r++)
+                sm->pin_rel[r] = sm->ro[sm->lo + r] - sm->ro[sm->lo];
+        }
         if (sm->L < 0) continue;              /* lm_head: no checksum in the shards */
+        if (sm->split) {                      /* the sum is the whole tensor's: structure only */
+            if (sm->ro && k3_codec_check_rows(sm->ro, sm->lo, sm->lo + sm->pin_rows, dst,
+                                              sm->cols, 1, why, sizeof why)) {
+                snprintf(err, errlen, "%s: coded tensor '%s' (layer %d) is corrupt: %s; re-run "
+                         "k3 pack MODEL_DIR TRUNK_DIR", k3_trunk_path(s->t), sm->name, sm->L,
+                         why);
+                return -1;
+            }
+            continue;
+        }
         k3_sum_add(&sm->pin_sum, dst, len);
         K3Sum all = sm->pin_sum;
         for (int i = sm->first; sm->ro && i < sm->first + sm->npieces; i++) {
@@ -605,9 +674,11 @@ static void bind_layers(K3Stream *s) {
         size_t field; uint64_t sum; const char *name;
         k3_trunk_mat(s->t, sm->L, sm->mi, &field, &sum, &name);
         K3Mat *M = (K3Mat *)((char *)&s->ly[sm->L] + field);
-        M->w = sm->pin_rows == sm->rows ? sm->pin : NULL;
+        /* over N ranks a split matrix always goes through its source: its rows are a share */
+        const int mem = !sm->split && (sm->pin_rows == sm->rows || sm->whole);
+        M->w = !sm->split && sm->pin_rows == sm->rows ? sm->pin : NULL;
         if (sm->ro) { M->type = K3_W_BF16C; M->scale = (const uint8_t *)sm->ro; }
-        M->src = sm->pin_rows == sm->rows || sm->whole ? NULL : &sm->src;
+        M->src = mem ? NULL : &sm->src;
     }
 }
 
@@ -687,8 +758,9 @@ void k3_stream_kick(void *stream) {
 void k3_stream_describe(const K3Stream *s, char *buf, size_t n) {
     int full = 0, part = 0;
     for (int j = 0; j < s->nmat; j++) {
-        full += s->mat[j].pin_rows == s->mat[j].rows;
-        part += s->mat[j].pin_rows && s->mat[j].pin_rows < s->mat[j].rows;
+        const int share = s->mat[j].hi - s->mat[j].lo;
+        full += share && s->mat[j].pin_rows == share;  /* N > 1: a share may be empty */
+        part += s->mat[j].pin_rows && s->mat[j].pin_rows < share;
     }
     char a[32], b[32];
     snprintf(buf, n, "%s: %d of %d matrices pinned (%d in part, %s), %d pieces streamed "
@@ -696,6 +768,9 @@ void k3_stream_describe(const K3Stream *s, char *buf, size_t n) {
              part, k3_size_text(s->pin_len, a, sizeof a), s->npc,
              k3_size_text(s->W, b, sizeof b), s->nth, s->nth == 1 ? "" : "s",
              s->file[0].direct ? "O_DIRECT" : "buffered");
+    if (k3_comm_size() > 1)
+        snprintf(buf + strlen(buf), n - strlen(buf), "; rank %d's rows of each (kv_b whole)",
+                 k3_comm_rank());
 }
 
 void k3_stream_close(K3Stream *s) {
@@ -707,6 +782,7 @@ void k3_stream_close(K3Stream *s) {
     k3_dio_close(&s->file[0]); k3_dio_close(&s->file[1]);
     free(s->th); free(s->rec); free(s->win); free(s->wbuf); free(s->pin); free(s->tmp);
     for (int i = 0; i < s->npc; i++) free(s->pc[i].rel);
+    for (int j = 0; j < s->nmat; j++) free(s->mat[j].pin_rel);
     free(s->mat); free(s->pc); free(s->first_of); free(s->ly);
     free(s);
 }

@@ -2,9 +2,12 @@
 # K3 over MPI (docs/DISTRIBUTED.md): bin/k3 holds no MPI symbol; under mpirun -np N,
 # bin/k3-mpi gives the --dump-logits bytes and the ids of single-process bin/k3 on every
 # committed model, resident and starved (streamed trunk, no cache), at np 1, 2, 3 (4: the
-# slow tier); a batch of 5 with --spec equals bin/k3's; a rank whose checkpoint differs is
-# refused, named; a rank killed mid-run ends the job non-zero within 10 s, named. Loopback,
-# --oversubscribe (this VM has 2 cores), as root where the test runs as root.
+# slow tier), and on tiny5 with the trunk's share of each rank part pinned, part streamed
+# in 7-row pieces, plain and coded (k3 pack --compress); each rank plans and reads only its
+# rows of the streamed trunk (< 0.6 of one process's at np 2); a batch of 5 with --spec
+# equals bin/k3's; a rank whose checkpoint differs is refused, named; a rank killed mid-run
+# ends the job non-zero within 10 s, named. Loopback, --oversubscribe (this VM has 2
+# cores), as root where the test runs as root.
 . tests/sh/lib/check.sh
 slow() { [ "${K3_TEST_FULL:-}" = 1 ]; }
 KM=${K3_MPI:-./bin/k3-mpi}
@@ -22,12 +25,17 @@ fi
 mpi() { n=$1; shift; timeout 120 mpirun --oversubscribe -np "$n" "$KM" "$@"; }
 NPS="1 2 3"; slow && NPS="1 2 3 4"
 
+"$K3" pack tests/models/tiny5 $T/coded-tiny5 --compress --quiet || bad "k3 pack --compress failed"
 for m in tiny5 tiny4 tiny5f; do
   M=tests/models/$m; P=$(cat $M/ref/prompt.txt); f0=$fail; fail=0
   "$K3" pack $M $T/trunk-$m --quiet || bad "$m: k3 pack failed"
-  for how in resident starved; do
+  hows="resident starved"; [ $m = tiny5 ] && hows="resident starved part coded"
+  for how in $hows; do
     args="--cache-gb 1000"
     [ $how = starved ] && args="--trunk $T/trunk-$m --trunk-gb 0 --cache-gb 0"
+    # about 2 MB of each rank's 5 MB share pinned at np 2 (checked below), pieces of 7 rows
+    [ $how = part ] && args="--trunk $T/trunk-$m --trunk-gb 0.02 --cache-gb 0 --piece-rows 7"
+    [ $how = coded ] && args="--trunk $T/coded-$m --trunk-gb 0.02 --cache-gb 0"
     want=$("$K3" $M --ids "$P" --gen 16 $args --dump-logits $T/one.f32 --quiet 2>$T/err) \
       || bad "$m $how: bin/k3 exited $?: $(head -c 300 $T/err)"
     for np in $NPS; do
@@ -40,9 +48,42 @@ for m in tiny5 tiny4 tiny5f; do
     done
   done
   [ $fail = 0 ] && ok "$m: ids and --dump-logits bytes of bin/k3 at np $NPS (np 1 on" \
-    "tiny5 unless slow), resident and starved"
+    "tiny5 unless slow): $hows"
   [ $f0 = 0 ] || fail=1
 done
+
+# the streamed trunk is split: each rank plans its rows (part pinned, part streamed at the
+# part budget) and reads them, under 0.6 of one process's bytes at np 2 (kv_b is whole)
+M=tests/models/tiny5; P=$(cat $M/ref/prompt.txt)
+"$K3" $M --ids "$P" --gen 4 --trunk $T/trunk-tiny5 --trunk-gb 1000 --out $T/r1.json --quiet \
+  >/dev/null 2>$T/err || bad "bin/k3 pinned: $(tail -c 300 $T/err)"
+whole=$(sed -n 's/.*"trunk_pinned_bytes": \([0-9]*\).*/\1/p' $T/r1.json | head -1)
+mpi 2 $M --ids "$P" --gen 4 --trunk $T/trunk-tiny5 --trunk-gb 0.02 --cache-gb 0 >/dev/null \
+  2>$T/err || bad "np 2 part: $(tail -c 300 $T/err)"
+bytes() { awk '{ v = $1; u = $2; m = u == "KB" ? 1e3 : u == "MB" ? 1e6 : u == "GB" ? 1e9 : 1
+                 printf "%.0f\n", v * m }'; }
+rows=$(sed -n 's/^k3: rank [0-9] of 2: trunk rows \([0-9.]* [A-Za-z]*\) .*/\1/p' $T/err | bytes)
+if [ -z "$whole" ] || [ "$(echo "$rows" | wc -l)" != 2 ]; then
+  bad "np 2 plan: no rank lines ($(grep -c 'trunk rows' $T/err)) or no bin/k3 figure '$whole'"
+elif echo "$rows" | awk -v w="$whole" '$1 >= 0.6 * w { b = 1 } END { exit !b }'; then
+  bad "np 2 plan: a rank's trunk rows $(echo $rows) are not under 0.6 of bin/k3's $whole"
+elif ! grep -q "^k3: rank [0-9] of 2: trunk rows .*(pinned [1-9][^,]*, streamed [1-9]" $T/err
+then bad "np 2 at --trunk-gb 0.02: no rank pins part of its share: $(grep 'trunk rows' $T/err)"
+else ok "np 2: each rank plans its rows of the trunk ($(echo $rows) bytes of bin/k3's $whole)," \
+  "part pinned at --trunk-gb 0.02"; fi
+"$K3" $M --ids "$P" --gen 4 --trunk $T/trunk-tiny5 --trunk-gb 0 --cache-gb 0 --out $T/r1.json \
+  --quiet >/dev/null 2>$T/err || bad "bin/k3 starved: $(tail -c 300 $T/err)"
+mpi 2 $M --ids "$P" --gen 4 --trunk $T/trunk-tiny5 --trunk-gb 0 --cache-gb 0 --out $T/r2.json \
+  --quiet >/dev/null 2>$T/err || bad "np 2 starved: $(tail -c 300 $T/err)"
+one=$(sed -n 's/.*"trunk_bytes_read": \([0-9]*\).*/\1/p' $T/r1.json | head -1)
+each=$(grep -o '"rank": [0-9], "peak_rss_bytes": [0-9]*, "trunk_bytes_read": [0-9]*' $T/r2.json \
+       | sed 's/.* //')
+if [ -z "$one" ] || [ "$(echo "$each" | wc -l)" != 2 ]; then
+  bad "np 2 starved: no per-rank trunk bytes in --out ('$each') or none from bin/k3 ('$one')"
+elif echo "$each" | awk -v w="$one" '$1 >= 0.6 * w || $1 == 0 { b = 1 } END { exit !b }'; then
+  bad "np 2 starved: ranks read $(echo $each) trunk bytes, bin/k3 $one (not under 0.6)"
+else ok "np 2 starved: each rank reads its rows of the trunk ($(echo $each) bytes, bin/k3 $one)"
+fi
 
 # the report: every rank's bytes read and collectives, in --out and on stderr
 M=tests/models/tiny5; P=$(cat $M/ref/prompt.txt)
@@ -51,8 +92,15 @@ for k in '"ranks": 2' '"transport": "mpi"' '"rank": 1, "peak_rss_bytes"' 'expert
          'decode_collectives_per_token' 'decode_comm_bytes_per_token' 'comm_wait_s'; do
   grep -q "$k" $T/r.json || bad "np 2 --out lacks $k"
 done
+# a rank waiting in a collective yields its core unless the user asks it to spin
+grep -q '"transport_waits": "yield"' $T/r.json || bad "np 2 --out: $(grep waits $T/r.json)"
+mpirun --oversubscribe --mca mpi_yield_when_idle 0 -np 2 "$KM" $M --ids "$P" --gen 1 \
+  --out $T/s.json >/dev/null 2>&1 </dev/null
+grep -q '"transport_waits": "spin"' $T/s.json \
+  || bad "np 2 with --mca mpi_yield_when_idle 0: $(grep waits $T/s.json)"
 grep -q '"rank": 1, .*"collectives": [1-9]' $T/r.json \
-  && grep -q "^k3: rank 1 of 2: peak RSS" $T/err && ok "np 2: --out and stderr report each rank's bytes read and collectives" \
+  && grep -q "^k3: rank 1 of 2: peak RSS" $T/err \
+  && ok "np 2: --out and stderr report each rank's bytes read and collectives; ranks yield" \
   || bad "np 2 report: $(grep -c rank $T/err) lines on stderr; $(head -c 300 $T/r.json)"
 
 # a batch of 5 with speculation: each prompt's ids and logits bytes, as bin/k3's batch
