@@ -140,6 +140,149 @@ rc=$?
   && ok "rank 1 on another checkpoint: refused (exit $rc), named" \
   || bad "another checkpoint on rank 1: exit $rc, $(tail -c 400 $T/err)"
 
+# a rank killed mid-run (-9, and SIGABRT as a crash raises it): mpirun ends non-zero within
+# 10 s and names the rank; no Open MPI crash handler ran (k3-mpi turns it off: a rank that
+# crashed inside malloc hung in its backtrace)
+for sig in KILL ABRT; do
+  mpirun --oversubscribe -np 2 "$KM" $M --ids 1,2,3 --gen 30000 --ctx 30010 --ignore-eos \
+    --quiet >/dev/null 2>$T/err &
+  mp=$!
+  sleep 2
+  victim=$(pgrep -P $mp | sed -n 2p)
+  t0=$(date +%s)
+  if [ -n "$victim" ]; then kill -$sig "$victim"; fi
+  w=0; while kill -0 $mp 2>/dev/null && [ $w -lt 15 ]; do sleep 1; w=$((w + 1)); done
+  if kill -0 $mp 2>/dev/null; then
+    kill -9 $mp; bad "rank 1 SIG$sig: mpirun still running after 15 s"
+  else
+    wait $mp; rc=$?; dt=$(($(date +%s) - t0))
+    [ -n "$victim" ] && [ $rc != 0 ] && [ $dt -le 10 ] && grep -q "rank 1" $T/err &&
+      ! grep -q "Process received signal" $T/err \
+      && ok "rank 1 SIG$sig mid-run: mpirun exit $rc after ${dt} s, the message names rank 1" \
+      || bad "rank 1 SIG$sig: pid '$victim', exit $rc after $dt s: $(tail -c 400 $T/err)"
+  fi
+done
+exit $fail
+fi
+[ "$(id -u)" = 0 ] && export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mpi() { n=$1; shift; timeout 120 mpirun --oversubscribe -np "$n" "$KM" "$@"; }
+NPS="1 2 3"; slow && NPS="1 2 3 4"
+
+"$K3" pack tests/models/tiny5 $T/coded-tiny5 --compress --quiet || bad "k3 pack --compress failed"
+for m in tiny5 tiny4 tiny5f; do
+  M=tests/models/$m; P=$(cat $M/ref/prompt.txt); f0=$fail; fail=0
+  "$K3" pack $M $T/trunk-$m --quiet || bad "$m: k3 pack failed"
+  hows="resident starved"; [ $m = tiny5 ] && hows="resident starved part coded"
+  for how in $hows; do
+    args="--cache-gb 1000"
+    [ $how = starved ] && args="--trunk $T/trunk-$m --trunk-gb 0 --cache-gb 0"
+    # about 2 MB of each rank's 5 MB share pinned at np 2 (checked below), pieces of 7 rows
+    [ $how = part ] && args="--trunk $T/trunk-$m --trunk-gb 0.02 --cache-gb 0 --piece-rows 7"
+    [ $how = coded ] && args="--trunk $T/coded-$m --trunk-gb 0.02 --cache-gb 0"
+    want=$("$K3" $M --ids "$P" --gen 16 $args --dump-logits $T/one.f32 --quiet 2>$T/err) \
+      || bad "$m $how: bin/k3 exited $?: $(head -c 300 $T/err)"
+    for np in $NPS; do
+      [ $np = 1 ] && [ $m != tiny5 ] && ! slow && continue   # np 1: tiny5 (all: slow tier)
+      rm -f $T/n.f32
+      got=$(mpi $np $M --ids "$P" --gen 16 $args --dump-logits $T/n.f32 --quiet 2>$T/err) \
+        || bad "$m $how np $np: exit $?: $(tail -c 400 $T/err)"
+      [ "$got" = "$want" ] || bad "$m $how np $np: ids '$got', bin/k3 '$want'"
+      cmp -s $T/one.f32 $T/n.f32 || bad "$m $how np $np: --dump-logits bytes differ from bin/k3"
+    done
+  done
+  [ $fail = 0 ] && ok "$m: ids and --dump-logits bytes of bin/k3 at np $NPS (np 1 on" \
+    "tiny5 unless slow): $hows"
+  [ $f0 = 0 ] || fail=1
+done
+
+# the streamed trunk is split: each rank plans its rows (part pinned, part streamed at the
+# part budget) and reads them, under 0.6 of one process's bytes at np 2 (kv_b is whole)
+M=tests/models/tiny5; P=$(cat $M/ref/prompt.txt)
+"$K3" $M --ids "$P" --gen 4 --trunk $T/trunk-tiny5 --trunk-gb 1000 --out $T/r1.json --quiet \
+  >/dev/null 2>$T/err || bad "bin/k3 pinned: $(tail -c 300 $T/err)"
+whole=$(sed -n 's/.*"trunk_pinned_bytes": \([0-9]*\).*/\1/p' $T/r1.json | head -1)
+mpi 2 $M --ids "$P" --gen 4 --trunk $T/trunk-tiny5 --trunk-gb 0.02 --cache-gb 0 >/dev/null \
+  2>$T/err || bad "np 2 part: $(tail -c 300 $T/err)"
+bytes() { awk '{ v = $1; u = $2; m = u == "KB" ? 1e3 : u == "MB" ? 1e6 : u == "GB" ? 1e9 : 1
+                 printf "%.0f\n", v * m }'; }
+rows=$(sed -n 's/^k3: rank [0-9] of 2: trunk rows \([0-9.]* [A-Za-z]*\) .*/\1/p' $T/err | bytes)
+if [ -z "$whole" ] || [ "$(echo "$rows" | wc -l)" != 2 ]; then
+  bad "np 2 plan: no rank lines ($(grep -c 'trunk rows' $T/err)) or no bin/k3 figure '$whole'"
+elif echo "$rows" | awk -v w="$whole" '$1 >= 0.6 * w { b = 1 } END { exit !b }'; then
+  bad "np 2 plan: a rank's trunk rows $(echo $rows) are not under 0.6 of bin/k3's $whole"
+elif ! grep -q "^k3: rank [0-9] of 2: trunk rows .*(pinned [1-9][^,]*, streamed [1-9]" $T/err
+then bad "np 2 at --trunk-gb 0.02: no rank pins part of its share: $(grep 'trunk rows' $T/err)"
+else ok "np 2: each rank plans its rows of the trunk ($(echo $rows) bytes of bin/k3's $whole)," \
+  "part pinned at --trunk-gb 0.02"; fi
+"$K3" $M --ids "$P" --gen 4 --trunk $T/trunk-tiny5 --trunk-gb 0 --cache-gb 0 --out $T/r1.json \
+  --quiet >/dev/null 2>$T/err || bad "bin/k3 starved: $(tail -c 300 $T/err)"
+mpi 2 $M --ids "$P" --gen 4 --trunk $T/trunk-tiny5 --trunk-gb 0 --cache-gb 0 --out $T/r2.json \
+  --quiet >/dev/null 2>$T/err || bad "np 2 starved: $(tail -c 300 $T/err)"
+one=$(sed -n 's/.*"trunk_bytes_read": \([0-9]*\).*/\1/p' $T/r1.json | head -1)
+each=$(grep -o '"rank": [0-9], "peak_rss_bytes": [0-9]*, "trunk_bytes_read": [0-9]*' $T/r2.json \
+       | sed 's/.* //')
+if [ -z "$one" ] || [ "$(echo "$each" | wc -l)" != 2 ]; then
+  bad "np 2 starved: no per-rank trunk bytes in --out ('$each') or none from bin/k3 ('$one')"
+elif echo "$each" | awk -v w="$one" '$1 >= 0.6 * w || $1 == 0 { b = 1 } END { exit !b }'; then
+  bad "np 2 starved: ranks read $(echo $each) trunk bytes, bin/k3 $one (not under 0.6)"
+else ok "np 2 starved: each rank reads its rows of the trunk ($(echo $each) bytes, bin/k3 $one)"
+fi
+
+# the report: every rank's bytes read and collectives, in --out and on stderr
+M=tests/models/tiny5; P=$(cat $M/ref/prompt.txt)
+mpi 2 $M --ids "$P" --gen 4 --out $T/r.json >/dev/null 2>$T/err
+for k in '"ranks": 2' '"transport": "mpi"' '"rank": 1, "peak_rss_bytes"' 'expert_bytes_read' \
+         'decode_collectives_per_token' 'decode_comm_bytes_per_token' 'comm_wait_s'; do
+  grep -q "$k" $T/r.json || bad "np 2 --out lacks $k"
+done
+# a rank waiting in a collective yields its core unless the user asks it to spin
+grep -q '"transport_waits": "yield"' $T/r.json || bad "np 2 --out: $(grep waits $T/r.json)"
+mpirun --oversubscribe --mca mpi_yield_when_idle 0 -np 2 "$KM" $M --ids "$P" --gen 1 \
+  --out $T/s.json >/dev/null 2>&1 </dev/null
+grep -q '"transport_waits": "spin"' $T/s.json \
+  || bad "np 2 with --mca mpi_yield_when_idle 0: $(grep waits $T/s.json)"
+grep -q '"rank": 1, .*"collectives": [1-9]' $T/r.json \
+  && grep -q "^k3: rank 1 of 2: peak RSS" $T/err \
+  && ok "np 2: --out and stderr report each rank's bytes read and collectives; ranks yield" \
+  || bad "np 2 report: $(grep -c rank $T/err) lines on stderr; $(head -c 300 $T/r.json)"
+
+# a batch of 5 with speculation: each prompt's ids and logits bytes, as bin/k3's batch
+M=tests/models/tiny5; P=$(cat $M/ref/prompt.txt)
+cat > $T/b.jsonl <<JSONL
+{"id": "a", "ids": [$P], "gen": 12}
+{"id": "b", "ids": [7,8,9,7,8,9,7,8,9,7,8], "gen": 20}
+{"id": "c", "ids": [5], "gen": 6}
+{"id": "d", "ids": [100,200], "gen": 7, "temperature": 1.3, "top_k": 5, "seed": 11}
+{"id": "e", "ids": [3,3,3,3,3,3], "gen": 9}
+JSONL
+ids() { sed -n 's/^{"id": "\([a-z]\)", "generated_ids": \[\([^]]*\)\].*/\1 \2/p' "$1" | sort; }
+mkdir -p $T/d1 $T/dn
+f0=$fail; fail=0
+"$K3" $M --batch $T/b.jsonl --spec --batch-size 3 --dump-logits $T/d1 --quiet >$T/o1 2>$T/err \
+  || bad "batch: bin/k3 exited $?: $(head -c 300 $T/err)"
+for np in 2 3; do
+  rm -f $T/dn/*
+  mpi $np $M --batch $T/b.jsonl --spec --batch-size 3 --dump-logits $T/dn --quiet >$T/on \
+    2>$T/err || bad "batch np $np: exit $?: $(tail -c 400 $T/err)"
+  [ "$(ids $T/on)" = "$(ids $T/o1)" ] && [ "$(ids $T/o1 | wc -l)" = 5 ] \
+    || bad "batch np $np: ids '$(ids $T/on)' != bin/k3's '$(ids $T/o1)'"
+  [ "$(ls $T/d1 | wc -l)" = 5 ] || bad "batch: bin/k3 wrote $(ls $T/d1 | wc -l) logits files"
+  for f in $T/d1/*.f32; do
+    cmp -s $f $T/dn/$(basename $f) || bad "batch np $np: $(basename $f) logits differ"
+  done
+done
+[ $fail = 0 ] && ok "batch of 5 with --spec at np 2, 3: ids and logits bytes of bin/k3's batch"
+[ $f0 = 0 ] || fail=1
+
+# a rank whose checkpoint is another (config.json one byte longer) is refused, named
+cp -r $M $T/other && printf ' ' >> $T/other/config.json
+timeout 60 mpirun --oversubscribe -np 1 "$KM" $M --ids "$P" --gen 2 : -np 1 "$KM" $T/other \
+  --ids "$P" --gen 2 >/dev/null 2>$T/err
+rc=$?
+[ $rc != 0 ] && [ $rc != 124 ] && grep -q "rank 1's checkpoint .* is not rank 0's" $T/err \
+  && ok "rank 1 on another checkpoint: refused (exit $rc), named" \
+  || bad "another checkpoint on rank 1: exit $rc, $(tail -c 400 $T/err)"
+
 # a rank killed mid-run (-9): mpirun ends non-zero within 10 s and names the rank
 mpirun --oversubscribe -np 2 "$KM" $M --ids 1,2,3 --gen 30000 --ctx 30010 --ignore-eos \
   --quiet >/dev/null 2>$T/err &

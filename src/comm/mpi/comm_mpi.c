@@ -67,6 +67,10 @@ int k3_comm_init(int *argc, char ***argv) {
      * spinning 1.00x-3.19x its s/token, yielding 1.06x-1.23x (docs/DISTRIBUTED.md). A
      * value given by the user (--mca mpi_yield_when_idle 0, the environment) is kept. */
     setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
+    /* No Open MPI handler on a crash (SIGSEGV, SIGABRT...): its backtrace allocates, and a
+     * rank that crashed inside malloc then hung in it instead of dying; a plain signal
+     * death is what mpirun notices, ending every rank and naming this one. */
+    setenv("OMPI_MCA_opal_signal", "", 0);
     MPI_Init(argc, argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &g_size);
