@@ -11,6 +11,7 @@
  * the accumulators cannot tell.
  * Compiled with -mavx2 -mfma (Makefile); elsewhere this file is empty of code. */
 #include "kernels.h"
+#include "kernels_avx2.h"
 #include "codec.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
@@ -546,7 +547,10 @@ static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1
         if (W->type == K3_W_F32) TILES(K3_W_F32, 4)
         else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 4)
         else TILES(K3_W_MXFP4, 4)
-    } else {                  /* prefill: 2 rows x 3 (mxfp4: 2) tokens, column-blocked */
+    } else if (t1 - t0 >= K3_AVX2_GEMM_T) {    /* prefill: the blocked GEMM */
+        if (k3_avx2_gemm(Y, W, X, r0, r1, t0, t1))
+            k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1);           /* same bits */
+    } else {                  /* few tokens: 2 rows x 3 (mxfp4: 2) tokens, column-blocked */
         float *sc = k3_scratch(sizeof(float) * SC_R * SC_T * 16);
         if (!sc) { k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1); return; }   /* same bits */
         if (W->type == K3_W_F32) blocked(&m, K3_W_F32, Y, rows, X, r0, r1, t0, t1, sc);
