@@ -7,8 +7,4 @@
  * bits of the T = 1 kernel. -1 when its per-thread scratch cannot be had. */
 int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1);
 size_t k3_avx2_gemm_scratch(void);
-/* the fewest tokens that take the GEMM (fewer: the 2 x 3 tiles without panels) */
-#ifndef K3_AVX2_GEMM_T
-#define K3_AVX2_GEMM_T 2
-#endif
 #endif
