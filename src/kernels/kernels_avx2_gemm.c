@@ -13,8 +13,10 @@
  * Cache blocks: SC_R rows x SC_T tokens x KC columns. The block's weights are decoded
  * once into an fp32 panel per half (BF16: a shift; MXFP4: the very pshufb / convert /
  * scale multiply of the matvec, each 32-block's half as its 8 low-nibble then 8
- * high-nibble weights), and the block's x the same way (MXFP4: even then odd elements),
- * so every step of every half is 8 contiguous floats of both operands. The lanes are
+ * high-nibble weights); x is laid out the same way (MXFP4: even then odd elements) once
+ * per token block over all columns (per row block it waited on L3: ~10% of the time,
+ * ~15% slower), so every step of every half is 8 contiguous floats of both operands.
+ * The next block's weight rows are prefetched a few lines per tile (~5%). The lanes are
  * parked in scratch between column blocks and halves (stored and reloaded unchanged);
  * after the last block the fold, and for cols % 16 != 0 the spilled tail with scalar
  * fmaf, as the T = 1 kernel ends. */
@@ -38,6 +40,12 @@
 #endif
 #define TR 4
 #define TM 3
+#ifndef PF_LINES
+#define PF_LINES 4
+#endif
+#ifndef PF_HINT
+#define PF_HINT _MM_HINT_T1
+#endif
 #if KC % 32
 #error "KC must be a multiple of 32 (MXFP4 blocks)"
 #endif
@@ -59,7 +67,8 @@ static void decode_w(const K3Mat *W, int r, int nr, int c0, int c1, float *wp) {
                 __m128i v = _mm_loadu_si128((const __m128i *)(p + c / 2));
                 __m128i lo = _mm_shuffle_epi8(tab, _mm_and_si128(v, m0f));
                 __m128i hi = _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(v, 4), m0f));
-                __m256 sc = _mm256_castsi256_ps(_mm256_set1_epi32((int)k3_e8m0_half_bits[s[c / 32]]));
+                __m256 sc =
+                    _mm256_castsi256_ps(_mm256_set1_epi32((int)k3_e8m0_half_bits[s[c / 32]]));
                 float *e0 = d0 + (c - c0) / 2, *e1 = d1 + (c - c0) / 2;
 #define MX8(q) _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), sc)
                 _mm256_store_ps(e0, MX8(lo));
@@ -89,10 +98,10 @@ static void decode_w(const K3Mat *W, int r, int nr, int c0, int c1, float *wp) {
 /* tokens [t, t+nt) x columns [c0, c1) of X into the half panels xp, xp + SC_T * KS;
  * MXFP4: per 32-block, half h = x[c + 16h + 2l] (l = 0..7) then x[c + 16h + 2l + 1] */
 static void copy_x(const float *X, size_t cols, int type, int t, int nt, int c0, int c1,
-                   float *xp) {
+                   float *xp, size_t xs) {
     for (int j = 0; j < nt; j++) {
         const float *x = X + (size_t)(t + j) * cols;
-        float *d0 = xp + (size_t)j * KS, *d1 = d0 + (size_t)SC_T * KS;
+        float *d0 = xp + (size_t)j * xs, *d1 = d0 + (size_t)SC_T * xs;
         if (type != K3_W_MXFP4) {
             for (int c = c0; c < c1; c += 16) {
                 _mm256_store_ps(d0 + (c - c0) / 2, _mm256_loadu_ps(x + c));
@@ -115,7 +124,8 @@ static void copy_x(const float *X, size_t cols, int type, int t, int nt, int c0,
 
 /* One register tile of one half: R rows (wp, stride KS) x TT tokens (xp, stride KS) over
  * n floats; the lanes continue from park (stride SC_T * 16 a row, 16 a token) or +0 */
-INL void tile(const float *wp, const float *xp, int n, int R, int TT, float *park, int first) {
+INL void tile(const float *wp, const float *xp, size_t xs, int n, int R, int TT, float *park,
+              int first) {
     __m256 acc[TR][TM];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
@@ -125,7 +135,7 @@ INL void tile(const float *wp, const float *xp, int n, int R, int TT, float *par
     for (int c = 0; c < n; c += 8) {
         __m256 x[TM];
 #pragma GCC unroll 3
-        for (int j = 0; j < TT; j++) x[j] = _mm256_load_ps(xp + j * KS + c);
+        for (int j = 0; j < TT; j++) x[j] = _mm256_load_ps(xp + j * xs + c);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
             __m256 w = _mm256_load_ps(wp + i * KS + c);
@@ -139,16 +149,29 @@ INL void tile(const float *wp, const float *xp, int n, int R, int TT, float *par
         for (int j = 0; j < TT; j++) _mm256_store_ps(park + (i * SC_T + j) * 16, acc[i][j]);
 }
 
+/* The next block's weight rows, fetched a few lines per tile while this block computes
+ * (decode_w otherwise waits on RAM): line l of row i at base + i * stride + 64 l. */
+typedef struct { const char *base; size_t stride; int lines, nrow, i, l; } Pf;
+
+INL void pf_some(Pf *p) {
+    for (int q = 0; q < PF_LINES && p->i < p->nrow; q++) {
+        _mm_prefetch(p->base + p->i * p->stride + 64 * (size_t)p->l, PF_HINT);
+        if (++p->l == p->lines) { p->l = 0; p->i++; }
+    }
+}
+
 /* every row tile of the block for TT tokens at xp */
-INL void rows_tt(const float *wpan, const float *xp, int n, int nr, int TT, float *park,
-                 int first) {
+INL void rows_tt(const float *wpan, const float *xp, size_t xs, int n, int nr, int TT,
+                 float *park, int first, Pf *pf) {
     int i = 0;
-    for (; i + TR <= nr; i += TR)
-        tile(wpan + (size_t)i * KS, xp, n, TR, TT, park + i * SC_T * 16, first);
+    for (; i + TR <= nr; i += TR) {
+        pf_some(pf);
+        tile(wpan + (size_t)i * KS, xp, xs, n, TR, TT, park + i * SC_T * 16, first);
+    }
     switch (nr - i) {
-    case 3: tile(wpan + (size_t)i * KS, xp, n, 3, TT, park + i * SC_T * 16, first); break;
-    case 2: tile(wpan + (size_t)i * KS, xp, n, 2, TT, park + i * SC_T * 16, first); break;
-    case 1: tile(wpan + (size_t)i * KS, xp, n, 1, TT, park + i * SC_T * 16, first); break;
+    case 3: tile(wpan + (size_t)i * KS, xp, xs, n, 3, TT, park + i * SC_T * 16, first); break;
+    case 2: tile(wpan + (size_t)i * KS, xp, xs, n, 2, TT, park + i * SC_T * 16, first); break;
+    case 1: tile(wpan + (size_t)i * KS, xp, xs, n, 1, TT, park + i * SC_T * 16, first); break;
     }
 }
 
@@ -173,34 +196,49 @@ static void finish(const K3Mat *W, float *Y, const float *X, int rb, int nr, int
         }
 }
 
-size_t k3_avx2_gemm_scratch(void) {
-    return sizeof(float) * ((size_t)SC_R * SC_T * 16 + 2 * (size_t)(SC_R + SC_T) * KS);
+/* x panel stride: a half of every full 16-column step, padded */
+static size_t x_stride(int cols) { return (size_t)(cols & ~15) / 2 + 8; }
+
+size_t k3_avx2_gemm_scratch(int cols) {
+    return sizeof(float) * ((size_t)SC_R * SC_T * 16 + 2 * (size_t)SC_R * KS +
+                            2 * (size_t)SC_T * x_stride(cols));
 }
 
 int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     const int cols = W->cols, n16 = cols & ~15;
-    float *sc = k3_scratch(k3_avx2_gemm_scratch());
+    const size_t xs = x_stride(cols);
+    float *sc = k3_scratch(k3_avx2_gemm_scratch(cols));
     if (!sc) return -1;
     float *wpan = sc + SC_R * SC_T * 16, *xpan = wpan + 2 * (size_t)SC_R * KS;
+    /* es: weight bytes x 2 per element */
+    const size_t es = W->type == K3_W_F32 ? 8 : W->type == K3_W_BF16 ? 4 : 1;
     int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;  /* even token blocks */
     for (int tb = t0; tb < t1; tb += per) {
         int nt = t1 - tb > per ? per : t1 - tb;
+        copy_x(X, (size_t)cols, W->type, tb, nt, 0, n16, xpan, xs);   /* once per token block */
         for (int rb = r0; rb < r1; rb += SC_R) {
             int nr = r1 - rb > SC_R ? SC_R : r1 - rb;
             for (int c0 = 0; c0 < n16 || c0 == 0; c0 += KC) {
                 int c1 = n16 - c0 > KC ? c0 + KC : n16, n = (c1 - c0) / 2, first = c0 == 0;
                 decode_w(W, rb, nr, c0, c1, wpan);
-                copy_x(X, (size_t)cols, W->type, tb, nt, c0, c1, xpan);
+                Pf pf = { NULL, (size_t)cols * es / 2, 0, 0, 0, 0 };
+                int nc = c1 < n16 ? c1 : 0, nrb = c1 < n16 ? rb : rb + SC_R;
+                if (nrb < r1 && n16 > 0) {     /* the next block: rows nrb.., columns nc.. */
+                    int nn = n16 - nc > KC ? KC : n16 - nc;
+                    pf.base = (const char *)W->w + ((size_t)nrb * cols + nc) * es / 2;
+                    pf.lines = (int)(((size_t)nn * es / 2 + 63) / 64);
+                    pf.nrow = r1 - nrb > SC_R ? SC_R : r1 - nrb;
+                }
                 for (int h = 0; h < 2; h++) {
                     const float *wp = wpan + (size_t)h * SC_R * KS;
                     for (int j = 0; j < nt;) {
-                        const float *xp = xpan + ((size_t)h * SC_T + j) * KS;
+                        const float *xp = xpan + ((size_t)h * SC_T + j) * xs + c0 / 2;
                         float *pk = sc + j * 16 + 8 * h;
                         /* 3-token tiles; a remainder of 1 after 3s goes as 2 + 2 */
                         int left = nt - j, TT = left >= 3 && left != 4 ? 3 : left >= 2 ? 2 : 1;
-                        if (TT == 3) rows_tt(wp, xp, n, nr, 3, pk, first);
-                        else if (TT == 2) rows_tt(wp, xp, n, nr, 2, pk, first);
-                        else rows_tt(wp, xp, n, nr, 1, pk, first);
+                        if (TT == 3) rows_tt(wp, xp, xs, n, nr, 3, pk, first, &pf);
+                        else if (TT == 2) rows_tt(wp, xp, xs, n, nr, 2, pk, first, &pf);
+                        else rows_tt(wp, xp, xs, n, nr, 1, pk, first, &pf);
                         j += TT;
                     }
                 }
