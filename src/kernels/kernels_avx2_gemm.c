@@ -95,13 +95,13 @@ static void decode_w(const K3Mat *W, int r, int nr, int c0, int c1, float *wp) {
     }
 }
 
-/* tokens [t, t+nt) x columns [c0, c1) of X into the half panels xp, xp + SC_T * KS;
+/* tokens [t, t+nt) x columns [c0, c1) of X into the half panels xp, xp + pt * xs;
  * MXFP4: per 32-block, half h = x[c + 16h + 2l] (l = 0..7) then x[c + 16h + 2l + 1] */
 static void copy_x(const float *X, size_t cols, int type, int t, int nt, int c0, int c1,
-                   float *xp, size_t xs) {
+                   float *xp, size_t xs, int pt) {
     for (int j = 0; j < nt; j++) {
         const float *x = X + (size_t)(t + j) * cols;
-        float *d0 = xp + (size_t)j * xs, *d1 = d0 + (size_t)SC_T * xs;
+        float *d0 = xp + (size_t)j * xs, *d1 = d0 + (size_t)pt * xs;
         if (type != K3_W_MXFP4) {
             for (int c = c0; c < c1; c += 16) {
                 _mm256_store_ps(d0 + (c - c0) / 2, _mm256_loadu_ps(x + c));
@@ -123,15 +123,15 @@ static void copy_x(const float *X, size_t cols, int type, int t, int nt, int c0,
 }
 
 /* One register tile of one half: R rows (wp, stride KS) x TT tokens (xp, stride KS) over
- * n floats; the lanes continue from park (stride SC_T * 16 a row, 16 a token) or +0 */
+ * n floats; the lanes continue from park (stride pt * 16 a row, 16 a token) or +0 */
 INL void tile(const float *wp, const float *xp, size_t xs, int n, int R, int TT, float *park,
-              int first) {
+              int pt, int first) {
     __m256 acc[TR][TM];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 3
         for (int j = 0; j < TT; j++)
-            acc[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(park + (i * SC_T + j) * 16);
+            acc[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(park + (i * pt + j) * 16);
     for (int c = 0; c < n; c += 8) {
         __m256 x[TM];
 #pragma GCC unroll 3
@@ -146,7 +146,7 @@ INL void tile(const float *wp, const float *xp, size_t xs, int n, int R, int TT,
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 3
-        for (int j = 0; j < TT; j++) _mm256_store_ps(park + (i * SC_T + j) * 16, acc[i][j]);
+        for (int j = 0; j < TT; j++) _mm256_store_ps(park + (i * pt + j) * 16, acc[i][j]);
 }
 
 /* The next block's weight rows, fetched a few lines per tile while this block computes
@@ -162,27 +162,27 @@ INL void pf_some(Pf *p) {
 
 /* every row tile of the block for TT tokens at xp */
 INL void rows_tt(const float *wpan, const float *xp, size_t xs, int n, int nr, int TT,
-                 float *park, int first, Pf *pf) {
+                 float *park, int pt, int first, Pf *pf) {
     int i = 0;
     for (; i + TR <= nr; i += TR) {
         pf_some(pf);
-        tile(wpan + (size_t)i * KS, xp, xs, n, TR, TT, park + i * SC_T * 16, first);
+        tile(wpan + (size_t)i * KS, xp, xs, n, TR, TT, park + i * pt * 16, pt, first);
     }
     switch (nr - i) {
-    case 3: tile(wpan + (size_t)i * KS, xp, xs, n, 3, TT, park + i * SC_T * 16, first); break;
-    case 2: tile(wpan + (size_t)i * KS, xp, xs, n, 2, TT, park + i * SC_T * 16, first); break;
-    case 1: tile(wpan + (size_t)i * KS, xp, xs, n, 1, TT, park + i * SC_T * 16, first); break;
+    case 3: tile(wpan + (size_t)i * KS, xp, xs, n, 3, TT, park + i * pt * 16, pt, first); break;
+    case 2: tile(wpan + (size_t)i * KS, xp, xs, n, 2, TT, park + i * pt * 16, pt, first); break;
+    case 1: tile(wpan + (size_t)i * KS, xp, xs, n, 1, TT, park + i * pt * 16, pt, first); break;
     }
 }
 
 /* the 16 parked lanes of each output: the T = 1 kernel's end (spilled tail, then fold) */
 static void finish(const K3Mat *W, float *Y, const float *X, int rb, int nr, int tb, int nt,
-                   int n16, const float *park) {
+                   int n16, const float *park, int pt) {
     const size_t cols = (size_t)W->cols, rows = (size_t)W->rows;
     for (int i = 0; i < nr; i++)
         for (int j = 0; j < nt; j++) {
             float a[16];
-            memcpy(a, park + (i * SC_T + j) * 16, sizeof a);
+            memcpy(a, park + (i * pt + j) * 16, sizeof a);
             const size_t ro = (size_t)(rb + i) * cols;
             const float *x = X + (size_t)(tb + j) * cols;
             for (int c = n16, l = 0; c < (int)cols; c++, l++) {
@@ -199,23 +199,25 @@ static void finish(const K3Mat *W, float *Y, const float *X, int rb, int nr, int
 /* x panel stride: a half of every full 16-column step, padded */
 static size_t x_stride(int cols) { return (size_t)(cols & ~15) / 2 + 8; }
 
-size_t k3_avx2_gemm_scratch(int cols) {
-    return sizeof(float) * ((size_t)SC_R * SC_T * 16 + 2 * (size_t)SC_R * KS +
-                            2 * (size_t)SC_T * x_stride(cols));
+/* pt: tokens of a token block (<= SC_T; the park and x panel are laid out for it, so a
+ * short prompt touches little scratch: the memory plan's RSS bound holds) */
+size_t k3_avx2_gemm_scratch(int cols, int pt) {
+    return sizeof(float) * ((size_t)SC_R * pt * 16 + 2 * (size_t)SC_R * KS +
+                            2 * (size_t)pt * x_stride(cols));
 }
 
 int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     const int cols = W->cols, n16 = cols & ~15;
     const size_t xs = x_stride(cols);
-    float *sc = k3_scratch(k3_avx2_gemm_scratch(cols));
+    int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;  /* even token blocks */
+    float *sc = k3_scratch(k3_avx2_gemm_scratch(cols, per));
     if (!sc) return -1;
-    float *wpan = sc + SC_R * SC_T * 16, *xpan = wpan + 2 * (size_t)SC_R * KS;
+    float *wpan = sc + SC_R * per * 16, *xpan = wpan + 2 * (size_t)SC_R * KS;
     /* es: weight bytes x 2 per element */
     const size_t es = W->type == K3_W_F32 ? 8 : W->type == K3_W_BF16 ? 4 : 1;
-    int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;  /* even token blocks */
     for (int tb = t0; tb < t1; tb += per) {
         int nt = t1 - tb > per ? per : t1 - tb;
-        copy_x(X, (size_t)cols, W->type, tb, nt, 0, n16, xpan, xs);   /* once per token block */
+        copy_x(X, (size_t)cols, W->type, tb, nt, 0, n16, xpan, xs, per);   /* once a block */
         for (int rb = r0; rb < r1; rb += SC_R) {
             int nr = r1 - rb > SC_R ? SC_R : r1 - rb;
             for (int c0 = 0; c0 < n16 || c0 == 0; c0 += KC) {
@@ -232,19 +234,19 @@ int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t
                 for (int h = 0; h < 2; h++) {
                     const float *wp = wpan + (size_t)h * SC_R * KS;
                     for (int j = 0; j < nt;) {
-                        const float *xp = xpan + ((size_t)h * SC_T + j) * xs + c0 / 2;
+                        const float *xp = xpan + ((size_t)h * per + j) * xs + c0 / 2;
                         float *pk = sc + j * 16 + 8 * h;
                         /* 3-token tiles; a remainder of 1 after 3s goes as 2 + 2 */
                         int left = nt - j, TT = left >= 3 && left != 4 ? 3 : left >= 2 ? 2 : 1;
-                        if (TT == 3) rows_tt(wp, xp, xs, n, nr, 3, pk, first, &pf);
-                        else if (TT == 2) rows_tt(wp, xp, xs, n, nr, 2, pk, first, &pf);
-                        else rows_tt(wp, xp, xs, n, nr, 1, pk, first, &pf);
+                        if (TT == 3) rows_tt(wp, xp, xs, n, nr, 3, pk, per, first, &pf);
+                        else if (TT == 2) rows_tt(wp, xp, xs, n, nr, 2, pk, per, first, &pf);
+                        else rows_tt(wp, xp, xs, n, nr, 1, pk, per, first, &pf);
                         j += TT;
                     }
                 }
                 if (c1 >= n16) break;
             }
-            finish(W, Y, X, rb, nr, tb, nt, n16, sc);
+            finish(W, Y, X, rb, nr, tb, nt, n16, sc, per);
         }
     }
     return 0;
