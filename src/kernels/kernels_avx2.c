@@ -11,6 +11,7 @@
  * the accumulators cannot tell.
  * Compiled with -mavx2 -mfma (Makefile); elsewhere this file is empty of code. */
 #include "kernels.h"
+#include "kernels_avx2.h"
 #include "codec.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
@@ -149,11 +150,10 @@ INL float tail_finish(const M *m, int r, const float *x, int c0, __m256 a0, __m2
     return fold_arr(acc);
 }
 
-/* Columns [c0, c1) of an R x TT tile. Between column blocks (prefill) the 16 lanes of
- * each accumulator are parked in sc[(i*SC_T + j)*16]: same FMA sequence, same bits. */
-#define SC_R 64
+/* Columns [c0, c1) of an R x TT tile; the matvec runs R x 1 over all columns (the prefill
+ * is kernels_avx2_gemm.c). Were c1 < cols, the 16 lanes of each accumulator would be
+ * parked in sc[(i*SC_T + j)*16]: same FMA sequence, same bits. */
 #define SC_T 72
-#define KC 512
 INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *X, int r, int t,
               int c0, int c1, float *sc) {
     int cols = m->cols, n16 = c1 == cols ? cols & ~15 : c1;
@@ -242,41 +242,6 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
         else { tile(&m, TYPE, 1, 1, Y, rows, X, r, t0, 0, m.cols, 0); r += 1; }          \
     }
 
-
-INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, const float *X, int rb, int rbe,
-                 int tb, int t, int c0, int c1, float *sc_buf) {
-    for (int r = rb; r < rbe;) {
-        float *s = sc_buf + ((r - rb) * SC_T + (t - tb)) * 16;
-        if (rbe - r >= 2) { tile(m, type, 2, TT, Y, rows, X, r, t, c0, c1, s); r += 2; }
-        else { tile(m, type, 1, TT, Y, rows, X, r, t, c0, c1, s); r += 1; }
-    }
-}
-
-/* Prefill: blocks of SC_R rows x SC_T tokens x KC columns, so the X block stays in
- * cache while every 2 x 3 tile of the block runs over it. */
-INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r0, int r1,
-                 int t0, int t1, float *sc_buf) {
-    int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;
-    for (int tb = t0; tb < t1; tb += per) {
-        int tbe = t1 - tb > per ? tb + per : t1;
-        for (int rb = r0; rb < r1; rb += SC_R) {
-            int rbe = r1 - rb > SC_R ? rb + SC_R : r1;
-            for (int c0 = 0; c0 < m->cols; c0 += KC) {
-                int c1 = m->cols - c0 > KC ? c0 + KC : m->cols;
-                for (int t = tb; t < tbe;) {
-                    int rem = tbe - t;
-                    if (rem >= 3 && type != K3_W_MXFP4) {
-                        rows_tt(m, type, 3, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 3;
-                    } else if (rem >= 2) {
-                        rows_tt(m, type, 2, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 2;
-                    } else {
-                        rows_tt(m, type, 1, Y, rows, X, rb, rbe, tb, t, c0, c1, sc_buf); t += 1;
-                    }
-                }
-            }
-        }
-    }
-}
 
 /* K3_W_BF16C matvec (codec.h). A full block (bc2) goes 32 storage lanes a step: half h
  * of chunk k is storage quarters 2h, 2h + 1, i.e. lanes 8h..8h+7 of the chunk's 4 groups
@@ -546,12 +511,8 @@ static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1
         if (W->type == K3_W_F32) TILES(K3_W_F32, 4)
         else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 4)
         else TILES(K3_W_MXFP4, 4)
-    } else {                  /* prefill: 2 rows x 3 (mxfp4: 2) tokens, column-blocked */
-        float *sc = k3_scratch(sizeof(float) * SC_R * SC_T * 16);
-        if (!sc) { k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1); return; }   /* same bits */
-        if (W->type == K3_W_F32) blocked(&m, K3_W_F32, Y, rows, X, r0, r1, t0, t1, sc);
-        else if (W->type == K3_W_BF16) blocked(&m, K3_W_BF16, Y, rows, X, r0, r1, t0, t1, sc);
-        else blocked(&m, K3_W_MXFP4, Y, rows, X, r0, r1, t0, t1, sc);
+    } else if (k3_avx2_gemm(Y, W, X, r0, r1, t0, t1)) {   /* prefill: the blocked GEMM */
+        k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1);   /* no scratch: same bits */
     }
 }
 

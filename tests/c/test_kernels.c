@@ -105,21 +105,21 @@ static void check_matmul(const char *path, int nth) {
     }
 }
 
-/* the prefill tiles' edges (issue 24): T = 1, 2 and around the 6-token tile and the
- * 64/72-token blocks, rows that are not a multiple of the 4-row tile or the 64-row block,
- * the fewest columns and column counts past one 512-column block and past two 1024-column
- * blocks (the AVX-512 GEMM's KC; parked lanes continue over two block edges), with a tail;
- * MXFP4 with NaN scale bytes (255) in some blocks. Every output must equal the scalar's
- * bits. */
+/* the prefill tiles' edges (issue 24): T = 1, 2 and around the 3- and 6-token tiles and
+ * the 64/72-token blocks, odd rows that are not a multiple of the 4-row tile nor of the
+ * 32/64-row blocks, the fewest columns and column counts past one, two and four 512-column
+ * blocks (the AVX2 GEMM's KC) and two 1024-column blocks (the AVX-512 GEMM's; parked lanes
+ * continue over the block edges), with a tail; MXFP4 with NaN scale bytes (255) in some
+ * blocks. Every output must equal the scalar's bits and the path's own T = 1 call. */
 static void check_edges(const char *path, int nth) {
     static const int TS[] = { 1, 2, 63, 64, 65, 257 };
-    static const int RS[] = { 5, 70 };
-    static const int CS[] = { 1, 17, 529, 2065 }, MCS[] = { 32, 544, 2080 };
+    static const int RS[] = { 5, 67 };
+    static const int CS[] = { 1, 17, 529, 1040, 2065 }, MCS[] = { 32, 544, 1056, 2080 };
     const K3KernelOps *ref = k3_kernels_scalar();
     for (int type = 0; type < 3; type++)
     for (int ti = 0; ti < 6; ti++)
     for (int ri = 0; ri < 2; ri++)
-    for (int ci = 0; ci < (type == 2 ? 3 : 4); ci++) {
+    for (int ci = 0; ci < (type == 2 ? 4 : 5); ci++) {
         int T = TS[ti], rows = RS[ri], cols = type == 2 ? MCS[ci] : CS[ci];
         K3Mat m; void *buf;
         fill_mat(&m, type, rows, cols, 0, &buf);
@@ -134,6 +134,13 @@ static void check_edges(const char *path, int nth) {
         for (int i = 0; i < T * rows; i++) bad += !same(Y[i], R[i]);
         CHECK(!bad, "%s threads=%d edges %s %dx%d T=%d: %d outputs differ", path, nth,
               TYPES[type], rows, cols, T, bad);
+        bad = 0;
+        for (int t = 0; t < T; t++) {       /* the prefill tile == the matvec, token by token */
+            k3_matmul(R, &m, X + (size_t)t * cols, 1);
+            for (int r = 0; r < rows; r++) bad += !same(R[r], Y[(size_t)t * rows + r]);
+        }
+        CHECK(!bad, "%s threads=%d edges %s %dx%d T=%d: %d outputs differ from T = 1", path,
+              nth, TYPES[type], rows, cols, T, bad);
         free(X); free(Y); free(R); free(buf);
     }
 }
