@@ -22,28 +22,30 @@ static int mm_tokens(const K3Mat *W) {
     return t >= 256 ? 256 : t < 16 ? 16 : (int)t / 16 * 16;
 }
 
-/* The output head: split over the ranks, or at N = 1 in those blocks with k3_halt_poll
- * between (the pinned lm_head over a dump's every row is a long product too). */
-void k3_matmul_polled(float *Y, const K3Mat *W, const float *X, int T) {
-    if (k3_comm_size() > 1) { k3_matmul_split(Y, W, X, T); return; }
+/* W times T tokens in those blocks, with a look at the interrupt between them (e's, or
+ * the running engine's when e is NULL); 1 when it stopped part way. */
+static int mm_blocks(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
     const int step = mm_tokens(W);
     for (int t = 0; t < T; t += step) {
-        if (t > 0 && k3_halt_poll()) return;
+        if (t > 0 && (e ? k3_halted(e) : k3_halt_poll())) return 1;
         k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols,
                   T - t < step ? T - t : step);
     }
+    return 0;
+}
+
+/* The output head: split over the ranks, or at N = 1 in those blocks with k3_halt_poll
+ * between (the pinned lm_head over a dump's every row is a long product too). */
+void k3_matmul_polled(float *Y, const K3Mat *W, const float *X, int T) {
+    if (k3_comm_size() > 1) k3_matmul_split(Y, W, X, T);
+    else mm_blocks(NULL, Y, W, X, T);
 }
 
 void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
     if (k3_halted(e)) return;
     k3_test_mm_hook(e);
     if (k3_comm_size() > 1 || W->src) k3_matmul_split(Y, W, X, T);   /* N = 1: whole */
-    else
-        for (int t = 0, step = mm_tokens(W); t < T; t += step) {
-            if (t > 0 && k3_halted(e)) return;
-            k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols,
-                      T - t < step ? T - t : step);
-        }
+    else if (mm_blocks(e, Y, W, X, T)) return;
     k3_runstate_drop(&e->rs);
 }
 
@@ -60,11 +62,7 @@ void k3_mm_many(K3Engine *e, const K3MatJob *o, int n, int T) {
 void k3_mm_local(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
     if (k3_halted(e)) return;
     k3_test_mm_hook(e);
-    for (int t = 0, step = mm_tokens(W); t < T; t += step) {
-        if (t > 0 && k3_halted(e)) return;
-        k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols,
-                  T - t < step ? T - t : step);
-    }
+    if (mm_blocks(e, Y, W, X, T)) return;
     k3_runstate_drop(&e->rs);
 }
 
