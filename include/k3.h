@@ -230,8 +230,18 @@ void k3_test_expert_hook(const K3Engine *e);
 void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T);
 void k3_mm_many(K3Engine *e, const K3MatJob *o, int n, int T);
 void k3_mm_local(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T);
-/* The rank that owns routed expert ex of layer L among n. */
+/* The rank that owns routed expert ex of layer L among n (src/engine/owners.c): (ex + L)
+ * mod n, or the table k3_expert_owners_use built from a cache trace's measured use
+ * (--expert-use: 0, or an exit code with file, line and field in err; every rank calls it;
+ * a rank whose table differs is refused). k3_expert_use_share: this table's share of the
+ * use for a rank (-1: no table). _clear: back to the default (the engine closes). */
 int k3_expert_owner(int L, int ex, int n);
+int k3_expert_owners_use(const K3Config *c, const char *path, char *err, size_t errlen);
+/* The table for n ranks without the ranks' check (k3_expert_owners_use; tests). */
+int k3_expert_owners_build(const K3Config *c, const char *path, int n, char *err,
+                           size_t errlen);
+double k3_expert_use_share(int rank);
+void k3_expert_owners_clear(void);
 /* Ends the run, naming the rank, when a rank's step differs from rank 0's (N > 1). */
 void k3_share_step(const K3Seq *seq, int n);
 /* One step over n sequences (each with its own state), sum of T <= rs.max_T tokens: each

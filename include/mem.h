@@ -30,6 +30,7 @@ typedef struct {
                                    * caches too (statefile.h); -1 the plan picks (batch) */
     const char *state_dir;        /* --state-file-dir DIR (NULL: $TMPDIR, /tmp) */
     const char *trace_dir;        /* --dump-cache-trace DIR */
+    const char *expert_use;       /* --expert-use FILE: a cache trace the split follows */
     int verbose, quiet;
     int brief;                    /* a plan with every byte resident in one line (the one-shot
                                    * run; --verbose: the table) */

@@ -91,6 +91,8 @@ const char *const k3_usage =
 "  --ctx N              positions the MLA cache is planned for (default prompt+gen)\n"
 "  --verbose            one line per step: seconds, bytes read, experts resident\n"
 "  --dump-cache-trace DIR  record every expert request (tools/cache_replay.py)\n"
+"  --expert-use FILE    over N ranks (k3-mpi): split the routed experts by the use a\n"
+"                       cache trace measured (DIR/cache_trace.txt), not by id\n"
 "  --verify-reads       check every streamed trunk layer against its checksums\n"
 "                       (pinned layers always are; docs/PERFORMANCE.md has the cost)\n"
 "  k3 --list-presets shows each preset's plan on the real K3 and the minimum (about\n"

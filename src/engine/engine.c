@@ -48,6 +48,8 @@ int k3_engine_open(K3Engine *e, const K3EngineOpts *o, char *err, size_t errlen)
     k3_threads_set(o->threads);
     int rc = k3_model_open(&e->m, o->model_dir, o->config, err, errlen);
     if (!rc) rc = same_checkpoint(&e->m, err, errlen);
+    if (!rc && o->mem.expert_use)                     /* the owners follow measured use */
+        rc = k3_expert_owners_use(&e->m.cfg, o->mem.expert_use, err, errlen);
     if (!rc) rc = k3_mem_open(&e->m, &o->mem, &e->mem, err, errlen);
     if (!rc) {
         e->w = k3_mem_weights(e->mem);
@@ -74,6 +76,7 @@ int k3_engine_open_resident(K3Engine *e, const char *dir, int max_T, int ctx,
 
 void k3_engine_close(K3Engine *e) {
     k3_halt_forget(e);
+    k3_expert_owners_clear();
     if (e->w) e->w->ops->close(e->w);          /* the memory system, or the resident view */
     k3_runstate_free(&e->rs);
     k3_model_close(&e->m);

@@ -1,14 +1,13 @@
 /* share.c — a step's work split over the ranks of a run (comm.h; docs/DISTRIBUTED.md).
  *
- * Trunk matmuls are split by output rows (src/comm/split.c); routed experts are split by
- * id (k3_expert_owner); moe.c gathers their outputs and sums them in id order on every
- * rank. With the buffers in a file (a prompt longer than memory holds: runstate.c) every
- * page is dropped after a matmul, so what stays mapped is one matmul's rows. */
+ * Trunk matmuls are split by output rows (src/comm/split.c); routed experts by owner
+ * (k3_expert_owner, src/engine/owners.c); moe.c gathers their outputs and sums them in id
+ * order on every rank. With the buffers in a file (a prompt longer than memory holds:
+ * runstate.c) every page is dropped after a matmul, so what stays mapped is one matmul's
+ * rows. */
 #include "comm.h"
 #include "k3.h"
 #include <string.h>
-
-int k3_expert_owner(int L, int ex, int n) { return (ex + L) % n; }
 
 /* A matrix in memory goes in blocks of tokens of about MM_MACS multiply-adds (16 to 256
  * tokens; layer 0's 33792 x 7168 MLP of the full-width model: 16) with an interrupt check

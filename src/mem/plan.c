@@ -287,11 +287,12 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
 void k3_plan_ranks(const K3Plan *p, int have_trunk, int print, FILE *f) {
     const int N = k3_comm_size();
     if (N == 1) return;
-    enum { SHARE, PIN, OWNED, SLOTS, CACHE, TOTAL, NF };
+    enum { SHARE, PIN, OWNED, SLOTS, CACHE, TOTAL, USE, NF };
     const uint64_t share = have_trunk ? p->trunk_total + p->head_full : p->trunk_total;
     const double mine[NF] = { (double)share, (double)(p->pinned < share ? p->pinned : share),
                               p->slot_bytes ? (double)(p->all_experts / p->slot_bytes) : 0,
-                              p->nslots, (double)p->cache, (double)p->total };
+                              p->nslots, (double)p->cache, (double)p->total,
+                              k3_expert_use_share(k3_comm_rank()) };
     double all[NF * N];
     size_t counts[N];
     for (int k = 0; k < N; k++) counts[k] = sizeof mine;
@@ -311,7 +312,9 @@ void k3_plan_ranks(const K3Plan *p, int have_trunk, int print, FILE *f) {
         else
             fprintf(f, "k3: rank %d of %d: trunk resident in the shard mappings (%s; its rows "
                     "touched)", k, N, a);
-        fprintf(f, ", experts: owns %.0f, %.0f slots (%s), plan %s\n", v[OWNED], v[SLOTS], d, e);
+        fprintf(f, ", experts: owns %.0f", v[OWNED]);
+        if (v[USE] >= 0) fprintf(f, " (%.1f%% of the measured use)", 100 * v[USE]);
+        fprintf(f, ", %.0f slots (%s), plan %s\n", v[SLOTS], d, e);
     }
 }
 
