@@ -165,6 +165,7 @@ struct Batch {
     long drafted, accepted, passes;    /* --spec, over every finished sequence */
     double t_run;
     Stream *in;                        /* NULL: the whole file was read and checked first */
+    const double *ranks; int n_ranks;  /* over N ranks: k3_ranks_gather's (else 0) */
 };
 
 static int ids_of(Batch *b, int i, char *err, size_t errlen) {
@@ -447,6 +448,8 @@ static int write_report(const Batch *b, const char *path) {
     const long fails = k3_engine_expert_failures(&b->e);
     fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", fails, fails ? "false" : "true");
     k3_mem_json(b->e.mem, f, b->t_run);
+    const K3SchedStats *st = k3_sched_stats(b->sch);
+    k3_ranks_json(b->ranks, b->n_ranks, (int)(st->prompt_tokens + st->decode_tokens), 0, f);
     fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", b->e.m.cfg.vocab_size,
             (unsigned long long)k3_peak_rss());
     if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
@@ -647,6 +650,8 @@ int k3_batch_main(int argc, char **argv) {
         rc = K3_ERR_RUNTIME; goto done;
     }
     if (rc) { fprintf(stderr, "k3: batch: %s\n", err); goto done; }
+    /* over N ranks: every rank's bytes read and collectives (every rank calls it here) */
+    b.ranks = k3_ranks_gather(&b.e, (K3CommStats){ 0 }, &b.n_ranks);
     if (!o.quiet) {
         fprintf(stderr, "k3: batch: %ld tokens generated for %d prompts in %.3f s (%.2f tok/s); "
                 "peak RSS %.3f GB\n", b.n_generated, b.n_lines, b.t_run,
@@ -667,6 +672,8 @@ int k3_batch_main(int argc, char **argv) {
             fprintf(stderr, "k3: spec: %ld verify passes, %ld drafted, %ld accepted (%.2f "
                     "accepted tokens per pass)\n", b.passes, b.drafted, b.accepted,
                     b.passes ? (double)b.accepted / b.passes : 0.0);
+        k3_ranks_print(b.ranks, b.n_ranks, (int)(ss->prompt_tokens + ss->decode_tokens), 0,
+                       stderr);
     }
     if (o.out && k3_comm_rank() == 0 && write_report(&b, o.out)) rc = K3_ERR_RUNTIME;
     const long fails = k3_engine_expert_failures(&b.e);

@@ -50,16 +50,22 @@ void k3_ranks_json(const double *all, int n, int n_tokens, int n_decode, FILE *f
     if (n < 2) return;
     fprintf(f, "  \"ranks\": %d,\n  \"transport\": \"%s\",\n  \"transport_waits\": \"%s\",\n"
             "  \"per_rank\": [", n, k3_comm_name(), k3_comm_waits());
+    const double nt = n_tokens > 0 ? n_tokens : 1;
     for (int k = 0; k < n; k++) {
         const double *v = all + (size_t)k * NF;
         fprintf(f, "%s\n    {\"rank\": %d, \"peak_rss_bytes\": %.0f, \"trunk_bytes_read\": %.0f, "
                 "\"expert_bytes_read\": %.0f, \"bytes_read_per_token\": %.0f, "
                 "\"collectives\": %.0f, \"comm_bytes\": %.0f, \"comm_wait_s\": %.6f, "
-                "\"decode_collectives_per_token\": %.2f, \"decode_comm_bytes_per_token\": %.0f, "
-                "\"decode_comm_wait_s_per_token\": %.6f}", k ? "," : "", k, v[F_RSS],
-                v[F_TRUNK], v[F_EXPERT], n_tokens ? (v[F_TRUNK] + v[F_EXPERT]) / n_tokens : 0,
-                v[F_COLL], v[F_BYTES], v[F_WAIT], n_decode ? v[F_DCOLL] / n_decode : 0,
-                n_decode ? v[F_DBYTES] / n_decode : 0, n_decode ? v[F_DWAIT] / n_decode : 0);
+                "\"collectives_per_token\": %.2f, \"comm_bytes_per_token\": %.0f, "
+                "\"comm_wait_s_per_token\": %.6f",
+                k ? "," : "", k, v[F_RSS], v[F_TRUNK], v[F_EXPERT],
+                (v[F_TRUNK] + v[F_EXPERT]) / nt, v[F_COLL], v[F_BYTES], v[F_WAIT],
+                v[F_COLL] / nt, v[F_BYTES] / nt, v[F_WAIT] / nt);
+        if (n_decode > 0)                     /* the decode's own, where there was one */
+            fprintf(f, ", \"decode_collectives_per_token\": %.2f, "
+                    "\"decode_comm_bytes_per_token\": %.0f, \"decode_comm_wait_s_per_token\": %.6f",
+                    v[F_DCOLL] / n_decode, v[F_DBYTES] / n_decode, v[F_DWAIT] / n_decode);
+        fputc('}', f);
     }
     fprintf(f, "\n  ],\n");
 }
