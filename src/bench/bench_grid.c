@@ -4,6 +4,7 @@
  * and a crash or a refusal stays in its row while the other rows go on. */
 #include "bench_grid.h"
 #include "cli.h"
+#include "comm.h"
 #include "json.h"
 #include "tok.h"
 #include "sysmem.h"
@@ -331,7 +332,7 @@ static double num(const Json *o, const char *k, double def) {
     return v && v->type == JSON_NUMBER ? v->number : def;
 }
 
-static void last_line(const char *path, char *out, size_t n) {
+void kb_last_line(const char *path, char *out, size_t n) {
     size_t len = 0;
     char *s = k3_read_file(path, &len);
     out[0] = 0;
@@ -344,7 +345,7 @@ static void last_line(const char *path, char *out, size_t n) {
 }
 
 /* The child's --out report into r; -1 with err when it is missing or not k3's. */
-static int read_report(const char *path, KbRep *r, char *err, size_t en) {
+int kb_read_report(const char *path, KbRep *r, char *err, size_t en) {
     char perr[200];
     size_t len = 0;
     char *text = k3_read_file(path, &len);
@@ -394,6 +395,21 @@ static int read_report(const char *path, KbRep *r, char *err, size_t en) {
         r->b_head = num(j, "head_bytes_per_token", -1);
         r->dhit = r->hit;
     }
+    const Json *pr = json_get(j, "per_rank");     /* over N ranks: every rank's */
+    for (size_t i = 0; pr && pr->type == JSON_ARRAY && i < pr->len; i++) {
+        const Json *p = json_at(pr, i);
+        const int dec = json_get(p, "decode_collectives_per_token") != NULL;
+        const double rss = num(p, "peak_rss_bytes", 0);
+        const double c = num(p, dec ? "decode_collectives_per_token" : "collectives_per_token", 0);
+        const double b = num(p, dec ? "decode_comm_bytes_per_token" : "comm_bytes_per_token", 0);
+        const double w = num(p, dec ? "decode_comm_wait_s_per_token" : "comm_wait_s_per_token",
+                             0);
+        r->ranks = (int)pr->len;
+        if (rss > (double)r->rss) r->rss = (uint64_t)rss;
+        if (c > r->coll_pt) r->coll_pt = c;
+        if (b > r->comm_pt) r->comm_pt = b;
+        if (w > r->wait_pt) r->wait_pt = w;
+    }
     json_free(j);
     return 0;
 }
@@ -424,7 +440,7 @@ static int run_child(const char *bin, int self, char **args, const char *out, co
     while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR) {}
     g_child = 0;
     char line[580];
-    last_line(errf, line, sizeof line);
+    kb_last_line(errf, line, sizeof line);
     memset(r, 0, sizeof *r);
     r->rss = (uint64_t)ru.ru_maxrss * 1024;    /* the child's high-water mark, KiB on Linux */
     if (WIFSIGNALED(status)) {
@@ -435,7 +451,7 @@ static int run_child(const char *bin, int self, char **args, const char *out, co
     int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     if (rc) { snprintf(err, en, "exit %d%s%s", rc, line[0] ? ": " : "", line); return rc; }
     uint64_t rss = r->rss;
-    if (read_report(out, r, err, en)) return K3_ERR_RUNTIME;
+    if (kb_read_report(out, r, err, en)) return K3_ERR_RUNTIME;
     r->rss = rss;
     return 0;
 }
@@ -531,7 +547,8 @@ static void run_rep(const Args *A, const KbMachine *M, KbRow *r, KbSide *s, int 
     child_args(&av, self ? "k3" : o->compare, o, &r->c, r->c.batch > 1 ? jl : ids, out);
     double t0 = k3_now();
     KbRep rep;
-    int rc = run_child(o->compare, self, av.v, out, errf, &rep, err, sizeof err);
+    int rc = M->ranks > 1 ? kb_run_ranks(av.v, out, errf, &g_stop, &rep, err, sizeof err)
+                          : run_child(o->compare, self, av.v, out, errf, &rep, err, sizeof err);
     pg->spent += k3_now() - t0; pg->done++;
     if (g_stop) return;                        /* interrupted: the rep does not count */
     if (rc) { s->rc = rc; snprintf(s->error, sizeof s->error, "%s", err); return; }
@@ -668,15 +685,26 @@ int k3_bench_main(int argc, char **argv) {
                 rc = K3_ERR_USAGE; goto done;
             }
     }
+    if ((M->ranks = k3_comm_size()) > 1 && o->compare) {   /* a rep runs in the process */
+        fprintf(stderr, "k3 bench: --compare runs another binary in a child; over %d ranks "
+                "each rep runs in k3-mpi itself: compare in one process (bin/k3 bench)\n",
+                M->ranks);
+        rc = K3_ERR_USAGE; goto done;
+    }
     nrows = A->n_mem * A->n_thr * A->n_kern * A->n_np * A->n_ng * A->n_bat;
     if (!(rows = calloc((size_t)nrows, sizeof *rows))) { rc = K3_ERR_RUNTIME; goto done; }
     expand(A, rows);
     kb_machine_describe(M, o->model);
+    if (k3_comm_rank() > 0) A->o.no_limits = 1;   /* over N ranks rank 0 measures them */
     if (!o->no_limits) {                       /* before the rows: the parent is small again */
         int th[MAXAX];
         for (int i = 0; i < A->n_thr; i++) th[i] = A->thr[i] ? A->thr[i] : M->cores;
         kb_measure_memory(M, th, A->n_thr, o->quiet);
         if (o->disk_gb > 0) kb_measure_disk(M, o->model, o->disk_gb, o->quiet);
+    }
+    if (M->ranks > 1) {                        /* the limits are rank 0's: the others wait */
+        char go = 1;
+        k3_comm_bcast(&go, 1);
     }
     const char *tmp = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%s/k3bench.XXXXXX", tmp && *tmp ? tmp : "/tmp");

@@ -4,6 +4,7 @@
  * schema in docs/BENCH.md). */
 #ifndef K3_BENCH_GRID_H
 #define K3_BENCH_GRID_H
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -43,6 +44,10 @@ typedef struct {                  /* one successful rep, from the child's --out 
     uint64_t rss, plan, buffers;
     int n_generated, threads;
     char kernels[16], version[32];
+    int ranks;                    /* over N ranks (k3-mpi): N, rss the largest rank's, and */
+    double coll_pt, comm_pt, wait_pt;   /* per token: collectives, bytes received, seconds
+                                         * waited in them (the largest rank's; decode's
+                                         * where the run has one) */
 } KbRep;
 
 typedef struct {                  /* one side of a row (A = this binary, B = --compare) */
@@ -66,6 +71,7 @@ typedef struct {                  /* the machine and its limits */
     int vocab, bos, eos, pad;
     char **files; int n_files;    /* the shard files, evicted before a cold rep */
     uint64_t parent_rss;          /* k3 bench's own RSS when it forks a rep */
+    int ranks;                    /* > 1: under mpirun, each rep in the process (bench_ranks.c) */
 } KbMachine;
 
 typedef struct { double med, min, max; int n; } KbStat;
@@ -81,6 +87,16 @@ void kb_measure_disk(KbMachine *m, const char *model, double gb, int quiet);
 void kb_evict(const KbMachine *m, const char *trunk, int drop_caches);
 void kb_machine_free(KbMachine *m);
 double kb_mem_limit(const KbMachine *m, int threads);
+
+/* bench_grid.c: a rep's --out report into r (-1 with err when missing or not k3's); the
+ * last line of a file. */
+int kb_read_report(const char *path, KbRep *r, char *err, size_t en);
+void kb_last_line(const char *path, char *out, size_t n);
+/* bench_ranks.c: one rep over N ranks, in this process on every rank; as a child's rep
+ * (0 with r filled on rank 0, or the exit code with err); *stop set on every rank when a
+ * signal came to one. */
+int kb_run_ranks(char **args, const char *out, const char *errf, volatile sig_atomic_t *stop,
+                 KbRep *r, char *err, size_t en);
 
 /* bench_out.c */
 KbStat kb_stat(const double *v, int n);

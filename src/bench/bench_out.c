@@ -26,14 +26,14 @@ KbStat kb_stat(const double *v, int n) {
 
 /* One side's figures over its reps (NAN = none). */
 typedef struct {
-    KbStat spt, ptps, bt, be, bh, io, hit, dhit;
+    KbStat spt, ptps, bt, be, bh, io, hit, dhit, coll, comm, wait;
     double tps, btot, rss, plan, buffers;
     int threads; const char *kernels, *version;
 } Sum;
 
 static Sum sum_side(const KbSide *s) {
     Sum u;
-    double v[8][KB_MAXREP];
+    double v[11][KB_MAXREP];
     memset(&u, 0, sizeof u);
     u.rss = u.plan = u.buffers = NAN;
     u.kernels = u.version = "";
@@ -42,13 +42,16 @@ static Sum sum_side(const KbSide *s) {
         v[0][i] = r->n_generated > 1 ? r->spt : -1; v[1][i] = r->ptps;
         v[2][i] = r->b_trunk; v[3][i] = r->b_exp; v[4][i] = r->b_head;
         v[5][i] = r->io_share; v[6][i] = r->hit; v[7][i] = r->dhit;
+        v[8][i] = r->ranks > 1 ? r->coll_pt : -1; v[9][i] = r->ranks > 1 ? r->comm_pt : -1;
+        v[10][i] = r->ranks > 1 ? r->wait_pt : -1;
         if (!i || r->rss > u.rss) u.rss = (double)r->rss;
         if (r->plan && (!i || r->plan > u.plan)) u.plan = (double)r->plan;
         if (r->buffers) u.buffers = (double)r->buffers;
         u.threads = r->threads; u.kernels = r->kernels; u.version = r->version;
     }
-    KbStat *st[8] = { &u.spt, &u.ptps, &u.bt, &u.be, &u.bh, &u.io, &u.hit, &u.dhit };
-    for (int k = 0; k < 8; k++) *st[k] = kb_stat(v[k], s->n);
+    KbStat *st[11] = { &u.spt, &u.ptps, &u.bt, &u.be, &u.bh, &u.io, &u.hit, &u.dhit,
+                       &u.coll, &u.comm, &u.wait };
+    for (int k = 0; k < 11; k++) *st[k] = kb_stat(v[k], s->n);
     u.tps = u.spt.med > 0 ? 1 / u.spt.med : NAN;
     u.btot = u.bt.med + u.be.med + u.bh.med;   /* NAN when there was no decode */
     if (!s->n) u.plan = NAN;
@@ -131,6 +134,13 @@ static void row_json(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
     close_obj(&x);
     num(&j, "io_share", a.io.med); num(&j, "expert_hit_rate", a.hit.med);
     num(&j, "decode_hit_rate", a.dhit.med);
+    if (m->ranks > 1) {                       /* over N ranks: per token, the largest rank's */
+        num(&j, "ranks", m->ranks);
+        open_obj(&j, "comm_per_token", &x);
+        num(&x, "collectives", a.coll.med); num(&x, "bytes", a.comm.med);
+        num(&x, "wait_seconds", a.wait.med);
+        close_obj(&x);
+    }
     num(&j, "touched_bytes_per_token", (double)m->touched);
     open_obj(&j, "limits", &x);
     num(&x, "memory_read_gb_per_s", l.mem_lim); num(&x, "disk_mb_per_s", l.disk_lim);
@@ -248,6 +258,11 @@ static int md_line(Line *L, const KbOpts *o, const KbMachine *m, const KbRow *r,
     fmt_pct(L->s[k++], 160, a.dhit.med);
     fmt_pct(L->s[k++], 160, l.disk);
     fmt_pct(L->s[k++], 160, l.mem);
+    if (m->ranks > 1) {
+        fmtv(L->s[k++], 160, a.coll.med);
+        fmtv(L->s[k++], 160, a.comm.med / 1e3);
+        fmtv(L->s[k++], 160, a.wait.med * 1e3);
+    }
     if (o->compare) {
         const Sum b = sum_side(&r->b);
         fmt_stat(L->s[k++], 160, b.spt);
@@ -265,6 +280,7 @@ static int md_line(Line *L, const KbOpts *o, const KbMachine *m, const KbRow *r,
 static const char *const MD_HEAD[] = { "row", "budget", "threads", "kernels", "p", "n",
     "prefill tok/s", "s/token", "tok/s", "peak RSS GB", "plan GB", "trunk MB/tok",
     "experts MB/tok", "lm_head MB/tok", "I/O share", "hit rate", "disk", "mem bw" };
+static const char *const MD_RANKS[] = { "coll/tok", "comm KB/tok", "comm ms/tok" };
 static const char *const MD_CMP[] = { "B s/token", "B/A s/token", "B/A prefill", "B/A RSS" };
 
 static void md_header(FILE *f, const KbOpts *o, const KbMachine *m) {
@@ -289,6 +305,11 @@ static void md_header(FILE *f, const KbOpts *o, const KbMachine *m) {
     else fprintf(f, "; disk not measured\n");
     if (o->compare)
         fprintf(f, "- B = %s (--compare), run rep by rep with A = this k3\n", o->compare);
+    if (m->ranks > 1)
+        fprintf(f, "- ranks: %d (k3-mpi under mpirun): every rank runs each rep in its process, "
+                "its peak RSS reset first; peak RSS is the largest rank's, the limits rank 0's; "
+                "coll/tok, comm KB/tok, comm ms/tok: collectives, bytes received and seconds "
+                "waited in them per token (decode's), the largest rank's\n", m->ranks);
     fprintf(f, "\nprefill tok/s, s/token: median (min-max) over the reps; peak RSS: the largest "
             "rep (wait4; a child starts from k3 bench's own %.3f GB); MB/tok: bytes read per "
             "decode token; hit rate: decode; disk, mem bw: the row's bytes per second as a share "
@@ -308,6 +329,7 @@ static void md_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
         snprintf(L[0].s[nc++], 160, "%s", MD_HEAD[i]);
         if (o->batched && !strcmp(MD_HEAD[i], "n")) snprintf(L[0].s[nc++], 160, "batch");
     }
+    for (int i = 0; m->ranks > 1 && i < 3; i++) snprintf(L[0].s[nc++], 160, "%s", MD_RANKS[i]);
     for (int i = 0; o->compare && i < 4; i++) snprintf(L[0].s[nc++], 160, "%s", MD_CMP[i]);
     snprintf(L[0].s[nc++], 160, "error");
     for (int i = 0; i < n; i++) {

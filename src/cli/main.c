@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
     k3_comm_init(&argc, &argv);
     int rc;
     if (k3_comm_size() > 1 && argc >= 2 && (k3_argv_has(argc, argv, "--chat") ||
-        !strcmp(argv[1], "serve") || !strcmp(argv[1], "bench") || !strcmp(argv[1], "pack") ||
+        !strcmp(argv[1], "serve") || !strcmp(argv[1], "pack") ||
         !strcmp(argv[1], "doctor"))) {
         if (k3_comm_rank() == 0)
             fprintf(stderr, "k3: over %d ranks k3-mpi runs one prompt or --batch; run %s in one "
