@@ -139,6 +139,7 @@ typedef struct {
     void (*tick)(void *ctx); void *tick_ctx;  /* called from inside the forward every 0.1 s
                                                * (the server looks for gone clients) */
     double tick_next;
+    int read_ahead;                           /* --read-ahead on (forward/readahead.c) */
 } K3Engine;
 
 /* ---- model (src/model) ---- */
@@ -275,6 +276,9 @@ void k3_kda(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
 void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, const float *x,
             float *out);
 void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float *out);
+/* Decode (no prompt rows): storage starts reading the experts the next MoE layer's router
+ * picks for x, L's input (--read-ahead on; a guess: never a bit of the result). */
+void k3_read_ahead(K3Engine *e, int L, const float *x, int T);
 void k3_dense_mlp(K3Engine *e, const K3Mat *gate, const K3Mat *up, const K3Mat *down,
                   const float *x, int T, float *out);
 /* Attention-residual Mix (§3.1) over snapshots B[0..nb) and p, for T tokens. */

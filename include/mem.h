@@ -31,6 +31,8 @@ typedef struct {
     const char *state_dir;        /* --state-file-dir DIR (NULL: $TMPDIR, /tmp) */
     const char *trace_dir;        /* --dump-cache-trace DIR */
     const char *expert_use;       /* --expert-use FILE: a cache trace the split follows */
+    int read_ahead;               /* --read-ahead on: decode reads the next layer's guessed
+                                   * experts while this layer computes (forward/readahead.c) */
     int verbose, quiet;
     int brief;                    /* a plan with every byte resident in one line (the one-shot
                                    * run; --verbose: the table) */
@@ -55,6 +57,9 @@ typedef struct {
     double disk_busy_s;                       /* wall time with any read in flight */
     int io_depth_max;                         /* most reads in flight at once */
     uint64_t ahead_max;                       /* most window bytes read ahead of the matmuls */
+    /* --read-ahead: experts read on a guess of the next layer's routing (decode), those
+     * a later request used, those evicted unused; their bytes are in expert_bytes */
+    uint64_t guess_reads, guess_bytes, guess_used, guess_wasted;
 } K3MemStats;
 
 /* Plans memory for model m (printed unless quiet), refuses with exit 1 when the plan does

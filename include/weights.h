@@ -33,6 +33,12 @@ typedef struct {
     /* Y[T][vocab] = lm_head X[T][hidden]; 0, or -1 with the reason in err. */
     int (*lm_head)(K3Weights *w, float *Y, const float *X, int T, char *err, size_t errlen);
     void (*close)(K3Weights *w);
+    /* May be NULL. Layer L's tensors where they are in memory whatever layer is acquired
+     * (the trunk in the shard mappings), else NULL: a read-only look ahead. */
+    const K3Layer *(*peek)(K3Weights *w, int L);
+    /* May be NULL. Experts of layer L a guess says the next step will ask for: storage
+     * may start reading them behind what it reads now (forward/readahead.c). */
+    void (*guess)(K3Weights *w, int L, const int *ids, int n);
 } K3WeightsOps;
 
 struct K3Weights {

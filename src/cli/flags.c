@@ -24,7 +24,7 @@ int k3_usage_error(const char *help, const char *fmt, const char *arg) {
 static int takes_value(const char *a, int with_ctx) {
     static const char *const names[] = { "--trunk", "--trunk-gb", "--cache-gb", "--preset",
                                          "--dump-cache-trace", "--io-depth", "--piece-mb",
-                                         "--piece-rows", "--expert-use" };
+                                         "--piece-rows", "--expert-use", "--read-ahead" };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (!strcmp(a, names[i])) return 1;
     return with_ctx && !strcmp(a, "--ctx");
@@ -41,6 +41,13 @@ int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx,
     if (!strcmp(a, "--trunk")) o->trunk_dir = v;
     else if (!strcmp(a, "--dump-cache-trace")) o->trace_dir = v;
     else if (!strcmp(a, "--expert-use")) o->expert_use = v;
+    else if (!strcmp(a, "--read-ahead")) {
+        if (strcmp(v, "on") && strcmp(v, "off")) {
+            snprintf(err, errlen, "--read-ahead: '%.100s' is not on or off", v);
+            return -1;
+        }
+        o->read_ahead = !strcmp(v, "on");
+    }
     else if (!strcmp(a, "--preset")) {
         if (k3_preset_apply(v, &o->trunk_gb, &o->cache_gb)) {
             snprintf(err, errlen, "--preset: unknown preset '%.100s' (minimum, laptop, "

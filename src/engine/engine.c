@@ -53,6 +53,7 @@ int k3_engine_open(K3Engine *e, const K3EngineOpts *o, char *err, size_t errlen)
     if (!rc) rc = k3_mem_open(&e->m, &o->mem, &e->mem, err, errlen);
     if (!rc) {
         e->w = k3_mem_weights(e->mem);
+        e->read_ahead = o->mem.read_ahead;
         /* the buffers hold the chunk the plan chose (it may lower an automatic one) */
         if (k3_runstate_open(&e->rs, &e->m.cfg, k3_mem_chunk(e->mem), o->mem.ctx,
                              o->mem.logits_rows, k3_mem_act_dir(e->mem), err, errlen))

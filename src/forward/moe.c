@@ -97,6 +97,7 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
     int mine[nu > 0 ? nu : 1], nm = 0;
     for (int k = 0; k < nu; k++) if (k3_expert_owner(L, uni[k], N) == me) mine[nm++] = uni[k];
     w->ops->prefetch(w, L, mine, nm);            /* all its reads in flight before computing */
+    k3_read_ahead(e, L, x, T);                   /* then the next layer's guessed ones */
     k3_mm(e, xl, &ly->lat_down, x, T);
     float *out_y = NULL;                         /* N > 1: [ok][tokens][LAT] per own expert */
     size_t counts[N], at = 0;

@@ -28,6 +28,7 @@ enum { SL_EMPTY, SL_FLIGHT, SL_READY, SL_FAILED };
 typedef struct { int shard, contig; uint64_t off, n; uint64_t t_off[6], t_n[6], rel[6]; } ELoc;
 typedef struct {
     int key, state, pin, protect, fresh;
+    int guess;                               /* read on a guess, not yet asked for */
     unsigned char *buf; const unsigned char *data;
 } Slot;
 
@@ -155,7 +156,11 @@ static int take_slot(K3ECache *c) {
         }
     }
     if (n) best = cand_slot[k3_policy_victim(&c->pol, cand_key, n)];
-    if (best >= 0) { c->key_slot[c->slot[best].key] = -1; c->slot[best].state = SL_EMPTY; }
+    if (best >= 0) {
+        Slot *s = &c->slot[best];
+        if (s->guess) { c->out.st->guess_wasted++; s->guess = 0; }
+        c->key_slot[s->key] = -1; s->state = SL_EMPTY;
+    }
     return best;
 }
 
@@ -223,6 +228,25 @@ void k3_ecache_prefetch(K3ECache *c, int L, const int *ids, int n) {
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Reads on a guess (decode's next layer, --read-ahead): each one not in a slot gets one
+ * the policy gives up (never the window's, never the pinned one) and a read queued after
+ * what is queued in file order, so the layer computing now is served first. Only where a
+ * slot is free or evictable beyond the window; a guess never waits. */
+void k3_ecache_guess(K3ECache *c, int L, const int *ids, int n) {
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < n; i++) {
+        const int key = L * c->E + ids[i];
+        if (c->key_slot[key] >= 0) continue;
+        const int si = take_slot(c);
+        if (si < 0) break;
+        issue(c, si, key);
+        c->slot[si].guess = 1;
+        c->out.st->guess_reads++;
+        c->out.st->guess_bytes += c->loc[key].n;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
 int k3_ecache_get(K3ECache *c, int L, int e, K3Expert *out) {
     const int key = L * c->E + e;
     pthread_mutex_lock(&c->mu);
@@ -241,6 +265,7 @@ int k3_ecache_get(K3ECache *c, int L, int e, K3Expert *out) {
         issue(c, si, key);
     }
     Slot *s = &c->slot[si];
+    if (s->guess) { c->out.st->guess_used++; s->guess = 0; }
     s->pin = 1; c->pinned = si;
     if (s->protect) { s->protect = 0; c->nprotect--; }
     top_up(c);

@@ -166,6 +166,7 @@ K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3ECacheSink out, ch
 void k3_ecache_free(K3ECache *c);
 int k3_ecache_get(K3ECache *c, int L, int e, K3Expert *out);
 void k3_ecache_prefetch(K3ECache *c, int L, const int *ids, int n);
+void k3_ecache_guess(K3ECache *c, int L, const int *ids, int n);
 void k3_ecache_describe(const K3ECache *c, char *buf, size_t n);
 
 /* ---- policy.c: LFU with ageing over a history that outlives residency; ties by least

@@ -65,7 +65,16 @@ static int lm_head(K3Weights *w, float *Y, const float *X, int T, char *err, siz
 
 static void close_weights(K3Weights *w) { k3_mem_close(of(w)); }
 
-static const K3WeightsOps MEM_OPS = { acquire, release, prefetch, expert, lm_head, close_weights };
+static const K3Layer *peek(K3Weights *w, int L) {
+    return of(w)->stream ? NULL : &of(w)->m->layers[L];
+}
+
+static void guess(K3Weights *w, int L, const int *ids, int n) {
+    if (of(w)->cache) k3_ecache_guess(of(w)->cache, L, ids, n);
+}
+
+static const K3WeightsOps MEM_OPS = { acquire, release, prefetch, expert, lm_head, close_weights,
+                                      peek, guess };
 
 K3Weights *k3_mem_weights(K3Mem *x) { return &x->base; }
 const K3MemStats *k3_mem_stats(const K3Mem *x) { return x ? &x->st : NULL; }

@@ -76,6 +76,11 @@ void k3_mem_summary(const K3Mem *x, FILE *f, double wall, double t_prefill, int 
             (unsigned long long)s->expert_req,
             s->expert_req ? 100.0 * s->expert_hits / s->expert_req : 0.0,
             (unsigned long long)s->expert_retries, (unsigned long long)s->expert_failed);
+    if (s->guess_reads) {
+        fprintf(f, "k3:   read ahead on a guess: %llu experts (%.3f GB), %llu used, %llu "
+                "evicted unused\n", (unsigned long long)s->guess_reads, s->guess_bytes / K3_GB,
+                (unsigned long long)s->guess_used, (unsigned long long)s->guess_wasted);
+    }
 }
 
 void k3_mem_json(const K3Mem *x, FILE *f, double wall) {
@@ -97,6 +102,10 @@ void k3_mem_json(const K3Mem *x, FILE *f, double wall) {
             s->expert_req ? (double)s->expert_hits / s->expert_req : 0.0,
             s->expert_read_s > 0 ? s->expert_bytes / 1e6 / s->expert_read_s : 0.0,
             (unsigned long long)s->expert_retries);
+    fprintf(f, "  \"readahead_guessed\": %llu,\n  \"readahead_guessed_bytes\": %llu,\n"
+            "  \"readahead_used\": %llu,\n  \"readahead_wasted\": %llu,\n",
+            (unsigned long long)s->guess_reads, (unsigned long long)s->guess_bytes,
+            (unsigned long long)s->guess_used, (unsigned long long)s->guess_wasted);
     fprintf(f, "  \"head_bytes_read\": %llu,\n  \"plan_bytes\": %llu,\n"
             "  \"buffer_bytes\": %llu,\n  \"prefill_chunk\": %d,\n",
             (unsigned long long)s->head_bytes, (unsigned long long)x->plan_bytes,

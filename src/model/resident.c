@@ -44,7 +44,7 @@ static int lm_head(K3Weights *w, float *Y, const float *X, int T, char *err, siz
 static void close_resident(K3Weights *w) { free(w); }
 
 static const K3WeightsOps RESIDENT = { acquire, release, prefetch, expert, lm_head,
-                                       close_resident };
+                                       close_resident, NULL, NULL };
 
 K3Weights *k3_weights_resident(K3Model *m) {
     Resident *r = calloc(1, sizeof *r);
