@@ -1,7 +1,8 @@
 /* bench_grid.c — `k3 bench`: every combination of the grid, each rep in its own child
  * process (this binary, /proc/self/exe, as a plain batch run with --out and --quiet; and
  * --compare BIN interleaved A B A B), so a peak RSS (wait4) belongs to one configuration
- * and a crash or a refusal stays in its row while the other rows go on. */
+ * and a crash or a refusal stays in its row while the other rows go on. Under mpirun
+ * (k3-mpi, N > 1) a rep runs in the process on every rank instead (bench_ranks.c). */
 #include "bench_grid.h"
 #include "cli.h"
 #include "comm.h"
@@ -24,6 +25,7 @@ static const char *USAGE =
 "Runs every combination of the grid, each rep in its own child process (this binary\n"
 "as a plain batch run with --out and --quiet), and reports per row the median, min and\n"
 "max over the reps beside the limits measured in the same run (docs/BENCH.md).\n"
+"Under mpirun -np N bin/k3-mpi each rep runs on every rank, in the process.\n"
 "\n"
 "Grid (comma lists; every combination runs):\n"
 "  --budget TG:CG[,...]  --trunk-gb TG --cache-gb CG (GB) per row\n"
