@@ -28,6 +28,10 @@ const char *k3_comm_waits(void);
 void k3_comm_allgatherv(const void *mine, void *all, const size_t *counts);
 /* n bytes of rank 0's buf to every rank. */
 void k3_comm_bcast(void *buf, size_t n);
+/* The same, for a wait that may last (a follower waiting for rank 0's next record while a
+ * server is idle): after about a millisecond the waiting rank sleeps between looks
+ * instead of polling its core. Every rank calls this one for that broadcast. */
+void k3_comm_bcast_idle(void *buf, size_t n);
 /* Ends every rank now, with "k3: rank R: " and the message on stderr, exit code rc. */
 void k3_comm_abort(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -58,6 +58,8 @@ K3SchedSeq *k3_sched_join(K3Sched *s, void *user);
 void k3_sched_leave(K3Sched *s, K3SchedSeq *q);
 int k3_sched_active(const K3Sched *s);
 int k3_sched_slots(const K3Sched *s);
+/* The most ids one step feeds: the plan's chunk (k3_sched_mirror: every rank's least). */
+int k3_sched_max_T(const K3Sched *s);
 /* One step over the sequences with ids to feed. *fed[0..*n_fed): those it fed, in row
  * order, each with T and logits set (ids, n advanced past what went in). 0 (also when
  * there was nothing to feed: *n_fed = 0), or the k3_forward_seqs code with err:
@@ -78,4 +80,36 @@ K3State *k3_sched_copy(K3Sched *s, const K3SchedSeq *q, char *err, size_t errlen
 const K3SchedStats *k3_sched_stats(const K3Sched *s);
 /* The state file (statefile.h), NULL when the states are resident. */
 struct K3StateFile *k3_sched_statefile(const K3Sched *s);
+
+/* ---- the mirror (src/engine/follow.c; docs/DISTRIBUTED.md) ----
+ * A scheduler given k3_sched_mirror over N > 1 ranks: rank 0 (the lead) runs the client,
+ * and every call above that changes a state, and each of the calls below, goes to the
+ * other ranks (the followers) as a record (k3_comm_bcast: a fixed header, then its
+ * payload) before or after it runs here; a step's record carries what it feeds (each
+ * sequence's slot, ids with drafts, all_logits, whether its state is marked). A follower
+ * runs k3_sched_follow, replaying them on its own engine, so every rank calls the same
+ * collectives in the same order. States the client holds outside the slots go by their
+ * address on rank 0. At N = 1 (or without k3_sched_mirror) nothing is sent: these are the
+ * state operations themselves. */
+/* Right after k3_sched_open, on every rank (chat, serve: only rank 0 runs the client):
+ * the ranks agree on the slots, the step's tokens and rows (each the least of every
+ * rank's plan; k3_sched_slots says how many). */
+void k3_sched_mirror(K3Sched *s);
+int k3_sched_follower(const K3Sched *s);   /* 1 on a follower: call k3_sched_follow */
+/* Replays the lead's records until it ends; returns the lead's exit code. */
+int k3_sched_follow(K3Sched *s);
+/* The lead's client ended with rc (the followers return it); once, then no more records.
+ * k3_sched_close ends with 0 when the client did not. */
+void k3_sched_end(K3Sched *s, int rc);
+void k3_sched_reset(K3Sched *s, K3SchedSeq *q);              /* k3_state_reset of q's */
+int k3_sched_rollback(K3Sched *s, K3SchedSeq *q, int keep);  /* k3_state_rollback of q's */
+/* q's state was rolled back to keep here (k3_spec_accept): the followers do the same. */
+void k3_sched_rolled_back(K3Sched *s, K3SchedSeq *q, int keep);
+/* q's state was written here whole (a saved chat state loaded): its bytes to the
+ * followers. 0, or -1 (a state in a state file; out of memory). */
+int k3_sched_sync(K3Sched *s, K3SchedSeq *q);
+/* st, a resident state the client made (read from disk), to the followers. */
+void k3_sched_share(K3Sched *s, const K3State *st);
+/* Frees a state k3_sched_take / k3_sched_copy / k3_sched_share gave the client. */
+void k3_sched_free(K3Sched *s, K3State *st);
 #endif

@@ -217,6 +217,10 @@ static int state_resume(Chat *c) {
     if (!c->load_state) return 0;
     double t0 = k3_now();
     int rc = chat_state_load(c, c->load_state, err, sizeof err);
+    if (k3_sched_sync(c->sch, c->q)) {             /* the other ranks' state: these bytes */
+        fprintf(stderr, "k3: out of memory\n");
+        return K3_ERR_RUNTIME;
+    }
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
     fprintf(stderr, "k3: state %s: %d positions restored in %.2f s (%d messages from %s); "
             "0 re-prefilled\n", c->load_state, c->st->pos, k3_now() - t0, c->log.n, c->history);
@@ -569,11 +573,14 @@ static int setup(Chat *c, const char *system) {
         fprintf(stderr, "k3: note: the memory plan covers %d positions of MLA cache; --ctx N "
                 "plans for more\n", pctx);
     k3_spec_init(&c->spec_st, &c->eng.m, c->ref, c->n_ref, c->spec_k);
-    const K3SchedOpts so = { 1, K3_STATES_RESIDENT, NULL, pctx, 0 };  /* marks need memory */
+    /* marks need memory */
+    const K3SchedOpts so = { 1, K3_STATES_RESIDENT, NULL, pctx, 0 };
     if ((rc = k3_sched_open(&c->sch, &c->eng, &so, err, sizeof err))) {
         fprintf(stderr, "k3: %s\n", err);
         return rc;
     }
+    k3_sched_mirror(c->sch);                   /* over N ranks: only this one reads input */
+    if (k3_sched_follower(c->sch)) return 0;   /* chat_main follows rank 0 */
     c->q = k3_sched_join(c->sch, c);
     c->st = c->q ? c->q->st : NULL;
     c->logits = c->eng.rs.logits;              /* one sequence: its rows start there */
@@ -591,7 +598,8 @@ int chat_main(int argc, char **argv) {
     int seed_set = 0;
     int rc = parse_flags(argc, argv, c, &system, &seed_set);
     if (!rc) rc = setup(c, system);
-    if (rc) goto done;
+    if (!rc && k3_sched_follower(c->sch)) rc = k3_sched_follow(c->sch);   /* rank > 0 */
+    if (rc || k3_sched_follower(c->sch)) goto done;
     if (!seed_set) c->seed = draw_seed();
     if (sampler_is_greedy(&c->sp)) fprintf(stderr, "k3: greedy decoding\n");
     else fprintf(stderr, "k3: sampling: temperature %g, top-p %g, top-k %d, min-p %g, seed %llu "
@@ -656,6 +664,7 @@ int chat_main(int argc, char **argv) {
         rc = K3_ERR_RUNTIME;
     }
 done:
+    if (c->sch) k3_sched_end(c->sch, rc);     /* the other ranks end with this code */
     k3_sched_close(c->sch);                    /* and the state of its slot */
     k3_engine_close(&c->eng);
     free(c->fed); free(c->ref); free(c->seen); free(c->dbuf);

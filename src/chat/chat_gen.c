@@ -19,7 +19,7 @@ static const char *s_(long n) { return n == 1 ? "" : "s"; }
 enum { SEEN_MAX = 1 << 20 };                /* ids of dropped conversations kept to draft */
 
 void chat_forget_state(Chat *c) {
-    k3_state_reset(&c->eng.m, c->st);
+    k3_sched_reset(c->sch, c->q);                /* (and on the other ranks) */
     /* a regenerated reply (/reset, the same message) drafts from the one before */
     size_t n = c->nfed < SEEN_MAX ? c->nfed : SEEN_MAX, keep = c->nseen;
     if (keep + n > SEEN_MAX) keep = SEEN_MAX - n;           /* the oldest go */
@@ -93,6 +93,7 @@ static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t rep
     const int got = k3_spec_accept(&c->spec_st, &c->eng.m, c->st, smp, gen_pos, v + 1, k,
                                    c->logits, pend);
     if (got < 0) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
+    k3_sched_rolled_back(c->sch, c->q, got);       /* the other ranks' state keeps as many */
     c->last_passes++; c->last_accepted += got - 1;
     for (int j = 0; j < got; j++) {
         const int32_t x = v[j];
@@ -293,7 +294,8 @@ int chat_turn(Chat *c, const char *user_text) {
         /* the drafts the plain loop could still feed; a reply that ends (at the context
          * limit, on END, by Ctrl-C) inside accepted drafts rolls the state back below */
         int room = c->gen - nrec - 1;
-        if (room > c->eng.rs.max_T - 1) room = c->eng.rs.max_T - 1;   /* one forward */
+        const int max_T = k3_sched_max_T(c->sch);                     /* one forward */
+        if (room > max_T - 1) room = max_T - 1;
         if (c->spec && room > 0 && spec_step(c, &smp, id, nrec, reply0, room, pend, &np)) {
             rc = -1; break;
         }
@@ -301,7 +303,7 @@ int chat_turn(Chat *c, const char *user_text) {
         if (!np && forward(c, &id32, 1, 0)) rc = -1;
     }
     if (!rc && np && kept < np - 1) {         /* the reply ended inside accepted drafts */
-        if (k3_state_rollback(&c->eng.m, c->st, 1 + kept)) {
+        if (k3_sched_rollback(c->sch, c->q, 1 + kept)) {
             fprintf(stderr, "k3: the state could not be rolled back\n"); rc = -1;
         }
         c->nfed -= (size_t)(np - 1 - kept);

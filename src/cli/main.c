@@ -14,8 +14,11 @@ static int dispatch(int argc, char **argv);
 
 /* Over N ranks (bin/k3-mpi, comm.h) every rank runs the same command, so every rank takes
  * the same steps (checked each step); rank 0 prints and writes the files, the followers run
- * quiet (their stderr, errors only, comes out named by rank). One prompt and --batch run so;
- * the interactive and serving modes read input rank 0 alone has, so they are refused. */
+ * quiet (their stderr, errors only, comes out named by rank). One prompt and --batch run so.
+ * --chat and serve read input rank 0 alone has: there rank 0 runs the client and the
+ * others replay its scheduler's records (scheduler.h "the mirror"). bench runs each rep
+ * in the process on every rank (src/bench/bench_ranks.c). pack and doctor are one-machine
+ * tools: refused. */
 static int k3_argv_has(int argc, char **argv, const char *flag) {
     for (int i = 1; i < argc; i++) if (!strcmp(argv[i], flag)) return 1;
     return 0;
@@ -24,15 +27,17 @@ static int k3_argv_has(int argc, char **argv, const char *flag) {
 int main(int argc, char **argv) {
     k3_comm_init(&argc, &argv);
     int rc;
-    if (k3_comm_size() > 1 && argc >= 2 && (k3_argv_has(argc, argv, "--chat") ||
-        !strcmp(argv[1], "serve") || !strcmp(argv[1], "pack") ||
+    if (k3_comm_size() > 1 && argc >= 2 && (!strcmp(argv[1], "pack") ||
         !strcmp(argv[1], "doctor"))) {
         if (k3_comm_rank() == 0)
-            fprintf(stderr, "k3: over %d ranks k3-mpi runs one prompt or --batch; run %s in one "
-                    "process (mpirun -np 1, or bin/k3)\n", k3_comm_size(),
-                    k3_argv_has(argc, argv, "--chat") ? "--chat" : argv[1]);
+            fprintf(stderr, "k3: over %d ranks k3-mpi runs one prompt, --batch, --chat, serve "
+                    "or bench; run %s in one process (mpirun -np 1, or bin/k3)\n",
+                    k3_comm_size(), argv[1]);
         rc = K3_ERR_USAGE;
-    } else if (k3_comm_rank() > 0) {             /* a follower: rank 0's command, quiet */
+    } else if (k3_comm_rank() > 0 && (k3_argv_has(argc, argv, "--chat") ||
+               (argc >= 2 && !strcmp(argv[1], "serve"))))
+        rc = dispatch(argc, argv);               /* a follower of rank 0's client */
+    else if (k3_comm_rank() > 0) {               /* a follower: rank 0's command, quiet */
         char *av[argc + 2];
         for (int i = 0; i < argc; i++) av[i] = argv[i];
         av[argc] = "--quiet"; av[argc + 1] = NULL;

@@ -3,7 +3,8 @@
  * left in the plan's chunk, in join order, a prompt split across steps where it does not
  * fit; one k3_forward_seqs over them all; the rows handed back. Where the plan puts the states
  * in a state file, the slots' states are paged with their layers (statefile.h). */
-#include "scheduler.h"
+#include "sched_priv.h"
+#include "comm.h"
 #include "mem.h"
 #include "statefile.h"
 #include "util.h"
@@ -11,18 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct K3Sched {
-    K3Engine *e;
-    int n_slots, mode, report;
-    K3SchedSeq *seq;              /* [n_slots] */
-    int *busy;                    /* [n_slots] */
-    K3SchedSeq **fed;             /* [n_slots]: the last step's, in row order */
-    K3Seq *fs;                    /* [n_slots]: the step's shares */
-    K3StateFile *sf;
-    long joined;
-    K3SchedStats st;
-    int pf_done;                  /* prompt tokens fed since none was waiting (progress) */
-};
 
 static int in_file_flags(int mode) {
     return mode == K3_STATES_ALL ? K3_STATE_KDA_FILE | K3_STATE_MLA_FILE :
@@ -44,6 +33,7 @@ int k3_sched_open(K3Sched **out, K3Engine *e, const K3SchedOpts *o, char *err, s
     const int n = o->seqs > 0 ? o->seqs : 1;
     if (s) {
         s->e = e; s->n_slots = n; s->report = o->report;
+        s->max_T = e->rs.max_T; s->rows_max = e->rs.logits_rows;
         s->seq = calloc((size_t)n, sizeof *s->seq);
         s->busy = calloc((size_t)n, sizeof *s->busy);
         s->fed = calloc((size_t)n, sizeof *s->fed);
@@ -74,6 +64,7 @@ int k3_sched_open(K3Sched **out, K3Engine *e, const K3SchedOpts *o, char *err, s
 
 void k3_sched_close(K3Sched *s) {
     if (!s) return;
+    k3_sched_end(s, 0);                            /* the followers never wait on a lead gone */
     for (int i = 0; s->seq && i < s->n_slots; i++)
         if (s->seq[i].st) k3_state_free(&s->e->m, s->seq[i].st);
     if (s->sf) { s->e->pager = NULL; k3_statefile_close(s->sf); }
@@ -81,21 +72,25 @@ void k3_sched_close(K3Sched *s) {
     free(s);
 }
 
+K3SchedSeq *k3_sched_join_slot(K3Sched *s, int i, void *user) {
+    if (slot_state(s, i)) return NULL;
+    K3SchedSeq *q = &s->seq[i];
+    K3State *st = q->st;
+    k3_state_reset(&s->e->m, st);
+    *q = (K3SchedSeq){ .user = user, .st = st, .slot = i, .order = s->joined++ };
+    s->busy[i] = 1;
+    k3_follow_send(s, OP_JOIN, i, 0, NULL, NULL, 0);
+    return q;
+}
+
 K3SchedSeq *k3_sched_join(K3Sched *s, void *user) {
-    for (int i = 0; i < s->n_slots; i++) {
-        if (s->busy[i]) continue;
-        if (slot_state(s, i)) return NULL;
-        K3SchedSeq *q = &s->seq[i];
-        K3State *st = q->st;
-        k3_state_reset(&s->e->m, st);
-        *q = (K3SchedSeq){ .user = user, .st = st, .slot = i, .order = s->joined++ };
-        s->busy[i] = 1;
-        return q;
-    }
+    for (int i = 0; i < s->n_slots; i++)
+        if (!s->busy[i]) return k3_sched_join_slot(s, i, user);
     return NULL;
 }
 
 void k3_sched_leave(K3Sched *s, K3SchedSeq *q) {
+    k3_follow_send(s, OP_LEAVE, q->slot, 0, NULL, NULL, 0);
     s->busy[q->slot] = 0;
     q->user = NULL; q->n = 0; q->T = 0;
 }
@@ -106,6 +101,7 @@ int k3_sched_active(const K3Sched *s) {
     return n;
 }
 int k3_sched_slots(const K3Sched *s) { return s->n_slots; }
+int k3_sched_max_T(const K3Sched *s) { return s->max_T; }
 const K3SchedStats *k3_sched_stats(const K3Sched *s) { return &s->st; }
 struct K3StateFile *k3_sched_statefile(const K3Sched *s) { return s->sf; }
 
@@ -126,7 +122,7 @@ static int pending(K3Sched *s, int decode, K3SchedSeq **v) {
 
 int k3_sched_step(K3Sched *s, K3SchedSeq ***fed, int *n_fed, char *err, size_t errlen) {
     K3Engine *e = s->e;
-    const int max_T = e->rs.max_T, rows_max = e->rs.logits_rows;
+    const int max_T = s->max_T, rows_max = s->rows_max;
     int m = 0, T = 0, Tp = 0, rows = 0;
     K3SchedSeq **v = s->fed;
     *fed = s->fed; *n_fed = 0;
@@ -153,6 +149,7 @@ int k3_sched_step(K3Sched *s, K3SchedSeq ***fed, int *n_fed, char *err, size_t e
         }
     }
     if (!m) return 0;
+    k3_follow_send_step(s, m);                         /* what it feeds, to the followers */
     int left = 0;                                      /* prompt tokens still to go in */
     for (int i = 0; Tp && i < s->n_slots; i++)
         if (s->busy[i] && !s->seq[i].decode && s->seq[i].n > 0) left += s->seq[i].n;
@@ -210,6 +207,7 @@ int k3_sched_load(K3Sched *s, K3SchedSeq *q, const K3State *src, char *err, size
     k3_state_copy(m, q->st, src);
     if (s->sf && k3_statefile_put(s->sf, q->st, src, err, errlen)) return -1;
     q->st->pos = src->pos;
+    k3_follow_send(s, OP_LOAD, q->slot, 0, src, NULL, 0);
     return 0;
 }
 
@@ -227,12 +225,14 @@ K3State *k3_sched_copy(K3Sched *s, const K3SchedSeq *q, char *err, size_t errlen
         return NULL;
     }
     d->pos = q->st->pos;
+    k3_follow_send(s, OP_COPY, q->slot, 0, d, NULL, 0);
     return d;
 }
 
 K3State *k3_sched_take(K3Sched *s, K3SchedSeq *q, char *err, size_t errlen) {
-    if (s->sf) return k3_sched_copy(s, q, err, errlen);
+    if (s->sf) return k3_sched_copy(s, q, err, errlen);   /* (a follower copies too) */
     K3State *st = q->st;
     q->st = s->seq[q->slot].st = NULL;               /* the slot makes a new one at its join */
+    k3_follow_send(s, OP_TAKE, q->slot, 0, st, NULL, 0);
     return st;
 }

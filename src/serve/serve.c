@@ -4,6 +4,7 @@
  * that reads requests (with deadlines), validates them, answers what needs no engine, and
  * waits while the engine thread writes the reply. */
 #include "serve.h"
+#include "comm.h"
 #include "cli.h"
 #include "statefile.h"
 #include "util.h"
@@ -467,6 +468,9 @@ static int open_engine(Server *s, char *err, size_t errlen) {
     if (s->max_batch > s->eng.rs.max_T) s->max_batch = s->eng.rs.max_T;   /* the plan's chunk */
     const K3SchedOpts so = { s->max_batch, -1, s->state_file_dir, eo.mem.ctx, 0 };
     if ((rc = k3_sched_open(&s->sch, &s->eng, &so, err, errlen))) return rc;
+    k3_sched_mirror(s->sch);
+    if (s->max_batch > k3_sched_slots(s->sch)) s->max_batch = k3_sched_slots(s->sch);
+    if (s->max_batch > k3_sched_max_T(s->sch)) s->max_batch = k3_sched_max_T(s->sch);
     if (k3_mem_state_mode(s->eng.mem) == K3_STATES_ALL && s->ctx > eo.mem.ctx)
         s->ctx = eo.mem.ctx;                /* the state file's records hold that many */
     if (tok_vocab_size(s->tok) > s->eng.m.cfg.vocab_size) {
@@ -503,6 +507,12 @@ int k3_serve_main(int argc, char **argv) {
                 "(a test hook)\n", s->n_test_reply);
     }
     signal(SIGPIPE, SIG_IGN);
+    if (k3_comm_rank() > 0) {             /* a follower: no socket; rank 0 says when to end */
+        signal(SIGINT, SIG_IGN); signal(SIGTERM, SIG_IGN);
+        rc = open_engine(s, err, sizeof err);
+        if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
+        return k3_sched_follow(s->sch);
+    }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
@@ -547,6 +557,7 @@ int k3_serve_main(int argc, char **argv) {
     fprintf(stderr, "k3: serve: stopping\n");
     const long failures = k3_engine_expert_failures(&s->eng);
     serve_cache_free(s);
+    k3_sched_end(s->sch, failures ? K3_ERR_EXPERT : 0);   /* the other ranks end too */
     /* connection threads may still wait on the queue: leave the engine open, exit */
     return failures ? K3_ERR_EXPERT : 0;
 }

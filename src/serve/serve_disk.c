@@ -216,6 +216,7 @@ static int load_one(Server *s, const char *path, const char *file, char *err, si
             if (rc) snprintf(err, errlen, "%s: an id outside the vocabulary; corrupt", path);
             else {
                 st->pos = (int)pos;
+                k3_sched_share(s->sch, st);       /* the other ranks hold it too */
                 serve_keep_file(s, st, fed, pos, lg, file);
                 st = NULL; fed = NULL; lg = NULL;
             }

@@ -44,7 +44,7 @@ static int forget_files = 1;              /* 0 at shutdown: the files outlive th
 static void kept_free(Server *s, Kept *k) {
     if (!k) return;
     if (forget_files) serve_disk_forget(s, k->file);
-    k3_state_free(&s->eng.m, k->st);
+    k3_sched_free(s->sch, k->st);                 /* (and the other ranks' copy) */
     free(k->fed); free(k->logits);
     free(k);
 }
@@ -67,7 +67,7 @@ static void keep(Server *s, K3State *st, int32_t *fed, size_t n, float *logits,
     size_t cap = (size_t)(s->cache_gb * 1e9);
     Kept *k = calloc(1, sizeof *k);
     if (!k) {
-        k3_state_free(&s->eng.m, st); free(fed); free(logits); serve_disk_forget(s, file);
+        k3_sched_free(s->sch, st); free(fed); free(logits); serve_disk_forget(s, file);
         return;
     }
     k->st = st; k->fed = fed; k->nfed = n; k->logits = logits; k->used = ++s->clock;
@@ -426,9 +426,8 @@ static uint64_t draw_seed(Server *s, uint64_t id) {
 }
 
 static void gen_free(Gen *g) {
-    const K3Model *m = &g->s->eng.m;
     if (g->q) k3_sched_leave(g->s->sch, g->q);
-    if (g->pst) k3_state_free(m, g->pst);
+    if (g->pst) k3_sched_free(g->s->sch, g->pst);
     free(g->plogits); free(g->logits); free(g->fed); free(g->out);
     free(g->text[0]); free(g->text[1]);
     serve_lp_free(&g->lp); serve_lp_free(&g->plp);
@@ -493,7 +492,7 @@ static void give_prompt(Gen *g) {
         f->pf = f->reuse = f->nprompt; f->waiting = 0;
         stream_head(f);
     }
-    if (st && st != g->pst) k3_state_free(&g->s->eng.m, st);
+    if (st && st != g->pst) k3_sched_free(g->s->sch, st);
 }
 
 /* A stream's head and its first (empty) chunk, once the prompt is in: the first byte

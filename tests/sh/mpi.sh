@@ -5,9 +5,12 @@
 # slow tier), and on tiny5 with the trunk's share of each rank part pinned, part streamed
 # in 7-row pieces, plain and coded (k3 pack --compress); each rank plans and reads only its
 # rows of the streamed trunk (< 0.6 of one process's at np 2); a batch of 5 with --spec
-# equals bin/k3's; a rank whose checkpoint differs is refused, named; a rank killed mid-run
-# ends the job non-zero within 10 s, named. Loopback, --oversubscribe (this VM has 2
-# cores), as root where the test runs as root.
+# equals bin/k3's; --chat at np 2 and 3 (rank 0 runs the REPL, the others replay its
+# scheduler's records) gives bin/k3's stdout, history and saved state, resumed too; serve at
+# np 2 answers concurrent requests as one bin/k3 server, its idle follower sleeps, and a
+# killed follower ends it; a rank whose checkpoint differs is refused, named; a rank killed
+# mid-run ends the job non-zero within 10 s, named. Loopback, --oversubscribe (this VM has
+# 2 cores), as root where the test runs as root.
 . tests/sh/lib/check.sh
 slow() { [ "${K3_TEST_FULL:-}" = 1 ]; }
 KM=${K3_MPI:-./bin/k3-mpi}
@@ -139,6 +142,138 @@ rc=$?
 [ $rc != 0 ] && [ $rc != 124 ] && grep -q "rank 1's checkpoint .* is not rank 0's" $T/err \
   && ok "rank 1 on another checkpoint: refused (exit $rc), named" \
   || bad "another checkpoint on rank 1: exit $rc, $(tail -c 400 $T/err)"
+
+# --chat at np 2 and 3: rank 0 reads the piped turns and runs the REPL, the others replay
+# its scheduler's records; stdout, the history and the saved state are bin/k3's byte for
+# byte (speculation on: drafts verified, accepted and rolled back; /reset, /system, /temp,
+# /save and /load of a history; --save-state at exit), and a session resumed with
+# --load-state (the state's bytes go to every rank) continues as bin/k3's
+TK=tests/tok/tiny
+printf 'Hello there\nSecond one\n/reset\nHello there\nSecond one\n/save %s\n/temp 0.7\n%s\n' \
+  "$T/saved.jsonl" 'Third one' > $T/chat.in
+printf '/system Be brief\nAnd a fourth\n/load %s\nFifth\n' "$T/saved.jsonl" >> $T/chat.in
+printf 'Sixth turn\nSeventh\n' > $T/chat2.in
+chat() {   # chat NP TAG args...: NP 0 is bin/k3
+  n=$1; tg=$2; shift 2
+  if [ $n = 0 ]; then set -- timeout 300 "$K3" "$@"
+  else set -- timeout 300 mpirun --oversubscribe -np $n "$KM" "$@"; fi
+  "$@" --chat --tok $TK --seed 7 --gen 24 --no-color >$T/co.$tg 2>$T/ce.$tg
+}
+f0=$fail; fail=0
+for np in 0 2 3; do
+  rm -f $T/ch.$np $T/cs.$np
+  chat $np $np $M --history $T/ch.$np --save-state $T/cs.$np <$T/chat.in \
+    || bad "chat np $np: exit $?: $(tail -c 300 $T/ce.$np)"
+  cp $T/ch.$np $T/chr.$np
+  chat $np r$np $M --history $T/chr.$np --load-state $T/cs.$np <$T/chat2.in \
+    || bad "chat np $np resumed: exit $?: $(tail -c 300 $T/ce.r$np)"
+  [ $np = 0 ] && continue
+  cmp -s $T/co.0 $T/co.$np || bad "chat np $np: stdout differs from bin/k3's"
+  cmp -s $T/ch.0 $T/ch.$np || bad "chat np $np: the history differs from bin/k3's"
+  cmp -s $T/cs.0 $T/cs.$np || bad "chat np $np: the saved state differs from bin/k3's"
+  cmp -s $T/co.r0 $T/co.r$np || bad "chat np $np: the resumed session's stdout differs"
+  grep -q 'positions restored' $T/ce.r$np || bad "chat np $np: no state restored"
+done
+# the ranks' plans may differ (their shares): they agree on the least chunk; here rank 1's
+# is 16 tokens and rank 0's the plan's, and the prefills go in steps of 16 on both
+cf="--chat --tok $TK --seed 7 --gen 24 --no-color"
+timeout 300 mpirun --oversubscribe -np 1 "$KM" $M $cf : -np 1 "$KM" $M $cf --prefill-chunk 16 \
+  <$T/chat2.in >$T/co.c16 2>$T/ce.c16 || bad "chat np 2, rank 1 at --prefill-chunk 16: exit" \
+  "$?: $(tail -c 300 $T/ce.c16)"
+timeout 120 "$K3" $M $cf <$T/chat2.in >$T/co.c1 2>$T/ce.c1 || bad "chat: bin/k3 exited $?"
+cmp -s $T/co.c1 $T/co.c16 || bad "chat np 2, rank 1 at --prefill-chunk 16: stdout differs"
+acc=$(sed -n 's/^k3: spec: .* \([0-9]*\) drafts\{0,1\} accepted.*/\1/p' $T/ce.0 |
+      awk '{ s += $1 } END { print s + 0 }')
+[ "$acc" -gt 0 ] || bad "chat: no draft accepted (the speculation's records are not tested)"
+nr=$(grep -c '</think>' $T/co.0)
+[ "$nr" -ge 6 ] || bad "chat: bin/k3 gave $nr replies"
+[ $fail = 0 ] && ok "--chat at np 2, 3: stdout, history and saved state of bin/k3's ($acc drafts" \
+  "accepted); resumed with --load-state: the same; rank 1 at another chunk: the same"
+[ $f0 = 0 ] || fail=1
+
+# serve at np 2 against one bin/k3 server: rank 0 listens, rank 1 follows. The same
+# requests (4 at once: completions n 3, chat streamed, completions streamed, chat n 2;
+# then a prompt again and extended: its kept state resumed) get the same bodies (ids and
+# times aside); a follower killed while serving ends the job within 10 s, named
+if command -v curl >/dev/null 2>&1; then
+  srv() {   # srv TAG cmd...
+    tg=$1; shift
+    "$@" serve $M --tok $TK --port 0 --max-batch 4 $SX 2>$T/se.$tg &
+    eval "PID_$tg=$!"
+    i=0; while ! grep -qs 'listening on http://' $T/se.$tg && [ $i -lt 300 ]; do
+      sleep 0.1; i=$((i + 1)); done
+    eval "PORT_$tg=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9]*\).*/\1/p' $T/se.$tg)"
+  }
+  post() { curl -s --max-time 60 -H 'Content-Type: application/json' \
+             "http://127.0.0.1:$1$2" -d "$3" |
+           sed 's/"created": [0-9]*//g; s/"id": "[a-z]*-[0-9]*"//g'; }
+  MC='"messages": [{"role": "user", "content": "Name a color"}], "max_tokens": 10'
+  MC2='"messages": [{"role": "user", "content": "Name a fruit"}], "max_tokens": 10'
+  PA='"prompt": "The capital of France is a city on the river", "max_tokens": 8'
+  reqs() {   # reqs TAG PORT
+    post $2 /v1/completions "{$PA, \"n\": 3, \"seed\": 40}" >$T/r1.$1 & w1=$!
+    post $2 /v1/chat/completions "{$MC, \"seed\": 3, \"stream\": true}" >$T/r2.$1 & w2=$!
+    post $2 /v1/completions '{"prompt": "Once upon", "max_tokens": 12, "seed": 5,
+      "stream": true}' >$T/r3.$1 & w3=$!
+    post $2 /v1/chat/completions "{$MC2, \"n\": 2, \"seed\": 9}" >$T/r4.$1 & w4=$!
+    wait $w1 $w2 $w3 $w4
+    post $2 /v1/completions "{$PA, \"seed\": 41}" >$T/r5.$1
+    post $2 /v1/completions '{"prompt": "The capital of France is a city on the river Seine",
+      "max_tokens": 8, "seed": 42}' >$T/r6.$1
+  }
+  SX=; srv one "$K3"; srv two mpirun --oversubscribe -np 2 "$KM"
+  f0=$fail; fail=0
+  if [ -z "$PORT_one" ] || [ -z "$PORT_two" ]; then
+    bad "serve: a server did not start: $(tail -c 300 $T/se.one) $(tail -c 300 $T/se.two)"
+  else
+    # an idle follower sleeps in its wait for the next record (polling: 5 s of CPU in 10)
+    fp=$(pgrep -P $PID_two | sed -n 2p)
+    ticks() { awk '{ print $14 + $15 }' /proc/$fp/stat 2>/dev/null || echo 0; }
+    c0=$(ticks); sleep 4; c1=$(ticks)
+    [ -n "$fp" ] && [ $((c1 - c0)) -lt 100 ] ||
+      bad "serve np 2: the idle follower (pid '$fp') used $((c1 - c0)) CPU ticks in 4 s"
+    reqs one $PORT_one; reqs two $PORT_two
+    for r in 1 2 3 4 5 6; do
+      [ -s $T/r$r.one ] && cmp -s $T/r$r.one $T/r$r.two ||
+        bad "serve np 2: request $r differs from bin/k3's: $(cmp $T/r$r.one $T/r$r.two 2>&1)" \
+          "'$(cat $T/r$r.two)' not '$(cat $T/r$r.one)'"
+    done
+    grep -q '"cached_tokens": [1-9]' $T/r5.two && grep -q '"cached_tokens": [1-9]' $T/r6.two ||
+      bad "serve np 2: no kept state resumed: $(cat $T/r5.two $T/r6.two)"
+    grep -q 'data: \[DONE\]' $T/r2.two || bad "serve np 2: the stream did not end"
+  fi
+  kill $PID_one 2>/dev/null; wait $PID_one 2>/dev/null
+  # --state-dir: a state one server saved is read by rank 0 of the next and its bytes go
+  # to the follower; the extended prompt resumes it as in one process
+  mkdir $T/sd; SX="--state-dir $T/sd"; srv sd0 "$K3"
+  post $PORT_sd0 /v1/completions "{$PA, \"seed\": 41}" >/dev/null
+  kill $PID_sd0; wait $PID_sd0; cp -r $T/sd $T/sd2
+  srv sd1 "$K3"; SX="--state-dir $T/sd2"; srv sd2 mpirun --oversubscribe -np 2 "$KM"
+  for v in 1 2; do eval "p=\$PORT_sd$v"
+    post $p /v1/completions '{"prompt": "The capital of France is a city on the river Seine",
+      "max_tokens": 8, "seed": 42}' >$T/rs.$v; done
+  grep -q '"cached_tokens": [1-9]' $T/rs.2 && cmp -s $T/rs.1 $T/rs.2 &&
+    grep -q ' [1-9][0-9]* state(s) resumed' $T/se.sd2 ||
+    bad "serve np 2 --state-dir: '$(cat $T/rs.2)' not '$(cat $T/rs.1)': $(tail -c 300 $T/se.sd2)"
+  kill $PID_sd1 $PID_sd2; wait $PID_sd1 $PID_sd2
+  # rank 1 killed while the server is up: mpirun ends within 10 s, naming it
+  victim=$(pgrep -P $PID_two | sed -n 2p)
+  t0=$(date +%s)
+  [ -n "$victim" ] && kill -9 "$victim"
+  w=0; while kill -0 $PID_two 2>/dev/null && [ $w -lt 15 ]; do sleep 1; w=$((w + 1)); done
+  if kill -0 $PID_two 2>/dev/null; then
+    kill -9 $PID_two; bad "serve np 2: rank 1 killed, mpirun still running after 15 s"
+  else
+    wait $PID_two; rc=$?; dt=$(($(date +%s) - t0))
+    [ -n "$victim" ] && [ $rc != 0 ] && [ $dt -le 10 ] && grep -q "rank 1" $T/se.two ||
+      bad "serve np 2: rank 1 (pid '$victim') killed: exit $rc after $dt s: $(tail -c 300 \
+        $T/se.two)"
+  fi
+  [ $fail = 0 ] && ok "serve at np 2: 6 requests (4 at once; n 3, n 2, streamed, a kept" \
+    "state resumed; one from --state-dir) answered as bin/k3 serve's; idle follower" \
+    "$((c1 - c0)) CPU ticks in 4 s; rank 1 killed: mpirun exit $rc in $dt s"
+  [ $f0 = 0 ] || fail=1
+else echo "SKIP mpi serve: no curl"; fi
 
 # a rank killed mid-run (-9, and SIGABRT as a crash raises it): mpirun ends non-zero within
 # 10 s and names the rank; no Open MPI crash handler ran (k3-mpi turns it off: a rank that
