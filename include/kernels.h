@@ -99,6 +99,13 @@ int k3_argmax(const float *x, int n);
 void k3_softmax(float *x, int n);
 /* out[i] = b1*tanh(g/b1)*sigmoid(g) * b2*tanh(u/b2)  (SiTU-GLU, docs/MODEL.md §3.6). */
 void k3_situ(float *out, const float *g, const float *u, int n, float b1, float b2);
+/* x[i] = siluf(x[i]); o[i] *= sigmoidf(g[i]) (the gates); both split over the pool when
+ * long (elementwise: any split, the same bits). */
+void k3_silu_n(float *x, size_t n);
+void k3_sigmoid_mul(float *o, const float *g, size_t n);
+/* y[i] = expf(x[i]), y[i] = sigmoidf(x[i]) on the calling thread (y may alias x). */
+void k3_expf_n(float *y, const float *x, int n);
+void k3_sigmoidf_n(float *y, const float *x, int n);
 
 /* Transcendentals: our own, so every path and CPU gives the same bits. */
 float k3_expf(float x);
@@ -121,6 +128,12 @@ typedef struct {
     void (*axpy)(float *y, float a, const float *x, int n);
     void (*kda_step)(float *S, const float *q, const float *k, const float *v,
                      const float *alpha, float beta, float *o, int D);
+    /* elementwise transcendentals, the bits of the scalar functions (NULL: those) */
+    void (*situ)(float *out, const float *g, const float *u, int n, float b1, float b2);
+    void (*silu)(float *x, int n);
+    void (*sigmul)(float *o, const float *g, int n);
+    void (*expv)(float *y, const float *x, int n);
+    void (*sigmoidv)(float *y, const float *x, int n);
 } K3KernelOps;
 /* NULL when the implementation is not compiled into this build. */
 const K3KernelOps *k3_kernels_scalar(void);

@@ -25,9 +25,10 @@ static void short_conv(float *u, float *win, const float *w, int T, int C, int K
             float acc = 0.0f;                       /* taps oldest to newest */
             for (int j = 0; j < K; j++) acc = fmaf(w[(size_t)ch * K + j], hist[j], acc);
             for (int j = 0; j < K - 1; j++) wc[j] = hist[j + 1];
-            ut[ch] = k3_siluf(acc);
+            ut[ch] = acc;
         }
     }
+    k3_silu_n(u, (size_t)T * C);     /* after the taps: they read the raw inputs */
 }
 
 static void l2norm(float *x, int n, float scale) {
@@ -54,11 +55,11 @@ static void kda_head(void *arg, int h) {
     float alpha[D];
     for (int t = 0; t < a->T; t++) {
         size_t ho = (size_t)t * C + (size_t)h * D;
-        for (int d = 0; d < D; d++) {   /* bounded decay gate lb·σ(e^A_log (z + dt_bias)) */
-            float gz = c->gate_lower_bound *
-                       k3_sigmoidf(ea * (a->z[ho + d] + a->ly->dt_bias[h * D + d]));
-            alpha[d] = k3_expf(gz);
-        }
+        /* bounded decay gate e^(lb·σ(e^A_log (z + dt_bias))), the head's D at once */
+        for (int d = 0; d < D; d++) alpha[d] = ea * (a->z[ho + d] + a->ly->dt_bias[h * D + d]);
+        k3_sigmoidf_n(alpha, alpha, D);
+        for (int d = 0; d < D; d++) alpha[d] = c->gate_lower_bound * alpha[d];
+        k3_expf_n(alpha, alpha, D);
         float beta = k3_sigmoidf(a->bl[(size_t)t * NH + h]);
         if (a->alpha_log) {                    /* a speculative pass: keep the inputs */
             memcpy(a->alpha_log + ho, alpha, sizeof alpha);
@@ -70,7 +71,7 @@ static void kda_head(void *arg, int h) {
                     a->o + ho, D);
         /* gated per-head RMSNorm, sigmoid gate */
         k3_rmsnorm(a->o + ho, a->o + ho, a->ly->o_norm, D, c->rms_norm_eps);
-        for (int d = 0; d < D; d++) a->o[ho + d] *= k3_sigmoidf(a->G[ho + d]);
+        k3_sigmoid_mul(a->o + ho, a->G + ho, (size_t)D);
     }
 }
 

@@ -100,6 +100,6 @@ void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
     }
     /* output gate σ(W_g x) on the concatenated heads, before o_proj */
     if (c->mla_use_output_gate)
-        for (size_t i = 0; i < (size_t)T * NH * VD; i++) o[i] *= k3_sigmoidf(G[i]);
+        k3_sigmoid_mul(o, G, (size_t)T * NH * VD);
     k3_mm(e, out, &ly->o, o, T);
 }

@@ -121,7 +121,25 @@ static void kda_step_s(float *S, const float *q, const float *k, const float *v,
     }
 }
 
-static const K3KernelOps OPS_SCALAR = { "scalar", matmul_s, dot_s, sum_s, axpy_s, kda_step_s };
+/* the elementwise references (the SIMD twins do these operations lane by lane) */
+static void situ_s(float *out, const float *g, const float *u, int n, float b1, float b2) {
+    for (int i = 0; i < n; i++) {
+        float a = b1 * k3_tanhf(g[i] / b1) * k3_sigmoidf(g[i]);
+        out[i] = a * (b2 * k3_tanhf(u[i] / b2));
+    }
+}
+static void silu_s(float *x, int n) { for (int i = 0; i < n; i++) x[i] = k3_siluf(x[i]); }
+static void sigmul_s(float *o, const float *g, int n) {
+    for (int i = 0; i < n; i++) o[i] *= k3_sigmoidf(g[i]);
+}
+static void expv_s(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] = k3_expf(x[i]);
+}
+static void sigmoidv_s(float *y, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] = k3_sigmoidf(x[i]);
+}
+static const K3KernelOps OPS_SCALAR = { "scalar", matmul_s, dot_s, sum_s, axpy_s, kda_step_s,
+                                        situ_s, silu_s, sigmul_s, expv_s, sigmoidv_s };
 const K3KernelOps *k3_kernels_scalar(void) { return &OPS_SCALAR; }
 
 /* ------------------------------------------------------------------ dispatch */
@@ -288,12 +306,34 @@ void k3_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
-void k3_situ(float *out, const float *g, const float *u, int n, float b1, float b2) {
-    for (int i = 0; i < n; i++) {
-        float a = b1 * k3_tanhf(g[i] / b1) * k3_sigmoidf(g[i]);
-        out[i] = a * (b2 * k3_tanhf(u[i] / b2));
-    }
+/* The elementwise ops: the path's twin (the scalar loop where it has none), split over
+ * the pool in blocks of EW_BLOCK elements when long (each element alone: the same bits). */
+#define EW_BLOCK 4096
+static const K3KernelOps *ew(void) { return ops()->situ ? ops() : &OPS_SCALAR; }
+typedef struct { int kind; float *o; const float *g, *u; size_t n; float b1, b2; } EwJob;
+static void ew_task(void *ctx, int i) {
+    const EwJob *j = ctx;
+    size_t a = (size_t)i * EW_BLOCK, m = j->n - a < EW_BLOCK ? j->n - a : EW_BLOCK;
+    if (j->kind == 0) ew()->situ(j->o + a, j->g + a, j->u + a, (int)m, j->b1, j->b2);
+    else if (j->kind == 1) ew()->silu(j->o + a, (int)m);
+    else ew()->sigmul(j->o + a, j->g + a, (int)m);
 }
+static void ew_run(EwJob *j) {
+    size_t nb = (j->n + EW_BLOCK - 1) / EW_BLOCK;
+    if (nb > 1 && k3_threads() > 1) { k3_pool_run(ew_task, j, (int)nb); return; }
+    for (size_t i = 0; i < nb; i++) ew_task(j, (int)i);
+}
+void k3_situ(float *out, const float *g, const float *u, int n, float b1, float b2) {
+    EwJob j = { 0, out, g, u, n > 0 ? (size_t)n : 0, b1, b2 };
+    ew_run(&j);
+}
+void k3_silu_n(float *x, size_t n) { EwJob j = { 1, x, NULL, NULL, n, 0, 0 }; ew_run(&j); }
+void k3_sigmoid_mul(float *o, const float *g, size_t n) {
+    EwJob j = { 2, o, g, NULL, n, 0, 0 };
+    ew_run(&j);
+}
+void k3_expf_n(float *y, const float *x, int n) { ew()->expv(y, x, n); }
+void k3_sigmoidf_n(float *y, const float *x, int n) { ew()->sigmoidv(y, x, n); }
 
 /* ------------------------------------------------------------------ transcendentals */
 /* The one deterministic exp of k3 (kernels and sampler): x = k ln2 + r, |r| <= ln2/2

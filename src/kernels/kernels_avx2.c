@@ -517,7 +517,8 @@ static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1
 }
 
 static const K3KernelOps OPS = {
-    "avx2", matmul_avx2, dot_avx2, sum_avx2, axpy_avx2, kda_step_avx2
+    "avx2", matmul_avx2, dot_avx2, sum_avx2, axpy_avx2, kda_step_avx2,
+    k3_avx2_situ, k3_avx2_silu, k3_avx2_sigmul, k3_avx2_expf, k3_avx2_sigmoid
 };
 const K3KernelOps *k3_kernels_avx2(void) { return &OPS; }
 

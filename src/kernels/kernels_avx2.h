@@ -7,4 +7,12 @@
  * bits of the T = 1 kernel. -1 when its per-thread scratch cannot be had. */
 int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1);
 size_t k3_avx2_gemm_scratch(int cols, int pt);   /* bytes */
+/* The elementwise transcendentals on 8 lanes (kernels_avx2_ew.c; also the AVX-512 path's) */
+void k3_avx2_situ(float *out, const float *g, const float *u, int n, float b1, float b2);
+void k3_avx2_silu(float *x, int n);
+void k3_avx2_sigmul(float *o, const float *g, int n);
+void k3_avx2_expf(float *y, const float *x, int n);
+void k3_avx2_sigmoid(float *y, const float *x, int n);
+/* k3_exp_d on 4 lanes for |x| <= 700 (the result a normal double); for the tests */
+void k3_avx2_exp_d(double *y, const double *x, int n);
 #endif

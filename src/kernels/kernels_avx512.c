@@ -14,6 +14,7 @@
 
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 #include "kernels_avx512.h"
+#include "kernels_avx2.h"
 #include <string.h>
 
 static float dot_avx512(const float *a, const float *b, int n) {
@@ -407,7 +408,8 @@ static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int 
 }
 
 static const K3KernelOps OPS = {
-    "avx512", matmul_avx512, dot_avx512, sum_avx512, axpy_avx512, kda_step_avx512
+    "avx512", matmul_avx512, dot_avx512, sum_avx512, axpy_avx512, kda_step_avx512,
+    k3_avx2_situ, k3_avx2_silu, k3_avx2_sigmul, k3_avx2_expf, k3_avx2_sigmoid  /* AVX2's */
 };
 const K3KernelOps *k3_kernels_avx512(void) { return &OPS; }
 

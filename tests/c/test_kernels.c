@@ -3,6 +3,9 @@
  * double-precision math; our transcendentals against libm in double. */
 #include "kernels.h"
 #include "pool.h"
+#if defined(__x86_64__)
+#include "kernels/kernels_avx2.h"
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,6 +197,98 @@ static uint32_t fp_misc(void) {
     return h;
 }
 
+/* The elementwise transcendentals (situ, silu, sigmoid gate, expf, sigmoidf): every value
+ * bit for bit against the scalar functions, across the branch edges (tanh's 0.125 and
+ * 10, expf's 89 and -104), specials and n % 8 tails; then the pooled public calls. */
+static const K3KernelOps *ops_of(const char *path) {
+    return !strcmp(path, "avx2") ? k3_kernels_avx2() : !strcmp(path, "avx512") ?
+           k3_kernels_avx512() : !strcmp(path, "neon") ? k3_kernels_neon() : k3_kernels_scalar();
+}
+static float ew_val(int i) {
+    static const float sp[] = { 0.0f, -0.0f, 1.0f, -1.0f, 0.5f, 0.125f, -0.125f, 0.5f, -0.5f,
+                                10.0f, -10.0f, 5.0f, -5.0f, 89.0f, -89.0f, 104.0f, -104.0f,
+                                1e-40f, -1e-40f, 1e-30f, 1e30f, -1e30f, 3.4e38f, -3.4e38f,
+                                __builtin_inff(), -__builtin_inff(), __builtin_nanf(""),
+                                20.0f, -20.0f, 40.0f, -40.0f, 100.0f, -100.0f, 250.0f, 0.03f };
+    const int ns = (int)(sizeof sp / sizeof sp[0]);
+    if (i < 4 * ns) {                       /* each special, its neighbours, times 4 and 25 */
+        float v = sp[i % ns];
+        int k = i / ns;
+        return k == 0 ? v : k == 1 ? nextafterf(v, 1e38f) : k == 2 ? nextafterf(v, -1e38f)
+                                   : v * (rnd() & 1 ? 4.0f : 25.0f);
+    }
+    switch (rnd() % 4) {
+    case 0: return frand();
+    case 1: return ((float)(rnd() % 2000001) / 1000000.0f - 1.0f) * 120.0f;
+    case 2: return ((float)(rnd() % 2000001) / 1000000.0f - 1.0f) * 50.0f;
+    default: return ((float)(rnd() % 2000001) / 1000000.0f - 1.0f) * 0.6f;
+    }
+}
+static void check_ew(const char *path) {
+    enum { N = 20011 };
+    const K3KernelOps *o = ops_of(path), *s = k3_kernels_scalar();
+    if (!o->situ) { printf("ok   %s: elementwise ops fall back to scalar\n", path); return; }
+    float *g = malloc(N * 4), *u = malloc(N * 4), *a = malloc(N * 4), *b = malloc(N * 4);
+    for (int i = 0; i < N; i++) { g[i] = ew_val(i); u[i] = ew_val((i * 7) % N); }
+    int bad = 0;
+    for (int n = 0; n <= 17; n++) {          /* tails: every length up to two vectors + 1 */
+        o->situ(a, g + 100, u + 3, n, 4.0f, 25.0f); s->situ(b, g + 100, u + 3, n, 4.0f, 25.0f);
+        for (int i = 0; i < n; i++) bad += !same(a[i], b[i]);
+    }
+#define EW_CMP(what, call_o, call_s)                                                        \
+    do {                                                                                    \
+        call_o; call_s;                                                                     \
+        int first = -1;                                                                     \
+        for (int i = 0; i < N; i++) if (!same(a[i], b[i]) && first < 0) first = i;         \
+        CHECK(first < 0, "%s %s: element %d (in %a) %a != scalar %a", path, what, first,    \
+              first < 0 ? 0.0 : (double)g[first], first < 0 ? 0.0 : (double)a[first],      \
+              first < 0 ? 0.0 : (double)b[first]);                                          \
+    } while (0)
+    EW_CMP("situ", o->situ(a, g, u, N, 4.0f, 25.0f), s->situ(b, g, u, N, 4.0f, 25.0f));
+    EW_CMP("situ b 3,4", o->situ(a, g, u, N, 3.0f, 4.0f), s->situ(b, g, u, N, 3.0f, 4.0f));
+    EW_CMP("expf", o->expv(a, g, N), s->expv(b, g, N));
+    EW_CMP("sigmoidf", o->sigmoidv(a, g, N), s->sigmoidv(b, g, N));
+    EW_CMP("silu", (memcpy(a, g, N * 4), o->silu(a, N)), (memcpy(b, g, N * 4), s->silu(b, N)));
+    EW_CMP("sigmul", (memcpy(a, u, N * 4), o->sigmul(a, g, N)),
+           (memcpy(b, u, N * 4), s->sigmul(b, g, N)));
+    EW_CMP("tanhf (situ u)", o->situ(a, u, g, N, 1e30f, 1.0f), s->situ(b, u, g, N, 1e30f, 1.0f));
+    for (int t = 1; t <= 2; t++) {           /* the public calls, split over the pool */
+        k3_threads_set(t);
+        EW_CMP("k3_situ", k3_situ(a, g, u, N, 4.0f, 25.0f), s->situ(b, g, u, N, 4.0f, 25.0f));
+        EW_CMP("k3_silu_n", (memcpy(a, g, N * 4), k3_silu_n(a, N)),
+               (memcpy(b, g, N * 4), s->silu(b, N)));
+        EW_CMP("k3_sigmoid_mul", (memcpy(a, u, N * 4), k3_sigmoid_mul(a, g, N)),
+               (memcpy(b, u, N * 4), s->sigmul(b, g, N)));
+        EW_CMP("k3_expf_n", k3_expf_n(a, g, N), s->expv(b, g, N));
+        EW_CMP("k3_sigmoidf_n", k3_sigmoidf_n(a, g, N), s->sigmoidv(b, g, N));
+    }
+#undef EW_CMP
+#if defined(__x86_64__)
+    if (o->situ == k3_avx2_situ) {           /* its double exp, before the float rounding */
+        double *xd = malloc(N * 8), *yd = malloc(N * 8);
+        for (int i = 0; i < N; i++)
+            xd[i] = i % 3 ? (double)g[i] * (1.0 + ldexp(rnd(), -40)) : (rnd() / 4294967296.0 -
+                                                                    1.0 / 4096) * 1400.0;
+        k3_avx2_exp_d(yd, xd, N);
+        int first = -1;
+        for (int i = 0; i < N; i++)
+            if (memcmp(&yd[i], &(double){ k3_exp_d(xd[i]) }, 8) && first < 0 && xd[i] == xd[i]
+                && fabs(xd[i]) <= 700) first = i;
+        CHECK(first < 0, "%s exp_d: element %d (x %a) %a != scalar %a", path, first,
+              first < 0 ? 0 : xd[first], first < 0 ? 0 : yd[first],
+              first < 0 ? 0 : k3_exp_d(xd[first]));
+        free(xd); free(yd);
+    }
+#endif
+    for (int i = 0; i < N; i++) {            /* the scalar table is the functions */
+        bad += !same(b[i], k3_sigmoidf(g[i]));
+    }
+    CHECK(bad == 0, "%s elementwise: %d tail or table mismatches", path, bad);
+    printf("ok   %s: situ, silu, sigmoid gate, expf, sigmoidf = scalar bits (%d values)\n",
+           path, N);
+    free(g); free(u); free(a); free(b);
+}
+
 /* ---------------------------------------------------------- independent checks */
 static double e2m1_indep(int nib) {          /* from the bit fields, not a table */
     int sgn = nib >> 3, e = (nib >> 1) & 3, m = nib & 1;
@@ -332,6 +427,7 @@ int main(void) {
         for (int t = 0; t < 4; t++) { k3_threads_set(NTH[t]); check_matmul(paths[p], NTH[t]); }
         for (int t = 0; t < 2; t++) { k3_threads_set(NTH[t]); check_edges(paths[p], NTH[t]); }
         check_vec(paths[p]);
+        check_ew(paths[p]);
         CHECK(fp_misc() == misc_ref, "%s rmsnorm/softmax/situ differ from scalar", paths[p]);
         printf("%s   %s: matmul f32/bf16/mxfp4, dot, sum, axpy, kda_step, rmsnorm, softmax, situ "
                "at threads 1,2,3,5\n", fails == f0 ? "ok" : "FAIL", paths[p]);
