@@ -276,6 +276,8 @@ void k3_kda(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
 void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, const float *x,
             float *out);
 void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float *out);
+/* The k largest of choice[0..E) in falling order (ties: the lower index), into ids. */
+void k3_topk(const float *choice, int E, int k, int *ids);
 /* Decode (no prompt rows): storage starts reading the experts the next MoE layer's router
  * picks for x, L's input (--read-ahead on; a guess: never a bit of the result). */
 void k3_read_ahead(K3Engine *e, int L, const float *x, int T);

@@ -32,7 +32,7 @@ void k3_dense_mlp(K3Engine *e, const K3Mat *gate, const K3Mat *up, const K3Mat *
 
 /* Top-k of choice[] by insertion into a sorted list: O(E k). Ties keep the lower
  * id first (it was inserted earlier and an equal value never overtakes it). */
-static void topk(const float *choice, int E, int k, int *ids) {
+void k3_topk(const float *choice, int E, int k, int *ids) {
     int n = 0;
     for (int e = 0; e < E; e++) {
         if (n == k && !(choice[e] > choice[ids[k - 1]])) continue;
@@ -81,7 +81,7 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
             s[j] = k3_sigmoidf(s[j]);
             choice[j] = s[j] + ly->router_bias[j];
         }
-        topk(choice, E, K, ids);
+        k3_topk(choice, E, K, ids);
         for (int j = 0; j < K; j++) sum += s[ids[j]];
         float inv = c->moe_renormalize ? 1.0f / (sum + 1e-20f) : 1.0f;
         for (int j = 0; j < K; j++) {

@@ -29,18 +29,11 @@ void k3_read_ahead(K3Engine *e, int L, const float *x, int T) {
     int ids[64], n = 0;
     k3_matmul(s, &ny->router, x, T);                 /* whole on every rank: E rows */
     for (int j = 0; j < E; j++) want[j] = 0;
-    for (int t = 0; t < T; t++) {
+    for (int t = 0; t < T; t++) {                    /* the router's choice: sigmoid + bias */
         float *st = s + (size_t)t * E;
-        int m = 0;
-        for (int j = 0; j < E; j++) {                /* top-k of sigmoid + bias, kept sorted */
-            const float v = k3_sigmoidf(st[j]) + ny->router_bias[j];
-            st[j] = v;
-            if (m == K && !(v > st[ids[K - 1]])) continue;
-            int i = m < K ? m++ : K - 1;
-            while (i > 0 && v > st[ids[i - 1]]) { ids[i] = ids[i - 1]; i--; }
-            ids[i] = j;
-        }
-        for (int k = 0; k < m; k++) want[ids[k]] = 1;
+        for (int j = 0; j < E; j++) st[j] = k3_sigmoidf(st[j]) + ny->router_bias[j];
+        k3_topk(st, E, K, ids);
+        for (int k = 0; k < K; k++) want[ids[k]] = 1;
     }
     const int N = k3_comm_size(), me = k3_comm_rank();
     int guess[E];
