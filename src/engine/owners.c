@@ -76,18 +76,22 @@ static int read_use(const K3Config *c, const char *path, long *use, char *err, s
     return rc;
 }
 
+typedef struct { long use; int id; } Use;
+static int by_use(const void *a, const void *b) {    /* most used first, then lower id */
+    const Use *x = a, *y = b;
+    return x->use != y->use ? (x->use < y->use ? 1 : -1) : (x->id > y->id) - (x->id < y->id);
+}
+
 /* Layer L's experts, most used first (ties: lower id), each to the rank with the least
  * use so far (ties: the fewest experts, then the rotation of L) among those with room:
  * below E/N rounded down, or at it while fewer than E mod N ranks have gone past it (so
  * every rank ends with the default's count, and the same bytes). */
 static void split_layer(const long *use, int NE, int L, int n, int *owner, double *load) {
-    int order[NE], count[64] = { 0 }, over = 0;
+    Use order[NE];
+    int count[64] = { 0 }, over = 0;
     double lay[64] = { 0 };
-    for (int e = 0; e < NE; e++) order[e] = e;
-    for (int i = 1; i < NE; i++)                 /* insertion sort: stable, integer keys */
-        for (int j = i; j > 0 && use[order[j]] > use[order[j - 1]]; j--) {
-            int t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
-        }
+    for (int e = 0; e < NE; e++) order[e] = (Use){ use[e], e };
+    qsort(order, (size_t)NE, sizeof *order, by_use);   /* a total order: the same everywhere */
     const int fl = NE / n, extra = NE % n;
     for (int i = 0; i < NE; i++) {
         int best = -1;
@@ -97,10 +101,10 @@ static void split_layer(const long *use, int NE, int L, int n, int *owner, doubl
             if (best < 0 || lay[r] < lay[best] || (lay[r] == lay[best] && count[r] < count[best]))
                 best = r;
         }
-        owner[order[i]] = best;
+        owner[order[i].id] = best;
         over += count[best]++ == fl;
-        lay[best] += (double)use[order[i]];
-        load[best] += (double)use[order[i]];
+        lay[best] += (double)order[i].use;
+        load[best] += (double)order[i].use;
     }
 }
 
