@@ -20,13 +20,6 @@
 
 #define INL static inline __attribute__((always_inline))
 
-INL float fold2(__m256 a, __m256 b) {
-    __m256 s = _mm256_add_ps(a, b);                                           /* w = 8 */
-    __m128 v = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)); /* 4 */
-    v = _mm_add_ps(v, _mm_movehl_ps(v, v));                                  /* w = 2 */
-    v = _mm_add_ss(v, _mm_movehdup_ps(v));                                   /* w = 1 */
-    return _mm_cvtss_f32(v);
-}
 
 static float fold_arr(float acc[16]) {
     for (int w = 8; w >= 1; w /= 2)
@@ -41,7 +34,7 @@ static float dot_avx2(const float *a, const float *b, int n) {
         a0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), a0);
         a1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), a1);
     }
-    if (i == n) return fold2(a0, a1);
+    if (i == n) return k3_avx2_fold2(a0, a1);
     float acc[16];
     _mm256_storeu_ps(acc, a0); _mm256_storeu_ps(acc + 8, a1);
     for (int j = 0; i < n; i++, j++) acc[j] = __builtin_fmaf(a[i], b[i], acc[j]);
@@ -230,7 +223,7 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
                 _mm256_store_ps(sc + (i * SC_T + j) * 16, acc[i][j][0]);
                 _mm256_store_ps(sc + (i * SC_T + j) * 16 + 8, acc[i][j][1]);
             } else Y[(size_t)(t + j) * rows + r + i] =
-                n16 == cols ? fold2(acc[i][j][0], acc[i][j][1])
+                n16 == cols ? k3_avx2_fold2(acc[i][j][0], acc[i][j][1])
                             : tail_finish(m, r + i, X + (size_t)(t + j) * cols, n16,
                                           acc[i][j][0], acc[i][j][1]);
         }
@@ -457,7 +450,7 @@ static __attribute__((noinline)) float dot_c(const uint8_t *p, int cols, const f
             lanes[j] = __builtin_fmaf(k3_bf16_to_f32(w[i]), x[c + i], lanes[j]);
         return fold_arr(lanes);
     }
-    return fold2(acc[0], acc[1]);
+    return k3_avx2_fold2(acc[0], acc[1]);
 }
 
 /* Prefill's row decoder (k3_codec_prefill): full blocks 32 storage lanes a step as the

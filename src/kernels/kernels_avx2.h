@@ -15,4 +15,17 @@ void k3_avx2_expf(float *y, const float *x, int n);
 void k3_avx2_sigmoid(float *y, const float *x, int n);
 /* k3_exp_d on 4 lanes for |x| <= 700 (the result a normal double); for the tests */
 void k3_avx2_exp_d(double *y, const double *x, int n);
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+/* The fold of an output's 16 lanes (a: lanes 0-7, b: 8-15): lane l += lane l + w for
+ * w = 8, 4, 2, 1, the order every kernel ends with (kernels.h) */
+static inline __attribute__((always_inline)) float k3_avx2_fold2(__m256 a, __m256 b) {
+    __m256 s = _mm256_add_ps(a, b);                                           /* w = 8 */
+    __m128 v = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1)); /* 4 */
+    v = _mm_add_ps(v, _mm_movehl_ps(v, v));                                  /* w = 2 */
+    v = _mm_add_ss(v, _mm_movehdup_ps(v));                                   /* w = 1 */
+    return _mm_cvtss_f32(v);
+}
+#endif
 #endif

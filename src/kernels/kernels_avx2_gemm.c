@@ -18,8 +18,10 @@
  * ~15% slower), so every step of every half is 8 contiguous floats of both operands.
  * The next block's weight rows are prefetched a few lines per tile (~5%). The lanes are
  * parked in scratch between column blocks and halves (stored and reloaded unchanged);
- * after the last block the fold, and for cols % 16 != 0 the spilled tail with scalar
- * fmaf, as the T = 1 kernel ends. */
+ * after the last block the fold (in registers), and for cols % 16 != 0 the spilled tail
+ * with scalar fmaf, as the T = 1 kernel ends. KC = 1024 (a tile runs 64 steps a park
+ * round trip) with the step loop unrolled twice and the fold in registers ran 1.2-1.3x
+ * KC = 512 with a memory fold (docs/data/kernels_avx2_gemm3.txt). */
 #include "kernels.h"
 #include "kernels_avx2.h"
 
@@ -36,7 +38,7 @@
 #define SC_T 72
 #endif
 #ifndef KC
-#define KC 512
+#define KC 1024
 #endif
 #define TR 4
 #define TM 3
@@ -132,6 +134,7 @@ INL void tile(const float *wp, const float *xp, size_t xs, int n, int R, int TT,
 #pragma GCC unroll 3
         for (int j = 0; j < TT; j++)
             acc[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(park + (i * pt + j) * 16);
+#pragma GCC unroll 2
     for (int c = 0; c < n; c += 8) {
         __m256 x[TM];
 #pragma GCC unroll 3
@@ -181,8 +184,13 @@ static void finish(const K3Mat *W, float *Y, const float *X, int rb, int nr, int
     const size_t cols = (size_t)W->cols, rows = (size_t)W->rows;
     for (int i = 0; i < nr; i++)
         for (int j = 0; j < nt; j++) {
-            float a[16];
-            memcpy(a, park + (i * pt + j) * 16, sizeof a);
+            const float *pk = park + (i * pt + j) * 16;
+            float *y = Y + (size_t)(tb + j) * rows + rb + i, a[16];
+            if (n16 == (int)cols) {                     /* no tail: fold in registers */
+                *y = k3_avx2_fold2(_mm256_load_ps(pk), _mm256_load_ps(pk + 8));
+                continue;
+            }
+            memcpy(a, pk, sizeof a);
             const size_t ro = (size_t)(rb + i) * cols;
             const float *x = X + (size_t)(tb + j) * cols;
             for (int c = n16, l = 0; c < (int)cols; c++, l++) {
@@ -192,7 +200,7 @@ static void finish(const K3Mat *W, float *Y, const float *X, int rb, int nr, int
             }
             for (int w = 8; w >= 1; w /= 2)
                 for (int l = 0; l < w; l++) a[l] += a[l + w];
-            Y[(size_t)(tb + j) * rows + rb + i] = a[0];
+            *y = a[0];
         }
 }
 

@@ -110,10 +110,9 @@ static void check_matmul(const char *path, int nth) {
 
 /* the prefill tiles' edges (issue 24): T = 1, 2 and around the 3- and 6-token tiles and
  * the 64/72-token blocks, odd rows that are not a multiple of the 4-row tile nor of the
- * 32/64-row blocks, the fewest columns and column counts past one, two and four 512-column
- * blocks (the AVX2 GEMM's KC) and two 1024-column blocks (the AVX-512 GEMM's; parked lanes
- * continue over the block edges), with a tail; MXFP4 with NaN scale bytes (255) in some
- * blocks. Every output must equal the scalar's bits and the path's own T = 1 call. */
+ * 32/64-row blocks, the fewest columns and column counts past one and two 1024-column
+ * blocks (both GEMMs' KC; parked lanes continue over the block edges), with a tail; MXFP4
+ * with NaN scale bytes (255) in some blocks. Every output must equal the scalar's bits and the path's own T = 1 call. */
 static void check_edges(const char *path, int nth) {
     static const int TS[] = { 1, 2, 63, 64, 65, 257 };
     static const int RS[] = { 5, 67 };
