@@ -21,7 +21,9 @@
  * after the last block the fold (in registers), and for cols % 16 != 0 the spilled tail
  * with scalar fmaf, as the T = 1 kernel ends. KC = 1024 (a tile runs 64 steps a park
  * round trip) with the step loop unrolled twice and the fold in registers ran 1.2-1.3x
- * KC = 512 with a memory fold (docs/data/kernels_avx2_gemm3.txt). */
+ * KC = 512 with a memory fold; the token tiles sweep 8 rows of the panel (16 KB of a
+ * half, in L1) before the next 8, not all 32 (64 KB, L2): +2-4% (docs/data/
+ * kernels_avx2_gemm3.txt; a 2-row x 6-token tile was 20% slower here). */
 #include "kernels.h"
 #include "kernels_avx2.h"
 
@@ -41,6 +43,9 @@
 #define KC 1024
 #endif
 #define TR 4
+#ifndef SG
+#define SG 8           /* rows of the w panel a token tile sweeps (L1) */
+#endif
 #define TM 3
 #ifndef PF_LINES
 #define PF_LINES 4
@@ -239,16 +244,18 @@ int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t
                     pf.lines = (int)(((size_t)nn * es / 2 + 63) / 64);
                     pf.nrow = r1 - nrb > SC_R ? SC_R : r1 - nrb;
                 }
-                for (int h = 0; h < 2; h++) {
-                    const float *wp = wpan + (size_t)h * SC_R * KS;
+                for (int h = 0; h < 2; h++)
+                for (int g = 0; g < nr; g += SG) {
+                    const float *wp = wpan + ((size_t)h * SC_R + g) * KS;
+                    int ng = nr - g > SG ? SG : nr - g;
                     for (int j = 0; j < nt;) {
                         const float *xp = xpan + ((size_t)h * per + j) * xs + c0 / 2;
-                        float *pk = sc + j * 16 + 8 * h;
+                        float *pk = sc + (g * per + j) * 16 + 8 * h;
                         /* 3-token tiles; a remainder of 1 after 3s goes as 2 + 2 */
                         int left = nt - j, TT = left >= 3 && left != 4 ? 3 : left >= 2 ? 2 : 1;
-                        if (TT == 3) rows_tt(wp, xp, xs, n, nr, 3, pk, per, first, &pf);
-                        else if (TT == 2) rows_tt(wp, xp, xs, n, nr, 2, pk, per, first, &pf);
-                        else rows_tt(wp, xp, xs, n, nr, 1, pk, per, first, &pf);
+                        if (TT == 3) rows_tt(wp, xp, xs, n, ng, 3, pk, per, first, &pf);
+                        else if (TT == 2) rows_tt(wp, xp, xs, n, ng, 2, pk, per, first, &pf);
+                        else rows_tt(wp, xp, xs, n, ng, 1, pk, per, first, &pf);
                         j += TT;
                     }
                 }
