@@ -20,7 +20,6 @@
 
 #define INL static inline __attribute__((always_inline))
 
-
 static float fold_arr(float acc[16]) {
     for (int w = 8; w >= 1; w /= 2)
         for (int l = 0; l < w; l++) acc[l] += acc[l + w];
