@@ -56,17 +56,15 @@
 #if KC % 32
 #error "KC must be a multiple of 32 (MXFP4 blocks)"
 #endif
-#define KH (KC / 2)          /* floats of a half per panel row */
-#define KS (KH + 8)          /* panel stride: rows of a panel do not share L1 sets */
 
 /* rows [r, r+nr) x columns [c0, c1) (c1 - c0 a multiple of 16) of W into the two half
- * panels wp (half 0) and wp + SC_R * KS (half 1), as fp32 */
-static void decode_w(const K3Mat *W, int r, int nr, int c0, int c1, float *wp) {
+ * panels wp (half 0) and wp + SC_R * ks (half 1), as fp32 */
+static void decode_w(const K3Mat *W, int r, int nr, int c0, int c1, float *wp, int ks) {
     const size_t cols = (size_t)W->cols;
     const __m128i tab = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
     const __m128i m0f = _mm_set1_epi8(0x0F);
     for (int i = 0; i < nr; i++) {
-        float *d0 = wp + (size_t)i * KS, *d1 = d0 + (size_t)SC_R * KS;
+        float *d0 = wp + (size_t)i * ks, *d1 = d0 + (size_t)SC_R * ks;
         size_t o = (size_t)(r + i) * cols;
         if (W->type == K3_W_MXFP4) {
             const uint8_t *p = (const uint8_t *)W->w + o / 2, *s = W->scale + o / 32;
@@ -129,10 +127,10 @@ static void copy_x(const float *X, size_t cols, int type, int t, int nt, int c0,
     }
 }
 
-/* One register tile of one half: R rows (wp, stride KS) x TT tokens (xp, stride KS) over
+/* One register tile of one half: R rows (wp, stride ks) x TT tokens (xp, stride xs) over
  * n floats; the lanes continue from park (stride pt * 16 a row, 16 a token) or +0 */
-INL void tile(const float *wp, const float *xp, size_t xs, int n, int R, int TT, float *park,
-              int pt, int first) {
+INL void tile(const float *wp, int ks, const float *xp, size_t xs, int n, int R, int TT,
+              float *park, int pt, int first) {
     __m256 acc[TR][TM];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
@@ -146,7 +144,7 @@ INL void tile(const float *wp, const float *xp, size_t xs, int n, int R, int TT,
         for (int j = 0; j < TT; j++) x[j] = _mm256_load_ps(xp + j * xs + c);
 #pragma GCC unroll 4
         for (int i = 0; i < R; i++) {
-            __m256 w = _mm256_load_ps(wp + i * KS + c);
+            __m256 w = _mm256_load_ps(wp + i * ks + c);
 #pragma GCC unroll 3
             for (int j = 0; j < TT; j++) acc[i][j] = _mm256_fmadd_ps(w, x[j], acc[i][j]);
         }
@@ -169,17 +167,19 @@ INL void pf_some(Pf *p) {
 }
 
 /* every row tile of the block for TT tokens at xp */
-INL void rows_tt(const float *wpan, const float *xp, size_t xs, int n, int nr, int TT,
+INL void rows_tt(const float *wpan, int ks, const float *xp, size_t xs, int n, int nr, int TT,
                  float *park, int pt, int first, Pf *pf) {
     int i = 0;
     for (; i + TR <= nr; i += TR) {
         pf_some(pf);
-        tile(wpan + (size_t)i * KS, xp, xs, n, TR, TT, park + i * pt * 16, pt, first);
+        tile(wpan + (size_t)i * ks, ks, xp, xs, n, TR, TT, park + i * pt * 16, pt, first);
     }
+    const float *w = wpan + (size_t)i * ks;
+    float *pk = park + i * pt * 16;
     switch (nr - i) {
-    case 3: tile(wpan + (size_t)i * KS, xp, xs, n, 3, TT, park + i * pt * 16, pt, first); break;
-    case 2: tile(wpan + (size_t)i * KS, xp, xs, n, 2, TT, park + i * pt * 16, pt, first); break;
-    case 1: tile(wpan + (size_t)i * KS, xp, xs, n, 1, TT, park + i * pt * 16, pt, first); break;
+    case 3: tile(w, ks, xp, xs, n, 3, TT, pk, pt, first); break;
+    case 2: tile(w, ks, xp, xs, n, 2, TT, pk, pt, first); break;
+    case 1: tile(w, ks, xp, xs, n, 1, TT, pk, pt, first); break;
     }
 }
 
@@ -212,20 +212,25 @@ static void finish(const K3Mat *W, float *Y, const float *X, int rb, int nr, int
 /* x panel stride: a half of every full 16-column step, padded */
 static size_t x_stride(int cols) { return (size_t)(cols & ~15) / 2 + 8; }
 
+/* w panel stride: a half of a column block, padded so rows do not share L1 sets (a
+ * narrow matrix: its own width, so a small model touches little scratch) */
+static int w_stride(int cols) { return ((cols & ~15) < KC ? (cols & ~15) : KC) / 2 + 8; }
+
 /* pt: tokens of a token block (<= SC_T; the park and x panel are laid out for it, so a
  * short prompt touches little scratch: the memory plan's RSS bound holds) */
 size_t k3_avx2_gemm_scratch(int cols, int pt) {
-    return sizeof(float) * ((size_t)SC_R * pt * 16 + 2 * (size_t)SC_R * KS +
+    return sizeof(float) * ((size_t)SC_R * pt * 16 + 2 * (size_t)SC_R * w_stride(cols) +
                             2 * (size_t)pt * x_stride(cols));
 }
 
 int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     const int cols = W->cols, n16 = cols & ~15;
     const size_t xs = x_stride(cols);
+    const int ks = w_stride(cols);
     int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;  /* even token blocks */
     float *sc = k3_scratch(k3_avx2_gemm_scratch(cols, per));
     if (!sc) return -1;
-    float *wpan = sc + SC_R * per * 16, *xpan = wpan + 2 * (size_t)SC_R * KS;
+    float *wpan = sc + SC_R * per * 16, *xpan = wpan + 2 * (size_t)SC_R * ks;
     /* es: weight bytes x 2 per element */
     const size_t es = W->type == K3_W_F32 ? 8 : W->type == K3_W_BF16 ? 4 : 1;
     for (int tb = t0; tb < t1; tb += per) {
@@ -235,7 +240,7 @@ int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t
             int nr = r1 - rb > SC_R ? SC_R : r1 - rb;
             for (int c0 = 0; c0 < n16 || c0 == 0; c0 += KC) {
                 int c1 = n16 - c0 > KC ? c0 + KC : n16, n = (c1 - c0) / 2, first = c0 == 0;
-                decode_w(W, rb, nr, c0, c1, wpan);
+                decode_w(W, rb, nr, c0, c1, wpan, ks);
                 Pf pf = { NULL, (size_t)cols * es / 2, 0, 0, 0, 0 };
                 int nc = c1 < n16 ? c1 : 0, nrb = c1 < n16 ? rb : rb + SC_R;
                 if (nrb < r1 && n16 > 0) {     /* the next block: rows nrb.., columns nc.. */
@@ -246,16 +251,16 @@ int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t
                 }
                 for (int h = 0; h < 2; h++)
                 for (int g = 0; g < nr; g += SG) {
-                    const float *wp = wpan + ((size_t)h * SC_R + g) * KS;
+                    const float *wp = wpan + ((size_t)h * SC_R + g) * ks;
                     int ng = nr - g > SG ? SG : nr - g;
                     for (int j = 0; j < nt;) {
                         const float *xp = xpan + ((size_t)h * per + j) * xs + c0 / 2;
                         float *pk = sc + (g * per + j) * 16 + 8 * h;
                         /* 3-token tiles; a remainder of 1 after 3s goes as 2 + 2 */
                         int left = nt - j, TT = left >= 3 && left != 4 ? 3 : left >= 2 ? 2 : 1;
-                        if (TT == 3) rows_tt(wp, xp, xs, n, ng, 3, pk, per, first, &pf);
-                        else if (TT == 2) rows_tt(wp, xp, xs, n, ng, 2, pk, per, first, &pf);
-                        else rows_tt(wp, xp, xs, n, ng, 1, pk, per, first, &pf);
+                        if (TT == 3) rows_tt(wp, ks, xp, xs, n, ng, 3, pk, per, first, &pf);
+                        else if (TT == 2) rows_tt(wp, ks, xp, xs, n, ng, 2, pk, per, first, &pf);
+                        else rows_tt(wp, ks, xp, xs, n, ng, 1, pk, per, first, &pf);
                         j += TT;
                     }
                 }
