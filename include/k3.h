@@ -147,6 +147,10 @@ typedef struct {
  * code (1 runtime / 2 config) with the message in err. */
 int k3_model_open(K3Model *m, const char *dir, const char *config_path, char *err, size_t errlen);
 void k3_model_close(K3Model *m);
+/* madvise(advice) over the embedding's whole pages in the shard mapping (a row lookup:
+ * mem.c advises it at open and drops a forward's rows; forward.c drops them by blocks of
+ * rows when the forward's buffers live in a file) */
+void k3_model_embed_advise(const K3Model *m, int advice);
 /* The checkpoint's identity: the config.json bytes' hash, then each shard's name and
  * size. A packed trunk and a saved chat state carry it and are refused when it differs. */
 uint64_t k3_checkpoint_identity(uint64_t config_hash, const StIndex *st);

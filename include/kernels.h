@@ -56,6 +56,13 @@ typedef struct {
 struct K3RowSource {
     void (*matmul)(const K3RowSource *s, float *Y, const K3Mat *W, const float *X, int T);
 };
+/* While the forward's buffers live in a file (forward/runstate.c) it sets this for its
+ * matmuls: a row source then multiplies K3_ACT_TOKENS tokens at a time through all its
+ * rows and calls drop(arg) after each block, so what stays mapped is one block's rows,
+ * never the prompt's (a streamed piece is kept for every block: read once). */
+#define K3_ACT_TOKENS 128
+typedef struct { void (*drop)(void *); void *arg; } K3ActDrop;
+extern _Thread_local K3ActDrop k3_act_drop;
 
 /* Select the implementation: "auto", "scalar", "avx2", "avx512", "neon".
  * Returns 0, or -1 with a message when the CPU (or this build) lacks it. */

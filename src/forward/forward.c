@@ -11,10 +11,18 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 
-static void embed_rows(const K3Mat *E, const int *ids, int T, float *out) {
+/* Buffers in a file: the rows' pages and the embedding's (a row lookup) are dropped every
+ * K3_ROW_BLOCK rows, so a long prompt maps one block of each (runstate.c, plan.c). */
+static void embed_rows(const K3Model *m, K3RunState *rs, const int *ids, int T, float *out) {
+    const K3Mat *E = &m->embed;
     int H = E->cols;
     for (int t = 0; t < T; t++) {
+        if (t % K3_ROW_BLOCK == 0 && rs->in_file) {
+            k3_runstate_drop(rs);
+            k3_model_embed_advise(m, MADV_DONTNEED);
+        }
         size_t o = (size_t)ids[t] * H;
         float *row = out + (size_t)t * H;
         if (E->type == K3_W_F32) memcpy(row, (const float *)E->w + o, H * sizeof(float));
@@ -26,8 +34,16 @@ static void rmsnorm_rows(float *out, const float *x, const float *w, int T, int 
     for (int t = 0; t < T; t++) k3_rmsnorm(out + (size_t)t * H, x + (size_t)t * H, w, H, eps);
 }
 
-static void add_rows(float *p, const float *a, size_t n) {
-    for (size_t i = 0; i < n; i++) p[i] += a[i];
+/* p += a (or p = a) over T rows of H, K3_ROW_BLOCK rows at a time: with the buffers in a
+ * file only a block's pages stay mapped (runstate.c) */
+static void add_rows(K3RunState *rs, float *p, const float *a, int T, int H, int copy) {
+    for (int r0 = 0; r0 < T; r0 += K3_ROW_BLOCK) {
+        const size_t o = (size_t)r0 * H, n = (size_t)(T - r0 < K3_ROW_BLOCK ? T - r0
+                                                                            : K3_ROW_BLOCK) * H;
+        if (copy) memcpy(p + o, a + o, n * sizeof(float));
+        else for (size_t i = 0; i < n; i++) p[o + i] += a[o + i];
+        k3_runstate_drop(rs);
+    }
 }
 
 /* h = Mix(B, p) with the score vector w (p alone while B is empty), then x = RMSNorm(h),
@@ -55,7 +71,14 @@ static void mix_norm(K3Engine *e, float *h, float *const *B, int nb, const float
  * step has several) and the position. rows_of(i) is how many rows sequence i has in a. */
 static int nonfinite(K3Engine *e, int L, const char *what, const float *a, int T, int H,
                      const K3Seq *seq, int n, int head, char *err, size_t errlen) {
-    const int64_t first = k3_first_nonfinite(ST_F32, a, sizeof(float) * (size_t)T * H);
+    int64_t first = -1;                          /* in blocks of rows (buffers in a file) */
+    for (int r0 = 0; r0 < T && first < 0; r0 += K3_ROW_BLOCK) {
+        const int nr = T - r0 < K3_ROW_BLOCK ? T - r0 : K3_ROW_BLOCK;
+        const int64_t f = k3_first_nonfinite(ST_F32, a + (size_t)r0 * H,
+                                             sizeof(float) * (size_t)nr * H);
+        if (f >= 0) first = (int64_t)r0 * H + f;
+        k3_runstate_drop(&e->rs);
+    }
     if (first < 0) return 0;
     const size_t i = (size_t)first;
     int row = (int)(i / H), q = 0, rows = 0;   /* the sequence and position of that row */
@@ -115,7 +138,6 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         snprintf(err, errlen, "out of memory growing the context to %d positions", ctx);
         return K3_ERR_RUNTIME;
     }
-    const size_t n = (size_t)T * H;
     float **B = rs->blocks, *h = rs->h, *x = rs->x, *a = rs->a;
     int nb = 0;                                   /* snapshots in B; p is B[nb] */
     float *p = B[0];
@@ -127,7 +149,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     K3Pager *pg = e->pager;                       /* states in a file: read ahead from here */
     if (pg && pg->ops->begin(pg, seq, n_seq, err, errlen)) return K3_ERR_RUNTIME;
     for (int q = 0, r = 0; q < n_seq; r += seq[q].T, q++)   /* p = e, B = [] */
-        embed_rows(&e->m.embed, seq[q].ids, seq[q].T, p + (size_t)r * H);
+        embed_rows(&e->m, rs, seq[q].ids, seq[q].T, p + (size_t)r * H);
     k3_runstate_drop(rs);
     for (int L = 0; L < c->num_hidden_layers; L++) {
         const K3Layer *ly = w->ops->acquire(w, L, err, errlen);   /* pinned or streamed */
@@ -156,9 +178,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         if (k3_halted(e)) { stop = L; w->ops->release(w, L); continue; }   /* a half layer */
         if (nonfinite(e, L, "attention", a, T, H, seq, n_seq, 0, err, errlen))
             return K3_ERR_RUNTIME;
-        if (p_empty) memcpy(p, a, n * sizeof(float));
-        else         add_rows(p, a, n);
-        k3_runstate_drop(rs);
+        add_rows(rs, p, a, T, H, p_empty);
         /* 5. MLP-site mix (always: B is never empty here), normalised: x */
         mix_norm(e, h, B, nb, p, ly->mlp_res_w, ly->post_norm, x, T);
         /* 6-7. feed-forward on x, added to p: every row together, each expert of the
@@ -168,8 +188,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         if (k3_halted(e)) { stop = L; w->ops->release(w, L); continue; }
         if (nonfinite(e, L, ly->is_moe ? "MoE" : "MLP", a, T, H, seq, n_seq, 0, err, errlen))
             return K3_ERR_RUNTIME;
-        add_rows(p, a, n);
-        k3_runstate_drop(rs);
+        add_rows(rs, p, a, T, H, 0);
         w->ops->release(w, L);
     }
     if (stop >= 0) {
@@ -183,8 +202,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     int rows = 0;
     for (int q = 0, r = 0; q < n_seq; r += seq[q].T, q++) {
         const int k = seq[q].all_logits ? seq[q].T : 1;
-        memmove(h + (size_t)rows * H, x + (size_t)(r + seq[q].T - k) * H,
-                sizeof(float) * (size_t)k * H);
+        add_rows(rs, h + (size_t)rows * H, x + (size_t)(r + seq[q].T - k) * H, k, H, 1);
         rows += k;
     }
     if (w->ops->lm_head(w, logits, h, rows, err, errlen)) return K3_ERR_RUNTIME;

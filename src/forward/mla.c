@@ -73,8 +73,10 @@ void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
 
     /* projections over every row of the step */
     k3_mm(e, cq, &ly->q_a, x, T);
-    for (int t = 0; t < T; t++)
+    for (int t = 0; t < T; t++) {
+        if (t % K3_ROW_BLOCK == 0) k3_runstate_drop(&e->rs);   /* buffers in a file */
         k3_rmsnorm(cq + (size_t)t * QL, cq + (size_t)t * QL, ly->q_a_norm, QL, mla_eps);
+    }
     const K3MatJob proj[] = { { q, &ly->q_b, cq }, { kva, &ly->kv_a, x }, { G, &ly->g, x } };
     k3_mm_many(e, proj, c->mla_use_output_gate ? 3 : 2, T);
     /* the cache and attention per sequence, on its rows */
@@ -83,6 +85,7 @@ void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
         const int Ti = seq[i].T;
         /* append these latents to the cache first: token t attends to 0..pos+t */
         for (int t = 0; t < Ti; t++) {
+            if (t % K3_ROW_BLOCK == 0) k3_runstate_drop(&e->rs);
             const float *a = kva + (size_t)(r + t) * (R + ROPE);
             k3_rmsnorm(s->mla_c[L] + (size_t)(s->pos + t) * R, a, ly->kv_a_norm, R, mla_eps);
             memcpy(s->mla_pe[L] + (size_t)(s->pos + t) * ROPE, a + R, sizeof(float) * ROPE);
@@ -100,6 +103,11 @@ void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
     }
     /* output gate σ(W_g x) on the concatenated heads, before o_proj */
     if (c->mla_use_output_gate)
-        k3_sigmoid_mul(o, G, (size_t)T * NH * VD);
+        for (int t0 = 0; t0 < T; t0 += K3_ROW_BLOCK) {
+            const size_t o0 = (size_t)t0 * NH * VD;
+            k3_sigmoid_mul(o + o0, G + o0,
+                           (size_t)(T - t0 < K3_ROW_BLOCK ? T - t0 : K3_ROW_BLOCK) * NH * VD);
+            k3_runstate_drop(&e->rs);
+        }
     k3_mm(e, out, &ly->o, o, T);
 }

@@ -68,10 +68,13 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
     float *g = e->rs.moe.g, *u = e->rs.moe.u, *sh = e->rs.moe.shared;
     int *tok = e->rs.moe.tok, *uni = e->rs.moe.uni, ids[K];
     float choice[E];
-    memset(wsel, 0, sizeof(float) * (size_t)T * E);
-    memset(sel, 0, (size_t)T * E);
-    memset(r, 0, sizeof(float) * (size_t)T * LAT);
-    k3_runstate_drop(&e->rs);
+    for (int t0 = 0; t0 < T; t0 += K3_ROW_BLOCK) {   /* blocks of rows: buffers in a file */
+        const size_t n = (size_t)(T - t0 < K3_ROW_BLOCK ? T - t0 : K3_ROW_BLOCK);
+        memset(wsel + (size_t)t0 * E, 0, sizeof(float) * n * E);
+        memset(sel + (size_t)t0 * E, 0, n * E);
+        memset(r + (size_t)t0 * LAT, 0, sizeof(float) * n * LAT);
+        k3_runstate_drop(&e->rs);
+    }
 
     k3_mm(e, logit, &ly->router, x, T);
     for (int t = 0; t < T; t++) {
@@ -92,6 +95,7 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
     int nu = 0;                                  /* the union, in increasing id = compute order */
     for (int j = 0; j < E; j++)
         for (int t = 0; t < T; t++) if (sel[(size_t)t * E + j]) { uni[nu++] = j; break; }
+    k3_runstate_drop(&e->rs);
     /* Each rank computes its own experts of the union (all of them at N = 1) */
     const int N = k3_comm_size(), me = k3_comm_rank();
     int mine[nu > 0 ? nu : 1], nm = 0;
@@ -118,13 +122,21 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
         float *yk = N > 1 ? out_y + at + 1 : y;
         if (N > 1) { out_y[at] = (float)ok; at += 1 + (size_t)nt * LAT; }
         if (!ok) continue;
-        for (int i = 0; i < nt; i++)
-            memcpy(xe + (size_t)i * LAT, xl + (size_t)tok[i] * LAT, sizeof(float) * LAT);
-        k3_mm_local(e, g, &ex.w1, xe, nt);
-        k3_mm_local(e, u, &ex.w3, xe, nt);
-        k3_situ(g, g, u, nt * I, c->situ_beta, c->situ_linear_beta);
-        k3_mm_local(e, yk, &ex.w2, g, nt);
-        if (N == 1) add_expert(r, wsel, E, ex_id, tok, nt, yk, LAT);
+        /* its tokens in blocks when the buffers live in a file (the expert stays in its
+         * slot: read once): a block's rows are what stays mapped */
+        const int step = e->rs.in_file ? K3_ACT_TOKENS : (nt > 0 ? nt : 1);
+        for (int b = 0; b < nt; b += step) {
+            const int nb = nt - b < step ? nt - b : step;
+            float *yb = N > 1 ? yk + (size_t)b * LAT : yk;
+            for (int i = 0; i < nb; i++)
+                memcpy(xe + (size_t)i * LAT, xl + (size_t)tok[b + i] * LAT, sizeof(float) * LAT);
+            k3_mm_local(e, g, &ex.w1, xe, nb);
+            k3_mm_local(e, u, &ex.w3, xe, nb);
+            k3_situ(g, g, u, nb * I, c->situ_beta, c->situ_linear_beta);
+            k3_mm_local(e, yb, &ex.w2, g, nb);
+            if (N == 1) add_expert(r, wsel, E, ex_id, tok + b, nb, yb, LAT);
+            k3_runstate_drop(&e->rs);
+        }
     }
     if (N > 1) {            /* every expert's output on every rank, summed in increasing id */
         size_t total = 0, off[N];
@@ -142,11 +154,16 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
         }
     }
     if (c->latent_moe_use_norm)
-        for (int t = 0; t < T; t++)
+        for (int t = 0; t < T; t++) {
+            if (t % K3_ROW_BLOCK == 0) k3_runstate_drop(&e->rs);
             k3_rmsnorm(r + (size_t)t * LAT, r + (size_t)t * LAT, ly->lat_norm, LAT,
                        c->rms_norm_eps);
+        }
     k3_mm(e, out, &ly->lat_up, r, T);
     k3_dense_mlp(e, &ly->gate, &ly->up, &ly->down, x, T, sh);   /* shared experts, full width */
-    for (size_t i = 0; i < (size_t)T * H; i++) out[i] += sh[i];
+    for (size_t i = 0; i < (size_t)T * H; i++) {
+        if (i % ((size_t)K3_ROW_BLOCK * H) == 0) k3_runstate_drop(&e->rs);
+        out[i] += sh[i];
+    }
     k3_runstate_drop(&e->rs);
 }

@@ -102,9 +102,12 @@ size_t k3_runstate_bytes(const K3Config *c, int max_T, int ctx, int logits_rows)
 }
 
 /* What a forward of max_T rows keeps resident when its buffers live in a file: every
- * page is dropped after each matmul and each block of K3_ROW_BLOCK rows (forward.c), so
- * at most one matmul's input and output rows (or one step of the routing, an expert's
- * SiTU, a gather) are mapped at once, beside the rows of one block in every buffer. */
+ * page is dropped after each block of K3_ACT_TOKENS tokens of a matmul (share.c, stream.c)
+ * and of an expert's tokens (moe.c), and after each block of K3_ROW_BLOCK rows of the
+ * row-wise steps (forward.c), so at most one block of one matmul's input and output rows
+ * (or of the routing, an expert's SiTU, a gather) is mapped at once, beside the rows of
+ * one block in every buffer and the routing's choice bytes and token list (scanned whole
+ * per expert). Over N ranks a matmul is split by rows and runs whole: all its rows. */
 size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int logits_rows) {
     const size_t H = c->hidden_size, C = (size_t)c->kda_num_heads * c->kda_head_dim;
     const size_t D = c->kda_head_dim, MH = c->num_attention_heads;
@@ -122,7 +125,10 @@ size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int log
     rs.ctx = 1; rs.logits_rows = logits_rows > 0 ? logits_rows : 1;
     const size_t block = layout(&rs, c, NULL);        /* one block of rows in every buffer */
     const size_t pages = 2 * 4096 * (size_t)(rs.n_blocks + 32);   /* partial pages */
-    return sizeof(float) * (size_t)max_T * w + block + pages + score_bytes(c, ctx > 0 ? ctx : 1);
+    const size_t tb = k3_comm_size() > 1 || max_T < K3_ACT_TOKENS ? (size_t)max_T
+                                                                  : K3_ACT_TOKENS;
+    const size_t route = (size_t)max_T * (E + sizeof(int));   /* sel [T][E] bytes, tok */
+    return sizeof(float) * tb * w + block + route + pages + score_bytes(c, ctx > 0 ? ctx : 1);
 }
 
 /* The arena: anonymous memory, or (dir) a mapping of an unlinked file in dir. */

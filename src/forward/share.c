@@ -22,15 +22,28 @@ static int mm_tokens(const K3Mat *W) {
 }
 
 /* W times T tokens in those blocks, with a look at the interrupt between them (e's, or
- * the running engine's when e is NULL); 1 when it stopped part way. */
+ * the running engine's when e is NULL); 1 when it stopped part way. Buffers in a file:
+ * at most K3_ACT_TOKENS a block, each block's pages dropped after it. */
 static int mm_blocks(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
-    const int step = mm_tokens(W);
+    const int file = e && e->rs.in_file;
+    const int step = file && mm_tokens(W) > K3_ACT_TOKENS ? K3_ACT_TOKENS : mm_tokens(W);
     for (int t = 0; t < T; t += step) {
         if (t > 0 && (e ? k3_halted(e) : k3_halt_poll())) return 1;
         k3_matmul(Y + (size_t)t * W->rows, W, X + (size_t)t * W->cols,
                   T - t < step ? T - t : step);
+        if (file) k3_runstate_drop(&e->rs);
     }
     return 0;
+}
+
+static void drop_rs(void *rs) { k3_runstate_drop(rs); }
+
+/* A streamed matrix at N = 1: whole, its pieces in order; with the buffers in a file the
+ * row source goes in blocks of tokens and drops their pages (kernels.h, k3_act_drop). */
+static void mm_streamed(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
+    if (e->rs.in_file) k3_act_drop = (K3ActDrop){ drop_rs, &e->rs };
+    k3_matmul_split(Y, W, X, T);
+    k3_act_drop = (K3ActDrop){ NULL, NULL };
 }
 
 /* The output head: split over the ranks, or at N = 1 in those blocks with k3_halt_poll
@@ -43,7 +56,8 @@ void k3_matmul_polled(float *Y, const K3Mat *W, const float *X, int T) {
 void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
     if (k3_halted(e)) return;
     k3_test_mm_hook(e);
-    if (k3_comm_size() > 1 || W->src) k3_matmul_split(Y, W, X, T);   /* N = 1: whole */
+    if (k3_comm_size() > 1) k3_matmul_split(Y, W, X, T);
+    else if (W->src) mm_streamed(e, Y, W, X, T);
     else if (mm_blocks(e, Y, W, X, T)) return;
     k3_runstate_drop(&e->rs);
 }
@@ -53,7 +67,12 @@ void k3_mm(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
 void k3_mm_many(K3Engine *e, const K3MatJob *o, int n, int T) {
     if (k3_halted(e)) return;
     k3_test_mm_hook(e);
-    k3_matmul_split_many(o, n, T);
+    if (k3_comm_size() > 1 || !e->rs.in_file) k3_matmul_split_many(o, n, T);
+    else                                          /* N = 1, in a file: one by one, in order */
+        for (int j = 0; j < n && !k3_halted(e); j++) {
+            if (o[j].W->src) mm_streamed(e, o[j].Y, o[j].W, o[j].X, T);
+            else if (mm_blocks(e, o[j].Y, o[j].W, o[j].X, T)) return;
+        }
     k3_runstate_drop(&e->rs);
 }
 

@@ -257,6 +257,8 @@ static void mat_task(void *ctx, int i) {
     if (r0 < r1 && t0 < t1) j->o->matmul(j->Y, j->W, j->X, r0, r1, t0, t1);
 }
 
+_Thread_local K3ActDrop k3_act_drop;
+
 void k3_matmul(float *Y, const K3Mat *W, const float *X, int T) {
     const K3KernelOps *o = ops();
     int rows = W->rows, nt = k3_threads();

@@ -28,17 +28,10 @@ static K3Mem *of(K3Weights *w) { return (K3Mem *)w; }
  * forward touched are unmapped once copied out (at layer 0), so the embedding holds one
  * forward's rows (plan.c), never a growing share of the mapping. The page cache keeps
  * them: a later lookup is a minor fault. */
-static void embed_advise(const K3Model *m, int advice) {
-    const K3Mat *E = &m->embed;
-    const uintptr_t a = (uintptr_t)E->w, pg = 4096;
-    const uintptr_t n = (uintptr_t)E->rows * E->cols * (E->type == K3_W_F32 ? 4 : 2);
-    const uintptr_t lo = (a + pg - 1) & ~(pg - 1), hi = (a + n) & ~(pg - 1);
-    if (E->w && hi > lo) (void)madvise((void *)lo, hi - lo, advice);
-}
 
 static const K3Layer *acquire(K3Weights *w, int L, char *err, size_t errlen) {
     K3Mem *x = of(w);
-    if (L == 0) embed_advise(x->m, MADV_DONTNEED);
+    if (L == 0) k3_model_embed_advise(x->m, MADV_DONTNEED);
     if (!x->stream) return &x->m->layers[L];
     return k3_stream_acquire(x->stream, L, err, errlen);
 }
@@ -263,8 +256,8 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
         return K3_ERR_RUNTIME;
     }
     int rc;
-    embed_advise(m, MADV_NOHUGEPAGE);
-    embed_advise(m, MADV_RANDOM);
+    k3_model_embed_advise(m, MADV_NOHUGEPAGE);
+    k3_model_embed_advise(m, MADV_RANDOM);
     x->io.st = &x->st;
     pthread_mutex_init(&x->io.mu, NULL);
     x->io_init = 1;

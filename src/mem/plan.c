@@ -51,7 +51,8 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
         p->head_full = (uint64_t)(v1 - v0) * H * (head_f32 ? 4 : 2);
     }
     const uint64_t T = o->chunk > 0 ? o->chunk : 1;
-    p->embed = embed_bytes(H, V, T);
+    /* buffers in a file: forward.c drops the embedding's rows every K3_ROW_BLOCK */
+    p->embed = embed_bytes(H, V, o->act_file && T > K3_ROW_BLOCK ? K3_ROW_BLOCK : T);
     const uint64_t C = (uint64_t)c->kda_num_heads * c->kda_head_dim;
     uint64_t cap = 64;
     while (cap < (uint64_t)(o->ctx > 0 ? o->ctx : 1)) cap *= 2;
@@ -255,9 +256,11 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
             k3_size_text(p->buffers, bt, sizeof bt), p->chunk_why ? p->chunk_why : "planned");
     if (p->act_file)
         fprintf(f, "  (activations)      %8.3f  on disk: the chunk's buffers in a file (%s), "
-                "mapped a matmul at a time; a prompt of %d tokens reads the trunk and each "
-                "expert it selects once\n", p->act_bytes / K3_GB, k3_size_text(p->act_bytes,
-                bt, sizeof bt), p->chunk);
+                "mapped %d tokens of a matmul at a time; a prompt of %d tokens reads the trunk "
+                "and each expert it selects once\n", p->act_bytes / K3_GB,
+                k3_size_text(p->act_bytes, bt, sizeof bt),
+                k3_comm_size() > 1 || p->chunk < K3_ACT_TOKENS ? p->chunk : K3_ACT_TOKENS,
+                p->chunk);
     fprintf(f, "  process so far     %8.3f  binary, index, tokenizer\n", p->process / K3_GB);
     if (adesc)
         fprintf(f, "  total              %8.3f  available %.3f (%s)\n", p->total / K3_GB,

@@ -280,24 +280,35 @@ static void put_piece(K3Stream *s, long seq) {
 
 /* Y[t][r0 + r] = P x_t for the rows of P, through the scatter block when T > 1, in
  * blocks of TOK_BLOCK tokens with a look at the interrupt between them (a piece times a
- * long prompt is seconds of work; each output is the same dot product: the same bits). */
+ * long prompt is seconds of work; each output is the same dot product: the same bits).
+ * With the forward's buffers in a file (k3_act_drop set) the tokens go K3_ACT_TOKENS at a
+ * time through all of P's rows, their pages dropped after each block. */
 #define TOK_BLOCK 256
 static void mul_rows(K3Stream *s, float *Y, int ldy, const K3Mat *P, uint64_t rb, int r0,
                      const float *X, int T) {
     if (T == 1) { k3_matmul(Y + r0, P, X, 1); return; }
-    for (int a = 0; a < P->rows; a += s->tmp_rows) {
-        const int nb = P->rows - a < s->tmp_rows ? P->rows - a : s->tmp_rows;
-        K3Mat B = *P;
-        B.rows = nb;
-        if (P->type == K3_W_BF16C) B.scale = P->scale + 4 * (size_t)a;   /* a view: codec.h */
-        else B.w = (const unsigned char *)P->w + (uint64_t)a * rb;
-        for (int t = 0; t < T; t += TOK_BLOCK) {
-            if (k3_halt_poll()) return;
-            k3_matmul(s->tmp + (size_t)t * nb, &B, X + (size_t)t * P->cols,
-                      T - t < TOK_BLOCK ? T - t : TOK_BLOCK);
+    const K3ActDrop d = k3_act_drop;
+    const int step = d.drop ? K3_ACT_TOKENS : T;
+    for (int t0 = 0; t0 < T; t0 += step) {
+        const int nt = T - t0 < step ? T - t0 : step;
+        const float *Xb = X + (size_t)t0 * P->cols;
+        float *Yb = Y + (size_t)t0 * ldy;
+        for (int a = 0; a < P->rows; a += s->tmp_rows) {
+            const int nb = P->rows - a < s->tmp_rows ? P->rows - a : s->tmp_rows;
+            K3Mat B = *P;
+            B.rows = nb;
+            if (P->type == K3_W_BF16C) B.scale = P->scale + 4 * (size_t)a;   /* a view */
+            else B.w = (const unsigned char *)P->w + (uint64_t)a * rb;
+            for (int t = 0; t < nt; t += TOK_BLOCK) {
+                if (k3_halt_poll()) return;
+                k3_matmul(s->tmp + (size_t)t * nb, &B, Xb + (size_t)t * P->cols,
+                          nt - t < TOK_BLOCK ? nt - t : TOK_BLOCK);
+            }
+            for (int t = 0; t < nt; t++)
+                memcpy(Yb + (size_t)t * ldy + r0 + a, s->tmp + (size_t)t * nb,
+                       sizeof(float) * nb);
         }
-        for (int t = 0; t < T; t++)
-            memcpy(Y + (size_t)t * ldy + r0 + a, s->tmp + (size_t)t * nb, sizeof(float) * nb);
+        if (d.drop) d.drop(d.arg);
     }
 }
 

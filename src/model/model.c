@@ -348,3 +348,10 @@ void k3_model_close(K3Model *m) {
     memset(m, 0, sizeof *m);
 }
 
+void k3_model_embed_advise(const K3Model *m, int advice) {
+    const K3Mat *E = &m->embed;
+    const uintptr_t a = (uintptr_t)E->w, pg = 4096;
+    const uintptr_t n = (uintptr_t)E->rows * E->cols * (E->type == K3_W_F32 ? 4 : 2);
+    const uintptr_t lo = (a + pg - 1) & ~(pg - 1), hi = (a + n) & ~(pg - 1);
+    if (E->w && hi > lo) (void)madvise((void *)lo, hi - lo, advice);
+}

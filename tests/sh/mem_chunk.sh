@@ -82,4 +82,37 @@ cmp -s $T/base.f32 $T/l.f32 || bad "--trunk-gb $tg: logits bytes differ"
   && grep -q "fit inside --trunk-gb" $T/err && ! grep -q "trunk-gb raised" $T/err \
   && ok "--trunk-gb $tg (floors $f1 at chunk 1, $f300 at 300): chunk $c inside the budget" \
   || bad "--trunk-gb $tg: chunk '$c', trunk budget '$tb' (want $want) $(grep chunk $T/err)"
+# Activations in a file (the prompt's buffers do not fit; K3_MEM_AVAILABLE just under the
+# in-memory plan): the whole prompt still goes in one forward, and what stays mapped does
+# not grow with it: matmuls and experts 128 tokens at a time, rows 64 at a time, pages
+# dropped between (runstate.c). At 600 and 1200 tokens the mapped buffers differ by the
+# dump's logits rows, the routing bytes and the attention score row only (4 x vocab + under
+# 64 bytes a token), not by 600 rows of a matmul's widths too (as when a matmul mapped all
+# its rows); the logits bytes, the expert reads of the in-memory forward, peak RSS within
+# the plan.
+ids=$(seq 1 1200 | awk '{ printf("%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 200 + 1) }')
+for n in 600 1200; do
+  pi=$(echo "$ids" | cut -d, -f1-$n)
+  $K3 $M --ids "$pi" --gen 0 --trunk $T/trunk --trunk-gb 0 --cache-gb 0 --out $T/m$n.json \
+    --dump-logits $T/m$n.f32 --quiet >/dev/null 2>&1 || bad "memory $n: exit $?"
+  A=$(awk -v p="$(num plan_bytes $T/m$n.json)" 'BEGIN { printf "%d", p * 0.96 }')
+  K3_MEM_AVAILABLE=$A $K3 $M --ids "$pi" --gen 0 --trunk $T/trunk --trunk-gb 0 --cache-gb 0 \
+    --dump-logits $T/f$n.f32 --out $T/f$n.json 2>$T/err$n >/dev/null || bad "file $n: exit $?"
+  c=$(num prefill_chunk $T/f$n.json)
+  [ "$c" = $n ] && grep -q "all the tokens of the forward, activations in a file" $T/err$n \
+    || bad "file $n: chunk '$c' $(grep 'prefill chunk' $T/err$n)"
+  cmp -s $T/m$n.f32 $T/f$n.f32 || bad "file $n: logits bytes differ from memory's"
+  peak=$(num peak_rss_bytes $T/f$n.json); plan=$(num plan_bytes $T/f$n.json)
+  [ -n "$peak" ] && [ "$peak" -le $((plan + plan / 50)) ] \
+    || bad "file $n: peak RSS '$peak' over the plan '$plan' + 2%"
+  [ "$(num expert_reads $T/f$n.json)" = "$(num expert_reads $T/m$n.json)" ] \
+    || bad "file $n: expert reads $(num expert_reads $T/f$n.json), one forward's" \
+      "$(num expert_reads $T/m$n.json)"
+done
+V=$(sed -n 's/.*"vocab_size": *\([0-9]*\).*/\1/p' $M/config.json)
+b1=$(num buffer_bytes $T/f600.json); b2=$(num buffer_bytes $T/f1200.json)
+[ -n "$b1" ] && [ -n "$b2" ] && [ $((b2 - b1)) -le $((600 * (64 + 4 * V))) ] \
+  && ok "activations in a file: 600 and 1200 tokens in one forward each, mapped buffers" \
+    "$b1 and $b2 bytes, the logits bytes and expert reads of memory, peak RSS in the plan" \
+  || bad "activations in a file: mapped buffers $b1 at 600 tokens, $b2 at 1200"
 exit $fail
