@@ -112,7 +112,8 @@ static void check_matmul(const char *path, int nth) {
  * the 64/72-token blocks, odd rows that are not a multiple of the 4-row tile nor of the
  * 32/64-row blocks, the fewest columns and column counts past one and two 1024-column
  * blocks (both GEMMs' KC; parked lanes continue over the block edges), with a tail; MXFP4
- * with NaN scale bytes (255) in some blocks. Every output must equal the scalar's bits and the path's own T = 1 call. */
+ * with NaN scale bytes (255) in some blocks. Every output must equal the scalar's bits
+ * and the path's own T = 1 call. */
 static void check_edges(const char *path, int nth) {
     static const int TS[] = { 1, 2, 63, 64, 65, 257 };
     static const int RS[] = { 5, 67 };
