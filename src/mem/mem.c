@@ -23,12 +23,12 @@ void k3_mem_opts_init(K3MemOpts *o) {
 
 static K3Mem *of(K3Weights *w) { return (K3Mem *)w; }
 
-/* The embedding's pages in the shard mapping: a row lookup, so the kernel must not map
- * whole 2 MB folios or read ahead around the rows (advice at open), and the rows a
- * forward touched are unmapped once copied out (at layer 0), so the embedding holds one
+/* The embedding's pages in the shard mapping (k3_model_embed_advise): a row lookup, so
+ * the kernel must not map whole 2 MB folios or read ahead around the rows (advice at
+ * open), and the rows a forward touched are unmapped once copied out (here at layer 0;
+ * with the buffers in a file, forward.c every block of rows), so the embedding holds one
  * forward's rows (plan.c), never a growing share of the mapping. The page cache keeps
  * them: a later lookup is a minor fault. */
-
 static const K3Layer *acquire(K3Weights *w, int L, char *err, size_t errlen) {
     K3Mem *x = of(w);
     if (L == 0) k3_model_embed_advise(x->m, MADV_DONTNEED);
