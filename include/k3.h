@@ -201,6 +201,9 @@ int k3_runstate_open(K3RunState *rs, const K3Config *c, int max_T, int ctx, int 
 #define K3_ROW_BLOCK 64                       /* rows per block of the row-wise steps */
 size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int logits_rows);
 void k3_runstate_drop(K3RunState *rs);
+/* p += a (copy: p = a) over T rows of H floats, K3_ROW_BLOCK rows at a time with their
+ * pages dropped between (buffers in a file: only a block stays mapped) */
+void k3_runstate_add_rows(K3RunState *rs, float *p, const float *a, int T, int H, int copy);
 /* Grows the MLA score rows for a context past the planned one; 0 or -1 (out of memory). */
 int k3_runstate_ctx(K3RunState *rs, const K3Config *c, int ctx);
 void k3_runstate_free(K3RunState *rs);

@@ -34,18 +34,6 @@ static void rmsnorm_rows(float *out, const float *x, const float *w, int T, int 
     for (int t = 0; t < T; t++) k3_rmsnorm(out + (size_t)t * H, x + (size_t)t * H, w, H, eps);
 }
 
-/* p += a (or p = a) over T rows of H, K3_ROW_BLOCK rows at a time: with the buffers in a
- * file only a block's pages stay mapped (runstate.c) */
-static void add_rows(K3RunState *rs, float *p, const float *a, int T, int H, int copy) {
-    for (int r0 = 0; r0 < T; r0 += K3_ROW_BLOCK) {
-        const size_t o = (size_t)r0 * H, n = (size_t)(T - r0 < K3_ROW_BLOCK ? T - r0
-                                                                            : K3_ROW_BLOCK) * H;
-        if (copy) memcpy(p + o, a + o, n * sizeof(float));
-        else for (size_t i = 0; i < n; i++) p[o + i] += a[o + i];
-        k3_runstate_drop(rs);
-    }
-}
-
 /* h = Mix(B, p) with the score vector w (p alone while B is empty), then x = RMSNorm(h),
  * K3_ROW_BLOCK rows at a time (both are row by row: the same bits as one call). */
 static void mix_norm(K3Engine *e, float *h, float *const *B, int nb, const float *p,
@@ -178,7 +166,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         if (k3_halted(e)) { stop = L; w->ops->release(w, L); continue; }   /* a half layer */
         if (nonfinite(e, L, "attention", a, T, H, seq, n_seq, 0, err, errlen))
             return K3_ERR_RUNTIME;
-        add_rows(rs, p, a, T, H, p_empty);
+        k3_runstate_add_rows(rs, p, a, T, H, p_empty);
         /* 5. MLP-site mix (always: B is never empty here), normalised: x */
         mix_norm(e, h, B, nb, p, ly->mlp_res_w, ly->post_norm, x, T);
         /* 6-7. feed-forward on x, added to p: every row together, each expert of the
@@ -188,7 +176,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         if (k3_halted(e)) { stop = L; w->ops->release(w, L); continue; }
         if (nonfinite(e, L, ly->is_moe ? "MoE" : "MLP", a, T, H, seq, n_seq, 0, err, errlen))
             return K3_ERR_RUNTIME;
-        add_rows(rs, p, a, T, H, 0);
+        k3_runstate_add_rows(rs, p, a, T, H, 0);
         w->ops->release(w, L);
     }
     if (stop >= 0) {
@@ -202,7 +190,8 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
     int rows = 0;
     for (int q = 0, r = 0; q < n_seq; r += seq[q].T, q++) {
         const int k = seq[q].all_logits ? seq[q].T : 1;
-        add_rows(rs, h + (size_t)rows * H, x + (size_t)(r + seq[q].T - k) * H, k, H, 1);
+        k3_runstate_add_rows(rs, h + (size_t)rows * H, x + (size_t)(r + seq[q].T - k) * H, k,
+                             H, 1);
         rows += k;
     }
     if (w->ops->lm_head(w, logits, h, rows, err, errlen)) return K3_ERR_RUNTIME;

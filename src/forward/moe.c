@@ -161,9 +161,5 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
         }
     k3_mm(e, out, &ly->lat_up, r, T);
     k3_dense_mlp(e, &ly->gate, &ly->up, &ly->down, x, T, sh);   /* shared experts, full width */
-    for (size_t i = 0; i < (size_t)T * H; i++) {
-        if (i % ((size_t)K3_ROW_BLOCK * H) == 0) k3_runstate_drop(&e->rs);
-        out[i] += sh[i];
-    }
-    k3_runstate_drop(&e->rs);
+    k3_runstate_add_rows(&e->rs, out, sh, T, H, 0);
 }

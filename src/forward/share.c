@@ -3,8 +3,8 @@
  * Trunk matmuls are split by output rows (src/comm/split.c); routed experts by owner
  * (k3_expert_owner, src/engine/owners.c); moe.c gathers their outputs and sums them in id
  * order on every rank. With the buffers in a file (a prompt longer than memory holds:
- * runstate.c) every page is dropped after a matmul, so what stays mapped is one matmul's
- * rows. */
+ * runstate.c) a matmul goes K3_ACT_TOKENS tokens at a time and each block's pages are
+ * dropped after it, so what stays mapped is one block of its rows. */
 #include "comm.h"
 #include "k3.h"
 #include <string.h>
