@@ -10,6 +10,7 @@
  * its own copy of the file; a rank whose table differs from rank 0's is refused, named. */
 #include "comm.h"
 #include "k3.h"
+#include "util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -138,9 +139,8 @@ int k3_expert_owners_use(const K3Config *c, const char *path, char *err, size_t 
     const int N = k3_comm_size();
     int rc = k3_expert_owners_build(c, path, N, err, en);
     if (rc || N == 1) return rc;
-    uint64_t h = 1469598103934665603ull;         /* FNV-1a of the table: the same on every rank */
-    for (size_t i = 0; i < (size_t)tab.layers * tab.experts; i++)
-        h = (h ^ (uint64_t)tab.owner[i]) * 1099511628211ull;
+    const uint64_t h = k3_hash(K3_HASH_INIT, tab.owner,   /* the same on every rank */
+                               sizeof(int) * (size_t)tab.layers * tab.experts);
     uint64_t all[N];
     size_t counts[N];
     for (int k = 0; k < N; k++) counts[k] = sizeof h;
