@@ -4,26 +4,17 @@
  * the controls: B against itself shows the noise), the order rotated every rep; the
  * results must be bit-equal. Prints medians and the paired time ratios to v0. */
 #include "codec.h"
+#include "bench_ab.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #define NV 4
 typedef void (*CM)(const K3KernelOps *, float *, const K3Mat *, const float *, int, int, int, int);
 void k3_cm_v0(const K3KernelOps *, float *, const K3Mat *, const float *, int, int, int, int);
 void k3_cm_v1(const K3KernelOps *, float *, const K3Mat *, const float *, int, int, int, int);
 void k3_cm_v2(const K3KernelOps *, float *, const K3Mat *, const float *, int, int, int, int);
 void k3_cm_v3(const K3KernelOps *, float *, const K3Mat *, const float *, int, int, int, int);
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 int main(int argc, char **argv) {
     if (argc < 4) { fprintf(stderr, "usage: ab ROWS COLS REPS\n"); return 2; }
     int rows = atoi(argv[1]), cols = atoi(argv[2]), reps = atoi(argv[3]);

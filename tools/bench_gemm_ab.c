@@ -3,22 +3,13 @@
  * g1 = NEW, alternated every rep; the outputs must be bit-equal (else exit 1). Prints the
  * medians as GFLOP/s and the median of the paired time ratios OLD / NEW (> 1: NEW faster). */
 #include "kernels.h"
+#include "bench_ab.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 typedef int (*G)(float *, const K3Mat *, const float *, int, int, int, int);
 int k3_g0(float *, const K3Mat *, const float *, int, int, int, int);
 int k3_g1(float *, const K3Mat *, const float *, int, int, int, int);
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
-static int cmpd(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 static float frand(void) { return (float)(rand() % 2001 - 1000) / 997.0f; }
 int main(int argc, char **argv) {
     if (argc < 6) { fprintf(stderr, "usage: ab ROWS COLS T bf16|mxfp4 REPS\n"); return 2; }
