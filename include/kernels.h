@@ -119,6 +119,8 @@ float k3_expf(float x);
 float k3_tanhf(float x);
 float k3_sigmoidf(float x);     /* 1 / (1 + exp(-x)) */
 float k3_siluf(float x);        /* x * sigmoid(x) */
+/* SiTU of one element: b1 tanh(g / b1) sigmoid(g) x b2 tanh(u / b2) (k3_situ's reference) */
+float k3_situf(float g, float u, float b1, float b2);
 
 /* bf16 <-> f32 (round to nearest even on narrowing). */
 static inline float k3_bf16_to_f32(uint16_t h) {
@@ -147,6 +149,10 @@ const K3KernelOps *k3_kernels_scalar(void);
 const K3KernelOps *k3_kernels_avx2(void);
 const K3KernelOps *k3_kernels_avx512(void);
 const K3KernelOps *k3_kernels_neon(void);
+/* AVX-512 prefill from 32 tokens: the blocked GEMM (1) or the register tiles (0), the same
+ * bits; chosen by the L2's size (K3_AVX512_GEMM=0/1 overrides). on: 0/1 sets, -1 asks;
+ * returns the choice before the call. */
+int k3_avx512_prefill_gemm(int on);
 /* Per-thread scratch of at least `bytes` (64-byte aligned, reused, freed at thread exit);
  * NULL when out of memory (the SIMD prefill then falls back to the scalar kernel).
  * k3_scratch is slot K3_SCRATCH_KERNEL; a caller that holds its slot across a kernel call

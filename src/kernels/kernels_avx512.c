@@ -15,7 +15,9 @@
 #if defined(__x86_64__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__)
 #include "kernels_avx512.h"
 #include "kernels_avx2.h"
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static float dot_avx512(const float *a, const float *b, int n) {
     __m512 acc = _mm512_setzero_ps();
@@ -85,12 +87,28 @@ static void kda_step_avx512(float *S, const float *q, const float *k, const floa
 }
 
 /* ---- matmul. Matvec (T = 1): 8 rows at a time (8 independent 16-lane chains share each
- * x load), software prefetch PF bytes ahead on every row stream. Prefill: T < GEMM_T
- * register tiles of R rows x TT tokens (one zmm accumulator each), column-blocked; from
- * GEMM_T tokens the blocked GEMM of kernels_avx512_gemm.c. Both give the T = 1 bits. */
+ * x load), software prefetch PF bytes ahead on every row stream. Prefill: register tiles
+ * of R rows x TT tokens (one zmm accumulator each), column-blocked, the weights decoded
+ * in registers; or, from GEMM_T tokens where the GEMM is on, the blocked GEMM of
+ * kernels_avx512_gemm.c. Both give the T = 1 bits. The GEMM's panels and parked lanes
+ * (~840 KB) want a 2 MB L2: with it (Sapphire Rapids) the GEMM measured +0-12 points of
+ * the FMA peak over the tiles; with 1 MB (Zen 5) the tiles measured 5-15 points faster
+ * (docs/KERNELS.md). K3_AVX512_GEMM=0/1 overrides the choice (for A/B runs). */
 #ifndef GEMM_T
 #define GEMM_T 32
 #endif
+#define GEMM_L2 (2L << 20)
+static int gemm_on = -1;                       /* -1: not chosen yet */
+int k3_avx512_prefill_gemm(int on) {
+    if (gemm_on < 0) {
+        const char *e = getenv("K3_AVX512_GEMM");
+        gemm_on = e && (*e == '0' || *e == '1') ? *e == '1'
+                                                : sysconf(_SC_LEVEL2_CACHE_SIZE) >= GEMM_L2;
+    }
+    int was = gemm_on;
+    if (on >= 0) gemm_on = on;
+    return was;
+}
 typedef struct {
     int cols;
     const float *wf; const uint16_t *wb; const uint8_t *wp, *ws;
@@ -394,7 +412,7 @@ static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int 
         else MATVEC(mv_mx, &m)
         return;
     }
-    if (t1 - t0 >= GEMM_T) {
+    if (t1 - t0 >= GEMM_T && k3_avx512_prefill_gemm(-1)) {
         if (k3_avx512_gemm(Y, W, X, r0, r1, t0, t1))        /* kernels_avx512_gemm.c */
             k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1);   /* no scratch: same bits */
         return;
@@ -415,4 +433,5 @@ const K3KernelOps *k3_kernels_avx512(void) { return &OPS; }
 
 #else
 const K3KernelOps *k3_kernels_avx512(void) { return 0; }
+int k3_avx512_prefill_gemm(int on) { (void)on; return 0; }
 #endif

@@ -426,6 +426,16 @@ int main(void) {
         int f0 = fails;
         for (int t = 0; t < 4; t++) { k3_threads_set(NTH[t]); check_matmul(paths[p], NTH[t]); }
         for (int t = 0; t < 2; t++) { k3_threads_set(NTH[t]); check_edges(paths[p], NTH[t]); }
+        if (!strcmp(paths[p], "avx512")) {   /* the prefill path this CPU did not choose */
+            int g = k3_avx512_prefill_gemm(-1);
+            k3_avx512_prefill_gemm(!g);
+            for (int t = 0; t < 2; t++) { k3_threads_set(NTH[t]); check_edges(paths[p], NTH[t]); }
+            k3_threads_set(2);
+            check_matmul(paths[p], 2);
+            k3_avx512_prefill_gemm(g);
+            printf("ok   avx512: prefill by the GEMM and by the register tiles (this CPU: %s)\n",
+                   g ? "GEMM" : "tiles");
+        }
         check_vec(paths[p]);
         check_ew(paths[p]);
         CHECK(fp_misc() == misc_ref, "%s rmsnorm/softmax/situ differ from scalar", paths[p]);
