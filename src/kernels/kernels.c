@@ -123,10 +123,7 @@ static void kda_step_s(float *S, const float *q, const float *k, const float *v,
 
 /* the elementwise references (the SIMD twins do these operations lane by lane) */
 static void situ_s(float *out, const float *g, const float *u, int n, float b1, float b2) {
-    for (int i = 0; i < n; i++) {
-        float a = b1 * k3_tanhf(g[i] / b1) * k3_sigmoidf(g[i]);
-        out[i] = a * (b2 * k3_tanhf(u[i] / b2));
-    }
+    for (int i = 0; i < n; i++) out[i] = k3_situf(g[i], u[i], b1, b2);
 }
 static void silu_s(float *x, int n) { for (int i = 0; i < n; i++) x[i] = k3_siluf(x[i]); }
 static void sigmul_s(float *o, const float *g, int n) {
@@ -406,3 +403,7 @@ float k3_tanhf(float x) {
 
 float k3_sigmoidf(float x) { return 1.0f / (1.0f + k3_expf(-x)); }
 float k3_siluf(float x) { return x * k3_sigmoidf(x); }
+float k3_situf(float g, float u, float b1, float b2) {
+    float a = b1 * k3_tanhf(g / b1) * k3_sigmoidf(g);
+    return a * (b2 * k3_tanhf(u / b2));
+}

@@ -107,10 +107,7 @@ void k3_avx2_situ(float *out, const float *g, const float *u, int n, float b1, f
         __m256 v = _mm256_mul_ps(B2, tanhf8(_mm256_div_ps(uv, B2)));
         _mm256_storeu_ps(out + i, _mm256_mul_ps(a, v));
     }
-    for (; i < n; i++) {
-        float a = b1 * k3_tanhf(g[i] / b1) * k3_sigmoidf(g[i]);
-        out[i] = a * (b2 * k3_tanhf(u[i] / b2));
-    }
+    for (; i < n; i++) out[i] = k3_situf(g[i], u[i], b1, b2);
 }
 
 void k3_avx2_silu(float *x, int n) {
