@@ -26,6 +26,9 @@ const char *k3_comm_waits(void);
 /* all = the concatenation, in rank order, of every rank's `mine` (counts[r] bytes from
  * rank r; counts is the same on every rank). mine may not overlap all. */
 void k3_comm_allgatherv(const void *mine, void *all, const size_t *counts);
+/* The lowest rank whose v differs from rank 0's, or 0 when every rank agrees (one 8-byte
+ * gather: how ranks check that they run the same checkpoint, split and steps). */
+int k3_comm_differs(uint64_t v);
 /* n bytes of rank 0's buf to every rank. */
 void k3_comm_bcast(void *buf, size_t n);
 /* The same, for a wait that may last (a follower waiting for rank 0's next record while a

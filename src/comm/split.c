@@ -1,5 +1,6 @@
 /* split.c — a matmul split by output rows over the ranks of a run (comm.h;
- * docs/DISTRIBUTED.md), in both builds (it calls only the transport).
+ * docs/DISTRIBUTED.md), in both builds (it calls only the transport); and the ranks'
+ * agreement check k3_comm_differs.
  *
  * Rank k computes rows [r0, r1) of Y for every token with the single-process kernel on a
  * view of those rows (a row's bits never depend on which rows are computed beside it: rows
@@ -18,6 +19,18 @@ void k3_share_rows(int rows, int rank, int n, int *r0, int *r1) {
     *r1 = (int)(16 * (units * (rank + 1) / n));
     if (*r0 > rows) *r0 = rows;
     if (*r1 > rows) *r1 = rows;
+}
+
+int k3_comm_differs(uint64_t v) {
+    const int N = k3_comm_size();
+    if (N == 1) return 0;
+    uint64_t all[N];
+    size_t counts[N];
+    for (int k = 0; k < N; k++) counts[k] = sizeof v;
+    k3_comm_allgatherv(&v, all, counts);
+    for (int k = 1; k < N; k++)
+        if (all[k] != all[0]) return k;
+    return 0;
 }
 
 /* Rows [r0, r1) of W as a matrix of their own (the same bytes, the same kernel). */

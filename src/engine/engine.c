@@ -25,20 +25,11 @@ static int trunk_given(const char *dir, char *err, size_t errlen) {
  * shards, k3_checkpoint_identity) is gathered and a rank whose differs is refused, named,
  * on every rank (so every rank ends, none waits). */
 static int same_checkpoint(const K3Model *m, char *err, size_t errlen) {
-    const int N = k3_comm_size();
-    if (N == 1) return 0;
-    uint64_t all[N];
-    size_t counts[N];
-    for (int k = 0; k < N; k++) counts[k] = sizeof all[0];
-    k3_comm_allgatherv(&m->identity, all, counts);
-    for (int k = 1; k < N; k++)
-        if (all[k] != all[0]) {
-            snprintf(err, errlen, "rank %d's checkpoint %s is not rank 0's (identity %016llx, "
-                     "rank 0: %016llx): every host needs the same checkpoint at the same path",
-                     k, m->dir, (unsigned long long)all[k], (unsigned long long)all[0]);
-            return K3_ERR_RUNTIME;
-        }
-    return 0;
+    const int k = k3_comm_differs(m->identity);
+    if (!k) return 0;
+    snprintf(err, errlen, "rank %d's checkpoint %s is not rank 0's (its identity differs): "
+             "every host needs the same checkpoint at the same path", k, m->dir);
+    return K3_ERR_RUNTIME;
 }
 
 int k3_engine_open(K3Engine *e, const K3EngineOpts *o, char *err, size_t errlen) {

@@ -141,16 +141,12 @@ int k3_expert_owners_use(const K3Config *c, const char *path, char *err, size_t 
     if (rc || N == 1) return rc;
     const uint64_t h = k3_hash(K3_HASH_INIT, tab.owner,   /* the same on every rank */
                                sizeof(int) * (size_t)tab.layers * tab.experts);
-    uint64_t all[N];
-    size_t counts[N];
-    for (int k = 0; k < N; k++) counts[k] = sizeof h;
-    k3_comm_allgatherv(&h, all, counts);
-    for (int k = 1; k < N; k++)
-        if (all[k] != all[0]) {
-            snprintf(err, en, "--expert-use %s: rank %d's file gives another split than rank "
-                     "0's: every host needs the same file at the same path", path, k);
-            k3_expert_owners_clear();
-            return K3_ERR_USAGE;
-        }
+    const int k = k3_comm_differs(h);
+    if (k) {
+        snprintf(err, en, "--expert-use %s: rank %d's file gives another split than rank 0's: "
+                 "every host needs the same file at the same path", path, k);
+        k3_expert_owners_clear();
+        return K3_ERR_USAGE;
+    }
     return 0;
 }

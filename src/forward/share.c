@@ -88,9 +88,8 @@ void k3_mm_local(K3Engine *e, float *Y, const K3Mat *W, const float *X, int T) {
  * (one 8-byte gather a step): the sequences' lengths, positions and ids of this step are
  * hashed and a rank whose step differs from rank 0's ends the run, naming the rank. */
 void k3_share_step(const K3Seq *seq, int n) {
-    const int N = k3_comm_size();
-    if (N == 1) return;
-    uint64_t h = 0xcbf29ce484222325ULL, all[N];
+    if (k3_comm_size() == 1) return;
+    uint64_t h = 0xcbf29ce484222325ULL;
 #define MIX(v) (h = (h ^ (uint64_t)(uint32_t)(v)) * 0x100000001b3ULL)
     MIX(n);
     for (int q = 0; q < n; q++) {
@@ -98,11 +97,8 @@ void k3_share_step(const K3Seq *seq, int n) {
         for (int t = 0; t < seq[q].T; t++) MIX(seq[q].ids[t]);
     }
 #undef MIX
-    size_t counts[N];
-    for (int k = 0; k < N; k++) counts[k] = sizeof h;
-    k3_comm_allgatherv(&h, all, counts);
-    for (int k = 1; k < N; k++)
-        if (all[k] != all[0])
-            k3_comm_abort(1, "rank %d's forward step differs from rank 0's (every rank must run "
-                          "the same command on the same inputs)", k);
+    const int k = k3_comm_differs(h);
+    if (k)
+        k3_comm_abort(1, "rank %d's forward step differs from rank 0's (every rank must run "
+                      "the same command on the same inputs)", k);
 }
