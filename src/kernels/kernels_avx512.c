@@ -98,13 +98,13 @@ static void kda_step_avx512(float *S, const float *q, const float *k, const floa
 #define GEMM_T 32
 #endif
 #define GEMM_L2 (2L << 20)
-static int gemm_on = -1;                       /* -1: not chosen yet */
+static int gemm_on;
+__attribute__((constructor)) static void gemm_init(void) {   /* before any thread runs */
+    const char *e = getenv("K3_AVX512_GEMM");
+    gemm_on = e && (*e == '0' || *e == '1') ? *e == '1'
+                                            : sysconf(_SC_LEVEL2_CACHE_SIZE) >= GEMM_L2;
+}
 int k3_avx512_prefill_gemm(int on) {
-    if (gemm_on < 0) {
-        const char *e = getenv("K3_AVX512_GEMM");
-        gemm_on = e && (*e == '0' || *e == '1') ? *e == '1'
-                                                : sysconf(_SC_LEVEL2_CACHE_SIZE) >= GEMM_L2;
-    }
     int was = gemm_on;
     if (on >= 0) gemm_on = on;
     return was;
