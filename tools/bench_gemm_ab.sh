@@ -1,19 +1,23 @@
 #!/bin/sh
-# In-process A/B of two versions of src/kernels/kernels_avx2_gemm.c on one prefill shape
-# (tools/bench_gemm_ab.c), one thread, under flock /var/tmp/bench.lock:
-#   sh tools/bench_gemm_ab.sh OLD.c NEW.c [ROWS COLS T bf16|mxfp4 REPS RUNS]
+# In-process A/B of two versions of a prefill GEMM (src/kernels/kernels_avx2_gemm.c, or with
+# ISA=avx512 kernels_avx512_gemm.c) on one shape (tools/bench_gemm_ab.c), one thread, under
+# flock /var/tmp/bench.lock:
+#   [ISA=avx2|avx512] [FA=-D..] [FB=-D..] sh tools/bench_gemm_ab.sh OLD.c NEW.c \
+#       [ROWS COLS T bf16|mxfp4 REPS RUNS]
+# FA, FB: extra compiler flags for OLD, NEW (e.g. FB=-DTM=4 to try a tile on the same file).
 # Needs the library objects (make). Ratios > 1: NEW faster than OLD. The GEMM's %-of-peak
 # is k3 bench-kernels' (same run's FMA peak); this tool is for paired A/B of a change.
 set -eu
 A=$1; B=$2; ROWS=${3:-2048}; COLS=${4:-7168}; T=${5:-64}; KIND=${6:-bf16}
-REPS=${7:-21}; RUNS=${8:-3}
+REPS=${7:-21}; RUNS=${8:-3}; ISA=${ISA:-avx2}
 W=${WORK:-/tmp/k3_gemm_ab}; mkdir -p "$W"
 F="-O2 -std=c11 -D_GNU_SOURCE -ffp-contract=off -fno-fast-math -Iinclude -Isrc/kernels -pthread"
 F="$F -mavx2 -mfma -mf16c"
+[ "$ISA" = avx512 ] && F="$F -mavx512f -mavx512bw -mavx512vl -mavx512dq"
 for v in 0 1; do
-  src=$A; [ "$v" = 1 ] && src=$B
+  src=$A; x=${FA:-}; [ "$v" = 1 ] && { src=$B; x=${FB:-}; }
   # shellcheck disable=SC2086
-  gcc $F -Dk3_avx2_gemm=k3_g$v -Dk3_avx2_gemm_scratch=k3_gs$v -c "$src" -o "$W/g$v.o"
+  gcc $F $x -Dk3_${ISA}_gemm=k3_g$v -Dk3_avx2_gemm_scratch=k3_gs$v -c "$src" -o "$W/g$v.o"
 done
 gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -pthread -static -o "$W/ab" tools/bench_gemm_ab.c \
   "$W"/g?.o $(ls build/*/*.o | grep -v cli/main.o) -lm
