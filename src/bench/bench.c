@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #elif defined(__aarch64__)
@@ -308,7 +309,12 @@ int k3_bench_kernels(int argc, char **argv) {
     if (all < 1) all = 1;
     const char *kn = k3_kernels_name();
     int lanes = !strcmp(kn, "avx512") ? 16 : !strcmp(kn, "avx2") ? 8 : !strcmp(kn, "neon") ? 4 : 1;
-    printf("kernels %s, threads 1 and %d, medians of %d runs\n\n", kn, all, runs);
+    printf("kernels %s, threads 1 and %d, medians of %d runs\n", kn, all, runs);
+    if (lanes == 16)                       /* docs/KERNELS.md, "Which AVX-512 prefill" */
+        printf("prefill from 32 tokens: %s (L2 %ld KB a core; K3_AVX512_GEMM=0/1 chooses)\n",
+               k3_avx512_prefill_gemm(-1) ? "the blocked GEMM" : "the register tiles",
+               sysconf(_SC_LEVEL2_CACHE_SIZE) / 1024);
+    printf("\n");
 
     size_t big = (size_t)512 << 20;                 /* 512 MiB >> any cache */
     uint64_t *buf = malloc(big);
