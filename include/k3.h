@@ -200,6 +200,9 @@ int k3_runstate_open(K3RunState *rs, const K3Config *c, int max_T, int ctx, int 
                      const char *dir, char *err, size_t errlen);
 #define K3_ROW_BLOCK 64                       /* rows per block of the row-wise steps */
 size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int logits_rows);
+/* Tokens of a T-token matmul mapped at once with the buffers in a file: K3_ACT_TOKENS
+ * blocks at N = 1, all T over N ranks (a split matmul runs whole) */
+int k3_runstate_act_tokens(int T);
 void k3_runstate_drop(K3RunState *rs);
 /* p += a (copy: p = a) over T rows of H floats, K3_ROW_BLOCK rows at a time with their
  * pages dropped between (buffers in a file: only a block stays mapped) */

@@ -101,6 +101,10 @@ size_t k3_runstate_bytes(const K3Config *c, int max_T, int ctx, int logits_rows)
     return layout(&rs, c, NULL) + score_bytes(c, rs.ctx);
 }
 
+int k3_runstate_act_tokens(int T) {
+    return k3_comm_size() > 1 || T < K3_ACT_TOKENS ? T : K3_ACT_TOKENS;
+}
+
 /* What a forward of max_T rows keeps resident when its buffers live in a file: every
  * page is dropped after each block of K3_ACT_TOKENS tokens of a matmul (share.c, stream.c)
  * and of an expert's tokens (moe.c), and after each block of K3_ROW_BLOCK rows of the
@@ -125,8 +129,7 @@ size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int log
     rs.ctx = 1; rs.logits_rows = logits_rows > 0 ? logits_rows : 1;
     const size_t block = layout(&rs, c, NULL);        /* one block of rows in every buffer */
     const size_t pages = 2 * 4096 * (size_t)(rs.n_blocks + 32);   /* partial pages */
-    const size_t tb = k3_comm_size() > 1 || max_T < K3_ACT_TOKENS ? (size_t)max_T
-                                                                  : K3_ACT_TOKENS;
+    const size_t tb = (size_t)k3_runstate_act_tokens(max_T);
     const size_t route = (size_t)max_T * (E + sizeof(int));   /* sel [T][E] bytes, tok */
     return sizeof(float) * tb * w + block + route + pages + score_bytes(c, ctx > 0 ? ctx : 1);
 }

@@ -258,8 +258,7 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
         fprintf(f, "  (activations)      %8.3f  on disk: the chunk's buffers in a file (%s), "
                 "mapped %d tokens of a matmul at a time; a prompt of %d tokens reads the trunk "
                 "and each expert it selects once\n", p->act_bytes / K3_GB,
-                k3_size_text(p->act_bytes, bt, sizeof bt),
-                k3_comm_size() > 1 || p->chunk < K3_ACT_TOKENS ? p->chunk : K3_ACT_TOKENS,
+                k3_size_text(p->act_bytes, bt, sizeof bt), k3_runstate_act_tokens(p->chunk),
                 p->chunk);
     fprintf(f, "  process so far     %8.3f  binary, index, tokenizer\n", p->process / K3_GB);
     if (adesc)
