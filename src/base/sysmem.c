@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 uint64_t k3_rss_now(void) {
@@ -52,3 +53,12 @@ uint64_t k3_cgroup_available(uint64_t self_rss, char *desc, size_t dn) {
     return lim > others ? lim - others : 1;
 }
 
+void *k3_alloc_huge(size_t bytes) {
+    const size_t huge = (size_t)2 << 20, whole = bytes & ~(huge - 1);
+    void *m = NULL;
+    if (posix_memalign(&m, whole ? huge : 4096, bytes ? bytes : 1)) return NULL;
+#ifdef MADV_HUGEPAGE
+    if (whole) (void)madvise(m, whole, MADV_HUGEPAGE);    /* advice: refused is fine */
+#endif
+    return m;
+}

@@ -10,6 +10,7 @@
 #include "st.h"
 #include "util.h"
 #include "json.h"
+#include "sysmem.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -17,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -131,16 +131,10 @@ static uint32_t name_tag(const char *s, size_t n) { return (uint32_t)(hash_name(
 #endif
 #define AHEAD 16
 
-/* Large blocks ask for 2 MB pages where the kernel allows it: indexing 497k tensors
- * otherwise spends much of its time faulting in 4 KB pages. free() releases them. */
+/* Large blocks go on 2 MB pages where the kernel allows it (sysmem.h): indexing 497k
+ * tensors otherwise spends much of its time faulting in 4 KB pages. */
 static void *big_alloc(size_t bytes) {
-#ifdef MADV_HUGEPAGE
-    if (bytes >= ((size_t)4 << 20)) {
-        void *m = NULL;
-        size_t r = (bytes + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1);
-        if (posix_memalign(&m, (size_t)2 << 20, r) == 0) { madvise(m, r, MADV_HUGEPAGE); return m; }
-    }
-#endif
+    if (bytes >= ((size_t)4 << 20)) { void *m = k3_alloc_huge(bytes); if (m) return m; }
     return malloc(bytes ? bytes : 1);
 }
 

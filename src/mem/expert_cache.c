@@ -13,13 +13,13 @@
 #include "dio.h"
 #include "fault.h"
 #include "pool.h"
+#include "sysmem.h"
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -342,11 +342,9 @@ K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3ECacheSink out, ch
         }
     }
     c->arena_len = (size_t)nslots * c->slot_bytes;
-    c->arena = mmap(NULL, c->arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (c->arena == MAP_FAILED) {
-        c->arena = NULL;
-        snprintf(err, errlen, "cannot reserve the expert cache (%d slots, %.3f GB): %s", nslots,
-                 c->arena_len / K3_GB, strerror(errno));
+    if (!(c->arena = k3_alloc_huge(c->arena_len))) {
+        snprintf(err, errlen, "cannot reserve the expert cache (%d slots, %.3f GB): out of memory "
+                 "(lower --cache-gb)", nslots, c->arena_len / K3_GB);
         k3_ecache_free(c);
         return NULL;
     }
@@ -375,7 +373,7 @@ void k3_ecache_free(K3ECache *c) {
     if (c->file && c->file_open)
         for (int i = 0; i < c->m->st->n_shards; i++)
             if (c->file_open[i]) k3_dio_close(&c->file[i]);
-    if (c->arena) munmap(c->arena, c->arena_len);
+    free(c->arena);
     k3_policy_free(&c->pol);
     free(c->th); free(c->loc); free(c->key_slot); free(c->slot); free(c->queue); free(c->pend);
     free(c->file); free(c->file_open);

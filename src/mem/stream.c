@@ -30,6 +30,7 @@
 #include "dio.h"
 #include "fault.h"
 #include "pool.h"
+#include "sysmem.h"
 #include "util.h"
 #include <pthread.h>
 #include <stddef.h>
@@ -594,8 +595,7 @@ static int load_pinned(K3Stream *s, char *err, size_t errlen) {
         n += (len + 63) & ~(uint64_t)63;
     }
     s->pin_len = n;
-    if (n && posix_memalign((void **)&s->pin, 4096, n)) {
-        s->pin = NULL;
+    if (n && !(s->pin = k3_alloc_huge(n))) {
         snprintf(err, errlen, "out of memory pinning %.3f GB of the trunk", n / K3_GB);
         return -1;
     }
@@ -730,8 +730,7 @@ K3Stream *k3_stream_open(K3Model *m, K3Trunk *t, const K3StreamOpts *o, K3MemSta
     s->rec = calloc((size_t)s->RC, sizeof(Rec));
     if (!s->rec) { snprintf(err, errlen, "out of memory"); goto fail; }
     for (long i = 0; i < s->RC; i++) s->rec[i].seq = -1;
-    if (s->W && posix_memalign((void **)&s->win, 4096, s->W)) {
-        s->win = NULL;
+    if (s->W && !(s->win = k3_alloc_huge(s->W))) {
         snprintf(err, errlen, "out of memory for the trunk window (%.3f GB)", s->W / K3_GB);
         goto fail;
     }

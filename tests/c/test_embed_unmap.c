@@ -6,9 +6,12 @@
  * chunks, decode steps and a two-sequence step, /proc/self/pagemap must show no page of
  * the embedding's range mapped, and its mapping must carry the two advices (VmFlags nh,
  * rr in /proc/self/smaps). The embedding is 512 KB here, so pages are counted one by one.
- * The probe proves itself first: a row read by hand must show up as mapped. */
+ * The probe proves itself first: a row read by hand must show up as mapped. Beside it,
+ * k3_alloc_huge (the expert cache, the pinned trunk, its window) must give 2 MB-aligned
+ * memory whose mapping carries MADV_HUGEPAGE (VmFlags hg) wherever the kernel has THP. */
 #include "cli.h"
 #include "engine.h"
+#include "sysmem.h"
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -122,7 +125,21 @@ static void run(const char *dir, const char *trunk, int pm) {
     k3_engine_close(&e);
 }
 
+static void huge_alloc(void) {
+    const size_t n = ((size_t)5 << 20) + 123;
+    unsigned char *m = k3_alloc_huge(n);
+    CHECK(m && ((uintptr_t)m & (((uintptr_t)2 << 20) - 1)) == 0, "k3_alloc_huge: %p is not "
+          "2 MB-aligned", (void *)m);
+    if (!m) return;
+    memset(m, 1, n);
+    if (access("/sys/kernel/mm/transparent_hugepage/enabled", R_OK) == 0)
+        CHECK(vm_flags_have((uintptr_t)m, "hg", "hg"), "k3_alloc_huge: its mapping "
+              "lacks MADV_HUGEPAGE (no hg in VmFlags)");
+    free(m);
+}
+
 int main(void) {
+    huge_alloc();
     const int pm = open("/proc/self/pagemap", O_RDONLY);
     if (pm < 0) { printf("SKIP test_embed_unmap: /proc/self/pagemap unreadable\n"); return 0; }
     char tmp[] = "/tmp/k3_embed_unmap_XXXXXX";
