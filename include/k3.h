@@ -97,6 +97,7 @@ typedef struct {
     struct { float *g, *u; } mlp;             /* dense MLP and the shared experts */
     void *arena; size_t bytes;                /* bytes: resident (what the plan counts) */
     size_t map_bytes; int in_file, fd;   /* in_file: the arena maps a file (k3_runstate_open) */
+    void *scratch;                            /* in_file: the experts' scratch, in memory */
 } K3RunState;
 
 /* What a forward pass runs on: the bound model, where its weights come from, and its

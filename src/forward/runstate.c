@@ -39,7 +39,23 @@ static size_t mlp_width(const K3Config *c) {
     return w;
 }
 
-/* Lays rs out over base (NULL: counts only) and returns the bytes it needs. */
+/* A routed expert's scratch: its tokens' inputs xe, products g and u, outputs y. With the
+ * buffers in a file an expert goes K3_ACT_TOKENS tokens at a time (moe.c), so this is
+ * carved apart, in memory, and never dropped: faulting it back in after each block's drop
+ * was half of a streamed prompt's page faults (docs/PERFORMANCE.md). */
+static void expert_bufs(K3RunState *rs, const K3Config *c, Carve *cv, size_t T) {
+    const size_t LAT = c->routed_expert_hidden_size, I = c->moe_intermediate_size;
+    rs->moe.xe = TAKE_F(cv, T * LAT); rs->moe.y = TAKE_F(cv, T * LAT);
+    rs->moe.g = TAKE_F(cv, T * I); rs->moe.u = TAKE_F(cv, T * I);
+}
+static size_t expert_scratch(K3RunState *rs, const K3Config *c, unsigned char *base) {
+    Carve cv = { base, 0 };
+    expert_bufs(rs, c, &cv, (size_t)(rs->max_T < K3_ACT_TOKENS ? rs->max_T : K3_ACT_TOKENS));
+    return (cv.used + 63) & ~(size_t)63;
+}
+
+/* Lays rs out over base (NULL: counts only) and returns the bytes it needs; with the
+ * buffers in a file, all but the experts' scratch (expert_scratch). */
 static size_t layout(K3RunState *rs, const K3Config *c, unsigned char *base) {
     const size_t T = (size_t)rs->max_T, H = c->hidden_size;
     Carve cv = { base, 0 };
@@ -75,12 +91,10 @@ static size_t layout(K3RunState *rs, const K3Config *c, unsigned char *base) {
 
     cv.used = shared;                         /* the MoE, with the shared experts' MLP */
     const size_t E = c->num_experts, LAT = c->routed_expert_hidden_size;
-    const size_t I = c->moe_intermediate_size;
     rs->moe.logit = TAKE_F(&cv, T * E); rs->moe.wsel = TAKE_F(&cv, T * E);
     rs->moe.sel = take(&cv, T * E);
     rs->moe.xl = TAKE_F(&cv, T * LAT); rs->moe.r = TAKE_F(&cv, T * LAT);
-    rs->moe.xe = TAKE_F(&cv, T * LAT); rs->moe.y = TAKE_F(&cv, T * LAT);
-    rs->moe.g = TAKE_F(&cv, T * I); rs->moe.u = TAKE_F(&cv, T * I);
+    if (!rs->in_file) expert_bufs(rs, c, &cv, T);
     rs->moe.shared = TAKE_F(&cv, T * H);
     rs->moe.tok = take(&cv, sizeof(int) * T);
     rs->moe.uni = take(&cv, sizeof(int) * E);
@@ -109,29 +123,32 @@ int k3_runstate_act_tokens(int T) {
  * page is dropped after each block of K3_ACT_TOKENS tokens of a matmul (share.c, stream.c)
  * and of an expert's tokens (moe.c), and after each block of K3_ROW_BLOCK rows of the
  * row-wise steps (forward.c), so at most one block of one matmul's input and output rows
- * (or of the routing, an expert's SiTU, a gather) is mapped at once, beside the rows of
- * one block in every buffer and the routing's choice bytes and token list (scanned whole
- * per expert). Over N ranks a matmul is split by rows and runs whole: all its rows. */
+ * (or of the routing, an expert's gather or sum) is mapped at once, beside the rows of
+ * one block in every buffer, the routing's choice bytes and token list (scanned whole
+ * per expert) and the experts' scratch (in memory). Over N ranks a matmul is split by
+ * rows and runs whole: all its rows. */
 size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int logits_rows) {
     const size_t H = c->hidden_size, C = (size_t)c->kda_num_heads * c->kda_head_dim;
     const size_t D = c->kda_head_dim, MH = c->num_attention_heads;
     const size_t QH = c->qk_nope_head_dim + c->qk_rope_head_dim, VD = c->v_head_dim;
     const size_t R = c->kv_lora_rank + c->qk_rope_head_dim, QL = c->q_lora_rank;
-    const size_t E = c->num_experts, LAT = c->routed_expert_hidden_size;
-    const size_t I = c->moe_intermediate_size, M = mlp_width(c);
+    const size_t E = c->num_experts, LAT = c->routed_expert_hidden_size, M = mlp_width(c);
     const size_t io[] = { H + C, C + D, H + D, H + QL, QL + MH * QH, H + R, H + MH * VD,
-                          MH * VD + H, H + E, 9 * E / 4 + LAT, H + LAT, 2 * LAT + I, 3 * I,
-                          I + 2 * LAT, 2 * LAT + H, H + M, 3 * H };
+                          MH * VD + H, H + E, 9 * E / 4 + LAT, H + LAT, 2 * LAT,
+                          2 * LAT + H, H + M, 3 * H };
     size_t w = 0;
     for (size_t i = 0; i < sizeof io / sizeof io[0]; i++) if (io[i] > w) w = io[i];
     K3RunState rs = { 0 };
+    rs.max_T = max_T; rs.in_file = 1;
+    const size_t scratch = expert_scratch(&rs, c, NULL);
     rs.max_T = max_T < K3_ROW_BLOCK ? max_T : K3_ROW_BLOCK;
     rs.ctx = 1; rs.logits_rows = logits_rows > 0 ? logits_rows : 1;
     const size_t block = layout(&rs, c, NULL);        /* one block of rows in every buffer */
     const size_t pages = 2 * 4096 * (size_t)(rs.n_blocks + 32);   /* partial pages */
     const size_t tb = (size_t)k3_runstate_act_tokens(max_T);
     const size_t route = (size_t)max_T * (E + sizeof(int));   /* sel [T][E] bytes, tok */
-    return sizeof(float) * tb * w + block + route + pages + score_bytes(c, ctx > 0 ? ctx : 1);
+    return sizeof(float) * tb * w + block + route + pages + scratch +
+           score_bytes(c, ctx > 0 ? ctx : 1);
 }
 
 /* The arena: anonymous memory, or (dir) a mapping of an unlinked file in dir. */
@@ -171,16 +188,21 @@ int k3_runstate_open(K3RunState *rs, const K3Config *c, int max_T, int ctx, int 
     rs->fd = -1;
     rs->max_T = max_T > 0 ? max_T : 1; rs->ctx = ctx > 0 ? ctx : 1;
     rs->logits_rows = logits_rows > 0 ? logits_rows : 1;
+    rs->in_file = dir != NULL;
     size_t n = layout(rs, c, NULL);
     rs->map_bytes = n;
-    if (!(rs->arena = arena_new(rs, n, dir, err, errlen))) return -1;
+    if (!(rs->arena = arena_new(rs, n, dir, err, errlen))) { rs->in_file = 0; return -1; }
     rs->mla.scores = malloc(score_bytes(c, rs->ctx));
-    if (!rs->mla.scores) {
-        snprintf(err, errlen, "out of memory for the attention scores");
+    const size_t sn = rs->in_file ? expert_scratch(rs, c, NULL) : 0;
+    if (sn && posix_memalign(&rs->scratch, 64, sn)) rs->scratch = NULL;
+    if (!rs->mla.scores || (sn && !rs->scratch)) {
+        snprintf(err, errlen, "out of memory for the %s",
+                 rs->mla.scores ? "experts' scratch" : "attention scores");
         k3_runstate_free(rs);
         return -1;
     }
     layout(rs, c, rs->arena);
+    if (sn) expert_scratch(rs, c, rs->scratch);
     rs->bytes = rs->in_file ? k3_runstate_resident_bytes(c, rs->max_T, rs->ctx, logits_rows)
                             : n + score_bytes(c, rs->ctx);
     return 0;
@@ -223,5 +245,6 @@ void k3_runstate_free(K3RunState *rs) {
     else free(rs->arena);
     if (rs->fd >= 0 && rs->in_file) close(rs->fd);
     free(rs->mla.scores);
+    free(rs->scratch);
     memset(rs, 0, sizeof *rs);
 }

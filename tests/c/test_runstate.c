@@ -3,8 +3,10 @@
  * k3_engine_open), for every committed model and several chunk sizes, contexts and
  * logits rows; and the layout is sound: inside each layer kind's group (the fixed
  * buffers plus KDA, or MLA, or MoE + MLP) no two buffers overlap and each lies inside
- * the arena. A layout that double-books a buffer, or a plan that counts by hand,
- * fails here. */
+ * the arena. With the buffers in a file (k3_runstate_open with a directory) the experts'
+ * scratch lies apart, in memory: inside rs.scratch, disjoint, sized for one block of
+ * K3_ACT_TOKENS tokens, and the resident bound counts it. A layout that double-books a
+ * buffer, or a plan that counts by hand, fails here. */
 #include "engine.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +94,29 @@ static void check_layout(const K3RunState *rs, const K3Config *c, const char *wh
     CHECK(rs->mla.scores != NULL, "%s: no MLA score rows", what);
 }
 
+/* The file layout: xe, y, g, u in the scratch (K3_ACT_TOKENS rows at most), the rest in
+ * the mapped file, and the resident bound at least the scratch. */
+static void check_file_layout(const K3Config *c, int T, const char *what) {
+    K3RunState rs;
+    char err[4096];
+    if (k3_runstate_open(&rs, c, T, 20, 1, "/tmp", err, sizeof err)) {
+        CHECK(0, "%s: file layout: %s", what, err);
+        return;
+    }
+    const size_t B = (size_t)(T < K3_ACT_TOKENS ? T : K3_ACT_TOKENS), F = sizeof(float);
+    const size_t LAT = c->routed_expert_hidden_size, I = c->moe_intermediate_size;
+    const size_t n = F * B * (2 * LAT + 2 * I) + 4 * 64;
+    Buf s[4] = { { rs.moe.xe, F * B * LAT, "moe.xe" }, { rs.moe.y, F * B * LAT, "moe.y" },
+                 { rs.moe.g, F * B * I, "moe.g" }, { rs.moe.u, F * B * I, "moe.u" } };
+    CHECK(rs.in_file && rs.scratch, "%s: file layout: no file or no scratch", what);
+    disjoint(s, 4, rs.scratch, n, what);
+    Buf f[2] = { { rs.moe.xl, F * T * LAT, "moe.xl" }, { rs.moe.r, F * T * LAT, "moe.r" } };
+    disjoint(f, 2, rs.arena, rs.map_bytes, what);
+    CHECK(rs.bytes >= n - 4 * 64, "%s: resident bound %zu under the scratch %zu", what,
+          rs.bytes, n);
+    k3_runstate_free(&rs);
+}
+
 int main(void) {
     static const char *models[] = { "tests/models/tiny5", "tests/models/tiny4",
                                     "tests/models/tiny5f" };
@@ -118,6 +143,7 @@ int main(void) {
                           "%s: plan %llu, allocated %zu, k3_runstate_bytes %zu", what,
                           (unsigned long long)k3_mem_buffer_bytes(e.mem), e.rs.bytes, want);
                     check_layout(&e.rs, &e.m.cfg, what);
+                    if (xi == 0 && ri == 0) check_file_layout(&e.m.cfg, chunks[ci], what);
                     k3_engine_close(&e);
                     configs++;
                 }
