@@ -200,6 +200,10 @@ int k3_runstate_init(K3RunState *rs, const K3Config *c, int max_T, int ctx, int 
 int k3_runstate_open(K3RunState *rs, const K3Config *c, int max_T, int ctx, int logits_rows,
                      const char *dir, char *err, size_t errlen);
 #define K3_ROW_BLOCK 64                       /* rows per block of the row-wise steps */
+/* The rows of the block that starts at row r0 of T: K3_ROW_BLOCK, fewer for the last */
+static inline int k3_block_rows(int T, int r0) {
+    return T - r0 < K3_ROW_BLOCK ? T - r0 : K3_ROW_BLOCK;
+}
 size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int logits_rows);
 /* Tokens of a T-token matmul mapped at once with the buffers in a file: K3_ACT_TOKENS
  * blocks at N = 1, all T over N ranks (a split matmul runs whole) */

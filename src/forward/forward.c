@@ -41,7 +41,7 @@ static void mix_norm(K3Engine *e, float *h, float *const *B, int nb, const float
     const int H = e->m.cfg.hidden_size;
     const float eps = e->m.cfg.rms_norm_eps;
     for (int r0 = 0; r0 < T; r0 += K3_ROW_BLOCK) {
-        const int n = T - r0 < K3_ROW_BLOCK ? T - r0 : K3_ROW_BLOCK;
+        const int n = k3_block_rows(T, r0);
         const size_t o = (size_t)r0 * H;
         const float *Bo[nb > 0 ? nb : 1];
         for (int i = 0; i < nb; i++) Bo[i] = B[i] + o;
@@ -61,7 +61,7 @@ static int nonfinite(K3Engine *e, int L, const char *what, const float *a, int T
                      const K3Seq *seq, int n, int head, char *err, size_t errlen) {
     int64_t first = -1;                          /* in blocks of rows (buffers in a file) */
     for (int r0 = 0; r0 < T && first < 0; r0 += K3_ROW_BLOCK) {
-        const int nr = T - r0 < K3_ROW_BLOCK ? T - r0 : K3_ROW_BLOCK;
+        const int nr = k3_block_rows(T, r0);
         const int64_t f = k3_first_nonfinite(ST_F32, a + (size_t)r0 * H,
                                              sizeof(float) * (size_t)nr * H);
         if (f >= 0) first = (int64_t)r0 * H + f;

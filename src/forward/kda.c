@@ -99,7 +99,7 @@ void k3_kda(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
         struct K3Undo *u = s->undo && s->undo->armed ? s->undo : NULL;
         for (int b0 = 0; b0 < seq[i].T; b0 += K3_ROW_BLOCK) {
             if (k3_halted(e)) return;            /* the state is reset by the caller */
-            const int Ti = seq[i].T - b0 < K3_ROW_BLOCK ? seq[i].T - b0 : K3_ROW_BLOCK;
+            const int Ti = k3_block_rows(seq[i].T, b0);
             const size_t ro = (size_t)(r + b0) * C, uo = (size_t)b0 * C;
             for (int t = 0; u && t < Ti; t++) {  /* the raw conv inputs, for a rollback */
                 float *raw = u->raw[L] + (size_t)(b0 + t) * 3 * C;

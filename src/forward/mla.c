@@ -93,7 +93,7 @@ void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
         k3_runstate_drop(&e->rs);
         for (int b0 = 0; b0 < Ti; b0 += K3_ROW_BLOCK) {   /* K3_ROW_BLOCK tokens at a time */
             if (k3_halted(e)) return;            /* the state is reset by the caller */
-            const int nb = Ti - b0 < K3_ROW_BLOCK ? Ti - b0 : K3_ROW_BLOCK;
+            const int nb = k3_block_rows(Ti, b0);
             MlaHeads heads = { ly, s, L, b0, nb, NH, NOPE, ROPE, VD, R, QH,
                                1.0f / sqrtf((float)QH), q + (size_t)(r + b0) * NH * QH,
                                o + (size_t)(r + b0) * NH * VD, e->rs.mla.scores, e->rs.ctx };
@@ -105,8 +105,7 @@ void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
     if (c->mla_use_output_gate)
         for (int t0 = 0; t0 < T; t0 += K3_ROW_BLOCK) {
             const size_t o0 = (size_t)t0 * NH * VD;
-            k3_sigmoid_mul(o + o0, G + o0,
-                           (size_t)(T - t0 < K3_ROW_BLOCK ? T - t0 : K3_ROW_BLOCK) * NH * VD);
+            k3_sigmoid_mul(o + o0, G + o0, (size_t)k3_block_rows(T, t0) * NH * VD);
             k3_runstate_drop(&e->rs);
         }
     k3_mm(e, out, &ly->o, o, T);

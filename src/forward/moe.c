@@ -69,7 +69,7 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
     int *tok = e->rs.moe.tok, *uni = e->rs.moe.uni, ids[K];
     float choice[E];
     for (int t0 = 0; t0 < T; t0 += K3_ROW_BLOCK) {   /* blocks of rows: buffers in a file */
-        const size_t n = (size_t)(T - t0 < K3_ROW_BLOCK ? T - t0 : K3_ROW_BLOCK);
+        const size_t n = (size_t)k3_block_rows(T, t0);
         memset(wsel + (size_t)t0 * E, 0, sizeof(float) * n * E);
         memset(sel + (size_t)t0 * E, 0, n * E);
         memset(r + (size_t)t0 * LAT, 0, sizeof(float) * n * LAT);

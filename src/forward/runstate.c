@@ -221,8 +221,7 @@ void k3_runstate_drop(K3RunState *rs) {
 
 void k3_runstate_add_rows(K3RunState *rs, float *p, const float *a, int T, int H, int copy) {
     for (int r0 = 0; r0 < T; r0 += K3_ROW_BLOCK) {
-        const size_t o = (size_t)r0 * H, n = (size_t)(T - r0 < K3_ROW_BLOCK ? T - r0
-                                                                            : K3_ROW_BLOCK) * H;
+        const size_t o = (size_t)r0 * H, n = (size_t)k3_block_rows(T, r0) * H;
         if (copy) memcpy(p + o, a + o, n * sizeof(float));
         else for (size_t i = 0; i < n; i++) p[o + i] += a[o + i];
         k3_runstate_drop(rs);
