@@ -15,4 +15,8 @@ uint64_t k3_cgroup_available(uint64_t self_rss, char *desc, size_t dn);
  * TLB less. Only pages inside the buffer are advised, so it never holds more than a budget
  * counted. free() releases it; NULL when out of memory. */
 void *k3_alloc_huge(size_t bytes);
+/* The kernel's transparent huge page setting `what` ("enabled" or "defrag"): the chosen
+ * word of /sys/kernel/mm/transparent_hugepage/<what> into out ("always", "madvise",
+ * "never", ...); 0, or -1 when the kernel has none (out is then "none"). */
+int k3_thp_mode(const char *what, char *out, size_t n);
 #endif

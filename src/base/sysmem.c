@@ -62,3 +62,17 @@ void *k3_alloc_huge(size_t bytes) {
 #endif
     return m;
 }
+
+int k3_thp_mode(const char *what, char *out, size_t n) {
+    char path[128], line[256];
+    snprintf(path, sizeof path, "/sys/kernel/mm/transparent_hugepage/%s", what);
+    snprintf(out, n, "none");
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    const int got = fgets(line, sizeof line, f) != NULL;
+    fclose(f);
+    char *a = got ? strchr(line, '[') : NULL, *b = a ? strchr(a, ']') : NULL;
+    if (!b) return -1;                        /* the chosen word is the bracketed one */
+    snprintf(out, n, "%.*s", (int)(b - a - 1), a + 1);
+    return 0;
+}

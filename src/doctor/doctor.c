@@ -32,6 +32,7 @@ typedef struct {
     char **prob; int nprob;
     DocShard *sh; int nsh;
     int cores; char kernels[32], fs[64], cgdesc[300]; uint64_t avail, cg; int odirect;
+    char thp[32], defrag[32];                 /* transparent huge pages: the kernel's */
     DocDisk disk; double mem_gbs, sum_gbs;
     int nshards, ntensors; uint64_t bytes;
     int model_ok, trunk_tensors, scan_tensors, scan_bad; uint64_t trunk_bytes, scan_bytes;
@@ -95,6 +96,13 @@ static void machine(Doc *d, const char *dir, const K3Model *m, int bench) {
     say(d, "  memory         MemAvailable %.3f GB", d->avail / K3_GB);
     if (d->cg) say(d, "; %s limit less its other processes %.3f GB", d->cgdesc, d->cg / K3_GB);
     say(d, "%s\n", d->cg ? "" : "; no cgroup limit");
+    k3_thp_mode("enabled", d->thp, sizeof d->thp);
+    k3_thp_mode("defrag", d->defrag, sizeof d->defrag);
+    const int thp = !strcmp(d->thp, "always") || !strcmp(d->thp, "madvise");
+    say(d, "  huge pages     transparent %s, defrag %s: %s\n", d->thp, d->defrag, thp ?
+        "the expert cache and a pinned trunk fill 2 MB at a time" :
+        "the expert cache and a pinned trunk fault in every 4 KB page; echo madvise > "
+        "/sys/kernel/mm/transparent_hugepage/enabled makes their first fill faster");
     struct statfs sf;
     const int have = !statfs(dir, &sf);
     const char *fs = have ? fs_name((long)sf.f_type) : "unknown";
@@ -341,6 +349,8 @@ static void print_json(const Doc *d, const char *dir) {
     else printf("  \"cgroup_available_bytes\": null,\n");       /* no cgroup limit */
     json_str("filesystem", d->fs, 0);
     printf("  \"o_direct\": %s,\n", d->odirect < 0 ? "null" : d->odirect ? "true" : "false");
+    json_str("transparent_hugepage", d->thp, 0);
+    json_str("transparent_hugepage_defrag", d->defrag, 0);
     if (d->disk.mb_s > 0)                      /* null: not measured */
         printf("  \"disk_read_mb_s\": %.1f,\n  \"disk_read_o_direct\": %s,\n", d->disk.mb_s,
                d->disk.direct ? "true" : "false");

@@ -33,6 +33,14 @@ grep -q "tensors (.* GB) match their checksums" $T/o && grep -q "every value fin
   ok "trunk checksums and scan reported" || bad "trunk/scan lines missing: $(cat $T/o)"
 $K3 doctor $M --no-bench --json >$T/j 2>$T/e && grep -q '"healthy": true' $T/j &&
   grep -q '"problems": \[\]' $T/j && ok "--json: healthy" || bad "--json: $(cat $T/j)"
+# the transparent huge page settings, as the kernel gives them (or "none")
+want=none
+[ -r /sys/kernel/mm/transparent_hugepage/enabled ] &&
+  want=$(sed 's/.*\[\(.*\)\].*/\1/' /sys/kernel/mm/transparent_hugepage/enabled)
+grep -q "\"transparent_hugepage\": \"$want\"" $T/j &&
+  grep -q "huge pages     transparent $want, defrag " $T/o &&
+  ok "huge pages: transparent $want in the report and --json" ||
+  bad "huge pages: want $want: $(grep -i huge $T/o $T/j)"
 
 # a truncated shard; a missing one; both at once (every problem, not just the first)
 fresh; truncate -s 500000 $T/m/$S4
