@@ -8,5 +8,5 @@ CC=${CC:-gcc}
 mkdir -p build/tools
 $CC -std=c11 -D_GNU_SOURCE -Wall -Wextra -O2 -ffp-contract=off -Iinclude -pthread \
   -o build/tools/bench_st_index tools/bench_st_index.c src/io/safetensors.c src/io/json.c \
-  src/base/util.c -lm
+  src/base/util.c src/base/sysmem.c -lm
 exec build/tools/bench_st_index "$@"
