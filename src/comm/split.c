@@ -1,6 +1,6 @@
 /* split.c — a matmul split by output rows over the ranks of a run (comm.h;
  * docs/DISTRIBUTED.md), in both builds (it calls only the transport); and the ranks'
- * agreement check k3_comm_differs.
+ * agreement checks k3_comm_differs and k3_comm_least.
  *
  * Rank k computes rows [r0, r1) of Y for every token with the single-process kernel on a
  * view of those rows (a row's bits never depend on which rows are computed beside it: rows
@@ -31,6 +31,17 @@ int k3_comm_differs(uint64_t v) {
     for (int k = 1; k < N; k++)
         if (all[k] != all[0]) return k;
     return 0;
+}
+
+int k3_comm_least(int v) {
+    const int N = k3_comm_size();
+    if (N == 1) return v;
+    int64_t mine = v, all[N];
+    size_t counts[N];
+    for (int k = 0; k < N; k++) counts[k] = sizeof mine;
+    k3_comm_allgatherv(&mine, all, counts);
+    for (int k = 0; k < N; k++) if (all[k] < mine) mine = all[k];
+    return (int)mine;
 }
 
 /* Rows [r0, r1) of W as a matrix of their own (the same bytes, the same kernel). */

@@ -224,6 +224,9 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
     pick_budgets(m, o, lb, self, avail, &tgb, &cgb);   /* budgets first, then the chunk */
     const char *why;
     o->chunk = fit_chunk(m, o0, lb, tgb, cgb, self, avail, &why, &o->act_file);
+    /* N ranks each fit their own share and their own process's bytes; a step must be the
+     * same on every rank, so all take the least chunk (smaller fits every budget) */
+    o->chunk = k3_comm_least(o->chunk);
     x->chunk = o->chunk;
     if (o->act_file) {
         x->act_dir = o->state_dir ? o->state_dir : getenv("TMPDIR");
