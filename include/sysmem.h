@@ -1,4 +1,5 @@
-/* sysmem.h — what the machine and this process hold, for the memory plan. */
+/* sysmem.h — what the machine and this process hold, for the memory plan, and how the
+ * large buffers are allocated. */
 #ifndef K3_SYSMEM_H
 #define K3_SYSMEM_H
 #include <stddef.h>

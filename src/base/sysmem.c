@@ -1,4 +1,5 @@
-/* sysmem.c — this process's resident bytes and the cgroup memory limit (sysmem.h). */
+/* sysmem.c — this process's resident bytes, the cgroup memory limit, and large buffers on
+ * 2 MB pages (sysmem.h). */
 #include "sysmem.h"
 #include <stdio.h>
 #include <stdlib.h>

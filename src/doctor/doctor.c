@@ -100,7 +100,8 @@ static void machine(Doc *d, const char *dir, const K3Model *m, int bench) {
     k3_thp_mode("defrag", d->defrag, sizeof d->defrag);
     const int thp = !strcmp(d->thp, "always") || !strcmp(d->thp, "madvise");
     say(d, "  huge pages     transparent %s, defrag %s: %s\n", d->thp, d->defrag, thp ?
-        "the expert cache and a pinned trunk fill 2 MB at a time" :
+        "the expert cache and a pinned trunk fill 2 MB at a time" : !strcmp(d->thp, "none") ?
+        "this kernel has none; the expert cache and a pinned trunk fault in every 4 KB page" :
         "the expert cache and a pinned trunk fault in every 4 KB page; echo madvise > "
         "/sys/kernel/mm/transparent_hugepage/enabled makes their first fill faster");
     struct statfs sf;
