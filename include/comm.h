@@ -29,9 +29,9 @@ void k3_comm_allgatherv(const void *mine, void *all, const size_t *counts);
 /* The lowest rank whose v differs from rank 0's, or 0 when every rank agrees (one 8-byte
  * gather: how ranks check that they run the same checkpoint, split and steps). */
 int k3_comm_differs(uint64_t v);
-/* The least of every rank's v (one 8-byte gather; v at N = 1): what every rank can do when
- * each planned from its own memory (a prefill chunk: the steps must be the same). */
-int k3_comm_least(int v);
+/* v[j] = the least of every rank's v[j], j < n (one gather; unchanged at N = 1): what every
+ * rank can do when each planned from its own memory (a chunk, slots: the steps must agree). */
+void k3_comm_least(int32_t *v, int n);
 /* n bytes of rank 0's buf to every rank. */
 void k3_comm_bcast(void *buf, size_t n);
 /* The same, for a wait that may last (a follower waiting for rank 0's next record while a

@@ -33,15 +33,18 @@ int k3_comm_differs(uint64_t v) {
     return 0;
 }
 
-int k3_comm_least(int v) {
+void k3_comm_least(int32_t *v, int n) {
     const int N = k3_comm_size();
-    if (N == 1) return v;
-    int64_t mine = v, all[N];
+    if (N == 1 || n < 1) return;
+    int32_t all[(size_t)N * n];
     size_t counts[N];
-    for (int k = 0; k < N; k++) counts[k] = sizeof mine;
-    k3_comm_allgatherv(&mine, all, counts);
-    for (int k = 0; k < N; k++) if (all[k] < mine) mine = all[k];
-    return (int)mine;
+    for (int k = 0; k < N; k++) counts[k] = sizeof(int32_t) * (size_t)n;
+    k3_comm_allgatherv(v, all, counts);
+    for (int k = 0; k < N; k++)
+        for (int j = 0; j < n; j++) {
+            const int32_t x = all[(size_t)k * n + j];
+            if (x < v[j]) v[j] = x;
+        }
 }
 
 /* Rows [r0, r1) of W as a matrix of their own (the same bytes, the same kernel). */

@@ -28,14 +28,9 @@ int k3_sched_follower(const K3Sched *s) { return s->follow; }
 /* Each rank planned its own share, so the plans' chunks and sequences may differ: every
  * rank takes the least, so a step of rank 0 fits every rank. */
 void k3_sched_mirror(K3Sched *s) {
-    const int N = k3_comm_size();
-    if (N == 1) return;
-    int32_t mine[3] = { s->n_slots, s->max_T, s->rows_max }, all[3 * N];
-    size_t counts[N];
-    for (int k = 0; k < N; k++) counts[k] = sizeof mine;
-    k3_comm_allgatherv(mine, all, counts);
-    for (int k = 0; k < N; k++)
-        for (int j = 0; j < 3; j++) if (all[3 * k + j] < mine[j]) mine[j] = all[3 * k + j];
+    if (k3_comm_size() == 1) return;
+    int32_t mine[3] = { s->n_slots, s->max_T, s->rows_max };
+    k3_comm_least(mine, 3);
     for (int i = mine[0]; i < s->n_slots; i++) {      /* the slots past them go unused */
         k3_state_free(&s->e->m, s->seq[i].st);
         s->seq[i].st = NULL;

@@ -226,7 +226,9 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
     o->chunk = fit_chunk(m, o0, lb, tgb, cgb, self, avail, &why, &o->act_file);
     /* N ranks each fit their own share and their own process's bytes; a step must be the
      * same on every rank, so all take the least chunk (smaller fits every budget) */
-    o->chunk = k3_comm_least(o->chunk);
+    int32_t chunk = o->chunk;
+    k3_comm_least(&chunk, 1);
+    o->chunk = chunk;
     x->chunk = o->chunk;
     if (o->act_file) {
         x->act_dir = o->state_dir ? o->state_dir : getenv("TMPDIR");
