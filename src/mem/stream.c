@@ -24,7 +24,7 @@
  * with the trunk index, a piece is the coded bytes of its rows, multiplied through a
  * small table of offsets relative to the piece, and its structure is checked when the
  * piece is used (so the decoders stay inside it). Its checksum covers table and rows. */
-#include "internal.h"
+#include "stream_priv.h"
 #include "codec.h"
 #include "comm.h"
 #include "dio.h"
@@ -50,55 +50,6 @@ static const size_t ORDER[] = { F(kv_b), F(q), F(k), F(v), F(f_a), F(f_b), F(b),
 #define TMP_ROWS 2048                         /* rows per block: every piece fills it, so
                                                * its bytes are resident as planned */
 #define CHUNK (1u << 20)                      /* bytes per read */
-
-typedef struct {
-    K3RowSource src;                          /* first: what k3_matmul calls */
-    K3Stream *s;
-    int L, mi;                                /* layer (-1: lm_head), index in the trunk */
-    int type, rows, cols, whole;
-    uint64_t row_bytes, sum;
-    const char *name;
-    int lo, hi, split;                        /* this rank's rows [lo, hi); split: N > 1 */
-    int pin_rows;                             /* rows [lo, lo + pin_rows) at pin */
-    const unsigned char *pin;
-    uint32_t *pin_rel;                        /* coded, lo > 0: pinned rows' offsets */
-    int first, npieces;                       /* its streamed pieces */
-    K3Sum pin_sum;                            /* checksum state after the pinned rows */
-    const uint32_t *ro;                       /* coded: the row offset table, else NULL */
-} SMat;
-
-typedef struct {
-    int mat, r0, r1, file; uint64_t off, n;
-    uint32_t *rel;                            /* coded: row offsets from the piece's start */
-} SPiece;
-typedef struct { long seq; uint64_t vpos, span, a0; int chunks, state, released, whole; } Rec;
-enum { R_READING, R_READY, R_FAILED };
-
-struct K3Stream {
-    K3Model *m; K3Trunk *t; K3MemStats *st;
-    K3DioFile file[2];
-    SMat *mat; int nmat;
-    SPiece *pc; int npc;
-    int *first_of;                            /* [NL + 1]: first piece of layer L (NL: head) */
-    SMat *head;
-    K3Layer *ly;
-    long held;                                /* the whole piece the layer holds, or -1 */
-    unsigned char *pin; uint64_t pin_len;
-    unsigned char *win; uint64_t W;           /* the ring of pieces */
-    unsigned char *wbuf; int whole_busy;      /* the whole matrix a layer holds (kv_b) */
-    float *tmp; int tmp_rows, max_T, verify, nth;
-    pthread_mutex_t mu; pthread_cond_t cv;
-    pthread_t *th; int started, quit, waiting;
-    Rec *rec; long RC;
-    long iss, alloc, cons, tail;              /* next to issue / allocated / consume / free */
-    long skip_to;                             /* pieces before it not yet read: not read (a
-                                               * stopped forward's rest, drained unused) */
-    uint64_t iss_off, head_v;
-    int failed; char err[700];
-    long nreads;
-    K3IoMeter *io;
-    const int *experts_busy;                  /* expert reads queued or in flight */
-};
 
 uint64_t k3_stream_tmp_bytes(int max_T, uint64_t piece) {
     if (max_T <= 1) return 0;
@@ -500,8 +451,8 @@ void k3_stream_rank_bytes(const K3Model *m, const K3Trunk *t, uint64_t *lb) {
 }
 
 /* File bytes of rows [r0, r1) of matrix sm. */
-static void rows_at(const K3Stream *s, const SMat *sm, int r0, int r1, uint64_t *off,
-                    uint64_t *n) {
+void k3_stream_rows_at(const K3Stream *s, const SMat *sm, int r0, int r1, uint64_t *off,
+                       uint64_t *n) {
     if (sm->L >= 0) { k3_trunk_rows(s->t, sm->L, sm->mi, r0, r1, off, n); return; }
     const StTensor *t = st_find(s->m->st, "language_model.lm_head.weight");
     if (!t) t = st_find(s->m->st, "lm_head.weight");
@@ -542,7 +493,7 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
         SMat *sm = &s->mat[j];
         uint64_t at, bytes;
         const int share = sm->hi - sm->lo;
-        rows_at(s, sm, sm->lo, sm->hi, &at, &bytes);
+        k3_stream_rows_at(s, sm, sm->lo, sm->hi, &at, &bytes);
         if (prefix && budget >= bytes) { sm->pin_rows = share; budget -= bytes; continue; }
         if (prefix && !sm->whole && sm->ro)       /* coded: the most rows inside the budget */
             while (sm->pin_rows < share &&
@@ -563,7 +514,7 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
             SPiece *p = &v[s->npc++];
             p->mat = j; p->r0 = r; p->r1 = r + per < sm->hi ? r + per : sm->hi;
             p->file = sm->L < 0;
-            rows_at(s, sm, p->r0, p->r1, &p->off, &p->n);
+            k3_stream_rows_at(s, sm, p->r0, p->r1, &p->off, &p->n);
             p->rel = NULL;
             if (sm->ro) {
                 if (!(p->rel = malloc(sizeof(uint32_t) * (size_t)(p->r1 - p->r0 + 1)))) {
@@ -579,100 +530,6 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
     for (int i = s->npc - 1; i >= 0; i--) {
         const int L = s->mat[s->pc[i].mat].L;
         s->first_of[L < 0 ? NL : L] = i;
-    }
-    return 0;
-}
-
-/* Reads the pinned rows (buffered, once) and checks every matrix that has them against
- * its checksum: a partly pinned one by reading its streamed rows once through the window.
- * A split matrix (N > 1: this rank's rows only) is not checked against the whole tensor's
- * sum; a coded one's structure is. */
-static int load_pinned(K3Stream *s, char *err, size_t errlen) {
-    uint64_t n = 0;
-    for (int j = 0; j < s->nmat; j++) {
-        uint64_t off, len;
-        rows_at(s, &s->mat[j], s->mat[j].lo, s->mat[j].lo + s->mat[j].pin_rows, &off, &len);
-        n += (len + 63) & ~(uint64_t)63;
-    }
-    s->pin_len = n;
-    if (n && !(s->pin = k3_alloc_huge(n))) {
-        snprintf(err, errlen, "out of memory pinning %.3f GB of the trunk", n / K3_GB);
-        return -1;
-    }
-    uint64_t at = 0;
-    for (int j = 0; j < s->nmat; j++) {
-        SMat *sm = &s->mat[j];
-        k3_sum_init(&sm->pin_sum);
-        if (sm->ro)                           /* the stored tensor starts with its table */
-            k3_sum_add(&sm->pin_sum, sm->ro, k3_codec_table_bytes(sm->rows));
-        if (!sm->pin_rows) continue;
-        uint64_t off, len;
-        rows_at(s, sm, sm->lo, sm->lo + sm->pin_rows, &off, &len);
-        unsigned char *dst = s->pin + at;
-        at += (len + 63) & ~(uint64_t)63;
-        long nr = ++s->nreads;
-        char why[600];
-        if (nr == k3_faults()->trunk_read) {
-            snprintf(err, errlen, "%s: injected failure of trunk read %ld (%s, "
-                     "K3_FAULT_TRUNK_READ)", s->file[sm->L < 0].path, nr, sm->name);
-            return -1;
-        }
-        if (k3_dio_pread(&s->file[sm->L < 0], dst, off, len, why, sizeof why)) {
-            snprintf(err, errlen, "pinning '%s': %s", sm->name, why);
-            return -1;
-        }
-        s->st->trunk_load_bytes += len;
-        sm->pin = dst;
-        if (sm->ro && sm->lo) {               /* coded rows from lo: offsets from row lo */
-            if (!(sm->pin_rel = malloc(sizeof(uint32_t) * (size_t)(sm->pin_rows + 1)))) {
-                snprintf(err, errlen, "out of memory");
-                return -1;
-            }
-            for (int r = 0; r <= sm->pin_rows; r++)
-                sm->pin_rel[r] = sm->ro[sm->lo + r] - sm->ro[sm->lo];
-        }
-        if (sm->L < 0) continue;              /* lm_head: no checksum in the shards */
-        if (sm->split) {                      /* the sum is the whole tensor's: structure only */
-            if (sm->ro && k3_codec_check_rows(sm->ro, sm->lo, sm->lo + sm->pin_rows, dst,
-                                              sm->cols, 1, why, sizeof why)) {
-                snprintf(err, errlen, "%s: coded tensor '%s' (layer %d) is corrupt: %s; re-run "
-                         "k3 pack MODEL_DIR TRUNK_DIR", k3_trunk_path(s->t), sm->name, sm->L,
-                         why);
-                return -1;
-            }
-            continue;
-        }
-        k3_sum_add(&sm->pin_sum, dst, len);
-        K3Sum all = sm->pin_sum;
-        for (int i = sm->first; sm->ro && i < sm->first + sm->npieces; i++) {
-            const SPiece *p = &s->pc[i];      /* coded, partly pinned: its pieces fit W */
-            if (k3_dio_pread(&s->file[0], s->win, p->off, p->n, why, sizeof why)) {
-                snprintf(err, errlen, "checking '%s': %s", sm->name, why);
-                return -1;
-            }
-            k3_sum_add(&all, s->win, p->n);
-        }
-        for (int r = sm->pin_rows; !sm->ro && r < sm->rows;) {    /* a partly pinned matrix */
-            int nb = (int)((s->W > sm->row_bytes ? s->W - 8192 : sm->row_bytes) / sm->row_bytes);
-            if (nb > sm->rows - r) nb = sm->rows - r;
-            uint64_t o2, l2;
-            rows_at(s, sm, r, r + nb, &o2, &l2);
-            if (k3_dio_pread(&s->file[0], s->win, o2, l2, why, sizeof why)) {
-                snprintf(err, errlen, "checking '%s': %s", sm->name, why);
-                return -1;
-            }
-            k3_sum_add(&all, s->win, l2);
-            r += nb;
-        }
-        const uint64_t got = k3_sum_end(&all);
-        if (got != sm->sum) { k3_trunk_bad_sum(s->t, sm->L, sm->mi, got, err, errlen); return -1; }
-        /* the checksum matched: the structure too (a stale pack could differ) */
-        if (sm->ro && k3_codec_check_rows(sm->ro, 0, sm->pin_rows, dst, sm->cols, 1, why,
-                                          sizeof why)) {
-            snprintf(err, errlen, "%s: coded tensor '%s' (layer %d) is corrupt: %s; re-run "
-                     "k3 pack MODEL_DIR TRUNK_DIR", k3_trunk_path(s->t), sm->name, sm->L, why);
-            return -1;
-        }
     }
     return 0;
 }
@@ -737,7 +594,7 @@ K3Stream *k3_stream_open(K3Model *m, K3Trunk *t, const K3StreamOpts *o, K3MemSta
     const uint64_t tb = k3_stream_tmp_bytes(s->max_T, o->piece_bytes);
     s->tmp_rows = s->max_T > 1 ? (int)(tb / (4u * (uint64_t)s->max_T)) : 1;
     if (tb && !(s->tmp = malloc(tb))) { snprintf(err, errlen, "out of memory"); goto fail; }
-    if (load_pinned(s, err, errlen)) goto fail;
+    if (k3_stream_pin(s, err, errlen)) goto fail;
     bind_layers(s);
     if (!s->npc) return s;
     s->nth = o->io_depth > 0 ? o->io_depth : 16;

@@ -1,11 +1,11 @@
 #!/bin/sh
 # Data integrity and injected faults (issue 15): a NaN/Inf weight or an E8M0 scale 0xFF is
 # refused at load, by `k3 pack`, or stops the run at the layer where activations first go
-# non-finite (exit 1, never ids 0,0,0,0 with "valid": true); a flipped trunk byte fails
-# its checksum (pinned layers always, streamed ones with --verify-reads); a format-1 trunk
-# is refused; a shard truncated or removed under a run is named (SIGBUS on the mapping:
-# exit 1; expert reads: exit 4); a disk full during `k3 pack` leaves no partial file;
-# short reads and EINTR change no bit. Corrupted copies of tiny5 are made in a temp dir.
+# non-finite (exit 1, never ids 0,0,0,0 with "valid": true); a flipped trunk byte fails its
+# checksum (pinned layers always, at any thread count; streamed ones with --verify-reads); a
+# format-1 trunk is refused; a shard truncated or removed under a run is named (SIGBUS on the
+# mapping: exit 1; expert reads: exit 4); a disk full during `k3 pack` leaves no partial
+# file; short reads and EINTR change no bit. Corrupted copies of tiny5 are made in a temp dir.
 set -u
 M=tests/models/tiny5
 . tests/sh/lib/tensor.sh
@@ -71,6 +71,20 @@ expect 1 "trunk.k3: $what does not match its checksum" -- \
   $K3 $T/m --trunk $T/trf --ids "$P" --gen 2 --quiet
 expect 1 "layers.3.self_attn.o_proj.weight' (layer 3) does not match its checksum" -- \
   $K3 $T/m --trunk $T/trf --trunk-gb 0 --verify-reads --ids "$P" --gen 2 --quiet
+# the pinned prefix is read in slices by the kernels' threads (pin.c): the resident bits at
+# 1 and 3 threads; of two corrupt matrices the first in stream order is named at both
+for th in 1 3; do
+  $K3 $T/m --trunk $T/tr --threads $th --ids "$P" --gen 1 --quiet --dump-logits $T/lp$th \
+    >/dev/null 2>$T/e && cmp -s $T/l0 $T/lp$th && ok "pinned at --threads $th: resident bits" ||
+    bad "pinned at --threads $th: other bits or a failure: $(tail -c 300 $T/e)"
+done
+off=$(grep -a '^t 1 .*layers.1.block_sparse_moe.shared_experts.gate_proj.weight$' \
+  $T/trf/trunk.k3 | awk '{print $3 + 0}')
+patch_bytes $T/trf/trunk.k3 $((off + 300)) '\125'
+for th in 1 3; do
+  expect 1 "layers.1.block_sparse_moe.shared_experts.gate_proj.weight' (layer 1) does not" -- \
+    $K3 $T/m --trunk $T/trf --threads $th --ids "$P" --gen 2 --quiet
+done
 sed '1s/k3trunk 2$/k3trunk 1/' $T/tr/trunk.k3 > $T/trf/trunk.k3
 expect 1 "trunk format 1; this k3 reads format 2.*re-run k3 pack" -- \
   $K3 $T/m --trunk $T/trf --ids "$P" --gen 2 --quiet
