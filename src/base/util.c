@@ -20,6 +20,12 @@ double k3_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+void k3_secs_text(char *b, size_t n, double s) {
+    if (s < 60) snprintf(b, n, "%.0f s", s);
+    else if (s < 3600) snprintf(b, n, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    else snprintf(b, n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
+}
+
 uint64_t k3_hash(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 0x100000001b3ull; }

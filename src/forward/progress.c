@@ -26,20 +26,14 @@ static void hooks_init(void) {
     hook.gaps = v && *v == '1';
 }
 
-static void fmt_secs(char *b, size_t n, double s) {
-    if (s < 60) snprintf(b, n, "%.0f s", s);
-    else if (s < 3600) snprintf(b, n, "%dm%02ds", (int)(s / 60), (int)s % 60);
-    else snprintf(b, n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
-}
-
 static void progress_line(K3Engine *e, double now) {
     K3Progress *p = &e->prog;
     const int NL = e->m.cfg.num_hidden_layers;
     const double f = (p->done + (double)p->step_T * p->L / NL) / (p->total > 0 ? p->total : 1);
     const double el = now - p->t0;
     char left[32] = "?", so_far[32];
-    if (f > 0.001) fmt_secs(left, sizeof left, el * (1 - f) / f);
-    fmt_secs(so_far, sizeof so_far, el);
+    if (f > 0.001) k3_secs_text(left, sizeof left, el * (1 - f) / f);
+    k3_secs_text(so_far, sizeof so_far, el);
     fprintf(stderr, "%s: prefill: %d of %d tokens done, the next %d in layer %d of %d; %.0f%%, "
             "~%s left (%s so far)\n", p->who ? p->who : "k3", p->done, p->total, p->step_T,
             p->L + 1, NL, 100 * f, left, so_far);

@@ -128,6 +128,7 @@ typedef struct {
     int piece_rows;                           /* > 0: rows per piece (tests) */
     int io_depth, max_T, verify_reads;
     int head;                                 /* lm_head goes through the stream too */
+    int quiet;                                /* no progress lines while pinning */
 } K3StreamOpts;
 K3Stream *k3_stream_open(K3Model *m, K3Trunk *t, const K3StreamOpts *o, K3MemStats *st,
                          K3IoMeter *io, char *err, size_t errlen);

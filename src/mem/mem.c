@@ -269,7 +269,7 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
     const int depth = o->io_depth > 0 ? o->io_depth : 16;
     if (x->trunk) {
         const K3StreamOpts so = { p.pinned, p.piece, p.ring_bytes, o->piece_rows, depth,
-                                  o->chunk, o->verify_reads, 1 };
+                                  o->chunk, o->verify_reads, 1, o->quiet };
         if (!(x->stream = k3_stream_open(m, x->trunk, &so, &x->st, &x->io, err, errlen)))
             return K3_ERR_RUNTIME;
     }

@@ -34,7 +34,30 @@ typedef struct {
     pthread_mutex_t mu;
     int bad;                                  /* the first failed matrix, or nmat */
     char err[700];
+    uint64_t done;                            /* bytes read so far */
+    double t0, every, next;                   /* every <= 0: no progress lines */
+    int lines;
 } Load;
+
+/* A progress line on stderr every K3_PROGRESS_SECONDS (5 s), as the prefill's: a real
+ * K3's pinned prefix is up to 111 GB, minutes from a drive. */
+static void progress(Load *ld, uint64_t n) {
+    if (ld->every <= 0) return;
+    pthread_mutex_lock(&ld->mu);
+    ld->done += n;
+    const double now = k3_now(), el = now - ld->t0;
+    const double f = (double)ld->done / (double)ld->s->pin_len;
+    if (now >= ld->next && ld->done < ld->s->pin_len) {
+        ld->next = now + ld->every;
+        ld->lines++;
+        char left[32];
+        k3_secs_text(left, sizeof left, f > 0 ? el * (1 - f) / f : 0.0);
+        fprintf(stderr, "k3: pinning the trunk: %.2f of %.2f GB read (%.0f%%), %.2f GB/s, "
+                "~%s left\n", ld->done / K3_GB, ld->s->pin_len / K3_GB, 100 * f,
+                el > 0 ? ld->done / K3_GB / el : 0.0, left);
+    }
+    pthread_mutex_unlock(&ld->mu);
+}
 
 static void fail(Load *ld, int j, const char *msg) {
     pthread_mutex_lock(&ld->mu);
@@ -51,6 +74,7 @@ static void read_task(void *ctx, int i) {
         snprintf(msg, sizeof msg, "pinning '%s': %s", sm->name, why);
         fail(ld, x->mat, msg);
     }
+    progress(ld, x->len);
 }
 
 static void corrupt(Load *ld, int j, const char *why) {
@@ -145,7 +169,7 @@ static int place(K3Stream *s, Slice *sl) {
     return n;
 }
 
-int k3_stream_pin(K3Stream *s, char *err, size_t errlen) {
+int k3_stream_pin(K3Stream *s, int quiet, char *err, size_t errlen) {
     uint64_t n = 0;
     for (int j = 0; j < s->nmat; j++) {
         SMat *sm = &s->mat[j];
@@ -165,7 +189,10 @@ int k3_stream_pin(K3Stream *s, char *err, size_t errlen) {
     }
     s->pin_len = n;
     if (!n) return 0;
-    Load ld = { .s = s, .bad = s->nmat };
+    Load ld = { .s = s, .bad = s->nmat, .t0 = k3_now() };
+    const char *v = getenv("K3_PROGRESS_SECONDS");
+    ld.every = quiet ? 0 : v && *v && atof(v) > 0 ? atof(v) : 5.0;
+    ld.next = ld.t0 + ld.every;
     const int ns = place(s, NULL);
     if (!(s->pin = k3_alloc_huge(n)) || !(ld.sl = malloc(sizeof(Slice) * (size_t)ns))) {
         snprintf(err, errlen, "out of memory pinning %.3f GB of the trunk", n / K3_GB);
@@ -194,6 +221,9 @@ int k3_stream_pin(K3Stream *s, char *err, size_t errlen) {
     for (int j = 0; ld.bad == s->nmat && j < s->nmat; j++)
         if (needs_window(&s->mat[j])) check(&ld, j);
     pthread_mutex_destroy(&ld.mu);
+    if (ld.lines && ld.bad == s->nmat)
+        fprintf(stderr, "k3: pinned %.2f GB of the trunk in %.1f s\n", n / K3_GB,
+                k3_now() - ld.t0);
     if (ld.bad == s->nmat) return 0;
     snprintf(err, errlen, "%s", ld.err);
     return -1;

@@ -594,7 +594,7 @@ K3Stream *k3_stream_open(K3Model *m, K3Trunk *t, const K3StreamOpts *o, K3MemSta
     const uint64_t tb = k3_stream_tmp_bytes(s->max_T, o->piece_bytes);
     s->tmp_rows = s->max_T > 1 ? (int)(tb / (4u * (uint64_t)s->max_T)) : 1;
     if (tb && !(s->tmp = malloc(tb))) { snprintf(err, errlen, "out of memory"); goto fail; }
-    if (k3_stream_pin(s, err, errlen)) goto fail;
+    if (k3_stream_pin(s, o->quiet, err, errlen)) goto fail;
     bind_layers(s);
     if (!s->npc) return s;
     s->nth = o->io_depth > 0 ? o->io_depth : 16;

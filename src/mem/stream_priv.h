@@ -59,7 +59,7 @@ struct K3Stream {
 /* Where rows [r0, r1) of sm lie in its file. */
 void k3_stream_rows_at(const K3Stream *s, const SMat *sm, int r0, int r1, uint64_t *off,
                        uint64_t *n);
-/* Reads the pinned rows of every matrix (s->mat[j].pin_rows) into s->pin and checks them;
- * 0, or -1 with err set. */
-int k3_stream_pin(K3Stream *s, char *err, size_t errlen);
+/* Reads the pinned rows of every matrix (s->mat[j].pin_rows) into s->pin and checks them,
+ * with progress lines on stderr unless quiet; 0, or -1 with err set. */
+int k3_stream_pin(K3Stream *s, int quiet, char *err, size_t errlen);
 #endif

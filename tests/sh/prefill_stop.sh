@@ -10,7 +10,8 @@
 # - chat: the turn is dropped and the next one prefills the conversation again;
 # - batch: the lines already finished are written, exit 1;
 # - progress lines (tokens, layer, ETA) on stderr while a prefill runs (K3_TEST_SLOW_MM_MS
-#   makes each matmul sleep; K3_PROGRESS_SECONDS their interval), none with --quiet;
+#   makes each matmul sleep; K3_PROGRESS_SECONDS their interval), none with --quiet; the
+#   pinned trunk's load the same;
 # - serve: a client that goes away stops the step it alone is in, inside its layer; the
 #   log says so, /metrics has the prefill gauges, the next request is answered.
 . tests/sh/lib/check.sh
@@ -47,6 +48,17 @@ grep -q "$re" $T/err && ok "progress: $(grep -c '^k3: prefill: ' $T/err) lines, 
 K3_TEST_SLOW_MM_MS=2 K3_PROGRESS_SECONDS=0.2 $K3 $M --ids "$ids" --gen 0 --threads 1 --quiet \
   >/dev/null 2>$T/err
 grep -q 'prefill: ' $T/err && bad "progress: lines with --quiet" || ok "progress: none with --quiet"
+# the pinned trunk's load has its progress lines too (a real K3's is up to 111 GB)
+K3_PROGRESS_SECONDS=0.000001 $K3 $M --ids 1,2,3 --gen 1 --threads 2 --trunk $T/trunk \
+  >/dev/null 2>$T/err || bad "load progress: exit $?"
+re='^k3: pinning the trunk: [0-9.]* of [0-9.]* GB read ([0-9]*%), [0-9.]* GB/s, ~.* left$'
+grep -q "$re" $T/err && grep -q '^k3: pinned [0-9.]* GB of the trunk in ' $T/err &&
+  ok "load progress: $(grep -c '^k3: pinning' $T/err) lines, e.g. $(grep '^k3: pinning' $T/err |
+  tail -n 1)" || bad "load progress: no line: $(head -c 600 $T/err)"
+K3_PROGRESS_SECONDS=0.000001 $K3 $M --ids 1,2,3 --gen 1 --threads 2 --trunk $T/trunk --quiet \
+  >/dev/null 2>$T/err
+grep -q 'pinn' $T/err && bad "load progress: lines with --quiet" ||
+  ok "load progress: none with --quiet"
 
 # batch: the short line 1 finishes, SIGINT inside line 2's prefill
 printf '{"id": "short", "ids": [5, 6, 7], "gen": 2}\n' > $T/one.jsonl
