@@ -143,6 +143,19 @@ rc=$?
   && ok "rank 1 on another checkpoint: refused (exit $rc), named" \
   || bad "another checkpoint on rank 1: exit $rc, $(tail -c 400 $T/err)"
 
+# one prompt whose ranks plan other chunks (here rank 1 is told 16; at a part budget their
+# RSS differs): they take the least, and the ids and logits bytes are bin/k3's
+L=$(seq 1 120 | awk '{ printf("%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 200 + 1) }')
+"$K3" $M --ids "$L" --gen 4 --dump-logits $T/c1.f32 --quiet >$T/c1.ids 2>$T/err ||
+  bad "bin/k3 120 ids: $(tail -c 300 $T/err)"
+timeout 120 mpirun --oversubscribe -np 1 "$KM" $M --ids "$L" --gen 4 --dump-logits $T/c2.f32 \
+  --quiet : -np 1 "$KM" $M --ids "$L" --gen 4 --dump-logits $T/c2.f32 --quiet \
+  --prefill-chunk 16 >$T/c2.ids 2>$T/err
+rc=$?
+[ $rc = 0 ] && cmp -s $T/c1.ids $T/c2.ids && cmp -s $T/c1.f32 $T/c2.f32 &&
+  ok "np 2, rank 1 at --prefill-chunk 16: bin/k3's ids and logits bytes" ||
+  bad "np 2, rank 1 at --prefill-chunk 16: exit $rc, $(tail -c 300 $T/err)"
+
 # --chat at np 2 and 3: rank 0 reads the piped turns and runs the REPL, the others replay
 # its scheduler's records; stdout, the history and the saved state are bin/k3's byte for
 # byte (speculation on: drafts verified, accepted and rolled back; /reset, /system, /temp,
