@@ -3,6 +3,8 @@
  *   K3_FAULT_EXPERT_READ=N       the Nth expert read fails (both attempts)
  *   K3_FAULT_EXPERT_READ_ONCE=N  the Nth expert read fails once (the retry succeeds)
  *   K3_LMHEAD_ROWS=N             a streamed lm_head reads N rows a block
+ *   K3_MLA_TOKENS=N              the MLA takes at most N of a head's tokens at a time
+ *                                (1: the planned row, no scratch; mla.c)
  *   K3_MEM_AVAILABLE=BYTES       the memory plan's available figure
  *   K3_FAULT_PACK_WRITE=N        the Nth write of `k3 pack` fails with ENOSPC (disk full)
  *   K3_FAULT_SHORT_READS=N       every read of k3_pread_full asks for at most N bytes
@@ -25,6 +27,7 @@ typedef struct {
     uint64_t mem_available; int mem_available_set;
     long pack_write, short_reads, shrink_at, shrink_shard, shrink_unlink;
     long state_read, state_write;
+    long mla_tokens;
 } K3Faults;
 
 const K3Faults *k3_faults(void);

@@ -86,6 +86,11 @@ float k3_sum(const float *a, int n);
 
 /* y[i] = fmaf(a, x[i], y[i]) — elementwise, so every path agrees trivially. */
 void k3_axpy(float *y, float a, const float *x, int n);
+/* Several rows at once, with the bits of one call per row (the MLA's scores over the
+ * latent cache and its weighted sum of them): out[j] = k3_dot(q, K + j * ks, n) for j < nk;
+ * and k3_axpy(y, a[j], K + j * ks, n) for j = 0, 1, ..., nk - 1 in that order. */
+void k3_dots(float *out, const float *q, const float *K, size_t ks, int nk, int n);
+void k3_axpys(float *y, const float *a, const float *K, size_t ks, int nk, int n);
 
 /* One KDA delta-rule step for one head (docs/MODEL.md §3.2 step 7), S is [D][D]
  * indexed [key i][value j]. Reductions over i are sequential fmaf in increasing i
@@ -143,6 +148,9 @@ typedef struct {
     void (*sigmul)(float *o, const float *g, int n);
     void (*expv)(float *y, const float *x, int n);
     void (*sigmoidv)(float *y, const float *x, int n);
+    /* k3_dots, k3_axpys (NULL: a loop of dot, of axpy) */
+    void (*dots)(float *out, const float *q, const float *K, size_t ks, int nk, int n);
+    void (*axpys)(float *y, const float *a, const float *K, size_t ks, int nk, int n);
 } K3KernelOps;
 /* NULL when the implementation is not compiled into this build. */
 const K3KernelOps *k3_kernels_scalar(void);
@@ -157,7 +165,7 @@ int k3_avx512_prefill_gemm(int on);
  * NULL when out of memory (the SIMD prefill then falls back to the scalar kernel).
  * k3_scratch is slot K3_SCRATCH_KERNEL; a caller that holds its slot across a kernel call
  * (the coded prefill's decoded rows) uses another. */
-enum { K3_SCRATCH_KERNEL, K3_SCRATCH_CODEC, K3_SCRATCH_SLOTS };
+enum { K3_SCRATCH_KERNEL, K3_SCRATCH_CODEC, K3_SCRATCH_MLA, K3_SCRATCH_SLOTS };   /* MLA: mla.c */
 void *k3_scratch_slot(int slot, size_t bytes);
 void *k3_scratch(size_t bytes);
 /* Does this CPU run it? (compiled in and supported) */

@@ -16,6 +16,7 @@ static void read_env(void) {
     faults.expert_read = env_long("K3_FAULT_EXPERT_READ");
     faults.expert_read_once = env_long("K3_FAULT_EXPERT_READ_ONCE");
     faults.lmhead_rows = env_long("K3_LMHEAD_ROWS");
+    faults.mla_tokens = env_long("K3_MLA_TOKENS");
     faults.pack_write = env_long("K3_FAULT_PACK_WRITE");
     faults.short_reads = env_long("K3_FAULT_SHORT_READS");
     faults.shrink_at = env_long("K3_FAULT_SHRINK_AT");

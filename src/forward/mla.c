@@ -7,6 +7,7 @@
  * (q_lat = W_k^T q_nope) and the value rows are applied after the weighted sum of
  * latents. Scores use all nope+rope dims and the scale (nope+rope)^-1/2. */
 #include "k3.h"
+#include "fault.h"
 #include "pool.h"
 #include <math.h>
 #include <string.h>
@@ -31,32 +32,68 @@ typedef struct {
     int ctx;
 } MlaHeads;
 
+#define QG 16                                  /* a head's tokens at a time, at most */
+#define KB 64                                  /* keys per block: 64 x (R + ROPE) floats */
+#define QG_BYTES (1u << 20)                    /* the tokens' scores and latents, at most */
+
+/* One head over the block's tokens, G at a time: each block of KB cached keys is used by
+ * the G tokens while it is in the L2 (one token at a time read the whole cache from memory
+ * for every token). A token's scores are still complete before its softmax, and its sums
+ * run over the keys in order: the bits of one token at a time. The G tokens' rows are
+ * per-thread scratch of at most 1 MB; without it, one token in the planned row. */
 static void mla_head(void *arg, int h) {
     const MlaHeads *a = arg;
     const int R = a->R, NOPE = a->NOPE, ROPE = a->ROPE, VD = a->VD, NH = a->NH, QH = a->QH;
-    const int L = a->L;
+    const int L = a->L, n0 = a->s->pos + a->t0 + 1;   /* token t attends to n0 + t keys */
     const float *cache = a->s->mla_c[L], *pe = a->s->mla_pe[L];
-    float qlat[R], olat[R], tmp[R];
-    float *sc = a->scores + (size_t)h * a->ctx;      /* pos + T <= ctx (k3_forward) */
+    float tmp[R], rope[KB];
     K3Mat wv = a->ly->kv_b;                      /* the head's value rows of kv_b */
     size_t off = (size_t)(h * (NOPE + VD) + NOPE) * R;
     wv.rows = VD;
     wv.w = wv.type == K3_W_F32 ? (const void *)((const float *)wv.w + off)
                                : (const void *)((const uint16_t *)wv.w + off);
-    for (int t = 0; t < a->T; t++) {
-        int n = a->s->pos + a->t0 + t + 1;
-        const float *qn = a->q + ((size_t)t * NH + h) * QH, *qpe = qn + NOPE;
+    const size_t row = (size_t)(n0 + a->T - 1) + 2 * (size_t)R;   /* scores, q_lat, o_lat */
+    int G = (int)(QG_BYTES / (sizeof(float) * row));
+    G = G < 1 ? 1 : G > QG ? QG : G > a->T ? a->T : G;
+    if (k3_faults()->mla_tokens > 0 && G > k3_faults()->mla_tokens)   /* tests */
+        G = (int)k3_faults()->mla_tokens;
+    float *buf = G > 1 ? k3_scratch_slot(K3_SCRATCH_MLA, sizeof(float) * row * G) : NULL;
+    float one[2 * R];
+    if (!buf) G = 1;
+    for (int t0 = 0; t0 < a->T; t0 += G) {
+        const int g = a->T - t0 < G ? a->T - t0 : G;
+        float *sc[QG], *qlat[QG], *olat[QG];
+        for (int i = 0; i < g; i++) {
+            sc[i] = buf ? buf + row * i : a->scores + (size_t)h * a->ctx;   /* pos + T <= ctx */
+            qlat[i] = buf ? sc[i] + row - 2 * (size_t)R : one;
+            olat[i] = qlat[i] + R;
+            memset(qlat[i], 0, sizeof(float) * 2 * R);
+        }
         /* q_lat = sum_d q_nope[d] * kv_b[h*(NOPE+VD) + d][:] (key rows folded into q) */
-        memset(qlat, 0, sizeof qlat);
-        for (int d = 0; d < NOPE; d++)
-            k3_axpy(qlat, qn[d], row_f32(&a->ly->kv_b, h * (NOPE + VD) + d, tmp), R);
-        for (int j = 0; j < n; j++)
-            sc[j] = (k3_dot(qlat, cache + (size_t)j * R, R) +
-                     k3_dot(qpe, pe + (size_t)j * ROPE, ROPE)) * a->scale;
-        k3_softmax(sc, n);
-        memset(olat, 0, sizeof olat);
-        for (int j = 0; j < n; j++) k3_axpy(olat, sc[j], cache + (size_t)j * R, R);
-        k3_matmul(a->o + ((size_t)t * NH + h) * VD, &wv, olat, 1);   /* v rows after the sum */
+        for (int d = 0; d < NOPE; d++) {
+            const float *kr = row_f32(&a->ly->kv_b, h * (NOPE + VD) + d, tmp);
+            for (int i = 0; i < g; i++)
+                k3_axpy(qlat[i], a->q[((size_t)(t0 + i) * NH + h) * QH + d], kr, R);
+        }
+        /* sc[j] = (q_lat . c_j + q_pe . pe_j) * scale */
+        const int nl = n0 + t0 + g - 1;          /* the last token's keys */
+        for (int j0 = 0; j0 < nl; j0 += KB)
+            for (int i = 0; i < g; i++) {
+                const int n = n0 + t0 + i, nj = n - j0 < KB ? n - j0 : KB;
+                const float *qpe = a->q + ((size_t)(t0 + i) * NH + h) * QH + NOPE;
+                if (nj <= 0) continue;
+                k3_dots(sc[i] + j0, qlat[i], cache + (size_t)j0 * R, R, nj, R);
+                k3_dots(rope, qpe, pe + (size_t)j0 * ROPE, ROPE, nj, ROPE);
+                for (int j = 0; j < nj; j++) sc[i][j0 + j] = (sc[i][j0 + j] + rope[j]) * a->scale;
+            }
+        for (int i = 0; i < g; i++) k3_softmax(sc[i], n0 + t0 + i);
+        for (int j0 = 0; j0 < nl; j0 += KB)      /* o_lat += sc[j] c_j, j = 0, 1, ... */
+            for (int i = 0; i < g; i++) {
+                const int n = n0 + t0 + i, nj = n - j0 < KB ? n - j0 : KB;
+                if (nj > 0) k3_axpys(olat[i], sc[i] + j0, cache + (size_t)j0 * R, R, nj, R);
+            }
+        for (int i = 0; i < g; i++)               /* v rows after the sum */
+            k3_matmul(a->o + ((size_t)(t0 + i) * NH + h) * VD, &wv, olat[i], 1);
     }
 }
 

@@ -136,7 +136,8 @@ static void sigmoidv_s(float *y, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] = k3_sigmoidf(x[i]);
 }
 static const K3KernelOps OPS_SCALAR = { "scalar", matmul_s, dot_s, sum_s, axpy_s, kda_step_s,
-                                        situ_s, silu_s, sigmul_s, expv_s, sigmoidv_s };
+                                        situ_s, silu_s, sigmul_s, expv_s, sigmoidv_s,
+                                        NULL, NULL };   /* k3_dots, k3_axpys: their loops */
 const K3KernelOps *k3_kernels_scalar(void) { return &OPS_SCALAR; }
 
 /* ------------------------------------------------------------------ dispatch */
@@ -285,6 +286,16 @@ void k3_matmul(float *Y, const K3Mat *W, const float *X, int T) {
 float k3_dot(const float *a, const float *b, int n) { return ops()->dot(a, b, n); }
 float k3_sum(const float *a, int n) { return ops()->sum(a, n); }
 void k3_axpy(float *y, float a, const float *x, int n) { ops()->axpy(y, a, x, n); }
+void k3_dots(float *out, const float *q, const float *K, size_t ks, int nk, int n) {
+    const K3KernelOps *o = ops();
+    if (o->dots) { o->dots(out, q, K, ks, nk, n); return; }
+    for (int j = 0; j < nk; j++) out[j] = o->dot(q, K + (size_t)j * ks, n);
+}
+void k3_axpys(float *y, const float *a, const float *K, size_t ks, int nk, int n) {
+    const K3KernelOps *o = ops();
+    if (o->axpys) { o->axpys(y, a, K, ks, nk, n); return; }
+    for (int j = 0; j < nk; j++) o->axpy(y, a[j], K + (size_t)j * ks, n);
+}
 void k3_kda_step(float *S, const float *q, const float *k, const float *v,
                  const float *alpha, float beta, float *o, int D) {
     ops()->kda_step(S, q, k, v, alpha, beta, o, D);

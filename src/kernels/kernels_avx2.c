@@ -62,6 +62,59 @@ static void axpy_avx2(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] = __builtin_fmaf(a, x[i], y[i]);
 }
 
+/* k3_dots: 4 rows at a time, each its two accumulators in dot_avx2's order. */
+static void dots_avx2(float *out, const float *q, const float *K, size_t ks, int nk, int n) {
+    int j = 0;
+    for (; n % 16 == 0 && j + 4 <= nk; j += 4) {
+        const float *k = K + (size_t)j * ks;
+        __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0, a2 = a0, b2 = a0, a3 = a0,
+               b3 = a0;
+        for (int i = 0; i < n; i += 16) {
+            const __m256 x = _mm256_loadu_ps(q + i), z = _mm256_loadu_ps(q + i + 8);
+            a0 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + i), a0);
+            b0 = _mm256_fmadd_ps(z, _mm256_loadu_ps(k + i + 8), b0);
+            a1 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + ks + i), a1);
+            b1 = _mm256_fmadd_ps(z, _mm256_loadu_ps(k + ks + i + 8), b1);
+            a2 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + 2 * ks + i), a2);
+            b2 = _mm256_fmadd_ps(z, _mm256_loadu_ps(k + 2 * ks + i + 8), b2);
+            a3 = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + 3 * ks + i), a3);
+            b3 = _mm256_fmadd_ps(z, _mm256_loadu_ps(k + 3 * ks + i + 8), b3);
+        }
+        out[j] = k3_avx2_fold2(a0, b0); out[j + 1] = k3_avx2_fold2(a1, b1);
+        out[j + 2] = k3_avx2_fold2(a2, b2); out[j + 3] = k3_avx2_fold2(a3, b3);
+    }
+    for (; j < nk; j++) out[j] = dot_avx2(q, K + (size_t)j * ks, n);
+}
+
+/* k3_axpys: 64 elements of y held in 8 registers while every row adds to them in order. */
+static void axpys_avx2(float *y, const float *a, const float *K, size_t ks, int nk, int n) {
+    int i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m256 y0 = _mm256_loadu_ps(y + i), y1 = _mm256_loadu_ps(y + i + 8),
+               y2 = _mm256_loadu_ps(y + i + 16), y3 = _mm256_loadu_ps(y + i + 24),
+               y4 = _mm256_loadu_ps(y + i + 32), y5 = _mm256_loadu_ps(y + i + 40),
+               y6 = _mm256_loadu_ps(y + i + 48), y7 = _mm256_loadu_ps(y + i + 56);
+        for (int j = 0; j < nk; j++) {
+            const float *k = K + (size_t)j * ks + i;
+            const __m256 b = _mm256_set1_ps(a[j]);
+            y0 = _mm256_fmadd_ps(b, _mm256_loadu_ps(k), y0);
+            y1 = _mm256_fmadd_ps(b, _mm256_loadu_ps(k + 8), y1);
+            y2 = _mm256_fmadd_ps(b, _mm256_loadu_ps(k + 16), y2);
+            y3 = _mm256_fmadd_ps(b, _mm256_loadu_ps(k + 24), y3);
+            y4 = _mm256_fmadd_ps(b, _mm256_loadu_ps(k + 32), y4);
+            y5 = _mm256_fmadd_ps(b, _mm256_loadu_ps(k + 40), y5);
+            y6 = _mm256_fmadd_ps(b, _mm256_loadu_ps(k + 48), y6);
+            y7 = _mm256_fmadd_ps(b, _mm256_loadu_ps(k + 56), y7);
+        }
+        _mm256_storeu_ps(y + i, y0); _mm256_storeu_ps(y + i + 8, y1);
+        _mm256_storeu_ps(y + i + 16, y2); _mm256_storeu_ps(y + i + 24, y3);
+        _mm256_storeu_ps(y + i + 32, y4); _mm256_storeu_ps(y + i + 40, y5);
+        _mm256_storeu_ps(y + i + 48, y6); _mm256_storeu_ps(y + i + 56, y7);
+    }
+    if (i < n)
+        for (int j = 0; j < nk; j++) axpy_avx2(y + i, a[j], K + (size_t)j * ks + i, n - i);
+}
+
 static void kda_step_avx2(float *S, const float *q, const float *k, const float *v,
                           const float *alpha, float beta, float *o, int D) {
     float u[D], d[D];
@@ -510,7 +563,8 @@ static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1
 
 static const K3KernelOps OPS = {
     "avx2", matmul_avx2, dot_avx2, sum_avx2, axpy_avx2, kda_step_avx2,
-    k3_avx2_situ, k3_avx2_silu, k3_avx2_sigmul, k3_avx2_expf, k3_avx2_sigmoid
+    k3_avx2_situ, k3_avx2_silu, k3_avx2_sigmul, k3_avx2_expf, k3_avx2_sigmoid,
+    dots_avx2, axpys_avx2
 };
 const K3KernelOps *k3_kernels_avx2(void) { return &OPS; }
 

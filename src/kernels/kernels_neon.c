@@ -362,7 +362,9 @@ static void matmul_neon(float *Y, const K3Mat *W, const float *X, int r0, int r1
 }
 
 static const K3KernelOps OPS = {
-    "neon", matmul_neon, dot_neon, sum_neon, axpy_neon, kda_step_neon
+    "neon", matmul_neon, dot_neon, sum_neon, axpy_neon, kda_step_neon,
+    NULL, NULL, NULL, NULL, NULL,   /* the scalar transcendentals */
+    NULL, NULL                      /* k3_dots, k3_axpys: loops of dot_neon, axpy_neon */
 };
 const K3KernelOps *k3_kernels_neon(void) { return &OPS; }
 

@@ -160,6 +160,25 @@ static void check_vec(const char *path) {
         k3_axpy(y1, s, a, n); ref->axpy(y2, s, a, n);
         CHECK(!memcmp(y1, y2, sizeof(float) * n), "%s axpy n=%d", path, n);
     }
+    /* several rows at once (the MLA): the bits of one scalar dot / axpy per row, in order;
+     * rows a stride apart, n with and without a 16-lane tail, nk across the 8-row blocks */
+    static const int NS[] = { 1, 16, 37, 64, 128, 144, 512, 576 };
+    static float K[21 * 600], o1[21], w[21];
+    for (int ni = 0; ni < 8; ni++)
+        for (int nk = 1; nk <= 21; nk += (nk < 9 ? 1 : 4)) {
+            const int n = NS[ni];
+            const size_t ks = (size_t)n + (ni & 1) * 7;
+            for (size_t i = 0; i < (size_t)nk * ks; i++) K[i] = frand();
+            for (int i = 0; i < n; i++) { a[i] = frand(); y1[i] = y2[i] = frand(); }
+            for (int j = 0; j < nk; j++) w[j] = frand();
+            k3_dots(o1, a, K, ks, nk, n);
+            int bad = 0;
+            for (int j = 0; j < nk; j++) bad += !same(o1[j], ref->dot(a, K + j * ks, n));
+            CHECK(!bad, "%s dots n=%d nk=%d: %d differ", path, n, nk, bad);
+            k3_axpys(y1, w, K, ks, nk, n);
+            for (int j = 0; j < nk; j++) ref->axpy(y2, w[j], K + j * ks, n);
+            CHECK(!memcmp(y1, y2, sizeof(float) * n), "%s axpys n=%d nk=%d", path, n, nk);
+        }
     static const int DS[] = { 1, 5, 16, 31, 64, 128 };
     for (int di = 0; di < 6; di++) {
         int D = DS[di];
@@ -439,7 +458,7 @@ int main(void) {
         check_vec(paths[p]);
         check_ew(paths[p]);
         CHECK(fp_misc() == misc_ref, "%s rmsnorm/softmax/situ differ from scalar", paths[p]);
-        printf("%s   %s: matmul f32/bf16/mxfp4, dot, sum, axpy, kda_step, rmsnorm, softmax, situ "
+        printf("%s   %s: matmul f32/bf16/mxfp4, dot(s), sum, axpy(s), kda_step, rmsnorm, softmax, situ "
                "at threads 1,2,3,5\n", fails == f0 ? "ok" : "FAIL", paths[p]);
     }
     CHECK(k3_kernels_select("bogus", err, sizeof err) == -1 && strstr(err, "unknown"),
