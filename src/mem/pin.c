@@ -61,7 +61,10 @@ static void progress(Load *ld, uint64_t n) {
 
 static void fail(Load *ld, int j, const char *msg) {
     pthread_mutex_lock(&ld->mu);
-    if (j < ld->bad) { ld->bad = j; snprintf(ld->err, sizeof ld->err, "%s", msg); }
+    if (j < ld->bad) {
+        snprintf(ld->err, sizeof ld->err, "%s", msg);
+        __atomic_store_n(&ld->bad, j, __ATOMIC_RELAXED);
+    }
     pthread_mutex_unlock(&ld->mu);
 }
 
@@ -70,6 +73,7 @@ static void read_task(void *ctx, int i) {
     const Slice *x = &ld->sl[i];
     const SMat *sm = &ld->s->mat[x->mat];
     char why[600], msg[700];
+    if (x->mat > __atomic_load_n(&ld->bad, __ATOMIC_RELAXED)) return;   /* an earlier failed */
     if (k3_dio_pread(&ld->s->file[sm->L < 0], x->dst, x->off, x->len, why, sizeof why)) {
         snprintf(msg, sizeof msg, "pinning '%s': %s", sm->name, why);
         fail(ld, x->mat, msg);
