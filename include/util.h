@@ -7,6 +7,8 @@
 double k3_now(void);                 /* monotonic seconds: the one clock */
 /* s as "42 s", "3m05s" or "2h07m" (a progress line's time left). */
 void k3_secs_text(char *b, size_t n, double s);
+/* Seconds between progress lines on stderr: K3_PROGRESS_SECONDS, else 5. */
+double k3_progress_every(void);
 /* SIGINT calls handler once; a second Ctrl-C is the default's (ends the process). */
 void k3_sigint_once(void (*handler)(int));
 /* FNV-1a 64: the one hash of identities (checkpoint identity, config, chat state).

@@ -20,6 +20,12 @@ double k3_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+double k3_progress_every(void) {
+    const char *v = getenv("K3_PROGRESS_SECONDS");
+    const double s = v && *v ? atof(v) : 5.0;
+    return s > 0 ? s : 5.0;
+}
+
 void k3_secs_text(char *b, size_t n, double s) {
     if (s < 60) snprintf(b, n, "%.0f s", s);
     else if (s < 3600) snprintf(b, n, "%dm%02ds", (int)(s / 60), (int)s % 60);

@@ -15,10 +15,8 @@ static struct { int init; double every; long slow_ms, sigint_at, experts; int ga
 static void hooks_init(void) {
     if (hook.init) return;
     hook.init = 1;
-    const char *v = getenv("K3_PROGRESS_SECONDS");     /* seconds between progress lines */
-    hook.every = v && *v ? atof(v) : 5.0;
-    if (!(hook.every > 0)) hook.every = 5.0;
-    v = getenv("K3_TEST_SLOW_MM_MS");          /* test hook: each matmul sleeps, until a stop */
+    hook.every = k3_progress_every();
+    const char *v = getenv("K3_TEST_SLOW_MM_MS");  /* test hook: each matmul sleeps, to a stop */
     hook.slow_ms = v ? atol(v) : 0;
     v = getenv("K3_TEST_SIGINT_AT_EXPERT");            /* test hook: SIGINT at expert N */
     hook.sigint_at = v ? atol(v) : 0;

@@ -174,12 +174,13 @@ static int place(K3Stream *s, Slice *sl) {
 }
 
 int k3_stream_pin(K3Stream *s, int quiet, char *err, size_t errlen) {
-    uint64_t n = 0;
+    uint64_t n = 0, in_file = 0;              /* the buffer (rows 64-byte aligned), the file */
     for (int j = 0; j < s->nmat; j++) {
         SMat *sm = &s->mat[j];
         uint64_t off, len;
         k3_stream_rows_at(s, sm, sm->lo, sm->lo + sm->pin_rows, &off, &len);
         n += (len + 63) & ~(uint64_t)63;
+        in_file += len;
         k3_sum_init(&sm->pin_sum);
         if (sm->ro)                           /* the stored tensor starts with its table */
             k3_sum_add(&sm->pin_sum, sm->ro, k3_codec_table_bytes(sm->rows));
@@ -194,8 +195,7 @@ int k3_stream_pin(K3Stream *s, int quiet, char *err, size_t errlen) {
     s->pin_len = n;
     if (!n) return 0;
     Load ld = { .s = s, .bad = s->nmat, .t0 = k3_now() };
-    const char *v = getenv("K3_PROGRESS_SECONDS");
-    ld.every = quiet ? 0 : v && *v && atof(v) > 0 ? atof(v) : 5.0;
+    ld.every = quiet ? 0 : k3_progress_every();
     ld.next = ld.t0 + ld.every;
     const int ns = place(s, NULL);
     if (!(s->pin = k3_alloc_huge(n)) || !(ld.sl = malloc(sizeof(Slice) * (size_t)ns))) {
@@ -206,13 +206,10 @@ int k3_stream_pin(K3Stream *s, int quiet, char *err, size_t errlen) {
     pthread_mutex_init(&ld.mu, NULL);
     k3_pool_run(read_task, &ld, ns);
     free(ld.sl);
+    if (ld.bad == s->nmat) s->st->trunk_load_bytes += in_file;
     for (int j = 0; ld.bad == s->nmat && j < s->nmat; j++) {
         SMat *sm = &s->mat[j];
-        if (!sm->pin_rows) continue;
-        uint64_t off, len;
-        k3_stream_rows_at(s, sm, sm->lo, sm->lo + sm->pin_rows, &off, &len);
-        s->st->trunk_load_bytes += len;
-        if (!sm->ro || !sm->lo) continue;     /* coded rows from lo: offsets from row lo */
+        if (!sm->pin_rows || !sm->ro || !sm->lo) continue;   /* coded from row lo > 0 */
         if (!(sm->pin_rel = malloc(sizeof(uint32_t) * (size_t)(sm->pin_rows + 1)))) {
             snprintf(err, errlen, "out of memory");
             pthread_mutex_destroy(&ld.mu);

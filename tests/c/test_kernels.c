@@ -458,8 +458,8 @@ int main(void) {
         check_vec(paths[p]);
         check_ew(paths[p]);
         CHECK(fp_misc() == misc_ref, "%s rmsnorm/softmax/situ differ from scalar", paths[p]);
-        printf("%s   %s: matmul f32/bf16/mxfp4, dot(s), sum, axpy(s), kda_step, rmsnorm, softmax, situ "
-               "at threads 1,2,3,5\n", fails == f0 ? "ok" : "FAIL", paths[p]);
+        printf("%s   %s: matmul f32/bf16/mxfp4, dot(s), sum, axpy(s), kda_step, rmsnorm, "
+               "softmax, situ at threads 1,2,3,5\n", fails == f0 ? "ok" : "FAIL", paths[p]);
     }
     CHECK(k3_kernels_select("bogus", err, sizeof err) == -1 && strstr(err, "unknown"),
           "bogus kernels accepted");
