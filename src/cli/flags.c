@@ -1,5 +1,6 @@
 /* flags.c — the memory flags of batch mode and chat, parsed in one place (cli.h). */
 #include "cli.h"
+#include "outfile.h"
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -130,46 +131,23 @@ K3EngineOpts k3_engine_flags_opts(const K3EngineFlags *f, const char *model_dir)
 
 int k3_check_output(const char *flag, const char *path, int is_dir, char *err, size_t errlen) {
     struct stat sb;
-    char dir[4096];
-    size_t n = strlen(path);
-    if (!n || n >= sizeof dir - 64) {
-        snprintf(err, errlen, "%s '%.200s': not a usable path", flag, path);
+    char sub[8400];
+    if (!is_dir) {                      /* a file: outfile.h decides how it will be written */
+        if (!k3_out_check(path, 0, sub, sizeof sub)) return 0;
+        snprintf(err, errlen, "%s %s", flag, sub);
         return K3_ERR_USAGE;
     }
-    if (is_dir) memcpy(dir, path, n + 1);
-    else {
-        if (path[n - 1] == '/' || (!stat(path, &sb) && S_ISDIR(sb.st_mode))) {
-            snprintf(err, errlen, "%s %.3000s: is a directory; give a file name (e.g. "
-                     "%.3000s%sNAME)", flag, path, path, path[n - 1] == '/' ? "" : "/");
-            return K3_ERR_USAGE;
-        }
-        const char *sl = strrchr(path, '/');
-        if (!sl) snprintf(dir, sizeof dir, ".");
-        else if (sl == path) snprintf(dir, sizeof dir, "/");
-        else snprintf(dir, sizeof dir, "%.*s", (int)(sl - path), path);
-    }
-    int st = stat(dir, &sb), e = errno;
+    int st = stat(path, &sb), e = errno;
     if (st || !S_ISDIR(sb.st_mode)) {
-        const char *why = st ? (e == ENOENT ? "does not exist" : strerror(e)) : "is not a folder";
-        if (is_dir)
-            snprintf(err, errlen, "%s %.3000s: %s; give an existing folder (create it first)",
-                     flag, path, st ? (e == ENOENT ? "no such folder" : strerror(e))
-                                    : "not a folder");
-        else
-            snprintf(err, errlen, "%s %.3000s: the folder %.3000s %s; create it or pass another "
-                     "path", flag, path, dir, why);
+        snprintf(err, errlen, "%s %.3000s: %s; give an existing folder (create it first)", flag,
+                 path, st ? (e == ENOENT ? "no such folder" : strerror(e)) : "not a folder");
         return K3_ERR_USAGE;
     }
-    if (!is_dir && !stat(path, &sb) && access(path, W_OK)) {
-        snprintf(err, errlen, "%s %.3000s: %s", flag, path, strerror(errno));
-        return K3_ERR_USAGE;
-    }
-    /* the folder must take new files (outputs are written to a temporary file, renamed) */
-    char probe[4200];
-    snprintf(probe, sizeof probe, "%s/.k3-probe.%ld", dir, (long)getpid());
+    char probe[4200];                   /* the folder must take new files */
+    snprintf(probe, sizeof probe, "%.4000s/.k3-probe.%ld", path, (long)getpid());
     int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0600);
     if (fd < 0) {
-        snprintf(err, errlen, "%s %.3000s: cannot create files in %.3000s: %s", flag, path, dir,
+        snprintf(err, errlen, "%s %.3000s: cannot create files in %.3000s: %s", flag, path, path,
                  strerror(errno));
         return K3_ERR_USAGE;
     }
