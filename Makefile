@@ -158,7 +158,7 @@ FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
                 -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests/c -pthread
 TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
 PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c src/base/util.c src/base/sysmem.c
-HISTSRC   := src/chat/chat_hist.c src/io/json.c src/base/util.c
+HISTSRC   := src/chat/chat_hist.c src/io/json.c src/base/util.c src/base/outfile.c
 GRAMSRC   := src/text/json_gram.c $(TOKSRC)
 FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h src/*/*.h) $(PARSERSRC) $(GRAMSRC) \
              $(HISTSRC)

@@ -46,6 +46,7 @@ typedef struct {
     K3MemOpts mem;
     SamplerParams sp; uint64_t seed;
     int sampling;                             /* a sampling flag was given */
+    int seed_set;                             /* --seed was given (else a run draws one) */
 } K3EngineFlags;
 void k3_engine_flags_init(K3EngineFlags *f);
 /* As k3_mem_parse_flag: 1 consumed, 0 not one of them, -1 a bad value (err). */

@@ -82,6 +82,9 @@ int k3_mem_state_mode(const K3Mem *x);
 /* Reports (x may be NULL: nothing): one line per forward on stderr (verbose), the
  * summary, and JSON fields (each line "  \"key\": value,\n") for --out. */
 void k3_mem_step(K3Mem *x, int step, int ntok, double seconds, int verbose);
+/* 1 when the plan was printed as its one line (every byte resident, nothing tight): a
+ * one-shot run's report then leaves out the I/O summary (unless --verbose). */
+int k3_mem_brief(const K3Mem *x);
 void k3_mem_summary(const K3Mem *x, FILE *f, double wall, double t_prefill, int n_gen,
                     double t_decode);
 void k3_mem_json(const K3Mem *x, FILE *f, double wall);

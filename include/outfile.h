@@ -27,6 +27,9 @@ typedef struct {
  * folder exists and takes new files (for a regular file or a new path), a folder is refused.
  * 0, or -1 with "PATH: what is wrong; the fix" in err. dash: "-" means stdout. */
 int k3_out_check(const char *path, int dash, char *err, size_t errlen);
+/* 1 when path would be written in place (a descriptor's name, a device, a FIFO, a socket):
+ * a file read back before it is rewritten (chat's --history) has nothing to read there. */
+int k3_out_in_place(const char *path);
 /* Opens path for writing as above; mode is a new file's (an existing one keeps its own).
  * 0, or -1 with the reason in err (nothing created). */
 int k3_out_open(K3Out *o, const char *path, int dash, mode_t mode, char *err, size_t errlen);
@@ -35,7 +38,7 @@ FILE *k3_out_stdio(K3Out *o);
 /* Writes n bytes at the current end (EINTR retried): 0, or -1 with errno set. */
 int k3_out_write(K3Out *o, const void *p, size_t n);
 /* Finishes: flushes, fsyncs a file, closes, renames the temporary over the target. 0, or -1
- * with "writing PATH: why" in err, the temporary removed and the old file untouched. */
+ * with "PATH: writing it: why" in err, the temporary removed and the old file untouched. */
 int k3_out_commit(K3Out *o, char *err, size_t errlen);
 /* Gives up: closes and removes the temporary; the old file stays. Safe after a commit. */
 void k3_out_abort(K3Out *o);

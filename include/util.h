@@ -29,6 +29,8 @@ typedef struct { uint64_t v[4]; unsigned char tail[32]; size_t nt; uint64_t tota
 void k3_state_sum_init(K3StateSum *h);
 void k3_state_sum_add(K3StateSum *h, const void *p, size_t n);
 uint64_t k3_state_sum_end(const K3StateSum *h);
+/* A fresh sampling seed (/dev/urandom, else the clock), under 10^10: short enough to retype. */
+uint64_t k3_draw_seed(void);
 uint64_t k3_peak_rss(void);          /* VmHWM (else getrusage ru_maxrss), in bytes */
 uint64_t k3_mem_available(void);     /* /proc/meminfo MemAvailable in bytes, 0 if unknown */
 /* A command-line integer for flag: all of v, lo <= x <= 2^30. -1 with a message on

@@ -53,6 +53,12 @@ static char *folder_of(const char *p) {
     return strndup(p, (size_t)(sl - p));
 }
 
+int k3_out_in_place(const char *path) {
+    struct stat sb;
+    return named_fd(path, 0) >= 0 || (!stat(path, &sb) && !S_ISREG(sb.st_mode) &&
+                                      !S_ISDIR(sb.st_mode));
+}
+
 int k3_out_check(const char *path, int dash, char *err, size_t errlen) {
     struct stat sb;
     size_t n = strlen(path);
@@ -131,7 +137,7 @@ int k3_out_open(K3Out *o, const char *path, int dash, mode_t mode, char *err, si
     o->tmp = malloc(tl);
     if (!o->tmp) { snprintf(err, errlen, "%s: out of memory", path); goto fail; }
     snprintf(o->tmp, tl, "%s.tmp.%ld.%u", o->target, (long)getpid(), atomic_fetch_add(&seq, 1));
-    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, keep ? 0600 : mode);
+    o->fd = open(o->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, keep ? 0600 : mode);  /* pack reads back */
     if (o->fd < 0) {
         snprintf(err, errlen, "%s: cannot create %s: %s", path, o->tmp, strerror(errno));
         free(o->tmp); o->tmp = NULL;
@@ -179,7 +185,7 @@ int k3_out_commit(K3Out *o, char *err, size_t errlen) {
     o->f = NULL; o->fd = -1;
     if (!e && o->tmp && rename(o->tmp, o->target)) e = errno;
     if (e) {
-        snprintf(err, errlen, "writing %s: %s", o->name, strerror(e));
+        snprintf(err, errlen, "%s: writing it: %s", o->name, strerror(e));
         if (o->tmp) unlink(o->tmp);
     }
     release(o);
@@ -199,7 +205,7 @@ int k3_out_save(const char *path, const void *b, size_t n, mode_t mode, char *er
     K3Out o;
     if (k3_out_open(&o, path, 0, mode, err, errlen)) return -1;
     if (k3_out_write(&o, b, n)) {
-        snprintf(err, errlen, "writing %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "%s: writing it: %s", path, strerror(errno));
         k3_out_abort(&o);
         return -1;
     }

@@ -32,6 +32,14 @@ void k3_secs_text(char *b, size_t n, double s) {
     else snprintf(b, n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
 }
 
+uint64_t k3_draw_seed(void) {
+    uint64_t s = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) { if (read(fd, &s, sizeof s) != (ssize_t)sizeof s) s = 0; close(fd); }
+    if (!s) s = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(k3_now() * 1e9);
+    return s % 10000000000ULL;
+}
+
 uint64_t k3_hash(uint64_t h, const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 0x100000001b3ull; }

@@ -367,14 +367,6 @@ static int usage(const char *fmt, const char *a) {
     return K3_ERR_USAGE;
 }
 
-static uint64_t draw_seed(void) {
-    uint64_t s = 0;
-    int fd = open("/dev/urandom", O_RDONLY);
-    if (fd >= 0) { if (read(fd, &s, sizeof s) != (ssize_t)sizeof s) s = 0; close(fd); }
-    if (!s) s = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(k3_now() * 1e9);
-    return s % 10000000000ULL;             /* short enough to retype */
-}
-
 static const K3Flag CHAT_FLAGS[] = {
     { "--chat", 0 }, { "--tok", 1 }, { "--history", 1 }, { "--save-state", 1 },
     { "--load-state", 1 }, { "--system", 1 }, { "--config", 1 }, { "--kernels", 1 },
@@ -600,7 +592,7 @@ int chat_main(int argc, char **argv) {
     if (!rc) rc = setup(c, system);
     if (!rc && k3_sched_follower(c->sch)) rc = k3_sched_follow(c->sch);   /* rank > 0 */
     if (rc || k3_sched_follower(c->sch)) goto done;
-    if (!seed_set) c->seed = draw_seed();
+    if (!seed_set) c->seed = k3_draw_seed();
     if (sampler_is_greedy(&c->sp)) fprintf(stderr, "k3: greedy decoding\n");
     else fprintf(stderr, "k3: sampling: temperature %g, top-p %g, top-k %d, min-p %g, seed %llu "
                  "(replay with --seed %llu)\n",

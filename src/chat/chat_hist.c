@@ -5,6 +5,7 @@
  * the session had, not a re-tokenization of their text (docs/CHAT.md "History file"). */
 #include "chat.h"
 #include "json.h"
+#include "outfile.h"
 #include "util.h"
 #include <errno.h>
 #include <stdio.h>
@@ -103,6 +104,9 @@ int chat_hist_check_ids(const ChatLog *l, int vocab, const char *path, char *err
 
 int chat_hist_load(const char *path, int missing_ok, ChatLog *out, char *err, size_t errlen) {
     struct stat sb;
+    if (missing_ok && k3_out_in_place(path)) {       /* a FIFO, /dev/stdout: a transcript out */
+        memset(out, 0, sizeof *out); return 0;
+    }
     if (stat(path, &sb)) {
         if (errno == ENOENT && missing_ok) { memset(out, 0, sizeof *out); return 0; }
         snprintf(err, errlen, "history %s: %s", path, strerror(errno));
@@ -219,15 +223,14 @@ static int put_field(FILE *f, const char *key, const char *val, int first) {
 }
 
 int chat_hist_save(const char *path, const ChatLog *l, char *err, size_t errlen) {
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 32);
-    if (!tmp) { snprintf(err, errlen, "out of memory"); return -1; }
-    snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        snprintf(err, errlen, "history %s: cannot create %s: %s", path, tmp, strerror(errno));
-        free(tmp); return -1;
+    K3Out out;                                  /* outfile.h: never replaces a FIFO, a device */
+    char oe[4400];
+    if (k3_out_open(&out, path, 0, 0666, oe, sizeof oe)) {
+        snprintf(err, errlen, "history %s", oe);
+        return -1;
     }
+    FILE *f = k3_out_stdio(&out);
+    if (!f) { k3_out_abort(&out); snprintf(err, errlen, "out of memory"); return -1; }
     int bad = 0;
     for (int i = 0; i < l->n && !bad; i++) {
         const ChatMsg *m = &l->v[i];
@@ -244,17 +247,14 @@ int chat_hist_save(const char *path, const ChatLog *l, char *err, size_t errlen)
         }
         fputs("}\n", f);
     }
-    if (bad || fflush(f) || fsync(fileno(f))) {
-        snprintf(err, errlen, "history %s: writing %s: %s", path, tmp,
-                 bad ? "out of memory" : strerror(errno));
-        fclose(f); unlink(tmp); free(tmp);
+    if (bad) {
+        snprintf(err, errlen, "history %s: out of memory", path);
+        k3_out_abort(&out);
         return -1;
     }
-    if (fclose(f) || rename(tmp, path)) {
-        snprintf(err, errlen, "history %s: %s", path, strerror(errno));
-        unlink(tmp); free(tmp);
+    if (k3_out_commit(&out, oe, sizeof oe)) {
+        snprintf(err, errlen, "history %s", oe);
         return -1;
     }
-    free(tmp);
     return 0;
 }

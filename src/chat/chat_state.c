@@ -18,6 +18,7 @@
  * short or corrupt file is refused, never read as zeros. */
 #include "chat.h"
 #include "json.h"
+#include "outfile.h"
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -212,20 +213,16 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     }
     uint64_t th = ids_hash(ids, n);
     free(ids);
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 32);
     StateWriter w = { -1, 0, malloc(BUF), 0, { { 0 }, { 0 }, 0, 0 } };
-    if (!tmp || !w.b) {
-        free(tmp); free(w.b); snprintf(err, errlen, "state %s: out of memory", path);
+    K3Out out;                                  /* outfile.h: never replaces a FIFO, a device */
+    char oe[4400];
+    if (!w.b) { snprintf(err, errlen, "state %s: out of memory", path); return -1; }
+    if (k3_out_open(&out, path, 0, 0600, oe, sizeof oe)) {
+        snprintf(err, errlen, "state %s", oe);
+        free(w.b);
         return -1;
     }
-    snprintf(tmp, pl + 32, "%s.tmp.%ld", path, (long)getpid());
-    w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (w.fd < 0) {
-        snprintf(err, errlen, "state %s: cannot create %s: %s", path, tmp, strerror(errno));
-        free(tmp); free(w.b);
-        return -1;
-    }
+    w.fd = out.fd;
     k3_state_sum_init(&w.h);
     w_bytes(&w, MAGIC, 8);
     w_u32(&w, VERSION);
@@ -259,14 +256,17 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     w_u64(&w, sum);
     w_flush(&w);
     int e = w.failed;
-    if (!e && fsync(w.fd)) e = errno;
-    if (close(w.fd) && !e) e = errno;
-    if (!e && rename(tmp, path)) e = errno;
+    free(w.b);
     if (e) {
-        snprintf(err, errlen, "state %s: writing %s: %s", path, tmp, strerror(e)); unlink(tmp);
+        snprintf(err, errlen, "state %s: writing it: %s", path, strerror(e));
+        k3_out_abort(&out);
+        return -1;
     }
-    free(tmp); free(w.b);
-    return e ? -1 : 0;
+    if (k3_out_commit(&out, oe, sizeof oe)) {
+        snprintf(err, errlen, "state %s", oe);
+        return -1;
+    }
+    return 0;
 }
 
 /* README "Exit codes": a state file that is damaged (corrupt, truncated), of another format

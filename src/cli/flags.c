@@ -108,7 +108,7 @@ int k3_spec_parse_flag(int argc, char **argv, int *i, int *spec, int *spec_k, ch
 int k3_engine_parse_flag(int argc, char **argv, int *i, K3EngineFlags *f, char *err,
                          size_t errlen) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    int r = sampler_parse_flag(argc, argv, i, &f->sp, &f->seed, NULL, err, errlen);
+    int r = sampler_parse_flag(argc, argv, i, &f->sp, &f->seed, &f->seed_set, err, errlen);
     /* a penalty or bias alone keeps greedy decoding greedy (penalised) */
     if (r) { f->sampling |= r > 0 && !sampler_is_penalty_flag(a); return r; }
     if ((r = k3_mem_parse_flag(argc, argv, i, &f->mem, 1, err, errlen))) return r;

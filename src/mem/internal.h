@@ -44,6 +44,7 @@ struct K3Mem {
     int chunk;                                /* the prefill chunk the plan chose */
     const char *act_dir;                      /* its buffers' file's directory, or NULL */
     int seqs, state_mode;                     /* sequences admitted, where their states live */
+    int brief;                                /* the plan was the one line: all resident */
 };
 
 /* ---- plan.c ---- */

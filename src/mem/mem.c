@@ -248,6 +248,7 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
     p.chunk_why = why;
     const int one_line = o->brief && !o->verbose &&
                          k3_plan_all_resident(&p, o->trunk_dir != NULL, avail);
+    x->brief = one_line;
     if (!o->quiet && one_line) k3_plan_line(&p, NL, avail, adesc, stderr);
     else if (!o->quiet) k3_plan_print(&p, NL, o->trunk_dir != NULL, avail, adesc, o->ctx, stderr);
     if (!o->quiet && x->trunk && trunk_coded(x->trunk, NL) && !k3_kernels_coded_fast())

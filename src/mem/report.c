@@ -46,6 +46,8 @@ static const char *rate_text(double mbps, char *out, size_t n) {
     return out;
 }
 
+int k3_mem_brief(const K3Mem *x) { return x && x->brief; }
+
 void k3_mem_summary(const K3Mem *x, FILE *f, double wall, double t_prefill, int n_gen,
                     double t_decode) {
     const K3MemStats *s = k3_mem_stats(x);

@@ -3,7 +3,7 @@
  * 4096-aligned offset (tensors 64-aligned inside), global tensors last, with a text index, an XXH64
  * checksum per tensor and a fingerprint of the source (config.json bytes, shard names
  * and sizes) so a stale, foreign or corrupted trunk is refused. BF16/F32 values are
- * checked finite on the way. Written to trunk.k3.tmp and renamed at the end, so an
+ * checked finite on the way. Written to a temporary file beside trunk.k3 and renamed at the end, so an
  * interrupted or failed pack (disk full) leaves no trunk behind. --verify re-reads every
  * byte of the result and compares it with the shards and the checksums. --compress
  * writes format 3: BF16 layer matrices coded losslessly (codec.h, docs/CODEC.md) where
@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "codec.h"
 #include "fault.h"
+#include "outfile.h"
 #include "tensors.h"
 #include "util.h"
 #include <errno.h>
@@ -253,7 +254,7 @@ static void print_ratios(const PackedTensor *pt, size_t n, uint64_t plain_fsize,
 static const char *USAGE =
     "Usage: k3 pack MODEL_DIR TRUNK_DIR [--compress] [--verify] [--quiet]\n"
     "Packs every text tensor but the routed experts into TRUNK_DIR/trunk.k3, each layer\n"
-    "contiguous, for --trunk streaming (written to trunk.k3.tmp, renamed when complete).\n"
+    "contiguous, for --trunk streaming (written beside it, renamed when complete).\n"
     "  --compress   code BF16 layer matrices losslessly (trunk format 3, docs/CODEC.md)\n"
     "  --verify     re-read every byte of the result and compare it with the shards\n"
     "  --quiet      no progress or summary lines on stderr\n"
@@ -336,15 +337,16 @@ int k3_pack_main(int argc, char **argv) {
     uint64_t fsize = (off + 4095) & ~(uint64_t)4095, plain_fsize = fsize;
     char *ix = malloc(ilen + 1);
     format_index(ix, ilen + 1, pt, n, fp, fsize, NL, ver);
-    char path[4300], tmp[4320];
+    char path[4300], oerr[4400];
     snprintf(path, sizeof path, "%s/trunk.k3", out);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        fprintf(stderr, "k3 pack: cannot create %s: %s\n", tmp, strerror(errno));
+    K3Out of;                     /* outfile.h: a temporary beside trunk.k3, renamed at the end */
+    if (k3_out_open(&of, path, 0, 0644, oerr, sizeof oerr)) {
+        fprintf(stderr, "k3 pack: %s\n", oerr);
         free(ix); free(pt); st_close(st);
         return K3_ERR_RUNTIME;
     }
+    const int fd = of.fd;
+    const char *tmp = of.tmp ? of.tmp : path;
     unsigned char hdr[16];
     memcpy(hdr, "K3TRUNK1", 8);
     for (int i = 0; i < 8; i++) hdr[8 + i] = (unsigned char)((uint64_t)ilen >> (8 * i));
@@ -402,11 +404,10 @@ int k3_pack_main(int argc, char **argv) {
                     "the shards%s and to their checksums\n", n, total / K3_GB,
                     compress ? " (coded ones decoded bit for bit)" : "");
     }
-    close(fd);
-    if (!rc && rename(tmp, path)) {
-        fprintf(stderr, "k3 pack: rename %s: %s\n", tmp, strerror(errno)); rc = K3_ERR_RUNTIME;
+    if (!rc && k3_out_commit(&of, oerr, sizeof oerr)) {
+        fprintf(stderr, "k3 pack: %s\n", oerr); rc = K3_ERR_RUNTIME;
     }
-    if (rc) unlink(tmp);
+    if (rc) k3_out_abort(&of);
     else if (!quiet && compress) print_ratios(pt, n, plain_fsize, fsize);
     if (!rc && !quiet)
         fprintf(stderr, "k3 pack: wrote %s: %zu tensors, %d layers, %.3f GB in %.1f s\n",

@@ -9,6 +9,7 @@
 #include "sampler.h"
 #include "json.h"
 #include "json_gram.h"
+#include "outfile.h"
 #include "logprob.h"
 #include "tok.h"
 #include "util.h"
@@ -212,8 +213,10 @@ typedef struct {
     long expert_failures;
     const K3Spec *spec;                        /* NULL without --spec */
     const K3Logprob *lp; int top;              /* --logprobs: one per generated token */
-    int interrupted;                           /* Ctrl-C stopped the generation */
+    int interrupted;                           /* Ctrl-C stopped the prefill or generation */
     const char *stop;                          /* the --stop string that ended it, or NULL */
+    const char *why;                           /* eos, length, stop_string, context, interrupted */
+    int sampled; uint64_t seed;                /* the sampler's seed (drawn without --seed) */
     const double *ranks; int n_ranks;          /* over N ranks: k3_ranks_gather's (else 0) */
 } Report;
 
@@ -223,10 +226,14 @@ static volatile sig_atomic_t g_interrupted;
 static void on_interrupt(int sig) { (void)sig; g_interrupted = 1; }
 
 static int write_json(const char *path, const Opts *o, const K3Engine *e, const Report *r) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) { fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno)); return -1; }
+    char err[4400];
+    K3Out out;
+    FILE *f = k3_out_open(&out, path, 0, 0666, err, sizeof err) ? NULL : k3_out_stdio(&out);
+    if (!f) {
+        if (out.name) k3_out_abort(&out);
+        fprintf(stderr, "k3: --out %s\n", err);
+        return -1;
+    }
     double spt = r->n_gen > 1 ? r->t_decode / (r->n_gen - 1) : 0.0;
     char *md = json_quote(o->model_dir, strlen(o->model_dir));
     fprintf(f, "{\n  \"version\": \"%s\",\n  \"model_dir\": %s,\n", K3_VERSION,
@@ -259,8 +266,9 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
             r->expert_failures ? "false" : "true");
     fprintf(f, "  \"interrupted\": %s,\n", r->interrupted ? "true" : "false");
     char *sq = r->stop ? json_quote(r->stop, strlen(r->stop)) : NULL;
-    fprintf(f, "  \"stop\": %s,\n", sq ? sq : "null");
+    fprintf(f, "  \"stop\": \"%s\",\n  \"stop_string\": %s,\n", r->why, sq ? sq : "null");
     free(sq);
+    if (r->sampled) fprintf(f, "  \"seed\": %llu,\n", (unsigned long long)r->seed);
     if (r->spec)
         fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
                 r->spec->drafted, r->spec->accepted, r->spec->passes);
@@ -268,8 +276,8 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
     k3_mem_json(e->mem, f, r->t_prefill + r->t_decode);
     fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", e->m.cfg.vocab_size,
             (unsigned long long)r->peak_rss);
-    if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
-        fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno));
+    if (k3_out_commit(&out, err, sizeof err)) {
+        fprintf(stderr, "k3: --out %s\n", err);
         return -1;
     }
     return 0;
@@ -384,6 +392,12 @@ static int check_context(const Opts *o, int n_prompt) {
     if (k3_config_load(cp, &cfg, err, sizeof err)) return 0;
     const int mpe = cfg.max_position_embeddings;
     const long need = (long)n_prompt + o->gen;
+    if (o->ef.mem.ctx > 0 && n_prompt > o->ef.mem.ctx) {
+        fprintf(stderr, "k3: the prompt is %d tokens, past --ctx %d (the context limit: prompt "
+                "+ generated tokens); shorten the prompt or pass --ctx %d or more\n", n_prompt,
+                o->ef.mem.ctx, n_prompt + o->gen);
+        return K3_ERR_USAGE;
+    }
     if (mpe <= 0) return 0;
     if (o->ef.mem.ctx > mpe) {
         fprintf(stderr, "k3: warning: --ctx %d is past the trained context "
@@ -391,7 +405,7 @@ static int check_context(const Opts *o, int n_prompt) {
                 o->ef.mem.ctx, mpe, cp, mpe);
         return 0;
     }
-    if (need <= mpe) return 0;
+    if (need <= mpe || (o->ef.mem.ctx > 0 && o->ef.mem.ctx <= mpe)) return 0;
     fprintf(stderr, "k3: the prompt (%d tokens) + --gen %d = %ld positions is past the trained "
             "context, max_position_embeddings %d in %s; shorten the prompt or --gen, or pass "
             "--ctx %ld to run past it anyway\n", n_prompt, o->gen, need, mpe, cp, need);
@@ -414,9 +428,6 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
     }
     eo.mem.quiet = o->quiet;
     eo.mem.brief = 1;
-    if (o->ef.mem.ctx > 0 && o->ef.mem.ctx < n_prompt + o->gen && !o->quiet)
-        fprintf(stderr, "k3: note: --ctx %d is less than prompt + gen (%d); the MLA cache grows "
-                "past the plan\n", o->ef.mem.ctx, n_prompt + o->gen);
     return k3_engine_open(e, &eo, err, errlen);
 }
 
@@ -522,30 +533,41 @@ static int run_batch(const Opts *o) {
     e.prog.quiet = o->quiet;
     rc = k3_prefill(&e, st, seq, n, o->ef.chunk, logits, o->dump_logits != NULL, err, sizeof err);
     e.interrupt = NULL;
-    if (rc == K3_INTERRUPTED) {
-        fprintf(stderr, "k3: prefill: %s (Ctrl-C): nothing generated\n", err);
+    if (rc == K3_INTERRUPTED) {                /* the report still says so (--out) */
+        fprintf(stderr, "k3: prefill: %s (Ctrl-C): nothing generated%s\n", err,
+                o->out ? "; the --out report is written" : "");
+        Report r = { prompt, n_prompt, seq + n_prompt, 0, k3_now() - tp, 0, k3_peak_rss(),
+                     k3_engine_expert_failures(&e), NULL, NULL, 0, 1, NULL, "interrupted",
+                     0, 0, NULL, 0 };
+        if (o->out && k3_comm_rank() == 0) write_json(o->out, o, &e, &r);
         rc = K3_ERR_RUNTIME; goto done;
     }
     if (rc) { fprintf(stderr, "k3: prefill: %s\n", err); goto done; }
     t_prefill = k3_now() - tp;
     k3_mem_step(e.mem, 0, n_prompt, t_prefill, o->ef.mem.verbose && !o->quiet);
     if (o->dump_logits) {
-        FILE *f = k3_comm_rank() ? NULL : fopen(o->dump_logits, "wb");   /* rank 0 writes */
-        size_t nl = (size_t)V * n_prompt;
-        if (!k3_comm_rank() && (!f || fwrite(logits, sizeof(float), nl, f) != nl || fclose(f))) {
-            fprintf(stderr, "k3: --dump-logits %s: %s\n", o->dump_logits, strerror(errno));
+        const size_t nl = (size_t)V * n_prompt;         /* rank 0 writes */
+        if (!k3_comm_rank() &&
+            k3_out_save(o->dump_logits, logits, sizeof(float) * nl, 0666, err, sizeof err)) {
+            fprintf(stderr, "k3: --dump-logits %s\n", err);
             rc = K3_ERR_RUNTIME; goto done;
         }
         memmove(logits, logits + (size_t)(n_prompt - 1) * V, sizeof(float) * V);
     }
-    if (!o->quiet)
-        fprintf(stderr, "k3: prefill %d token%s in %.3f s (%.2f tok/s)\n", n_prompt,
-                n_prompt == 1 ? "" : "s", t_prefill, n_prompt / (t_prefill > 0 ? t_prefill : 1e-9));
     double td = k3_now(), td_step = td;
     const K3CommStats comm_decode = k3_comm_stats();   /* over N ranks: the decode's share */
     Sampler smp;                               /* greedy unless a sampling flag is given */
-    sampler_init(&smp, &o->ef.sp, o->ef.seed);
+    const int sampled = o->ef.sampling && !sampler_is_greedy(&o->ef.sp) && o->gen > 0;
+    const uint64_t seed = sampled && !o->ef.seed_set ? k3_draw_seed() : o->ef.seed;
+    if (sampled && !o->ef.seed_set && !o->quiet)   /* every run differs, and can be replayed */
+        fprintf(stderr, "k3: sampling with seed %llu (repeat the run with --seed %llu)\n",
+                (unsigned long long)seed, (unsigned long long)seed);
+    sampler_init(&smp, &o->ef.sp, seed);
     if (!o->ef.sampling) smp.p.greedy = 1;
+    /* --ctx is the context limit: prompt + generated tokens; the run stops there */
+    const int ctx_cap = o->ef.mem.ctx > 0 && n_prompt + o->gen > o->ef.mem.ctx;
+    const int gen = ctx_cap ? o->ef.mem.ctx - n_prompt : o->gen;
+    const char *why = "length";
     K3Spec spec;                               /* --spec: tokens a verify pass already drew */
     int pend[65], n_pend = 0, i_pend = 0, draft[64];
     if (o->spec) k3_spec_init(&spec, m, ref, n_ref, o->spec_k);
@@ -556,7 +578,8 @@ static int run_batch(const Opts *o) {
     if ((o->json || o->json_schema) && (rc = json_mode(o, &jg, &mask, V))) goto done;
     JgState js;
     if (jg) jg_init(&js, jg);
-    while (n_gen < o->gen) {
+    if (gen == 0 && ctx_cap) why = "context";
+    while (n_gen < gen) {
         /* the token at generated position n_gen: drawn by (seed, position) only; in JSON
          * mode from the row with what may not come next masked */
         const float *row = logits;
@@ -579,12 +602,18 @@ static int run_batch(const Opts *o) {
         }
         if (lp) k3_logprob_at(logits, V, next, o->logprobs, &lp[n_gen]);
         seq[n++] = next; n_gen++;
-        if (emit(&em, next)) { fprintf(stderr, "\nk3: out of memory\n"); rc = K3_ERR_RUNTIME;
-                               goto done; }
         const int end = !o->ignore_eos && (next == m->cfg.eos_token_id || next == xi.eom);
-        if (end || em.stopped || n_gen == o->gen || g_interrupted) break;
+        /* the end token's text (<|end_of_msg|>, eos) is not the reply's: ids still list it */
+        if ((!end || !tok) && emit(&em, next)) {
+            fprintf(stderr, "\nk3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done;
+        }
+        if (end) why = "eos";
+        else if (em.stopped) why = "stop_string";
+        else if (g_interrupted) why = "interrupted";
+        else if (n_gen == gen && ctx_cap) why = "context";
+        if (end || em.stopped || n_gen == gen || g_interrupted) break;
         if (i_pend < n_pend) continue;         /* an accepted draft: already in the state */
-        const int k = o->spec ? k3_spec_draft(&spec, seq, n, n_prompt, o->gen - n_gen - 1,
+        const int k = o->spec ? k3_spec_draft(&spec, seq, n, n_prompt, gen - n_gen - 1,
                                               draft) : 0;
         if (k > 0) {                           /* verify: the last token and k drafts */
             memcpy(seq + n, draft, sizeof(int) * k);   /* room: n + k < n_prompt + gen */
@@ -622,23 +651,27 @@ static int run_batch(const Opts *o) {
     const long failures = k3_engine_expert_failures(&e);
     Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(),
                  failures, o->spec ? &spec : NULL, lp, o->logprobs, g_interrupted,
-                 em.stopped ? o->stops[em.stopped - 1] : NULL, NULL, 0 };
+                 em.stopped ? o->stops[em.stopped - 1] : NULL, why, sampled, seed, NULL, 0 };
     const double *ranks = r.ranks = k3_ranks_gather(&e, comm_decode, &r.n_ranks);   /* all */
     if (r.interrupted)                         /* said even with --quiet: the exit is 1 */
         fprintf(stderr, "k3: interrupted after %d of --gen %d tokens; the ids so far%s are "
                 "written\n", n_gen, o->gen, o->out ? " and the --out report" : "");
-    if (!o->quiet) {
-        double spt = n_gen > 1 ? t_decode / (n_gen - 1) : 0;
-        char speed[64];                 /* the first token comes from the prefill: no rate */
-        if (spt > 0) snprintf(speed, sizeof speed, "; %.3f s/token (%.2f tok/s)", spt, 1 / spt);
-        else snprintf(speed, sizeof speed, "%s", n_gen ? " (no decode step to time)" : "");
-        fprintf(stderr, "k3: generated %d token%s%s; peak RSS %.3f GB (the figure to quote)\n",
-                n_gen, n_gen == 1 ? "" : "s", speed, r.peak_rss / K3_GB);
-        k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
+    if (!o->quiet) {      /* the report: why it stopped, one speed, one peak RSS (below) */
+        char stop[80] = "";
+        if (!strcmp(why, "length")) snprintf(stop, sizeof stop, "--gen %d", o->gen);
+        else if (!strcmp(why, "context")) snprintf(stop, sizeof stop, "--ctx %d", o->ef.mem.ctx);
+        else snprintf(stop, sizeof stop, "%s", !strcmp(why, "eos") ? "the end token" :
+                      !strcmp(why, "stop_string") ? "a --stop string" : "Ctrl-C");
+        fprintf(stderr, "k3: prefill %d token%s in %.3f s; generated %d token%s, stopped by %s "
+                "(%s)\n", n_prompt, n_prompt == 1 ? "" : "s", t_prefill, n_gen,
+                n_gen == 1 ? "" : "s", stop, why);
+        if (o->ef.mem.verbose || !k3_mem_brief(e.mem))     /* what streamed, and how fast */
+            k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
         k3_ranks_print(ranks, r.n_ranks, n_prompt + n_gen, n_gen - 1, stderr);
         if (o->spec && spec.passes)            /* no pass: nothing was speculated */
-            fprintf(stderr, "k3: spec: %ld verify passes, %ld drafted, %ld accepted (%.2f "
-                    "accepted tokens per pass)\n", spec.passes, spec.drafted, spec.accepted,
+            fprintf(stderr, "k3: spec: %ld verify pass%s, %ld drafted, %ld accepted (%.2f "
+                    "accepted tokens per pass)\n", spec.passes, spec.passes == 1 ? "" : "es",
+                    spec.drafted, spec.accepted,
                     spec.passes ? (double)spec.accepted / spec.passes : 0.0);
     }
     if (o->out && k3_comm_rank() == 0 && write_json(o->out, o, &e, &r)) rc = K3_ERR_RUNTIME;
@@ -648,7 +681,7 @@ static int run_batch(const Opts *o) {
         rc = K3_ERR_EXPERT;
     }
     if (!rc && r.interrupted) rc = K3_ERR_RUNTIME;
-    if (!o->quiet) {                           /* the shape scripts of the original tool parse */
+    if (!o->quiet) {       /* the two lines scripts of the original tool parse: the speed */
         double wall = t_prefill + t_decode;
         fprintf(stderr, "%d tokens in %.3f s, %.3f s/token average\n", n_gen, wall,
                 n_gen ? wall / n_gen : 0.0);

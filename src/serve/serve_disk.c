@@ -15,6 +15,7 @@
  * note, the conversation is prefilled once more and saved anew. Written to FILE.tmp.PID,
  * fsynced, renamed; on load everything is checked before use. */
 #include "serve.h"
+#include "outfile.h"
 #include "util.h"
 #include <dirent.h>
 #include <errno.h>
@@ -83,22 +84,10 @@ static size_t file_bytes(const K3Config *c, size_t pos, int has_logits) {
     return b;
 }
 
+/* A state file, whole or not at all: outfile.h's temporary beside it, renamed. */
 static int write_all(const char *path, const unsigned char *b, size_t n, char *err,
                      size_t errlen) {
-    char tmp[4300];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600), e = 0;
-    if (fd < 0) { snprintf(err, errlen, "cannot create %s: %s", tmp, strerror(errno)); return -1; }
-    for (size_t off = 0; off < n && !e;) {
-        ssize_t r = write(fd, b + off, n - off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) e = errno ? errno : EIO; else off += (size_t)r;
-    }
-    if (!e && fsync(fd)) e = errno;
-    if (close(fd) && !e) e = errno;
-    if (!e && rename(tmp, path)) e = errno;
-    if (e) { snprintf(err, errlen, "writing %s: %s", tmp, strerror(e)); unlink(tmp); }
-    return e ? -1 : 0;
+    return k3_out_save(path, b, n, 0600, err, errlen);
 }
 
 int serve_disk_save(Server *s, const int32_t *fed, size_t nfed, void *stv, const float *logits,

@@ -10,20 +10,20 @@ has()  { grep -q -- "$2" $T/$1 && ok "says '$2'" \
 hasnt() { grep -q -- "$2" $T/$1 && bad "says '$2': $(grep -a -m1 -- "$2" $T/$1)" \
   || ok "does not say '$2'"; }
 
-K3_MEM_AVAILABLE=24000000000 $K3 $M --ids "$P" --gen 1 >/dev/null 2>$T/e1 || bad "--gen 1 failed"
+K3_MEM_AVAILABLE=24000000000 $K3 $M --ids "$P" --gen 1 --verbose >/dev/null 2>$T/e1 ||
+  bad "--gen 1 failed"
 has e1 'auto budgets: preset max (--trunk-gb all --cache-gb all)' 'auto budgets'
 hasnt e1 'e+06'
 has e1 'slots of 20.5 KB' 'slots of'
 hasnt e1 'slots of 0.0 MB'
-has e1 '^k3: generated 1 token (no decode step to time)' 'generated'
+has e1 '^k3: prefill 12 tokens in [0-9.]* s; generated 1 token, stopped by --gen 1' 'generated'
 has e1 'memory summary: 1 token generated' 'summary'
 hasnt e1 '0.00 tok/s'
 hasnt e1 '0.000 s/token'
 has e1 '(0 layer reads)' 'trunk read'
 hasnt e1 ' 0 MB/s'
 $K3 $M --ids 5 --gen 3 >/dev/null 2>$T/e2 || bad "--ids 5 failed"
-has e2 '^k3: prefill 1 token in' 'prefill'
-has e2 '^k3: generated 3 tokens; [0-9.]* s/token' 'generated'
+has e2 '^k3: prefill 1 token in [0-9.]* s; generated 3 tokens, stopped by --gen 3' 'generated'
 printf 'hi\n/stats\n' | $K3 $M --chat --tok $TK --gen 1 --seed 3 >$T/o3 2>$T/e3 || bad "chat failed"
 has e3 'generated 1 token in' 'reused'
 has o3 '^last turn: .*generated 1 token in [0-9.]* s (n/a)' 'last turn'

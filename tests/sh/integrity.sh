@@ -40,7 +40,7 @@ expect 1 "prefill: non-finite activations (NaN) first in layer 2's attention" --
   $K3 $T/m --ids "$P" --gen 4 --quiet --out $T/run.json
 no_valid_out "NaN matrix weight"
 expect 1 "model.layers.2.self_attn.q_proj.weight' in .*non-finite" -- $K3 pack $T/m $T/trn --quiet
-[ ! -e $T/trn/trunk.k3 ] && [ ! -e $T/trn/trunk.k3.tmp ] && ok "pack left no trunk behind" ||
+[ -z "$(ls $T/trn)" ] && ok "pack left no trunk behind" ||
   bad "pack left a file: $(ls $T/trn)"
 # the first generated id (135) gets a NaN embedding row: the decode step is named
 fresh; poke model.embed_tokens.weight $((135 * 512 + 6)) '\300\177'
@@ -108,9 +108,9 @@ grep -q "RUN INVALID" $T/e && ok "removed shard: RUN INVALID" || bad "no RUN INV
 fresh; $K3 pack $T/m $T/tp --quiet; cp $T/tp/trunk.k3 $T/good.k3
 last=$(($(grep -ac '^t ' $T/tp/trunk.k3) + 3))          # header, index, tensors, index again
 for n in 1 2 50 $last; do
-  expect 1 "writing .*trunk.k3.tmp: No space left on device" -- \
+  expect 1 "writing .*trunk.k3.tmp.[0-9.]*: No space left on device" -- \
     env K3_FAULT_PACK_WRITE=$n $K3 pack $T/m $T/tp --quiet
-  [ ! -e $T/tp/trunk.k3.tmp ] && cmp -s $T/tp/trunk.k3 $T/good.k3 &&
+  [ "$(ls $T/tp)" = trunk.k3 ] && cmp -s $T/tp/trunk.k3 $T/good.k3 &&
     ok "write $n failed: no partial file, the old trunk intact" || bad "write $n: leftovers"
 done
 K3_FAULT_PACK_WRITE=$((last + 1)) $K3 pack $T/m $T/tp --quiet && cmp -s $T/tp/trunk.k3 $T/good.k3 &&

@@ -62,7 +62,7 @@ ok "--out JSON has the memory report fields"
 
 # the users' command shape (tokenizer-free ids instead of --prompt)
 out=$($K3 $M --trunk $T/trunk-tiny5 --preset laptop --ids "$P" --gen 8 --incremental 2>$T/err)
-[ $? -eq 0 ] && grep -q "memory plan" $T/err && grep -q "the figure to quote" $T/err \
+[ $? -eq 0 ] && grep -q "memory plan" $T/err && grep -q "^PEAK RSS for the whole run" $T/err \
   && ok "--trunk --preset laptop --gen 8 --incremental runs, prints the plan and peak RSS" \
   || bad "preset laptop run: $(tail -3 $T/err)"
 $K3 --list-presets > $T/p && for p in minimum laptop desktop workstation server max auto; do

@@ -20,7 +20,8 @@ run --tok $TK --prompt "Hello world" --stop "never-there" --stop "$stop" --out "
   > "$T/got" || fail "--stop run exited $?"
 printf '%s\n' "$want" | cmp -s - "$T/got" || { echo "want: $want"; echo "got:"; cat -v "$T/got";
   fail "--stop '$stop': the text is not what came before it"; }
-grep -q "\"stop\": \"$stop\"" "$T/r.json" || fail "--out does not name the stop string"
+grep -q "\"stop_string\": \"$stop\"" "$T/r.json" && grep -q '"stop": "stop_string"' "$T/r.json" ||
+  fail "--out does not name the stop string"
 n=$(sed -n 's/.*"n_generated": \([0-9]*\).*/\1/p' "$T/r.json")
 [ "$n" -lt 24 ] || fail "--stop did not end the generation ($n tokens)"
 run --tok $TK --prompt "Hello world" --stop "never-there" > "$T/got" || fail "rc $?"
