@@ -116,6 +116,9 @@ const char *const k3_usage =
 "tokenizer is given. Progress and the report go to stderr.\n"
 "\n"
 "Every flag that takes a value also accepts --flag=value.\n"
+"llama.cpp's short flags are k3's long ones (all but k3 bench, whose -p/-n are\n"
+"llama-bench's): -m MODEL_DIR, -p TEXT (--prompt), -f PATH (--prompt-file),\n"
+"-n N (--gen), -c N (--ctx), -t N (--threads), -s N (--seed).\n"
 "\n"
 "Exit codes: 0 ok; 1 runtime failure; 2 usage or config error; 4 finished but a\n"
 "routed expert failed to load (the ids are unsound).\n";
