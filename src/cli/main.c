@@ -69,6 +69,29 @@ static int short_flags(int argc, char **argv, char **av) {
     return m;
 }
 
+static int is_flag(const char *a, const char *flag) {        /* FLAG or FLAG=VALUE */
+    const size_t n = strlen(flag);
+    return !strncmp(a, flag, n) && (!a[n] || a[n] == '=');
+}
+
+/* `k3 MODEL_DIR --tok DIR` with no prompt (nor a mode, a subcommand or --help) is the chat,
+ * as llama-cli starts a conversation: "--chat" added to av (room for one more word).
+ * Without --tok the one prompt's parser says to give a prompt or --tok. Returns argc. */
+static int chat_default(int argc, char **av) {
+    int sub = 0, tok = 0, other = argc < 2;
+    for (size_t k = 0; argc >= 2 && k < NSUB; k++) sub |= !strcmp(av[1], SUB[k].name);
+    for (int i = 1; i < argc; i++) {
+        const char *a = av[i];
+        tok |= is_flag(a, "--tok");
+        other |= is_flag(a, "--ids") || is_flag(a, "--prompt") || is_flag(a, "--prompt-file") ||
+                 is_flag(a, "--chat") || is_flag(a, "--batch") || !strcmp(a, "--help") ||
+                 !strcmp(a, "-h") || !strcmp(a, "--version") || !strcmp(a, "--list-presets");
+    }
+    if (tok && !sub && !other) av[argc++] = "--chat";
+    av[argc] = NULL;
+    return argc;
+}
+
 /* Over N ranks (bin/k3-mpi, comm.h) every rank runs the same command, so every rank takes
  * the same steps (checked each step); rank 0 prints and writes the files, the followers run
  * quiet (their stderr, errors only, comes out named by rank). One prompt and --batch run so.
@@ -84,7 +107,7 @@ static int k3_argv_has(int argc, char **argv, const char *flag) {
 int main(int argc, char **argv) {
     k3_comm_init(&argc, &argv);
     char *hv[argc + 2];                 /* lives as long as the run: main's own frame */
-    argc = short_flags(argc, argv, hv);
+    argc = chat_default(short_flags(argc, argv, hv), hv);
     argv = hv;
     int rc;
     if (k3_comm_size() > 1 && argc >= 2 && (!strcmp(argv[1], "pack") ||

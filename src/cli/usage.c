@@ -7,6 +7,7 @@ const char *const k3_usage =
 "\n"
 "Usage:\n"
 "  k3 MODEL_DIR (--ids LIST | --prompt TEXT | --prompt-file PATH) [options]\n"
+"  k3 MODEL_DIR --tok DIR [options]              no prompt: the chat, as --chat\n"
 "  k3 tokenize --tok DIR [--special] FILE...     one line of ids per FILE\n"
 "  k3 detokenize --tok DIR --ids LIST            decoded bytes to stdout\n"
 "  k3 pack MODEL_DIR TRUNK_DIR [--verify]      pack the trunk for --trunk streaming\n"

@@ -3,7 +3,9 @@
 # mode parses): -m MODEL_DIR, -p --prompt, -n --gen, -c --ctx, -t --threads, -s --seed,
 # -f --prompt-file give the long flag's output in one prompt, chat and batch mode; a mode
 # without the long flag refuses it by that name (serve has no --seed); k3 bench keeps
-# llama-bench's own -p/-n; the value of a flag is never rewritten (--stop -n).
+# llama-bench's own -p/-n; the value of a flag is never rewritten (--stop -n). And
+# `k3 MODEL_DIR --tok DIR` with no prompt starts the chat, as llama-cli does; without --tok
+# it says what to give.
 M=tests/models/tiny5; TK=tests/tok/tiny
 P=$(cat $M/ref/prompt.txt)
 . tests/sh/lib/check.sh
@@ -66,4 +68,14 @@ for a in "-m MODEL_DIR" "-p TEXT" "-f PATH" "-n N" "-c N" "-t N" "-s N"; do
 done
 [ -z "$miss" ] && ok "--help lists the short forms" || bad "--help does not list$miss"
 
+# no prompt, --tok given: the chat, as --chat; piped input ends it at EOF
+same "k3 MODEL_DIR --tok DIR: a chat" "\$M --tok \$TK --gen 3 --seed 5 --no-think" \
+  "\$M --chat --tok \$TK --gen 3 --seed 5 --no-think" $T/in
+same "k3 -m MODEL_DIR --tok=DIR -n: a chat" "-m \$M --tok=\$TK -n 3 -s 5 --no-think" \
+  "\$M --chat --tok \$TK --gen 3 --seed 5 --no-think" $T/in
+grep -q 'seed 5 (replay' $T/a.e && ok "the chat's seed: 5" || bad "chat: $(head -c 300 $T/a.e)"
+W="no prompt: give --prompt TEXT (-p), --prompt-file PATH (-f) or --ids LIST; or --tok DIR to chat"
+expect "$W" -- env -u K3_TOK_FILES $K3 $M --gen 3
+expect "$W" -- env K3_TOK_FILES=$TK $K3 -m $M -n 3
+expect "give exactly one of --ids, --prompt, --prompt-file" -- $K3 $M --ids 1 -p hi --tok $TK
 exit $fail
