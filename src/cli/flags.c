@@ -4,6 +4,7 @@
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,9 +76,16 @@ int k3_mem_parse_flag(int argc, char **argv, int *i, K3MemOpts *o, int with_ctx,
         o->piece_mb = g;
     } else {
         char *end;
+        errno = 0;
         double g = strtod(v, &end);
-        if (!*v || *end || !(g >= 0) || g > 1e9) {
+        const int overflow = errno == ERANGE && g > 1;      /* 1e999: a number, too big */
+        if (!*v || *end || !(g >= 0) || (isinf(g) && !overflow)) {
             snprintf(err, errlen, "%s: '%.100s' is not a number of GB >= 0", a, v);
+            return -1;
+        }
+        if (g > 1e9) {          /* a number all the same: "not a number" would mislead */
+            snprintf(err, errlen, "%s %.100s: more than 1e9 GB; give the GB this machine may "
+                     "use (e.g. %s 8)", a, v, a);
             return -1;
         }
         if (!strcmp(a, "--trunk-gb")) o->trunk_gb = g;

@@ -108,6 +108,9 @@ static int parse_args(int argc, char **argv, Opts *o) {
     }
     if (!o->model_dir) return usage_error("%s", "missing MODEL_DIR");
     int n_in = !!o->ids + !!o->prompt + !!o->prompt_file;
+    if (!n_in)                                  /* with --tok, main.c starts the chat */
+        return usage_error("%s", "no prompt: give --prompt TEXT (-p), --prompt-file PATH (-f) "
+                           "or --ids LIST; or --tok DIR to chat");
     if (n_in != 1) return usage_error("%s", "give exactly one of --ids, --prompt, --prompt-file");
     char serr[256];
     if (sampler_check(&o->ef.sp, serr, sizeof serr)) return usage_error("%s", serr);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # llama.cpp habits: --flag=value works for every flag that takes a value (batch and chat,
 # the same output as the two-word form), and an unknown option names the k3 flag meant
-# (--temp, -n, -p, typos), exit 2.
+# (--temp, --n-predict, typos), exit 2. llama.cpp's -n, -p, -c, -m are taken: cli_habits.sh
 M=tests/models/tiny5; TK=tests/tok/tiny
 P=$(cat $M/ref/prompt.txt)
 . tests/sh/lib/check.sh
@@ -48,12 +48,11 @@ expect() {  # expect PATTERN -- command...
   else bad "expected exit 2 and '$pat', got $rc: $(head -c 300 $T/e)"; fi
 }
 expect "unknown option '--temp'; did you mean --temperature?" -- $K3 $M --ids 1 --temp 0.7
-expect "unknown option '-n'; did you mean --gen?" -- $K3 $M --ids 1 -n 4
-expect "unknown option '-p'; did you mean --prompt?" -- $K3 $M -p hi
+expect "unknown option '--n-predict'; did you mean --gen?" -- $K3 $M --ids 1 --n-predict 4
 expect "unknown option '--temp=0.7'; did you mean --temperature?" -- $K3 $M --ids 1 --temp=0.7
 expect "unknown option '--promt'; did you mean --prompt?" -- $K3 $M --promt hi
-expect "unknown option '-c'; did you mean --ctx?" -- $K3 $M --ids 1 -c 4096
-expect "unknown option '-m'; k3 takes the model directory as a plain argument" -- $K3 -m $M --ids 1
+expect "unknown option '--ctx-size'; did you mean --ctx?" -- $K3 $M --ids 1 --ctx-size 4096
+expect "unknown option '-m'; k3 takes the model directory as a plain argument" -- $K3 bench -m $M
 expect "--greedy takes no value" -- $K3 $M --ids 1 --greedy=1
 expect "unknown option '--temp'; did you mean --temperature?" -- $K3 $M --chat --tok $TK --temp 0.7
 expect "unknown option '--hide'; did you mean --hide-thinking?" -- $K3 $M --chat --tok $TK --hide

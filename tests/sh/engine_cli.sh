@@ -48,7 +48,7 @@ expect() {  # expect CODE PATTERN -- command...
 expect 2 "MODEL_DIR" -- $K3 --ids 1,2
 expect 2 "unknown option" -- $K3 $M --ids 1 --frobnicate
 expect 2 "exactly one of" -- $K3 $M --ids 1 --prompt hi
-expect 2 "exactly one of" -- $K3 $M
+expect 2 "no prompt: give --prompt TEXT" -- env -u K3_TOK_FILES $K3 $M
 expect 2 "not an integer" -- $K3 $M --ids 1 --gen x
 expect 2 "--ids" -- $K3 $M --ids 1,x
 expect 2 "outside the vocabulary" -- $K3 $M --ids 1,5000
