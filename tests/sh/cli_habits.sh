@@ -34,8 +34,8 @@ same "-s N" "\$M --ids \$P --gen 4 --temperature 0.9 -s 7 --quiet" \
   "\$M --ids \$P --gen 4 --temperature 0.9 --seed 7 --quiet"
 same "-t N" "\$M --ids \$P --gen 3 -t 1 --quiet" "\$M --ids \$P --gen 3 --threads 1 --quiet"
 same "-c N" "\$M --ids \$P --gen 3 -c 64 --quiet" "\$M --ids \$P --gen 3 --ctx 64 --quiet"
-$K3 $M --ids "$P" --gen 2 -c 3 > $T/o 2> $T/e && grep -q -- '--ctx 3 is less than' $T/e &&
-  ok "-c 3 is --ctx 3 (its note)" || bad "-c 3: $(head -c 300 $T/e)"
+$K3 $M --ids "$P" --gen 2 -c 3 > $T/o 2> $T/e; [ $? = 2 ] && grep -q -- 'past --ctx 3' $T/e &&
+  ok "-c 3 is --ctx 3 (the prompt past it refused)" || bad "-c 3: $(head -c 300 $T/e)"
 same "all at once" "-m \$M --ids \$P -n 3 -c 64 -t 1 -s 2 --temperature 0.8 --quiet" \
   "\$M --ids \$P --gen 3 --ctx 64 --threads 1 --seed 2 --temperature 0.8 --quiet"
 
