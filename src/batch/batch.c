@@ -83,6 +83,8 @@ static int parse(int argc, char **argv, BOpts *o) {
     o->gen = 16; o->state_file = -1;
     k3_engine_flags_init(&o->ef);
     o->tok_dir = k3_tok_env();
+    for (int i = 1; i < argc; i++)     /* anywhere: `--batch --help` asks, it names no FILE */
+        if (!strcmp(argv[i], "--help")) { fputs(USAGE, stdout); exit(0); }
     char xerr[320], serr[256];
     if (k3_args_expand(argc, argv, FLAGS, N_FLAGS, &argc, &argv, xerr, sizeof xerr))
         return usage("%s", xerr);

@@ -154,6 +154,9 @@ static int parse(int argc, char **argv, Args *A) {
     o->tok = k3_tok_env();
     A->thr[0] = 0; A->n_thr = 1; A->np[0] = 16; A->n_np = 1; A->ng[0] = 16; A->n_ng = 1;
     A->kern[0] = NULL; A->n_kern = 1; A->bat[0] = 1; A->n_bat = 1;
+    for (int i = 1; i < argc; i++)        /* anywhere, even where a value was due */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(USAGE, stdout); return -1; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-t")) a = "--threads";                 /* llama-bench's spellings */

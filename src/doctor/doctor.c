@@ -394,6 +394,9 @@ int k3_doctor_main(int argc, char **argv) {
     int do_scan = 0, bench = 1;
     Doc d;
     memset(&d, 0, sizeof d);
+    for (int i = 1; i < argc; i++)        /* anywhere, even where a value was due */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(USAGE, stdout); return 0; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
