@@ -26,7 +26,8 @@ help "k3 bench-kernels" -- bench-kernels --help
 help "k3 bench-kernels" -- bench-kernels --only --help
 
 $K3 bench-kernels --only nothing > $T/o 2> $T/e; rc=$?
-[ $rc -eq 2 ] && [ ! -s $T/o ] && grep -q "^k3 bench-kernels: --only 'nothing' matches no shape" $T/e &&
+[ $rc -eq 2 ] && [ ! -s $T/o ] &&
+  grep -q "^k3 bench-kernels: --only 'nothing' matches no shape" $T/e &&
   grep -q "'mxfp4 3072x3584'" $T/e && grep -q "'bf16c 7168x12288'" $T/e &&
   ok "bench-kernels --only nothing: exit 2, the valid shapes named" ||
   bad "bench-kernels --only nothing: exit $rc, stdout $(wc -c < $T/o) bytes: $(cat $T/e)"
