@@ -43,4 +43,13 @@ n=$(grep -c '"gen" must be an integer' $T/e)
 [ $rc -eq 2 ] && [ "$n" -eq 20 ] && grep -q 'line 20: "gen"' $T/e &&
   grep -q '25 bad lines (the first 20 named); nothing was run' $T/e &&
   ok "25 bad lines: 20 named, the count of all" || bad "25 bad lines: exit $rc, $n named"
+# read as lines arrive (FILE -): a logit_bias outside the vocabulary is answered with an
+# error line and skipped like the other bad lines; the next line still runs (it ended the
+# whole run when its line started)
+{ sed -n 7p $T/mixed.jsonl; sed -n 9p $T/mixed.jsonl; } |
+  $K3 $M --batch - --quiet > $T/o 2> $T/e; rc=$?
+[ $rc -eq 2 ] && grep -q '^{"line": 1, "error": ".*logit_bias: token id 5000' $T/o &&
+  grep -q '"id": "h", "generated_ids"' $T/o &&
+  ok "stream: a bad logit_bias answered with an error line, the next line runs, exit 2" ||
+  bad "stream: exit $rc, $(cat $T/o) $(tail -n 2 $T/e)"
 exit $fail
