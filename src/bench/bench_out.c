@@ -321,10 +321,13 @@ static void md_header(FILE *f, const KbOpts *o, const KbMachine *m) {
             m->touched / K3_GB);
 }
 
-static void md_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n) {
+/* The table's cells: the header line and one per row; *nc columns, *ecol the error
+ * column (-1: none). NULL when out of memory. */
+static Line *table_lines(const KbOpts *o, const KbMachine *m, const KbRow *rows, int n,
+                         int *nc_out, int *ecol) {
     Line *L = calloc((size_t)n + 1, sizeof *L);
-    if (!L) return;
-    int nc = 0, any_err = 0, w[NCOL] = { 0 };
+    if (!L) return NULL;
+    int nc = 0, any_err = 0;
     for (size_t i = 0; i < sizeof MD_HEAD / sizeof *MD_HEAD; i++) {
         snprintf(L[0].s[nc++], 160, "%s", MD_HEAD[i]);
         if (o->batched && !strcmp(MD_HEAD[i], "n")) snprintf(L[0].s[nc++], 160, "batch");
@@ -337,7 +340,15 @@ static void md_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
         any_err |= rows[i].a.rc || rows[i].b.rc;
     }
     if (!any_err) nc--;
-    const int ecol = any_err ? nc - 1 : -1;    /* text columns are left-aligned */
+    *ecol = any_err ? nc - 1 : -1;             /* text columns are left-aligned */
+    *nc_out = nc;
+    return L;
+}
+
+static void md_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n) {
+    int nc, ecol, w[NCOL] = { 0 };
+    Line *L = table_lines(o, m, rows, n, &nc, &ecol);
+    if (!L) return;
     for (int i = 0; i <= n; i++)
         for (int c = 0; c < nc; c++) {
             int len = (int)strlen(L[i].s[c]);
@@ -356,6 +367,31 @@ static void md_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
             fprintf(f, "|\n");
         }
     }
+    free(L);
+}
+
+/* -o html: the same cells as a <table>, each escaped (a <pre> of the markdown scrolled
+ * sideways). */
+static void html_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
+                       int n) {
+    int nc, ecol;
+    Line *L = table_lines(o, m, rows, n, &nc, &ecol);
+    if (!L) return;
+    fputs("<table>\n<thead><tr>", f);
+    for (int c = 0; c < nc; c++) {
+        fputs("<th>", f); kb_html_esc(f, L[0].s[c]); fputs("</th>", f);
+    }
+    fputs("</tr></thead>\n<tbody>\n", f);
+    for (int i = 1; i <= n; i++) {
+        fputs("<tr>", f);
+        for (int c = 0; c < nc; c++) {
+            fputs(c < 2 || c == ecol ? "<td class=\"t\">" : "<td>", f);
+            kb_html_esc(f, L[i].s[c]);
+            fputs("</td>", f);
+        }
+        fputs("</tr>\n", f);
+    }
+    fputs("</tbody>\n</table>\n", f);
     free(L);
 }
 
@@ -420,13 +456,14 @@ void kb_out_row(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *r, in
 void kb_out_end(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n) {
     if (o->fmt == KB_MD) { md_header(f, o, m); md_table(f, o, m, rows, n); }
     else if (o->fmt == KB_CSV) csv(f, o, m, rows, n);
-    else if (o->fmt == KB_HTML) {              /* the figure above the markdown table */
-        char *t = NULL;
-        size_t tn = 0;
-        FILE *mf = open_memstream(&t, &tn);
-        if (mf) { md_header(mf, o, m); md_table(mf, o, m, rows, n); fclose(mf); }
-        kb_plot_html(f, o, m, rows, n, t ? t : "");
-        free(t);
+    else if (o->fmt == KB_HTML) {              /* the figure, the notes, the table */
+        char *h = NULL, *t = NULL;
+        size_t hn = 0, tn = 0;
+        FILE *hf = open_memstream(&h, &hn), *tf = open_memstream(&t, &tn);
+        if (hf) { md_header(hf, o, m); fclose(hf); }
+        if (tf) { html_table(tf, o, m, rows, n); fclose(tf); }
+        kb_plot_html(f, o, m, rows, n, h ? h : "", t ? t : "");
+        free(h); free(t);
     }
     else if (o->fmt == KB_JSON) {
         fputc('{', f);
