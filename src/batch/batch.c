@@ -34,9 +34,10 @@ static const char *USAGE =
 "with optional \"gen\" (default --gen) and sampling fields \"temperature\", \"top_p\",\n"
 "\"top_k\", \"min_p\", \"seed\" (any of them turns sampling on for the line; the sampling\n"
 "flags below are the defaults). Every line is checked before anything runs (exit 2\n"
-"naming every bad line and field). As each prompt finishes one JSON line goes to stdout: id,\n"
-"generated_ids, text (with a tokenizer), stop (length or eos), n_prompt, n_generated,\n"
-"seconds_prefill, seconds_decode. Each prompt gets the ids of its solo run.\n"
+"naming every bad line and field). As each prompt finishes one JSON line goes to\n"
+"stdout: id, generated_ids, text (with a tokenizer), stop (length, eos, or interrupted\n"
+"by SIGINT), n_prompt, n_generated, seconds_prefill, seconds_decode. Each prompt gets\n"
+"the ids of its solo run.\n"
 "FILE - (stdin) or a pipe is read as lines arrive: each prompt joins the next step while\n"
 "the others decode; a bad line is answered {\"line\": N, \"error\": ...} and skipped (exit\n"
 "2 at the end); the context is --ctx (default 4096).\n"
@@ -165,6 +166,7 @@ struct Batch {
     Slot *slot; int n_slots;
     int next, done, ctx;
     long n_generated;
+    int n_eos;                         /* sequences that ended at eos (the rest: length) */
     long drafted, accepted, passes;    /* --spec, over every finished sequence */
     double t_run;
     Stream *in;                        /* NULL: the whole file was read and checked first */
@@ -269,8 +271,8 @@ static int start(Batch *b, Slot *s, K3SchedSeq *q, char *err, size_t errlen) {
     return 0;
 }
 
-static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
-    const double now = k3_now();
+/* Sequence s's output line; stop: why it ended (eos, length, interrupted). */
+static void put_line(const Batch *b, const Slot *s, const char *stop, double now) {
     const BatchLine *l = &b->lines[s->li];
     const int *g = s->seq + s->n_prompt;
     printf("{\"id\": %s, \"generated_ids\": [", l->id);
@@ -287,9 +289,16 @@ static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
     }
     const double tf = s->t_first > 0 ? s->t_first : now;
     printf(", \"stop\": \"%s\", \"n_prompt\": %d, \"n_generated\": %d, \"seconds_prefill\": "
-           "%.6f, \"seconds_decode\": %.6f}\n", eos ? "eos" : "length", s->n_prompt, s->n_gen,
-           tf - s->t0, now - tf);
+           "%.6f, \"seconds_decode\": %.6f}\n", stop, s->n_prompt, s->n_gen, tf - s->t0,
+           now - tf);
     fflush(stdout);
+}
+
+static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
+    const double now = k3_now();
+    const BatchLine *l = &b->lines[s->li];
+    put_line(b, s, eos ? "eos" : "length", now);
+    b->n_eos += eos;
     if (b->o->dump && k3_comm_rank() == 0) {    /* over N ranks, rank 0 writes */
         char path[1024];
         snprintf(path, sizeof path, "%.990s/%d.f32", b->o->dump, l->line);
@@ -435,6 +444,7 @@ static int write_report(const Batch *b, const char *path) {
     fprintf(f, "  \"n_prompts\": %d,\n  \"batch_size\": %d,\n  \"n_generated\": %ld,\n",
             b->n_lines, b->n_slots, b->n_generated);
     fprintf(f, "  \"kernels\": \"%s\",\n  \"threads\": %d,\n", k3_kernels_name(), k3_threads());
+    fprintf(f, "  \"stops\": {\"eos\": %d, \"length\": %d},\n", b->n_eos, b->done - b->n_eos);
     fprintf(f, "  \"seconds\": %.6f,\n  \"tokens_per_second\": %.6f,\n", b->t_run,
             b->t_run > 0 ? b->n_generated / b->t_run : 0.0);
     if (b->o->spec)
@@ -704,9 +714,13 @@ int k3_batch_main(int argc, char **argv) {
     b.e.prog.quiet = o.quiet;
     rc = run(&b, err, sizeof err);
     b.e.interrupt = NULL;
-    if (rc == K3_INTERRUPTED) {
-        fprintf(stderr, "k3: batch: interrupted (SIGINT): %d of %d prompts finished (their "
-                "lines are written), the rest were stopped\n", b.done, b.n_lines);
+    if (rc == K3_INTERRUPTED) {            /* the sequences in flight: their tokens so far */
+        int stopped = 0;
+        for (int i = 0; i < b.n_slots; i++)
+            if (b.slot[i].li >= 0) { put_line(&b, &b.slot[i], "interrupted", k3_now()); stopped++; }
+        fprintf(stderr, "k3: batch: interrupted (SIGINT): %d of %d prompts finished, %d stopped "
+                "(their lines say \"stop\": \"interrupted\"), %d not started\n", b.done,
+                b.n_lines, stopped, b.n_lines - b.done - stopped);
         rc = K3_ERR_RUNTIME; goto done;
     }
     if (rc) { fprintf(stderr, "k3: batch: %s\n", err); goto done; }
