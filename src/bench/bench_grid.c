@@ -378,6 +378,12 @@ int kb_read_report(const char *path, KbRep *r, char *err, size_t en) {
     const Json *k = json_get(j, "kernels"), *v = json_get(j, "version");
     snprintf(r->kernels, sizeof r->kernels, "%s", k && k->type == JSON_STRING ? k->str : "");
     snprintf(r->version, sizeof r->version, "%s", v && v->type == JSON_STRING ? v->str : "");
+    const Json *it = json_get(j, "interrupted"), *ss = json_get(j, "stop"),
+               *so = json_get(j, "stops");
+    const int eos = so && so->type == JSON_OBJECT && num(so, "eos", 0) > 0;
+    snprintf(r->stop, sizeof r->stop, "%s", it && it->type == JSON_BOOL && it->boolean ?
+             "interrupted" : ss && ss->type == JSON_STRING ? "stop_string" : eos ? "eos" :
+             "length");                       /* a one-prompt rep's eos: run_rep, by count */
     const Json *st = json_get(j, "steps");
     double tb = 0, eb = 0, hb = 0, req = 0, hits = 0;
     int nd = 0;
@@ -557,6 +563,8 @@ static void run_rep(const Args *A, const KbMachine *M, KbRow *r, KbSide *s, int 
     pg->spent += k3_now() - t0; pg->done++;
     if (g_stop) return;                        /* interrupted: the rep does not count */
     if (rc) { s->rc = rc; snprintf(s->error, sizeof s->error, "%s", err); return; }
+    if (r->c.batch <= 1 && !strcmp(rep.stop, "length") && rep.n_generated < r->c.n_gen)
+        snprintf(rep.stop, sizeof rep.stop, "eos");  /* fewer than -n and nothing else ended it */
     s->rep[s->n++] = rep;
 }
 

@@ -44,6 +44,8 @@ typedef struct {                  /* one successful rep, from the child's --out 
     uint64_t rss, plan, buffers;
     int n_generated, threads;
     char kernels[16], version[32];
+    char stop[16];                /* why the generation ended: length, eos, stop_string,
+                                   * interrupted (a batch rep: eos if one sequence did) */
     int ranks;                    /* over N ranks (k3-mpi): N, rss the largest rank's, and */
     double coll_pt, comm_pt, wait_pt;   /* per token: collectives, bytes received, seconds
                                          * waited in them (the largest rank's; decode's

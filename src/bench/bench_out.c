@@ -118,6 +118,7 @@ static void row_json(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
     num(&j, "n_prompt", r->c.n_prompt); num(&j, "n_gen", r->c.n_gen);
     num(&j, "batch", r->c.batch);
     num(&j, "n_generated", r->a.n ? r->a.rep[0].n_generated : NAN);   /* all B sequences' */
+    str(&j, "stop", r->a.n ? r->a.rep[0].stop : NULL);        /* the first rep's (greedy) */
     double wall[KB_MAXREP];
     for (int i = 0; i < r->a.n; i++) wall[i] = r->a.rep[i].wall;
     stat_obj(&j, "seconds", kb_stat(wall, r->a.n));            /* each rep's run */
@@ -156,6 +157,7 @@ static void row_json(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
         open_obj(&j, "compare", &c);
         str(&c, "binary", o->compare); str(&c, "version", b.version[0] ? b.version : NULL);
         num(&c, "reps", r->b.n);
+        str(&c, "stop", r->b.n ? r->b.rep[0].stop : NULL);
         stat_obj(&c, "seconds_per_token", b.spt);
         stat_obj(&c, "prefill_tokens_per_second", b.ptps);
         num(&c, "tokens_per_second", b.tps); num(&c, "peak_rss_bytes", b.rss);
@@ -413,7 +415,7 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
           "expert_bytes_per_token,lm_head_bytes_per_token,io_share,expert_hit_rate,"
           "decode_hit_rate,memory_read_gb_per_s,disk_mb_per_s,memory_ratio,disk_ratio,"
           "b_spt_median,b_prefill_tps_median,b_peak_rss_bytes,ratio_spt,ratio_prefill_tps,"
-          "ratio_peak_rss,error,batch\n", f);
+          "ratio_peak_rss,error,batch,stop\n", f);
     for (int i = 0; i < n; i++) {
         const KbRow *r = &rows[i];
         const Sum a = sum_side(&r->a), b = sum_side(&r->b);
@@ -434,6 +436,8 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
         for (size_t k = 0; k < sizeof c / sizeof *c; k++) csv_val(f, o->compare ? c[k] : NAN);
         csv_str(f, r->a.rc ? r->a.error : r->b.rc ? r->b.error : "");
         csv_val(f, r->c.batch);
+        if (r->a.n) csv_str(f, r->a.rep[0].stop);
+        else fputc(',', f);
         fputc('\n', f);
     }
 }
