@@ -8,6 +8,7 @@
  * only. */
 #include "batch.h"
 #include "cli.h"
+#include "config.h"
 #include "engine.h"
 #include "json.h"
 #include "scheduler.h"
@@ -32,10 +33,11 @@ static const char *USAGE =
 "  {\"id\": \"a\", \"ids\": [1, 2, 3]}   or   {\"id\": 7, \"prompt\": \"text\"}\n"
 "with optional \"gen\" (default --gen) and sampling fields \"temperature\", \"top_p\",\n"
 "\"top_k\", \"min_p\", \"seed\" (any of them turns sampling on for the line; the sampling\n"
-"flags below are the defaults). Every line is checked before the run (exit 2 naming the\n"
-"line and field). As each prompt finishes one JSON line goes to stdout: id,\n"
-"generated_ids, text (with a tokenizer), stop (length or eos), n_prompt, n_generated,\n"
-"seconds_prefill, seconds_decode. Each prompt gets the ids of its solo run.\n"
+"flags below are the defaults). Every line is checked before anything runs (exit 2\n"
+"naming every bad line and field). As each prompt finishes one JSON line goes to\n"
+"stdout: id, generated_ids, text (with a tokenizer), stop (length, eos, or interrupted\n"
+"by SIGINT), n_prompt, n_generated, seconds_prefill, seconds_decode. Each prompt gets\n"
+"the ids of its solo run.\n"
 "FILE - (stdin) or a pipe is read as lines arrive: each prompt joins the next step while\n"
 "the others decode; a bad line is answered {\"line\": N, \"error\": ...} and skipped (exit\n"
 "2 at the end); the context is --ctx (default 4096).\n"
@@ -83,6 +85,8 @@ static int parse(int argc, char **argv, BOpts *o) {
     o->gen = 16; o->state_file = -1;
     k3_engine_flags_init(&o->ef);
     o->tok_dir = k3_tok_env();
+    for (int i = 1; i < argc; i++)     /* anywhere: `--batch --help` asks, it names no FILE */
+        if (!strcmp(argv[i], "--help")) { fputs(USAGE, stdout); exit(0); }
     char xerr[320], serr[256];
     if (k3_args_expand(argc, argv, FLAGS, N_FLAGS, &argc, &argv, xerr, sizeof xerr))
         return usage("%s", xerr);
@@ -162,6 +166,7 @@ struct Batch {
     Slot *slot; int n_slots;
     int next, done, ctx;
     long n_generated;
+    int n_eos;                         /* sequences that ended at eos (the rest: length) */
     long drafted, accepted, passes;    /* --spec, over every finished sequence */
     double t_run;
     Stream *in;                        /* NULL: the whole file was read and checked first */
@@ -266,8 +271,8 @@ static int start(Batch *b, Slot *s, K3SchedSeq *q, char *err, size_t errlen) {
     return 0;
 }
 
-static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
-    const double now = k3_now();
+/* Sequence s's output line; stop: why it ended (eos, length, interrupted). */
+static void put_line(const Batch *b, const Slot *s, const char *stop, double now) {
     const BatchLine *l = &b->lines[s->li];
     const int *g = s->seq + s->n_prompt;
     printf("{\"id\": %s, \"generated_ids\": [", l->id);
@@ -284,9 +289,16 @@ static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
     }
     const double tf = s->t_first > 0 ? s->t_first : now;
     printf(", \"stop\": \"%s\", \"n_prompt\": %d, \"n_generated\": %d, \"seconds_prefill\": "
-           "%.6f, \"seconds_decode\": %.6f}\n", eos ? "eos" : "length", s->n_prompt, s->n_gen,
-           tf - s->t0, now - tf);
+           "%.6f, \"seconds_decode\": %.6f}\n", stop, s->n_prompt, s->n_gen, tf - s->t0,
+           now - tf);
     fflush(stdout);
+}
+
+static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
+    const double now = k3_now();
+    const BatchLine *l = &b->lines[s->li];
+    put_line(b, s, eos ? "eos" : "length", now);
+    b->n_eos += eos;
     if (b->o->dump && k3_comm_rank() == 0) {    /* over N ranks, rank 0 writes */
         char path[1024];
         snprintf(path, sizeof path, "%.990s/%d.f32", b->o->dump, l->line);
@@ -432,6 +444,7 @@ static int write_report(const Batch *b, const char *path) {
     fprintf(f, "  \"n_prompts\": %d,\n  \"batch_size\": %d,\n  \"n_generated\": %ld,\n",
             b->n_lines, b->n_slots, b->n_generated);
     fprintf(f, "  \"kernels\": \"%s\",\n  \"threads\": %d,\n", k3_kernels_name(), k3_threads());
+    fprintf(f, "  \"stops\": {\"eos\": %d, \"length\": %d},\n", b->n_eos, b->done - b->n_eos);
     fprintf(f, "  \"seconds\": %.6f,\n  \"tokens_per_second\": %.6f,\n", b->t_run,
             b->t_run > 0 ? b->n_generated / b->t_run : 0.0);
     if (b->o->spec)
@@ -459,11 +472,14 @@ static int write_report(const Batch *b, const char *path) {
     return 0;
 }
 
-/* Line i's prompt ids checked against the model: 0, or 2 with the reason (naming the
- * line) in err. */
-static int prompt_check(Batch *b, int i, char *err, size_t errlen) {
+/* Line i checked against the model of vocabulary V: its prompt ids, the context, its
+ * logit_bias ids, JSON mode's tokenizer. 0, or 2 with the reason (naming the line) in err. */
+static int prompt_check(Batch *b, int i, int V, char *err, size_t errlen) {
     int rc = 0;
-    const int V = b->e.m.cfg.vocab_size, n = b->n_prompts[i];
+    const int n = b->n_prompts[i];
+    char what[1024];
+    snprintf(what, sizeof what, "--batch %.900s: line %d: logit_bias", b->o->file,
+             b->lines[i].line);
     for (int k = 0; !rc && k < n; k++)
         if (b->prompts[i][k] >= V) {
             snprintf(err, errlen, "--batch %s: line %d: \"ids\" item %d (%d) is outside the "
@@ -477,7 +493,39 @@ static int prompt_check(Batch *b, int i, char *err, size_t errlen) {
                  b->ctx);
         rc = K3_ERR_USAGE;
     }
+    if (!rc && sampler_check_vocab(&b->lines[i].sp, V, what, err, errlen)) rc = K3_ERR_USAGE;
+    if (!rc && b->lines[i].jg && !b->tok) {
+        snprintf(err, errlen, "--batch %s: line %d: response_format needs a tokenizer (the "
+                 "tokens' bytes): pass --tok DIR", b->o->file, b->lines[i].line);
+        rc = K3_ERR_USAGE;
+    }
     return rc;
+}
+
+/* The whole file is checked before anything runs: every bad line is named (the first
+ * BAD_SHOWN of them), so one round of fixes is enough. */
+#define BAD_SHOWN 20
+typedef struct { const char *file; int n; } Bad;
+
+static void bad_line(void *ctx, const char *msg) {
+    Bad *bd = ctx;
+    if (bd->n++ >= BAD_SHOWN) return;
+    const int bare = !strncmp(msg, "line ", 5);     /* the parser's: the file named too */
+    fprintf(stderr, "k3: %s%s%s%s\n", bare ? "--batch " : "", bare ? bd->file : "",
+            bare ? ": " : "", msg);
+}
+
+/* Every line against the model's vocabulary (config.json, read before the engine opens);
+ * a config that does not load is left to the engine's open to name. */
+static void check_lines(Batch *b, Bad *bad) {
+    K3Config *c = malloc(sizeof *c);
+    char path[4200], err[1200];
+    snprintf(path, sizeof path, "%s/config.json", b->o->model_dir);
+    if (c && !k3_config_load(b->o->ef.config ? b->o->ef.config : path, c, err, sizeof err))
+        for (int i = 0; i < b->n_lines; i++)
+            if (b->prompts[i] && prompt_check(b, i, c->vocab_size, err, sizeof err))
+                bad_line(bad, err);
+    free(c);
 }
 
 /* One arrived line (text[0..n), line number ln): queued, or answered with an error line. */
@@ -502,7 +550,8 @@ static int stream_line(Batch *b, const char *text, size_t n, int ln, char *err, 
     if (!rc) {
         b->n_lines++;
         rc = ids_of(b, i, why, sizeof why);
-        if (!rc && !(rc = prompt_check(b, i, why, sizeof why))) return 0;
+        if (!rc && !(rc = prompt_check(b, i, b->e.m.cfg.vocab_size, why, sizeof why)))
+            return 0;
         b->n_lines--;
         free(b->prompts[i]); b->prompts[i] = NULL;
         batch_line_free(&b->lines[i]);
@@ -569,15 +618,21 @@ int k3_batch_main(int argc, char **argv) {
             return K3_ERR_USAGE;
         }
     }
+    Bad bad = { o.file, 0 };
     if (in.fd >= 0) b.in = &in;
     else {
         size_t len = 0;
         char *text = k3_slurp(o.file, (size_t)1 << 32, &len, err, sizeof err);
         if (!text) { fprintf(stderr, "k3: --batch %s\n", err); return K3_ERR_USAGE; }
-        rc = batch_parse_all(text, len, &o.ef.sp, o.ef.seed, o.ef.sampling, &b.lines,
-                             &b.n_lines, err, sizeof err);
+        int n_bad = 0;
+        rc = batch_parse_each(text, len, &o.ef.sp, o.ef.seed, o.ef.sampling, &b.lines,
+                              &b.n_lines, &n_bad, bad_line, &bad);
         free(text);
-        if (rc) { fprintf(stderr, "k3: --batch %s: %s\n", o.file, err); return K3_ERR_USAGE; }
+        if (rc) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
+        if (!b.n_lines && !n_bad) {
+            fprintf(stderr, "k3: --batch %s: %s\n", o.file, BATCH_NO_LINES);
+            return K3_ERR_USAGE;
+        }
     }
     const char *oflag[2] = { "--out", "--dump-logits" }, *opath[2] = { o.out, o.dump };
     for (int i = 0; i < 2 && !rc; i++)
@@ -595,8 +650,22 @@ int k3_batch_main(int argc, char **argv) {
     if (!rc && (!b.prompts || !b.n_prompts)) { fprintf(stderr, "k3: out of memory\n"); rc = 1; }
     int ctx = 1;
     for (int i = 0; !rc && i < b.n_lines; i++) {
-        if ((rc = ids_of(&b, i, err, sizeof err))) { fprintf(stderr, "k3: %s\n", err); break; }
+        if ((rc = ids_of(&b, i, err, sizeof err)) == K3_ERR_USAGE) {
+            bad_line(&bad, err);           /* named with the others; the run stops below */
+            rc = 0;
+            continue;
+        }
+        if (rc) { fprintf(stderr, "k3: %s\n", err); break; }
         if (b.n_prompts[i] + line_gen(&b, i) > ctx) ctx = b.n_prompts[i] + line_gen(&b, i);
+    }
+    if (!rc && !b.in) check_lines(&b, &bad);
+    if (!rc && bad.n) {
+        char first[48] = "";
+        if (bad.n > BAD_SHOWN) snprintf(first, sizeof first, " (the first %d named)", BAD_SHOWN);
+        fprintf(stderr, "k3: --batch %s: %d bad line%s%s; nothing was run (fix %s and run "
+                "again)\n", o.file, bad.n, bad.n == 1 ? "" : "s", first,
+                bad.n == 1 ? "it" : "them");
+        rc = K3_ERR_USAGE;
     }
     if (rc) goto done;
     if (b.in) ctx = 4096;                  /* lines to come: what the server plans for */
@@ -620,7 +689,8 @@ int k3_batch_main(int argc, char **argv) {
     b.n_slots = k3_mem_seqs(b.e.mem);                  /* what the plan admits */
     if (b.in) b.ctx = eo.mem.ctx;
     for (int i = 0; !rc && i < b.n_lines; i++)
-        if ((rc = prompt_check(&b, i, err, sizeof err))) fprintf(stderr, "k3: %s\n", err);
+        if ((rc = prompt_check(&b, i, b.e.m.cfg.vocab_size, err, sizeof err)))
+            fprintf(stderr, "k3: %s\n", err);
     if (rc) goto done;
     const K3SchedOpts so = { b.n_slots, -1, o.state_dir, eo.mem.ctx,
                              1 + (o.ef.mem.verbose && !o.quiet) };
@@ -644,9 +714,13 @@ int k3_batch_main(int argc, char **argv) {
     b.e.prog.quiet = o.quiet;
     rc = run(&b, err, sizeof err);
     b.e.interrupt = NULL;
-    if (rc == K3_INTERRUPTED) {
-        fprintf(stderr, "k3: batch: interrupted (SIGINT): %d of %d prompts finished (their "
-                "lines are written), the rest were stopped\n", b.done, b.n_lines);
+    if (rc == K3_INTERRUPTED) {            /* the sequences in flight: their tokens so far */
+        int stopped = 0;
+        for (int i = 0; i < b.n_slots; i++)
+            if (b.slot[i].li >= 0) { put_line(&b, &b.slot[i], "interrupted", k3_now()); stopped++; }
+        fprintf(stderr, "k3: batch: interrupted (SIGINT): %d of %d prompts finished, %d stopped "
+                "(their lines say \"stop\": \"interrupted\"), %d not started\n", b.done,
+                b.n_lines, stopped, b.n_lines - b.done - stopped);
         rc = K3_ERR_RUNTIME; goto done;
     }
     if (rc) { fprintf(stderr, "k3: batch: %s\n", err); goto done; }

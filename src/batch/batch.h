@@ -33,6 +33,14 @@ void batch_line_free(BatchLine *l);
 int batch_parse_all(const char *buf, size_t n, const SamplerParams *sp, uint64_t seed,
                     int sampling, BatchLine **out, int *n_out, char *err, size_t errlen);
 void batch_lines_free(BatchLine *v, int n);
+/* Every line of buf[0..n) (blank lines skipped): the good ones in *out[*n_out], each bad
+ * one counted in *n_bad and its message ("line N: ...") given to bad(ctx, msg). 0, or 1
+ * out of memory. */
+int batch_parse_each(const char *buf, size_t n, const SamplerParams *sp, uint64_t seed,
+                     int sampling, BatchLine **out, int *n_out, int *n_bad,
+                     void (*bad)(void *ctx, const char *msg), void *ctx);
+#define BATCH_NO_LINES "no prompt lines (one JSON object per line: {\"id\": 1, \"ids\": " \
+                       "[1, 2, 3]} or {\"id\": \"a\", \"prompt\": \"text\"})"
 /* The line of buf[0..n) at *p (its \r\n's \r dropped): its text and *len, *blank when it
  * holds only spaces and tabs, *p past its \n; NULL when no whole line is there (a last one
  * without \n is whole when last). */

@@ -189,36 +189,60 @@ const char *batch_next_line(const char *buf, size_t n, size_t *p, int last, size
     return t;
 }
 
-int batch_parse_all(const char *buf, size_t n, const SamplerParams *sp, uint64_t seed,
-                    int sampling, BatchLine **out, int *n_out, char *err, size_t errlen) {
+int batch_parse_each(const char *buf, size_t n, const SamplerParams *sp, uint64_t seed,
+                     int sampling, BatchLine **out, int *n_out, int *n_bad,
+                     void (*bad)(void *ctx, const char *msg), void *ctx) {
     BatchLine *v = NULL;
     int nv = 0, cap = 0, line = 0;
-    *out = NULL; *n_out = 0;
+    *out = NULL; *n_out = 0; *n_bad = 0;
     size_t p = 0, len;
     int blank;
+    char err[1024];
     for (const char *t; (t = batch_next_line(buf, n, &p, 1, &len, &blank));) {
         line++;
-        if (!blank) {
-            if (nv == cap) {
-                cap = cap ? 2 * cap : 16;
-                BatchLine *nvp = realloc(v, sizeof *v * (size_t)cap);
-                if (!nvp) { snprintf(err, errlen, "out of memory"); batch_lines_free(v, nv);
-                            return 2; }
-                v = nvp;
-            }
-            if (batch_parse_line(t, len, line, sp, seed, sampling, &v[nv], err, errlen)) {
-                batch_lines_free(v, nv);
-                return 2;
-            }
-            nv++;
+        if (blank) continue;
+        if (nv == cap) {
+            cap = cap ? 2 * cap : 16;
+            BatchLine *nvp = realloc(v, sizeof *v * (size_t)cap);
+            if (!nvp) { batch_lines_free(v, nv); return 1; }
+            v = nvp;
         }
+        if (batch_parse_line(t, len, line, sp, seed, sampling, &v[nv], err, sizeof err)) {
+            (*n_bad)++;                        /* every bad line, not just the first */
+            bad(ctx, err);
+        } else nv++;
     }
-    if (!nv) {
-        snprintf(err, errlen, "no prompt lines (one JSON object per line: {\"id\": 1, \"ids\": "
-                 "[1, 2, 3]} or {\"id\": \"a\", \"prompt\": \"text\"})");
+    if (!nv && !*n_bad) {
         free(v);
-        return 2;
+        return 0;
     }
     *out = v; *n_out = nv;
+    return 0;
+}
+
+typedef struct { char *err; size_t errlen; int n; } First;
+
+static void keep_first(void *ctx, const char *msg) {
+    First *f = ctx;
+    if (!f->n++) snprintf(f->err, f->errlen, "%s", msg);
+}
+
+int batch_parse_all(const char *buf, size_t n, const SamplerParams *sp, uint64_t seed,
+                    int sampling, BatchLine **out, int *n_out, char *err, size_t errlen) {
+    First f = { err, errlen, 0 };
+    int n_bad = 0;
+    if (batch_parse_each(buf, n, sp, seed, sampling, out, n_out, &n_bad, keep_first, &f)) {
+        snprintf(err, errlen, "out of memory");
+        return 2;
+    }
+    if (n_bad) {
+        batch_lines_free(*out, *n_out);
+        *out = NULL; *n_out = 0;
+        return 2;
+    }
+    if (!*n_out) {
+        snprintf(err, errlen, "%s", BATCH_NO_LINES);
+        return 2;
+    }
     return 0;
 }

@@ -260,6 +260,26 @@ static double decode_in_cache(const K3Mat *W, const float *x, float *y, int runs
     return median(v, runs);
 }
 
+static const Shape shapes[] = {
+    { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" },
+    { K3_W_MXFP4, 3584, 3072, "mxfp4 3584x3072" },
+    { K3_W_BF16, 12288, 7168, "bf16 12288x7168" },
+    { K3_W_BF16C, 12288, 7168, "bf16c 12288x7168" },
+    { K3_W_BF16, 7168, 12288, "bf16 7168x12288" },
+    { K3_W_BF16C, 7168, 12288, "bf16c 7168x12288" },
+};
+static const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
+
+/* An --only that matches no shape would print an empty table and exit 0: refused. */
+static int only_matches(const char *only) {
+    for (int i = 0; i < nshapes; i++)
+        if (strstr(shapes[i].name, only)) return 1;
+    fprintf(stderr, "k3 bench-kernels: --only '%s' matches no shape; the shapes are:", only);
+    for (int i = 0; i < nshapes; i++) fprintf(stderr, "%s '%s'", i ? "," : "", shapes[i].name);
+    fprintf(stderr, " (any part of a name, e.g. --only mxfp4)\n");
+    return 0;
+}
+
 static const char *USAGE =
     "Usage: k3 bench-kernels [options]        (bin/k3-bench [options] after make bench)\n"
     "Matvec GB/s and prefill GFLOP/s of the kernels on the real shapes, weights in RAM,\n"
@@ -281,6 +301,9 @@ int k3_bench_kernels(int argc, char **argv) {
     int runs = 7, all = k3_threads();
     const char *kern = "auto", *only = NULL, *disk = NULL;
     int prefill = 1;
+    for (int i = 1; i < argc; i++)        /* anywhere, even where a value was due */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(USAGE, stdout); return 0; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int val = !strcmp(a, "--runs") || !strcmp(a, "--threads") || !strcmp(a, "--kernels") ||
@@ -302,6 +325,7 @@ int k3_bench_kernels(int argc, char **argv) {
         else if (strcmp(a, "bench-kernels"))
             return usage_error(a[0] == '-' ? "unknown option" : "unexpected argument", a);
     }
+    if (only && !only_matches(only)) return 2;
     char err[200];
     if (k3_kernels_select(kern, err, sizeof err)) {
         fprintf(stderr, "k3 bench-kernels: %s\n", err); return 2;
@@ -345,15 +369,6 @@ int k3_bench_kernels(int argc, char **argv) {
     }
     printf("\n");
 
-    static const Shape shapes[] = {
-        { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" },
-        { K3_W_MXFP4, 3584, 3072, "mxfp4 3584x3072" },
-        { K3_W_BF16, 12288, 7168, "bf16 12288x7168" },
-        { K3_W_BF16C, 12288, 7168, "bf16c 12288x7168" },
-        { K3_W_BF16, 7168, 12288, "bf16 7168x12288" },
-        { K3_W_BF16C, 7168, 12288, "bf16c 7168x12288" },
-    };
-    const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
     double plain[2] = { 0, 0 };                   /* the last bf16 shape: 1 thr, all thr */
     printf("Each kernel run is paired with, right after it, a stream read of the same byte\n"
            "count (at least 64 MiB; matvec) or a short FMA-peak loop (prefill); %%bw, %%peak =\n"

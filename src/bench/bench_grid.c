@@ -154,6 +154,9 @@ static int parse(int argc, char **argv, Args *A) {
     o->tok = k3_tok_env();
     A->thr[0] = 0; A->n_thr = 1; A->np[0] = 16; A->n_np = 1; A->ng[0] = 16; A->n_ng = 1;
     A->kern[0] = NULL; A->n_kern = 1; A->bat[0] = 1; A->n_bat = 1;
+    for (int i = 1; i < argc; i++)        /* anywhere, even where a value was due */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(USAGE, stdout); return -1; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-t")) a = "--threads";                 /* llama-bench's spellings */
@@ -375,6 +378,12 @@ int kb_read_report(const char *path, KbRep *r, char *err, size_t en) {
     const Json *k = json_get(j, "kernels"), *v = json_get(j, "version");
     snprintf(r->kernels, sizeof r->kernels, "%s", k && k->type == JSON_STRING ? k->str : "");
     snprintf(r->version, sizeof r->version, "%s", v && v->type == JSON_STRING ? v->str : "");
+    const Json *it = json_get(j, "interrupted"), *ss = json_get(j, "stop"),
+               *so = json_get(j, "stops");
+    const int eos = so && so->type == JSON_OBJECT && num(so, "eos", 0) > 0;
+    snprintf(r->stop, sizeof r->stop, "%s", it && it->type == JSON_BOOL && it->boolean ?
+             "interrupted" : ss && ss->type == JSON_STRING ? "stop_string" : eos ? "eos" :
+             "length");                       /* a one-prompt rep's eos: run_rep, by count */
     const Json *st = json_get(j, "steps");
     double tb = 0, eb = 0, hb = 0, req = 0, hits = 0;
     int nd = 0;
@@ -554,6 +563,8 @@ static void run_rep(const Args *A, const KbMachine *M, KbRow *r, KbSide *s, int 
     pg->spent += k3_now() - t0; pg->done++;
     if (g_stop) return;                        /* interrupted: the rep does not count */
     if (rc) { s->rc = rc; snprintf(s->error, sizeof s->error, "%s", err); return; }
+    if (r->c.batch <= 1 && !strcmp(rep.stop, "length") && rep.n_generated < r->c.n_gen)
+        snprintf(rep.stop, sizeof rep.stop, "eos");  /* fewer than -n and nothing else ended it */
     s->rep[s->n++] = rep;
 }
 

@@ -44,6 +44,8 @@ typedef struct {                  /* one successful rep, from the child's --out 
     uint64_t rss, plan, buffers;
     int n_generated, threads;
     char kernels[16], version[32];
+    char stop[16];                /* why the generation ended: length, eos, stop_string,
+                                   * interrupted (a batch rep: eos if one sequence did) */
     int ranks;                    /* over N ranks (k3-mpi): N, rss the largest rank's, and */
     double coll_pt, comm_pt, wait_pt;   /* per token: collectives, bytes received, seconds
                                          * waited in them (the largest rank's; decode's
@@ -106,8 +108,10 @@ void kb_out_end(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
 
 /* bench_plot.c: the grid as a figure (SVG); --plot FILE.svg and -o html */
 void kb_plot_svg(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n);
+/* -o html: a standalone page, the figure, the notes (escaped) and table (HTML already) */
 void kb_plot_html(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n,
-                  const char *table);
+                  const char *notes, const char *table);
+void kb_html_esc(FILE *f, const char *s);     /* < > & " escaped, control bytes dropped */
 /* Whether --plot's FILE can be written (it is created): 0, or -1 with err. */
 int kb_plot_check(const char *path, char *err, size_t errlen);
 /* Writes o->plot: 0, or -1 (said on stderr). */

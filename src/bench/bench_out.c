@@ -118,6 +118,7 @@ static void row_json(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
     num(&j, "n_prompt", r->c.n_prompt); num(&j, "n_gen", r->c.n_gen);
     num(&j, "batch", r->c.batch);
     num(&j, "n_generated", r->a.n ? r->a.rep[0].n_generated : NAN);   /* all B sequences' */
+    str(&j, "stop", r->a.n ? r->a.rep[0].stop : NULL);        /* the first rep's (greedy) */
     double wall[KB_MAXREP];
     for (int i = 0; i < r->a.n; i++) wall[i] = r->a.rep[i].wall;
     stat_obj(&j, "seconds", kb_stat(wall, r->a.n));            /* each rep's run */
@@ -156,6 +157,7 @@ static void row_json(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
         open_obj(&j, "compare", &c);
         str(&c, "binary", o->compare); str(&c, "version", b.version[0] ? b.version : NULL);
         num(&c, "reps", r->b.n);
+        str(&c, "stop", r->b.n ? r->b.rep[0].stop : NULL);
         stat_obj(&c, "seconds_per_token", b.spt);
         stat_obj(&c, "prefill_tokens_per_second", b.ptps);
         num(&c, "tokens_per_second", b.tps); num(&c, "peak_rss_bytes", b.rss);
@@ -321,10 +323,13 @@ static void md_header(FILE *f, const KbOpts *o, const KbMachine *m) {
             m->touched / K3_GB);
 }
 
-static void md_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n) {
+/* The table's cells: the header line and one per row; *nc columns, *ecol the error
+ * column (-1: none). NULL when out of memory. */
+static Line *table_lines(const KbOpts *o, const KbMachine *m, const KbRow *rows, int n,
+                         int *nc_out, int *ecol) {
     Line *L = calloc((size_t)n + 1, sizeof *L);
-    if (!L) return;
-    int nc = 0, any_err = 0, w[NCOL] = { 0 };
+    if (!L) return NULL;
+    int nc = 0, any_err = 0;
     for (size_t i = 0; i < sizeof MD_HEAD / sizeof *MD_HEAD; i++) {
         snprintf(L[0].s[nc++], 160, "%s", MD_HEAD[i]);
         if (o->batched && !strcmp(MD_HEAD[i], "n")) snprintf(L[0].s[nc++], 160, "batch");
@@ -337,7 +342,15 @@ static void md_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
         any_err |= rows[i].a.rc || rows[i].b.rc;
     }
     if (!any_err) nc--;
-    const int ecol = any_err ? nc - 1 : -1;    /* text columns are left-aligned */
+    *ecol = any_err ? nc - 1 : -1;             /* text columns are left-aligned */
+    *nc_out = nc;
+    return L;
+}
+
+static void md_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n) {
+    int nc, ecol, w[NCOL] = { 0 };
+    Line *L = table_lines(o, m, rows, n, &nc, &ecol);
+    if (!L) return;
     for (int i = 0; i <= n; i++)
         for (int c = 0; c < nc; c++) {
             int len = (int)strlen(L[i].s[c]);
@@ -359,6 +372,31 @@ static void md_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
     free(L);
 }
 
+/* -o html: the same cells as a <table>, each escaped (a <pre> of the markdown scrolled
+ * sideways). */
+static void html_table(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
+                       int n) {
+    int nc, ecol;
+    Line *L = table_lines(o, m, rows, n, &nc, &ecol);
+    if (!L) return;
+    fputs("<table>\n<thead><tr>", f);
+    for (int c = 0; c < nc; c++) {
+        fputs("<th>", f); kb_html_esc(f, L[0].s[c]); fputs("</th>", f);
+    }
+    fputs("</tr></thead>\n<tbody>\n", f);
+    for (int i = 1; i <= n; i++) {
+        fputs("<tr>", f);
+        for (int c = 0; c < nc; c++) {
+            fputs(c < 2 || c == ecol ? "<td class=\"t\">" : "<td>", f);
+            kb_html_esc(f, L[i].s[c]);
+            fputs("</td>", f);
+        }
+        fputs("</tr>\n", f);
+    }
+    fputs("</tbody>\n</table>\n", f);
+    free(L);
+}
+
 static void csv_val(FILE *f, double v) {
     if (!isfinite(v)) fputc(',', f);
     else if (v == floor(v) && fabs(v) < 1e15) fprintf(f, ",%.0f", v);
@@ -377,7 +415,7 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
           "expert_bytes_per_token,lm_head_bytes_per_token,io_share,expert_hit_rate,"
           "decode_hit_rate,memory_read_gb_per_s,disk_mb_per_s,memory_ratio,disk_ratio,"
           "b_spt_median,b_prefill_tps_median,b_peak_rss_bytes,ratio_spt,ratio_prefill_tps,"
-          "ratio_peak_rss,error,batch\n", f);
+          "ratio_peak_rss,error,batch,stop\n", f);
     for (int i = 0; i < n; i++) {
         const KbRow *r = &rows[i];
         const Sum a = sum_side(&r->a), b = sum_side(&r->b);
@@ -398,6 +436,8 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
         for (size_t k = 0; k < sizeof c / sizeof *c; k++) csv_val(f, o->compare ? c[k] : NAN);
         csv_str(f, r->a.rc ? r->a.error : r->b.rc ? r->b.error : "");
         csv_val(f, r->c.batch);
+        if (r->a.n) csv_str(f, r->a.rep[0].stop);
+        else fputc(',', f);
         fputc('\n', f);
     }
 }
@@ -420,13 +460,14 @@ void kb_out_row(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *r, in
 void kb_out_end(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n) {
     if (o->fmt == KB_MD) { md_header(f, o, m); md_table(f, o, m, rows, n); }
     else if (o->fmt == KB_CSV) csv(f, o, m, rows, n);
-    else if (o->fmt == KB_HTML) {              /* the figure above the markdown table */
-        char *t = NULL;
-        size_t tn = 0;
-        FILE *mf = open_memstream(&t, &tn);
-        if (mf) { md_header(mf, o, m); md_table(mf, o, m, rows, n); fclose(mf); }
-        kb_plot_html(f, o, m, rows, n, t ? t : "");
-        free(t);
+    else if (o->fmt == KB_HTML) {              /* the figure, the notes, the table */
+        char *h = NULL, *t = NULL;
+        size_t hn = 0, tn = 0;
+        FILE *hf = open_memstream(&h, &hn), *tf = open_memstream(&t, &tn);
+        if (hf) { md_header(hf, o, m); fclose(hf); }
+        if (tf) { html_table(tf, o, m, rows, n); fclose(tf); }
+        kb_plot_html(f, o, m, rows, n, h ? h : "", t ? t : "");
+        free(h); free(t);
     }
     else if (o->fmt == KB_JSON) {
         fputc('{', f);

@@ -80,7 +80,7 @@ static int varies(const KbRow *rows, int n, int ax) {
 }
 
 /* ---- SVG text ---- */
-static void esc(FILE *f, const char *s) {
+void kb_html_esc(FILE *f, const char *s) {
     for (; *s; s++) {
         if (*s == '<') fputs("&lt;", f);
         else if (*s == '>') fputs("&gt;", f);
@@ -89,6 +89,7 @@ static void esc(FILE *f, const char *s) {
         else if ((unsigned char)*s >= 0x20 || *s == '\t' || *s == '\n') fputc(*s, f);
     }
 }
+#define esc kb_html_esc
 static void text(FILE *f, double x, double y, const char *anchor, const char *cls,
                  const char *s) {
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" class=\"%s\">", x, y, anchor, cls);
@@ -337,12 +338,18 @@ int kb_plot_file(const KbOpts *o, const KbMachine *m, const KbRow *rows, int n) 
 }
 
 void kb_plot_html(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows, int n,
-                  const char *table) {
+                  const char *notes, const char *table) {
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
           "<title>k3 bench</title><style>body{font-family:sans-serif;margin:1.5em}"
-          "pre{font-size:12px;overflow-x:auto}</style></head><body>\n<h1>k3 bench</h1>\n", f);
+          ".notes{white-space:pre-wrap;font-size:13px}"
+          "table{border-collapse:collapse;font-size:13px}"
+          "th,td{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+          "th{background:#f2f2f2}td.t{text-align:left}</style></head><body>\n"
+          "<h1>k3 bench</h1>\n", f);
     kb_plot_svg(f, o, m, rows, n);
-    fputs("<pre>", f);
-    esc(f, table);
-    fputs("</pre>\n</body></html>\n", f);
+    fputs("<div class=\"notes\">", f);     /* the header's notes wrap; the table is a table */
+    esc(f, notes);
+    fputs("</div>\n", f);
+    fputs(table, f);
+    fputs("</body></html>\n", f);
 }

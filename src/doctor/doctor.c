@@ -35,6 +35,9 @@ typedef struct {
     char thp[32], defrag[32];                 /* transparent huge pages: the kernel's */
     DocDisk disk; double mem_gbs, sum_gbs;
     int nshards, ntensors; uint64_t bytes;
+    int named, present;                       /* shard files the index names; on disk */
+    char **unread; int nunread, unread_present;   /* those with vision tensors only */
+    char missing[600];                        /* the missing ones k3 reads, by name */
     int model_ok, trunk_tensors, scan_tensors, scan_bad; uint64_t trunk_bytes, scan_bytes;
     const char *rec; double rec_s; int rec_stream;
 } Doc;
@@ -136,8 +139,19 @@ static void machine(Doc *d, const char *dir, const K3Model *m, int bench) {
 
 /* ---- the checkpoint ---- */
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
+/* A shard the index names for vision tensors only: k3 never reads it, so a missing one
+ * is named but is no problem. */
+static void add_unread(Doc *d, const char *dir, const char *file) {
+    char **u = realloc(d->unread, sizeof(char *) * (d->nunread + 1));
+    if (!u) return;
+    d->unread = u;
+    size_t n = strlen(dir) + strlen(file) + 2;
+    if (!(u[d->nunread] = malloc(n))) return;
+    snprintf(u[d->nunread++], n, "%s/%s", dir, file);
+}
+
+static int cmp_pair(const void *a, const void *b) {
+    return strcmp(((const char *const *)a)[0], ((const char *const *)b)[0]);
 }
 
 static void add_shard(Doc *d, const char *dir, const char *file) {
@@ -163,6 +177,7 @@ static int list_shards(Doc *d, const char *dir) {
             return -1;
         }
         add_shard(d, dir, "model.safetensors");
+        d->named = 1;
         return 0;
     }
     size_t len = 0;
@@ -176,16 +191,24 @@ static int list_shards(Doc *d, const char *dir) {
         json_free(root);
         return -1;
     }
-    const char **names = malloc(sizeof(char *) * (wm->len + 1));
+    /* pairs (file, "t" for a text tensor k3 reads, else "v"), sorted by file */
+    const char **pr = malloc(sizeof(char *) * 2 * (wm->len + 1));
     size_t n = 0;
-    for (size_t i = 0; names && i < wm->len; i++)
-        if (wm->items[i]->type == JSON_STRING && strncmp(wm->keys[i], "vision_tower.", 13) &&
-            strncmp(wm->keys[i], "mm_projector.", 13))
-            names[n++] = wm->items[i]->str;
-    if (names) qsort(names, n, sizeof(char *), cmp_str);
-    for (size_t i = 0; names && i < n; i++)
-        if (!i || strcmp(names[i], names[i - 1])) add_shard(d, dir, names[i]);
-    free(names);
+    for (size_t i = 0; pr && i < wm->len; i++)
+        if (wm->items[i]->type == JSON_STRING) {
+            pr[2 * n] = wm->items[i]->str;
+            pr[2 * n++ + 1] = strncmp(wm->keys[i], "vision_tower.", 13) &&
+                              strncmp(wm->keys[i], "mm_projector.", 13) ? "t" : "v";
+        }
+    if (pr) qsort(pr, n, 2 * sizeof(char *), cmp_pair);
+    for (size_t i = 0, j; pr && i < n; i = j) {
+        int text = 0;
+        for (j = i; j < n && !strcmp(pr[2 * j], pr[2 * i]); j++) text |= pr[2 * j + 1][0] == 't';
+        d->named++;
+        if (text) add_shard(d, dir, pr[2 * i]);
+        else add_unread(d, dir, pr[2 * i]);
+    }
+    free(pr);
     json_free(root);
     return 0;
 }
@@ -197,11 +220,16 @@ static int check_shards(Doc *d, const char *dir) {
     for (int i = 0; i < d->nsh; i++) {
         struct stat sb;
         if (stat(d->sh[i].path, &sb)) {
-            problem(d, "%s is missing (%s): the index names it — download it",
-                    d->sh[i].path, strerror(errno));
+            problem(d, "%s is missing (%s): the index names it for tensors k3 reads — "
+                    "download it", d->sh[i].path, strerror(errno));
+            const size_t l = strlen(d->missing);
+            const char *base = strrchr(d->sh[i].path, '/');
+            snprintf(d->missing + l, sizeof d->missing - l, "%s%s", l ? ", " : "",
+                     base ? base + 1 : d->sh[i].path);
             bad++;
             continue;
         }
+        d->present++;
         d->sh[i].size = (uint64_t)sb.st_size;
         char err[6000];
         StIndex *one = st_new();
@@ -215,7 +243,37 @@ static int check_shards(Doc *d, const char *dir) {
         }
         if (one) st_close(one);
     }
+    for (int i = 0; i < d->nunread; i++) {
+        struct stat sb;
+        if (!stat(d->unread[i], &sb)) d->unread_present++;
+    }
+    d->present += d->unread_present;
     return bad ? -1 : 0;
+}
+
+/* The shards line: how many the index names, how many are here, and which missing ones
+ * matter (those holding tensors k3 reads) and which do not (vision tensors only). */
+static void shards_line(const Doc *d, int shards_ok) {
+    say(d, "  shards         %d named by the index, %s", d->named,
+        d->present == d->named ? "all present" : "");
+    if (d->present != d->named) say(d, "%d present", d->present);
+    if (shards_ok)
+        say(d, ": %d with the tensors k3 reads (complete, %d tensors, %.3f GB; headers sane)",
+            d->nshards, d->ntensors, d->bytes / K3_GB);
+    else say(d, "; missing, with tensors k3 reads: %s (above)", d->missing[0] ? d->missing :
+             "none, but a shard is damaged");
+    if (d->nunread)
+        say(d, "%s %d with vision tensors only (k3 does not read them)", shards_ok ? "," : ";",
+            d->nunread);
+    for (int i = 0, first = 1; i < d->nunread; i++) {
+        struct stat sb;
+        if (!stat(d->unread[i], &sb)) continue;
+        const char *base = strrchr(d->unread[i], '/');
+        say(d, "%s%s", first ? ", of which missing (nothing to do): " : ", ",
+            base ? base + 1 : d->unread[i]);
+        first = 0;
+    }
+    say(d, "\n");
 }
 
 /* --scan: every tensor read back; floats finite, E8M0 scales not 0xFF. */
@@ -273,9 +331,7 @@ static void scan(Doc *d, K3Model *m) {
 
 static void checkpoint(Doc *d, K3Model *m, const char *trunk, int do_scan, int shards_ok) {
     say(d, "checkpoint\n");
-    if (shards_ok)
-        say(d, "  shards         %d present and complete, %d tensors, %.3f GB; headers sane\n",
-            d->nshards, d->ntensors, d->bytes / K3_GB);
+    if (d->named) shards_line(d, shards_ok);
     if (!d->model_ok) {
         say(d, "  config         not checked against the tensors: %s\n",
             shards_ok ? "the model does not open (above)" : "fix the shards first");
@@ -362,6 +418,8 @@ static void print_json(const Doc *d, const char *dir) {
     else printf("  \"checksum_gb_s\": null,\n");
     printf("  \"shards\": %d,\n  \"tensors\": %d,\n  \"bytes\": %llu,\n", d->nshards,
            d->ntensors, (unsigned long long)d->bytes);
+    printf("  \"shards_named\": %d,\n  \"shards_present\": %d,\n  \"shards_vision_only\": %d,\n",
+           d->named, d->present, d->nunread);
     printf("  \"trunk_tensors_checked\": %d,\n  \"tensors_scanned\": %d,\n", d->trunk_tensors,
            d->scan_tensors);
     if (d->rec) json_str("recommended_preset", d->rec, 0);
@@ -394,6 +452,9 @@ int k3_doctor_main(int argc, char **argv) {
     int do_scan = 0, bench = 1;
     Doc d;
     memset(&d, 0, sizeof d);
+    for (int i = 1; i < argc; i++)        /* anywhere, even where a value was due */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(USAGE, stdout); return 0; }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { fputs(USAGE, stdout); return 0; }
@@ -431,7 +492,10 @@ int k3_doctor_main(int argc, char **argv) {
         if (rc) problem(&d, "%s", err);
         else d.model_ok = 1;
     }
-    if (!d.nprob) say(&d, "  every file present\n");
+    if (!d.nprob && d.present == d.named) say(&d, "  every file present\n");
+    else if (!d.nprob)                        /* the vision-only shards are not read */
+        say(&d, "  every file k3 reads present (%d of the %d named are missing; see shards)\n",
+            d.named - d.present, d.named);
     machine(&d, dir, d.model_ok ? &m : NULL, bench);
     checkpoint(&d, &m, trunk, do_scan, shards_ok);
     if (d.model_ok) recommend(&d, &m);
@@ -445,6 +509,8 @@ int k3_doctor_main(int argc, char **argv) {
     k3_model_close(&m);
     for (int i = 0; i < d.nprob; i++) free(d.prob[i]);
     for (int i = 0; i < d.nsh; i++) free(d.sh[i].path);
+    for (int i = 0; i < d.nunread; i++) free(d.unread[i]);
+    free(d.unread);
     free(d.prob); free(d.sh);
     return rc;
 }

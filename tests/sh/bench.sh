@@ -95,6 +95,23 @@ $B --tok tests/tok/tiny --prompt-file $T/p.txt -p 5 --reps 1 -n 2 -o csv -q --no
   > $T/p.csv && awk -F, 'NR == 2 && $8 == 5 { f = 1 } END { exit !f }' $T/p.csv &&
   ok "--prompt-file -p 5" || bad "--prompt-file: $(cat $T/p.csv)"
 
+# 6b. why each row's generation stopped (issue 35): "length" when it made -n tokens, "eos"
+# when the model ended it first ("rygl" ends at eos after 14 tokens on tiny5, greedy), in
+# json, jsonl (a batch row: eos when a sequence ended so) and csv's last column
+printf 'rygl' > $T/eos.txt
+E="--tok tests/tok/tiny --prompt-file $T/eos.txt -p 4 --reps 1 -q --no-limits"
+$B $E -n 4,32 -o json > $T/s.json; rc=$?
+[ $rc -eq 0 ] && grep -q '"row": 1,.*"n_generated": 4, "stop": "length"' $T/s.json &&
+  grep -q '"row": 2,.*"n_generated": 14, "stop": "eos"' $T/s.json &&
+  ok "json: stop length at -n, eos when the model ended first" ||
+  bad "json stop: exit $rc, $(grep -o '"n_generated": [0-9]*, "stop": [^,]*' $T/s.json)"
+$B $E -n 32 --batch 2 -o jsonl > $T/s.jsonl && grep -q '"batch": 2,.*"stop": "eos"' $T/s.jsonl &&
+  ok "jsonl: a batch row whose sequences ended at eos says eos" ||
+  bad "jsonl batch stop: $(grep -o '"stop": [^,]*' $T/s.jsonl)"
+$B $E -n 4,32 -o csv > $T/s.csv && head -n 1 $T/s.csv | grep -q ',batch,stop$' &&
+  [ "$(cut -d, -f1,39 $T/s.csv | tr '\n' ' ')" = 'row,stop 1,"length" 2,"eos" ' ] &&
+  ok "csv: a stop column" || bad "csv stop: $(cut -d, -f1,39 $T/s.csv | tr '\n' ' ')"
+
 # 7. Ctrl-C: the rows finished are printed, exit 1
 $B --budget 0:0,1:1,0.001:0.001 --reps 100 -p 8 -n 24 -o csv --no-limits > $T/i.csv 2> $T/i.err &
 pid=$!

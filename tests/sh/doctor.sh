@@ -1,7 +1,8 @@
 #!/bin/sh
 # k3 doctor: exit 0 and "healthy" on the committed model (with the measurements, with a
 # packed trunk, with --scan, with --json); exit 1 naming the problem on a truncated
-# shard, a missing shard (both named when both happen), a stale trunk, a flipped trunk
+# shard, a missing shard (both named when both happen; the shards line counts what the index
+# names and sets vision-only shards apart), a stale trunk, a flipped trunk
 # byte and, with --scan, a NaN weight and an E8M0 scale 0xFF; exit 2 on usage errors.
 # Corrupted copies of tiny5 are made in a temp dir.
 set -u
@@ -51,6 +52,27 @@ truncate -s 500000 $T/m/$S4
 doc 1 "$S4: .*truncated" -- $T/m --no-bench
 grep -q "$S7 is missing" $T/o && grep -q "^k3 doctor: 2 problems" $T/o &&
   ok "both problems named" || bad "not every problem named: $(cat $T/o)"
+# the shards line counts what the index names (16: 14 with text tensors, 2 vision-only),
+# what is present, and which missing ones matter (issue 35: it said "14 present")
+$K3 doctor $M --no-bench > $T/o 2>&1
+grep -q "shards         16 named by the index, all present: 14 with the tensors k3 reads" \
+  $T/o && grep -q "2 with vision tensors only (k3 does not read them)$" $T/o &&
+  ok "shards: 16 named, all present, 14 read, 2 vision-only" || bad "shards: $(grep shards $T/o)"
+S16=model-00016-of-000016.safetensors
+fresh; rm $T/m/$S16
+doc 0 "" -- $T/m --no-bench                      # a vision-only shard missing: no problem
+grep -q "shards         16 named by the index, 15 present: .* of which missing (nothing to \
+do): $S16$" $T/o && grep -q "every file k3 reads present (1 of the 16 named are missing" $T/o &&
+  ok "a missing vision-only shard named, not a problem" || bad "vision-only: $(head -n 3 $T/o)"
+rm $T/m/$S7
+doc 1 "$S7 is missing" -- $T/m --no-bench
+grep -q "16 named by the index, 14 present; missing, with tensors k3 reads: $S7 (above); .*\
+of which missing (nothing to do): $S16$" $T/o && ok "both missing: the one that matters apart" ||
+  bad "both missing: $(grep shards $T/o)"
+$K3 doctor $T/m --no-bench --json > $T/j 2>/dev/null
+grep -q '"shards_named": 16,' $T/j && grep -q '"shards_present": 14,' $T/j &&
+  grep -q '"shards_vision_only": 2,' $T/j && ok "--json: shards_named, _present, _vision_only" ||
+  bad "--json shards: $(grep shards $T/j)"
 # a stale trunk (config.json changed since the pack) and a flipped trunk byte
 fresh; sed 's/"rms_norm_eps"/ "rms_norm_eps"/' $M/config.json > $T/m/config.json
 doc 1 "trunk.k3 was packed from a different checkpoint or config.json" -- $T/m --trunk $T/tr \

@@ -8,7 +8,8 @@
 #   between chunks all of them);
 # - a streamed trunk: the rest of the stopped pass is not read (K3_FAULT_TRUNK_READ);
 # - chat: the turn is dropped and the next one prefills the conversation again;
-# - batch: the lines already finished are written, exit 1;
+# - batch: the lines already finished are written, the stopped one "stop": "interrupted",
+#   exit 1;
 # - progress lines (tokens, layer, ETA) on stderr while a prefill runs (K3_TEST_SLOW_MM_MS
 #   makes each matmul sleep; K3_PROGRESS_SECONDS their interval), none with --quiet; the
 #   pinned trunk's load the same;
@@ -70,8 +71,9 @@ K3_TEST_SIGINT_AT_EXPERT=21 $K3 $M --batch $T/b.jsonl --batch-size 1 --threads 1
   --dump-cache-trace $T/b1 >$T/out 2>$T/err; rc=$?
 n0=$(lines $T/b0/cache_trace.txt); n1=$(lines $T/b1/cache_trace.txt)
 [ $rc = 1 ] && grep -q 'interrupted (SIGINT): 1 of 2 prompts finished' $T/err \
-  && grep -q '"id": "short"' $T/out && ! grep -q '"id": "long"' $T/out \
-  && ok "batch: SIGINT: exit 1, the finished line written, the stopped one not" \
+  && grep -q '"id": "short", .*"stop": "length"' $T/out \
+  && grep -q '"id": "long", "generated_ids": \[\], "stop": "interrupted"' $T/out \
+  && ok "batch: SIGINT: exit 1, the finished line written, the stopped one says interrupted" \
   || bad "batch: exit $rc, $(grep -i interrupt $T/err), out: $(cat $T/out)"
 [ $((n1 - n0)) = 20 ] && ok "batch: stopped at the expert: 20 of the long prefill's fetched" \
   || bad "batch: $((n1 - n0)) experts of the long prefill fetched, want 20"

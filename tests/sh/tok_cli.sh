@@ -43,4 +43,19 @@ err=$($K3 tokenize --tok "$D/nodir" "$D/a.txt" 2>&1); case "$err" in *nodir/tikt
 $K3 tokenize --tok $TOK "$D/missing.txt" >/dev/null 2>&1; [ $? -eq 2 ] \
   || fail "missing FILE must exit 2"
 $K3 tokenize --tok $TOK "$D" >/dev/null 2>&1; [ $? -eq 2 ] || fail "a directory as FILE must exit 2"
+# --text STR tokenizes the string itself (repeatable, in order with FILEs); a FILE that is
+# not there and looks like text gets the hint (issue 35)
+printf 'hello world' > "$D/hw.txt"
+want=$($K3 tokenize --tok $TOK "$D/hw.txt")
+[ "$($K3 tokenize --tok $TOK --text 'hello world')" = "$want" ] || fail "--text: not the file's ids"
+out=$($K3 tokenize --tok $TOK --text 'hello world' "$D/a.txt" --text hi) || fail "--text mixed rc"
+[ "$out" = "$(printf '%s\n%s\n%s' "$want" "$ids1" "$ids1")" ] || fail "--text order: $out"
+err=$($K3 tokenize --tok $TOK 'hello world' 2>&1 >/dev/null); rc=$?
+[ $rc -eq 2 ] || fail "a FILE that is not there must exit 2, got $rc"
+case "$err" in *"hello world: no such file; to tokenize the text itself, use --text"*) ;;
+  *) fail "no --text hint: $err" ;; esac
+$K3 tokenize --tok $TOK --text >/dev/null 2>&1; [ $? -eq 2 ] || fail "--text without STR: exit 2"
+# --help anywhere prints the usage, even where a value was due
+$K3 tokenize --tok --help 2>/dev/null | grep -q '^Usage: k3 tokenize .*--text STR' ||
+  fail "--tok --help: no usage (with --text) on stdout"
 echo "tok cli: ok"
