@@ -11,6 +11,7 @@
 #include "config.h"
 #include "engine.h"
 #include "json.h"
+#include "outfile.h"
 #include "scheduler.h"
 #include "spec.h"
 #include "statefile.h"
@@ -300,12 +301,11 @@ static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
     put_line(b, s, eos ? "eos" : "length", now);
     b->n_eos += eos;
     if (b->o->dump && k3_comm_rank() == 0) {    /* over N ranks, rank 0 writes */
-        char path[1024];
+        char path[1024], oe[1200];
         snprintf(path, sizeof path, "%.990s/%d.f32", b->o->dump, l->line);
-        FILE *f = fopen(path, "wb");
-        size_t nl = (size_t)s->n_prompt * b->e.m.cfg.vocab_size;
-        if (!f || fwrite(s->dump, sizeof(float), nl, f) != nl || fclose(f)) {
-            snprintf(err, errlen, "--dump-logits %s: %s", path, strerror(errno));
+        const size_t nl = (size_t)s->n_prompt * b->e.m.cfg.vocab_size;
+        if (k3_out_save(path, s->dump, sizeof(float) * nl, 0666, oe, sizeof oe)) {
+            snprintf(err, errlen, "--dump-logits %s", oe);
             return K3_ERR_RUNTIME;
         }
     }
@@ -433,10 +433,14 @@ static int run(Batch *b, char *err, size_t errlen) {
 }
 
 static int write_report(const Batch *b, const char *path) {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) { fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno)); return -1; }
+    char oe[4400] = "out of memory";
+    K3Out out;                                  /* outfile.h: never replaces a FIFO, a device */
+    FILE *f = k3_out_open(&out, path, 0, 0666, oe, sizeof oe) ? NULL : k3_out_stdio(&out);
+    if (!f) {
+        if (out.name) k3_out_abort(&out);
+        fprintf(stderr, "k3: --out %s\n", oe);
+        return -1;
+    }
     char *md = json_quote(b->o->model_dir, strlen(b->o->model_dir));
     fprintf(f, "{\n  \"version\": \"%s\",\n  \"model_dir\": %s,\n  \"mode\": \"batch\",\n",
             K3_VERSION, md ? md : "null");
@@ -465,8 +469,8 @@ static int write_report(const Batch *b, const char *path) {
     k3_ranks_json(b->ranks, b->n_ranks, (int)(st->prompt_tokens + st->decode_tokens), 0, f);
     fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", b->e.m.cfg.vocab_size,
             (unsigned long long)k3_peak_rss());
-    if (fflush(f) || fsync(fileno(f)) || fclose(f) || rename(tmp, path)) {
-        fprintf(stderr, "k3: --out %s: %s\n", path, strerror(errno));
+    if (k3_out_commit(&out, oe, sizeof oe)) {
+        fprintf(stderr, "k3: --out %s\n", oe);
         return -1;
     }
     return 0;

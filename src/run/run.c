@@ -229,7 +229,7 @@ static volatile sig_atomic_t g_interrupted;
 static void on_interrupt(int sig) { (void)sig; g_interrupted = 1; }
 
 static int write_json(const char *path, const Opts *o, const K3Engine *e, const Report *r) {
-    char err[4400];
+    char err[4400] = "out of memory";
     K3Out out;
     FILE *f = k3_out_open(&out, path, 0, 0666, err, sizeof err) ? NULL : k3_out_stdio(&out);
     if (!f) {
