@@ -363,16 +363,11 @@ def selftest(a):
     o2 = A.block(anchor, P, lat, kpe, 2)
     d = rel(o2["hf"][0], o7["hf"][0])
     ck.check(d > 1e-3, "non-causal: row 0's hf with a 7-row block vs a 2-row block differs (rel %.3f)" % d)
-    c_causal = rel(o2["hf"][0], o7["hf"][0])
-    del c_causal
     for Dl in (100, 37):
         ctx2, lat2, kpe2 = A.ingest(x, np.arange(P) + Dl)
         os_ = A.block(anchor, P, lat2, kpe2, 7, shift=Dl)
         d = rel(os_["hf"], o7["hf"])
         ck.check(d < 1e-5, "relative RoPE (mag 1): shifting every position by +%d changes hf by %.2e relative" % (Dl, d))
-    # the same check with the context rotated at the block position (pitfall 7) fails it
-    kpe_bad = [A.rope(np.zeros((P, A.DR)) + (k[:, :] * 0), np.arange(P)) for k in kpe]
-    del kpe_bad
     ob = B.block(anchor, P, *B.ingest(x, np.arange(P))[1:], 7)
     ctx3, lat3, kpe3 = B.ingest(x, np.arange(P) + 100)
     d = rel(B.block(anchor, P, lat3, kpe3, 7, shift=100)["hf"], ob["hf"])
@@ -398,9 +393,9 @@ def selftest(a):
              "from anchor %d" % (dz, anchor))
     lgc, dc, _ = C.markov(oc0["base"], anchor)
     ck.check(dc == chain, "variant C with its real base logits drafts the same chain (the bias dominates): %s" % dc)
-    _, da, _ = A.markov(o7["base"], anchor)
-    shifted = [int(table[t]) for t in [anchor] + chain[:-1]]
-    ck.check(shifted == chain and chain[1:] != chain[:-1], "chain is position-sensitive (a one-off shift would show)")
+    seq = [anchor] + chain
+    ck.check(all(seq[i] != seq[i + 1] for i in range(NROWS)),
+             "variant C chain has no repeated neighbour (a bias keyed one row off changes the drafts)")
     print("%d check(s) failed" % ck.fail if ck.fail else "all self-checks passed")
     return 1 if ck.fail else 0
 
