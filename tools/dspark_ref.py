@@ -189,13 +189,21 @@ class DSparkRef:
         LAT = np.concatenate([lat_c, blat], axis=0)                    # [S, KL]  context then block
         KPE = np.concatenate([kpe_c, bkpe], axis=0)                    # [S, DR]
         kv = (LAT @ self.lw(l, "self_attn.kv_b_proj.weight").T).reshape(-1, NH, DN + DV)
-        kn, v = kv[:, :, :DN], kv[:, :, DN:]
+        kn, v = self.split_kv(kv)
         s = self.scale * (np.einsum("rhd,shd->hrs", qn, kn) + np.einsum("rhd,sd->hrs", qp, KPE))
-        s = s - s.max(axis=-1, keepdims=True)                          # no mask: non-causal
-        p = np.exp(s)
-        p = p / p.sum(axis=-1, keepdims=True)
+        p = self.probs(s)
         o = np.einsum("hrs,shd->rhd", p, v).reshape(N, NH * DV)        # head-major concat
         return o @ self.lw(l, "self_attn.o_proj.weight").T
+
+    def split_kv(self, kv):
+        """kv_b output per head: [k_nope (DN) | value (DV)]."""
+        return kv[:, :, :self.DN], kv[:, :, self.DN:]
+
+    def probs(self, s):
+        """s [heads, rows, sources] -> softmax over ALL sources: no mask (non-causal)."""
+        s = s - s.max(axis=-1, keepdims=True)
+        p = np.exp(s)
+        return p / p.sum(axis=-1, keepdims=True)
 
     def mlp(self, l, v):
         g = v @ self.lw(l, "mlp.gate_proj.weight").T
@@ -306,6 +314,111 @@ def rel(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
 
 
+def expected_schema(c):
+    H, I, V, R = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["markov_rank"]
+    NH, QL, KL = c["num_attention_heads"], c["q_lora_rank"], c["kv_lora_rank"]
+    DN, DR, DV = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+    e = {"confidence_head.proj.weight": (1, H + R), "confidence_head.proj.bias": (1,),
+         "context_proj.weight": (H, c["num_target_layers"] * c["target_hidden_size"]),
+         "context_norm.weight": (H,), "embed_tokens.weight": (V, H), "final_norm.weight": (H,),
+         "markov_head.markov_w1.weight": (V, R), "markov_head.markov_w2.weight": (V, R)}
+    for L in range(c["num_hidden_layers"]):
+        p = "layers.%d." % L
+        e.update({p + "input_layernorm.weight": (H,), p + "post_attention_layernorm.weight": (H,),
+                  p + "self_attn.q_a_proj.weight": (QL, H), p + "self_attn.q_a_layernorm.weight": (QL,),
+                  p + "self_attn.q_b_proj.weight": (NH * (DN + DR), QL),
+                  p + "self_attn.kv_a_proj_with_mqa.weight": (KL + DR, H),
+                  p + "self_attn.kv_a_layernorm.weight": (KL,),
+                  p + "self_attn.kv_b_proj.weight": (NH * (DN + DV), KL),
+                  p + "self_attn.o_proj.weight": (H, NH * DV), p + "mlp.gate_proj.weight": (I, H),
+                  p + "mlp.up_proj.weight": (I, H), p + "mlp.down_proj.weight": (H, I)})
+    return e
+
+
+def attn_absorbed(m, l, u, pos, lat_c, kpe_c):
+    """§4.5 absorbed form, written separately: scores on the 512-d latent, one latent average per head."""
+    N, NH, DN, DR, DV, KL = u.shape[0], m.NH, m.DN, m.DR, m.DV, m.KL
+    qa = m.rms(u @ m.lw(l, "self_attn.q_a_proj.weight").T, m.lw(l, "self_attn.q_a_layernorm.weight"))
+    q = (qa @ m.lw(l, "self_attn.q_b_proj.weight").T).reshape(N, NH, DN + DR)
+    z = u @ m.lw(l, "self_attn.kv_a_proj_with_mqa.weight").T
+    LAT = np.concatenate([lat_c, m.rms(z[:, :KL], m.lw(l, "self_attn.kv_a_layernorm.weight"))])
+    KPE = np.concatenate([kpe_c, m.rope(z[:, KL:], pos)])
+    Wb = m.lw(l, "self_attn.kv_b_proj.weight").reshape(NH, DN + DV, KL)
+    out = np.zeros((N, NH * DV))
+    for h in range(NH):
+        qt = q[:, h, :DN] @ Wb[h, :DN]                           # [N, KL]
+        qp = m.rope(q[:, h, DN:], pos)
+        sc = m.scale * (qt @ LAT.T + qp @ KPE.T)                 # [N, S]
+        sc = np.exp(sc - sc.max(axis=1, keepdims=True))
+        sc /= sc.sum(axis=1, keepdims=True)
+        out[:, h * DV:(h + 1) * DV] = (sc @ LAT) @ Wb[h, DN:].T
+    return out @ m.lw(l, "self_attn.o_proj.weight").T
+
+
+def pitfalls(A, ck):
+    """K3_DSPARK §8.3: one deliberate mistake at a time on the a37 case; each must change hf or drafts."""
+    prompt = rand_prompt(37)
+    P = len(prompt)
+    x, lg = A.target_taps(prompt)
+    anchor = int(np.argmax(lg[-1]))
+    good = A.run(prompt, anchor)
+
+    def variant(**over):
+        m = DSparkRef.__new__(DSparkRef)
+        m.__dict__.update(A.__dict__)
+        m.__dict__.update(over)
+        return m
+
+    def neox(x, pos, m=A):
+        pos = np.asarray(pos)
+        a_ = (pos.astype(np.float32)[:, None] * m.inv_freq.astype(np.float32)[None, :]).astype(np.float64)
+        cs, sn = np.cos(a_) * m.mag, np.sin(a_) * m.mag
+        if x.ndim == 3:
+            cs, sn = cs[:, None, :], sn[:, None, :]
+        h = x.shape[-1] // 2
+        return np.concatenate([x[..., :h] * cs - x[..., h:] * sn, x[..., h:] * cs + x[..., :h] * sn], axis=-1)
+
+    def causal(s):
+        Pc = s.shape[-1] - s.shape[-2]
+        r = np.arange(s.shape[-2])[:, None]
+        j = np.arange(s.shape[-1])[None, :]
+        return DSparkRef.probs(A, np.where(j > Pc + r, -np.inf, s))
+
+    def run_variant(m, ctx_pos=None, prev0=None, hf_fn=None):
+        c_, lat, kpe = m.ingest(x, np.arange(P) if ctx_pos is None else ctx_pos)
+        o = m.block(anchor, P, lat, kpe)
+        if hf_fn is not None:
+            o["hf"] = hf_fn(o)
+            o["base"] = o["hf"] @ m.lm_head.T
+        lgt, dr, _ = m.markov(o["base"], anchor if prev0 is None else prev0)
+        return o["hf"], dr
+
+    k3norm = A.tgt.w("model.norm.weight").reshape(-1)
+    cases = [
+        ("neox (half-split) RoPE pairs", run_variant(variant(rope=neox))),
+        ("causal mask inside the block", run_variant(variant(probs=causal))),
+        ("softmax scale without mscale^2", run_variant(variant(scale=(A.DN + A.DR) ** -0.5))),
+        ("RoPE from plain theta (no YaRN)", run_variant(variant(inv_freq=1.0 / 100.0 ** (np.arange(A.DR // 2) * 2.0 / A.DR)))),
+        ("kv_b per-head split [v | k]", run_variant(variant(split_kv=lambda kv: (kv[:, :, A.DV:], kv[:, :, :A.DV])))),
+        ("context k_pe rotated at the block position", run_variant(A, ctx_pos=np.full(P, P))),
+        ("draft norms with eps 1e-6", run_variant(variant(eps=1e-6))),
+        ("K3 final norm instead of final_norm", run_variant(A, hf_fn=lambda o: A.rms(o["h_l%d" % (A.NL - 1)], k3norm))),
+        ("Markov row 0 keyed by the mask token", run_variant(A, prev0=A.mask)),
+    ]
+    for name, (hf, dr) in cases:
+        d, nd = rel(hf, good["hf"]), sum(int(u != v) for u, v in zip(dr, good["drafts"]))
+        msg = "pitfall %-42s changes hf by %.2e relative, %d of 7 drafts" % (name + ":", d, nd)
+        if name.startswith("draft norms"):
+            print("info  " + msg + " (below the 1e-4 tolerance: not caught)")
+        else:
+            ck.check(d > 1e-4 or nd > 0, msg)
+    es = np.array([A.w["markov_head.markov_w1.weight"][t] for t in [anchor] + good["drafts"][:-1]])
+    w = A.w["confidence_head.proj.weight"][0]
+    bad = 1.0 / (1.0 + np.exp(-(np.concatenate([es, good["hf"]], -1) @ w + A.w["confidence_head.proj.bias"][0])))
+    ck.check(rel(bad, good["conf"]) > 1e-3, "pitfall %-42s changes conf by %.2e relative" %
+             ("confidence input [markov ; hidden]:", rel(bad, good["conf"])))
+
+
 def selftest(a):
     ck = Checks()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -396,6 +509,24 @@ def selftest(a):
     seq = [anchor] + chain
     ck.check(all(seq[i] != seq[i + 1] for i in range(NROWS)),
              "variant C chain has no repeated neighbour (a bias keyed one row off changes the drafts)")
+    # the file: 8 + 12 * num_hidden_layers tensor names of §3.1, all BF16, torchspec metadata
+    exp = expected_schema(A.c)
+    with open(os.path.join(a.draft_a, "model.safetensors"), "rb") as f:
+        hdr = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    got = {k: (v["dtype"], tuple(v["shape"])) for k, v in hdr.items() if k != "__metadata__"}
+    ck.check(got == {k: ("BF16", v) for k, v in exp.items()} and hdr["__metadata__"] == {"torchspec_version": "0.1.0"}
+             and len(A.c) == 35, "checkpoint schema: %d tensors (8 + 12 x %d), all BF16, names/shapes of §3.1, "
+             "__metadata__ torchspec_version 0.1.0, 35 config keys" % (len(got), A.NL))
+
+    # the absorbed form (§4.5) gives the same block
+    A2 = DSparkRef.__new__(DSparkRef)
+    A2.__dict__.update(A.__dict__)
+    A2.attn = lambda l, u, pos, lc, kc: attn_absorbed(A, l, u, pos, lc, kc)
+    d = rel(A2.block(anchor, P, lat, kpe, 7)["hf"], o7["hf"])
+    ck.check(d < 1e-12, "absorbed MLA (q~ = W_UK^T q_nope, latent average then W_UV) == non-absorbed: hf rel %.1e" % d)
+
+    # how much each silent error of §8.3 changes this reference (a37 context): all must show
+    pitfalls(A, ck)
     print("%d check(s) failed" % ck.fail if ck.fail else "all self-checks passed")
     return 1 if ck.fail else 0
 
