@@ -381,9 +381,14 @@ int kb_read_report(const char *path, KbRep *r, char *err, size_t en) {
     const Json *it = json_get(j, "interrupted"), *ss = json_get(j, "stop"),
                *so = json_get(j, "stops");
     const int eos = so && so->type == JSON_OBJECT && num(so, "eos", 0) > 0;
+    /* a one-prompt run's --out says why it stopped ("stop"; before issue 35 the string that
+     * matched, or null); a batch's counts its eos */
+    static const char *const why[] = { "eos", "length", "stop_string", "context",
+                                       "interrupted" };
+    const char *said = ss && ss->type == JSON_STRING ? "stop_string" : NULL;
+    for (int i = 0; said && i < 5; i++) if (!strcmp(ss->str, why[i])) said = why[i];
     snprintf(r->stop, sizeof r->stop, "%s", it && it->type == JSON_BOOL && it->boolean ?
-             "interrupted" : ss && ss->type == JSON_STRING ? "stop_string" : eos ? "eos" :
-             "length");                       /* a one-prompt rep's eos: run_rep, by count */
+             "interrupted" : said ? said : eos ? "eos" : "length");
     const Json *st = json_get(j, "steps");
     double tb = 0, eb = 0, hb = 0, req = 0, hits = 0;
     int nd = 0;
