@@ -414,6 +414,8 @@ static int listen_on(Server *s, int *port_out, char *err, size_t errlen) {
         snprintf(err, errlen, "--host '%s' is not an IPv4 or IPv6 address (or localhost)", s->host);
         return -2;
     }
+    s->host_any = ss.ss_family == AF_INET ? a4->sin_addr.s_addr == htonl(INADDR_ANY)
+                                          : IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr);
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
     if (fd < 0) { snprintf(err, errlen, "socket: %s", strerror(errno)); return -1; }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -547,12 +549,17 @@ int k3_serve_main(int argc, char **argv) {
             "%d%s; opened in %.2f s)\n", s->model_dir, s->eng.m.cfg.num_hidden_layers,
             s->eng.m.cfg.vocab_size, s->ctx, k3_kernels_name(), s->max_batch,
             s->batch_auto ? ", the memory plan's" : "", k3_now() - t0);
-    int v6 = strchr(s->host, ':') != NULL;
-    if (!s->no_webui)
-        fprintf(stderr, "k3: chat page: open http://%s%s%s:%d/ in a browser\n", v6 ? "[" : "",
-                s->host, v6 ? "]" : "", port);
-    fprintf(stderr, "k3: listening on http://%s%s%s:%d\n", v6 ? "[" : "", s->host, v6 ? "]" : "",
-            port);
+    /* 0.0.0.0 and :: are no address a browser can open: this machine's loopback is */
+    const int v6 = strchr(s->host, ':') != NULL;
+    char url[160], note[160] = "";
+    snprintf(url, sizeof url, "http://%s%s%s:%d/", v6 ? "[" : "",
+             s->host_any ? (v6 ? "::1" : "127.0.0.1") : s->host, v6 ? "]" : "", port);
+    if (s->host_any)
+        snprintf(note, sizeof note, "; --host %s listens on every interface (from another "
+                 "machine, use this machine's address)", s->host);
+    if (!s->no_webui) fprintf(stderr, "k3: chat page: open %s in a browser%s\n", url, note);
+    fprintf(stderr, "k3: listening on http://%s%s%s:%d%s\n", v6 ? "[" : "", s->host,
+            v6 ? "]" : "", port, s->host_any ? " (every interface)" : "");
     serve_engine_loop(s, &stopping);
     fprintf(stderr, "k3: serve: stopping\n");
     const long failures = k3_engine_expert_failures(&s->eng);

@@ -238,6 +238,7 @@ struct Server {
     int port, threads, ctx, max_tokens, max_conns, max_queue, timeout_s, max_batch;
     int batch_auto;                          /* max_batch is the plan's (no --max-batch) */
     int no_webui;                            /* --no-webui: no chat page at GET / */
+    int host_any;                            /* --host is 0.0.0.0 or :: (every interface) */
     double cache_gb;
     K3MemOpts mem;
     /* engine (the engine thread only, once ready) */
