@@ -143,6 +143,7 @@ typedef struct Job {
     Gen *gen[K3_MAX_CHOICES];
     int started, left;                       /* Gens begun, not yet ended */
     int head_sent, cut, gone, leader_over;
+    int interrupted;                         /* the server stopped it (the request log) */
     uint64_t seed0; long created, cached;
     char *choice[K3_MAX_CHOICES];            /* the finished choices' JSON (not streamed) */
     char err[1024];                          /* a choice failed: the 500's message */
@@ -169,6 +170,8 @@ void serve_gen_fed(Gen *g, int T, const float *row);
  * states, the metrics; frees g. 1 when it was its job's last choice (the job is answered). */
 int serve_gen_end(Server *s, Gen *g, const char *fail_err);
 Job *serve_gen_job(const Gen *g);
+/* The server stops while g is under way: its reply ends as "interrupted" (k3_stop). */
+void serve_gen_stopping(Gen *g);
 /* The engine loop: takes queued jobs (up to --max-batch in flight) and runs their decode
  * steps together until *stop. */
 void serve_engine_loop(Server *s, volatile sig_atomic_t *stop);
@@ -192,6 +195,7 @@ int serve_disk_load(Server *s);
 /* ---- serve_extra.c: CORS, the request log, /tokenize and /detokenize ---- */
 typedef struct {
     int status;                              /* 0: the last response this thread sent */
+    int interrupted;                         /* the server stopped while it was under way */
     long prompt, gen;                        /* tokens */
     double t_first;                          /* when the first token was sampled, or 0 */
     int gone;                                /* the client went away */
@@ -251,11 +255,16 @@ struct Server {
     char model_id[256];
     Kept *kept; size_t kept_bytes; uint64_t clock;
     int32_t *test_reply; size_t n_test_reply;   /* K3_SERVE_TEST_REPLY (tests only) */
+    int test_hold;                           /* K3_SERVE_TEST_HOLD (tests only), 0: off */
+    volatile sig_atomic_t *stop;             /* set when the server is stopping */
     /* shared, under mu */
     pthread_mutex_t mu;
     pthread_cond_t qcv;
     Job *qhead, *qtail;
     int qlen, conns, ready;
+    int busy;                                /* requests being answered, not yet logged */
+    int closed;                              /* stopping: no request is queued any more */
+    pthread_cond_t idle;                     /* busy fell to 0 */
     ServeStats st;
     uint64_t next_id;
 };

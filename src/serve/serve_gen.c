@@ -181,8 +181,14 @@ struct Gen {
     ServeLp lp, plp;                      /* logprobs: the reply's tokens, echo's prompt */
     JgState js; float *mask;              /* JSON mode: the reply's bytes, the masked row */
     size_t lp_off;                        /* completions: text_offset of the next token */
+    int why;                              /* why it ended (K3STOP_*), for "k3_stop" */
     char err[1024];
 };
+
+/* Why a reply ended, finer than finish_reason (docs/SERVE.md): length is max_tokens (or
+ * --max-tokens), context the context limit (--ctx), interrupted the server stopping. */
+enum { K3STOP_LENGTH, K3STOP_EOS, K3STOP_STRING, K3STOP_CONTEXT, K3STOP_INTERRUPTED };
+static const char *const K3STOP[] = { "length", "eos", "stop_string", "context", "interrupted" };
 
 static void chunk_head(Gen *g, Buf *b) {
     buf_fmt(b, "data: {\"id\": \"%s\", \"object\": \"%s%s\", \"created\": %ld, \"model\": ",
@@ -312,7 +318,8 @@ static void reply(Gen *g, const char *finish) {
                                         : ", \"choices\": [{\"index\": %d, \"text\": \"\"",
                 g->choice);
         lp_stream(g, &b);                 /* the entries whose text was held back or cut */
-        buf_fmt(&b, ", \"finish_reason\": \"%s\"}]}\n\n", finish);
+        buf_fmt(&b, ", \"finish_reason\": \"%s\", \"k3_stop\": \"%s\"}]}\n\n", finish,
+                K3STOP[g->why]);
         send_sse(g, &b);
         buf_free(&b);
         return;
@@ -356,7 +363,7 @@ static void reply(Gen *g, const char *finish) {
                             2 - !r->echo, r->top_logprobs, &off);
         }
     }
-    buf_fmt(&b, ", \"finish_reason\": \"%s\"}", finish);
+    buf_fmt(&b, ", \"finish_reason\": \"%s\", \"k3_stop\": \"%s\"}", finish, K3STOP[g->why]);
     if (b.oom) { buf_free(&b); snprintf(g->j->err, sizeof g->j->err, "out of memory"); return; }
     g->j->choice[g->choice] = b.b;
 }
@@ -616,10 +623,31 @@ static int sample(Server *s, Gen *g) {
     return id;
 }
 
+/* The reply is at max_tokens (the server's cap included) or the context's end: 0. */
+static int out_of_room(Gen *g) { g->why = g->ngen >= g->cap ? K3STOP_LENGTH : K3STOP_CONTEXT;
+                                 return 0; }
+
+void serve_gen_stopping(Gen *g) { g->why = K3STOP_INTERRUPTED; g->j->interrupted = 1; }
+
+/* K3_SERVE_TEST_HOLD (a test hook): the reply waits here, the engine with it, until its
+ * client goes away (1, g gone) or the server stops (1, interrupted), so a test can act on a
+ * reply that cannot end by itself. */
+static int hold(Server *s, Gen *g) {
+    fprintf(stderr, "k3: serve: request %llu holds after %d tokens (K3_SERVE_TEST_HOLD)\n",
+            (unsigned long long)g->j->id, g->ngen);
+    for (;;) {
+        if (http_peer_gone(g->j->fd)) { g->gone = 1; return 1; }
+        if (*s->stop) { serve_gen_stopping(g); return 1; }
+        struct timespec ts = { 0, 20000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
 int serve_gen_token(Server *s, Gen *g) {
     const ServeReq *r = &g->j->req;
     if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return 0; }
-    if (g->ngen >= g->cap || g->q->st->pos >= s->ctx) return 0;
+    if (s->test_hold && g->ngen >= s->test_hold && hold(s, g)) return 0;
+    if (g->ngen >= g->cap || g->q->st->pos >= s->ctx) return out_of_room(g);
     int id = s->test_reply ? (g->ngen < (int)s->n_test_reply ? s->test_reply[g->ngen]
                                                              : s->ids.eom)
                            : sample(s, g);
@@ -639,7 +667,7 @@ int serve_gen_token(Server *s, Gen *g) {
             g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
         }
         for (int e = 0; e < ne; e++) g->ended |= ev[e].kind == XE_END;
-        if (g->ended) return 0;
+        if (g->ended) { g->why = K3STOP_EOS; return 0; }
         if (g->thinking) update(g, 0, p->think_ids, p->n_think, 0);
         g->hit = update(g, 1, p->resp_ids, p->n_resp, 0);
         if (!g->hit && p->state >= XP_AFTER_RESPONSE && p->state != XP_DONE) {
@@ -649,15 +677,15 @@ int serve_gen_token(Server *s, Gen *g) {
             tool_deltas(g);
         }
     } else {
-        if (id == s->eng.m.cfg.eos_token_id) { g->ended = 1; return 0; }
+        if (id == s->eng.m.cfg.eos_token_id) { g->ended = 1; g->why = K3STOP_EOS; return 0; }
         if (fed_push(&g->out, &g->nout, &g->capout, id) ||
             (r->logprobs && serve_lp_push(&g->lp, g->logits, V, id, r->top_logprobs, 1))) {
             g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
         }
         g->hit = update(g, 1, g->out, g->nout, 0);
     }
-    if (g->hit) return 0;
-    if (g->ngen >= g->cap || g->q->st->pos + 1 > s->ctx) return 0;   /* not fed: it ends */
+    if (g->hit) { g->why = K3STOP_STRING; return 0; }
+    if (g->ngen >= g->cap || g->q->st->pos + 1 > s->ctx) return out_of_room(g);   /* not fed */
     if (fed_push(&g->fed, &g->n, &g->capfed, id)) {
         g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
     }

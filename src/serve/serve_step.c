@@ -77,6 +77,7 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
     s->eng.tick = watch; s->eng.tick_ctx = &w;
     s->eng.interrupt = &w.cancel;
     s->eng.prog.who = "k3: serve";
+    s->stop = stop;
     if (!act) { fprintf(stderr, "k3: serve: out of memory\n"); *stop = 1; }
     Job *held = NULL;                     /* its n choices wait for as many free slots */
     while (!*stop) {
@@ -131,10 +132,12 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
     }
     /* stopping: a reply under way ends as cut at its length (a stream with its finish and
      * [DONE]); one still prefilling has nothing to send but the refusal */
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        serve_gen_stopping(act[i]);
         end(s, act[i], serve_gen_prefilling(act[i]) ? "the server is stopping" : NULL);
+    }
     if (held) {
-        held->status = 503;
+        held->status = 503; held->interrupted = 1;
         http_error(held->fd, 503, "the server is stopping", 0);
         held->failed = 1;
         job_done(s, held);
