@@ -84,10 +84,15 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
         while (n < B) {                                   /* new requests join */
             Job *j = held ? held : next_job(s, n == 0, stop);
             if (!j) break;
-            const int c = j->req.n_choices > 0 ? j->req.n_choices : 1;
+            const int c = serve_req_choices(&j->req);
             if (c > B) {
-                snprintf(err, sizeof err, "'n' is %d but this server generates at most %d "
-                         "sequences at once (k3 serve --max-batch)", c, B);
+                if (c == j->req.n_choices)
+                    snprintf(err, sizeof err, "'n' is %d but this server generates at most %d "
+                             "sequences at once (k3 serve --max-batch)", c, B);
+                else
+                    snprintf(err, sizeof err, "%d prompts with 'n' %d are %d choices but this "
+                             "server generates at most %d sequences at once (k3 serve "
+                             "--max-batch)", j->req.n_prompts, j->req.n_choices, c, B);
                 j->status = 400;
                 http_error(j->fd, 400, err, j->keep_alive);
                 job_done(s, j);
