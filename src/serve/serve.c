@@ -171,7 +171,8 @@ static int generate(int fd, int kind, const char *body, size_t n, int ka) {
     j->fd = fd; j->keep_alive = ka;
     pthread_cond_init(&j->cv, NULL);
     pthread_mutex_lock(&srv.mu);
-    int st = !srv.ready ? 503 : srv.qlen >= srv.max_queue ? 429 : 0;
+    int st = !srv.ready || srv.closed ? 503 : srv.qlen >= srv.max_queue ? 429 : 0;
+    const int closed = srv.closed;
     if (!st) {
         j->id = ++srv.next_id;
         if (srv.qtail) srv.qtail->next = j; else srv.qhead = j;
@@ -183,11 +184,13 @@ static int generate(int fd, int kind, const char *body, size_t n, int ka) {
     int failed = j->failed;
     if (j->status) count_error(j->status);
     ServeLog *lg = serve_log_now();             /* the engine thread wrote the reply */
-    if (!st) *lg = (ServeLog){ j->status ? j->status : 200, j->n_prompt, j->n_gen, j->t_first,
-                               failed && !j->status };
+    if (!st) *lg = (ServeLog){ j->status ? j->status : 200, j->interrupted, j->n_prompt,
+                               j->n_gen, j->t_first, failed && !j->status && !j->interrupted };
+    lg->interrupted |= closed;
     pthread_cond_destroy(&j->cv);
     serve_req_free(&j->req); free(j);
-    if (st == 503) return fail(fd, 503, "the model is still loading; retry shortly", ka);
+    if (st == 503) return fail(fd, 503, closed ? "the server is stopping"
+                                               : "the model is still loading; retry shortly", ka);
     if (st == 429) return fail(fd, 429, "too many requests are waiting for the engine", ka);
     return failed ? -1 : 0;
 }
@@ -267,8 +270,12 @@ static void *conn_main(void *arg) {
         }
         if (!open) break;
         const double t0 = k3_now();
+        pthread_mutex_lock(&srv.mu); srv.busy++; pthread_mutex_unlock(&srv.mu);
         const int rr = route(fd, &h, b + h.header_len, h.keep_alive);
         serve_log_request(&h, t0);
+        pthread_mutex_lock(&srv.mu);                  /* logged: the shutdown may end now */
+        if (!--srv.busy) pthread_cond_broadcast(&srv.idle);
+        pthread_mutex_unlock(&srv.mu);
         if (rr < 0 || !h.keep_alive) break;
         memmove(b, b + need, have - need);            /* a pipelined next request */
         have -= need;
@@ -414,6 +421,8 @@ static int listen_on(Server *s, int *port_out, char *err, size_t errlen) {
         snprintf(err, errlen, "--host '%s' is not an IPv4 or IPv6 address (or localhost)", s->host);
         return -2;
     }
+    s->host_any = ss.ss_family == AF_INET ? a4->sin_addr.s_addr == htonl(INADDR_ANY)
+                                          : IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr);
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
     if (fd < 0) { snprintf(err, errlen, "socket: %s", strerror(errno)); return -1; }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -482,6 +491,33 @@ static int open_engine(Server *s, char *err, size_t errlen) {
     return 0;
 }
 
+/* The server stops: the requests still queued are answered 503, later ones too, and every
+ * request being answered gets its log line before the process ends (a connection thread
+ * still sending is waited for up to --timeout, its send timeout). */
+static void drain(Server *s) {
+    pthread_mutex_lock(&s->mu);
+    s->closed = 1;
+    Job *q = s->qhead;
+    s->qhead = s->qtail = NULL; s->qlen = 0;
+    pthread_mutex_unlock(&s->mu);
+    while (q) {
+        Job *j = q;
+        q = j->next;
+        j->status = 503; j->interrupted = 1;
+        http_error(j->fd, 503, "the server is stopping", 0);
+        pthread_mutex_lock(&s->mu);
+        j->done = 1;
+        pthread_cond_signal(&j->cv);
+        pthread_mutex_unlock(&s->mu);
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += s->timeout_s + 1;
+    pthread_mutex_lock(&s->mu);
+    while (s->busy && pthread_cond_timedwait(&s->idle, &s->mu, &ts) == 0) {}
+    pthread_mutex_unlock(&s->mu);
+}
+
 int k3_serve_main(int argc, char **argv) {
     Server *s = &srv;
     char err[4096];
@@ -489,6 +525,7 @@ int k3_serve_main(int argc, char **argv) {
     if (rc) return rc < 0 ? 0 : rc;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->qcv, NULL);
+    pthread_cond_init(&s->idle, NULL);
     const char *slash = strrchr(s->model_dir, '/');
     snprintf(s->model_id, sizeof s->model_id, "%s",
              slash && slash[1] ? slash + 1 : s->model_dir);
@@ -505,6 +542,14 @@ int k3_serve_main(int argc, char **argv) {
         s->test_reply = tok_encode(s->tok, tr, strlen(tr), 1, &s->n_test_reply);
         fprintf(stderr, "k3: serve: K3_SERVE_TEST_REPLY is set: every reply is its %zu ids "
                 "(a test hook)\n", s->n_test_reply);
+    }
+    /* A test hook: every reply holds after N tokens (the engine waits) until its client goes
+     * away or the server stops, so a test can stop a reply that cannot end by itself. */
+    const char *th = getenv("K3_SERVE_TEST_HOLD");
+    if (th && *th) {
+        s->test_hold = atoi(th);
+        fprintf(stderr, "k3: serve: K3_SERVE_TEST_HOLD is set: every reply holds after %d "
+                "tokens until its client goes (a test hook)\n", s->test_hold);
     }
     signal(SIGPIPE, SIG_IGN);
     if (k3_comm_rank() > 0) {             /* a follower: no socket; rank 0 says when to end */
@@ -547,14 +592,20 @@ int k3_serve_main(int argc, char **argv) {
             "%d%s; opened in %.2f s)\n", s->model_dir, s->eng.m.cfg.num_hidden_layers,
             s->eng.m.cfg.vocab_size, s->ctx, k3_kernels_name(), s->max_batch,
             s->batch_auto ? ", the memory plan's" : "", k3_now() - t0);
-    int v6 = strchr(s->host, ':') != NULL;
-    if (!s->no_webui)
-        fprintf(stderr, "k3: chat page: open http://%s%s%s:%d/ in a browser\n", v6 ? "[" : "",
-                s->host, v6 ? "]" : "", port);
-    fprintf(stderr, "k3: listening on http://%s%s%s:%d\n", v6 ? "[" : "", s->host, v6 ? "]" : "",
-            port);
+    /* 0.0.0.0 and :: are no address a browser can open: this machine's loopback is */
+    const int v6 = strchr(s->host, ':') != NULL;
+    char url[160], note[160] = "";
+    snprintf(url, sizeof url, "http://%s%s%s:%d/", v6 ? "[" : "",
+             s->host_any ? (v6 ? "::1" : "127.0.0.1") : s->host, v6 ? "]" : "", port);
+    if (s->host_any)
+        snprintf(note, sizeof note, "; --host %s listens on every interface (from another "
+                 "machine, use this machine's address)", s->host);
+    if (!s->no_webui) fprintf(stderr, "k3: chat page: open %s in a browser%s\n", url, note);
+    fprintf(stderr, "k3: listening on http://%s%s%s:%d%s\n", v6 ? "[" : "", s->host,
+            v6 ? "]" : "", port, s->host_any ? " (every interface)" : "");
     serve_engine_loop(s, &stopping);
     fprintf(stderr, "k3: serve: stopping\n");
+    drain(s);
     const long failures = k3_engine_expert_failures(&s->eng);
     serve_cache_free(s);
     k3_sched_end(s->sch, failures ? K3_ERR_EXPERT : 0);   /* the other ranks end too */

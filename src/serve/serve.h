@@ -70,21 +70,31 @@ int serve_web(int fd, const char *method, const char *path, int keep_alive);
 
 /* ---- serve_req.c ---- */
 enum { REQ_CHAT = 1, REQ_COMPLETION = 2 };
-#define K3_MAX_CHOICES 16
+#define K3_MAX_N 16                          /* n, the choices per prompt */
+#define K3_MAX_CHOICES 64                    /* choices of a request: prompts x n */
 #define REQ_MAX_STOP 4
+
+/* One prompt of /v1/completions: a string, or token ids (checked against the vocabulary
+ * once the engine takes the request). */
+typedef struct {
+    const char *text; size_t len;            /* the string (points into the body), or NULL */
+    int32_t *ids; size_t n_ids;              /* its token ids (owned; a string's are made
+                                              * when the engine takes the request) */
+    char *dec;                               /* echo of token ids: their text (owned) */
+} ServePrompt;
 
 typedef struct {
     int kind;
     Json *doc;                               /* msgs and prompt point into it */
     XtmlMsg *msgs; int n_msgs;
     char **parts;  int n_parts;              /* joined content arrays (owned) */
-    const char *prompt; size_t prompt_len;   /* REQ_COMPLETION */
+    ServePrompt *prompts; int n_prompts;     /* REQ_COMPLETION: 1..K3_MAX_CHOICES (owned) */
     int thinking; char effort[8];
     SamplerParams sp; uint64_t seed; int seed_set;
     int max_tokens;                          /* 0: the server's cap */
     int no_tokens;                           /* completions' max_tokens 0 (prompt scoring) */
     int logprobs, top_logprobs, echo;        /* serve_logprob.c */
-    int n_choices;                           /* n: choices, 1..K3_MAX_CHOICES */
+    int n_choices;                           /* n: choices per prompt, 1..K3_MAX_N */
     JgSchema *jg;                            /* response_format JSON mode, NULL: none */
     const char *stop[REQ_MAX_STOP]; size_t stop_len[REQ_MAX_STOP]; int n_stop;
     int stream, include_usage;
@@ -99,6 +109,12 @@ typedef struct {
 int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err,
                     size_t errlen);
 void serve_req_free(ServeReq *r);
+/* Once the engine takes a completion request: every prompt as ids (a string tokenized with
+ * special tokens on; ids checked against t's vocabulary, an echo's text decoded from them),
+ * each with room for a reply in ctx positions. 0, or the status (400, 500) with err. */
+int serve_req_prompt_ids(ServeReq *r, const Tok *t, int ctx, char *err, size_t errlen);
+/* The choices of a request: its prompts (1 for chat) times n; choice i is prompt i / n. */
+int serve_req_choices(const ServeReq *r);
 /* The thinking effort for an OpenAI reasoning_effort value: "low" | "high" | "max", ""
  * for thinking off, NULL when v is not a known value. */
 const char *serve_effort(const char *v);
@@ -142,7 +158,9 @@ typedef struct Job {
     /* its choices (n): one Gen each, choice 0 prefills for all (serve_gen.c) */
     Gen *gen[K3_MAX_CHOICES];
     int started, left;                       /* Gens begun, not yet ended */
-    int head_sent, cut, gone, leader_over;
+    int head_sent, cut, gone;
+    int interrupted;                         /* the server stopped it (the request log) */
+    unsigned char lead_over[K3_MAX_CHOICES]; /* by prompt: its first choice has ended */
     uint64_t seed0; long created, cached;
     char *choice[K3_MAX_CHOICES];            /* the finished choices' JSON (not streamed) */
     char err[1024];                          /* a choice failed: the 500's message */
@@ -169,6 +187,8 @@ void serve_gen_fed(Gen *g, int T, const float *row);
  * states, the metrics; frees g. 1 when it was its job's last choice (the job is answered). */
 int serve_gen_end(Server *s, Gen *g, const char *fail_err);
 Job *serve_gen_job(const Gen *g);
+/* The server stops while g is under way: its reply ends as "interrupted" (k3_stop). */
+void serve_gen_stopping(Gen *g);
 /* The engine loop: takes queued jobs (up to --max-batch in flight) and runs their decode
  * steps together until *stop. */
 void serve_engine_loop(Server *s, volatile sig_atomic_t *stop);
@@ -192,6 +212,7 @@ int serve_disk_load(Server *s);
 /* ---- serve_extra.c: CORS, the request log, /tokenize and /detokenize ---- */
 typedef struct {
     int status;                              /* 0: the last response this thread sent */
+    int interrupted;                         /* the server stopped while it was under way */
     long prompt, gen;                        /* tokens */
     double t_first;                          /* when the first token was sampled, or 0 */
     int gone;                                /* the client went away */
@@ -238,6 +259,7 @@ struct Server {
     int port, threads, ctx, max_tokens, max_conns, max_queue, timeout_s, max_batch;
     int batch_auto;                          /* max_batch is the plan's (no --max-batch) */
     int no_webui;                            /* --no-webui: no chat page at GET / */
+    int host_any;                            /* --host is 0.0.0.0 or :: (every interface) */
     double cache_gb;
     K3MemOpts mem;
     /* engine (the engine thread only, once ready) */
@@ -250,11 +272,16 @@ struct Server {
     char model_id[256];
     Kept *kept; size_t kept_bytes; uint64_t clock;
     int32_t *test_reply; size_t n_test_reply;   /* K3_SERVE_TEST_REPLY (tests only) */
+    int test_hold;                           /* K3_SERVE_TEST_HOLD (tests only), 0: off */
+    volatile sig_atomic_t *stop;             /* set when the server is stopping */
     /* shared, under mu */
     pthread_mutex_t mu;
     pthread_cond_t qcv;
     Job *qhead, *qtail;
     int qlen, conns, ready;
+    int busy;                                /* requests being answered, not yet logged */
+    int closed;                              /* stopping: no request is queued any more */
+    pthread_cond_t idle;                     /* busy fell to 0 */
     ServeStats st;
     uint64_t next_id;
 };

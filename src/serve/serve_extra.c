@@ -43,9 +43,10 @@ void serve_log_request(const HttpReq *h, double t0) {
         path[k++] = *p > 0x20 && *p < 0x7f ? *p : '?';
     if (h && strlen(h->path) > k) { memcpy(path + k, "...", 3); k += 3; }
     path[k] = 0;
-    fprintf(stderr, "k3: request %s %s %d prompt=%ld gen=%ld ttft=%s total=%.3fs%s\n",
+    fprintf(stderr, "k3: request %s %s %d prompt=%ld gen=%ld ttft=%s total=%.3fs%s%s\n",
             h ? h->method : "-", path, rlog.status ? rlog.status : http_last_status,
-            rlog.prompt, rlog.gen, ttft, now - t0, rlog.gone ? " (stream cut)" : "");
+            rlog.prompt, rlog.gen, ttft, now - t0, rlog.gone ? " (stream cut)" : "",
+            rlog.interrupted ? " (interrupted)" : "");
     memset(&rlog, 0, sizeof rlog);
     http_last_status = 0;
 }

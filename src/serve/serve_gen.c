@@ -181,8 +181,15 @@ struct Gen {
     ServeLp lp, plp;                      /* logprobs: the reply's tokens, echo's prompt */
     JgState js; float *mask;              /* JSON mode: the reply's bytes, the masked row */
     size_t lp_off;                        /* completions: text_offset of the next token */
+    const ServePrompt *pr;                /* completions: its prompt (choice / n) */
+    int why;                              /* why it ended (K3STOP_*), for "k3_stop" */
     char err[1024];
 };
+
+/* Why a reply ended, finer than finish_reason (docs/SERVE.md): length is max_tokens (or
+ * --max-tokens), context the context limit (--ctx), interrupted the server stopping. */
+enum { K3STOP_LENGTH, K3STOP_EOS, K3STOP_STRING, K3STOP_CONTEXT, K3STOP_INTERRUPTED };
+static const char *const K3STOP[] = { "length", "eos", "stop_string", "context", "interrupted" };
 
 static void chunk_head(Gen *g, Buf *b) {
     buf_fmt(b, "data: {\"id\": \"%s\", \"object\": \"%s%s\", \"created\": %ld, \"model\": ",
@@ -312,7 +319,8 @@ static void reply(Gen *g, const char *finish) {
                                         : ", \"choices\": [{\"index\": %d, \"text\": \"\"",
                 g->choice);
         lp_stream(g, &b);                 /* the entries whose text was held back or cut */
-        buf_fmt(&b, ", \"finish_reason\": \"%s\"}]}\n\n", finish);
+        buf_fmt(&b, ", \"finish_reason\": \"%s\", \"k3_stop\": \"%s\"}]}\n\n", finish,
+                K3STOP[g->why]);
         send_sse(g, &b);
         buf_free(&b);
         return;
@@ -341,22 +349,23 @@ static void reply(Gen *g, const char *finish) {
         char *t = g->text[1] ? g->text[1] : (char *)e;
         size_t n = g->len[1];
         char *both = NULL;
-        if (r->echo && (both = malloc(r->prompt_len + n + 1))) {   /* the prompt, then it */
-            memcpy(both, r->prompt, r->prompt_len); memcpy(both + r->prompt_len, t, n);
-            t = both; n += r->prompt_len;
+        const ServePrompt *pr = g->pr;
+        if (r->echo && (both = malloc(pr->len + n + 1))) {   /* the prompt, then it */
+            memcpy(both, pr->text, pr->len); memcpy(both + pr->len, t, n);
+            t = both; n += pr->len;
         } else if (r->echo) b.oom = 1;
         buf_json(&b, t, n);
         free(both);
         if (r->logprobs) {
             const ServeLp *ls[2] = { &g->plp, &g->lp };
             const size_t from[2] = { 0, 0 }, to[2] = { g->plp.n, g->lp.n };
-            size_t off = r->echo ? 0 : r->prompt_len;
+            size_t off = r->echo ? 0 : g->pr->len;
             buf_str(&b, ", \"logprobs\": ");
             serve_lp_legacy(&b, g->s->tok, ls + !r->echo, from + !r->echo, to + !r->echo,
                             2 - !r->echo, r->top_logprobs, &off);
         }
     }
-    buf_fmt(&b, ", \"finish_reason\": \"%s\"}", finish);
+    buf_fmt(&b, ", \"finish_reason\": \"%s\", \"k3_stop\": \"%s\"}", finish, K3STOP[g->why]);
     if (b.oom) { buf_free(&b); snprintf(g->j->err, sizeof g->j->err, "out of memory"); return; }
     g->j->choice[g->choice] = b.b;
 }
@@ -383,7 +392,7 @@ static void reply_end(Gen *g, long prompt, long gen, long cached) {
             g->obj, g->created);
     buf_json(&b, g->s->model_id, strlen(g->s->model_id));
     buf_str(&b, ", \"choices\": [");
-    for (int i = 0; i < r->n_choices; i++) {
+    for (int i = 0; i < serve_req_choices(r); i++) {
         if (i) buf_str(&b, ", ");
         buf_str(&b, j->choice[i] ? j->choice[i] : "null");
     }
@@ -396,12 +405,16 @@ static void reply_end(Gen *g, long prompt, long gen, long cached) {
     buf_free(&b);
 }
 
-/* The prompt as ids: the rendered chat, or the raw prompt (special tokens on). */
-static int prompt_ids(Server *s, const ServeReq *r, int32_t **ids, size_t *n, char *err,
-                      size_t errlen) {
+/* The prompt as ids: the rendered chat, or a copy of the completion's prompt pr (its ids
+ * made by serve_req_prompt_ids). */
+static int prompt_ids(Server *s, const ServeReq *r, const ServePrompt *pr, int32_t **ids,
+                      size_t *n, char *err, size_t errlen) {
     if (r->kind == REQ_COMPLETION) {
-        *ids = tok_encode(s->tok, r->prompt, r->prompt_len, 1, n);
-        if (!*ids) { snprintf(err, errlen, "out of memory tokenizing the prompt"); return -1; }
+        if (!(*ids = malloc(4 * pr->n_ids))) {
+            snprintf(err, errlen, "out of memory"); return -1;
+        }
+        memcpy(*ids, pr->ids, 4 * pr->n_ids);
+        *n = pr->n_ids;
         return 0;
     }
     XtmlOpts o = { r->thinking, r->effort, 1, 0 };
@@ -466,7 +479,8 @@ int serve_gen_prefilling(const Gen *g) { return g->pf < g->nprompt; }
 
 int serve_gen_prefill(Gen *g) {
     if (g->fail) return -1;
-    if (g->gone || http_peer_gone(g->j->fd) || (g->waiting && g->j->leader_over)) {
+    const int lead_over = g->waiting && g->j->lead_over[g->choice / g->j->req.n_choices];
+    if (g->gone || http_peer_gone(g->j->fd) || lead_over) {
         g->gone = 1;
         return -1;
     }
@@ -481,7 +495,7 @@ static void give_prompt(Gen *g) {
     Job *j = g->j;
     const size_t V = (size_t)g->s->eng.m.cfg.vocab_size;
     K3State *st = g->pst;
-    for (int i = 1; i < j->req.n_choices; i++) {
+    for (int i = g->choice + 1; i < g->choice + j->req.n_choices; i++) {   /* its prompt's */
         Gen *f = j->gen[i];
         if (!f || !f->waiting) continue;
         if (!st && !(st = k3_sched_copy(g->s->sch, g->q, f->err, sizeof f->err))) {
@@ -510,7 +524,7 @@ static void stream_head(Gen *g) {
                 "\"content\": \"\"}, \"finish_reason\": null}]}\n\n", g->choice);
     else {
         buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"text\": ", g->choice);
-        buf_json(&b, r->prompt, r->echo ? r->prompt_len : 0);     /* echo: the prompt */
+        buf_json(&b, g->pr->text, r->echo ? g->pr->len : 0);     /* echo: the prompt */
         if (r->echo && r->logprobs) {
             const ServeLp *ls[1] = { &g->plp };
             const size_t from = 0, to = g->plp.n;
@@ -551,7 +565,9 @@ Gen *serve_gen_begin(Server *s, Job *j, int choice) {
     for (int i = 0; i < r->n_stop; i++)
         if (r->stop_len[i] > g->maxstop) g->maxstop = r->stop_len[i];
     if (!choice && !r->seed_set) j->seed0 = draw_seed(s, j->id);
-    sampler_init(&g->smp, &r->sp, (r->seed_set ? r->seed : j->seed0) + (uint64_t)choice);
+    /* choice j of a prompt draws as n: 1 with seed + j would */
+    const int nn = r->n_choices, lead_i = choice - choice % nn;
+    sampler_init(&g->smp, &r->sp, (r->seed_set ? r->seed : j->seed0) + (uint64_t)(choice % nn));
     xtml_parser_init(&g->xp, s->tok, &s->ids, r->thinking);
     if (r->parse_tools) xtml_parser_tools(&g->xp);
     if (r->kind == REQ_CHAT) g->p = &g->xp;
@@ -561,12 +577,16 @@ Gen *serve_gen_begin(Server *s, Job *j, int choice) {
         if (!(g->mask = malloc(4 * (size_t)s->eng.m.cfg.vocab_size))) { free(g->logits);
                                                                         g->logits = NULL; }
     }
-    if (!g->logits || prompt_ids(s, r, &g->fed, &g->n, g->err, sizeof g->err))
+    const int st = !choice && r->kind == REQ_COMPLETION
+                       ? serve_req_prompt_ids(r, s->tok, s->ctx, g->err, sizeof g->err) : 0;
+    if (st) return begin_fail(g, choice, st, g->err, st == 400 ? j->keep_alive : 0);
+    if (r->kind == REQ_COMPLETION) g->pr = &r->prompts[choice / nn];
+    if (!g->logits || prompt_ids(s, r, g->pr, &g->fed, &g->n, g->err, sizeof g->err))
         return begin_fail(g, choice, 500, g->logits ? g->err : "out of memory", j->keep_alive);
     g->capfed = g->nprompt = g->n;
     g->cap = r->max_tokens > 0 && r->max_tokens < s->max_tokens ? r->max_tokens : s->max_tokens;
     if (r->no_tokens) g->cap = 0;
-    if (r->kind == REQ_COMPLETION && !r->echo) g->lp_off = r->prompt_len;  /* text_offset */
+    if (r->kind == REQ_COMPLETION && !r->echo) g->lp_off = g->pr->len;  /* text_offset */
     if (r->echo && r->logprobs && serve_lp_push(&g->plp, NULL, 0, g->fed[0], 0, LP_NULL))
         return begin_fail(g, choice, 500, "out of memory", 0);
     if ((long)g->n + 1 > s->ctx) {
@@ -577,8 +597,8 @@ Gen *serve_gen_begin(Server *s, Job *j, int choice) {
     if (sampler_check_vocab(&r->sp, s->eng.m.cfg.vocab_size, "'logit_bias'", g->err,
                             sizeof g->err))
         return begin_fail(g, choice, 400, g->err, j->keep_alive);
-    Gen *lead = j->gen[0];
-    if (choice && lead && serve_gen_prefilling(lead)) {   /* its prompt comes from choice 0 */
+    Gen *lead = j->gen[lead_i];
+    if (choice > lead_i && lead && serve_gen_prefilling(lead)) {   /* its prompt's first's */
         if (!(g->q = k3_sched_join(s->sch, g))) return begin_fail(g, choice, 500,
                                                                   "out of memory", 0);
         g->waiting = 1;
@@ -616,10 +636,31 @@ static int sample(Server *s, Gen *g) {
     return id;
 }
 
+/* The reply is at max_tokens (the server's cap included) or the context's end: 0. */
+static int out_of_room(Gen *g) { g->why = g->ngen >= g->cap ? K3STOP_LENGTH : K3STOP_CONTEXT;
+                                 return 0; }
+
+void serve_gen_stopping(Gen *g) { g->why = K3STOP_INTERRUPTED; g->j->interrupted = 1; }
+
+/* K3_SERVE_TEST_HOLD (a test hook): the reply waits here, the engine with it, until its
+ * client goes away (1, g gone) or the server stops (1, interrupted), so a test can act on a
+ * reply that cannot end by itself. */
+static int hold(Server *s, Gen *g) {
+    fprintf(stderr, "k3: serve: request %llu holds after %d tokens (K3_SERVE_TEST_HOLD)\n",
+            (unsigned long long)g->j->id, g->ngen);
+    for (;;) {
+        if (http_peer_gone(g->j->fd)) { g->gone = 1; return 1; }
+        if (*s->stop) { serve_gen_stopping(g); return 1; }
+        struct timespec ts = { 0, 20000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
 int serve_gen_token(Server *s, Gen *g) {
     const ServeReq *r = &g->j->req;
     if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return 0; }
-    if (g->ngen >= g->cap || g->q->st->pos >= s->ctx) return 0;
+    if (s->test_hold && g->ngen >= s->test_hold && hold(s, g)) return 0;
+    if (g->ngen >= g->cap || g->q->st->pos >= s->ctx) return out_of_room(g);
     int id = s->test_reply ? (g->ngen < (int)s->n_test_reply ? s->test_reply[g->ngen]
                                                              : s->ids.eom)
                            : sample(s, g);
@@ -639,7 +680,7 @@ int serve_gen_token(Server *s, Gen *g) {
             g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
         }
         for (int e = 0; e < ne; e++) g->ended |= ev[e].kind == XE_END;
-        if (g->ended) return 0;
+        if (g->ended) { g->why = K3STOP_EOS; return 0; }
         if (g->thinking) update(g, 0, p->think_ids, p->n_think, 0);
         g->hit = update(g, 1, p->resp_ids, p->n_resp, 0);
         if (!g->hit && p->state >= XP_AFTER_RESPONSE && p->state != XP_DONE) {
@@ -649,15 +690,15 @@ int serve_gen_token(Server *s, Gen *g) {
             tool_deltas(g);
         }
     } else {
-        if (id == s->eng.m.cfg.eos_token_id) { g->ended = 1; return 0; }
+        if (id == s->eng.m.cfg.eos_token_id) { g->ended = 1; g->why = K3STOP_EOS; return 0; }
         if (fed_push(&g->out, &g->nout, &g->capout, id) ||
             (r->logprobs && serve_lp_push(&g->lp, g->logits, V, id, r->top_logprobs, 1))) {
             g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
         }
         g->hit = update(g, 1, g->out, g->nout, 0);
     }
-    if (g->hit) return 0;
-    if (g->ngen >= g->cap || g->q->st->pos + 1 > s->ctx) return 0;   /* not fed: it ends */
+    if (g->hit) { g->why = K3STOP_STRING; return 0; }
+    if (g->ngen >= g->cap || g->q->st->pos + 1 > s->ctx) return out_of_room(g);   /* not fed */
     if (fed_push(&g->fed, &g->n, &g->capfed, id)) {
         g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
     }
@@ -736,14 +777,17 @@ int serve_gen_end(Server *s, Gen *g, const char *fail_err) {
         }
         if (!g->gone && !j->gone && !j->cut) reply(g, finish);
     }
-    if (!g->choice) { j->leader_over = 1; j->cached = (long)g->reuse; }
-    j->n_prompt = (long)g->nprompt; j->n_gen += g->ngen;  /* the request log, the usage */
+    if (g->choice % r->n_choices == 0) {             /* its prompt's first: counted once */
+        j->lead_over[g->choice / r->n_choices] = 1;
+        j->cached += (long)g->reuse; j->n_prompt += (long)g->nprompt;
+    }
+    j->n_gen += g->ngen;                             /* the request log, the usage */
     j->gen[g->choice] = NULL;
     const int last = --j->left == 0;
     if (last) {                                       /* the job's reply is complete */
         if (j->err[0] && !j->cut) job_error(j, 500, j->err, 0);
         else if (!g->gone && !j->gone && !j->cut) reply_end(g, j->n_prompt, j->n_gen, j->cached);
-        for (int i = 0; i < r->n_choices; i++) { free(j->choice[i]); j->choice[i] = NULL; }
+        for (int i = 0; i < serve_req_choices(r); i++) { free(j->choice[i]); j->choice[i] = NULL; }
     }
     pthread_mutex_lock(&s->mu);
     s->st.prompt_tokens += (long)g->nprompt; s->st.completion_tokens += g->ngen;

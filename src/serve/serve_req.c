@@ -199,6 +199,81 @@ static int response_format(ServeReq *r, const Json *j, char *err, size_t errlen)
     return 0;
 }
 
+/* A token-id prompt: a non-empty array of integers (the vocabulary's range is checked when
+ * the engine takes the request). name: how the refusal names it. */
+static int id_prompt(ServePrompt *q, const Json *a, const char *name, char *err, size_t errlen) {
+    if (a->len == 0) BAD("'%s' must not be empty (a prompt of token ids needs one at least)", name);
+    if (!(q->ids = malloc(sizeof *q->ids * a->len))) BAD("out of memory");
+    for (size_t i = 0; i < a->len; i++) {
+        const Json *x = a->items[i];
+        if (x->type != JSON_NUMBER || !x->is_integer || x->integer < 0 || x->integer > INT32_MAX)
+            BAD("'%s[%zu]' is not a token id (a non-negative integer)", name, i);
+        q->ids[i] = (int32_t)x->integer;
+    }
+    q->n_ids = a->len;
+    return 0;
+}
+
+/* prompt: a string, a list of strings, a list of token ids, or a list of token-id lists (as
+ * OpenAI takes them); a list gives one prompt per entry. */
+static int prompts(ServeReq *r, const Json *p, char *err, size_t errlen) {
+    if (!p) BAD("'prompt' is required");
+    const int list = p->type == JSON_ARRAY && p->len && p->items[0]->type != JSON_NUMBER;
+    const size_t n = list ? p->len : 1;
+    if (p->type == JSON_ARRAY && !p->len) BAD("'prompt' must not be an empty list");
+    if (n * (size_t)r->n_choices > K3_MAX_CHOICES)
+        BAD("'prompt' has %zu prompts and 'n' is %d: over the %d choices a request may have",
+            n, r->n_choices, K3_MAX_CHOICES);
+    if (!(r->prompts = calloc(n, sizeof *r->prompts))) BAD("out of memory");
+    r->n_prompts = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        const Json *x = list ? p->items[i] : p;
+        ServePrompt *q = &r->prompts[i];
+        char name[32];
+        snprintf(name, sizeof name, list ? "prompt[%zu]" : "prompt", i);
+        if (x->type == JSON_ARRAY) {
+            if (id_prompt(q, x, name, err, errlen)) return 400;
+            continue;
+        }
+        if (!text_ok(x))
+            BAD("'%s' must be a string or a list of token ids%s", name, list ? "" : " (or a list "
+                "of either)");
+        if (x->len == 0) BAD("'%s' must not be empty", name);
+        q->text = x->str; q->len = x->len;
+    }
+    return 0;
+}
+
+/* (serve.h) */
+int serve_req_prompt_ids(ServeReq *r, const Tok *t, int ctx, char *err, size_t errlen) {
+    const int V = tok_vocab_size(t), many = r->n_prompts > 1;
+    for (int i = 0; i < r->n_prompts; i++) {
+        ServePrompt *q = &r->prompts[i];
+        char name[32];
+        snprintf(name, sizeof name, many ? "prompt[%d]" : "prompt", i);
+        if (q->text && !(q->ids = tok_encode(t, q->text, q->len, 1, &q->n_ids)))
+            return snprintf(err, errlen, "out of memory tokenizing the prompt"), 500;
+        for (size_t k = 0; !q->text && k < q->n_ids; k++)
+            if (q->ids[k] >= V)
+                return snprintf(err, errlen, "'%s[%zu]' is %d, not a token id of this model's "
+                                "tokenizer (0..%d)", name, k, q->ids[k], V - 1), 400;
+        if (!q->text && r->echo) {            /* the text echo gives back */
+            if (!(q->dec = tok_decode(t, q->ids, q->n_ids, &q->len, NULL)))
+                return snprintf(err, errlen, "out of memory"), 500;
+            q->text = q->dec;
+        }
+        if ((long)q->n_ids + 1 > ctx)
+            return snprintf(err, errlen, "'%s' is %zu tokens; with the reply it needs more than "
+                            "the context of %d positions (k3 serve --ctx)", name, q->n_ids,
+                            ctx), 400;
+    }
+    return 0;
+}
+
+int serve_req_choices(const ServeReq *r) {
+    return (r->kind == REQ_COMPLETION ? r->n_prompts : 1) * r->n_choices;
+}
+
 static int neutral(const Json *d, char *err, size_t errlen) {
     const Json *j;
     if ((j = json_get(d, "model")) && j->type != JSON_STRING) BAD("'model' must be a string");
@@ -237,7 +312,7 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
         if (!known(keys, d->keys[i])) BAD("unknown field '%.60s'", d->keys[i]);
     if (neutral(d, err, errlen) || logprobs(r, d, err, errlen)) return 400;
     int64_t nc = 1;
-    if (integer(json_get(d, "n"), "n", 1, K3_MAX_CHOICES, &nc, err, errlen)) return 400;
+    if (integer(json_get(d, "n"), "n", 1, K3_MAX_N, &nc, err, errlen)) return 400;
     r->n_choices = (int)nc;
     if (nc > 1 && r->echo) BAD("'n' above 1 with 'echo' is not supported");
     for (size_t i = 0; i < d->len; i++)           /* penalties and bias: penalty_json.c */
@@ -288,12 +363,7 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
         if (!r->stream) BAD("'stream_options' is only allowed with \"stream\": true");
     }
     if (kind == REQ_COMPLETION) {
-        const Json *p = json_get(d, "prompt");
-        if (!p) BAD("'prompt' is required");
-        if (p->type == JSON_ARRAY && p->len == 1) p = p->items[0];
-        if (!text_ok(p)) BAD("'prompt' must be a string (one prompt per request)");
-        if (p->len == 0) BAD("'prompt' must not be empty");
-        r->prompt = p->str; r->prompt_len = p->len;
+        if (prompts(r, json_get(d, "prompt"), err, errlen)) return 400;
         return response_format(r, json_get(d, "response_format"), err, errlen);
     }
     const Json *re = json_get(d, "reasoning_effort");
@@ -335,6 +405,8 @@ void serve_req_free(ServeReq *r) {
     for (int i = 0; i < r->n_parts; i++) free(r->parts[i]);
     free(r->parts);
     free(r->msgs);
+    for (int i = 0; i < r->n_prompts; i++) { free(r->prompts[i].ids); free(r->prompts[i].dec); }
+    free(r->prompts);
     json_free(r->doc);
     memset(r, 0, sizeof *r);
 }

@@ -77,16 +77,22 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
     s->eng.tick = watch; s->eng.tick_ctx = &w;
     s->eng.interrupt = &w.cancel;
     s->eng.prog.who = "k3: serve";
+    s->stop = stop;
     if (!act) { fprintf(stderr, "k3: serve: out of memory\n"); *stop = 1; }
     Job *held = NULL;                     /* its n choices wait for as many free slots */
     while (!*stop) {
         while (n < B) {                                   /* new requests join */
             Job *j = held ? held : next_job(s, n == 0, stop);
             if (!j) break;
-            const int c = j->req.n_choices > 0 ? j->req.n_choices : 1;
+            const int c = serve_req_choices(&j->req);
             if (c > B) {
-                snprintf(err, sizeof err, "'n' is %d but this server generates at most %d "
-                         "sequences at once (k3 serve --max-batch)", c, B);
+                if (c == j->req.n_choices)
+                    snprintf(err, sizeof err, "'n' is %d but this server generates at most %d "
+                             "sequences at once (k3 serve --max-batch)", c, B);
+                else
+                    snprintf(err, sizeof err, "%d prompts with 'n' %d are %d choices but this "
+                             "server generates at most %d sequences at once (k3 serve "
+                             "--max-batch)", j->req.n_prompts, j->req.n_choices, c, B);
                 j->status = 400;
                 http_error(j->fd, 400, err, j->keep_alive);
                 job_done(s, j);
@@ -131,10 +137,12 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
     }
     /* stopping: a reply under way ends as cut at its length (a stream with its finish and
      * [DONE]); one still prefilling has nothing to send but the refusal */
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        serve_gen_stopping(act[i]);
         end(s, act[i], serve_gen_prefilling(act[i]) ? "the server is stopping" : NULL);
+    }
     if (held) {
-        held->status = 503;
+        held->status = 503; held->interrupted = 1;
         http_error(held->fd, 503, "the server is stopping", 0);
         held->failed = 1;
         job_done(s, held);

@@ -22,6 +22,7 @@ int serve_web(int fd, const char *method, const char *path, int keep_alive) {
                          "\r\nReferrer-Policy: no-referrer\r\nCache-Control: no-cache\r\n"
                          "Connection: %s\r\n\r\n", a->ctype, a->len, CSP,
                          keep_alive ? "keep-alive" : "close");
+        http_last_status = 200;                   /* the request log's status */
         if (http_send(fd, h, (size_t)k) < 0) return -1;
         if (!strcmp(method, "GET") && http_send(fd, (const char *)a->data, a->len) < 0)
             return -1;

@@ -1,6 +1,8 @@
 // webui.mjs — the chat page of k3 serve and the figure of k3 bench --plot in a real browser
 // (Chromium through puppeteer-core), run by tests/sh/webui.sh, which starts the servers:
 //   K3_URL      k3 serve on tiny5 (greedy replies of the model)
+//   K3_HOLD_URL k3 serve whose every reply holds after 8 tokens until its client goes
+//               (K3_SERVE_TEST_HOLD: the Stop test)
 //   K3_XSS_URL  k3 serve whose every reply is crafted markup (K3_SERVE_TEST_REPLY)
 //   K3_KEY_URL  k3 serve --api-key test-key
 //   K3_SVG, K3_HTML  k3 bench --plot FILE.svg and -o html of a small grid
@@ -116,45 +118,74 @@ try {
   check(/TTFT [0-9.]+ s/.test(st) && /tokens\/s/.test(st) && /cached \d+ of \d+/.test(st),
     'per reply: ' + st);
 
-  // 3. stop a reply mid-stream: the server stays healthy and frees the engine. Greedy, so
-  // the reply is the same every run: on tiny5 "Continue" runs 1,735 tokens (sampled at
-  // temperature 1 a reply sometimes ended by itself before the click, and this failed)
-  await setField(page, 'max_tokens', 3000);
-  await setField(page, 'temperature', 0);
-  await page.focus('#input');
-  await page.keyboard.type('Continue');
-  await page.keyboard.press('Enter');
-  await page.waitForFunction(() => {
-    const m = document.querySelectorAll('.msg.assistant'); const l = m[m.length - 1];
-    return m.length === 2 && l.textContent.length > 20;
+  // 3. stop a reply mid-stream: the server stays healthy and frees the engine. That server
+  // holds every reply after 8 tokens until its client goes (K3_SERVE_TEST_HOLD), so the
+  // reply cannot end by itself before the click on any machine (a greedy reply of 1,735
+  // tokens once ended before the click in a fresh-clone CI, and this failed)
+  const sp = await open(env.K3_HOLD_URL + '/');
+  await sp.goto(env.K3_HOLD_URL + '/', { waitUntil: 'load' });
+  await idle(sp);
+  await setField(sp, 'max_tokens', 3000);
+  await sp.focus('#input');
+  await sp.keyboard.type('Continue');
+  await sp.keyboard.press('Enter');
+  await sp.waitForFunction(() => {
+    const m = document.querySelectorAll('.msg.assistant');
+    return m.length === 1 && m[0].textContent.length > 0;     // streaming: deltas arrived
   }, { timeout: 30000 });
-  await page.click('#stop');
-  await idle(page);
-  c = await conv(page);
-  const stopped = c.messages[3];
-  check(stopped && stopped.stats.stopped && stopped.stats.completion_tokens === undefined,
-    `Stop aborts the stream (${(stopped.reasoning + stopped.content).length} characters kept)`);
+  await sp.click('#stop');
+  await idle(sp);
+  const stopped = (await conv(sp)).messages[1];
+  const kept = stopped ? (stopped.reasoning + stopped.content).length : 0;
+  check(stopped && stopped.stats.stopped && stopped.stats.completion_tokens === undefined &&
+    kept > 0, `Stop aborts the stream (${kept} characters kept)`);
   let active = -1;
-  for (let i = 0; i < 50 && active !== 0; i++) {
-    const m = await (await fetch(env.K3_URL + '/metrics')).text();
+  for (let i = 0; i < 300 && active !== 0; i++) {
+    const m = await (await fetch(env.K3_HOLD_URL + '/metrics')).text();
     active = Number(/^k3_batch_active (\d+)/m.exec(m)[1]);
     if (active) await new Promise((s) => setTimeout(s, 100));
   }
-  const h = await fetch(env.K3_URL + '/health');
+  const h = await fetch(env.K3_HOLD_URL + '/health');
   check(h.status === 200 && active === 0, `after Stop: /health ${h.status}, k3_batch_active ${active}`);
 
+  // 3b. the settings survive a reload, a value typed just before it too (its field still
+  // focused, so no change event: they were saved on change only, and such a value was lost)
+  const typed = [['max_tokens', '123'], ['temperature', '0.7'], ['top_p', '0.9'],
+    ['system', 'Be brief.']];
+  const lost = [];
+  for (const [id, v] of typed) {
+    await sp.click('#' + id, { clickCount: 3 });
+    await sp.keyboard.type(v);
+    await sp.reload({ waitUntil: 'load' });
+    await idle(sp);
+    const got = await sp.$eval('#' + id, (e) => e.value);
+    if (got !== v) lost.push(`${id} ${JSON.stringify(got)} (typed ${v})`);
+  }
+  await sp.click('#thinking');
+  await sp.reload({ waitUntil: 'load' });
+  await idle(sp);
+  const all = await sp.evaluate((ids) => ids.map((id) => document.getElementById(id).value)
+    .concat(document.getElementById('thinking').checked), typed.map((t) => t[0]));
+  check(lost.length === 0 && JSON.stringify(all) === JSON.stringify(typed.map((t) => t[1])
+    .concat(false)), 'the settings (max tokens, temperature, top-p, system prompt, thinking) ' +
+    'survive a reload, also one typed just before it', lost.join('; ') + ' ' + JSON.stringify(all));
+  const sm = await sp.$$eval('.msg', (n) => n.map((e) => e.textContent));
+  check(sm.length === 2 && /stopped/.test(sm[1]), 'the stopped reply is kept across the reloads',
+    JSON.stringify(sm.length));
+
   // 4. reload: the conversation is kept, and its next turn resumes the server's cached prefix
+  await page.bringToFront();                // (keys go to the tab in front)
   await setField(page, 'max_tokens', 16);
   await setField(page, 'temperature', 0);
   const before = await page.$$eval('.msg', (n) => n.map((e) => e.textContent));
   await page.reload({ waitUntil: 'load' });
   await idle(page);
   const after = await page.$$eval('.msg', (n) => n.map((e) => e.textContent));
-  check(JSON.stringify(before) === JSON.stringify(after) && after.length === 4,
+  check(JSON.stringify(before) === JSON.stringify(after) && after.length === 2,
     `after a reload the conversation is back (${after.length} messages)`);
   await say(page, 'And now?');
   c = await conv(page);
-  const s3 = c.messages[5].stats;
+  const s3 = c.messages[3].stats;
   check(s3.cached_tokens > 0, `its next turn: cached_tokens ${s3.cached_tokens} of ${s3.prompt_tokens}`);
   if (env.K3_SHOTS) await page.screenshot({ path: env.K3_SHOTS + '/webui.png' });
 

@@ -2,8 +2,8 @@
 # k3 serve for browser clients and llama-server users: CORS (the OPTIONS preflight is 204
 # with Allow-Origin/Methods/Headers, Allow-Origin on normal and streamed responses, --cors
 # ORIGIN and off, auth kept under --api-key), one stderr line per request (method, path,
-# status, tokens, TTFT, total), POST /tokenize and /detokenize (llama-server's shapes,
-# ids equal to k3 tokenize, ids out of range 400).
+# status, tokens, TTFT, total; the chat page's files with their status), POST /tokenize
+# and /detokenize (llama-server's shapes, ids equal to k3 tokenize, ids out of range 400).
 . tests/sh/lib/serve.sh
 start a
 U=http://127.0.0.1:$PORT_a
@@ -42,6 +42,17 @@ grep -q '^k3: request GET /health 200 prompt=0 gen=0 ttft=- total=' "$T/a.err" \
 grep -q '^k3: request OPTIONS /v1/chat/completions 204 ' "$T/a.err" || fail "preflight log"
 grep -q '^k3: request GET /nope 404 ' "$T/a.err" || fail "404 log"
 echo "ok request log: one line each (method, path, status, prompt=$p gen=$g, TTFT, total)"
+# the chat page's files: their real status (they were logged as status 0)
+$C "$U/" > /dev/null; $C "$U/app.js" > /dev/null; $C -I "$U/style.css" > /dev/null
+for r in "GET /" "GET /app.js" "HEAD /style.css"; do
+  i=0                                     # (the line follows the reply: wait for it)
+  while ! grep -q "^k3: request $r " "$T/a.err"; do
+    i=$((i+1)); [ $i -gt 300 ] && fail "no log line for $r"; sleep 0.1
+  done
+  grep -q "^k3: request $r 200 " "$T/a.err" ||
+    fail "the log line of $r: $(grep "^k3: request $r " "$T/a.err")"
+done
+echo "ok request log: GET /, /app.js and HEAD /style.css logged with their status 200"
 
 # /tokenize, /detokenize against k3 tokenize
 printf 'Hello world, caf\303\251!' > "$T/text"

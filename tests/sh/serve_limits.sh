@@ -1,7 +1,8 @@
 #!/bin/sh
 # k3 serve on tests/models/tiny5 over loopback (curl): the connection limit (one more
 # connection is answered 503 with a JSON error, and the server serves on once it closes),
-# the warning for a non-loopback --host without --api-key (and none with a key), every
+# the warning for a non-loopback --host without --api-key (and none with a key), the chat
+# page's address for --host 0.0.0.0 (http://127.0.0.1:PORT/, a browser can open it), every
 # OpenAI reasoning_effort value rendered as the effort it maps to (the reply equals the
 # REPL's --greedy reply at that effort), and the first-turn reply equal to the REPL's
 # default (exact-id) history mode as well as --canonical-history (docs/SERVE.md).
@@ -30,12 +31,17 @@ start open --host 0.0.0.0
 grep -q 'k3: warning: serving on 0.0.0.0 without --api-key' "$T/open.err" ||
   fail "no warning for --host 0.0.0.0 without --api-key"
 [ "$($C "http://127.0.0.1:$PORT_open/health")" = '{"status": "ok"}' ] || fail "0.0.0.0 health"
+# the chat page line names an address a browser can open, not 0.0.0.0
+grep -q "^k3: chat page: open http://127.0.0.1:$PORT_open/ in a browser; --host 0.0.0.0 listens on \
+every interface" "$T/open.err" && ! grep -q 'open http://0\.0\.0\.0' "$T/open.err" ||
+  fail "--host 0.0.0.0: the chat page line is $(grep 'chat page' "$T/open.err")"
 start keyed --host 0.0.0.0 --api-key k
 grep -q 'warning' "$T/keyed.err" && fail "a warning although --api-key is set"
 start loop
 grep -q 'warning' "$T/loop.err" && fail "a warning on the loopback default"
 for p in $PIDS; do kill "$p" 2>/dev/null; done; PIDS=""
-echo "ok a non-loopback --host without --api-key warns; with a key, or on loopback, it does not"
+echo "ok a non-loopback --host without --api-key warns; with a key, or on loopback, it does not;" \
+  "--host 0.0.0.0 says to open http://127.0.0.1:PORT/"
 
 # ---- reasoning_effort values: the REPL's reply at the mapped effort ----
 start main

@@ -277,7 +277,11 @@ async function send(text) {
 document.addEventListener('DOMContentLoaded', () => {
   loadSettings();
   if (!conv()) newChat(); else draw();
-  for (const k of SETTINGS) $(k).addEventListener('change', saveSettings);
+  // saved as typed ('input'), not only on 'change': a value typed just before a reload, the
+  // field still focused, was lost
+  for (const k of SETTINGS) {
+    for (const ev of ['input', 'change']) $(k).addEventListener(ev, saveSettings);
+  }
   $('newchat').addEventListener('click', () => { if (!busy) newChat(); });
   $('stop').addEventListener('click', () => { if (busy) busy.abort(); });
   const submit = () => {
