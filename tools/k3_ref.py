@@ -118,6 +118,8 @@ class K3Ref:
         self.ck = Checkpoint(d)
         self.cache = {}
         self.ops = None         # --dump-ops: list of (name, array) while recording
+        self.tap_layers = ()    # tools/dspark_ref.py: 0-based layers whose raw prefix p is kept
+        self.taps = {}          # L -> p right after layer L's MLP output is added (K3_DSPARK §4.1)
 
     def op(self, name, a):
         """--dump-ops hook: record an intermediate (no effect unless self.ops is a list)."""
@@ -340,6 +342,8 @@ class K3Ref:
             x2 = self.rmsnorm(h2, self.vec(L, "post_attention_layernorm.weight"), self.eps)
             f = self.ffn(L, x2)
             p = p + f
+            if L in self.tap_layers:
+                self.taps[L] = p.copy()
             for n, v in (("mix_attn", h), ("attn_in", x), ("attn_out", a), ("mix_mlp", h2),
                          ("ffn_in", x2), ("ffn_out", f)):
                 self.op("L%02d_%s" % (L, n), v)
