@@ -8,9 +8,12 @@
  *   (c) the same bits at 1 and 2 threads and on the scalar kernels, and after a rollback
  *       (truncate, re-ingest);
  *   (d) refusals naming the problem: fc_norm true, aux_hidden_stream, a target_layer_ids
- *       out of order, a vocab that is not the target's, a missing tensor, a wrong shape. */
+ *       out of order, a vocab that is not the target's, a missing tensor, a wrong shape;
+ *       and the RoPE tables: the golden YaRN numbers of A and B, "default" plain. */
 #include "engine_fixture.h"
 #include "dspark.h"
+#include "draft/dspark_priv.h"
+#include <math.h>
 #include "util.h"
 #include <stdlib.h>
 #include <string.h>
@@ -205,9 +208,11 @@ static void put(const char *name, const char *data, size_t n) {
 static char *cfg_text, *st_bytes;
 static size_t cfg_len, st_len;
 
-static void refuse(K3Engine *e, const char *what, const char *from, const char *to,
-                   const char *st_from, const char *st_to, const char *named) {
-    char cfg[4096], err[2048];
+/* Draft A's files into tmp: config.json with `from` replaced by `to` (once; NULL: as it
+ * is), the safetensors header with st_from replaced by st_to (the same length). */
+static void write_edit(const char *what, const char *from, const char *to,
+                       const char *st_from, const char *st_to) {
+    char cfg[4096];
     const char *at = from ? strstr(cfg_text, from) : NULL;
     CHECK(!from || at, "%s: '%s' not in config.json", what, from);
     size_t o = 0;
@@ -228,6 +233,12 @@ static void refuse(K3Engine *e, const char *what, const char *from, const char *
     }
     put("model.safetensors", st, st_len);
     free(st);
+}
+
+static void refuse(K3Engine *e, const char *what, const char *from, const char *to,
+                   const char *st_from, const char *st_to, const char *named) {
+    char err[2048];
+    write_edit(what, from, to, st_from, st_to);
     K3DSpark *d = NULL;
     const int rc = k3_dspark_open(&d, tmp, e, 1, err, sizeof err);
     CHECK(rc == 2 && !d, "%s: open gave %d, want 2", what, rc);
@@ -259,11 +270,44 @@ static void wrong_shape(K3Engine *e, const char *name) {
     free(h);
 }
 
+static int near(double a, double b) { return fabs(a - b) <= 1e-6 * fabs(b); }
+
+/* The RoPE tables against K3_DSPARK §8.1's golden numbers, and rope_type "default" or
+ * apply_yarn_scaling false: plain theta^(-2i/D), the scale (nope+rope)^-1/2, magnitude 1. */
+static void rope_golden(K3Engine *e, const char *what, const char *from, const char *to,
+                        const double f[4], double scale, double mag) {
+    char err[2048];
+    K3DSpark *d = NULL;
+    if (from) write_edit(what, from, to, NULL, NULL);
+    const int rc = k3_dspark_open(&d, from ? tmp : "tests/models/tiny5_dspark_b", e, 1, err,
+                                  sizeof err);
+    CHECK(rc == 0, "%s: %s", what, err);
+    if (rc) return;
+    CHECK(near(d->inv_freq[0], f[0]) && near(d->inv_freq[1], f[1]) &&
+          near(d->inv_freq[2], f[2]) && near(d->inv_freq[3], f[3]),
+          "%s: inv_freq %.10g %.10g %.10g %.10g", what, d->inv_freq[0], d->inv_freq[1],
+          d->inv_freq[2], d->inv_freq[3]);
+    CHECK(near(d->scale, scale) && near(d->mag, mag), "%s: scale %.10g mag %.10g", what,
+          d->scale, d->mag);
+    CHECK(d->c.yarn == (mag != 1 || scale != 0.2041241452), "%s: yarn %d", what, d->c.yarn);
+    k3_dspark_close(d);
+}
+
 static void test_refusals(K3Engine *e) {
     CHECK(mkdtemp(tmp) != NULL, "mkdtemp");
     cfg_text = k3_read_file("tests/models/tiny5_dspark/config.json", &cfg_len);
     st_bytes = k3_read_file("tests/models/tiny5_dspark/model.safetensors", &st_len);
     if (!cfg_text || !st_bytes) { CHECK(0, "cannot read draft A"); return; }
+    const double yarn[4] = { 1.0, 0.2371708245, 0.05, 0.0079056942 };
+    const double plain[4] = { 1.0, 0.316227766, 0.1, 0.0316227766 };
+    rope_golden(e, "yarn A", "\"rope_type\": \"yarn\"", "\"rope_type\": \"yarn\"", yarn,
+                0.2646422580, 1.0);
+    rope_golden(e, "yarn B", NULL, NULL, yarn, 0.2334024810, 1.0648216254);
+    rope_golden(e, "default", "\"rope_type\": \"yarn\"", "\"rope_type\": \"default\"",
+                plain, 0.2041241452, 1.0);
+    rope_golden(e, "apply_yarn_scaling", "\"rope_type\": \"yarn\"",
+                "\"rope_type\": \"yarn\", \"apply_yarn_scaling\": false", plain,
+                0.2041241452, 1.0);
     refuse(e, "fc_norm", "\"bos_token_id\"", "\"fc_norm\": true,\n  \"bos_token_id\"", NULL,
            NULL, "fc_norm");
     refuse(e, "aux stream", "\"bos_token_id\"",
