@@ -29,6 +29,14 @@ static void problem(Cfg *c, const char *key, const char *fmt, ...) {
     if (c->used >= c->errlen) c->used = c->errlen - 1;
 }
 
+/* s as a JSON string literal, at most 60 bytes of it: what a message echoes is escaped. */
+static const char *quoted(const char *s, size_t n, char *buf, size_t bn) {
+    char *q = json_quote(s, n > 60 ? 60 : n);
+    snprintf(buf, bn, "%s%s", q ? q : "a string", n > 60 ? "..." : "");
+    free(q);
+    return buf;
+}
+
 static int get_int(Cfg *c, const Json *o, const char *key, int req, long long lo, long long hi,
                    int *out) {
     const Json *v = json_get(o, key);
@@ -114,8 +122,11 @@ static void read_rope(Cfg *c, const Json *cfg, K3DSparkConfig *k) {
         if (!t || t->type != JSON_STRING)
             problem(c, rpk, "rope_type missing (expected \"yarn\" or \"default\")");
         else if (!strcmp(t->str, "yarn") || !strcmp(t->str, "deepseek_yarn")) k->yarn = 1;
-        else if (strcmp(t->str, "default"))
-            problem(c, rpk, "rope_type \"%s\" is not supported (\"yarn\" or \"default\")", t->str);
+        else if (strcmp(t->str, "default")) {
+            char q[96];
+            problem(c, rpk, "rope_type %s is not supported (\"yarn\" or \"default\")",
+                    quoted(t->str, t->len, q, sizeof q));
+        }
         double v;
         if (get_num(c, rp, "rope_theta", 0, &v) == 0) { th = v; have_th = 1; }
         const Json *ay = json_get(rp, "apply_yarn_scaling");
@@ -128,15 +139,17 @@ static void read_rope(Cfg *c, const Json *cfg, K3DSparkConfig *k) {
                 { "mscale_all_dim", &k->mscale_all_dim, 0 },
             };
             for (size_t i = 0; i < sizeof f / sizeof *f; i++)
-                if (get_num(c, rp, f[i].n, f[i].req, f[i].v) == 0 && *f[i].v < 0)
-                    problem(c, f[i].n, "in %s must be >= 0", rpk);
+                if (get_num(c, rp, f[i].n, f[i].req, f[i].v) == 0 &&
+                    (*f[i].v < 0 || (i < 3 && *f[i].v == 0) || *f[i].v > 1e6))
+                    problem(c, f[i].n, "in %s must be %s and at most 1e6", rpk,
+                            i < 3 ? "> 0" : ">= 0");
             get_int(c, rp, "original_max_position_embeddings", 1, 1, INT32_MAX,
                     &k->orig_max_pos);
             if (k->factor < 1) problem(c, rpk, "factor must be >= 1");
         }
     }
     if (!have_th) problem(c, "rope_theta", "missing (top level or in rope_parameters)");
-    else if (!(th > 1)) problem(c, "rope_theta", "must be > 1");
+    else if (!(th > 1 && th < 1e30)) problem(c, "rope_theta", "must be in (1, 1e30)");
     k->theta = th;
 }
 
@@ -149,19 +162,23 @@ static void read_config(Cfg *c, const Json *j, const K3Config *t, K3DSparkConfig
     for (size_t i = 0; ar && ar->type == JSON_ARRAY && i < ar->len; i++)
         arch |= ar->items[i]->type == JSON_STRING && !strcmp(ar->items[i]->str, "K3DSparkModel");
     if (!arch) problem(c, "architectures", "must list \"K3DSparkModel\"");
-    get_int(c, j, "hidden_size", 1, 1, I32, &k->hidden);
-    get_int(c, j, "intermediate_size", 1, 1, I32, &k->inter);
+    const int D = 1 << 20;                    /* any dimension: bounded, products in range */
+    get_int(c, j, "hidden_size", 1, 1, D, &k->hidden);
+    get_int(c, j, "intermediate_size", 1, 1, D, &k->inter);
     get_int(c, j, "num_hidden_layers", 1, 1, 64, &k->layers);
     get_int(c, j, "num_attention_heads", 1, 1, 4096, &k->heads);
-    get_int(c, j, "q_lora_rank", 1, 1, I32, &k->q_lora);
-    get_int(c, j, "kv_lora_rank", 1, 1, I32, &k->kv_lora);
-    get_int(c, j, "qk_nope_head_dim", 1, 1, I32, &k->nope);
+    get_int(c, j, "q_lora_rank", 1, 1, D, &k->q_lora);
+    get_int(c, j, "kv_lora_rank", 1, 1, D, &k->kv_lora);
+    get_int(c, j, "qk_nope_head_dim", 1, 1, D, &k->nope);
     if (get_int(c, j, "qk_rope_head_dim", 1, 2, 1024, &k->rope) == 0 && k->rope % 2)
         problem(c, "qk_rope_head_dim", "must be even (pairs are rotated)");
-    get_int(c, j, "v_head_dim", 1, 1, I32, &k->v_dim);
+    get_int(c, j, "v_head_dim", 1, 1, D, &k->v_dim);
     get_int(c, j, "vocab_size", 1, 1, I32, &k->vocab);
     get_int(c, j, "max_position_embeddings", 1, 1, I32, &k->max_pos);
-    get_int(c, j, "markov_rank", 1, 1, I32, &k->markov_rank);
+    get_int(c, j, "markov_rank", 1, 1, D, &k->markov_rank);
+    if ((int64_t)k->heads * (k->nope + k->rope + k->v_dim) > I32 / 2)
+        problem(c, "num_attention_heads", "%d heads of qk_nope_head_dim + qk_rope_head_dim + "
+                "v_head_dim: too large", k->heads);
     int nkv = 0;
     get_int(c, j, "num_key_value_heads", 0, 1, 4096, &nkv);   /* MLA: not used */
     double eps = 0;
@@ -234,8 +251,10 @@ static void read_config(Cfg *c, const Json *j, const K3Config *t, K3DSparkConfig
     for (size_t i = 0; i < j->len && !quiet; i++) {
         size_t w = 0;
         while (w < sizeof KNOWN / sizeof *KNOWN && strcmp(KNOWN[w], j->keys[i])) w++;
+        char q[96];
         if (w == sizeof KNOWN / sizeof *KNOWN)
-            fprintf(stderr, "k3: warning: %s: unknown key '%s' ignored\n", c->file, j->keys[i]);
+            fprintf(stderr, "k3: warning: %s: unknown key %s ignored\n", c->file,
+                    quoted(j->keys[i], strlen(j->keys[i]), q, sizeof q));
     }
 }
 
@@ -287,7 +306,7 @@ static void bind_mat(Bind *b, K3Mat *M, const char *name, int rows, int cols) {
         if (!q) { snprintf(b->err, b->errlen, "out of memory"); b->failed = 1; return; }
         memcpy(q, p, t->nbytes);
         p = q;
-        fprintf(stderr, "k3: warning: %s: '%s' is not 2-byte aligned; copied\n", b->path, name);
+        b->d->copies[b->d->n_copies++] = q;   /* freed at close */
     }
     *M = (K3Mat){ K3_W_BF16, rows, cols, p, NULL, NULL };
     b->d->weight_bytes += t->nbytes;
@@ -429,6 +448,7 @@ void k3_dspark_close(K3DSpark *d) {
     free(d->lat); free(d->kpe); free(d->layers);
     free(d->ctx_norm); free(d->final_norm); free(d->inv_freq);
     free(d->taps); free(d->last_ctx); free(d->blk);
+    for (int i = 0; i < d->n_copies; i++) free(d->copies[i]);
     if (d->map) munmap(d->map, d->map_len);
     if (d->st) st_close(d->st);
     free(d);

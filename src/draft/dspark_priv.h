@@ -17,6 +17,7 @@ struct K3DSpark {
     void *map; size_t map_len;                /* model.safetensors, read-only */
     size_t weight_bytes;                      /* the tensors it reads, norms' copies too */
     K3DSparkLayer *layers;
+    void *copies[96]; int n_copies;           /* matrices misaligned in the file, copied */
     K3Mat ctx_proj, w1, w2, conf_w;
     float *ctx_norm, *final_norm, conf_b;
     /* RoPE: inv_freq [rope/2], magnitude, and the softmax scale */
