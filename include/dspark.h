@@ -56,11 +56,12 @@ int k3_dspark_draft(K3DSpark *d, int anchor, int N, int *drafts, float *conf, fl
 typedef struct { float *h_in, *h_layer, *hf, *base; } K3DSparkTrace;
 int k3_dspark_draft_trace(K3DSpark *d, int anchor, int N, int *drafts, float *conf,
                           float *logits, const K3DSparkTrace *tr, char *err, size_t errlen);
-/* The context cache of layer l, [P][kv_lora] and [P][rope], and c_p of the last ingest
- * ([n][hidden]) — for tests. */
+/* For tests: k3_dspark_ingest that also writes c_p of the n positions to ctx [n][hidden];
+ * the context cache of layer l, [P][kv_lora] and [P][rope]. */
+int k3_dspark_ingest_ctx(K3DSpark *d, const float *taps, int n, float *ctx, char *err,
+                         size_t errlen);
 const float *k3_dspark_lat(const K3DSpark *d, int l);
 const float *k3_dspark_kpe(const K3DSpark *d, int l);
-const float *k3_dspark_last_context(const K3DSpark *d);
 
 /* Memory: the weights it reads (the mapped tensors bar embed_tokens, and the f32 copies
  * of its norms), and its buffers at ctx positions of context (cache, tap rows for the

@@ -80,9 +80,12 @@ static int reserve(K3DSpark *d, int n, char *err, size_t errlen) {
     return 0;
 }
 
-int k3_dspark_ingest(K3DSpark *d, const float *taps, int n, char *err, size_t errlen) {
+/* Positions P..P+n-1 from their taps, K3_ROW_BLOCK at a time (bounded scratch; each
+ * position's bits do not depend on the split: k3_matmul per token is the T = 1 result). */
+int k3_dspark_ingest_ctx(K3DSpark *d, const float *taps, int n, float *ctx, char *err,
+                         size_t errlen) {
     const K3DSparkConfig *k = &d->c;
-    const int H = k->hidden, KL = k->kv_lora, DR = k->rope, Z = KL + DR;
+    const int H = k->hidden, KL = k->kv_lora, DR = k->rope, Z = KL + DR, W = k->n_taps * H;
     if (n <= 0) return 0;
     if (d->P + n > k->max_pos) {
         snprintf(err, errlen, "the draft's context would reach %d positions, past its "
@@ -90,30 +93,36 @@ int k3_dspark_ingest(K3DSpark *d, const float *taps, int n, char *err, size_t er
         return K3_ERR_RUNTIME;
     }
     if (reserve(d, d->P + n, err, errlen)) return K3_ERR_RUNTIME;
-    if (n > d->last_ctx_cap) {
-        float *c = realloc(d->last_ctx, sizeof(float) * (size_t)n * (H + Z));
-        if (!c) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
-        d->last_ctx = c; d->last_ctx_cap = n;
+    if (!d->ingest) {
+        d->ingest = malloc(sizeof(float) * K3_ROW_BLOCK * (size_t)(H + Z));
+        if (!d->ingest) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
     }
-    float *c = d->last_ctx, *z = c + (size_t)n * H;
-    k3_matmul(c, &d->ctx_proj, taps, n);                /* c_p, shared by every layer */
-    for (int t = 0; t < n; t++) k3_rmsnorm(c + (size_t)t * H, c + (size_t)t * H, d->ctx_norm,
-                                           H, k->eps);
-    for (int l = 0; l < k->layers; l++) {
-        const K3DSparkLayer *ly = &d->layers[l];
-        k3_matmul(z, &ly->kv_a, c, n);
-        for (int t = 0; t < n; t++) {
-            const int p = d->P + t;
-            const float *zt = z + (size_t)t * Z;
-            k3_rmsnorm(d->lat[l] + (size_t)p * KL, zt, ly->kv_a_norm, KL, k->eps);
-            float *pe = d->kpe[l] + (size_t)p * DR;
-            memcpy(pe, zt + KL, sizeof(float) * DR);    /* k_pe: not normalised */
-            k3_dspark_rope(d, pe, p);
+    for (int t0 = 0; t0 < n; t0 += K3_ROW_BLOCK) {
+        const int m = k3_block_rows(n, t0);
+        float *c = d->ingest, *z = c + (size_t)K3_ROW_BLOCK * H;
+        k3_matmul(c, &d->ctx_proj, taps + (size_t)t0 * W, m);   /* c_p: shared by the layers */
+        for (int t = 0; t < m; t++)
+            k3_rmsnorm(c + (size_t)t * H, c + (size_t)t * H, d->ctx_norm, H, k->eps);
+        if (ctx) memcpy(ctx + (size_t)t0 * H, c, sizeof(float) * m * H);
+        for (int l = 0; l < k->layers; l++) {
+            const K3DSparkLayer *ly = &d->layers[l];
+            k3_matmul(z, &ly->kv_a, c, m);
+            for (int t = 0; t < m; t++) {
+                const int p = d->P + t0 + t;
+                const float *zt = z + (size_t)t * Z;
+                k3_rmsnorm(d->lat[l] + (size_t)p * KL, zt, ly->kv_a_norm, KL, k->eps);
+                float *pe = d->kpe[l] + (size_t)p * DR;
+                memcpy(pe, zt + KL, sizeof(float) * DR);    /* k_pe: not normalised */
+                k3_dspark_rope(d, pe, p);
+            }
         }
     }
-    /* the tail of c's buffer held z: c_p stays readable for the tests */
     d->P += n;
     return 0;
+}
+
+int k3_dspark_ingest(K3DSpark *d, const float *taps, int n, char *err, size_t errlen) {
+    return k3_dspark_ingest_ctx(d, taps, n, NULL, err, errlen);
 }
 
 void k3_dspark_truncate(K3DSpark *d, int P) {
@@ -122,7 +131,6 @@ void k3_dspark_truncate(K3DSpark *d, int P) {
 int k3_dspark_pos(const K3DSpark *d) { return d->P; }
 const float *k3_dspark_lat(const K3DSpark *d, int l) { return d->lat[l]; }
 const float *k3_dspark_kpe(const K3DSpark *d, int l) { return d->kpe[l]; }
-const float *k3_dspark_last_context(const K3DSpark *d) { return d->last_ctx; }
 
 /* ---- one block ---- */
 

@@ -447,7 +447,7 @@ void k3_dspark_close(K3DSpark *d) {
     for (int l = 0; d->kpe && l < d->c.layers; l++) free(d->kpe[l]);
     free(d->lat); free(d->kpe); free(d->layers);
     free(d->ctx_norm); free(d->final_norm); free(d->inv_freq);
-    free(d->taps); free(d->last_ctx); free(d->blk);
+    free(d->taps); free(d->ingest); free(d->blk);
     for (int i = 0; i < d->n_copies; i++) free(d->copies[i]);
     if (d->map) munmap(d->map, d->map_len);
     if (d->st) st_close(d->st);
@@ -482,7 +482,7 @@ size_t k3_dspark_bytes(const K3DSpark *d, int ctx) {
     const size_t N = K3_DSPARK_MAX_N, H = k->hidden;
     size_t cache = (size_t)ctx * k->layers * (k->kv_lora + k->rope) * sizeof(float);
     size_t taps = (size_t)d->tap_cap * k->n_taps * H * sizeof(float);
-    size_t ctxrows = (size_t)d->tap_cap * H * 2 * sizeof(float);   /* c_p and kv_a of ingest */
+    size_t ctxrows = (size_t)K3_ROW_BLOCK * (H + k->kv_lora + k->rope) * sizeof(float);
     size_t block = d->blk_len ? d->blk_len * sizeof(float)
                               : N * (4 * H + 2 * (size_t)k->inter + k->q_lora +
                                      (size_t)k->heads * (k->nope + k->rope + k->v_dim) +

@@ -29,7 +29,7 @@ struct K3DSpark {
     /* context cache: per layer lat [cap][kv_lora], kpe [cap][rope]; P positions */
     float **lat, **kpe;
     int P, cap;
-    float *last_ctx; int last_ctx_cap;        /* c_p of the last ingest */
+    float *ingest;                            /* K3_ROW_BLOCK rows of c_p and kv_a */
     float *blk; size_t blk_len;               /* one block's buffers */
 };
 

@@ -148,10 +148,20 @@ static void test_case(K3Engine *e, K3DSpark *d, const char *cdir) {
     }
     /* (b) fed taps.f32, stage by stage */
     static Out o, o2;
+    float *ctx = malloc(sizeof(float) * ((size_t)P * H + 1));
     k3_dspark_truncate(d, 0);
-    CHECK(k3_dspark_ingest(d, taps, P, err, sizeof err) == 0, "%s: ingest: %s", cs, err);
-    if (P > 0) cmp(cs, "ctx", k3_dspark_last_context(d), cdir, "ctx.f32", (size_t)P * H, TOL);
+    CHECK(k3_dspark_ingest_ctx(d, taps, P, ctx, err, sizeof err) == 0, "%s: ingest: %s", cs,
+          err);
+    if (P > 0) cmp(cs, "ctx", ctx, cdir, "ctx.f32", (size_t)P * H, TOL);
+    free(ctx);
     run_block(d, taps, P, anchor, &o, 0);
+    {                                          /* non-causal: row 0 sees the rows after it */
+        int d2[2];
+        float hf2[2 * H];
+        K3DSparkTrace t2 = { NULL, NULL, hf2, NULL };
+        k3_dspark_draft_trace(d, anchor, 2, d2, NULL, NULL, &t2, err, sizeof err);
+        CHECK(memcmp(hf2, o.hf, sizeof(float) * H) != 0, "%s: row 0 of 2 rows == of 7", cs);
+    }
     float *lat = malloc(sizeof(float) * (NL * (size_t)P * KL + 1));
     float *kpe = malloc(sizeof(float) * (NL * (size_t)P * DR + 1));
     for (int l = 0; l < NL; l++) {
