@@ -128,6 +128,11 @@ typedef struct {
     int gap_L, quiet;                         /* quiet: no progress lines */
     const char *who;                          /* the line's prefix: "k3" unless set */
 } K3Progress;
+/* A read-only look into the forward for a draft model (dspark.h): when set, fn is called
+ * right after layer L's MLP output is added, with the AttnRes prefix p of the step's T
+ * rows (every sequence's, in step order), to copy what it wants; it never writes p. */
+typedef struct K3Tap K3Tap;
+struct K3Tap { void (*fn)(K3Tap *t, int L, const float *p, int T, int H); };
 typedef struct {
     K3Model m;
     K3Weights *w;
@@ -141,6 +146,7 @@ typedef struct {
                                                * (the server looks for gone clients) */
     double tick_next;
     int read_ahead;                           /* --read-ahead on (forward/readahead.c) */
+    K3Tap *tap;                               /* NULL: no draft model looks */
 } K3Engine;
 
 /* ---- model (src/model) ---- */

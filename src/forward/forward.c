@@ -177,6 +177,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         if (nonfinite(e, L, ly->is_moe ? "MoE" : "MLP", a, T, H, seq, n_seq, 0, err, errlen))
             return K3_ERR_RUNTIME;
         k3_runstate_add_rows(rs, p, a, T, H, 0);
+        if (e->tap) e->tap->fn(e->tap, L, p, T, H);   /* a draft's copy (dspark.h) */
         w->ops->release(w, L);
     }
     if (stop >= 0) {

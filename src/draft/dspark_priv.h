@@ -1,0 +1,39 @@
+/* dspark_priv.h — the draft's state, shared by its loader (dspark_load.c) and its forward
+ * (dspark.c). */
+#ifndef K3_DSPARK_PRIV_H
+#define K3_DSPARK_PRIV_H
+#include "dspark.h"
+
+typedef struct {
+    float *in_norm, *post_norm, *q_a_norm, *kv_a_norm;   /* widened to f32 */
+    K3Mat q_a, q_b, kv_a, kv_b, o, gate, up, down;        /* BF16, in the mapping */
+} K3DSparkLayer;
+
+struct K3DSpark {
+    K3DSparkConfig c;
+    K3Engine *e;                              /* the target: embedding, lm_head, pool */
+    char dir[4096];
+    StIndex *st;
+    void *map; size_t map_len;                /* model.safetensors, read-only */
+    size_t weight_bytes;                      /* the tensors it reads, norms' copies too */
+    K3DSparkLayer *layers;
+    void *copies[96]; int n_copies;           /* matrices misaligned in the file, copied */
+    K3Mat ctx_proj, w1, w2, conf_w;
+    float *ctx_norm, *final_norm, conf_b;
+    /* RoPE: inv_freq [rope/2], magnitude, and the softmax scale */
+    float *inv_freq, mag, scale;
+    /* tap rows of the last forward [tap_rows][n_taps * hidden], cap = engine's max_T */
+    K3Tap tap;
+    int tap_slot[K3_MAX_LAYERS];              /* target layer -> tap index, -1 */
+    float *taps; int tap_rows, tap_cap;
+    /* context cache: per layer lat [cap][kv_lora], kpe [cap][rope]; P positions */
+    float **lat, **kpe;
+    int P, cap;
+    float *ingest;                            /* K3_ROW_BLOCK rows of c_p and kv_a */
+    float *blk; size_t blk_len;               /* one block's buffers */
+};
+
+/* dspark.c: RoPE on x[rope] at pos (interleaved pairs); the tables from the config. */
+void k3_dspark_rope(const K3DSpark *d, float *x, int pos);
+void k3_dspark_rope_init(K3DSpark *d);
+#endif
