@@ -130,9 +130,13 @@ typedef struct {
 } K3Progress;
 /* A read-only look into the forward for a draft model (dspark.h): when set, fn is called
  * right after layer L's MLP output is added, with the AttnRes prefix p of the step's T
- * rows (every sequence's, in step order), to copy what it wants; it never writes p. */
+ * rows (every sequence's, in step order), to copy what it wants; it never writes p. done
+ * (NULL: none) is called once a forward has finished whole, with its T rows. */
 typedef struct K3Tap K3Tap;
-struct K3Tap { void (*fn)(K3Tap *t, int L, const float *p, int T, int H); };
+struct K3Tap {
+    void (*fn)(K3Tap *t, int L, const float *p, int T, int H);
+    void (*done)(K3Tap *t, int T);
+};
 typedef struct {
     K3Model m;
     K3Weights *w;

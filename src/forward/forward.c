@@ -207,6 +207,7 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
         seq[q].s->pos += seq[q].T;
         if (seq[q].s->undo && seq[q].s->undo->armed) seq[q].s->undo->T = seq[q].T;
     }
+    if (e->tap && e->tap->done) e->tap->done(e->tap, T);   /* the taps are whole */
     return 0;
 }
 

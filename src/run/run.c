@@ -10,6 +10,7 @@
 #include "json.h"
 #include "json_gram.h"
 #include "outfile.h"
+#include "run_draft.h"
 #include "logprob.h"
 #include "tok.h"
 #include "util.h"
@@ -28,6 +29,7 @@ typedef struct {
     const char *out, *dump_logits;
     int gen, recompute, quiet;
     int spec, spec_k; const char *draft_ids, *draft_file;   /* --spec and its drafts */
+    const char *draft_dir; int draft_block;   /* --draft DIR: a DSpark model drafts */
     int tok_given;                  /* --tok on the command line: text out even with --ids */
     const char *stops[16]; int n_stops;     /* --stop STR: the text ends before it */
     int ignore_eos;                         /* --ignore-eos: eos is an id like any other */
@@ -45,6 +47,7 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 }, { "--version", 0 },
     { "--list-presets", 0 }, { "--batch", 1 }, K3_FLAGS_SPEC,
     { "--draft-ids", 1 }, { "--draft-file", 1 }, { "--stop", 1 }, { "--ignore-eos", 0 },
+    { "--draft", 1 }, { "--draft-block", 1 },
     { "--system-file", 1 }, { "--logprobs", 1 }, { "--json", 0 }, { "--json-schema", 1 },
     K3_FLAGS_ENGINE,
 };
@@ -84,6 +87,13 @@ static int parse_args(int argc, char **argv, Opts *o) {
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
         else if (!strcmp(a, "--draft-ids")) { VAL(); o->draft_ids = v; }
         else if (!strcmp(a, "--draft-file")) { VAL(); o->draft_file = v; }
+        else if (!strcmp(a, "--draft")) { VAL(); o->draft_dir = v; }
+        else if (!strcmp(a, "--draft-block")) {
+            VAL();
+            if (k3_parse_int(a, v, 1, &o->draft_block)) return K3_ERR_USAGE;
+            if (o->draft_block > K3_DSPARK_MAX_N)
+                return usage_error("--draft-block takes 1..7 rows (DSpark's block), got %s", v);
+        }
         else if (!strcmp(a, "--stop")) {
             VAL();
             if (!*v) return usage_error("%s", "--stop needs a non-empty string");
@@ -118,7 +128,15 @@ static int parse_args(int argc, char **argv, Opts *o) {
     if (!o->spec && (o->draft_ids || o->draft_file))
         return usage_error("%s", "--draft-ids and --draft-file draft for --spec: drop --no-spec");
     const char *nospec = o->logprobs >= 0 ? "--logprobs" : NULL;   /* each step's own row */
-    if (nospec && (o->spec == 1 || o->draft_ids || o->draft_file))
+    if (o->draft_dir && (o->draft_ids || o->draft_file || o->recompute || !o->spec))
+        return usage_error("%s", "--draft verifies its blocks as --spec does: drop --draft-ids, "
+                           "--draft-file, --recompute and --no-spec");
+    if (o->draft_dir && k3_comm_size() > 1)
+        return usage_error("%s", "--draft does not run over MPI ranks yet: run bin/k3");
+    if (o->draft_block && !o->draft_dir)
+        return usage_error("%s", "--draft-block sets the rows of a --draft DIR block");
+    if (!o->draft_block) o->draft_block = K3_DSPARK_MAX_N;
+    if (nospec && (o->spec == 1 || o->draft_ids || o->draft_file || o->draft_dir))
         return usage_error("%s does not speculate: drop --spec and the drafts", nospec);
     if (nospec) o->spec = 0;
     if ((o->json || o->json_schema) && (!o->tok_dir || o->ignore_eos))
@@ -221,6 +239,7 @@ typedef struct {
     const char *why;                           /* eos, length, stop_string, context, interrupted */
     int sampled; uint64_t seed;                /* the sampler's seed (drawn without --seed) */
     const double *ranks; int n_ranks;          /* over N ranks: k3_ranks_gather's (else 0) */
+    const RunDraftStats *draft;                /* --draft DIR, else NULL */
 } Report;
 
 /* Ctrl-C: the generation stops after the token in hand and the report is still written;
@@ -275,6 +294,11 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
     if (r->spec)
         fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
                 r->spec->drafted, r->spec->accepted, r->spec->passes);
+    if (r->draft)
+        fprintf(f, "  \"draft_blocks\": %ld,\n  \"draft_proposed\": %ld,\n  \"draft_accepted\": "
+                "%ld,\n  \"draft_rows_verified\": %ld,\n  \"draft_seconds\": %.6f,\n",
+                r->draft->blocks, r->draft->proposed, r->draft->accepted, r->draft->rows,
+                r->draft->seconds);
     k3_ranks_json(r->ranks, r->n_ranks, r->n_prompt + r->n_gen, r->n_gen - 1, f);
     k3_mem_json(e->mem, f, r->t_prefill + r->t_decode);
     fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", e->m.cfg.vocab_size,
@@ -472,6 +496,7 @@ static int run_batch(const Opts *o) {
     Tok *tok = NULL;
     int *prompt = NULL, n_prompt = 0, rc = 0, *seq = NULL, *ref = NULL, n_ref = 0;
     K3State *st = NULL;
+    RunDraft *rd = NULL;                        /* --draft DIR */
     K3Logprob *lp = NULL;                       /* --logprobs */
     JgSchema *jg = NULL;                        /* --json, --json-schema */
     float *mask = NULL;
@@ -506,6 +531,11 @@ static int run_batch(const Opts *o) {
                     ref[i], V);
             rc = K3_ERR_USAGE; goto done;
         }
+    if (o->draft_dir &&
+        (rc = run_draft_open(&rd, o->draft_dir, &e, o->draft_block, o->quiet, err, sizeof err))) {
+        fprintf(stderr, "k3: --draft %s\n", err);
+        goto done;
+    }
     if (tok && tok_vocab_size(tok) > V)
         fprintf(stderr, "k3: warning: the tokenizer has %d ids but the model only %d\n",
                 tok_vocab_size(tok), V);
@@ -541,11 +571,14 @@ static int run_batch(const Opts *o) {
                 o->out ? "; the --out report is written" : "");
         Report r = { prompt, n_prompt, seq + n_prompt, 0, k3_now() - tp, 0, k3_peak_rss(),
                      k3_engine_expert_failures(&e), NULL, NULL, 0, 1, NULL, "interrupted",
-                     0, 0, NULL, 0 };
+                     0, 0, NULL, 0, NULL };
         if (o->out && k3_comm_rank() == 0) write_json(o->out, o, &e, &r);
         rc = K3_ERR_RUNTIME; goto done;
     }
     if (rc) { fprintf(stderr, "k3: prefill: %s\n", err); goto done; }
+    if (rd && (rc = run_draft_prefilled(rd, err, sizeof err))) {
+        fprintf(stderr, "k3: prefill: %s\n", err); goto done;
+    }
     t_prefill = k3_now() - tp;
     k3_mem_step(e.mem, 0, n_prompt, t_prefill, o->ef.mem.verbose && !o->quiet);
     if (o->dump_logits) {
@@ -616,8 +649,11 @@ static int run_batch(const Opts *o) {
         else if (n_gen == gen && ctx_cap) why = "context";
         if (end || em.stopped || n_gen == gen || g_interrupted) break;
         if (i_pend < n_pend) continue;         /* an accepted draft: already in the state */
-        const int k = o->spec ? k3_spec_draft(&spec, seq, n, n_prompt, gen - n_gen - 1,
-                                              draft) : 0;
+        const int k = rd ? run_draft_block(rd, next, n_gen, gen - n_gen - 1, draft, err,
+                                           sizeof err)
+                         : o->spec ? k3_spec_draft(&spec, seq, n, n_prompt, gen - n_gen - 1,
+                                                   draft) : 0;
+        if (k < 0) { fprintf(stderr, "\nk3: draft: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
         if (k > 0) {                           /* verify: the last token and k drafts */
             memcpy(seq + n, draft, sizeof(int) * k);   /* room: n + k < n_prompt + gen */
             if (k3_state_mark(m, st, k + 1)) { fprintf(stderr, "k3: out of memory\n");
@@ -630,6 +666,7 @@ static int run_batch(const Opts *o) {
                 n_pend = k3_spec_accept(&spec, m, st, &smp, n_gen, draft, k, logits, pend);
                 i_pend = 0;
                 if (n_pend < 0) { snprintf(err, sizeof err, "out of memory"); rc = 1; }
+                else if (rd && run_draft_keep(rd, k, n_pend, err, sizeof err)) rc = 1;
                 else if (n_pend > dead) {
                     fprintf(stderr, "\nk3: JSON mode: no token can continue the text\n");
                     rc = K3_ERR_RUNTIME; goto done;
@@ -640,7 +677,10 @@ static int run_batch(const Opts *o) {
         } else if (o->recompute) {
             k3_state_reset(m, st);
             rc = k3_prefill(&e, st, seq, n, o->ef.chunk, logits, 0, err, sizeof err);
-        } else rc = k3_forward(&e, st, seq + n - 1, 1, logits, 0, err, sizeof err);
+        } else {
+            rc = k3_forward(&e, st, seq + n - 1, 1, logits, 0, err, sizeof err);
+            if (!rc && rd && run_draft_keep(rd, 0, 1, err, sizeof err)) rc = 1;
+        }
         if (rc) { fprintf(stderr, "\nk3: generation step %d: %s\n", n_gen, err); goto done; }
         double ts = k3_now();
         k3_mem_step(e.mem, n_gen, o->recompute ? n : k + 1, ts - td_step,
@@ -654,8 +694,9 @@ static int run_batch(const Opts *o) {
     const long failures = k3_engine_expert_failures(&e);
     Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(),
                  failures, o->spec ? &spec : NULL, lp, o->logprobs, g_interrupted,
-                 em.stopped ? o->stops[em.stopped - 1] : NULL, why, sampled, seed, NULL, 0 };
+                 em.stopped ? o->stops[em.stopped - 1] : NULL, why, sampled, seed, NULL, 0, NULL };
     const double *ranks = r.ranks = k3_ranks_gather(&e, comm_decode, &r.n_ranks);   /* all */
+    r.draft = rd ? run_draft_stats(rd) : NULL;
     if (r.interrupted)                         /* said even with --quiet: the exit is 1 */
         fprintf(stderr, "k3: interrupted after %d of --gen %d tokens; the ids so far%s are "
                 "written\n", n_gen, o->gen, o->out ? " and the --out report" : "");
@@ -671,7 +712,13 @@ static int run_batch(const Opts *o) {
         if (o->ef.mem.verbose || !k3_mem_brief(e.mem))     /* what streamed, and how fast */
             k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
         k3_ranks_print(ranks, r.n_ranks, n_prompt + n_gen, n_gen - 1, stderr);
-        if (o->spec && spec.passes)            /* no pass: nothing was speculated */
+        if (rd) {
+            const RunDraftStats *ds = run_draft_stats(rd);
+            fprintf(stderr, "k3: draft: %ld block%s of %d, %ld drafts verified, %ld accepted "
+                    "(%.2f per block), %.3f s in the draft\n", ds->blocks,
+                    ds->blocks == 1 ? "" : "s", o->draft_block, ds->proposed, ds->accepted,
+                    ds->blocks ? (double)ds->accepted / ds->blocks : 0.0, ds->seconds);
+        } else if (o->spec && spec.passes)     /* no pass: nothing was speculated */
             fprintf(stderr, "k3: spec: %ld verify pass%s, %ld drafted, %ld accepted (%.2f "
                     "accepted tokens per pass)\n", spec.passes, spec.passes == 1 ? "" : "es",
                     spec.drafted, spec.accepted,
@@ -693,6 +740,7 @@ static int run_batch(const Opts *o) {
     if (tok) tok_stream_free(&em.ts);
     free(em.hold);
 done:
+    run_draft_close(rd);
     if (st) k3_state_free(&e.m, st);
     free(seq); free(prompt); free(ref); free(lp); free(mask);
     jg_free(jg);
