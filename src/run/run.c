@@ -30,6 +30,7 @@ typedef struct {
     int gen, recompute, quiet;
     int spec, spec_k; const char *draft_ids, *draft_file;   /* --spec and its drafts */
     const char *draft_dir; int draft_block;   /* --draft DIR: a DSpark model drafts */
+    int draft_fixed;                          /* --draft-block N given: not chosen */
     int tok_given;                  /* --tok on the command line: text out even with --ids */
     const char *stops[16]; int n_stops;     /* --stop STR: the text ends before it */
     int ignore_eos;                         /* --ignore-eos: eos is an id like any other */
@@ -91,6 +92,7 @@ static int parse_args(int argc, char **argv, Opts *o) {
         else if (!strcmp(a, "--draft-block")) {
             VAL();
             if (k3_parse_int(a, v, 1, &o->draft_block)) return K3_ERR_USAGE;
+            o->draft_fixed = 1;
             if (o->draft_block > K3_DSPARK_MAX_N)
                 return usage_error("--draft-block takes 1..7 rows (DSpark's block), got %s", v);
         }
@@ -531,8 +533,11 @@ static int run_batch(const Opts *o) {
                     ref[i], V);
             rc = K3_ERR_USAGE; goto done;
         }
+    K3Spec cost;                               /* one more verified position's cost */
+    k3_spec_init(&cost, m, NULL, 0, 0);
     if (o->draft_dir &&
-        (rc = run_draft_open(&rd, o->draft_dir, &e, o->draft_block, o->quiet, err, sizeof err))) {
+        (rc = run_draft_open(&rd, o->draft_dir, &e, o->draft_block, o->draft_fixed,
+                             cost.step_cost, o->quiet, err, sizeof err))) {
         fprintf(stderr, "k3: --draft %s\n", err);
         goto done;
     }

@@ -11,6 +11,12 @@ struct RunDraft {
     K3DSpark *d;
     K3Engine *e;
     int block, vocab;
+    int fixed;               /* --draft-block N: every block verifies N (else chosen) */
+    double kappa;            /* one more verified position's cost over a step (spec.h) */
+    double acc, pred;        /* running accepted and predicted drafts a verify: cal */
+    double t_draft, t_step;  /* running seconds of a block and of a verify's base step */
+    double t_mark;           /* when the last block was handed over */
+    int cool, fails, last_k; /* plain steps to wait after blocks that did not pay */
     int prefill;             /* every forward's rows are committed (the prompt) */
     int failed; char err[512];
     int *oracle; int n_oracle, right;     /* the test hook (K3_TEST_DRAFT_ORACLE) */
@@ -49,8 +55,8 @@ static int oracle_init(RunDraft *r, char *err, size_t errlen) {
     return 0;
 }
 
-int run_draft_open(RunDraft **out, const char *dir, K3Engine *e, int block, int quiet,
-                   char *err, size_t errlen) {
+int run_draft_open(RunDraft **out, const char *dir, K3Engine *e, int block, int fixed,
+                   double kappa, int quiet, char *err, size_t errlen) {
     RunDraft *r = calloc(1, sizeof *r);
     if (!r) { snprintf(err, errlen, "out of memory"); return 1; }
     int rc = k3_dspark_open(&r->d, dir, e, quiet, err, errlen);
@@ -58,6 +64,9 @@ int run_draft_open(RunDraft **out, const char *dir, K3Engine *e, int block, int 
     if (oracle_init(r, err, errlen)) { run_draft_close(r); return 2; }
     r->e = e;
     r->block = block;
+    r->fixed = fixed;
+    r->kappa = kappa;
+    r->acc = r->pred = 1.0;
     r->vocab = e->m.cfg.vocab_size;
     r->inner = k3_dspark_tap(r->d);
     r->tap.fn = tap_fn;
@@ -74,15 +83,52 @@ int run_draft_prefilled(RunDraft *r, char *err, size_t errlen) {
     return 0;
 }
 
+/* The verify length from the confidence head and the bytes (spec §5.6): n drafts give
+ * 1 + cal * (S_0 + .. + S_n-1) tokens, S_r = c_0 .. c_r the head's predicted survival and
+ * cal the accepted over the predicted so far (running), for 1 + kappa * n + delta steps,
+ * delta the block's own cost over a step (measured). */
+static int choose(const RunDraft *r, const float *conf, int limit) {
+    const double cal = r->acc / (r->pred > 1e-9 ? r->pred : 1e-9);
+    const double delta = r->t_step > 0 ? r->t_draft / r->t_step : 0.0;
+    double s = 1.0, e = 1.0, best_rate = 1.0;        /* a plain step: 1 token for 1 */
+    int best = 0;
+    for (int n = 1; n <= limit; n++) {
+        s *= conf[n - 1];
+        e += cal * s;
+        const double rate = e / (1.0 + r->kappa * n + delta);
+        if (rate > best_rate) { best_rate = rate; best = n; }
+    }
+    return best;
+}
+
 int run_draft_block(RunDraft *r, int anchor, long gen_pos, int room, int *draft, char *err,
                     size_t errlen) {
+    r->last_k = 0;
     if (room <= 0) return 0;
+    if (r->cool > 0) { r->cool--; return 0; }        /* blocks did not pay: plain steps */
     int d[K3_DSPARK_MAX_N];
+    float conf[K3_DSPARK_MAX_N];
     const double t0 = k3_now();
-    if (k3_dspark_draft(r->d, anchor, r->block, d, NULL, NULL, err, errlen)) return -1;
-    r->st.seconds += k3_now() - t0;
+    if (k3_dspark_draft(r->d, anchor, r->block, d, conf, NULL, err, errlen)) return -1;
+    const double td = k3_now() - t0;
+    r->st.seconds += td;
     r->st.blocks++;
-    const int k = room < r->block ? room : r->block;
+    r->t_draft = r->t_draft > 0 ? 0.7 * r->t_draft + 0.3 * td : td;
+    const int limit = room < r->block ? room : r->block;
+    int k = limit;
+    if (!r->fixed) {
+        k = choose(r, conf, limit);
+        if (!k) {               /* not worth a row: wait 4, 8 .. 64 steps, then probe one */
+            r->fails++;
+            r->cool = 4 << (r->fails < 4 ? r->fails : 4);
+            k = r->fails == 1 ? 1 : 0;
+        } else r->fails = 0;
+        double p = 0, s = 1;                         /* what the head predicts for k */
+        for (int j = 0; j < k; j++) { s *= conf[j]; p += s; }
+        r->pred = 0.7 * r->pred + 0.3 * p;
+    }
+    r->last_k = k;
+    r->t_mark = k3_now();
     for (int j = 0; j < k; j++) {
         draft[j] = d[j];
         if (r->oracle && gen_pos + j < r->n_oracle) {
@@ -102,6 +148,12 @@ int run_draft_keep(RunDraft *r, int k, int n_keep, char *err, size_t errlen) {
         return 1;
     }
     r->st.proposed += k; r->st.accepted += n_keep - 1; r->st.rows += k + 1;
+    if (k > 0 && r->last_k == k && r->t_mark > 0) {  /* the verify's base step, measured */
+        const double ts = (k3_now() - r->t_mark) / (1.0 + r->kappa * k);
+        r->t_step = r->t_step > 0 ? 0.7 * r->t_step + 0.3 * ts : ts;
+        if (!r->fixed) r->acc = 0.7 * r->acc + 0.3 * (n_keep - 1);
+    }
+    r->t_mark = 0;
     const double t0 = k3_now();
     const int rc = k3_dspark_ingest(r->d, taps, n_keep, err, errlen);
     r->st.seconds += k3_now() - t0;

@@ -15,10 +15,13 @@ typedef struct {
 } RunDraftStats;
 
 /* Opens the draft and installs its tap in e (which must outlive it); block: rows per draft
- * (1..7). Until run_draft_prefilled, every forward's rows are committed positions (the
+ * (1..7); fixed: every block verifies them all (--draft-block), else each block verifies
+ * the drafts the confidence head and the cost make worth it (kappa: one more verified
+ * position's cost over a step, spec.h's step_cost), none for a while where drafts do not
+ * pay. Until run_draft_prefilled, every forward's rows are committed positions (the
  * prompt) and go into the draft's context as each forward ends. */
-int run_draft_open(RunDraft **out, const char *dir, K3Engine *e, int block, int quiet,
-                   char *err, size_t errlen);
+int run_draft_open(RunDraft **out, const char *dir, K3Engine *e, int block, int fixed,
+                   double kappa, int quiet, char *err, size_t errlen);
 /* After the prompt's prefill: its positions are all in the draft's context. */
 int run_draft_prefilled(RunDraft *r, char *err, size_t errlen);
 /* The drafts to verify after anchor (the token at the draft's next position), at most room:

@@ -40,7 +40,8 @@ $K3 $M --trunk $T/trunk --preset minimum --ids "$P" --gen 12 --quiet --draft $D 
 [ "$(cat $T/s)" = "$(cut -d, -f1-12 $M/ref/greedy.txt)" ] &&
   ok "streamed trunk, minimum budget: the same ids" || bad "streamed: $(tail -n 2 $T/se)"
 # the oracle hook: every draft right, then two a block; the ids never change
-K3_TEST_DRAFT_ORACLE=$G $K3 $M --ids "$P" --gen 16 --draft $D --out $T/o.json > $T/o 2>$T/oe
+K3_TEST_DRAFT_ORACLE=$G $K3 $M --ids "$P" --gen 16 --draft $D --draft-block 7 --out $T/o.json \
+  > $T/o 2>$T/oe
 num() { sed -n "s/^  \"$1\": \([0-9]*\),\$/\1/p" $T/o.json; }
 [ "$(cat $T/o)" = "$(echo $G | cut -d, -f1-16)" ] ||
   bad "oracle: ids '$(cat $T/o)'"
@@ -51,10 +52,26 @@ num() { sed -n "s/^  \"$1\": \([0-9]*\),\$/\1/p" $T/o.json; }
   ok "oracle: 13 of 13 drafts accepted in 2 blocks" ||
   bad "oracle: $(grep 'k3: draft' $T/oe) $(grep draft_ $T/o.json | tr -d '\n')"
 K3_TEST_DRAFT_ORACLE=$G K3_TEST_DRAFT_RIGHT=2 $K3 $M --ids "$P" --gen 16 --draft $D \
-  --out $T/o.json > $T/o 2>$T/oe
+  --draft-block 7 --out $T/o.json > $T/o 2>$T/oe
 [ "$(cat $T/o)" = "$(echo $G | cut -d, -f1-16)" ] && [ "$(num draft_accepted)" = 10 ] &&
   ok "oracle, 2 right a block: 10 accepted, the same ids" ||
   bad "oracle 2 right: '$(cat $T/o)', $(grep 'k3: draft' $T/oe)"
+# the verify length chosen (no --draft-block): drafts that are never right cost few rows
+# (a cooldown), drafts that are always right are kept in long blocks
+$K3 $M --ids "$P" --gen 64 --quiet > $T/g64
+$K3 $M --ids "$P" --gen 64 --draft $D --draft-block 7 --out $T/o.json > $T/f 2>/dev/null
+fixed=$(num draft_proposed)
+$K3 $M --ids "$P" --gen 64 --draft $D --out $T/o.json > $T/a 2>/dev/null
+chosen=$(num draft_proposed)
+cmp -s $T/f $T/g64 && cmp -s $T/a $T/g64 && [ "$chosen" -gt 0 ] && [ $((chosen * 4)) -lt "$fixed" ] &&
+  ok "no draft right: $chosen drafts verified when chosen, $fixed with --draft-block 7" ||
+  bad "no draft right: chosen $chosen, fixed $fixed"
+K3_TEST_DRAFT_ORACLE=$(cat $T/g64) $K3 $M --ids "$P" --gen 64 --draft $D --out $T/o.json \
+  > $T/a 2>/dev/null
+cmp -s $T/a $T/g64 && [ "$(num draft_accepted)" = "$(num draft_proposed)" ] &&
+  [ "$(num draft_accepted)" -ge 40 ] &&
+  ok "every draft right, chosen: $(num draft_accepted) accepted in $(num draft_blocks) blocks" ||
+  bad "every draft right, chosen: $(grep draft_ $T/o.json | tr -d '\n')"
 # refusals
 for a in "--recompute" "--no-spec" "--draft-ids 1,2" "--logprobs 2" "--draft-block 8"; do
   # shellcheck disable=SC2086
