@@ -77,16 +77,16 @@ int k3_out_check(const char *path, int dash, char *err, size_t errlen) {
         return -1;
     }
     if (!stat(path, &sb) && !S_ISREG(sb.st_mode)) {      /* a device, FIFO: written in place */
-        if (access(path, W_OK)) { snprintf(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
-        return 0;
+        if (!access(path, W_OK)) return 0;
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
     }
     char *t = follow_links(path), *dir = t ? folder_of(t) : NULL;
     int rc = -1;
     if (!t || !dir) { snprintf(err, errlen, "%s: %s", path, strerror(errno ? errno : ENOMEM)); }
     else if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
-        int e = errno;
-        const char *why = stat(dir, &sb) ? (e == ENOENT ? "does not exist" : strerror(e))
-                                         : "is not a folder";
+        const int e = errno, st = stat(dir, &sb);
+        const char *why = st ? (e == ENOENT ? "does not exist" : strerror(e)) : "is not a folder";
         snprintf(err, errlen, "%s: the folder %s %s; create it or pass another path", path, dir,
                  why);
     } else if (!stat(t, &sb) && access(t, W_OK)) {
@@ -137,7 +137,8 @@ int k3_out_open(K3Out *o, const char *path, int dash, mode_t mode, char *err, si
     o->tmp = malloc(tl);
     if (!o->tmp) { snprintf(err, errlen, "%s: out of memory", path); goto fail; }
     snprintf(o->tmp, tl, "%s.tmp.%ld.%u", o->target, (long)getpid(), atomic_fetch_add(&seq, 1));
-    o->fd = open(o->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, keep ? 0600 : mode);  /* pack reads back */
+    /* read and write: pack reads its trunk back (--verify) */
+    o->fd = open(o->tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, keep ? 0600 : mode);
     if (o->fd < 0) {
         snprintf(err, errlen, "%s: cannot create %s: %s", path, o->tmp, strerror(errno));
         free(o->tmp); o->tmp = NULL;
