@@ -39,8 +39,9 @@ int k3_draft_keep(K3DraftLoop *r, int k, int n_keep, char *err, size_t errlen);
  * k > 0 and k3_draft_keep) commits all its rows: they go into the context as it ends when
  * they continue it, after it is cut back to where the forward began (a rewind of st seen).
  * A block is drafted only while the context covers exactly [0, st->pos), else 0 (a plain
- * step). A state whose positions are not those the context saw (loaded from a file,
- * reset) calls k3_draft_truncate first. st may change (NULL: the one-prompt mode). */
+ * step; so too past the draft's max_position_embeddings). A state whose positions are not
+ * those the context saw (loaded from a file) calls k3_draft_truncate first. st may change
+ * (NULL: the one-prompt mode). */
 void k3_draft_follow(K3DraftLoop *r, const K3State *st);
 void k3_draft_truncate(K3DraftLoop *r, int P);   /* keep [0, P); a verify is abandoned */
 int k3_draft_pos(const K3DraftLoop *r);           /* positions in the draft's context */

@@ -10,7 +10,7 @@ struct K3DraftLoop {
     K3Tap *inner;            /* the draft's own tap */
     K3DSpark *d;
     K3Engine *e;
-    int block, vocab;
+    int block, vocab, max_pos;   /* max_pos: the draft's max_position_embeddings */
     int fixed;               /* --draft-block N: every block verifies N (else chosen) */
     double kappa;            /* one more verified position's cost over a step (spec.h) */
     double acc, pred;        /* running accepted and predicted drafts a verify: cal */
@@ -39,6 +39,7 @@ static void tap_done(K3Tap *t, int T) {
         const int pos0 = r->follow->pos - T;
         if (k3_dspark_pos(r->d) > pos0) k3_dspark_truncate(r->d, pos0 > 0 ? pos0 : 0);
         if (k3_dspark_pos(r->d) != pos0) return;       /* a gap: the context stays behind */
+        if (pos0 + T > r->max_pos) return;     /* past the draft's positions: no drafts */
     } else if (!r->prefill) return;
     int rows = 0;
     const float *taps = k3_dspark_tap_rows(r->d, &rows);
@@ -76,6 +77,7 @@ int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, in
     r->kappa = kappa;
     r->acc = r->pred = 1.0;
     r->vocab = e->m.cfg.vocab_size;
+    r->max_pos = k3_dspark_config(r->d)->max_pos;
     r->inner = k3_dspark_tap(r->d);
     r->tap.fn = tap_fn;
     r->tap.done = tap_done;
@@ -117,6 +119,7 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
     if (r->follow) {         /* chat: only from exactly the state's positions */
         if (k3_dspark_pos(r->d) > r->follow->pos) k3_dspark_truncate(r->d, r->follow->pos);
         if (k3_dspark_pos(r->d) != r->follow->pos) return 0;
+        if (r->follow->pos + r->block > r->max_pos) return 0;
     }
     if (room <= 0) return 0;
     if (r->cool > 0) { r->cool--; return 0; }        /* blocks did not pay: plain steps */
