@@ -22,6 +22,7 @@ struct K3DraftLoop {
     int verifying;           /* a block was handed over: its forward is a verify's */
     int failed; char err[512];
     int *oracle; int n_oracle, right;     /* the test hook (K3_TEST_DRAFT_ORACLE) */
+    int log;                 /* K3_TEST_DRAFT_LOG=1: each block's drafts on stderr */
     K3DraftStats st;
 };
 
@@ -71,6 +72,8 @@ int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, in
     int rc = k3_dspark_open(&r->d, dir, e, quiet, err, errlen);
     if (rc) { free(r); return rc; }
     if (oracle_init(r, err, errlen)) { k3_draft_close(r); return 2; }
+    const char *lg = getenv("K3_TEST_DRAFT_LOG");
+    r->log = lg && !strcmp(lg, "1");
     r->e = e;
     r->block = block;
     r->fixed = fixed;
@@ -128,6 +131,11 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
     const double t0 = k3_now();
     if (k3_dspark_draft(r->d, anchor, r->block, d, conf, NULL, err, errlen)) return -1;
     const double td = k3_now() - t0;
+    if (r->log) {            /* drafts are a function of the context: tests compare them */
+        fprintf(stderr, "k3: test: block at %d from %d:", k3_dspark_pos(r->d), anchor);
+        for (int j = 0; j < r->block; j++) fprintf(stderr, " %d", d[j]);
+        fputc('\n', stderr);
+    }
     r->st.seconds += td;
     r->st.blocks++;
     r->t_draft = r->t_draft > 0 ? 0.7 * r->t_draft + 0.3 * td : td;

@@ -6,7 +6,9 @@
 # nothing and rebuilt by the re-prefill). The random draft accepts next to nothing, so the
 # test hook K3_TEST_DRAFT_ORACLE (the session's reply ids, from the run without a draft)
 # gives sessions where most drafts are right (the context limit reached inside accepted
-# drafts: the state and the draft rolled back). Also: --context-full drop-oldest (the
+# drafts: the state and the draft rolled back). K3_TEST_DRAFT_LOG=1 (each block's drafts)
+# shows the draft's context after a turn is that of the conversation prefilled at once
+# (a keep of the wrong rows fails it). Also: --context-full drop-oldest (the
 # oldest turns dropped, the conversation re-prefilled), a state saved with --draft resumed
 # with it (no draft context: no drafts until /reset, the same replies), the refusals.
 K3=${K3:-./bin/k3}
@@ -62,7 +64,29 @@ same "greedy, drafts right (oracle)" "$T/in2" --gen 60 --greedy --no-think
 [ "$(sum 2 "$T/e.c")" -gt 30 ] || fail "oracle: only $(sum 2 "$T/e.c") accepted at block 3"
 same "greedy, oracle, cut by the context" "$T/in2" --gen 60 --greedy --no-think --ctx 55
 grep -q 'context limit reached' "$T/e.b" || fail "the context limit was not reached"
+
+# The draft's context is the conversation's: drafts are a function of it, so a second turn
+# (a reused prefix, the first turn's verifies, most drafts accepted, the new prefill) drafts
+# what a session prefilling the same conversation at once (chunks of 7) drafts.
+printf 'Hello there\n' > "$T/in1"; printf 'Second one\n' > "$T/in21"
+cat "$T/in1" "$T/in21" > "$T/in12"
+F="--gen 60 --greedy --no-think --draft $D --draft-block 3"
+# shellcheck disable=SC2086
+K3_TEST_DRAFT_LOG=1 "$K3" $M --chat --tok $TK $F --history "$T/hA" < "$T/in12" \
+  > /dev/null 2> "$T/eA" || fail "log A exited $?"
 unset K3_TEST_DRAFT_ORACLE
+# shellcheck disable=SC2086
+"$K3" $M --chat --tok $TK $F --history "$T/hB" < "$T/in1" > /dev/null 2>&1 || fail "B1"
+# shellcheck disable=SC2086
+K3_TEST_DRAFT_LOG=1 "$K3" $M --chat --tok $TK $F --history "$T/hB" --prefill-chunk 7 \
+  < "$T/in21" > /dev/null 2> "$T/eB" || fail "log B exited $?"
+cmp -s "$T/hA" "$T/hB" || fail "the conversation at once differs"
+awk '/reused/ { t++ } /^k3: test: block/ && t == 1' "$T/eA" > "$T/a2"
+grep '^k3: test: block' "$T/eB" > "$T/b1"
+[ "$(sum 2 "$T/eA")" -gt 10 ] || fail "context: only $(sum 2 "$T/eA") drafts accepted"
+[ -s "$T/a2" ] || fail "context: the second turn drafted nothing"
+grep -vxFf "$T/b1" "$T/a2" > "$T/diff" && fail "context: turn 2 drafts $(head -1 "$T/diff")"
+echo "ok the draft's context after a turn = a fresh prefill's ($(wc -l < "$T/a2") blocks)"
 
 # A state saved with --draft, resumed with --draft: no draft context, so no block until
 # /reset re-prefills; the same replies as resumed without a draft.
