@@ -3,6 +3,7 @@
 #include "chat.h"
 #include "lineedit.h"
 #include "cli.h"
+#include "comm.h"
 #include "statefile.h"
 #include "util.h"
 #include <errno.h>
@@ -35,6 +36,8 @@ static const char CHAT_USAGE[] =
 "                         the conversation verified k+1 positions per forward; the same\n"
 "                         replies, docs/BATCH.md); --spec-k N most drafts per pass (8)\n"
 "  --draft-file PATH      also draft from this text (e.g. the file the answer copies)\n"
+"  --draft DIR            draft with a DSpark model instead (docs/DRAFT.md; the same\n"
+"                         replies); --draft-block N: N rows a block (1..7; default chosen)\n"
 "  --save-state FILE      at exit, save the engine state (needs --history; see docs/CHAT.md)\n"
 "  --load-state FILE      resume from a saved state instead of re-prefilling the history\n"
 "  --config PATH --threads N --kernels K   engine options as in batch mode\n"
@@ -222,6 +225,11 @@ static int state_resume(Chat *c) {
         return K3_ERR_RUNTIME;
     }
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
+    if (c->draft) {          /* the file holds no draft context: none until a re-prefill */
+        k3_draft_truncate(c->draft, 0);
+        fprintf(stderr, "k3: --draft: a loaded state has no draft context, so replies are "
+                "not drafted until the conversation is prefilled again (/reset)\n");
+    }
     fprintf(stderr, "k3: state %s: %d positions restored in %.2f s (%d messages from %s); "
             "0 re-prefilled\n", c->load_state, c->st->pos, k3_now() - t0, c->log.n, c->history);
     n_loaded = 0;
@@ -374,7 +382,7 @@ static const K3Flag CHAT_FLAGS[] = {
     { "--thinking-effort", 1 }, { "--no-think", 0 }, { "--hide-thinking", 0 },
     { "--canonical-history", 0 }, { "--no-color", 0 }, { "--help", 0 },
     { "--prefill-chunk", 1 }, { "--context-full", 1 }, K3_FLAGS_SPEC,
-    { "--draft-file", 1 }, K3_FLAGS_SAMPLER,
+    { "--draft-file", 1 }, { "--draft", 1 }, { "--draft-block", 1 }, K3_FLAGS_SAMPLER,
     K3_FLAGS_MEM,
 };
 #define N_CHAT_FLAGS (int)(sizeof CHAT_FLAGS / sizeof CHAT_FLAGS[0])
@@ -430,6 +438,13 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         else if (!strcmp(a, "--canonical-history")) c->canonical = 1;
         else if (!strcmp(a, "--no-color")) c->color = 0;
         else if (!strcmp(a, "--draft-file")) { VAL(); c->draft_file = v; }
+        else if (!strcmp(a, "--draft")) { VAL(); c->draft_dir = v; }
+        else if (!strcmp(a, "--draft-block")) {
+            VAL(); if (k3_parse_int(a, v, 1, &c->draft_block)) return K3_ERR_USAGE;
+            if (c->draft_block > K3_DSPARK_MAX_N)
+                return usage("--draft-block takes 1..7 rows (DSpark's block), got %s", v);
+            c->draft_fixed = 1;
+        }
         else if (!strcmp(a, "--context-full")) {
             VAL();
             if (strcmp(v, "stop") && strcmp(v, "drop-oldest"))
@@ -449,6 +464,14 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
     if (!c->tok_dir)
         return usage("%s", "chat needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
     if (sampler_check(&c->sp, err, sizeof err)) return usage("%s", err);
+    if (c->draft_dir && (!c->spec || c->draft_file))
+        return usage("%s", "--draft verifies its blocks as speculation does: drop --no-spec "
+                     "and --draft-file");
+    if (c->draft_dir && k3_comm_size() > 1)
+        return usage("%s", "--draft does not run over MPI ranks yet: run bin/k3");
+    if (c->draft_block && !c->draft_dir)
+        return usage("%s", "--draft-block sets the rows of a --draft DIR block");
+    if (!c->draft_block) c->draft_block = K3_DSPARK_MAX_N;
     if ((c->save_state || c->load_state) && !c->history)
         return usage("%s", "--save-state and --load-state need --history FILE "
                      "(the state resumes the conversation stored there)");
@@ -543,8 +566,9 @@ static int setup(Chat *c, const char *system) {
     eo.mem.chunk_auto = !chunk_given;
     eo.mem.logits_rows = 1;
     if (c->spec) {                             /* a verify pass: k+1 positions, every row */
-        if (eo.mem.chunk < c->spec_k + 1) eo.mem.chunk = c->spec_k + 1;
-        eo.mem.logits_rows = c->spec_k + 1;
+        const int k = c->draft_dir ? c->draft_block : c->spec_k;
+        if (eo.mem.chunk < k + 1) eo.mem.chunk = k + 1;
+        eo.mem.logits_rows = k + 1;
     }
     eo.mem.quiet = !memf.verbose;
     int rc = k3_engine_open(&c->eng, &eo, err, sizeof err);
@@ -577,6 +601,12 @@ static int setup(Chat *c, const char *system) {
     c->st = c->q ? c->q->st : NULL;
     c->logits = c->eng.rs.logits;              /* one sequence: its rows start there */
     if (!c->st) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
+    if (c->draft_dir) {                        /* its tap sees every forward from here */
+        rc = k3_draft_open(&c->draft, c->draft_dir, &c->eng, c->draft_block, c->draft_fixed,
+                           c->spec_st.step_cost, 0, err, sizeof err);
+        if (rc) { fprintf(stderr, "k3: --draft %s\n", err); return rc; }
+        k3_draft_follow(c->draft, c->st);
+    }
     fprintf(stderr, "k3: chat on %s: %d layers, vocab %d, context %d; kernels %s; "
             "opened in %.2f s\n", c->model_dir, c->eng.m.cfg.num_hidden_layers, V, c->ctx,
             k3_kernels_name(), k3_now() - t0);
@@ -658,6 +688,7 @@ int chat_main(int argc, char **argv) {
 done:
     if (c->sch) k3_sched_end(c->sch, rc);     /* the other ranks end with this code */
     k3_sched_close(c->sch);                    /* and the state of its slot */
+    k3_draft_close(c->draft);                  /* (its tap out of the engine) */
     k3_engine_close(&c->eng);
     free(c->fed); free(c->ref); free(c->seen); free(c->dbuf);
     chat_log_free(&c->log);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include "draft_loop.h"
 #include "engine.h"
 #include "scheduler.h"
 #include "sampler.h"
@@ -39,6 +40,8 @@ typedef struct {
     int threads, gen, ctx, thinking, hide_thinking, canonical, color;
     int spec, spec_k;                           /* speculation: on unless --no-spec */
     const char *draft_file;                     /* --draft-file: a reference to draft from */
+    const char *draft_dir;                      /* --draft DIR: DSpark drafts (draft_loop.h) */
+    int draft_block, draft_fixed;               /* --draft-block N (fixed), else chosen */
     char effort[8];
     SamplerParams sp;
     uint64_t seed;
@@ -51,6 +54,8 @@ typedef struct {
     XtmlIds ids;
     float *logits;                              /* eng.rs.logits (spec_k + 1 rows) */
     K3Spec spec_st;                             /* drafts and acceptance, the whole session */
+    K3DraftLoop *draft;                         /* --draft DIR: its context follows st */
+    K3DraftStats draft0;                        /* its counts when the last turn began */
     int *ref, n_ref;                            /* --draft-file, tokenized */
     int *seen; size_t nseen;                    /* ids of the conversations this session
                                                  * dropped (/reset, re-prefills): drafts */

@@ -20,6 +20,7 @@ enum { SEEN_MAX = 1 << 20 };                /* ids of dropped conversations kept
 
 void chat_forget_state(Chat *c) {
     k3_sched_reset(c->sch, c->q);                /* (and on the other ranks) */
+    if (c->draft) k3_draft_truncate(c->draft, 0);
     /* a regenerated reply (/reset, the same message) drafts from the one before */
     size_t n = c->nfed < SEEN_MAX ? c->nfed : SEEN_MAX, keep = c->nseen;
     if (keep + n > SEEN_MAX) keep = SEEN_MAX - n;           /* the oldest go */
@@ -58,20 +59,61 @@ static int forward(Chat *c, const int32_t *ids, size_t n, int interruptible) {
     c->eng.interrupt = NULL;
     free(v);
     if (rc == K3_INTERRUPTED) return 1;
+    if (!rc && c->draft && k3_draft_failed(c->draft, err, sizeof err)) rc = 1;  /* its tap */
     if (rc) { fprintf(stderr, "\nk3: %s\n", err); return -1; }
     return fed_push(c, ids, n);
 }
 
+/* v[0] (the reply's token) and its drafts v[1..k] fed as one step, then kept as far as the
+ * target agrees (spec_step's contract). */
+static int verify(Chat *c, Sampler *smp, const int *v, int k, long gen_pos, int *pend,
+                  int *np) {
+    char err[512];
+    if (k3_state_mark(&c->eng.m, c->st, k + 1)) { fprintf(stderr, "\nk3: out of memory\n");
+                                                  return -1; }
+    if (k3_sched_feed(c->sch, c->q, v, k + 1, 1, err, sizeof err)) {     /* one step */
+        fprintf(stderr, "\nk3: %s\n", err); return -1;
+    }
+    const int got = k3_spec_accept(&c->spec_st, &c->eng.m, c->st, smp, gen_pos, v + 1, k,
+                                   c->logits, pend);
+    if (got < 0) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
+    k3_sched_rolled_back(c->sch, c->q, got);       /* the other ranks' state keeps as many */
+    if (c->draft && k3_draft_keep(c->draft, k, got, err, sizeof err)) {
+        fprintf(stderr, "\nk3: %s\n", err); return -1;
+    }
+    c->last_passes++; c->last_accepted += got - 1;
+    for (int j = 0; j < got; j++) {
+        const int32_t x = v[j];
+        if (fed_push(c, &x, 1)) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
+    }
+    *np = got;
+    return 0;
+}
+
+/* --draft: a block from id when the draft's context is the state's (else a plain step).
+ * The test hook's index (K3_TEST_DRAFT_ORACLE) counts the session's reply tokens. */
+static int dspark_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, int room, int *pend,
+                       int *np) {
+    char err[512];
+    int v[K3_DSPARK_MAX_N + 1];
+    v[0] = id;
+    const int k = k3_draft_block(c->draft, id, c->tot_gen + gen_pos, room, v + 1, err,
+                                 sizeof err);
+    if (k < 0) { fprintf(stderr, "\nk3: %s\n", err); return -1; }
+    return k ? verify(c, smp, v, k, gen_pos, pend, np) : 0;
+}
+
 /* Speculation: the reply's token id (recorded, not yet fed) and a draft from the whole
- * conversation (n-grams, --draft-file) verified in one forward. Then the state and c->fed
+ * conversation (n-grams, --draft-file; or the DSpark draft's block from id, --draft)
+ * verified in one forward. Then the state and c->fed
  * hold id and the accepted drafts; pend[0..*np) are the tokens the pass drew (the
  * accepted drafts, then the model's own, not in the state). *np = 0: no draft, nothing
  * fed. 0, or -1 on a runtime failure (printed). */
 static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t reply0,
                      int room, int *pend, int *np) {
-    char err[512];
     int v[65];
     *np = 0;
+    if (c->draft) return dspark_step(c, smp, id, gen_pos, room, pend, np);
     const size_t n = c->nseen + c->nfed + 1;     /* seen, the conversation, id */
     if (n > c->capd) {
         int *b = realloc(c->dbuf, sizeof *b * n * 2);
@@ -85,22 +127,7 @@ static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t rep
                                 v + 1);
     if (k <= 0) return 0;
     v[0] = id;
-    if (k3_state_mark(&c->eng.m, c->st, k + 1)) { fprintf(stderr, "\nk3: out of memory\n");
-                                                  return -1; }
-    if (k3_sched_feed(c->sch, c->q, v, k + 1, 1, err, sizeof err)) {     /* one step */
-        fprintf(stderr, "\nk3: %s\n", err); return -1;
-    }
-    const int got = k3_spec_accept(&c->spec_st, &c->eng.m, c->st, smp, gen_pos, v + 1, k,
-                                   c->logits, pend);
-    if (got < 0) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
-    k3_sched_rolled_back(c->sch, c->q, got);       /* the other ranks' state keeps as many */
-    c->last_passes++; c->last_accepted += got - 1;
-    for (int j = 0; j < got; j++) {
-        const int32_t x = v[j];
-        if (fed_push(c, &x, 1)) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
-    }
-    *np = got;
-    return 0;
+    return verify(c, smp, v, k, gen_pos, pend, np);
 }
 
 /* Renders the whole transcript (+ generation prompt) to ids. */
@@ -260,6 +287,7 @@ int chat_turn(Chat *c, const char *user_text) {
     int pend[65], np = 0, ip = 0, kept = 0;
     const size_t reply0 = c->nfed;
     c->last_passes = c->last_accepted = 0;
+    if (c->draft) c->draft0 = *k3_draft_stats(c->draft);
     while (!rc) {
         const int ahead = np ? np - 1 - kept : 0;      /* in the state, not fed in plain */
         if (chat_interrupted) { why = "interrupted (Ctrl-C)"; ctrl_c = 1; break; }
@@ -306,6 +334,7 @@ int chat_turn(Chat *c, const char *user_text) {
         if (k3_sched_rollback(c->sch, c->q, 1 + kept)) {
             fprintf(stderr, "k3: the state could not be rolled back\n"); rc = -1;
         }
+        if (c->draft) k3_draft_truncate(c->draft, c->st->pos);
         c->nfed -= (size_t)(np - 1 - kept);
     }
     double td = k3_now() - t1;
@@ -362,6 +391,13 @@ int chat_turn(Chat *c, const char *user_text) {
                     "tokens per pass)\n", c->last_passes, c->last_passes == 1 ? "" : "es",
                     c->last_accepted, s_(c->last_accepted),
                     (double)c->last_accepted / c->last_passes);
+        if (c->draft) {
+            const K3DraftStats *ds = k3_draft_stats(c->draft);
+            const long dp = ds->proposed - c->draft0.proposed;
+            fprintf(stderr, "k3: draft: %ld block%s, %ld draft%s verified, %ld accepted\n",
+                    ds->blocks - c->draft0.blocks, s_(ds->blocks - c->draft0.blocks), dp,
+                    s_(dp), ds->accepted - c->draft0.accepted);
+        }
     }
     free(rec);
     xtml_parser_free(&p);
@@ -399,4 +435,13 @@ void chat_print_stats(const Chat *c, FILE *f) {
                  c->sp.temperature, c->sp.top_k, c->sp.top_p, c->sp.min_p,
                  (unsigned long long)c->seed);
     fprintf(f, "thinking: %s\n", c->thinking ? c->effort : "off");
+    if (c->draft) {
+        const K3DraftStats *ds = k3_draft_stats(c->draft);
+        const int dpos = k3_draft_pos(c->draft);
+        fprintf(f, "draft: %ld block%s, %ld draft%s verified, %ld accepted, %.3f s in the "
+                "draft; its context %s\n", ds->blocks, s_(ds->blocks), ds->proposed,
+                s_(ds->proposed), ds->accepted, ds->seconds, dpos == c->st->pos ?
+                "covers the state" : "is behind the state (a loaded state): drafts resume "
+                "once the conversation is prefilled again");
+    }
 }

@@ -10,7 +10,7 @@
 #include "json.h"
 #include "json_gram.h"
 #include "outfile.h"
-#include "run_draft.h"
+#include "draft_loop.h"
 #include "logprob.h"
 #include "tok.h"
 #include "util.h"
@@ -241,7 +241,7 @@ typedef struct {
     const char *why;                           /* eos, length, stop_string, context, interrupted */
     int sampled; uint64_t seed;                /* the sampler's seed (drawn without --seed) */
     const double *ranks; int n_ranks;          /* over N ranks: k3_ranks_gather's (else 0) */
-    const RunDraftStats *draft;                /* --draft DIR, else NULL */
+    const K3DraftStats *draft;                 /* --draft DIR, else NULL */
 } Report;
 
 /* Ctrl-C: the generation stops after the token in hand and the report is still written;
@@ -498,7 +498,7 @@ static int run_batch(const Opts *o) {
     Tok *tok = NULL;
     int *prompt = NULL, n_prompt = 0, rc = 0, *seq = NULL, *ref = NULL, n_ref = 0;
     K3State *st = NULL;
-    RunDraft *rd = NULL;                        /* --draft DIR */
+    K3DraftLoop *rd = NULL;                     /* --draft DIR */
     K3Logprob *lp = NULL;                       /* --logprobs */
     JgSchema *jg = NULL;                        /* --json, --json-schema */
     float *mask = NULL;
@@ -536,8 +536,8 @@ static int run_batch(const Opts *o) {
     K3Spec cost;                               /* one more verified position's cost */
     k3_spec_init(&cost, m, NULL, 0, 0);
     if (o->draft_dir &&
-        (rc = run_draft_open(&rd, o->draft_dir, &e, o->draft_block, o->draft_fixed,
-                             cost.step_cost, o->quiet, err, sizeof err))) {
+        (rc = k3_draft_open(&rd, o->draft_dir, &e, o->draft_block, o->draft_fixed,
+                           cost.step_cost, o->quiet, err, sizeof err))) {
         fprintf(stderr, "k3: --draft %s\n", err);
         goto done;
     }
@@ -581,7 +581,7 @@ static int run_batch(const Opts *o) {
         rc = K3_ERR_RUNTIME; goto done;
     }
     if (rc) { fprintf(stderr, "k3: prefill: %s\n", err); goto done; }
-    if (rd && (rc = run_draft_prefilled(rd, err, sizeof err))) {
+    if (rd && (rc = k3_draft_prefilled(rd, err, sizeof err))) {
         fprintf(stderr, "k3: prefill: %s\n", err); goto done;
     }
     t_prefill = k3_now() - tp;
@@ -654,8 +654,8 @@ static int run_batch(const Opts *o) {
         else if (n_gen == gen && ctx_cap) why = "context";
         if (end || em.stopped || n_gen == gen || g_interrupted) break;
         if (i_pend < n_pend) continue;         /* an accepted draft: already in the state */
-        const int k = rd ? run_draft_block(rd, next, n_gen, gen - n_gen - 1, draft, err,
-                                           sizeof err)
+        const int k = rd ? k3_draft_block(rd, next, n_gen, gen - n_gen - 1, draft, err,
+                                          sizeof err)
                          : o->spec ? k3_spec_draft(&spec, seq, n, n_prompt, gen - n_gen - 1,
                                                    draft) : 0;
         if (k < 0) { fprintf(stderr, "\nk3: draft: %s\n", err); rc = K3_ERR_RUNTIME; goto done; }
@@ -671,7 +671,7 @@ static int run_batch(const Opts *o) {
                 n_pend = k3_spec_accept(&spec, m, st, &smp, n_gen, draft, k, logits, pend);
                 i_pend = 0;
                 if (n_pend < 0) { snprintf(err, sizeof err, "out of memory"); rc = 1; }
-                else if (rd && run_draft_keep(rd, k, n_pend, err, sizeof err)) rc = 1;
+                else if (rd && k3_draft_keep(rd, k, n_pend, err, sizeof err)) rc = 1;
                 else if (n_pend > dead) {
                     fprintf(stderr, "\nk3: JSON mode: no token can continue the text\n");
                     rc = K3_ERR_RUNTIME; goto done;
@@ -684,7 +684,7 @@ static int run_batch(const Opts *o) {
             rc = k3_prefill(&e, st, seq, n, o->ef.chunk, logits, 0, err, sizeof err);
         } else {
             rc = k3_forward(&e, st, seq + n - 1, 1, logits, 0, err, sizeof err);
-            if (!rc && rd && run_draft_keep(rd, 0, 1, err, sizeof err)) rc = 1;
+            if (!rc && rd && k3_draft_keep(rd, 0, 1, err, sizeof err)) rc = 1;
         }
         if (rc) { fprintf(stderr, "\nk3: generation step %d: %s\n", n_gen, err); goto done; }
         double ts = k3_now();
@@ -701,7 +701,7 @@ static int run_batch(const Opts *o) {
                  failures, o->spec ? &spec : NULL, lp, o->logprobs, g_interrupted,
                  em.stopped ? o->stops[em.stopped - 1] : NULL, why, sampled, seed, NULL, 0, NULL };
     const double *ranks = r.ranks = k3_ranks_gather(&e, comm_decode, &r.n_ranks);   /* all */
-    r.draft = rd ? run_draft_stats(rd) : NULL;
+    r.draft = rd ? k3_draft_stats(rd) : NULL;
     if (r.interrupted)                         /* said even with --quiet: the exit is 1 */
         fprintf(stderr, "k3: interrupted after %d of --gen %d tokens; the ids so far%s are "
                 "written\n", n_gen, o->gen, o->out ? " and the --out report" : "");
@@ -718,7 +718,7 @@ static int run_batch(const Opts *o) {
             k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
         k3_ranks_print(ranks, r.n_ranks, n_prompt + n_gen, n_gen - 1, stderr);
         if (rd) {
-            const RunDraftStats *ds = run_draft_stats(rd);
+            const K3DraftStats *ds = k3_draft_stats(rd);
             fprintf(stderr, "k3: draft: %ld block%s of %d, %ld drafts verified, %ld accepted "
                     "(%.2f per block), %.3f s in the draft\n", ds->blocks,
                     ds->blocks == 1 ? "" : "s", o->draft_block, ds->proposed, ds->accepted,
@@ -745,7 +745,7 @@ static int run_batch(const Opts *o) {
     if (tok) tok_stream_free(&em.ts);
     free(em.hold);
 done:
-    run_draft_close(rd);
+    k3_draft_close(rd);
     if (st) k3_state_free(&e.m, st);
     free(seq); free(prompt); free(ref); free(lp); free(mask);
     jg_free(jg);

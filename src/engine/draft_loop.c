@@ -1,16 +1,16 @@
-/* run_draft.c — one prompt with a DSpark draft (run_draft.h; spec: K3_DSPARK.md §5). */
-#include "run_draft.h"
+/* draft_loop.c — generation with a DSpark draft (draft_loop.h; spec: K3_DSPARK.md §5). */
+#include "draft_loop.h"
 #include "util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct RunDraft {
+struct K3DraftLoop {
     K3Tap tap;               /* first: the engine calls it; it passes the copy on */
     K3Tap *inner;            /* the draft's own tap */
     K3DSpark *d;
     K3Engine *e;
-    int block, vocab;
+    int block, vocab, max_pos;   /* max_pos: the draft's max_position_embeddings */
     int fixed;               /* --draft-block N: every block verifies N (else chosen) */
     double kappa;            /* one more verified position's cost over a step (spec.h) */
     double acc, pred;        /* running accepted and predicted drafts a verify: cal */
@@ -18,20 +18,30 @@ struct RunDraft {
     double t_mark;           /* when the last block was handed over */
     int cool, fails, last_k; /* plain steps to wait after blocks that did not pay */
     int prefill;             /* every forward's rows are committed (the prompt) */
+    const K3State *follow;   /* k3_draft_follow: the context follows it (chat) */
+    int verifying;           /* a block was handed over: its forward is a verify's */
     int failed; char err[512];
     int *oracle; int n_oracle, right;     /* the test hook (K3_TEST_DRAFT_ORACLE) */
-    RunDraftStats st;
+    int log;                 /* K3_TEST_DRAFT_LOG=1: each block's drafts on stderr */
+    K3DraftStats st;
 };
 
 static void tap_fn(K3Tap *t, int L, const float *p, int T, int H) {
-    RunDraft *r = (RunDraft *)t;
+    K3DraftLoop *r = (K3DraftLoop *)t;
     r->inner->fn(r->inner, L, p, T, H);
 }
 
 /* The prompt's forwards (one per prefill chunk): their positions go into the context. */
 static void tap_done(K3Tap *t, int T) {
-    RunDraft *r = (RunDraft *)t;
-    if (!r->prefill || r->failed) return;
+    K3DraftLoop *r = (K3DraftLoop *)t;
+    if (r->failed) return;
+    if (r->follow) {         /* chat: every forward but a verify commits its rows */
+        if (r->verifying) return;
+        const int pos0 = r->follow->pos - T;
+        if (k3_dspark_pos(r->d) > pos0) k3_dspark_truncate(r->d, pos0 > 0 ? pos0 : 0);
+        if (k3_dspark_pos(r->d) != pos0) return;       /* a gap: the context stays behind */
+        if (pos0 + T > r->max_pos) return;     /* past the draft's positions: no drafts */
+    } else if (!r->prefill) return;
     int rows = 0;
     const float *taps = k3_dspark_tap_rows(r->d, &rows);
     const double t0 = k3_now();
@@ -47,7 +57,7 @@ static void tap_done(K3Tap *t, int T) {
  * the target's continuation after the draft forward ran, the first K3_TEST_DRAFT_RIGHT of
  * them right (default all) and the rest wrong: the payoff at a set acceptance (random
  * weights accept nothing). The output is the same whatever the drafts. */
-static int oracle_init(RunDraft *r, char *err, size_t errlen) {
+static int oracle_init(K3DraftLoop *r, char *err, size_t errlen) {
     const char *ids = getenv("K3_TEST_DRAFT_ORACLE"), *right = getenv("K3_TEST_DRAFT_RIGHT");
     if (!ids || !*ids) return 0;
     if (k3_parse_ids(ids, &r->oracle, &r->n_oracle, err, errlen)) return -1;
@@ -55,19 +65,22 @@ static int oracle_init(RunDraft *r, char *err, size_t errlen) {
     return 0;
 }
 
-int run_draft_open(RunDraft **out, const char *dir, K3Engine *e, int block, int fixed,
-                   double kappa, int quiet, char *err, size_t errlen) {
-    RunDraft *r = calloc(1, sizeof *r);
+int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, int fixed,
+                  double kappa, int quiet, char *err, size_t errlen) {
+    K3DraftLoop *r = calloc(1, sizeof *r);
     if (!r) { snprintf(err, errlen, "out of memory"); return 1; }
     int rc = k3_dspark_open(&r->d, dir, e, quiet, err, errlen);
     if (rc) { free(r); return rc; }
-    if (oracle_init(r, err, errlen)) { run_draft_close(r); return 2; }
+    if (oracle_init(r, err, errlen)) { k3_draft_close(r); return 2; }
+    const char *lg = getenv("K3_TEST_DRAFT_LOG");
+    r->log = lg && !strcmp(lg, "1");
     r->e = e;
     r->block = block;
     r->fixed = fixed;
     r->kappa = kappa;
     r->acc = r->pred = 1.0;
     r->vocab = e->m.cfg.vocab_size;
+    r->max_pos = k3_dspark_config(r->d)->max_pos;
     r->inner = k3_dspark_tap(r->d);
     r->tap.fn = tap_fn;
     r->tap.done = tap_done;
@@ -77,7 +90,7 @@ int run_draft_open(RunDraft **out, const char *dir, K3Engine *e, int block, int 
     return 0;
 }
 
-int run_draft_prefilled(RunDraft *r, char *err, size_t errlen) {
+int k3_draft_prefilled(K3DraftLoop *r, char *err, size_t errlen) {
     r->prefill = 0;
     if (r->failed) { snprintf(err, errlen, "draft: %s", r->err); return 1; }
     return 0;
@@ -87,7 +100,7 @@ int run_draft_prefilled(RunDraft *r, char *err, size_t errlen) {
  * 1 + cal * (S_0 + .. + S_n-1) tokens, S_r = c_0 .. c_r the head's predicted survival and
  * cal the accepted over the predicted so far (running), for 1 + kappa * n + delta steps,
  * delta the block's own cost over a step (measured). */
-static int choose(const RunDraft *r, const float *conf, int limit) {
+static int choose(const K3DraftLoop *r, const float *conf, int limit) {
     const double cal = r->acc / (r->pred > 1e-9 ? r->pred : 1e-9);
     const double delta = r->t_step > 0 ? r->t_draft / r->t_step : 0.0;
     double s = 1.0, e = 1.0, best_rate = 1.0;        /* a plain step: 1 token for 1 */
@@ -101,9 +114,16 @@ static int choose(const RunDraft *r, const float *conf, int limit) {
     return best;
 }
 
-int run_draft_block(RunDraft *r, int anchor, long gen_pos, int room, int *draft, char *err,
-                    size_t errlen) {
+int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draft, char *err,
+                   size_t errlen) {
     r->last_k = 0;
+    r->verifying = 0;
+    if (k3_draft_failed(r, err, errlen)) return -1;
+    if (r->follow) {         /* chat: only from exactly the state's positions */
+        if (k3_dspark_pos(r->d) > r->follow->pos) k3_dspark_truncate(r->d, r->follow->pos);
+        if (k3_dspark_pos(r->d) != r->follow->pos) return 0;
+        if (r->follow->pos + r->block > r->max_pos) return 0;
+    }
     if (room <= 0) return 0;
     if (r->cool > 0) { r->cool--; return 0; }        /* blocks did not pay: plain steps */
     int d[K3_DSPARK_MAX_N];
@@ -111,6 +131,11 @@ int run_draft_block(RunDraft *r, int anchor, long gen_pos, int room, int *draft,
     const double t0 = k3_now();
     if (k3_dspark_draft(r->d, anchor, r->block, d, conf, NULL, err, errlen)) return -1;
     const double td = k3_now() - t0;
+    if (r->log) {            /* drafts are a function of the context: tests compare them */
+        fprintf(stderr, "k3: test: block at %d from %d:", k3_dspark_pos(r->d), anchor);
+        for (int j = 0; j < r->block; j++) fprintf(stderr, " %d", d[j]);
+        fputc('\n', stderr);
+    }
     r->st.seconds += td;
     r->st.blocks++;
     r->t_draft = r->t_draft > 0 ? 0.7 * r->t_draft + 0.3 * td : td;
@@ -128,6 +153,7 @@ int run_draft_block(RunDraft *r, int anchor, long gen_pos, int room, int *draft,
         r->pred = 0.7 * r->pred + 0.3 * p;
     }
     r->last_k = k;
+    r->verifying = k > 0;
     r->t_mark = k3_now();
     for (int j = 0; j < k; j++) {
         draft[j] = d[j];
@@ -139,7 +165,7 @@ int run_draft_block(RunDraft *r, int anchor, long gen_pos, int room, int *draft,
     return k;
 }
 
-int run_draft_keep(RunDraft *r, int k, int n_keep, char *err, size_t errlen) {
+int k3_draft_keep(K3DraftLoop *r, int k, int n_keep, char *err, size_t errlen) {
     int rows = 0;
     const float *taps = k3_dspark_tap_rows(r->d, &rows);
     if (rows != k + 1 || n_keep < 1 || n_keep > rows) {
@@ -154,15 +180,41 @@ int run_draft_keep(RunDraft *r, int k, int n_keep, char *err, size_t errlen) {
         if (!r->fixed) r->acc = 0.7 * r->acc + 0.3 * (n_keep - 1);
     }
     r->t_mark = 0;
+    r->verifying = 0;
+    if (r->follow && k3_dspark_pos(r->d) != r->follow->pos - n_keep) {     /* stale */
+        if (k3_dspark_pos(r->d) > r->follow->pos - n_keep)
+            k3_dspark_truncate(r->d, r->follow->pos > n_keep ? r->follow->pos - n_keep : 0);
+        return 0;
+    }
     const double t0 = k3_now();
     const int rc = k3_dspark_ingest(r->d, taps, n_keep, err, errlen);
     r->st.seconds += k3_now() - t0;
     return rc ? 1 : 0;
 }
 
-const RunDraftStats *run_draft_stats(const RunDraft *r) { return &r->st; }
+void k3_draft_follow(K3DraftLoop *r, const K3State *st) {
+    r->follow = st;
+    r->prefill = 0;
+}
 
-void run_draft_close(RunDraft *r) {
+void k3_draft_truncate(K3DraftLoop *r, int P) {
+    if (P < 0) P = 0;
+    if (P < k3_dspark_pos(r->d)) k3_dspark_truncate(r->d, P);
+    r->verifying = 0;
+}
+
+int k3_draft_pos(const K3DraftLoop *r) { return k3_dspark_pos(r->d); }
+
+int k3_draft_failed(K3DraftLoop *r, char *err, size_t errlen) {
+    if (!r->failed) return 0;
+    snprintf(err, errlen, "draft: %s", r->err);
+    r->failed = 0;
+    return 1;
+}
+
+const K3DraftStats *k3_draft_stats(const K3DraftLoop *r) { return &r->st; }
+
+void k3_draft_close(K3DraftLoop *r) {
     if (!r) return;
     if (r->e && r->e->tap == &r->tap) r->e->tap = NULL;
     k3_dspark_close(r->d);

@@ -1,0 +1,53 @@
+/* draft_loop.h — generation with a DSpark draft model (--draft DIR, include/dspark.h), for
+ * the one-shot command (src/run) and chat (src/chat): the draft's context follows the
+ * target's committed positions, every step drafts a block from the anchor (the token just
+ * emitted), and spec.h's exact verify keeps what the target agrees with, so the ids and
+ * logits are those of the run without a draft. */
+#ifndef K3_DRAFT_LOOP_H
+#define K3_DRAFT_LOOP_H
+#include "dspark.h"
+
+typedef struct K3DraftLoop K3DraftLoop;
+typedef struct {
+    long blocks;              /* draft forwards */
+    long proposed, accepted;  /* drafts verified, and kept */
+    long rows;                /* rows the verify passes fed (the anchor and the drafts) */
+    double seconds;           /* in the draft: blocks and context ingestion */
+} K3DraftStats;
+
+/* Opens the draft and installs its tap in e (which must outlive it); block: rows per draft
+ * (1..7); fixed: every block verifies them all (--draft-block), else each block verifies
+ * the drafts the confidence head and the cost make worth it (kappa: one more verified
+ * position's cost over a step, spec.h's step_cost), none for a while where drafts do not
+ * pay. Until k3_draft_prefilled, every forward's rows are committed positions (the
+ * prompt) and go into the draft's context as each forward ends. */
+int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, int fixed,
+                  double kappa, int quiet, char *err, size_t errlen);
+/* After the prompt's prefill: its positions are all in the draft's context. */
+int k3_draft_prefilled(K3DraftLoop *r, char *err, size_t errlen);
+/* The drafts to verify after anchor (the token at the draft's next position), at most room:
+ * writes draft[0..k) and returns k (0: a plain step), or -1 with err. gen_pos: the index
+ * of the next generated token (the test hook's offset). */
+int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draft, char *err,
+                   size_t errlen);
+/* After a forward of the anchor and k drafts of which the target kept n_keep positions (the
+ * anchor and the accepted drafts): those rows' taps go into the context. */
+int k3_draft_keep(K3DraftLoop *r, int k, int n_keep, char *err, size_t errlen);
+
+/* A conversation (chat) instead of one prompt: the context follows st, which holds
+ * positions [0, st->pos). Every forward but a verify's (between k3_draft_block returning
+ * k > 0 and k3_draft_keep) commits all its rows: they go into the context as it ends when
+ * they continue it, after it is cut back to where the forward began (a rewind of st seen).
+ * A block is drafted only while the context covers exactly [0, st->pos), else 0 (a plain
+ * step; so too past the draft's max_position_embeddings). A state whose positions are not
+ * those the context saw (loaded from a file) calls k3_draft_truncate first. st may change
+ * (NULL: the one-prompt mode). */
+void k3_draft_follow(K3DraftLoop *r, const K3State *st);
+void k3_draft_truncate(K3DraftLoop *r, int P);   /* keep [0, P); a verify is abandoned */
+int k3_draft_pos(const K3DraftLoop *r);           /* positions in the draft's context */
+/* A failure inside a forward's tap (ingestion): 1 with err once, then 0. */
+int k3_draft_failed(K3DraftLoop *r, char *err, size_t errlen);
+
+const K3DraftStats *k3_draft_stats(const K3DraftLoop *r);
+void k3_draft_close(K3DraftLoop *r);
+#endif
