@@ -86,7 +86,8 @@ K3_TEST_SIGINT_AT_EXPERT=21 $K3 $M --chat --tok $TK --no-think --gen 2 --seed 9 
   --history $T/h.jsonl --dump-cache-trace $T/c < $T/in > $T/cout 2> $T/cerr &
 pid=$!
 exec 3> $T/in
-wait_for() { i=0; while [ "$(grep -c -- "$2" "$1" 2>/dev/null)" -lt "$3" ]; do
+# (k3 opens the FIFO on stdin, which blocks, before its stderr file exists: none counts 0)
+wait_for() { i=0; while n=$(grep -c -- "$2" "$1" 2>/dev/null); [ "${n:-0}" -lt "$3" ]; do
   i=$((i+1)); [ $i -gt 600 ] && return 1; sleep 0.1; done; }
 printf 'Hello\n' >&3
 wait_for $T/cerr '^k3: \[reused' 1 || bad "chat: turn 1 did not finish"
