@@ -280,6 +280,7 @@ static void *conn_main(void *arg) {
         const double t0 = k3_now();
         pthread_mutex_lock(&srv.mu); srv.busy++; pthread_mutex_unlock(&srv.mu);
         const int rr = route(fd, &h, b + h.header_len, h.keep_alive);
+        http_anthropic = 0;                           /* the next refusal is OpenAI's */
         serve_log_request(&h, t0);
         pthread_mutex_lock(&srv.mu);                  /* logged: the shutdown may end now */
         if (!--srv.busy) pthread_cond_broadcast(&srv.idle);
