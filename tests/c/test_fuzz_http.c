@@ -1,9 +1,9 @@
 /* test_fuzz_http.c — k3 serve's HTTP request-head parser (http_parse) and request-JSON
  * validators (serve_req_parse; serve_anth_parse, /v1/messages): fixed cases with their
- * expected status, then deterministic
- * mutation fuzzing (the pattern of test_fuzz_parsers.c): thousands of mutated heads and
- * bodies must never crash (ASan/UBSan for the full effect), every refusal must carry a
- * message, and every result must be one of the documented statuses. Runs in seconds. */
+ * expected status, then deterministic mutation fuzzing (the pattern of
+ * test_fuzz_parsers.c): thousands of mutated heads and bodies must never crash (ASan/UBSan
+ * for the full effect), every refusal must carry a message, and every result must be one
+ * of the documented statuses. Runs in seconds. */
 #include "serve/serve.h"
 #include <stdio.h>
 #include <stdlib.h>
