@@ -217,6 +217,15 @@ void serve_anth_reply(Gen *g, const char *finish) {
     j->choice[g->choice] = d.b;
 }
 
+void serve_anth_fail(Gen *g) {
+    Buf d = { 0 };
+    buf_str(&d, "{\"type\": \"error\", \"error\": {\"type\": \"api_error\", \"message\": ");
+    buf_json(&d, g->err, strlen(g->err));
+    buf_str(&d, "}}");
+    event(g, "error", &d);
+    if (!g->gone && http_chunk_end(g->j->fd)) g->gone = 1;
+}
+
 void serve_anth_end(Gen *g, long prompt, long gen, long cached) {
     Job *j = g->j;
     if (j->req.stream) {

@@ -676,6 +676,7 @@ int serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     if (g->fail) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
         if (r->stream && j->head_sent) j->cut = 1;    /* cut without [DONE] */
+        if (j->cut && r->api) serve_anth_fail(g);     /* (Anthropic's: an error event) */
         else if (!j->err[0])                          /* (before its head: a plain 500) */
             snprintf(j->err, sizeof j->err, "%s", g->err);
         j->failed = 1;

@@ -62,6 +62,8 @@ int serve_anth_tools(Gen *g, int from);
 /* The end of g's reply: streamed, the open block's stop, message_delta and message_stop;
  * else the message's JSON, kept in the job for serve_anth_end. finish: OpenAI's. */
 void serve_anth_reply(Gen *g, const char *finish);
+/* A stream under way failed (g->err): an error event (api_error) ends it. */
+void serve_anth_fail(Gen *g);
 /* After the last choice: the stream's end, or the whole message with its usage. */
 void serve_anth_end(Gen *g, long prompt, long gen, long cached);
 #endif

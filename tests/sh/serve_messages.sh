@@ -4,8 +4,8 @@
 # (greedy, thinking off and on, tools and tool_choice through count_tokens), the stream's
 # event order and its deltas joined = the plain reply, a tool call (the K3_SERVE_TEST_REPLY
 # hook, as serve_tools.sh) as a tool_use block, streamed, and sent back with its tool_result
-# (turn 2 resumes every id of turn 1), count_tokens, x-api-key, and malformed requests
-# refused 400 in Anthropic's error shape.
+# (turn 2 resumes every id of turn 1), count_tokens, x-api-key, an error event ending a
+# failed stream, and malformed requests refused 400 in Anthropic's error shape.
 . tests/sh/lib/serve.sh
 
 REPLY='I will check.<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|>'
@@ -188,6 +188,18 @@ got=$($C -o "$T/k4" -w '%{http_code}' -H 'Authorization: Bearer sekrit' "$KU/v1/
 got=$($C -o "$T/k5" -w '%{http_code}' -H 'x-api-key: sekrit' "$KU/v1/messages/count_tokens" -d "$B")
 [ "$got" = 200 ] || fail "count_tokens with x-api-key: $got"
 echo "ok x-api-key: 401 without (authentication_error) or wrong; x-api-key or Bearer: 200"
+
+# ---- a read that fails in a stream's prefill: an error event ends the stream ----
+"$K3" pack $M "$T/trunk" > /dev/null 2>&1 || fail "k3 pack"
+K3_FAULT_TRUNK_READ=3 start flt --trunk "$T/trunk" --trunk-gb 0
+msg "http://127.0.0.1:$PORT_flt" "{\"model\": \"k3\", \"max_tokens\": 2, \"stream\": true,
+  \"messages\": [$UM]}" > "$T/f1"
+EV=$(sed -n 's/^event: //p' "$T/f1" | tr '\n' ' ')
+echo "$EV" | grep -qE '^message_start (ping )+error $' &&
+  grep -q '^data: {"type": "error", "error": {"type": "api_error", "message": "trunk read failed' \
+    "$T/f1" || fail "a failed stream: $(cat "$T/f1")"
+echo "ok a read that fails in a stream's prefill: message_start, ping, an error event" \
+  "(api_error, the reason)"
 
 # ---- malformed: 400, Anthropic's error, healthy after each ----
 n=0
