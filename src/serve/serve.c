@@ -512,8 +512,8 @@ static void drain(Server *s) {
     while (q) {
         Job *j = q;
         q = j->next;
-        j->status = 503; j->interrupted = 1; http_anthropic = j->req.api;
-        http_error(j->fd, 503, "the server is stopping", 0);
+        j->status = 503; j->interrupted = 1;
+        http_error_api(j->fd, 503, "the server is stopping", 0, j->req.api);
         pthread_mutex_lock(&s->mu);
         j->done = 1;
         pthread_cond_signal(&j->cv);

@@ -47,6 +47,9 @@ int http_respond(int fd, int status, const char *ctype, const char *body, size_t
  * set (a /v1/messages request), Anthropic's {"type": "error", "error": {"type","message"}}. */
 int http_error(int fd, int status, const char *msg, int keep_alive);
 extern __thread int http_anthropic;
+/* http_error in the shape of a request's API (ServeReq.api), whatever this thread's flag
+ * (the engine thread answers requests of both APIs). */
+int http_error_api(int fd, int status, const char *msg, int keep_alive, int anthropic);
 /* Chunked body: the head (Transfer-Encoding: chunked), then chunks, then the end. */
 int http_chunked_head(int fd, const char *ctype, int keep_alive);
 int http_chunk(int fd, const char *b, size_t n);

@@ -239,8 +239,7 @@ void serve_anth_end(Gen *g, long prompt, long gen, long cached) {
     buf_str(&b, ", ");
     usage(&b, prompt, gen, cached);
     buf_str(&b, "}\n");
-    http_anthropic = 1;
-    if (b.oom) http_error(j->fd, 500, "out of memory writing the reply", 0);
+    if (b.oom) http_error_api(j->fd, 500, "out of memory writing the reply", 0, 1);
     else if (http_respond(j->fd, 200, "application/json", b.b, b.n, j->keep_alive))
         g->gone = 1;
     buf_free(&b);

@@ -217,8 +217,8 @@ static int update(Gen *g, int ch, const int32_t *ids, size_t n, int final) {
 
 /* An error reply from the engine thread; the connection thread counts it. */
 static void job_error(Job *j, int status, const char *msg, int keep_alive) {
-    j->status = status; http_anthropic = j->req.api;
-    http_error(j->fd, status, msg, keep_alive);
+    j->status = status;
+    http_error_api(j->fd, status, msg, keep_alive, j->req.api);
 }
 
 static void usage_json(Buf *b, long prompt, long gen, long cached) {

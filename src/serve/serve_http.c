@@ -260,6 +260,14 @@ int http_error(int fd, int status, const char *msg, int keep_alive) {
     return rc;
 }
 
+int http_error_api(int fd, int status, const char *msg, int keep_alive, int anthropic) {
+    const int was = http_anthropic;
+    http_anthropic = anthropic;
+    const int rc = http_error(fd, status, msg, keep_alive);
+    http_anthropic = was;
+    return rc;
+}
+
 int http_chunked_head(int fd, const char *ctype, int keep_alive) {
     char h[1024];
     int k = snprintf(h, sizeof h, "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nCache-Control: no-cache"
