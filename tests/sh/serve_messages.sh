@@ -5,7 +5,8 @@
 # event order and its deltas joined = the plain reply, a tool call (the K3_SERVE_TEST_REPLY
 # hook, as serve_tools.sh) as a tool_use block, streamed, and sent back with its tool_result
 # (turn 2 resumes every id of turn 1), count_tokens, x-api-key, an error event ending a
-# failed stream, and malformed requests refused 400 in Anthropic's error shape.
+# failed stream, malformed requests refused 400 in Anthropic's error shape, and the server
+# stopping (a held stream's end, a queued message's 503 overloaded_error).
 . tests/sh/lib/serve.sh
 
 REPLY='I will check.<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|>'
@@ -34,10 +35,12 @@ OFF='"thinking": {"type": "disabled"}'
 # ---- a plain reply ----
 msg $U "{\"model\": \"k3\", \"max_tokens\": 12, \"temperature\": 0, \"system\": $SYS,
   $OFF, \"messages\": [$UM]}" > "$T/m1"
-grep -q '^{"id": "msg_[0-9]*", "type": "message", "role": "assistant", "model": "tiny5", "content": \[{"type": "text", "text": ' "$T/m1" ||
+HEAD='^{"id": "msg_[0-9]*", "type": "message", "role": "assistant", "model": "tiny5", '
+grep -q "$HEAD"'"content": \[{"type": "text", "text": ' "$T/m1" ||
   fail "plain reply: $(cat "$T/m1")"
 grep -qE '"stop_reason": "(max_tokens|end_turn)", "stop_sequence": null' "$T/m1" &&
-  grep -qE '"usage": \{"input_tokens": [0-9]+, "output_tokens": [0-9]+, "cache_creation_input_tokens": 0, "cache_read_input_tokens": [0-9]+\}\}$' "$T/m1" ||
+  grep -qE '"usage": \{"input_tokens": [0-9]+, "output_tokens": [0-9]+, '\
+'"cache_creation_input_tokens": 0, "cache_read_input_tokens": [0-9]+\}\}$' "$T/m1" ||
   fail "plain reply's stop or usage: $(cat "$T/m1")"
 grep -q '"thinking"' "$T/m1" && fail "thinking disabled, yet a thinking block: $(cat "$T/m1")"
 TEXT=$(jstr text < "$T/m1")
@@ -73,7 +76,8 @@ echo "ok the chat twin: the same text and token counts, thinking off and on (a t
 msg $U "{\"model\": \"k3\", \"max_tokens\": 12, \"temperature\": 0, \"system\": $SYS,
   $OFF, \"stream\": true, \"messages\": [$UM]}" > "$T/s1"
 EV=$(sed -n 's/^event: //p' "$T/s1" | tr '\n' ' ')
-echo "$EV" | grep -qE '^message_start (ping )+content_block_start (content_block_delta )+content_block_stop message_delta message_stop $' ||
+BLOCK='content_block_start (content_block_delta )+content_block_stop'
+echo "$EV" | grep -qE "^message_start (ping )+$BLOCK message_delta message_stop \$" ||
   fail "event order: $EV"
 # every event's data names it
 [ "$(grep -c '^event: ' "$T/s1")" = "$(grep -c '^data: {"type": "' "$T/s1")" ] &&
@@ -81,7 +85,10 @@ echo "$EV" | grep -qE '^message_start (ping )+content_block_start (content_block
     grep -q . || fail "an event whose data is another type: $(cat "$T/s1")"
 JOINED=$(grep '"type": "text_delta"' "$T/s1" | jstrs text | sed 's/^"//; s/"$//' | tr -d '\n')
 [ "\"$JOINED\"" = "$TEXT" ] || fail "deltas joined \"$JOINED\" != the plain reply $TEXT"
-grep -q '^data: {"type": "message_delta", "delta": {"stop_reason": "\(max_tokens\|end_turn\)", "stop_sequence": null}, "usage": {"output_tokens": '"$(jnum output_tokens < "$T/m1")"'}' "$T/s1" ||
+MD='^data: {"type": "message_delta", "delta": {"stop_reason": "\(max_tokens\|end_turn\)", '
+OT=$(jnum output_tokens < "$T/m1")
+grep -q "$MD"'"stop_sequence": null}, "usage": {"output_tokens": '"$OT"'}' \
+  "$T/s1" ||
   fail "message_delta: $(grep message_delta "$T/s1")"
 echo "ok streamed: message_start ping content_block_start delta.. stop message_delta" \
   "message_stop, the deltas joined = the plain reply"
@@ -127,9 +134,13 @@ ctok() { chat $U "{\"messages\": [$U1], \"max_tokens\": 1, \"temperature\": 0, $
 atok() { count "{\"model\": \"k3\", \"messages\": [$U1], $1}"; }
 for pair in "\"tools\": [$AW]|\"tools\": [$OW]" \
             "\"tools\": [$AW, $AS], \"tool_choice\": {\"type\": \"auto\"}|\"tools\": [$OW, $OS]" \
-            "\"tools\": [$AW], \"tool_choice\": {\"type\": \"any\"}|\"tools\": [$OW], \"tool_choice\": \"required\"" \
-            "\"tools\": [$AW], \"tool_choice\": {\"type\": \"none\"}|\"tools\": [$OW], \"tool_choice\": \"none\"" \
-            "\"tools\": [$AW, $AS], \"tool_choice\": {\"type\": \"tool\", \"name\": \"get_weather\"}|\"tools\": [$OW, $OS], \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"get_weather\"}}"; do
+            "\"tools\": [$AW], \"tool_choice\": {\"type\": \"any\"}|\"tools\": [$OW],
+              \"tool_choice\": \"required\"" \
+            "\"tools\": [$AW], \"tool_choice\": {\"type\": \"none\"}|\"tools\": [$OW],
+              \"tool_choice\": \"none\"" \
+            "\"tools\": [$AW, $AS], \"tool_choice\": {\"type\": \"tool\", \"name\":
+              \"get_weather\"}|\"tools\": [$OW, $OS], \"tool_choice\": {\"type\": \"function\",
+              \"function\": {\"name\": \"get_weather\"}}"; do
   a=$(atok "${pair%%|*}"); c=$(ctok "${pair#*|}")
   [ -n "$a" ] && [ "$a" = "$c" ] || fail "tools: count_tokens $a, chat $c for ${pair%%|*}"
 done
@@ -139,20 +150,26 @@ echo "ok tools and tool_choice auto/any/none/tool: the chat twin's prompt ids"
 # ---- a tool call: a tool_use block; streamed; sent back with its tool_result ----
 REQ="\"model\": \"k3\", \"max_tokens\": 200, \"temperature\": 0, \"tools\": [$AW]"
 msg $H "{$REQ, \"messages\": [$U1]}" > "$T/t1"
-grep -q '"content": \[{"type": "thinking", "thinking": "I will check.", "signature": ""}, {"type": "tool_use", "id": "toolu_[0-9_]*", "name": "get_weather", "input": {"city": "Paris", "days": 3}}\], "stop_reason": "tool_use", "stop_sequence": null' "$T/t1" ||
+TH='"content": \[{"type": "thinking", "thinking": "I will check.", "signature": ""}, '
+TU='{"type": "tool_use", "id": "toolu_[0-9_]*", "name": "get_weather", "input": {"city": '
+grep -q "$TH$TU"'"Paris", "days": 3}}\], "stop_reason": "tool_use", "stop_sequence": null' \
+  "$T/t1" ||
   fail "tool call: $(cat "$T/t1")"
 TID=$(sed -n 's/.*"id": "\(toolu_[0-9_]*\)".*/\1/p' "$T/t1")
 msg $H "{$REQ, \"stream\": true, \"messages\": [$U1]}" > "$T/t2"
-grep -q '"index": 1, "content_block": {"type": "tool_use", "id": "toolu_[0-9_]*", "name": "get_weather", "input": {}}' "$T/t2" &&
-  grep -qF '"index": 1, "delta": {"type": "input_json_delta", "partial_json": "{\"city\": \"Paris\", \"days\": 3}"}' "$T/t2" &&
+CB='"index": 1, "content_block": {"type": "tool_use", "id": "toolu_[0-9_]*", "name": '
+JD='"index": 1, "delta": {"type": "input_json_delta", "partial_json": '
+grep -q "$CB"'"get_weather", "input": {}}' "$T/t2" &&
+  grep -qF "$JD"'"{\"city\": \"Paris\", \"days\": 3}"}' "$T/t2" &&
   grep -q '"delta": {"stop_reason": "tool_use"' "$T/t2" || fail "tool call streamed: $(cat "$T/t2")"
 EV=$(sed -n 's/^event: //p' "$T/t2" | tr '\n' ' ')
-echo "$EV" | grep -qE '^message_start (ping )+content_block_start (content_block_delta )+content_block_stop content_block_start content_block_delta content_block_stop message_delta message_stop $' ||
+echo "$EV" | grep -qE "^message_start (ping )+$BLOCK $BLOCK message_delta message_stop \$" ||
   fail "tool stream's event order: $EV"
 echo "ok a tool call: a tool_use block (input an object), stop_reason tool_use; streamed as" \
   "content_block_start tool_use + input_json_delta"
-A1="{\"role\": \"assistant\", \"content\": [{\"type\": \"thinking\", \"thinking\": \"I will check.\",
-  \"signature\": \"\"}, {\"type\": \"tool_use\", \"id\": \"$TID\", \"name\": \"get_weather\",
+A1="{\"role\": \"assistant\", \"content\": [{\"type\": \"thinking\",
+  \"thinking\": \"I will check.\", \"signature\": \"\"}, {\"type\": \"tool_use\",
+  \"id\": \"$TID\", \"name\": \"get_weather\",
   \"input\": {\"city\": \"Paris\", \"days\": 3}}]}"
 R1="{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\", \"tool_use_id\": \"$TID\",
   \"content\": [{\"type\": \"text\", \"text\": \"18C and sunny\"}]}, {\"type\": \"text\",
@@ -160,7 +177,8 @@ R1="{\"role\": \"user\", \"content\": [{\"type\": \"tool_result\", \"tool_use_id
 msg $H "{$REQ, \"messages\": [$U1, $A1, $R1]}" > "$T/t3"
 p1=$(ptoks "$T/t1"); g1=$(jnum output_tokens < "$T/t1")
 [ "$(jnum cache_read_input_tokens < "$T/t3")" = $((p1 + g1 - 1)) ] ||
-  fail "turn 2 resumed $(jnum cache_read_input_tokens < "$T/t3"), want $p1 + $g1 - 1: $(cat "$T/t3")"
+  fail "turn 2 resumed $(jnum cache_read_input_tokens < "$T/t3"), want $p1 + $g1 - 1:" \
+    "$(cat "$T/t3")"
 OC="{\"role\": \"assistant\", \"content\": null, \"reasoning_content\": \"I will check.\",
   \"tool_calls\": [{\"id\": \"$TID\", \"type\": \"function\", \"function\": {\"name\":
   \"get_weather\", \"arguments\": \"{\\\"city\\\": \\\"Paris\\\", \\\"days\\\": 3}\"}}]}"
@@ -177,7 +195,8 @@ echo "ok the tool_use and its tool_result sent back: turn 2 resumes all $((p1 + 
 KU=http://127.0.0.1:$PORT_keyed
 B="{\"model\": \"k3\", \"max_tokens\": 2, \"messages\": [$UM]}"
 got=$($C -o "$T/k1" -w '%{http_code}' "$KU/v1/messages" -d "$B")
-[ "$got" = 401 ] && grep -q '^{"type": "error", "error": {"type": "authentication_error", "message": ".*"}}$' "$T/k1" ||
+AE='^{"type": "error", "error": {"type": "authentication_error", "message": ".*"}}$'
+[ "$got" = 401 ] && grep -q "$AE" "$T/k1" ||
   fail "no key: $got $(cat "$T/k1")"
 got=$($C -o "$T/k2" -w '%{http_code}' -H 'x-api-key: wrong' "$KU/v1/messages" -d "$B")
 [ "$got" = 401 ] || fail "a wrong x-api-key: $got"
@@ -211,42 +230,42 @@ bad() {
   [ "$($C "$U/health")" = '{"status": "ok"}' ] || fail "unhealthy after: $1"
   n=$((n+1))
 }
-M="\"model\": \"k3\", \"max_tokens\": 8"
+MT="\"model\": \"k3\", \"max_tokens\": 8"
 bad "not JSON" "{\"model\": "
 bad "an array" "[]"
 bad "no max_tokens" "{\"model\": \"k3\", \"messages\": [$UM]}"
 bad "max_tokens 0" "{\"model\": \"k3\", \"max_tokens\": 0, \"messages\": [$UM]}"
-bad "no messages" "{$M}"
-bad "messages empty" "{$M, \"messages\": []}"
-bad "unknown field" "{$M, \"messages\": [$UM], \"frequency_penalty\": 1}"
-bad "role system" "{$M, \"messages\": [{\"role\": \"system\", \"content\": \"x\"}]}"
-bad "content a number" "{$M, \"messages\": [{\"role\": \"user\", \"content\": 3}]}"
-bad "content empty" "{$M, \"messages\": [{\"role\": \"user\", \"content\": []}]}"
-bad "an image block" "{$M, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\",
+bad "no messages" "{$MT}"
+bad "messages empty" "{$MT, \"messages\": []}"
+bad "unknown field" "{$MT, \"messages\": [$UM], \"frequency_penalty\": 1}"
+bad "role system" "{$MT, \"messages\": [{\"role\": \"system\", \"content\": \"x\"}]}"
+bad "content a number" "{$MT, \"messages\": [{\"role\": \"user\", \"content\": 3}]}"
+bad "content empty" "{$MT, \"messages\": [{\"role\": \"user\", \"content\": []}]}"
+bad "an image block" "{$MT, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\",
   \"source\": {}}]}]}"
-bad "a final assistant message" "{$M, \"messages\": [$UM, {\"role\": \"assistant\",
+bad "a final assistant message" "{$MT, \"messages\": [$UM, {\"role\": \"assistant\",
   \"content\": \"Sure\"}]}"
-bad "tool_use in a user message" "{$M, \"messages\": [{\"role\": \"user\", \"content\":
+bad "tool_use in a user message" "{$MT, \"messages\": [{\"role\": \"user\", \"content\":
   [{\"type\": \"tool_use\", \"id\": \"a\", \"name\": \"f\", \"input\": {}}]}]}"
-bad "tool_use input a string" "{$M, \"messages\": [$UM, {\"role\": \"assistant\", \"content\":
+bad "tool_use input a string" "{$MT, \"messages\": [$UM, {\"role\": \"assistant\", \"content\":
   [{\"type\": \"tool_use\", \"id\": \"a\", \"name\": \"f\", \"input\": \"{}\"}]}, $UM]}"
-bad "tool_result without tool_use_id" "{$M, \"messages\": [{\"role\": \"user\", \"content\":
+bad "tool_result without tool_use_id" "{$MT, \"messages\": [{\"role\": \"user\", \"content\":
   [{\"type\": \"tool_result\", \"content\": \"x\"}]}]}"
-bad "temperature 1.5" "{$M, \"temperature\": 1.5, \"messages\": [$UM]}"
-bad "stop_sequences a string" "{$M, \"stop_sequences\": \"x\", \"messages\": [$UM]}"
-bad "five stop_sequences" "{$M, \"stop_sequences\": [\"a\", \"b\", \"c\", \"d\", \"e\"],
+bad "temperature 1.5" "{$MT, \"temperature\": 1.5, \"messages\": [$UM]}"
+bad "stop_sequences a string" "{$MT, \"stop_sequences\": \"x\", \"messages\": [$UM]}"
+bad "five stop_sequences" "{$MT, \"stop_sequences\": [\"a\", \"b\", \"c\", \"d\", \"e\"],
   \"messages\": [$UM]}"
-bad "thinking type" "{$M, \"thinking\": {\"type\": \"on\"}, \"messages\": [$UM]}"
-bad "tool without input_schema" "{$M, \"tools\": [{\"name\": \"f\"}], \"messages\": [$UM]}"
-bad "a server tool" "{$M, \"tools\": [{\"type\": \"web_search_20250305\", \"name\":
+bad "thinking type" "{$MT, \"thinking\": {\"type\": \"on\"}, \"messages\": [$UM]}"
+bad "tool without input_schema" "{$MT, \"tools\": [{\"name\": \"f\"}], \"messages\": [$UM]}"
+bad "a server tool" "{$MT, \"tools\": [{\"type\": \"web_search_20250305\", \"name\":
   \"web_search\"}], \"messages\": [$UM]}"
-bad "tool_choice a string" "{$M, \"tools\": [$AW], \"tool_choice\": \"auto\", \"messages\": [$UM]}"
-bad "tool_choice any without tools" "{$M, \"tool_choice\": {\"type\": \"any\"},
+bad "tool_choice a string" "{$MT, \"tools\": [$AW], \"tool_choice\": \"auto\", \"messages\": [$UM]}"
+bad "tool_choice any without tools" "{$MT, \"tool_choice\": {\"type\": \"any\"},
   \"messages\": [$UM]}"
-bad "tool_choice names no tool" "{$M, \"tools\": [$AW], \"tool_choice\": {\"type\": \"tool\",
+bad "tool_choice names no tool" "{$MT, \"tools\": [$AW], \"tool_choice\": {\"type\": \"tool\",
   \"name\": \"search\"}, \"messages\": [$UM]}"
-bad "system a number" "{$M, \"system\": 1, \"messages\": [$UM]}"
-bad "stream a string" "{$M, \"stream\": \"yes\", \"messages\": [$UM]}"
+bad "system a number" "{$MT, \"system\": 1, \"messages\": [$UM]}"
+bad "stream a string" "{$MT, \"stream\": \"yes\", \"messages\": [$UM]}"
 [ $n -ge 20 ] || fail "only $n malformed requests"
 got=$($C -o "$T/e" -w '%{http_code}' "$U/v1/messages/count_tokens" -d '{"messages": 1}')
 [ "$got" = 400 ] && grep -q '"type": "invalid_request_error"' "$T/e" ||
@@ -260,3 +279,36 @@ $C "$U/v1/chat/completions" -d '{}' | grep -q '^{"error": {"message": ' ||
 msg $U "$B" | grep -q '"type": "message"' || fail "no reply after the malformed requests"
 echo "ok $n malformed requests (and count_tokens', GET): 400 in Anthropic's shape, healthy" \
   "after each; chat's errors stay OpenAI's"
+
+# ---- the server stopping: a held stream ends (k3_stop interrupted, message_stop), a
+# queued message is answered 503 overloaded_error (K3_SERVE_TEST_HOLD, as serve_shutdown.sh)
+K3_SERVE_TEST_HOLD=4 start hold
+SU="http://127.0.0.1:$PORT_hold"
+SPID=${PIDS##* }
+$C -N "$SU/v1/messages" -d "{\"model\": \"k3\", \"max_tokens\": 3000, \"stream\": true,
+  \"messages\": [$UM]}" > "$T/hs" &
+c1=$!
+i=0
+while ! grep -q 'request [0-9]* holds after 4 tokens' "$T/hold.err"; do
+  i=$((i+1)); [ $i -gt 300 ] && fail "the stream did not reach its hold"
+  sleep 0.1
+done
+$C -o "$T/hq" -w '%{http_code}' "$SU/v1/messages" -d "$B" > "$T/hc" &
+c2=$!
+i=0
+while ! $C "$SU/metrics" | grep -q '^k3_queue_length 1$'; do
+  i=$((i+1)); [ $i -gt 300 ] && fail "the second message is not queued"
+  sleep 0.1
+done
+kill -INT "$SPID"
+wait "$c1"; wait "$c2"
+wait "$SPID" || fail "SIGINT: the server exited $?"
+[ "$(cat "$T/hc")" = 503 ] &&
+  grep -q '^{"type": "error", "error": {"type": "overloaded_error", "message": "the server '\
+'is stopping"}}$' "$T/hq" || fail "the queued message got $(cat "$T/hc") $(cat "$T/hq")"
+MD='^data: {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": '
+grep -q "$MD"'null}, "usage": {"output_tokens": 4}, "k3_stop": "interrupted"}$' "$T/hs" &&
+  tail -n 2 "$T/hs" | grep -q '^data: {"type": "message_stop"}$' ||
+  fail "the held stream's end: $(tail -n 6 "$T/hs")"
+echo "ok the server stopping: a held stream ends with message_delta (k3_stop interrupted)" \
+  "and message_stop, a queued message gets 503 overloaded_error"
