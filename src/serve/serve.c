@@ -26,8 +26,8 @@ static const char SERVE_USAGE[] =
 "  --tok DIR              tokenizer directory (default $K3_TOK_FILES)\n"
 "  --host H               address to bind (default 127.0.0.1; others warn without --api-key)\n"
 "  --port N               TCP port (default 8080; 0 picks a free one, printed when ready)\n"
-"  --api-key KEY          require Authorization: Bearer KEY on /v1/*, /metrics, /tokenize\n"
-"                         and /detokenize\n"
+"  --api-key KEY          require Authorization: Bearer KEY (or x-api-key: KEY) on /v1/*,\n"
+"                         /metrics, /tokenize and /detokenize\n"
 "  --cors ORIGIN          browser clients: * (default: any origin, as llama-server), one\n"
 "                         origin (http://localhost:3000), or off (no CORS headers)\n"
 "  --state-cache-gb G     engine states kept to resume conversations (default 4; 0 = off)\n"
@@ -49,8 +49,9 @@ static const char SERVE_USAGE[] =
 "  --trunk DIR --trunk-gb G --cache-gb G --preset P --verbose   memory budgets as in batch\n"
 "                         mode (k3 --help, docs/PERFORMANCE.md)\n"
 "  --no-webui             no chat page at GET / (docs/SERVE.md, \"The chat page\")\n"
-"Endpoints: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,\n"
-"GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the CORS preflight). One line\n"
+"Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/messages (and\n"
+"/v1/messages/count_tokens: Anthropic's API), GET /v1/models, GET /health, GET /metrics,\n"
+"POST /tokenize, POST /detokenize (OPTIONS: the CORS preflight). One line\n"
 "per request on stderr (method, path, status, tokens, TTFT, time). Prints\n"
 "'k3: listening on http://HOST:PORT' on stderr when ready.\n";
 
@@ -164,7 +165,8 @@ static int generate(int fd, int kind, const char *body, size_t n, int ka) {
     char err[512];
     Job *j = calloc(1, sizeof *j);
     if (!j) return fail(fd, 500, "out of memory", 0);
-    if (serve_req_parse(body, n, kind, &j->req, err, sizeof err)) {
+    if (http_anthropic ? serve_anth_parse(body, n, 0, &j->req, err, sizeof err)
+                       : serve_req_parse(body, n, kind, &j->req, err, sizeof err)) {
         serve_req_free(&j->req); free(j);
         return fail(fd, 400, err, ka);
     }
@@ -201,12 +203,15 @@ static int route(int fd, const HttpReq *h, const char *body, int ka) {
     snprintf(path, sizeof path, "%s", h->path);
     char *q = strchr(path, '?');
     if (q) *q = 0;
+    const int msgs = !strcmp(path, "/v1/messages"), count = !strcmp(path,
+                                                                     "/v1/messages/count_tokens");
+    http_anthropic = msgs || count;              /* its errors in Anthropic's shape */
     const int x = serve_extra_route(&srv, fd, h, path, body, ka);
     if (x != SERVE_PASS) return x;
     int get = !strcmp(h->method, "GET"), post = !strcmp(h->method, "POST");
     int web = srv.no_webui ? 0 : serve_web(fd, h->method, path, ka);   /* the chat page */
     if (web) return web < 0 ? -1 : 0;
-    int kind = !strcmp(path, "/v1/chat/completions") ? REQ_CHAT
+    int kind = !strcmp(path, "/v1/chat/completions") || msgs || count ? REQ_CHAT
              : !strcmp(path, "/v1/completions") ? REQ_COMPLETION : 0;
     int known = kind || !strcmp(path, "/v1/models") || !strcmp(path, "/health") ||
                 !strcmp(path, "/metrics");
@@ -214,9 +219,11 @@ static int route(int fd, const HttpReq *h, const char *body, int ka) {
     if (kind ? !post : !get)
         return fail(fd, 405, kind ? "use POST" : "use GET", ka);
     if (srv.api_key && strcmp(path, "/health")) {
-        const char *a = h->auth;
-        if (strncmp(a, "Bearer ", 7) || strcmp(a + 7, srv.api_key))
-            return fail(fd, 401, "missing or wrong API key (Authorization: Bearer KEY)", ka);
+        const char *a = h->auth;                 /* x-api-key: Anthropic's clients */
+        if ((strncmp(a, "Bearer ", 7) || strcmp(a + 7, srv.api_key)) &&
+            strcmp(h->xkey, srv.api_key))
+            return fail(fd, 401, "missing or wrong API key (Authorization: Bearer KEY, or "
+                        "x-api-key: KEY)", ka);
     }
     if (!strcmp(path, "/health")) {
         int ready;
@@ -227,6 +234,7 @@ static int route(int fd, const HttpReq *h, const char *body, int ka) {
     if (!strcmp(path, "/v1/models")) { models(fd, ka); return 0; }
     if (!strcmp(path, "/metrics")) { metrics(fd, ka); return 0; }
     if (!h->has_length) return fail(fd, 400, "POST needs a Content-Length body", ka);
+    if (count) return serve_anth_count(&srv, fd, body, h->content_length, ka);
     return generate(fd, kind, body, h->content_length, ka);
 }
 
@@ -272,6 +280,7 @@ static void *conn_main(void *arg) {
         const double t0 = k3_now();
         pthread_mutex_lock(&srv.mu); srv.busy++; pthread_mutex_unlock(&srv.mu);
         const int rr = route(fd, &h, b + h.header_len, h.keep_alive);
+        http_anthropic = 0;                           /* the next refusal is OpenAI's */
         serve_log_request(&h, t0);
         pthread_mutex_lock(&srv.mu);                  /* logged: the shutdown may end now */
         if (!--srv.busy) pthread_cond_broadcast(&srv.idle);
@@ -504,7 +513,7 @@ static void drain(Server *s) {
         Job *j = q;
         q = j->next;
         j->status = 503; j->interrupted = 1;
-        http_error(j->fd, 503, "the server is stopping", 0);
+        http_error_api(j->fd, 503, "the server is stopping", 0, j->req.api);
         pthread_mutex_lock(&s->mu);
         j->done = 1;
         pthread_cond_signal(&j->cv);

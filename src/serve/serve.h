@@ -29,6 +29,7 @@ typedef struct {
     size_t content_length; int has_length;
     int keep_alive, expect_continue;
     char auth[512];                          /* Authorization value, "" when absent */
+    char xkey[512];                          /* x-api-key value (Anthropic's), "" when absent */
     size_t header_len;                       /* bytes up to and including CRLF CRLF */
 } HttpReq;
 
@@ -42,8 +43,13 @@ int http_send(int fd, const char *b, size_t n);
 /* A whole response with Content-Length. */
 int http_respond(int fd, int status, const char *ctype, const char *body, size_t n,
                  int keep_alive);
-/* OpenAI-style {"error": {"message","type","code"}}. */
+/* OpenAI-style {"error": {"message","type","code"}}; while this thread's http_anthropic is
+ * set (a /v1/messages request), Anthropic's {"type": "error", "error": {"type","message"}}. */
 int http_error(int fd, int status, const char *msg, int keep_alive);
+extern __thread int http_anthropic;
+/* http_error in the shape of a request's API (ServeReq.api), whatever this thread's flag
+ * (the engine thread answers requests of both APIs). */
+int http_error_api(int fd, int status, const char *msg, int keep_alive, int anthropic);
 /* Chunked body: the head (Transfer-Encoding: chunked), then chunks, then the end. */
 int http_chunked_head(int fd, const char *ctype, int keep_alive);
 int http_chunk(int fd, const char *b, size_t n);
@@ -103,6 +109,8 @@ typedef struct {
     char *tools_json;                        /* the tool declaration's JSON, NULL: none */
     int tool_choice;                         /* XTC_* */
     int parse_tools;                         /* the reply's tools channel becomes tool_calls */
+    int api;                                 /* 1: /v1/messages, Anthropic's shapes
+                                              * (serve_anthropic*.c); 0: OpenAI's */
 } ServeReq;
 
 /* Validates body[0..n) as a kind request. 0, or 400 with the message in err. */
@@ -118,6 +126,13 @@ int serve_req_choices(const ServeReq *r);
 /* The thinking effort for an OpenAI reasoning_effort value: "low" | "high" | "max", ""
  * for thinking off, NULL when v is not a known value. */
 const char *serve_effort(const char *v);
+
+/* ---- serve_anthropic.c: /v1/messages ---- */
+/* Validates an Anthropic Messages body into r: translated into the equivalent chat
+ * request (the same prompt ids), r->api set. count: /v1/messages/count_tokens (no
+ * max_tokens needed). 0, or 400 with err. */
+int serve_anth_parse(const char *body, size_t n, int count, ServeReq *r, char *err,
+                     size_t errlen);
 
 /* ---- serve_tools.c ---- */
 /* `tools`, `tool_choice`, `parallel_tool_calls` of body d into r. 0, or 400 with err. */
@@ -228,6 +243,9 @@ ServeLog *serve_log_now(void);               /* this thread's request, for the l
 /* One line on stderr for the request h (NULL: one that did not parse) begun at t0. */
 void serve_log_request(const HttpReq *h, double t0);
 int serve_fail(int fd, int status, const char *msg, int keep_alive);   /* serve.c */
+/* POST /v1/messages/count_tokens (serve_anthropic.c): {"input_tokens": N}, the ids of the
+ * request's rendered prompt. */
+int serve_anth_count(Server *s, int fd, const char *body, size_t n, int ka);
 
 /* Metrics, updated under Server.mu. */
 typedef struct {

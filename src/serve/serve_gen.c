@@ -19,6 +19,7 @@
  * same XTML parser, the same decoding of each channel (ill-formed UTF-8 -> U+FFFD, NUL
  * dropped). Streamed deltas are cut from that same text, so they concatenate to it. */
 #include "serve.h"
+#include "serve_gen.h"
 #include "util.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,88 +108,6 @@ static Kept *find_kept(Server *s, const int32_t *ids, size_t n) {
     return best;
 }
 
-/* ---- text of a channel ---- */
-/* Bytes at the end of b[0..n) that start a UTF-8 sequence which may still complete. */
-static size_t open_tail(const unsigned char *b, size_t n) {
-    for (size_t k = 1; k <= 3 && k <= n; k++) {
-        unsigned char c = b[n - k];
-        if (c >= 0x80 && c < 0xC0) continue;
-        int need = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 0;
-        if (!need || (size_t)need <= k || c > 0xF4) return 0;
-        unsigned char t[4] = { c, 0x80, 0x80, 0x80 };
-        for (size_t i = 1; i < k; i++) t[i] = b[n - k + i];
-        if (k >= 2) { uint32_t cp; return tok_utf8_next(t, (size_t)need, &cp) == need &&
-                                           cp != 0xFFFFFFFFu ? k : 0; }
-        for (int c2 = 0x80; c2 < 0xC0; c2++) {       /* some second byte completes it */
-            uint32_t cp;
-            t[1] = (unsigned char)c2;
-            if (tok_utf8_next(t, (size_t)need, &cp) == need && cp != 0xFFFFFFFFu) return k;
-        }
-        return 0;
-    }
-    return 0;
-}
-
-/* The channel's text as the REPL's parser gives it (xtml.c body_text): ill-formed bytes
- * -> U+FFFD, NUL dropped. stable: leave out an open UTF-8 tail (more ids may complete it). */
-static char *chan_text(const Tok *t, const int32_t *ids, size_t n, int stable, size_t *len) {
-    size_t rl = 0, j = 0;
-    char *raw = tok_decode(t, ids, n, &rl, NULL);
-    if (!raw) return NULL;
-    if (stable) rl -= open_tail((const unsigned char *)raw, rl);
-    char *o = malloc(rl * 3 + 1);
-    if (!o) { free(raw); return NULL; }
-    for (size_t i = 0; i < rl;) {
-        uint32_t cp;
-        int l = tok_utf8_next((const unsigned char *)raw + i, rl - i, &cp);
-        if (cp == 0xFFFFFFFFu) { memcpy(o + j, "\xEF\xBF\xBD", 3); j += 3; }
-        else if (cp != 0) { memcpy(o + j, raw + i, (size_t)l); j += (size_t)l; }
-        i += (size_t)l;
-    }
-    o[j] = 0;
-    free(raw);
-    *len = j;
-    return o;
-}
-
-/* ---- one request ---- */
-struct Gen {
-    Server *s; Job *j;
-    int choice;                           /* its index in the job's n */
-    int waiting;                          /* for choice 0's prompt state (give_prompt) */
-    const char *obj;                      /* "chat.completion" | "text_completion" */
-    char id[48]; long created;
-    int thinking;
-    size_t sent[2];                       /* bytes of reasoning / content streamed */
-    char *text[2]; size_t len[2];         /* final reasoning / content */
-    int stopped;                          /* a stop string was found */
-    int gone;                             /* the client went away */
-    size_t maxstop;
-    const XtmlParser *p;                  /* chat: the reply's parser (tool calls) */
-    int calls_sent;                       /* tool calls streamed */
-    int settled;                          /* the response channel closed (and was streamed) */
-    /* the generation */
-    K3SchedSeq *q;                        /* its slot in the engine's scheduler */
-    int32_t *fed; size_t n, capfed, nprompt, reuse;   /* ids the state holds */
-    float *logits;                        /* [vocab]: the row the next token is drawn from */
-    K3State *pst; float *plogits;         /* the prompt's end, kept at the end (or NULL) */
-    Sampler smp;
-    XtmlParser xp;
-    int32_t *out; size_t nout, capout;    /* ids of a raw completion */
-    int cap, ngen, ended, hit, fail, fed_id;
-    size_t pf;                            /* prompt ids in the state (nprompt: all in, and a
-                                           * stream's head went out) */
-    ServeLp lp, plp;                      /* logprobs: the reply's tokens, echo's prompt */
-    JgState js; float *mask;              /* JSON mode: the reply's bytes, the masked row */
-    size_t lp_off;                        /* completions: text_offset of the next token */
-    const ServePrompt *pr;                /* completions: its prompt (choice / n) */
-    int why;                              /* why it ended (K3STOP_*), for "k3_stop" */
-    char err[1024];
-};
-
-/* Why a reply ended, finer than finish_reason (docs/SERVE.md): length is max_tokens (or
- * --max-tokens), context the context limit (--ctx), interrupted the server stopping. */
-enum { K3STOP_LENGTH, K3STOP_EOS, K3STOP_STRING, K3STOP_CONTEXT, K3STOP_INTERRUPTED };
 static const char *const K3STOP[] = { "length", "eos", "stop_string", "context", "interrupted" };
 
 static void chunk_head(Gen *g, Buf *b) {
@@ -219,6 +138,8 @@ static void lp_stream(Gen *g, Buf *b) {
 /* Streams text[sent..upto) of channel ch (0 reasoning, 1 content). */
 static void delta(Gen *g, int ch, const char *text, size_t upto) {
     if (upto <= g->sent[ch]) return;
+    if (g->j->req.api) { serve_anth_delta(g, ch, text + g->sent[ch], upto - g->sent[ch]);
+                         g->sent[ch] = upto; return; }
     Buf b = { 0 };
     chunk_head(g, &b);
     if (g->j->req.kind == REQ_CHAT) {
@@ -245,6 +166,7 @@ static void tool_deltas(Gen *g) {
     if (!g->j->req.stream || !p || g->calls_sent >= p->n_calls ||
         !p->calls[g->calls_sent].complete)
         return;
+    if (g->j->req.api) { g->calls_sent += serve_anth_tools(g, g->calls_sent); return; }
     Buf b = { 0 };
     chunk_head(g, &b);
     buf_fmt(&b, ", \"choices\": [{\"index\": %d, \"delta\": {\"tool_calls\": ", g->choice);
@@ -296,7 +218,7 @@ static int update(Gen *g, int ch, const int32_t *ids, size_t n, int final) {
 /* An error reply from the engine thread; the connection thread counts it. */
 static void job_error(Job *j, int status, const char *msg, int keep_alive) {
     j->status = status;
-    http_error(j->fd, status, msg, keep_alive);
+    http_error_api(j->fd, status, msg, keep_alive, j->req.api);
 }
 
 static void usage_json(Buf *b, long prompt, long gen, long cached) {
@@ -314,6 +236,7 @@ static void reply(Gen *g, const char *finish) {
     if (r->stream) {
         for (int ch = 0; ch < 2; ch++) if (g->text[ch]) delta(g, ch, g->text[ch], g->len[ch]);
         tool_deltas(g);
+        if (r->api) { serve_anth_reply(g, finish); return; }
         chunk_head(g, &b);
         buf_fmt(&b, r->kind == REQ_CHAT ? ", \"choices\": [{\"index\": %d, \"delta\": {}"
                                         : ", \"choices\": [{\"index\": %d, \"text\": \"\"",
@@ -325,6 +248,7 @@ static void reply(Gen *g, const char *finish) {
         buf_free(&b);
         return;
     }
+    if (r->api) { serve_anth_reply(g, finish); return; }
     if (r->kind == REQ_CHAT) {
         buf_fmt(&b, "{\"index\": %d, \"message\": {\"role\": \"assistant\", \"content\": ",
                 g->choice);
@@ -374,6 +298,7 @@ static void reply(Gen *g, const char *finish) {
 static void reply_end(Gen *g, long prompt, long gen, long cached) {
     Job *j = g->j;
     const ServeReq *r = &j->req;
+    if (r->api) { serve_anth_end(g, prompt, gen, cached); return; }
     Buf b = { 0 };
     if (r->stream) {
         if (r->include_usage) {
@@ -484,6 +409,7 @@ int serve_gen_prefill(Gen *g) {
         g->gone = 1;
         return -1;
     }
+    if (g->j->req.api && g->j->req.stream) serve_anth_head(g);   /* pings while it waits */
     return 0;
 }
 
@@ -514,6 +440,7 @@ static void give_prompt(Gen *g) {
 static void stream_head(Gen *g) {
     const ServeReq *r = &g->j->req;
     if (!r->stream) return;
+    if (r->api) { serve_anth_head(g); return; }
     if (!g->j->head_sent++ && http_chunked_head(g->j->fd, "text/event-stream",
                                                  g->j->keep_alive))
         g->gone = 1;
@@ -749,6 +676,7 @@ int serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     if (g->fail) {
         fprintf(stderr, "k3: serve: request %llu: %s\n", (unsigned long long)j->id, g->err);
         if (r->stream && j->head_sent) j->cut = 1;    /* cut without [DONE] */
+        if (j->cut && r->api) serve_anth_fail(g);     /* (Anthropic's: an error event) */
         else if (!j->err[0])                          /* (before its head: a plain 500) */
             snprintf(j->err, sizeof j->err, "%s", g->err);
         j->failed = 1;

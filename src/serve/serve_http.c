@@ -156,6 +156,9 @@ int http_parse(const char *buf, size_t n, size_t max_body, HttpReq *r, char *err
         } else if (ieq(p, kl, "authorization")) {
             if (vl >= sizeof r->auth) FAIL(400, "Authorization header too long");
             memcpy(r->auth, val, vl); r->auth[vl] = 0;
+        } else if (ieq(p, kl, "x-api-key")) {             /* Anthropic's clients */
+            if (vl >= sizeof r->xkey) FAIL(400, "x-api-key header too long");
+            memcpy(r->xkey, val, vl); r->xkey[vl] = 0;
         } else if (ieq(p, kl, "host")) host++;
         p = le + 2;
     }
@@ -222,13 +225,46 @@ static const char *err_type(int s) {
     }
 }
 
+__thread int http_anthropic;
+
+/* Anthropic's error types (its Messages API docs, "Errors"). */
+static const char *anth_type(int s) {
+    switch (s) {
+    case 400: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: case 529: return "overloaded_error";
+    default: return s < 500 ? "invalid_request_error" : "api_error";
+    }
+}
+
 int http_error(int fd, int status, const char *msg, int keep_alive) {
     Buf b = { 0 };
+    if (http_anthropic) {
+        buf_fmt(&b, "{\"type\": \"error\", \"error\": {\"type\": \"%s\", \"message\": ",
+                anth_type(status));
+        buf_json(&b, msg, strlen(msg));
+        buf_str(&b, "}}\n");
+        int rc = b.oom ? -1 : http_respond(fd, status, "application/json", b.b, b.n, keep_alive);
+        buf_free(&b);
+        return rc;
+    }
     buf_str(&b, "{\"error\": {\"message\": ");
     buf_json(&b, msg, strlen(msg));
     buf_fmt(&b, ", \"type\": \"%s\", \"code\": %d}}\n", err_type(status), status);
     int rc = b.oom ? -1 : http_respond(fd, status, "application/json", b.b, b.n, keep_alive);
     buf_free(&b);
+    return rc;
+}
+
+int http_error_api(int fd, int status, const char *msg, int keep_alive, int anthropic) {
+    const int was = http_anthropic;
+    http_anthropic = anthropic;
+    const int rc = http_error(fd, status, msg, keep_alive);
+    http_anthropic = was;
     return rc;
 }
 

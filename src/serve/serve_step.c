@@ -94,7 +94,7 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
                              "server generates at most %d sequences at once (k3 serve "
                              "--max-batch)", j->req.n_prompts, j->req.n_choices, c, B);
                 j->status = 400;
-                http_error(j->fd, 400, err, j->keep_alive);
+                http_error_api(j->fd, 400, err, j->keep_alive, j->req.api);
                 job_done(s, j);
                 continue;
             }
@@ -143,7 +143,7 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
     }
     if (held) {
         held->status = 503; held->interrupted = 1;
-        http_error(held->fd, 503, "the server is stopping", 0);
+        http_error_api(held->fd, 503, "the server is stopping", 0, held->req.api);
         held->failed = 1;
         job_done(s, held);
     }

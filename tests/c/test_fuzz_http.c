@@ -1,8 +1,9 @@
 /* test_fuzz_http.c — k3 serve's HTTP request-head parser (http_parse) and request-JSON
- * validator (serve_req_parse): fixed cases with their expected status, then deterministic
- * mutation fuzzing (the pattern of test_fuzz_parsers.c): thousands of mutated heads and
- * bodies must never crash (ASan/UBSan for the full effect), every refusal must carry a
- * message, and every result must be one of the documented statuses. Runs in seconds. */
+ * validators (serve_req_parse; serve_anth_parse, /v1/messages): fixed cases with their
+ * expected status, then deterministic mutation fuzzing (the pattern of
+ * test_fuzz_parsers.c): thousands of mutated heads and bodies must never crash (ASan/UBSan
+ * for the full effect), every refusal must carry a message, and every result must be one
+ * of the documented statuses. Runs in seconds. */
 #include "serve/serve.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,21 @@ static int body(const char *s, int kind) {
     "\"function\": {\"name\": \"search\"}}], \"tool_choice\": {\"type\": \"function\", " \
     "\"function\": {\"name\": \"search\"}}, \"parallel_tool_calls\": false}"
 
+/* An Anthropic Messages request with every piece: system blocks, a tool_use sent back with
+ * its tool_result, thinking, tools, a named tool_choice. */
+#define ANTH_BODY \
+    "{\"model\": \"m\", \"max_tokens\": 9, \"system\": [{\"type\": \"text\", \"text\": " \
+    "\"S\"}], \"messages\": [{\"role\": \"user\", \"content\": \"w?\"}, {\"role\": " \
+    "\"assistant\", \"content\": [{\"type\": \"thinking\", \"thinking\": \"t\", " \
+    "\"signature\": \"\"}, {\"type\": \"tool_use\", \"id\": \"u1\", \"name\": \"get_weather\", " \
+    "\"input\": {\"city\": \"Paris\"}}]}, {\"role\": \"user\", \"content\": [{\"type\": " \
+    "\"tool_result\", \"tool_use_id\": \"u1\", \"content\": [{\"type\": \"text\", " \
+    "\"text\": \"18C\"}]}, {\"type\": \"text\", \"text\": \"more\"}]}], \"tools\": " \
+    "[{\"name\": \"get_weather\", \"input_schema\": {\"type\": \"object\"}}, {\"name\": " \
+    "\"search\", \"input_schema\": {}}], \"tool_choice\": {\"type\": \"tool\", \"name\": " \
+    "\"search\"}, \"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 1024}, " \
+    "\"stop_sequences\": [\"x\"], \"temperature\": 0.5, \"stream\": true}"
+
 static void fixed_bodies(void) {
     char err[512];
     ServeReq q;
@@ -94,6 +110,17 @@ static void fixed_bodies(void) {
         " \"stop\": [\"x\", \"yz\"], \"stream\": true,"
         " \"stream_options\": {\"include_usage\": true},"
         " \"reasoning_effort\": \"low\"}";
+    CHECK(serve_anth_parse(ANTH_BODY, strlen(ANTH_BODY), 0, &q, err, sizeof err) == 0,
+          "anthropic: %s", err);
+    CHECK(q.api && q.n_msgs == 5 && !strcmp(q.msgs[0].role, "system") &&
+          !strcmp(q.msgs[2].reasoning, "t") && q.ext[2].n_calls == 1 &&
+          !strcmp(q.msgs[3].role, "tool") && !strcmp(q.msgs[3].content, "18C") &&
+          !strcmp(q.msgs[4].content, "more") && q.tool_choice == XTC_REQUIRED && q.stream &&
+          q.n_stop == 1 && q.max_tokens == 9 && q.thinking, "anthropic translated");
+    serve_req_free(&q);
+    CHECK(serve_anth_parse("{\"messages\": []}", 16, 0, &q, err, sizeof err) == 400 && err[0],
+          "anthropic refusal");
+    serve_req_free(&q);
     CHECK(serve_req_parse(ok, strlen(ok), REQ_CHAT, &q, err, sizeof err) == 0, "ok: %s", err);
     CHECK(q.n_msgs == 3 && !strcmp(q.msgs[1].content, "ab") && !strcmp(q.msgs[2].reasoning, "r"),
           "messages");
@@ -210,12 +237,12 @@ static void fuzz(int iters) {
         "\"top_logprobs\": 2, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
         "{\"schema\": {\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, \"b\"]}, "
         "\"l\": {\"items\": {\"type\": \"string\", \"maxLength\": 2}}}, \"required\": [\"a\"], "
-        "\"additionalProperties\": false}}}}" };
+        "\"additionalProperties\": false}}}}", ANTH_BODY };
     size_t cap = 4096;
     unsigned char *s = malloc(cap);
     long accepted = 0, refused = 0;
     for (int it = 0; it < iters; it++) {
-        int which = it % 6;
+        int which = it % 7;
         const char *seed = which < 2 ? seeds_h[which] : seeds_b[which - 2];
         size_t n = strlen(seed);
         memcpy(s, seed, n);
@@ -234,8 +261,9 @@ static void fuzz(int iters) {
             }
         } else {
             ServeReq q;
-            int rc = serve_req_parse((const char *)s, n, which == 3 ? REQ_COMPLETION : REQ_CHAT,
-                                     &q, err, sizeof err);
+            int rc = which == 6 ? serve_anth_parse((const char *)s, n, it % 2, &q, err, sizeof err)
+                     : serve_req_parse((const char *)s, n, which == 3 ? REQ_COMPLETION : REQ_CHAT,
+                                       &q, err, sizeof err);
             if (rc) {
                 refused++;
                 CHECK(rc == 400 && err[0], "body refusal %d without message", rc);
@@ -282,6 +310,7 @@ static const char *SEEDS[] = {
     "\"required\": [\"a\"], \"additionalProperties\": false}}}}",
     "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"logprobs\": true, "
     "\"top_logprobs\": 3, \"response_format\": {\"type\": \"json_object\"}}",
+    ANTH_BODY,
 #else
 #error "define FUZZ_TARGET_http_head or FUZZ_TARGET_serve_req"
 #endif
@@ -308,11 +337,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         must(err[0] && (rc == -400 || rc == -413 || rc == -431 || rc == -501 || rc == -505),
              "head refusal: a documented status with a message");
 #else
-    for (int kind = 0; kind < 2; kind++) {
+    for (int kind = 0; kind < 3; kind++) {          /* chat, completion, Anthropic's */
         ServeReq q;
         err[0] = 0;
-        int rc = serve_req_parse((const char *)d, n, kind ? REQ_COMPLETION : REQ_CHAT, &q, err,
-                                 sizeof err);
+        int rc = kind == 2 ? serve_anth_parse((const char *)d, n, 0, &q, err, sizeof err)
+                           : serve_req_parse((const char *)d, n, kind ? REQ_COMPLETION : REQ_CHAT,
+                                             &q, err, sizeof err);
         if (rc) must(rc == 400 && err[0], "body refusal: 400 with a message");
         else
             for (int i = 0; i < q.n_msgs; i++)
@@ -328,7 +358,7 @@ int main(int argc, char **argv) {
     fixed_bodies();
     fuzz(argc > 1 ? atoi(argv[1]) : 40000);
     if (fails) { printf("FAIL: %d check(s)\n", fails); return 1; }
-    printf("ok http_parse and serve_req_parse\n");
+    printf("ok http_parse, serve_req_parse and serve_anth_parse\n");
     return 0;
 }
 #endif

@@ -1,0 +1,69 @@
+/* serve_gen.h — one request of k3 serve (struct Gen), shared by serve_gen.c and the
+ * files that write its replies in another API's shapes (serve_anthropic_out.c). */
+#ifndef K3_SERVE_GEN_H
+#define K3_SERVE_GEN_H
+#include "serve.h"
+
+struct Gen {
+    Server *s; Job *j;
+    int choice;                           /* its index in the job's n */
+    int waiting;                          /* for choice 0's prompt state (give_prompt) */
+    const char *obj;                      /* "chat.completion" | "text_completion" */
+    char id[48]; long created;
+    int thinking;
+    size_t sent[2];                       /* bytes of reasoning / content streamed */
+    char *text[2]; size_t len[2];         /* final reasoning / content */
+    int stopped;                          /* a stop string was found */
+    int gone;                             /* the client went away */
+    size_t maxstop;
+    const XtmlParser *p;                  /* chat: the reply's parser (tool calls) */
+    int calls_sent;                       /* tool calls streamed */
+    int settled;                          /* the response channel closed (and was streamed) */
+    /* the generation */
+    K3SchedSeq *q;                        /* its slot in the engine's scheduler */
+    int32_t *fed; size_t n, capfed, nprompt, reuse;   /* ids the state holds */
+    float *logits;                        /* [vocab]: the row the next token is drawn from */
+    K3State *pst; float *plogits;         /* the prompt's end, kept at the end (or NULL) */
+    Sampler smp;
+    XtmlParser xp;
+    int32_t *out; size_t nout, capout;    /* ids of a raw completion */
+    int cap, ngen, ended, hit, fail, fed_id;
+    size_t pf;                            /* prompt ids in the state (nprompt: all in, and a
+                                           * stream's head went out) */
+    ServeLp lp, plp;                      /* logprobs: the reply's tokens, echo's prompt */
+    JgState js; float *mask;              /* JSON mode: the reply's bytes, the masked row */
+    size_t lp_off;                        /* completions: text_offset of the next token */
+    const ServePrompt *pr;                /* completions: its prompt (choice / n) */
+    int why;                              /* why it ended (K3STOP_*), for "k3_stop" */
+    char err[1024];
+    /* /v1/messages (serve_anthropic_out.c) */
+    int a_head;                           /* message_start sent */
+    int a_block, a_open;                  /* blocks begun; the open one's channel (-1 none,
+                                           * 0 thinking, 1 text) */
+    double a_ping;                        /* when the last ping went out */
+};
+
+/* Why a reply ended, finer than finish_reason (docs/SERVE.md): length is max_tokens (or
+ * --max-tokens), context the context limit (--ctx), interrupted the server stopping. */
+enum { K3STOP_LENGTH, K3STOP_EOS, K3STOP_STRING, K3STOP_CONTEXT, K3STOP_INTERRUPTED };
+
+/* The channel's text as the REPL's parser gives it (xtml.c body_text): ill-formed bytes
+ * -> U+FFFD, NUL dropped. stable: leave out an open UTF-8 tail (more ids may complete it).
+ * (serve_chan.c) */
+char *chan_text(const Tok *t, const int32_t *ids, size_t n, int stable, size_t *len);
+
+/* ---- serve_anthropic_out.c: a /v1/messages reply (ServeReq.api) ---- */
+/* The stream's head, message_start and a ping (once); later calls: a ping every 5 s. */
+void serve_anth_head(Gen *g);
+/* Streams text[0..n) of channel ch (0 thinking, 1 text) into its content block. */
+void serve_anth_delta(Gen *g, int ch, const char *text, size_t n);
+/* Streams the completed tool calls from `from` on as tool_use blocks; returns how many. */
+int serve_anth_tools(Gen *g, int from);
+/* The end of g's reply: streamed, the open block's stop, message_delta and message_stop;
+ * else the message's JSON, kept in the job for serve_anth_end. finish: OpenAI's. */
+void serve_anth_reply(Gen *g, const char *finish);
+/* A stream under way failed (g->err): an error event (api_error) ends it. */
+void serve_anth_fail(Gen *g);
+/* After the last choice: the stream's end, or the whole message with its usage. */
+void serve_anth_end(Gen *g, long prompt, long gen, long cached);
+#endif
