@@ -6,6 +6,7 @@
 #ifndef K3_DRAFT_LOOP_H
 #define K3_DRAFT_LOOP_H
 #include "dspark.h"
+#include "outfile.h"
 
 typedef struct K3DraftLoop K3DraftLoop;
 typedef struct {
@@ -48,6 +49,12 @@ int k3_draft_pos(const K3DraftLoop *r);           /* positions in the draft's co
 /* A failure inside a forward's tap (ingestion): 1 with err once, then 0. */
 int k3_draft_failed(K3DraftLoop *r, char *err, size_t errlen);
 
+/* --dump-draft FILE: each block as a record of little-endian int32 P (its anchor's
+ * position), N (rows), V (vocabulary), int32 drafts[N], float32 confidences[N] (c_r), float32
+ * logits[N][V] (base + Markov bias along the greedy chain); written through outfile.h and
+ * put in place by k3_draft_finish (a run that fails keeps the old file). */
+int k3_draft_dump(K3DraftLoop *r, const char *path, char *err, size_t errlen);
+int k3_draft_finish(K3DraftLoop *r, char *err, size_t errlen);
 const K3DraftStats *k3_draft_stats(const K3DraftLoop *r);
 void k3_draft_close(K3DraftLoop *r);
 #endif

@@ -1,6 +1,9 @@
 /* draft_loop.c — generation with a DSpark draft (draft_loop.h; spec: K3_DSPARK.md §5). */
 #include "draft_loop.h"
+#include "outfile.h"
 #include "util.h"
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +26,8 @@ struct K3DraftLoop {
     int failed; char err[512];
     int *oracle; int n_oracle, right;     /* the test hook (K3_TEST_DRAFT_ORACLE) */
     int log;                 /* K3_TEST_DRAFT_LOG=1: each block's drafts on stderr */
+    K3Out dump; int dumping; /* --dump-draft FILE */
+    float *dump_logits;      /* [block][vocab] for it */
     K3DraftStats st;
 };
 
@@ -135,8 +140,22 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
     int d[K3_DSPARK_MAX_N];
     float conf[K3_DSPARK_MAX_N];
     const double t0 = k3_now();
-    if (k3_dspark_draft(r->d, anchor, r->block, d, conf, NULL, err, errlen)) return -1;
+    if (k3_dspark_draft(r->d, anchor, r->block, d, conf, r->dump_logits, err, errlen))
+        return -1;
     const double td = k3_now() - t0;
+    if (r->dumping) {        /* a record: P, rows, vocab; the drafts; confidences; logits */
+        const int32_t hd[3] = { k3_dspark_pos(r->d), r->block, r->vocab };
+        int32_t ids[K3_DSPARK_MAX_N];
+        for (int j = 0; j < r->block; j++) ids[j] = d[j];
+        if (k3_out_write(&r->dump, hd, sizeof hd) ||
+            k3_out_write(&r->dump, ids, sizeof(int32_t) * (size_t)r->block) ||
+            k3_out_write(&r->dump, conf, sizeof(float) * (size_t)r->block) ||
+            k3_out_write(&r->dump, r->dump_logits,
+                         sizeof(float) * (size_t)r->block * (size_t)r->vocab)) {
+            snprintf(err, errlen, "--dump-draft %s: %s", r->dump.name, strerror(errno));
+            return -1;
+        }
+    }
     if (r->log) {            /* drafts are a function of the context: tests compare them */
         fprintf(stderr, "k3: test: block at %d from %d:", k3_dspark_pos(r->d), anchor);
         for (int j = 0; j < r->block; j++) fprintf(stderr, " %d", d[j]);
@@ -218,10 +237,40 @@ int k3_draft_failed(K3DraftLoop *r, char *err, size_t errlen) {
     return 1;
 }
 
+int k3_draft_dump(K3DraftLoop *r, const char *path, char *err, size_t errlen) {
+    r->dump_logits = malloc(sizeof(float) * K3_DSPARK_MAX_N * (size_t)r->vocab);
+    if (!r->dump_logits) { snprintf(err, errlen, "out of memory"); return 1; }
+    char oe[4400];
+    if (k3_out_open(&r->dump, path, 0, 0666, oe, sizeof oe)) {
+        snprintf(err, errlen, "--dump-draft %s", oe);
+        return 1;
+    }
+    if (!k3_out_stdio(&r->dump)) {
+        k3_out_abort(&r->dump);
+        snprintf(err, errlen, "out of memory");
+        return 1;
+    }
+    r->dumping = 1;
+    return 0;
+}
+
+int k3_draft_finish(K3DraftLoop *r, char *err, size_t errlen) {
+    if (!r || !r->dumping) return 0;
+    r->dumping = 0;
+    char oe[4400];
+    if (k3_out_commit(&r->dump, oe, sizeof oe)) {
+        snprintf(err, errlen, "--dump-draft %s", oe);
+        return 1;
+    }
+    return 0;
+}
+
 const K3DraftStats *k3_draft_stats(const K3DraftLoop *r) { return &r->st; }
 
 void k3_draft_close(K3DraftLoop *r) {
     if (!r) return;
+    if (r->dumping) k3_out_abort(&r->dump);    /* a failed run keeps the old file */
+    free(r->dump_logits);
     if (r->e && r->e->tap == &r->tap) r->e->tap = NULL;
     k3_dspark_close(r->d);
     free(r->oracle);

@@ -30,6 +30,7 @@ typedef struct {
     int gen, recompute, quiet;
     int spec, spec_k; const char *draft_ids, *draft_file;   /* --spec and its drafts */
     const char *draft_dir; int draft_block;   /* --draft DIR: a DSpark model drafts */
+    const char *dump_draft;                   /* --dump-draft FILE: its blocks */
     int draft_fixed;                          /* --draft-block N given: not chosen */
     int tok_given;                  /* --tok on the command line: text out even with --ids */
     const char *stops[16]; int n_stops;     /* --stop STR: the text ends before it */
@@ -48,7 +49,7 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 }, { "--version", 0 },
     { "--list-presets", 0 }, { "--batch", 1 }, K3_FLAGS_SPEC,
     { "--draft-ids", 1 }, { "--draft-file", 1 }, { "--stop", 1 }, { "--ignore-eos", 0 },
-    { "--draft", 1 }, { "--draft-block", 1 },
+    { "--draft", 1 }, { "--draft-block", 1 }, { "--dump-draft", 1 },
     { "--system-file", 1 }, { "--logprobs", 1 }, { "--json", 0 }, { "--json-schema", 1 },
     K3_FLAGS_ENGINE,
 };
@@ -89,6 +90,7 @@ static int parse_args(int argc, char **argv, Opts *o) {
         else if (!strcmp(a, "--draft-ids")) { VAL(); o->draft_ids = v; }
         else if (!strcmp(a, "--draft-file")) { VAL(); o->draft_file = v; }
         else if (!strcmp(a, "--draft")) { VAL(); o->draft_dir = v; }
+        else if (!strcmp(a, "--dump-draft")) { VAL(); o->dump_draft = v; }
         else if (!strcmp(a, "--draft-block")) {
             VAL();
             if (k3_parse_int(a, v, 1, &o->draft_block)) return K3_ERR_USAGE;
@@ -135,8 +137,8 @@ static int parse_args(int argc, char **argv, Opts *o) {
                            "--draft-file, --recompute and --no-spec");
     if (o->draft_dir && k3_comm_size() > 1)
         return usage_error("%s", "--draft does not run over MPI ranks yet: run bin/k3");
-    if (o->draft_block && !o->draft_dir)
-        return usage_error("%s", "--draft-block sets the rows of a --draft DIR block");
+    if ((o->draft_block || o->dump_draft) && !o->draft_dir)
+        return usage_error("%s", "--draft-block and --dump-draft are about a --draft DIR");
     if (!o->draft_block) o->draft_block = K3_DSPARK_MAX_N;
     if (nospec && (o->spec == 1 || o->draft_ids || o->draft_file || o->draft_dir))
         return usage_error("%s does not speculate: drop --spec and the drafts", nospec);
@@ -400,10 +402,10 @@ static int read_draft(const Opts *o, const Tok *tok, int **ref, int *n_ref) {
 
 /* Output paths must be writable before a long run (nothing is truncated yet). */
 static int check_outputs(const Opts *o) {
-    const char *flag[3] = { "--out", "--dump-logits", "--dump-cache-trace" };
-    const char *path[3] = { o->out, o->dump_logits, o->ef.mem.trace_dir };
+    const char *flag[4] = { "--out", "--dump-logits", "--dump-cache-trace", "--dump-draft" };
+    const char *path[4] = { o->out, o->dump_logits, o->ef.mem.trace_dir, o->dump_draft };
     char err[8400];
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if (path[i] && k3_check_output(flag[i], path[i], i == 2, err, sizeof err)) {
             fprintf(stderr, "k3: %s\n", err);
             return K3_ERR_USAGE;
@@ -539,6 +541,10 @@ static int run_batch(const Opts *o) {
         (rc = k3_draft_open(&rd, o->draft_dir, &e, o->draft_block, o->draft_fixed,
                            cost.step_cost, o->quiet, err, sizeof err))) {
         fprintf(stderr, "k3: --draft %s\n", err);
+        goto done;
+    }
+    if (rd && o->dump_draft && (rc = k3_draft_dump(rd, o->dump_draft, err, sizeof err))) {
+        fprintf(stderr, "k3: %s\n", err);
         goto done;
     }
     if (tok && tok_vocab_size(tok) > V)
@@ -730,6 +736,10 @@ static int run_batch(const Opts *o) {
                     spec.passes ? (double)spec.accepted / spec.passes : 0.0);
     }
     if (o->out && k3_comm_rank() == 0 && write_json(o->out, o, &e, &r)) rc = K3_ERR_RUNTIME;
+    if (k3_draft_finish(rd, err, sizeof err)) {
+        fprintf(stderr, "k3: %s\n", err);
+        rc = K3_ERR_RUNTIME;
+    }
     if (!rc && failures) {
         fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the generated ids "
                 "are unsound\n", failures);

@@ -72,8 +72,27 @@ cmp -s $T/a $T/g64 && [ "$(num draft_accepted)" = "$(num draft_proposed)" ] &&
   [ "$(num draft_accepted)" -ge 40 ] &&
   ok "every draft right, chosen: $(num draft_accepted) accepted in $(num draft_blocks) blocks" ||
   bad "every draft right, chosen: $(grep draft_ $T/o.json | tr -d '\n')"
+# --dump-draft: the first block (position 12, the anchor 135) against the NumPy reference
+# (tools/dspark_ref.py, case a12): the drafts exactly, the confidences and logits within
+# 1e-4 of the largest value (max |k3 - ref| / max |ref|; the taps are k3's own, fp32)
+R=$D/ref/a12
+$K3 $M --ids "$P" --gen 3 --quiet --draft $D --dump-draft $T/dd.bin > /dev/null 2>$T/e
+f4() { od -An -v -t f4 | tr -s ' ' '\n' | grep -v '^$'; }
+relerr() { paste "$1" "$2" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > m) m = d;
+  a = $2; if (a < 0) a = -a; if (a > r) r = a; n++ }
+  END { e = 1; if (n == 7 || n == 7168) if (r > 0) e = m / r; printf("%.3g", e) }'; }
+ids=$(od -An -v -t d4 -j 12 -N 28 $T/dd.bin | tr -s ' \n' ',' | sed 's/^,//; s/,$//')
+head -c 12 $T/dd.bin | od -An -t d4 | tr -s ' ' > $T/hd
+tail -c +41 $T/dd.bin | head -c 28 | f4 > $T/c1; f4 < $R/conf.f32 > $T/c2
+tail -c +69 $T/dd.bin | head -c 28672 | f4 > $T/l1; f4 < $R/logits.f32 > $T/l2
+ec=$(relerr $T/c1 $T/c2); el=$(relerr $T/l1 $T/l2)
+[ "$(cat $T/hd)" = " 12 7 1024" ] && [ "$ids" = "$(cat $R/drafts.txt)" ] &&
+  awk -v a="$ec" -v b="$el" 'BEGIN { exit !(a < 1e-4 && b < 1e-4) }' &&
+  ok "--dump-draft: the first block's drafts $ids, confidences ($ec) and logits ($el) as the reference" ||
+  bad "--dump-draft: header '$(cat $T/hd)', drafts $ids, errors $ec / $el: $(cat $T/e)"
 # refusals
-for a in "--recompute" "--no-spec" "--draft-ids 1,2" "--logprobs 2" "--draft-block 8"; do
+for a in "--recompute" "--no-spec" "--draft-ids 1,2" "--logprobs 2" "--draft-block 8" \
+         "--dump-draft $T"; do
   # shellcheck disable=SC2086
   $K3 $M --ids "$P" --gen 4 --draft $D $a > /dev/null 2> $T/e; rc=$?
   [ $rc = 2 ] && ok "--draft with $a: exit 2: $(head -n 1 $T/e)" || bad "--draft $a: exit $rc"
