@@ -24,6 +24,9 @@ typedef struct {
     int chunk_auto;               /* chunk is the most wanted: the plan lowers it to the
                                    * largest that fits beside the budgets */
     int logits_rows;              /* rows of logits the caller keeps */
+    int undo_T;                   /* a speculative verify's undo log, up to undo_T rows a
+                                   * sequence (spec.h: the KDA state copied, each row's
+                                   * inputs); 0: no speculation */
     int seqs;                     /* sequences in flight (KDA state + MLA cache each); <= 1: one */
     int seqs_auto;                /* seqs is the most wanted: the plan lowers it to what fits */
     int state_file;               /* 0 resident; 1 KDA states in a state file, 2 the MLA

@@ -683,6 +683,7 @@ int k3_batch_main(int argc, char **argv) {
     eo.mem.chunk = chunk;
     if (o.spec && chunk < b.n_slots * (o.spec_k + 1)) chunk = b.n_slots * (o.spec_k + 1);
     eo.mem.logits_rows = o.dump || o.spec ? chunk : b.n_slots;
+    eo.mem.undo_T = o.spec ? o.spec_k + 1 : 0;
     eo.mem.seqs = b.n_slots;
     eo.mem.seqs_auto = o.batch_size <= 0;
     eo.mem.state_file = o.state_file;

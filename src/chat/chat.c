@@ -569,6 +569,7 @@ static int setup(Chat *c, const char *system) {
         const int k = c->draft_dir ? c->draft_block : c->spec_k;
         if (eo.mem.chunk < k + 1) eo.mem.chunk = k + 1;
         eo.mem.logits_rows = k + 1;
+        eo.mem.undo_T = k + 1;
     }
     eo.mem.quiet = !memf.verbose;
     int rc = k3_engine_open(&c->eng, &eo, err, sizeof err);

@@ -62,6 +62,10 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
             p->vectors += (3 * C * c->short_conv_kernel_size + C + c->kda_head_dim * 2) * 4;
             p->state += ((uint64_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim +
                          3 * C * (c->short_conv_kernel_size - 1)) * 4;
+            if (o->undo_T > 0)            /* k3_state_mark's copy and the rows' inputs */
+                p->undo += ((uint64_t)c->kda_num_heads * c->kda_head_dim * c->kda_head_dim +
+                            3 * C * (c->short_conv_kernel_size - 1) + 1 +
+                            (uint64_t)o->undo_T * (7 * C + c->kda_num_heads)) * 4;
         } else {
             p->vectors += (uint64_t)(c->q_lora_rank + c->kv_lora_rank) * 4;
             p->mla += cap * (c->kv_lora_rank + c->qk_rope_head_dim) * 4;
@@ -70,7 +74,7 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
             p->vectors += (uint64_t)(c->num_experts + c->routed_expert_hidden_size) * 4;
     }
     const uint64_t seqs = o->seqs > 1 ? (uint64_t)o->seqs : 1;   /* a state per sequence */
-    p->state *= seqs; p->mla *= seqs; p->seqs = (int)seqs;
+    p->state *= seqs; p->mla *= seqs; p->undo *= seqs; p->seqs = (int)seqs;
     const int ctx = o->ctx > 0 ? o->ctx : 1;
     if (o->state_file > 0) {          /* in a state file: only its layer buffers resident */
         K3StateFileSize z;
@@ -90,8 +94,8 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     }
     p->chunk = (int)T;
     p->process = process;
-    p->side = p->embed + p->vectors + p->state + p->mla + p->state_bufs + p->buffers +
-              p->process;
+    p->side = p->embed + p->vectors + p->state + p->undo + p->mla + p->state_bufs +
+              p->buffers + p->process;
     p->lm_head = p->head_full;
     p->trunk_min = p->trunk_total + p->head_full + p->side;
     if (!have_trunk) { p->n_pinned = NL; p->pinned = p->trunk_total; }
@@ -247,6 +251,9 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     if (p->state_mode != K3_STATES_KDA && p->state_mode != K3_STATES_ALL)
         fprintf(f, "  recurrent state    %8.3f  KDA S + conv windows%s\n", p->state / K3_GB,
                 p->seqs > 1 ? " (each sequence its own)" : "");
+    if (p->undo)
+        fprintf(f, "  verify undo log    %8.3f  a speculative verify's copy of the KDA state and "
+                "its rows' inputs\n", p->undo / K3_GB);
     if (p->state_mode != K3_STATES_ALL)
         fprintf(f, "  MLA cache          %8.3f  --ctx %d%s\n", p->mla / K3_GB, ctx,
                 p->seqs > 1 ? " (each sequence its own)" : "");

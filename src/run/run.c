@@ -456,6 +456,7 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
     if (o->spec) {                             /* a verify pass: k+1 positions, every row */
         if (eo.mem.chunk < o->spec_k + 1) eo.mem.chunk = o->spec_k + 1;
         if (eo.mem.logits_rows < o->spec_k + 1) eo.mem.logits_rows = o->spec_k + 1;
+        eo.mem.undo_T = o->spec_k + 1;
     }
     eo.mem.quiet = o->quiet;
     eo.mem.brief = 1;
