@@ -258,7 +258,7 @@ def main():
              "CRC does not match")
     save_bad("bad_png_trunc.png", good[:len(good) // 2], 1, "truncated")
     j = open(os.path.join(OUT, "jpg_420.jpg"), "rb").read()
-    save_bad("bad_jpg_trunc.jpg", j[:len(j) * 2 // 3], 1, "truncated")
+    save_bad("bad_jpg_trunc.jpg", j[:len(j) - 40], 1, "truncated")  # inside the scan
     gf = open(os.path.join(OUT, "gif_plain.gif"), "rb").read()
     save_bad("bad_gif_trunc.gif", gf[:len(gf) // 2], 1, "truncated")
     save_bad("bad_empty.png", b"", 1, "not an image k3 knows")

@@ -68,7 +68,10 @@ static int unfilter(uint8_t *d, uint32_t rows, size_t rb, int bpp, char *err, si
 }
 
 static int sample(const uint8_t *r, uint32_t x, int k, const Png *p) {
-    if (p->depth == 16) { const uint8_t *q = r + ((size_t)x * p->chans + k) * 2; return q[0] << 8 | q[1]; }
+    if (p->depth == 16) {
+        const uint8_t *q = r + ((size_t)x * p->chans + k) * 2;
+        return q[0] << 8 | q[1];
+    }
     if (p->depth == 8) return r[(size_t)x * p->chans + k];
     size_t bit = (size_t)x * p->depth;
     return (r[bit >> 3] >> (8 - p->depth - (bit & 7))) & ((1 << p->depth) - 1);
@@ -278,7 +281,10 @@ int k3_png_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t el)
             goto out;
         }
     }
-    if (p.ctype == 3 && !p.npal) { snprintf(err, el, "PLTE: missing for a palette image"); goto out; }
+    if (p.ctype == 3 && !p.npal) {
+        snprintf(err, el, "PLTE: missing for a palette image");
+        goto out;
+    }
     if (!zn) { snprintf(err, el, "IDAT: no image data"); goto out; }
     if (k3_image_alloc(im, p.w, p.h, err, el)) goto out;
     set_mode(&p, im);
