@@ -14,7 +14,7 @@ typedef struct {
     int w, h;
     const char *format;   /* "PNG", "JPEG", "GIF" */
     char mode[24];        /* the PIL mode the file opens as (RGB, RGBA, L, LA, P, I, 1) */
-    char detail[64];      /* e.g. "8-bit palette, interlaced", "baseline 4:2:0" */
+    char detail[96];      /* e.g. "8-bit palette, interlaced", "baseline 4:2:0" */
     int has_alpha;        /* any pixel with alpha < 255 possible (alpha band or tRNS) */
     uint8_t *rgba;        /* w*h*4 bytes, malloc'd */
 } K3Image;

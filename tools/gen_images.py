@@ -158,11 +158,12 @@ def gif_lzw(idx, m):
     return bytes([m]) + blocks + b"\0"
 
 
-def gif_small_frame(name, local, trns):
-    """Screen 24x20, the first frame 10x7 at (5,4); a second frame that must be ignored."""
+def gif_small_frame(name, local, trns, screen=(24, 20)):
+    """Screen 24x20, the first frame 10x7 at (5,4); a second frame that must be ignored.
+    A smaller screen: the frame reaches past it (Pillow grows the image to hold it)."""
     r = np.random.default_rng(7)
     gpal = r.integers(0, 256, 16 * 3).astype(np.uint8).tobytes()
-    d = b"GIF89a" + struct.pack("<HHBBB", 24, 20, 0xF3, 3, 0) + gpal
+    d = b"GIF89a" + struct.pack("<HHBBB", *screen, 0xF3, 3, 0) + gpal
     if trns is not None:
         d += b"\x21\xf9\x04" + bytes([1, 0, 0, trns, 0])
     fw, fh = 10, 7
@@ -248,6 +249,7 @@ def main():
     save_ok("gif_trns.gif", pil_bytes(pimg, "GIF", transparency=5, interlace=False))
     gif_small_frame("gif_small_frame.gif", local=False, trns=None)
     gif_small_frame("gif_small_frame_trns.gif", local=True, trns=2)
+    gif_small_frame("gif_frame_past_screen.gif", local=False, trns=None, screen=(12, 6))
     # refusals and damage
     save_bad("refuse.webp", pil_bytes(img, "WEBP", quality=50), 1, "looks like WebP")
     save_bad("refuse_cmyk.jpg", pil_bytes(img.convert("CMYK"), "JPEG", quality=70), 1, "CMYK")
