@@ -34,7 +34,9 @@ long k3_zlib_inflate(const uint8_t *in, size_t n, uint8_t *out, size_t cap, char
 int k3_png_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t errlen);
 int k3_jpeg_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t errlen);
 int k3_gif_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t errlen);
-/* Shared by the decoders: checks w x h against the limits, allocates im->rgba. */
+/* Shared by the decoders: checks w x h against the limits (0, or -1 with the reason);
+ * k3_image_alloc also allocates im->rgba. */
+int k3_image_check(long w, long h, char *err, size_t errlen);
 int k3_image_alloc(K3Image *im, long w, long h, char *err, size_t errlen);
 
 /* The patch budget plan (K3_VISION.md §2.2) for an original W x H. */

@@ -150,6 +150,14 @@ int k3_gif_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t el)
         snprintf(err, el, "LZW minimum code size %d (1..8 are valid)", mincode);
         return -1;
     }
+    /* k LZW codes (2 bits or more each) give at most k(k+1)/2 pixels: a bound on the frame
+     * before allocating it */
+    double codes = (double)(g.end - g.p) * 4.0;
+    if ((double)fw * fh > codes * (codes + 1) / 2) {
+        snprintf(err, el, "a %d x %d frame cannot come from the %zu bytes left (truncated, or "
+                 "a bogus size)", fw, fh, (size_t)(g.end - g.p));
+        return -1;
+    }
     if (fx + fw > sw) sw = fx + fw;
     if (fy + fh > sh) sh = fy + fh;
     if (k3_image_alloc(im, sw, sh, err, el)) return -1;

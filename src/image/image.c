@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int k3_image_alloc(K3Image *im, long w, long h, char *err, size_t errlen) {
+int k3_image_check(long w, long h, char *err, size_t errlen) {
     if (w < 1 || h < 1) {
         snprintf(err, errlen, "the image is %ld x %ld pixels (an empty image)", w, h);
         return -1;
@@ -21,6 +21,11 @@ int k3_image_alloc(K3Image *im, long w, long h, char *err, size_t errlen) {
                  w, h, (unsigned long)w * (unsigned long)h, K3_IMAGE_MAX_PIXELS);
         return -1;
     }
+    return 0;
+}
+
+int k3_image_alloc(K3Image *im, long w, long h, char *err, size_t errlen) {
+    if (k3_image_check(w, h, err, errlen)) return -1;
     im->w = (int)w; im->h = (int)h;
     im->rgba = calloc((size_t)w * (size_t)h, 4);
     if (!im->rgba) {

@@ -136,6 +136,20 @@ static int sof(J *j, int type, const uint8_t *d, size_t n, K3Image *im) {
         if (c->h > f->hmax) f->hmax = c->h;
         if (c->v > f->vmax) f->vmax = c->v;
     }
+    if (k3_image_check(f->w, f->h, j->err, j->el)) return -1;
+    /* every block costs at least one bit (its DC code): a bound before allocating them */
+    double blocks = 0;
+    for (int i = 0; i < f->nc; i++) {
+        const JComp *c = &f->c[i];
+        blocks += (double)((f->w * c->h + f->hmax * 8 - 1) / (f->hmax * 8)) *
+                  (double)((f->h * c->v + f->vmax * 8 - 1) / (f->vmax * 8));
+    }
+    if (blocks > 8.0 * (double)(j->end - d)) {
+        snprintf(j->err, j->el, "SOF: a %d x %d image needs %.0f blocks, more than the %zu "
+                 "bytes left can hold (truncated, or a bogus size)", f->w, f->h, blocks,
+                 (size_t)(j->end - d));
+        return -1;
+    }
     if (k3_image_alloc(im, f->w, f->h, j->err, j->el)) return -1;
     int mx = (f->w + 8 * f->hmax - 1) / (8 * f->hmax);
     int my = (f->h + 8 * f->vmax - 1) / (8 * f->vmax);
@@ -344,6 +358,10 @@ int k3_jpeg_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t el
         else if (m == 0xdb) r = dqt(j, d, len);
         else if (m == 0xdd) j->restart = len >= 2 ? be16(d) : 0;
         else if (m == 0xda) {
+            if (scans == 512) {   /* each scan walks every block: bound the work */
+                fail(j, "SOS: more than 512 scans (damaged; real files have about 10)");
+                goto out;
+            }
             r = sos(j, d, len);
             p = j->p;
             scans++;

@@ -164,6 +164,12 @@ static int pixels(Png *p, const uint8_t *z, size_t zn, K3Image *im, char *err, s
         uint32_t ph = np == 1 ? p->h : (p->h + DY[k] - 1 - Y0[k]) / DY[k];
         if (pw && ph) total += (size_t)ph * (((size_t)pw * p->chans * p->depth + 7) / 8 + 1);
     }
+    if (total / 1032 > zn) {   /* deflate expands at most 1032:1: bound it before allocating */
+        snprintf(err, el, "IDAT: %zu bytes of zlib data cannot hold the %zu bytes a %u x %u "
+                 "image needs (truncated, or a bogus size in IHDR)", zn, total, p->w, p->h);
+        return -1;
+    }
+    if (k3_image_alloc(im, p->w, p->h, err, el)) return -1;
     uint8_t *raw = malloc(total ? total : 1);
     if (!raw) { snprintf(err, el, "out of memory for %zu bytes of image data", total); return -1; }
     char why[160];
@@ -266,13 +272,13 @@ int k3_png_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t el)
             }   /* an alpha type's tRNS is not allowed; ignored as Pillow does */
         } else if (!strcmp(t, "IDAT")) {
             if (idat_done) { snprintf(err, el, "IDAT: IDAT chunks are not consecutive"); goto out; }
-            if (zn + len > zcap) {
+            if (len && zn + len > zcap) {
                 zcap = (zn + len) * 2;
                 uint8_t *nz = realloc(z, zcap);
                 if (!nz) { snprintf(err, el, "IDAT: out of memory"); goto out; }
                 z = nz;
             }
-            memcpy(z + zn, d, len);
+            if (len) memcpy(z + zn, d, len);
             zn += len;
         } else if (!strcmp(t, "IEND")) {
             seen_end = 1;
@@ -286,7 +292,7 @@ int k3_png_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t el)
         goto out;
     }
     if (!zn) { snprintf(err, el, "IDAT: no image data"); goto out; }
-    if (k3_image_alloc(im, p.w, p.h, err, el)) goto out;
+    if (k3_image_check(p.w, p.h, err, el)) goto out;
     set_mode(&p, im);
     rc = pixels(&p, z, zn, im, err, el);
 out:
