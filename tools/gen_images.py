@@ -216,6 +216,14 @@ def main():
     png("png_stored.png", pattern(23, 9, 3), 2, 8, level=0)
     png("png_fixed.png", pattern(23, 9, 4), 2, 8, strategy=zlib.Z_FIXED)
     png("png_33x7.png", pattern(33, 7, 5), 2, 8)
+    # tRNS at other depths: Pillow compares its converted 8-bit sample with the raw value
+    t = np.random.default_rng(5)
+    g2 = t.integers(0, 4, (9, 11, 1))
+    png("png_g2_trns.png", g2, 0, 2, trns=struct.pack(">H", 2))
+    g16 = t.integers(0, 300, (9, 11, 1))
+    png("png_g16_trns.png", g16, 0, 16, trns=struct.pack(">H", int(g16[0, 0, 0])))
+    c16 = t.integers(0, 3, (9, 11, 3))
+    png("png_rgb16_trns.png", c16, 2, 16, trns=struct.pack(">HHH", *map(int, c16[0, 0])))
     # JPEG
     img = Image.fromarray(pattern(32, 24, 6))
     save_ok("jpg_444.jpg", pil_bytes(img, "JPEG", quality=90, subsampling=0))

@@ -45,7 +45,7 @@ int k3_image_main(int argc, char **argv) {
     }
     if (!file) return k3_usage_error("k3 image --help", "%s", "no FILE given");
     char err[512];
-    if (rgba && k3_out_check(rgba, 1, err, sizeof err)) {
+    if (rgba && k3_out_check(rgba, 0, err, sizeof err)) {
         fprintf(stderr, "k3: --rgba %s\n", err);
         return K3_ERR_USAGE;
     }
