@@ -17,7 +17,8 @@ static const char HELP[] =
 "Decodes FILE (PNG, JPEG baseline/progressive, GIF's first frame; sniffed from its bytes)\n"
 "and prints its format, size, PIL mode and the vision patch plan: the size after the\n"
 "65,536-patch budget (K3_VISION.md 2.2), the padded patch grid, the rows N the image\n"
-"adds to the prompt and the positions (N - 1 beside its one pad token).\n"
+"adds to the prompt, and the positions that adds (N - 1: the N rows take the place of\n"
+"the one image pad token the chat template writes, K3_VISION.md 5.3).\n"
 "  --rgba OUT   write the decoded pixels, 8-bit RGBA row-major, before any resize\n"
 "  --json       one JSON object on stdout instead of the text\n"
 "Limits: 16384 pixels a side, 64 Mpx, 256 MiB of file. Exit 0 ok, 1 a damaged or\n"
@@ -26,11 +27,13 @@ static const char HELP[] =
 int k3_image_main(int argc, char **argv) {
     const char *file = NULL, *rgba = NULL;
     int json = 0;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i++)   /* --help anywhere, even where a value was due */
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(HELP, stdout);
             return K3_OK;
-        } else if (!strcmp(argv[i], "--rgba")) {
+        }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rgba")) {
             if (++i >= argc) return k3_usage_error("k3 image --help", "%s needs a path", "--rgba");
             rgba = argv[i];
         } else if (!strcmp(argv[i], "--json")) {
@@ -66,7 +69,7 @@ int k3_image_main(int argc, char **argv) {
     if (json) {
         printf("{\"format\":\"%s\",\"width\":%d,\"height\":%d,\"mode\":\"%s\",\"detail\":\"%s\","
                "\"alpha\":%s,\"resized\":[%d,%d],\"pad\":[%d,%d],\"grid\":[%d,%d],"
-               "\"patches\":%ld,\"rows\":%ld,\"positions\":%ld}\n", im.format, im.w, im.h,
+               "\"patches\":%ld,\"rows\":%ld,\"extra_positions\":%ld}\n", im.format, im.w, im.h,
                im.mode, im.detail, im.has_alpha ? "true" : "false", p.nw, p.nh, p.pw, p.ph,
                p.gh, p.gw, p.patches, p.rows, p.rows - 1);
     } else {
@@ -75,7 +78,8 @@ int k3_image_main(int argc, char **argv) {
         printf("plan: %s %d x %d, pad %d,%d, grid %d x %d (gh x gw), %ld patches\n",
                p.nw == im.w && p.nh == im.h ? "kept at" : "resized to", p.nw, p.nh, p.pw, p.ph,
                p.gh, p.gw, p.patches);
-        printf("rows: %ld (positions: %ld beside its one pad token)\n", p.rows, p.rows - 1);
+        printf("rows: %ld (in place of its one pad token: %ld more prompt positions)\n", p.rows,
+               p.rows - 1);
     }
     k3_image_free(&im);
     return K3_OK;

@@ -30,7 +30,7 @@ grep -q 'PNG 33 x 7, mode RGB' $T/so && grep -q 'grid 2 x 4' $T/so &&
   grep -q 'rows: 2 ' $T/so && ok "report: $(head -n 1 $T/so)" || bad "report: $(cat $T/so)"
 $K3 image --json $D/gif_trns.gif > $T/so 2>&1
 grep -q '"format":"GIF","width":40,"height":30,"mode":"P"' $T/so &&
-  grep -q '"grid":\[4,4\],"patches":16,"rows":4,"positions":3' $T/so &&
+  grep -q '"grid":\[4,4\],"patches":16,"rows":4,"extra_positions":3' $T/so &&
   ok "--json: $(cat $T/so)" || bad "--json: $(cat $T/so)"
 for a in "" "--rgba" "--bogus $D/png_g8.png" "$D/png_g8.png $D/png_g1.png"; do
   # shellcheck disable=SC2086
