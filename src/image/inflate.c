@@ -13,7 +13,10 @@ typedef struct {
     char *err; size_t errlen;
 } Inf;
 
-typedef struct { short count[16]; short sym[288]; } Huff;
+/* fast: codes of up to FASTB bits by a table lookup, (length << 9) | symbol, 0 for longer
+ * codes (decoded bit by bit) */
+enum { FASTB = 9 };
+typedef struct { short count[16]; short sym[288]; uint16_t fast[1 << FASTB]; } Huff;
 
 static int fail(Inf *s, const char *msg) {
     snprintf(s->err, s->errlen, "%s", msg);
@@ -47,10 +50,30 @@ static int build(Huff *h, const uint8_t *len, int n) {
     offs[1] = 0;
     for (int l = 1; l < 15; l++) offs[l + 1] = (short)(offs[l] + h->count[l]);
     for (int i = 0; i < n; i++) if (len[i]) h->sym[offs[len[i]]++] = (short)i;
+    memset(h->fast, 0, sizeof h->fast);
+    int code = 0, k = 0;
+    for (int l = 1; l <= FASTB; l++, code <<= 1)
+        for (int c = 0; c < h->count[l]; c++, code++, k++) {
+            int rev = 0;   /* deflate sends a code's first bit first: reversed in the buffer */
+            for (int b = 0; b < l; b++) rev |= ((code >> b) & 1) << (l - 1 - b);
+            for (int e = rev; e < (1 << FASTB); e += 1 << l)
+                h->fast[e] = (uint16_t)(l << 9 | h->sym[k]);
+        }
     return 0;
 }
 
 static int decode(Inf *s, const Huff *h) {
+    while (s->nbits <= 24 && s->pos < s->n) {   /* read ahead whole bytes for the table */
+        s->bits |= (uint32_t)s->in[s->pos++] << s->nbits;
+        s->nbits += 8;
+    }
+    if (s->nbits >= FASTB) {
+        unsigned e = h->fast[s->bits & ((1u << FASTB) - 1)];
+        if (e) {
+            s->bits >>= e >> 9; s->nbits -= (int)(e >> 9);
+            return (int)(e & 511);
+        }
+    }
     int code = 0, first = 0, index = 0;
     for (int l = 1; l < 16; l++) {
         uint32_t b;
@@ -102,7 +125,8 @@ static int codes(Inf *s, const Huff *lit, const Huff *dist) {
 }
 
 static int stored(Inf *s) {
-    s->bits = 0; s->nbits = 0;   /* to the byte boundary: whole bytes were only peeked */
+    s->pos -= (size_t)(s->nbits / 8);   /* to the byte boundary; bytes read ahead go back */
+    s->bits = 0; s->nbits = 0;
     if (s->n - s->pos < 4) return fail(s, "zlib data ends inside a stored block (truncated)");
     unsigned len = s->in[s->pos] | (unsigned)s->in[s->pos + 1] << 8;
     unsigned nlen = s->in[s->pos + 2] | (unsigned)s->in[s->pos + 3] << 8;

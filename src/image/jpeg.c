@@ -171,7 +171,7 @@ static void block(J *j, JComp *c, int16_t *b, int ss, int se, int ah, int al) {
     if (!j->progressive) {
         int t = huff(j, &j->dc[c->td]);
         if (t > 11) { j->bad = 2; return; }
-        c->pred += extend(bits(j, t), t);
+        c->pred = (int)((unsigned)c->pred + (unsigned)extend(bits(j, t), t));   /* wraps */
         b[0] = (int16_t)c->pred;
         for (int k = 1; k < 64; k++) {
             int rs = huff(j, &j->ac[c->ta]), r = rs >> 4, s = rs & 15;
@@ -191,8 +191,8 @@ static void block(J *j, JComp *c, int16_t *b, int ss, int se, int ah, int al) {
         if (ah == 0) {
             int t = huff(j, &j->dc[c->td]);
             if (t > 11) { j->bad = 2; return; }
-            c->pred += extend(bits(j, t), t);
-            b[0] = (int16_t)(c->pred * (1 << al));
+            c->pred = (int)((unsigned)c->pred + (unsigned)extend(bits(j, t), t));
+            b[0] = (int16_t)((unsigned)c->pred << al);
         } else if (bits(j, 1)) {
             b[0] = (int16_t)(b[0] | (1 << al));
         }
