@@ -267,6 +267,22 @@ def main():
     save_bad("bad_png_crc.png", good[:60] + bytes([good[60] ^ 1]) + good[61:], 1,
              "CRC does not match")
     save_bad("bad_png_trunc.png", good[:len(good) // 2], 1, "truncated")
+    # the zlib stream's adler-32 damaged, the chunk's CRC made right again
+    ihdr_end = 8 + 25
+    n2 = struct.unpack(">I", good[ihdr_end:ihdr_end + 4])[0]
+    first = good[ihdr_end:ihdr_end + 12 + n2]
+    rest = good[ihdr_end + 12 + n2:]
+    n3 = struct.unpack(">I", rest[:4])[0]
+    z2 = bytearray(rest[8:8 + n3])
+    z2[-1] ^= 0x55
+    save_bad("bad_png_adler.png", good[:ihdr_end] + first + chunk(b"IDAT", bytes(z2)) +
+             rest[12 + n3:], 1, "IDAT: zlib data's adler-32 does not match")
+    # sizes: over the side limit, and a 8000x8000 IHDR over a few bytes of data
+    tiny = zlib.compress(b"\0" * 64)
+    for name, w, h, text in (("bad_png_side.png", 20000, 4, "over k3's limit of 16384 a side"),
+                             ("bad_png_bomb.png", 8000, 8000, "cannot hold")):
+        save_bad(name, b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0,
+                 0, 0, 0)) + chunk(b"IDAT", tiny) + chunk(b"IEND", b""), 1, text)
     j = open(os.path.join(OUT, "jpg_420.jpg"), "rb").read()
     save_bad("bad_jpg_trunc.jpg", j[:len(j) - 40], 1, "truncated")  # inside the scan
     gf = open(os.path.join(OUT, "gif_plain.gif"), "rb").read()

@@ -146,6 +146,7 @@ static void set_mode(const Png *p, K3Image *im) {
     const char *m = M[p->ctype];
     if (p->ctype == 0 && p->depth == 1) m = "1";
     if (p->ctype == 0 && p->depth == 16) m = "I";
+    if (p->ctype == 4 && p->depth == 16) m = "RGBA";   /* Pillow opens LA;16B as RGBA */
     snprintf(im->mode, sizeof im->mode, "%s", m);
     static const char *const T[7] = { "gray", "", "RGB", "palette", "gray+alpha", "",
                                       "RGBA" };
