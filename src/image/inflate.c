@@ -40,6 +40,7 @@ static int getbits(Inf *s, int need, uint32_t *v) {
 static int build(Huff *h, const uint8_t *len, int n) {
     short offs[16];
     memset(h->count, 0, sizeof h->count);
+    memset(h->fast, 0, sizeof h->fast);   /* before any return: an empty set decodes nothing */
     for (int i = 0; i < n; i++) h->count[len[i]]++;
     if (h->count[0] == n) return 0;
     int left = 1;
@@ -50,7 +51,6 @@ static int build(Huff *h, const uint8_t *len, int n) {
     offs[1] = 0;
     for (int l = 1; l < 15; l++) offs[l + 1] = (short)(offs[l] + h->count[l]);
     for (int i = 0; i < n; i++) if (len[i]) h->sym[offs[len[i]]++] = (short)i;
-    memset(h->fast, 0, sizeof h->fast);
     int code = 0, k = 0;
     for (int l = 1; l <= FASTB; l++, code <<= 1)
         for (int c = 0; c < h->count[l]; c++, code++, k++) {
