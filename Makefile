@@ -140,16 +140,19 @@ clean:
 #   chat_state                      tests/c/test_fuzz_state.c (saved chat state)
 #   trunk                           tests/c/test_fuzz_trunk.c (packed trunk header + index)
 #   dspark                          tests/c/test_fuzz_dspark.c (a DSpark draft's config.json)
+#   png jpeg gif inflate            tests/c/test_fuzz_image.c (k3 image's decoders, seeded
+#                                   with tests/images/; PNGs also with their CRCs fixed)
 # Their custom mutator mixes libFuzzer's byte mutations with structural JSON ones
 # (tests/c/fuzz_json.h), line and field ones (trunk); inputs up to 16 KiB (4 KiB for
 # tok_text, 64 KiB for trunk and chat_state: an index; a state's head, to which the
-# harness adds the tensors and the checksum). The last five link the
-# whole library (chat_state and trunk open an engine on tests/models/tiny5f, dspark one on
-# tests/models/tiny5), built by
-# clang under the same sanitizers in $(BUILD)/fuzz/lib. Corpus, log and any
+# harness adds the tensors and the checksum). http_head, serve_req, chat_state, trunk and
+# dspark link the whole library (chat_state and trunk open an engine on
+# tests/models/tiny5f, dspark one on tests/models/tiny5), built by clang under the same
+# sanitizers in $(BUILD)/fuzz/lib. Corpus, log and any
 # crash input: $(BUILD)/fuzz/TARGET/. Without a clang that has libFuzzer (FUZZ_CC), the
-# harnesses of the first nine run as the built-in mutation fuzzers, FUZZ_SECONDS each,
-# under $(CC)'s ASan/UBSan (the other five: make test-asan runs their built-in fuzzers).
+# harnesses of the first nine and the image ones run as the built-in mutation fuzzers,
+# FUZZ_SECONDS each, under $(CC)'s ASan/UBSan (the other five: make test-asan runs their
+# built-in fuzzers).
 # `make fuzz-parsers`: the first four.
 # Runs and findings: docs/data/fuzz_runs.txt.
 FUZZ_SECONDS ?= 60
@@ -157,21 +160,26 @@ FUZZ_RUNS    ?=
 FUZZ_CC      ?= clang
 FUZZ_TMPDIR  ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo /tmp)
 FUZZ_PARSERS := json st_header st_index config
+FUZZ_IMAGE   := png jpeg gif inflate
 FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist json_gram http_head \
-                serve_req chat_state trunk dspark
+                serve_req chat_state trunk dspark $(FUZZ_IMAGE)
+MF_ALL       := parsers tok hist gram image
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
                 -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests/c -pthread
 TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
 PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c src/base/util.c src/base/sysmem.c
 HISTSRC   := src/chat/chat_hist.c src/io/json.c src/base/util.c src/base/outfile.c
 GRAMSRC   := src/text/json_gram.c $(TOKSRC)
+IMAGESRC  := $(filter-out src/image/image_cli.c,$(wildcard src/image/*.c))
 FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h src/*/*.h) $(PARSERSRC) $(GRAMSRC) \
-             $(HISTSRC)
+             $(HISTSRC) $(IMAGESRC) tests/c/test_fuzz_image.c
 fuzz_main = $(if $(filter $(1),$(FUZZ_PARSERS)),tests/c/test_fuzz_parsers.c,$(if \
             $(filter tok_%,$(1)),tests/c/test_tok_fuzz.c,$(if $(filter json_gram,$(1)),\
-            tests/c/test_fuzz_gram.c,tests/c/test_fuzz_hist.c)))
+            tests/c/test_fuzz_gram.c,$(if $(filter $(1),$(FUZZ_IMAGE)),\
+            tests/c/test_fuzz_image.c,tests/c/test_fuzz_hist.c))))
 fuzz_src  = $(call fuzz_main,$(1)) $(if $(filter $(1),$(FUZZ_PARSERS)),$(PARSERSRC),$(if \
-            $(filter tok_%,$(1)),$(TOKSRC),$(if $(filter json_gram,$(1)),$(GRAMSRC),$(HISTSRC))))
+            $(filter tok_%,$(1)),$(TOKSRC),$(if $(filter json_gram,$(1)),$(GRAMSRC),$(if \
+            $(filter $(1),$(FUZZ_IMAGE)),$(IMAGESRC),$(HISTSRC)))))
 FUZZ_LIB  := $(BUILD)/fuzz/lib
 FUZZ_LIBOBJ = $(filter-out $(FUZZ_LIB)/cli/main.o,$(patsubst $(BUILD)/%,$(FUZZ_LIB)/%,$(OBJ)))
 
@@ -193,6 +201,8 @@ fuzz-run:
 	  for t in $(FUZZ_LIST); do \
 	    d=$(BUILD)/fuzz/$$t; mkdir -p $$d/corpus; ml=16384; [ $$t != tok_text ] || ml=4096; \
 	    [ $$t != trunk ] && [ $$t != chat_state ] || ml=65536; \
+	    case $$t in png) e=png;; jpeg) e=jpg;; gif) e=gif;; *) e=;; esac; \
+	    [ -z "$$e" ] || cp tests/images/*.$$e $$d/corpus/; \
 	    if TMPDIR=$(FUZZ_TMPDIR) $(BUILD)/fuzz/lf_$$t -max_total_time=$(FUZZ_SECONDS) \
 	         $(if $(FUZZ_RUNS),-runs=$(FUZZ_RUNS)) -max_len=$$ml -timeout=10 -rss_limit_mb=4096 \
 	         -print_final_stats=1 -artifact_prefix=$$d/ $$d/corpus > $$d/log 2>&1; then \
@@ -205,8 +215,8 @@ fuzz-run:
 	       "$$(head -n 1 $(BUILD)/fuzz/probe.log)); running the built-in mutation fuzzers" \
 	       "under $(CC)'s ASan/UBSan instead"; \
 	  $(MAKE) --no-print-directory $(BUILD)/fuzz/mf_parsers $(BUILD)/fuzz/mf_tok \
-	    $(BUILD)/fuzz/mf_hist $(BUILD)/fuzz/mf_gram && \
-	  for m in $(if $(filter-out $(FUZZ_PARSERS),$(FUZZ_LIST)),parsers tok hist gram,parsers); do \
+	    $(BUILD)/fuzz/mf_hist $(BUILD)/fuzz/mf_gram $(BUILD)/fuzz/mf_image && \
+	  for m in $(if $(filter-out $(FUZZ_PARSERS),$(FUZZ_LIST)),$(MF_ALL),parsers); do \
 	    TMPDIR=$(FUZZ_TMPDIR) $(BUILD)/fuzz/mf_$$m $(FUZZ_SECONDS) || exit 1; \
 	  done; \
 	fi
@@ -243,6 +253,9 @@ $(BUILD)/fuzz/mf_hist: tests/c/test_fuzz_hist.c $(FUZZDEPS)
 $(BUILD)/fuzz/mf_gram: tests/c/test_fuzz_gram.c $(FUZZDEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(FUZZ_FLAGS) -o $@ $< $(GRAMSRC) -lm
+$(BUILD)/fuzz/mf_image: tests/c/test_fuzz_image.c $(FUZZDEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_FLAGS) -o $@ $< $(IMAGESRC) -lm
 
 # ---- AArch64 cross build (NEON kernels): static bin/k3-aarch64 and its kernel test,
 # run under qemu-aarch64 by tests/sh/kernels_aarch64.sh.

@@ -15,6 +15,7 @@ int k3_bench_main(int argc, char **argv);         /* bench/bench_grid.c: k3 benc
 int tok_cli(int argc, char **argv);               /* tokenize/: k3 tokenize | detokenize */
 int k3_doctor_main(int argc, char **argv);        /* doctor/: k3 doctor */
 int k3_serve_main(int argc, char **argv);         /* serve/: k3 serve (docs/SERVE.md) */
+int k3_image_main(int argc, char **argv);         /* image/image_cli.c: k3 image */
 int k3_batch_main(int argc, char **argv);         /* batch/: k3 MODEL_DIR --batch FILE */
 /* chat/: k3 MODEL_DIR --chat; argv as given to k3 ("--chat" ignored among the rest). */
 int chat_main(int argc, char **argv);

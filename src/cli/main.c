@@ -16,7 +16,7 @@ static int dispatch(int argc, char **argv);
 static const struct { const char *name; int (*run)(int, char **); } SUB[] = {
     { "tokenize", tok_cli }, { "detokenize", tok_cli }, { "pack", k3_pack_main },
     { "bench-kernels", k3_bench_kernels }, { "bench", k3_bench_main },
-    { "doctor", k3_doctor_main }, { "serve", k3_serve_main },
+    { "doctor", k3_doctor_main }, { "serve", k3_serve_main }, { "image", k3_image_main },
 };
 enum { NSUB = sizeof SUB / sizeof SUB[0] };
 

@@ -19,6 +19,8 @@ const char *const k3_usage =
 "  k3 doctor MODEL_DIR [--trunk DIR] [--scan]    check the machine and the checkpoint\n"
 "  k3 serve MODEL_DIR --tok DIR [options]       OpenAI-compatible HTTP server on\n"
 "                       127.0.0.1:8080 (k3 serve --help, docs/SERVE.md)\n"
+"  k3 image FILE [--rgba OUT] [--json]          decode an image (PNG, JPEG, GIF): size,\n"
+"                       mode, patch grid and rows (k3 image --help)\n"
 "  k3 --help | --version\n"
 "\n"
 "Input (exactly one):\n"

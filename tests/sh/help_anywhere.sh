@@ -24,6 +24,8 @@ help "k3 tokenize" -- tokenize --help
 help "k3 tokenize" -- tokenize --tok --help
 help "k3 bench-kernels" -- bench-kernels --help
 help "k3 bench-kernels" -- bench-kernels --only --help
+help "k3 image FILE" -- image --help
+help "k3 image FILE" -- image tests/images/png_g8.png --rgba --help
 
 $K3 bench-kernels --only nothing > $T/o 2> $T/e; rc=$?
 [ $rc -eq 2 ] && [ ! -s $T/o ] &&

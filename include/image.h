@@ -1,0 +1,45 @@
+/* image.h — image files decoded to 8-bit RGBA (row-major, 4 bytes a pixel), the first step of
+ * the vision input (K3_VISION.md §2.1). The format is sniffed from the bytes (never the name):
+ * PNG, JPEG (baseline and progressive Huffman) and GIF (first frame); anything else is refused
+ * naming what it looks like. Pixels equal Pillow's decode converted to RGBA. */
+#ifndef K3_IMAGE_H
+#define K3_IMAGE_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define K3_IMAGE_MAX_SIDE   16384              /* pixels a side */
+#define K3_IMAGE_MAX_PIXELS (64u * 1024 * 1024) /* 64 Mpx: 256 MiB of RGBA */
+
+typedef struct {
+    int w, h;
+    const char *format;   /* "PNG", "JPEG", "GIF" */
+    char mode[24];        /* the PIL mode the file opens as (RGB, RGBA, L, LA, P, I, 1) */
+    char detail[96];      /* e.g. "8-bit palette, interlaced", "baseline 4:2:0" */
+    int has_alpha;        /* any pixel with alpha < 255 possible (alpha band or tRNS) */
+    uint8_t *rgba;        /* w*h*4 bytes, malloc'd */
+} K3Image;
+
+/* Decodes b[0..n). 0, or -1 with "NAME: what is wrong" in err (a damaged or refused file). */
+int k3_image_decode(const uint8_t *b, size_t n, const char *name, K3Image *im, char *err,
+                    size_t errlen);
+void k3_image_free(K3Image *im);
+
+/* zlib stream (RFC 1950: header, deflate, adler-32) into out[0..cap): the byte count, or -1
+ * with the reason in err; more than cap bytes of output is an error (a bound set before). */
+long k3_zlib_inflate(const uint8_t *in, size_t n, uint8_t *out, size_t cap, char *err,
+                     size_t errlen);
+
+/* The decoders (png.c, jpeg.c, gif.c): as k3_image_decode, the format already sniffed; err
+ * without the name. */
+int k3_png_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t errlen);
+int k3_jpeg_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t errlen);
+int k3_gif_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t errlen);
+/* Shared by the decoders: checks w x h against the limits (0, or -1 with the reason);
+ * k3_image_alloc also allocates im->rgba. */
+int k3_image_check(long w, long h, char *err, size_t errlen);
+int k3_image_alloc(K3Image *im, long w, long h, char *err, size_t errlen);
+
+/* The patch budget plan (K3_VISION.md §2.2) for an original W x H. */
+typedef struct { int nw, nh, pw, ph, gw, gh; long patches, rows; } K3ImagePlan;
+void k3_image_plan(int w, int h, K3ImagePlan *p);
+#endif

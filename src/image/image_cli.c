@@ -1,0 +1,86 @@
+/* image_cli.c — k3 image FILE [--rgba OUT] [--json]: decodes an image as the vision input
+ * would (K3_VISION.md §2.1) and prints what it is and what it costs under the patch budget
+ * (§2.2). Positions: the HF reference replaces the image's one pad token by its N rows, so
+ * a prompt grows by N - 1 positions over the pad; the text around it ("image WxH", the
+ * begin/end tokens) is the tokenizer's and not counted here. */
+#include "cli.h"
+#include "image.h"
+#include "k3.h"
+#include "outfile.h"
+#include "util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char HELP[] =
+"Usage: k3 image FILE [--rgba OUT] [--json]\n"
+"Decodes FILE (PNG, JPEG baseline/progressive, GIF's first frame; sniffed from its bytes)\n"
+"and prints its format, size, PIL mode and the vision patch plan: the size after the\n"
+"65,536-patch budget (K3_VISION.md 2.2), the padded patch grid, the rows N the image\n"
+"adds to the prompt, and the positions that adds (N - 1: the N rows take the place of\n"
+"the one image pad token the chat template writes, K3_VISION.md 5.3).\n"
+"  --rgba OUT   write the decoded pixels, 8-bit RGBA row-major, before any resize\n"
+"  --json       one JSON object on stdout instead of the text\n"
+"Limits: 16384 pixels a side, 64 Mpx, 256 MiB of file. Exit 0 ok, 1 a damaged or\n"
+"unsupported file, 2 a usage error.\n";
+
+int k3_image_main(int argc, char **argv) {
+    const char *file = NULL, *rgba = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++)   /* --help anywhere, even where a value was due */
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(HELP, stdout);
+            return K3_OK;
+        }
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rgba")) {
+            if (++i >= argc) return k3_usage_error("k3 image --help", "%s needs a path", "--rgba");
+            rgba = argv[i];
+        } else if (!strcmp(argv[i], "--json")) {
+            json = 1;
+        } else if (argv[i][0] == '-' && argv[i][1]) {
+            return k3_usage_error("k3 image --help", "unknown flag %s", argv[i]);
+        } else if (file) {
+            return k3_usage_error("k3 image --help", "one FILE only (%s is a second)", argv[i]);
+        } else {
+            file = argv[i];
+        }
+    }
+    if (!file) return k3_usage_error("k3 image --help", "%s", "no FILE given");
+    char err[512];
+    if (rgba && k3_out_check(rgba, 0, err, sizeof err)) {
+        fprintf(stderr, "k3: --rgba %s\n", err);
+        return K3_ERR_USAGE;
+    }
+    size_t n;
+    char *b = k3_slurp(file, (size_t)256 << 20, &n, err, sizeof err);
+    if (!b) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_RUNTIME; }
+    K3Image im;
+    int rc = k3_image_decode((const uint8_t *)b, n, file, &im, err, sizeof err);
+    free(b);
+    if (rc) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_RUNTIME; }
+    if (rgba && k3_out_save(rgba, im.rgba, (size_t)im.w * im.h * 4, 0644, err, sizeof err)) {
+        fprintf(stderr, "k3: --rgba %s\n", err);
+        k3_image_free(&im);
+        return K3_ERR_RUNTIME;
+    }
+    K3ImagePlan p;
+    k3_image_plan(im.w, im.h, &p);
+    if (json) {
+        printf("{\"format\":\"%s\",\"width\":%d,\"height\":%d,\"mode\":\"%s\",\"detail\":\"%s\","
+               "\"alpha\":%s,\"resized\":[%d,%d],\"pad\":[%d,%d],\"grid\":[%d,%d],"
+               "\"patches\":%ld,\"rows\":%ld,\"extra_positions\":%ld}\n", im.format, im.w, im.h,
+               im.mode, im.detail, im.has_alpha ? "true" : "false", p.nw, p.nh, p.pw, p.ph,
+               p.gh, p.gw, p.patches, p.rows, p.rows - 1);
+    } else {
+        printf("%s: %s %d x %d, mode %s (%s)%s\n", file, im.format, im.w, im.h, im.mode,
+               im.detail, im.has_alpha ? ", has transparency" : "");
+        printf("plan: %s %d x %d, pad %d,%d, grid %d x %d (gh x gw), %ld patches\n",
+               p.nw == im.w && p.nh == im.h ? "kept at" : "resized to", p.nw, p.nh, p.pw, p.ph,
+               p.gh, p.gw, p.patches);
+        printf("rows: %ld (in place of its one pad token: %ld more prompt positions)\n", p.rows,
+               p.rows - 1);
+    }
+    k3_image_free(&im);
+    return K3_OK;
+}
