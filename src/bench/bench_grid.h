@@ -8,9 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* bench.c: stream-read bandwidth in GB/s of a fresh `bytes` buffer with `threads`
- * threads, the median of `runs` (<= 16) reads. */
-double k3_mem_read_bw(size_t bytes, int threads, int runs);
+#include "roofline.h"     /* k3_mem_read_bw: the stream read of a fresh buffer, GB/s */
 
 #define KB_SCHEMA 1
 #define KB_MAXREP 100

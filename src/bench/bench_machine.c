@@ -8,6 +8,7 @@
 #include "dio.h"
 #include "k3.h"
 #include "pool.h"
+#include "roofline.h"
 #include "sysmem.h"
 #include "tensors.h"
 #include "util.h"
@@ -48,7 +49,7 @@ static uint64_t meminfo(const char *key) {
     return (uint64_t)v * 1024;
 }
 
-static void cpu_model(char *out, size_t n) {
+void k3_cpu_model(char *out, size_t n) {      /* roofline.h */
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[512];
     out[0] = 0;
@@ -85,7 +86,7 @@ static void fs_type(const char *path, char *out, size_t n) {
 void kb_machine_describe(KbMachine *m, const char *model) {
     char err[200];
     struct utsname u;
-    cpu_model(m->cpu, sizeof m->cpu);
+    k3_cpu_model(m->cpu, sizeof m->cpu);
     m->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (k3_kernels_select("auto", err, sizeof err)) snprintf(m->kernels, sizeof m->kernels, "?");
     else snprintf(m->kernels, sizeof m->kernels, "%s", k3_kernels_name());
