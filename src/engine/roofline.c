@@ -98,10 +98,11 @@ static void cache_path(char *p, size_t n) {
     const char *home = getenv("HOME");
     p[0] = 0;
     if (env && *env) { if (strcmp(env, "off")) snprintf(p, n, "%s", env); return; }
-    if (x && *x) snprintf(p, n, "%s/k3", x);
+    if (x && *x) snprintf(p, n, "%s", x);
     else if (home && *home) snprintf(p, n, "%s/.cache", home);
     else return;
-    if (!(x && *x)) { mkdir(p, 0755); snprintf(p + strlen(p), n - strlen(p), "/k3"); }
+    mkdir(p, 0755);                            /* fails harmlessly where it exists */
+    snprintf(p + strlen(p), n - strlen(p), "/k3");
     mkdir(p, 0755);
     snprintf(p + strlen(p), n - strlen(p), "/machine.txt");
 }
