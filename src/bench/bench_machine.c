@@ -191,6 +191,24 @@ void kb_measure_memory(KbMachine *m, const int *threads, int n, int quiet) {
     k3_pool_shutdown();                        /* children fork from a one-thread parent */
 }
 
+/* The run's machine probe (roofline.h) for each kernels and thread count of the grid,
+ * here: in a rep it would count in the rep's peak RSS (its 128 MiB read buffer). */
+void kb_machine_cache(const char *const *kern, int nk, const int *threads, int nt) {
+    char err[200];
+    for (int k = 0; k < nk; k++) {
+        if (k3_kernels_select(kern[k] ? kern[k] : "auto", err, sizeof err)) continue;
+        for (int t = 0; t < nt; t++) {
+            K3Machine mc;
+            k3_threads_set(threads[t]);
+            k3_machine_get(&mc, 0);
+        }
+    }
+    k3_kernels_select("auto", err, sizeof err);
+    k3_threads_set(0);
+    k3_pool_shutdown();                        /* children fork from a one-thread parent */
+    trim();
+}
+
 /* ---- the disk with the engine's pattern ---- */
 
 typedef struct { uint32_t key; int shard; uint64_t lo, hi; } Win;

@@ -58,4 +58,12 @@ env -u K3_MACHINE_CACHE XDG_CACHE_HOME=$T/xdg HOME=$T/home $K3 $M --ids "$P" --g
 env -u K3_MACHINE_CACHE -u XDG_CACHE_HOME HOME=$T/home $K3 $M --ids "$P" --gen 2 \
   --out $T/o.json > /dev/null 2>&1
 [ -s $T/home/.cache/k3/machine.txt ] && ok "HOME/.cache/k3/machine.txt" || bad "no HOME cache file"
+# bench rows: the same fields, medians over the reps (the probe cached by the parent)
+$K3 bench $M -r 2 -p 4 -n 4 -o jsonl -q --no-limits > $T/b.jsonl 2> $T/b.err
+tail -n 1 $T/b.jsonl | tr ',' '\n' | sed 's/^ *//; s/}$//; s/$/,/' > $T/row.json
+r=$(sane $T/row.json) && ok "a bench row has the machine fields" || bad "bench row: $r"
+$K3 bench $M -r 1 -p 4 -n 4 -o csv -q --no-limits > $T/b.csv 2>> $T/b.err
+head -n 1 $T/b.csv | grep -q ',prefill_flops,.*,machine_read_gbps$' &&
+  awk -F, 'NR == 2 && $NF > 0 && $(NF - 1) > 0 { f = 1 } END { exit !f }' $T/b.csv &&
+  ok "bench csv: the machine columns" || bad "bench csv: $(cat $T/b.csv $T/b.err)"
 exit $fail
