@@ -33,6 +33,9 @@ typedef struct { double fma_gflops, read_gbps; int cached; } K3Machine;
  * ${XDG_CACHE_HOME:-$HOME/.cache}/k3/machine.txt), keyed by CPU model, flags hash, kernels
  * and threads; else (or reprobe) a probe of about 0.2 s, then written back. */
 int k3_machine_get(K3Machine *mc, int reprobe);
+/* The figures of a longer measurement (k3 bench-kernels) cached for the current kernels
+ * and thread count. */
+void k3_machine_save(double fma_gflops, double read_gbps);
 /* bench/bench.c: the register-only FMA loop of the selected kernels' width, GFLOP/s with
  * `threads` threads, the median of `runs` loops of `iters`; the stream read, GB/s. */
 double k3_fma_peak(int threads, int runs, long iters);

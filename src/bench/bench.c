@@ -359,8 +359,10 @@ int k3_bench_kernels(int argc, char **argv) {
     for (size_t i = 0; i < big / 8; i++) buf[i] = i * 0x9E3779B97F4A7C15ull;
     k3_threads_set(1);
     double bw1 = mem_bw(buf, big / 8, 1, runs), pk1 = fma_peak(lanes, 1, runs);
+    k3_machine_save(pk1, bw1);                 /* the runs' machine line uses these */
     k3_threads_set(all);
     double bwn = mem_bw(buf, big / 8, all, runs), pkn = fma_peak(lanes, all, runs);
+    k3_machine_save(pkn, bwn);
     printf("memory read bandwidth (512 MiB stream): 1 thread %.1f GB/s, %d threads %.1f GB/s\n",
            bw1, all, bwn);
     printf("FMA peak (register-only, %d-lane fp32): 1 thread %.1f GFLOP/s, "

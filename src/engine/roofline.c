@@ -151,6 +151,14 @@ int k3_machine_get(K3Machine *mc, int reprobe) {
     return 0;
 }
 
+void k3_machine_save(double fma_gflops, double read_gbps) {
+    char key[512], path[4200];
+    K3Machine mc = { fma_gflops, read_gbps, 0 };
+    machine_key(key, sizeof key);
+    cache_path(path, sizeof path);
+    if (path[0] && fma_gflops > 0 && read_gbps > 0) cache_put(path, key, &mc);
+}
+
 /* ---- the report ---- */
 
 void k3_roofline(const K3Model *m, long n_prompt, double t_prefill, long n_dec, double t_decode,

@@ -58,6 +58,14 @@ env -u K3_MACHINE_CACHE XDG_CACHE_HOME=$T/xdg HOME=$T/home $K3 $M --ids "$P" --g
 env -u K3_MACHINE_CACHE -u XDG_CACHE_HOME HOME=$T/home $K3 $M --ids "$P" --gen 2 \
   --out $T/o.json > /dev/null 2>&1
 [ -s $T/home/.cache/k3/machine.txt ] && ok "HOME/.cache/k3/machine.txt" || bad "no HOME cache file"
+# k3 bench-kernels caches its longer measurement; a run at its kernels and threads uses it
+K3_MACHINE_CACHE=$T/bk.txt $K3 bench-kernels --only mxfp4 --no-prefill --runs 1 --threads 1 \
+  > $T/bk.out 2>&1
+g=$(sed -n 's/.*|threads 1	\([0-9.]*\)	.*/\1/p' $T/bk.txt)
+K3_MACHINE_CACHE=$T/bk.txt $K3 $M --ids "$P" --gen 4 --threads 1 --out $T/o.json > /dev/null 2>&1
+awk -v a="$g" -v b="$(num machine_fma_gflops $T/o.json)" 'BEGIN { exit !(a > 0 && a == b) }' &&
+  ok "bench-kernels' peak ($g GFLOP/s) serves the run" ||
+  bad "bench-kernels: '$g' vs $(grep machine_ $T/o.json) $(cat $T/bk.txt)"
 # bench rows: the same fields, medians over the reps (the probe cached by the parent)
 $K3 bench $M -r 2 -p 4 -n 4 -o jsonl -q --no-limits > $T/b.jsonl 2> $T/b.err
 tail -n 1 $T/b.jsonl | tr ',' '\n' | sed 's/^ *//; s/}$//; s/$/,/' > $T/row.json
