@@ -717,7 +717,7 @@ static int run_batch(const Opts *o) {
     const int roof_line = !o->quiet && (o->ef.mem.verbose || t_prefill >= 1 || t_decode >= 1);
     K3Machine mc;
     K3Roofline roof;
-    if ((roof_line || o->out) && !k3_machine_get(&mc, o->reprobe)) {
+    if ((roof_line || o->out) && k3_comm_rank() == 0 && !k3_machine_get(&mc, o->reprobe)) {
         k3_roofline(&e.m, n_prompt, t_prefill, n_gen - 1, t_decode, &mc, &roof);
         r.roof = &roof;
     }
