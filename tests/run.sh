@@ -15,6 +15,8 @@ jobs=${K3_TEST_JOBS:-$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/nul
 [ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
 D=$(mktemp -d) || exit 1
 trap 'rm -rf "$D"' EXIT
+# the machine's probe (roofline.h) cached for the suite, never in the user's cache folder
+[ -n "${K3_MACHINE_CACHE:-}" ] || { K3_MACHINE_CACHE=$D/machine.txt; export K3_MACHINE_CACHE; }
 # Ctrl-C / TERM: the jobs' tests get TERM (their traps clean up); async jobs ignore SIGINT
 trap 'for f in "$D"/*.pid; do [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null; done
       exit 130' INT TERM

@@ -16,6 +16,7 @@
  * engine's read pattern on MODEL's files (bench_machine.c), so the decode per core stands
  * beside memory and disk from the same run. */
 #include "bench_grid.h"
+#include "roofline.h"
 #include "cli.h"
 #include "kernels.h"
 #include "codec.h"
@@ -86,8 +87,8 @@ static double mem_bw(const uint64_t *buf, size_t n, int threads, int runs) {
     return median(v, runs);
 }
 
-/* cli.h: the same stream read on a fresh buffer of `bytes` (touched, so real pages),
- * the memory limit k3 bench reports beside its rows. */
+/* roofline.h: the same stream read on a fresh buffer of `bytes` (touched, so real pages),
+ * the memory limit k3 bench reports beside its rows, and the run's probe. */
 double k3_mem_read_bw(size_t bytes, int threads, int runs) {
     size_t n = bytes / 8 & ~(size_t)63;
     uint64_t *buf = n ? malloc(n * 8) : NULL;
@@ -166,6 +167,19 @@ static double fma_peak_it(int lanes, int threads, int runs, long iters) {
 }
 static double fma_peak(int lanes, int threads, int runs) {
     return fma_peak_it(lanes, threads, runs, 20000000);
+}
+static int kernel_lanes(const char *kn) {
+    return !strcmp(kn, "avx512") ? 16 : !strcmp(kn, "avx2") ? 8 : !strcmp(kn, "neon") ? 4 : 1;
+}
+
+/* roofline.h: the selected kernels' peak, shorter loops (the run's probe) */
+double k3_fma_peak(int threads, int runs, long iters) {
+    const int was = k3_threads();
+    k3_threads_set(threads);
+    double pk = fma_peak_it(kernel_lanes(k3_kernels_name()), k3_threads(),
+                            runs < 1 ? 1 : runs > 16 ? 16 : runs, iters);
+    k3_threads_set(was);
+    return pk;
 }
 
 /* ---- baseline: straightforward scalar kernels accumulating in double */
@@ -332,7 +346,7 @@ int k3_bench_kernels(int argc, char **argv) {
     }
     if (all < 1) all = 1;
     const char *kn = k3_kernels_name();
-    int lanes = !strcmp(kn, "avx512") ? 16 : !strcmp(kn, "avx2") ? 8 : !strcmp(kn, "neon") ? 4 : 1;
+    int lanes = kernel_lanes(kn);
     printf("kernels %s, threads 1 and %d, medians of %d runs\n", kn, all, runs);
     if (lanes == 16)                       /* docs/KERNELS.md, "Which AVX-512 prefill" */
         printf("prefill from 32 tokens: %s (L2 %ld KB a core; K3_AVX512_GEMM=0/1 chooses)\n",
@@ -345,8 +359,10 @@ int k3_bench_kernels(int argc, char **argv) {
     for (size_t i = 0; i < big / 8; i++) buf[i] = i * 0x9E3779B97F4A7C15ull;
     k3_threads_set(1);
     double bw1 = mem_bw(buf, big / 8, 1, runs), pk1 = fma_peak(lanes, 1, runs);
+    k3_machine_save(pk1, bw1);                 /* the runs' machine line uses these */
     k3_threads_set(all);
     double bwn = mem_bw(buf, big / 8, all, runs), pkn = fma_peak(lanes, all, runs);
+    k3_machine_save(pkn, bwn);
     printf("memory read bandwidth (512 MiB stream): 1 thread %.1f GB/s, %d threads %.1f GB/s\n",
            bw1, all, bwn);
     printf("FMA peak (register-only, %d-lane fp32): 1 thread %.1f GFLOP/s, "

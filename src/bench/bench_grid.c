@@ -375,6 +375,7 @@ int kb_read_report(const char *path, KbRep *r, char *err, size_t en) {
     r->buffers = (uint64_t)num(j, "buffer_bytes", 0);
     r->n_generated = (int)num(j, "n_generated", 0);
     r->threads = (int)num(j, "threads", 0);
+    for (int i = 0; i < KB_NROOF; i++) r->roof[i] = num(j, kb_roof_keys[i], -1);
     const Json *k = json_get(j, "kernels"), *v = json_get(j, "version");
     snprintf(r->kernels, sizeof r->kernels, "%s", k && k->type == JSON_STRING ? k->str : "");
     snprintf(r->version, sizeof r->version, "%s", v && v->type == JSON_STRING ? v->str : "");
@@ -720,6 +721,7 @@ int k3_bench_main(int argc, char **argv) {
         kb_measure_memory(M, th, A->n_thr, o->quiet);
         if (o->disk_gb > 0) kb_measure_disk(M, o->model, o->disk_gb, o->quiet);
     }
+    if (k3_comm_rank() == 0) kb_machine_cache(A->kern, A->n_kern, A->thr, A->n_thr);
     if (M->ranks > 1) {                        /* the limits are rank 0's: the others wait */
         char go = 1;
         k3_comm_bcast(&go, 1);

@@ -8,13 +8,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* bench.c: stream-read bandwidth in GB/s of a fresh `bytes` buffer with `threads`
- * threads, the median of `runs` (<= 16) reads. */
-double k3_mem_read_bw(size_t bytes, int threads, int runs);
+#include "roofline.h"     /* k3_mem_read_bw: the stream read of a fresh buffer, GB/s */
 
 #define KB_SCHEMA 1
 #define KB_MAXREP 100
 #define KB_MAXBW 16
+#define KB_NROOF 8                /* the machine fields of a run's --out (roofline.h) */
+extern const char *const kb_roof_keys[KB_NROOF];   /* bench_out.c: their names */
 
 enum { KB_MD, KB_JSON, KB_CSV, KB_JSONL, KB_HTML };
 
@@ -50,6 +50,7 @@ typedef struct {                  /* one successful rep, from the child's --out 
     double coll_pt, comm_pt, wait_pt;   /* per token: collectives, bytes received, seconds
                                          * waited in them (the largest rank's; decode's
                                          * where the run has one) */
+    double roof[KB_NROOF];        /* kb_roof_keys' values; -1 absent */
 } KbRep;
 
 typedef struct {                  /* one side of a row (A = this binary, B = --compare) */
@@ -84,6 +85,8 @@ void kb_machine_describe(KbMachine *m, const char *model);
 int kb_model_facts(KbMachine *m, const char *model, char *err, size_t errlen);
 void kb_measure_memory(KbMachine *m, const int *threads, int n, int quiet);
 void kb_measure_disk(KbMachine *m, const char *model, double gb, int quiet);
+/* The runs' machine figures (roofline.h) cached before the reps (threads 0: the cores). */
+void kb_machine_cache(const char *const *kern, int nk, const int *threads, int nt);
 /* Evicts the model's shard files and the trunk from the page cache (drop_caches too when
  * asked and root); says once on stderr when drop_caches cannot be written. */
 void kb_evict(const KbMachine *m, const char *trunk, int drop_caches);

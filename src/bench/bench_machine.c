@@ -8,6 +8,7 @@
 #include "dio.h"
 #include "k3.h"
 #include "pool.h"
+#include "roofline.h"
 #include "sysmem.h"
 #include "tensors.h"
 #include "util.h"
@@ -48,7 +49,7 @@ static uint64_t meminfo(const char *key) {
     return (uint64_t)v * 1024;
 }
 
-static void cpu_model(char *out, size_t n) {
+void k3_cpu_model(char *out, size_t n) {      /* roofline.h */
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[512];
     out[0] = 0;
@@ -85,7 +86,7 @@ static void fs_type(const char *path, char *out, size_t n) {
 void kb_machine_describe(KbMachine *m, const char *model) {
     char err[200];
     struct utsname u;
-    cpu_model(m->cpu, sizeof m->cpu);
+    k3_cpu_model(m->cpu, sizeof m->cpu);
     m->cores = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (k3_kernels_select("auto", err, sizeof err)) snprintf(m->kernels, sizeof m->kernels, "?");
     else snprintf(m->kernels, sizeof m->kernels, "%s", k3_kernels_name());
@@ -188,6 +189,24 @@ void kb_measure_memory(KbMachine *m, const int *threads, int n, int quiet) {
         m->bw_gbps[m->n_bw++] = k3_mem_read_bw(bytes, threads[i], 5);
     }
     k3_pool_shutdown();                        /* children fork from a one-thread parent */
+}
+
+/* The run's machine probe (roofline.h) for each kernels and thread count of the grid,
+ * here: in a rep it would count in the rep's peak RSS (its 128 MiB read buffer). */
+void kb_machine_cache(const char *const *kern, int nk, const int *threads, int nt) {
+    char err[200];
+    for (int k = 0; k < nk; k++) {
+        if (k3_kernels_select(kern[k] ? kern[k] : "auto", err, sizeof err)) continue;
+        for (int t = 0; t < nt; t++) {
+            K3Machine mc;
+            k3_threads_set(threads[t]);
+            k3_machine_get(&mc, 0);
+        }
+    }
+    k3_kernels_select("auto", err, sizeof err);
+    k3_threads_set(0);
+    k3_pool_shutdown();                        /* children fork from a one-thread parent */
+    trim();
 }
 
 /* ---- the disk with the engine's pattern ---- */

@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *const kb_roof_keys[KB_NROOF] = {
+    "prefill_flops", "prefill_gflops", "prefill_peak_share", "decode_bytes_per_token",
+    "decode_gbps", "decode_bandwidth_share", "machine_fma_gflops", "machine_read_gbps" };
+
 static int cmpd(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -27,6 +31,7 @@ KbStat kb_stat(const double *v, int n) {
 /* One side's figures over its reps (NAN = none). */
 typedef struct {
     KbStat spt, ptps, bt, be, bh, io, hit, dhit, coll, comm, wait;
+    KbStat roof[KB_NROOF];                     /* the machine fields, medians over reps */
     double tps, btot, rss, plan, buffers;
     int threads; const char *kernels, *version;
 } Sum;
@@ -52,6 +57,11 @@ static Sum sum_side(const KbSide *s) {
     KbStat *st[11] = { &u.spt, &u.ptps, &u.bt, &u.be, &u.bh, &u.io, &u.hit, &u.dhit,
                        &u.coll, &u.comm, &u.wait };
     for (int k = 0; k < 11; k++) *st[k] = kb_stat(v[k], s->n);
+    for (int k = 0; k < KB_NROOF; k++) {
+        double w[KB_MAXREP];
+        for (int i = 0; i < s->n && i < KB_MAXREP; i++) w[i] = s->rep[i].roof[k];
+        u.roof[k] = kb_stat(w, s->n);
+    }
     u.tps = u.spt.med > 0 ? 1 / u.spt.med : NAN;
     u.btot = u.bt.med + u.be.med + u.bh.med;   /* NAN when there was no decode */
     if (!s->n) u.plan = NAN;
@@ -135,6 +145,7 @@ static void row_json(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
     close_obj(&x);
     num(&j, "io_share", a.io.med); num(&j, "expert_hit_rate", a.hit.med);
     num(&j, "decode_hit_rate", a.dhit.med);
+    for (int k = 0; k < KB_NROOF; k++) num(&j, kb_roof_keys[k], a.roof[k].med);
     if (m->ranks > 1) {                       /* over N ranks: per token, the largest rank's */
         num(&j, "ranks", m->ranks);
         open_obj(&j, "comm_per_token", &x);
@@ -415,7 +426,9 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
           "expert_bytes_per_token,lm_head_bytes_per_token,io_share,expert_hit_rate,"
           "decode_hit_rate,memory_read_gb_per_s,disk_mb_per_s,memory_ratio,disk_ratio,"
           "b_spt_median,b_prefill_tps_median,b_peak_rss_bytes,ratio_spt,ratio_prefill_tps,"
-          "ratio_peak_rss,error,batch,stop\n", f);
+          "ratio_peak_rss,error,batch,stop", f);
+    for (int k = 0; k < KB_NROOF; k++) fprintf(f, ",%s", kb_roof_keys[k]);
+    fputc('\n', f);
     for (int i = 0; i < n; i++) {
         const KbRow *r = &rows[i];
         const Sum a = sum_side(&r->a), b = sum_side(&r->b);
@@ -438,6 +451,7 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
         csv_val(f, r->c.batch);
         if (r->a.n) csv_str(f, r->a.rep[0].stop);
         else fputc(',', f);
+        for (int k = 0; k < KB_NROOF; k++) csv_val(f, a.roof[k].med);
         fputc('\n', f);
     }
 }

@@ -36,6 +36,7 @@ static const K3Flag NOVALUE[] = {
     { "--no-think", 0 }, { "--hide-thinking", 0 }, { "--canonical-history", 0 },
     { "--no-color", 0 }, { "--no-webui", 0 }, { "--scan", 0 }, { "--no-bench", 0 },
     { "--compress", 0 }, { "--verify", 0 }, { "--special", 0 }, { "--no-prefill", 0 },
+    { "--reprobe", 0 },
 };
 
 static int takes_value(const char *a) {

@@ -10,6 +10,7 @@
 #include "json.h"
 #include "json_gram.h"
 #include "outfile.h"
+#include "roofline.h"
 #include "draft_loop.h"
 #include "logprob.h"
 #include "tok.h"
@@ -27,7 +28,7 @@
 typedef struct {
     const char *model_dir, *tok_dir, *ids, *prompt, *prompt_file;
     const char *out, *dump_logits;
-    int gen, recompute, quiet;
+    int gen, recompute, quiet, reprobe;     /* --reprobe: the machine probed again */
     int spec, spec_k; const char *draft_ids, *draft_file;   /* --spec and its drafts */
     const char *draft_dir; int draft_block;   /* --draft DIR: a DSpark model drafts */
     const char *dump_draft;                   /* --dump-draft FILE: its blocks */
@@ -46,7 +47,7 @@ typedef struct {
 static const K3Flag BATCH_FLAGS[] = {
     { "--ids", 1 }, { "--prompt", 1 }, { "--prompt-file", 1 }, { "--tok", 1 }, { "--out", 1 },
     { "--dump-logits", 1 }, { "--gen", 1 }, { "--recompute", 0 }, { "--incremental", 0 },
-    { "--quiet", 0 }, { "--chat", 0 }, { "--help", 0 }, { "--version", 0 },
+    { "--quiet", 0 }, { "--reprobe", 0 }, { "--chat", 0 }, { "--help", 0 }, { "--version", 0 },
     { "--list-presets", 0 }, { "--batch", 1 }, K3_FLAGS_SPEC,
     { "--draft-ids", 1 }, { "--draft-file", 1 }, { "--stop", 1 }, { "--ignore-eos", 0 },
     { "--draft", 1 }, { "--draft-block", 1 }, { "--dump-draft", 1 },
@@ -87,6 +88,7 @@ static int parse_args(int argc, char **argv, Opts *o) {
         } else if (!strcmp(a, "--recompute")) o->recompute = 1;
         else if (!strcmp(a, "--incremental")) o->recompute = 0;
         else if (!strcmp(a, "--quiet")) o->quiet = 1;
+        else if (!strcmp(a, "--reprobe")) o->reprobe = 1;
         else if (!strcmp(a, "--draft-ids")) { VAL(); o->draft_ids = v; }
         else if (!strcmp(a, "--draft-file")) { VAL(); o->draft_file = v; }
         else if (!strcmp(a, "--draft")) { VAL(); o->draft_dir = v; }
@@ -244,6 +246,7 @@ typedef struct {
     int sampled; uint64_t seed;                /* the sampler's seed (drawn without --seed) */
     const double *ranks; int n_ranks;          /* over N ranks: k3_ranks_gather's (else 0) */
     const K3DraftStats *draft;                 /* --draft DIR, else NULL */
+    const K3Roofline *roof;                    /* against the machine, else NULL */
 } Report;
 
 /* Ctrl-C: the generation stops after the token in hand and the report is still written;
@@ -305,6 +308,7 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
                 r->draft->seconds);
     k3_ranks_json(r->ranks, r->n_ranks, r->n_prompt + r->n_gen, r->n_gen - 1, f);
     k3_mem_json(e->mem, f, r->t_prefill + r->t_decode);
+    if (r->roof) k3_roofline_json(r->roof, f);
     fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", e->m.cfg.vocab_size,
             (unsigned long long)r->peak_rss);
     if (k3_out_commit(&out, err, sizeof err)) {
@@ -583,7 +587,7 @@ static int run_batch(const Opts *o) {
                 o->out ? "; the --out report is written" : "");
         Report r = { prompt, n_prompt, seq + n_prompt, 0, k3_now() - tp, 0, k3_peak_rss(),
                      k3_engine_expert_failures(&e), NULL, NULL, 0, 1, NULL, "interrupted",
-                     0, 0, NULL, 0, NULL };
+                     0, 0, NULL, 0, NULL, NULL };
         if (o->out && k3_comm_rank() == 0) write_json(o->out, o, &e, &r);
         rc = K3_ERR_RUNTIME; goto done;
     }
@@ -706,9 +710,18 @@ static int run_batch(const Opts *o) {
     const long failures = k3_engine_expert_failures(&e);
     Report r = { prompt, n_prompt, seq + n_prompt, n_gen, t_prefill, t_decode, k3_peak_rss(),
                  failures, o->spec ? &spec : NULL, lp, o->logprobs, g_interrupted,
-                 em.stopped ? o->stops[em.stopped - 1] : NULL, why, sampled, seed, NULL, 0, NULL };
+                 em.stopped ? o->stops[em.stopped - 1] : NULL, why, sampled, seed, NULL, 0, NULL,
+                 NULL };
     const double *ranks = r.ranks = k3_ranks_gather(&e, comm_decode, &r.n_ranks);   /* all */
     r.draft = rd ? k3_draft_stats(rd) : NULL;
+    /* the machine line: with --verbose or a run long enough to mean something; --out */
+    const int roof_line = !o->quiet && (o->ef.mem.verbose || t_prefill >= 1 || t_decode >= 1);
+    K3Machine mc;
+    K3Roofline roof;
+    if ((roof_line || o->out) && k3_comm_rank() == 0 && !k3_machine_get(&mc, o->reprobe)) {
+        k3_roofline(&e.m, n_prompt, t_prefill, n_gen - 1, t_decode, &mc, &roof);
+        r.roof = &roof;
+    }
     if (r.interrupted)                         /* said even with --quiet: the exit is 1 */
         fprintf(stderr, "k3: interrupted after %d of --gen %d tokens; the ids so far%s are "
                 "written\n", n_gen, o->gen, o->out ? " and the --out report" : "");
@@ -723,6 +736,7 @@ static int run_batch(const Opts *o) {
                 n_gen == 1 ? "" : "s", stop, why);
         if (o->ef.mem.verbose || !k3_mem_brief(e.mem))     /* what streamed, and how fast */
             k3_mem_summary(e.mem, stderr, t_prefill + t_decode, t_prefill, n_gen, t_decode);
+        if (roof_line && r.roof) k3_roofline_print(r.roof, stderr);
         k3_ranks_print(ranks, r.n_ranks, n_prompt + n_gen, n_gen - 1, stderr);
         if (rd) {
             const K3DraftStats *ds = k3_draft_stats(rd);

@@ -6,6 +6,7 @@
 #include "serve.h"
 #include "comm.h"
 #include "cli.h"
+#include "roofline.h"
 #include "statefile.h"
 #include "util.h"
 #include <arpa/inet.h>
@@ -131,6 +132,16 @@ static void metrics(int fd, int ka) {
         t.disconnects);
     CTRF("prefill_seconds_total", "Seconds spent prefilling.", t.t_prefill);
     CTRF("decode_seconds_total", "Seconds spent generating.", t.t_decode);
+    CTRF("prefill_flops_total", "FLOPs of the prefills done (the FLOP model, roofline.h).",
+         t.prefill_flops);
+    const double pg = t.t_prefill > 0 ? t.prefill_flops / t.t_prefill / 1e9 : 0.0;
+    GAU("prefill_gflops", "Prefill FLOPs over prefill seconds, in GFLOP/s.", "%.3f", pg);
+    GAU("prefill_peak_share", "prefill_gflops over machine_fma_gflops.", "%.4f",
+        t.fma_gflops > 0 ? pg / t.fma_gflops : 0.0);
+    GAU("machine_fma_gflops", "The machine's FMA peak at the engine's threads, GFLOP/s.",
+        "%.3f", t.fma_gflops);
+    GAU("machine_read_gbps", "The machine's memory read bandwidth, GB/s.", "%.3f",
+        t.read_gbps);
     GAU("seconds_per_token", "Mean decode seconds per generated token.", "%.6f",
         t.completion_tokens ? t.t_decode / (double)t.completion_tokens : 0.0);
     CTR("batch_steps_total", "Engine steps (one k3_forward_seqs each: decode tokens and "
@@ -594,7 +605,10 @@ int k3_serve_main(int argc, char **argv) {
               return rc; }
     rc = serve_disk_load(s);
     if (rc) { k3_engine_close(&s->eng); tok_free(s->tok); return rc; }
+    K3Machine mc;                              /* /metrics' peak and bandwidth (cached) */
+    const int mc_ok = !k3_machine_get(&mc, 0);
     pthread_mutex_lock(&s->mu);
+    if (mc_ok) { s->st.fma_gflops = mc.fma_gflops; s->st.read_gbps = mc.read_gbps; }
     s->ready = 1;
     pthread_mutex_unlock(&s->mu);
     fprintf(stderr, "k3: serving %s (%d layers, vocab %d, context %d; kernels %s; max batch "

@@ -256,6 +256,8 @@ typedef struct {
     long mixed_steps;                        /* steps with prompt ids beside decode tokens */
     long kept_n, kept_bytes;                 /* copied from the engine thread after each job */
     double t_prefill, t_decode;
+    double prefill_flops;                    /* the FLOP model's (roofline.h), prefills done */
+    double fma_gflops, read_gbps;            /* the machine (roofline.h), 0: unknown */
     long pf_left, pf_done;                   /* the prefill under way: prompt tokens to go,
                                               * done (serve_step.c, every 0.1 s of a step) */
 } ServeStats;

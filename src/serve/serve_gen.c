@@ -19,6 +19,7 @@
  * same XTML parser, the same decoding of each channel (ill-formed UTF-8 -> U+FFFD, NUL
  * dropped). Streamed deltas are cut from that same text, so they concatenate to it. */
 #include "serve.h"
+#include "roofline.h"
 #include "serve_gen.h"
 #include "util.h"
 #include <stdio.h>
@@ -720,6 +721,8 @@ int serve_gen_end(Server *s, Gen *g, const char *fail_err) {
     pthread_mutex_lock(&s->mu);
     s->st.prompt_tokens += (long)g->nprompt; s->st.completion_tokens += g->ngen;
     s->st.prefilled += (long)(g->nprompt - g->reuse); s->st.cached += (long)g->reuse;
+    s->st.prefill_flops += k3_flops(&s->eng.m.cfg, (long)g->reuse, (long)(g->nprompt - g->reuse),
+                                    1);
     if (g->reuse) s->st.cache_hits++; else s->st.cache_misses++;
     if (g->gone) s->st.disconnects++;
     pthread_mutex_unlock(&s->mu);

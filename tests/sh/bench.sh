@@ -108,7 +108,7 @@ $B $E -n 4,32 -o json > $T/s.json; rc=$?
 $B $E -n 32 --batch 2 -o jsonl > $T/s.jsonl && grep -q '"batch": 2,.*"stop": "eos"' $T/s.jsonl &&
   ok "jsonl: a batch row whose sequences ended at eos says eos" ||
   bad "jsonl batch stop: $(grep -o '"stop": [^,]*' $T/s.jsonl)"
-$B $E -n 4,32 -o csv > $T/s.csv && head -n 1 $T/s.csv | grep -q ',batch,stop$' &&
+$B $E -n 4,32 -o csv > $T/s.csv && head -n 1 $T/s.csv | grep -q ',batch,stop,prefill_flops,' &&
   [ "$(cut -d, -f1,39 $T/s.csv | tr '\n' ' ')" = 'row,stop 1,"length" 2,"eos" ' ] &&
   ok "csv: a stop column" || bad "csv stop: $(cut -d, -f1,39 $T/s.csv | tr '\n' ' ')"
 

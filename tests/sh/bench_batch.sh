@@ -49,7 +49,7 @@ $B --batch 1,2 -p 4 -n 3 --reps 1 -o md --no-limits -q > $T/b.md; rc=$?
 $B -p 4 -n 3 --reps 1 -o md --no-limits -q | grep -q '| batch |' &&
   bad "a batch column without --batch"
 $B --batch 2 -p 4 -n 3 --reps 1 -o csv --no-limits -q > $T/b.csv; rc=$?
-[ $rc -eq 0 ] && head -n 1 $T/b.csv | grep -q ',error,batch,stop$' &&
-  sed -n 2p $T/b.csv | grep -q ',2,"length"$' &&
+[ $rc -eq 0 ] && head -n 1 $T/b.csv | grep -q ',error,batch,stop,prefill_flops,' &&
+  sed -n 2p $T/b.csv | grep -q ',2,"length",' &&
   ok "-o csv: the batch column, then stop" || bad "-o csv: exit $rc $(cat $T/b.csv)"
 exit $fail

@@ -43,6 +43,14 @@ pre_after=$($C "$U/metrics" | sed -n 's/^k3_prefill_tokens_total //p')
 [ "$cached" -ge $((p1 - 1)) ] || fail "turn 2 cached $cached tokens, want >= $((p1 - 1))"
 [ $((pre_after - pre_before)) = $((p2 - cached)) ] ||
   fail "turn 2 prefilled $((pre_after - pre_before)), want the tail $p2 - $cached"
+# the machine gauges (issue 40): the prefills' FLOPs, their GFLOP/s against the FMA peak
+$C "$U/metrics" > "$T/met"
+for g in prefill_flops_total prefill_gflops prefill_peak_share machine_fma_gflops \
+  machine_read_gbps; do
+  awk -v g="k3_$g" '$1 == g && $2 > 0 { f = 1 } END { exit !f }' "$T/met" ||
+    fail "/metrics: $(grep "k3_$g" "$T/met")"
+done
+echo "ok /metrics: $(grep '^k3_prefill_peak_share' "$T/met")"
 echo "ok greedy replies equal the REPL's (2 turns, thinking on); turn 2 cached $cached of $p2" \
   "prompt tokens (turn 1: $p1 prompt + $g1 generated) and prefilled only the tail"
 OFF='"chat_template_kwargs": {"thinking": false}'

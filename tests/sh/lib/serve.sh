@@ -15,6 +15,8 @@ PIDS=""
 cleanup() { for p in $PIDS; do kill "$p" 2>/dev/null; done; rm -rf "$T"; }
 trap cleanup EXIT
 trap 'exit 1' INT TERM
+# the machine's probe (roofline.h) never cached in the user's folder (tests/run.sh sets one)
+[ -n "${K3_MACHINE_CACHE:-}" ] || { K3_MACHINE_CACHE=$T/machine.txt; export K3_MACHINE_CACHE; }
 fail() { echo "FAIL: $*"; for f in "$T"/*.err; do echo "--- $f"; tail -n 5 "$f"; done; exit 1; }
 C="curl -s --max-time 60"
 start() {

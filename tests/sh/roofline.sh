@@ -1,0 +1,77 @@
+#!/bin/sh
+# The machine line (issue 40): --out's prefill FLOPs, GFLOP/s and share of the FMA peak,
+# decode's bytes a token, GB/s and share of the read bandwidth, and the machine's figures;
+# the probe cached in K3_MACHINE_CACHE (or the user's cache folder), reused, redone by
+# --reprobe, none with "off"; the line on stderr with --verbose only for a tiny run.
+. tests/sh/lib/check.sh
+M=tests/models/tiny5
+P=$(cat $M/ref/prompt.txt)
+num() { sed -n "s/^ *\"$1\": \([-0-9.e+]*\),*$/\1/p" "$2"; }
+FIELDS="prefill_flops prefill_gflops prefill_peak_share decode_bytes_per_token decode_gbps
+  decode_bandwidth_share machine_fma_gflops machine_read_gbps"
+# sane O: every field there and positive, the shares in (0, 10)
+sane() {
+  for f in $FIELDS; do
+    v=$(num "$f" "$1")
+    awk -v v="$v" -v f=$f 'BEGIN { s = f ~ /share/; exit !(v != "" && v > 0 && (!s || v < 10)) }' ||
+      { echo "$f = '$v'"; return 1; }
+  done
+}
+
+C=$T/m.txt
+K3_MACHINE_CACHE=$C $K3 $M --ids "$P" --gen 4 --threads 1 --out $T/o.json > /dev/null 2> $T/e
+r=$(sane $T/o.json) && ok "--out has the machine fields, sane" || bad "--out: $r"
+[ "$(wc -l < $C)" = 1 ] && grep -q '|threads 1	' $C && ok "the probe is cached: $(cat $C)" ||
+  bad "cache file: $(cat $C 2>&1)"
+grep -q '^k3: machine:' $T/e && bad "a tiny run prints the machine line" ||
+  ok "a tiny run leaves the machine line out"
+# reused: figures planted in the file come back in --out
+sed 's/	[0-9.]*	[0-9.]*$/	123.000	45.000/' $C > $T/c2 && cp $T/c2 $C
+K3_MACHINE_CACHE=$C $K3 $M --ids "$P" --gen 4 --threads 1 --out $T/o.json --verbose \
+  > /dev/null 2> $T/e
+[ "$(num machine_fma_gflops $T/o.json)" = 123 ] && [ "$(num machine_read_gbps $T/o.json)" = 45 ] &&
+  ok "the cached figures are reused" || bad "not reused: $(grep machine_ $T/o.json)"
+L='^k3: machine: prefill [0-9.e+]+ [MGT]FLOP at .* of the FMA peak \(123 GFLOP/s\); decode '
+grep -Eq "$L"'.* of the read bandwidth \(45 GB/s\)$' $T/e &&
+  ok "--verbose: $(grep '^k3: machine' $T/e)" || bad "--verbose line: $(grep machine $T/e)"
+grep '^k3: machine' $T/e | grep -q 's/token' && bad "the machine line says s/token" ||
+  ok "the machine line is no speed line (s/token)"
+# --reprobe: measured again and written back
+K3_MACHINE_CACHE=$C $K3 $M --ids "$P" --gen 4 --threads 1 --out $T/o.json --reprobe --verbose \
+  > /dev/null 2> $T/e
+g=$(num machine_fma_gflops $T/o.json)
+[ "$g" != 123 ] && r=$(sane $T/o.json) && ! grep -q '	123.000	45.000$' $C &&
+  grep -q 'probed now' $T/e && ok "--reprobe measures again: $g GFLOP/s" ||
+  bad "--reprobe: $g, $r, $(cat $C)"
+# another thread count is another line; the first stays
+K3_MACHINE_CACHE=$C $K3 $M --ids "$P" --gen 4 --threads 2 --out $T/o.json > /dev/null 2>&1
+[ "$(wc -l < $C)" = 2 ] && grep -q '|threads 2	' $C && grep -q '|threads 1	' $C &&
+  ok "a line per thread count" || bad "threads: $(cat $C)"
+# off: no file anywhere; the default: the XDG cache folder, else HOME's .cache
+mkdir $T/home
+HOME=$T/home K3_MACHINE_CACHE=off $K3 $M --ids "$P" --gen 4 --out $T/o.json > /dev/null 2>&1
+r=$(sane $T/o.json) && [ -z "$(ls -A $T/home)" ] && ok "off: probed, nothing written" ||
+  bad "off: $r $(ls -A $T/home)"
+env -u K3_MACHINE_CACHE XDG_CACHE_HOME=$T/xdg HOME=$T/home $K3 $M --ids "$P" --gen 2 \
+  --out $T/o.json > /dev/null 2>&1
+[ -s $T/xdg/k3/machine.txt ] && ok "XDG_CACHE_HOME/k3/machine.txt" || bad "no XDG cache file"
+env -u K3_MACHINE_CACHE -u XDG_CACHE_HOME HOME=$T/home $K3 $M --ids "$P" --gen 2 \
+  --out $T/o.json > /dev/null 2>&1
+[ -s $T/home/.cache/k3/machine.txt ] && ok "HOME/.cache/k3/machine.txt" || bad "no HOME cache file"
+# k3 bench-kernels caches its longer measurement; a run at its kernels and threads uses it
+K3_MACHINE_CACHE=$T/bk.txt $K3 bench-kernels --only mxfp4 --no-prefill --runs 1 --threads 1 \
+  > $T/bk.out 2>&1
+g=$(sed -n 's/.*|threads 1	\([0-9.]*\)	.*/\1/p' $T/bk.txt)
+K3_MACHINE_CACHE=$T/bk.txt $K3 $M --ids "$P" --gen 4 --threads 1 --out $T/o.json > /dev/null 2>&1
+awk -v a="$g" -v b="$(num machine_fma_gflops $T/o.json)" 'BEGIN { exit !(a > 0 && a == b) }' &&
+  ok "bench-kernels' peak ($g GFLOP/s) serves the run" ||
+  bad "bench-kernels: '$g' vs $(grep machine_ $T/o.json) $(cat $T/bk.txt)"
+# bench rows: the same fields, medians over the reps (the probe cached by the parent)
+$K3 bench $M -r 2 -p 4 -n 4 -o jsonl -q --no-limits > $T/b.jsonl 2> $T/b.err
+tail -n 1 $T/b.jsonl | tr ',' '\n' | sed 's/^ *//; s/}$//; s/$/,/' > $T/row.json
+r=$(sane $T/row.json) && ok "a bench row has the machine fields" || bad "bench row: $r"
+$K3 bench $M -r 1 -p 4 -n 4 -o csv -q --no-limits > $T/b.csv 2>> $T/b.err
+head -n 1 $T/b.csv | grep -q ',prefill_flops,.*,machine_read_gbps$' &&
+  awk -F, 'NR == 2 && $NF > 0 && $(NF - 1) > 0 { f = 1 } END { exit !f }' $T/b.csv &&
+  ok "bench csv: the machine columns" || bad "bench csv: $(cat $T/b.csv $T/b.err)"
+exit $fail
