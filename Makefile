@@ -101,6 +101,8 @@ check:
 	K3=./bin/k3 sh tests/node/openai_client.sh || rc=1; \
 	echo "check: tests/node/anthropic_client.sh"; \
 	K3=./bin/k3 sh tests/node/anthropic_client.sh || rc=1; \
+	echo "check: tests/node/responses_client.sh"; \
+	K3=./bin/k3 sh tests/node/responses_client.sh || rc=1; \
 	if [ $$rc = 0 ]; then echo "check: all passed"; else echo "check: FAILED"; fi; exit $$rc
 
 # Address/UB sanitizer build of the binary (bin/k3-asan), used by the refusal tests.

@@ -95,7 +95,9 @@ static void asst_flush(Buf *o, Asst *a, int *first) {
 
 /* Content parts (input_text / output_text) as chat text parts into o. */
 static int parts(Buf *o, int *np, const Json *c, const char *w, char *err, size_t errlen) {
-    static const char *const KEYS[] = { "type", "text", "annotations", "logprobs", NULL };
+    /* parsed: the openai client's stream helper adds it to the items it hands back */
+    static const char *const KEYS[] = { "type", "text", "annotations", "logprobs", "parsed",
+                                        NULL };
     for (size_t k = 0; k < c->len; k++) {
         const Json *p = c->items[k], *t = json_get(p, "text");
         const char *ty = type_of(p);
@@ -157,7 +159,7 @@ static int message(Buf *o, Asst *a, int *first, const Json *x, const char *w, ch
 static int item(Buf *o, Asst *a, int *first, const Json *x, const char *w, char *err,
                 size_t errlen) {
     static const char *const FC_KEYS[] = { "type", "call_id", "name", "arguments", "id",
-                                           "status", NULL };
+                                           "status", "parsed_arguments", NULL };
     static const char *const FO_KEYS[] = { "type", "call_id", "output", "id", "status", NULL };
     static const char *const RS_KEYS[] = { "type", "id", "summary", "content",
                                            "encrypted_content", "status", NULL };
