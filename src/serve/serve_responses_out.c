@@ -23,6 +23,9 @@ static void event(Gen *g, const char *type, Buf *d) {
     buf_free(&b); buf_free(d);
 }
 
+static const char *const K3STOP_NAME[] = { "length", "eos", "stop_string", "context",
+                                           "interrupted" };
+
 static unsigned long long jid(const Gen *g) { return (unsigned long long)g->j->id; }
 
 static int incomplete(const Gen *g) { return g->why == K3STOP_LENGTH || g->why == K3STOP_CONTEXT; }
@@ -36,6 +39,7 @@ static void response(Buf *b, const Gen *g, const char *status, const char *outpu
             status);
     if (!strcmp(status, "incomplete")) buf_str(b, "{\"reason\": \"max_output_tokens\"}");
     else buf_str(b, "null");
+    if (prompt >= 0) buf_fmt(b, ", \"k3_stop\": \"%s\"", K3STOP_NAME[g->why]);   /* why, finer */
     buf_str(b, ", \"model\": ");
     buf_json(b, g->s->model_id, strlen(g->s->model_id));
     buf_fmt(b, ", \"output\": [%s], \"parallel_tool_calls\": true, \"previous_response_id\": ",

@@ -201,6 +201,24 @@ grep -q '^{"error": {"message": "previous_response_id .resp_[0-9]*. not found: .
 echo "ok previous_response_id: a stored response continued (the chat twin's prompt, its ids" \
   "resumed), a chain of three; store false or absent: 404 naming the id"
 
+# ---- a read that fails in a stream's prefill: an error event ends the stream ----
+"$K3" pack $M "$T/trunk" > /dev/null 2>&1 || fail "k3 pack"
+K3_FAULT_TRUNK_READ=3 start flt --trunk "$T/trunk" --trunk-gb 0
+resp "http://127.0.0.1:$PORT_flt" "{$G, \"stream\": true, \"input\": \"Hello there\"}" \
+  > "$T/f1"
+EV=$(sed -n 's/^event: //p' "$T/f1" | tr '\n' ' ')
+[ "$EV" = "response.created response.in_progress error " ] &&
+  grep -q '^data: {"type": "error", "sequence_number": 2, "code": "server_error", '\
+'"message": "trunk read failed.*", "param": null}$' "$T/f1" ||
+  fail "a failed stream: $(cat "$T/f1")"
+# not streamed: a 500 in OpenAI's shape
+got=$($C -o "$T/f2" -w '%{http_code}' "http://127.0.0.1:$PORT_flt/v1/responses" \
+        -d "{$G, \"input\": \"Hello there\"}")
+[ "$got" = 500 ] && grep -q '"type": "server_error", "param": null, "code": null}}$' "$T/f2" ||
+  fail "a failed response: $got $(cat "$T/f2")"
+echo "ok a read that fails: a stream's error event (server_error, the reason) after" \
+  "created and in_progress; not streamed, a 500 in OpenAI's shape"
+
 # ---- malformed: 400, OpenAI's error shape, healthy after each ----
 n=0
 bad() {
@@ -249,4 +267,35 @@ resp $U "{$MT, \"input\": \"x\"}" | grep -q '"object": "response"' ||
   fail "no reply after the malformed requests"
 echo "ok $n malformed requests: 400 in OpenAI's shape (param, code), healthy after each;" \
   "chat's errors unchanged"
+# ---- the server stopping: a held stream ends (k3_stop interrupted, response.completed), a
+# queued response is answered 503 in OpenAI's shape (K3_SERVE_TEST_HOLD, as serve_shutdown.sh)
+K3_SERVE_TEST_HOLD=4 start hold
+SU="http://127.0.0.1:$PORT_hold"
+SPID=${PIDS##* }
+$C -N "$SU/v1/responses" -d '{"max_output_tokens": 3000, "stream": true, "input": "Hi"}' \
+  > "$T/hs" &
+c1=$!
+i=0
+while ! grep -q 'request [0-9]* holds after 4 tokens' "$T/hold.err"; do
+  i=$((i+1)); [ $i -gt 300 ] && fail "the stream did not reach its hold"
+  sleep 0.1
+done
+$C -o "$T/hq" -w '%{http_code}' "$SU/v1/responses" -d '{"input": "Hi"}' > "$T/hc" &
+c2=$!
+i=0
+while ! $C "$SU/metrics" | grep -q '^k3_queue_length 1$'; do
+  i=$((i+1)); [ $i -gt 300 ] && fail "the second response is not queued"
+  sleep 0.1
+done
+kill -INT "$SPID"
+wait "$c1"; wait "$c2"
+wait "$SPID" || fail "SIGINT: the server exited $?"
+[ "$(cat "$T/hc")" = 503 ] && grep -q '^{"error": {"message": "the server is stopping", '\
+'"type": ".*", "param": null, "code": null}}$' "$T/hq" ||
+  fail "the queued response got $(cat "$T/hc") $(cat "$T/hq")"
+tail -n 2 "$T/hs" | grep -q '^data: {"type": "response.completed", .*"status": "completed", '\
+'.*"k3_stop": "interrupted", .*"output_tokens": 4, ' ||
+  fail "the held stream's end: $(tail -n 6 "$T/hs")"
+echo "ok the server stopping: a held stream ends with response.completed (k3_stop" \
+  "interrupted), a queued response gets 503 in OpenAI's shape"
 echo "PASS: serve_responses.sh"
