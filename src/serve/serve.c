@@ -51,10 +51,9 @@ static const char SERVE_USAGE[] =
 "  --no-webui             no chat page at GET / (docs/SERVE.md, \"The chat page\")\n"
 "Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/messages (and\n"
 "/v1/messages/count_tokens: Anthropic's API), POST /v1/responses (OpenAI's Responses API),\n"
-"GET /v1/models, GET /health, GET /metrics,\n"
-"POST /tokenize, POST /detokenize (OPTIONS: the CORS preflight). One line\n"
-"per request on stderr (method, path, status, tokens, TTFT, time). Prints\n"
-"'k3: listening on http://HOST:PORT' on stderr when ready.\n";
+"GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the\n"
+"CORS preflight). One line per request on stderr (method, path, status, tokens, TTFT,\n"
+"time). Prints 'k3: listening on http://HOST:PORT' on stderr when ready.\n";
 
 static Server srv;
 static volatile sig_atomic_t stopping;

@@ -193,13 +193,13 @@ static int item(Buf *o, Asst *a, int *first, const Json *x, const char *w, char 
                 const Json *t = json_get(l->items[k], "text");
                 if (l->items[k]->type != JSON_OBJECT || !str_ok(t))
                     BAD("%s.%s[%zu] must be {\"type\": ..., \"text\": STRING}", w, arr[s], k);
-                if (s == 1 || !json_get(x, "content")) {   /* the full text when it is given */
+                if (s == 1 || !given(json_get(x, "content"))) {   /* the full text if given */
                     buf_add(&a->think, t->str, t->len);
                     a->nth++;
                 }
             }
         }
-        a->open = 1;
+        a->open |= a->nth > 0;            /* (encrypted_content alone: nothing k3 can read) */
         return 0;
     }
     if (!strcmp(ty, "function_call_output")) {
