@@ -51,10 +51,10 @@ static const char SERVE_USAGE[] =
 "                         mode (k3 --help, docs/PERFORMANCE.md)\n"
 "  --no-webui             no chat page at GET / (docs/SERVE.md, \"The chat page\")\n"
 "Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/messages (and\n"
-"/v1/messages/count_tokens: Anthropic's API), GET /v1/models, GET /health, GET /metrics,\n"
-"POST /tokenize, POST /detokenize (OPTIONS: the CORS preflight). One line\n"
-"per request on stderr (method, path, status, tokens, TTFT, time). Prints\n"
-"'k3: listening on http://HOST:PORT' on stderr when ready.\n";
+"/v1/messages/count_tokens: Anthropic's API), POST /v1/responses (OpenAI's Responses API),\n"
+"GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the\n"
+"CORS preflight). One line per request on stderr (method, path, status, tokens, TTFT,\n"
+"time). Prints 'k3: listening on http://HOST:PORT' on stderr when ready.\n";
 
 static Server srv;
 static volatile sig_atomic_t stopping;
@@ -176,10 +176,12 @@ static int generate(int fd, int kind, const char *body, size_t n, int ka) {
     char err[512];
     Job *j = calloc(1, sizeof *j);
     if (!j) return fail(fd, 500, "out of memory", 0);
-    if (http_anthropic ? serve_anth_parse(body, n, 0, &j->req, err, sizeof err)
-                       : serve_req_parse(body, n, kind, &j->req, err, sizeof err)) {
+    const int bad = http_anthropic == 2 ? serve_resp_parse(body, n, &j->req, err, sizeof err)
+                  : http_anthropic ? serve_anth_parse(body, n, 0, &j->req, err, sizeof err)
+                  : serve_req_parse(body, n, kind, &j->req, err, sizeof err);
+    if (bad) {
         serve_req_free(&j->req); free(j);
-        return fail(fd, 400, err, ka);
+        return fail(fd, bad, err, ka);
     }
     j->fd = fd; j->keep_alive = ka;
     pthread_cond_init(&j->cv, NULL);
@@ -216,13 +218,14 @@ static int route(int fd, const HttpReq *h, const char *body, int ka) {
     if (q) *q = 0;
     const int msgs = !strcmp(path, "/v1/messages"), count = !strcmp(path,
                                                                      "/v1/messages/count_tokens");
-    http_anthropic = msgs || count;              /* its errors in Anthropic's shape */
+    const int resp = !strcmp(path, "/v1/responses");
+    http_anthropic = resp ? 2 : msgs || count;   /* its errors in its API's shape */
     const int x = serve_extra_route(&srv, fd, h, path, body, ka);
     if (x != SERVE_PASS) return x;
     int get = !strcmp(h->method, "GET"), post = !strcmp(h->method, "POST");
     int web = srv.no_webui ? 0 : serve_web(fd, h->method, path, ka);   /* the chat page */
     if (web) return web < 0 ? -1 : 0;
-    int kind = !strcmp(path, "/v1/chat/completions") || msgs || count ? REQ_CHAT
+    int kind = !strcmp(path, "/v1/chat/completions") || msgs || count || resp ? REQ_CHAT
              : !strcmp(path, "/v1/completions") ? REQ_COMPLETION : 0;
     int known = kind || !strcmp(path, "/v1/models") || !strcmp(path, "/health") ||
                 !strcmp(path, "/metrics");

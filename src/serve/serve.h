@@ -43,8 +43,9 @@ int http_send(int fd, const char *b, size_t n);
 /* A whole response with Content-Length. */
 int http_respond(int fd, int status, const char *ctype, const char *body, size_t n,
                  int keep_alive);
-/* OpenAI-style {"error": {"message","type","code"}}; while this thread's http_anthropic is
- * set (a /v1/messages request), Anthropic's {"type": "error", "error": {"type","message"}}. */
+/* OpenAI-style {"error": {"message","type","code"}} (http_anthropic 2, /v1/responses: with
+ * "param" and "code" null); while this thread's http_anthropic is 1
+ * (a /v1/messages request), Anthropic's {"type": "error", "error": {"type","message"}}. */
 int http_error(int fd, int status, const char *msg, int keep_alive);
 extern __thread int http_anthropic;
 /* http_error in the shape of a request's API (ServeReq.api), whatever this thread's flag
@@ -89,6 +90,13 @@ typedef struct {
     char *dec;                               /* echo of token ids: their text (owned) */
 } ServePrompt;
 
+/* /v1/responses: what its conversation keeping needs (serve_responses*.c). */
+typedef struct {
+    int store;                               /* keep the conversation for a later turn */
+    uint64_t prev;                           /* previous_response_id's number, 0: none */
+    char *hist;                              /* store: the chat messages before the reply */
+} ServeResp;
+
 typedef struct {
     int kind;
     Json *doc;                               /* msgs and prompt point into it */
@@ -110,7 +118,9 @@ typedef struct {
     int tool_choice;                         /* XTC_* */
     int parse_tools;                         /* the reply's tools channel becomes tool_calls */
     int api;                                 /* 1: /v1/messages, Anthropic's shapes
-                                              * (serve_anthropic*.c); 0: OpenAI's */
+                                              * (serve_anthropic*.c); 2: /v1/responses
+                                              * (serve_responses*.c); 0: OpenAI's chat */
+    ServeResp resp;                          /* /v1/responses: store, previous_response_id */
 } ServeReq;
 
 /* Validates body[0..n) as a kind request. 0, or 400 with the message in err. */
@@ -133,6 +143,14 @@ const char *serve_effort(const char *v);
  * max_tokens needed). 0, or 400 with err. */
 int serve_anth_parse(const char *body, size_t n, int count, ServeReq *r, char *err,
                      size_t errlen);
+
+/* ---- serve_responses.c: /v1/responses ---- */
+/* Validates an OpenAI Responses body into r: translated into the equivalent chat request,
+ * r->api 2. 0, or 400 (404: an unknown previous_response_id) with err. */
+int serve_resp_parse(const char *body, size_t n, ServeReq *r, char *err, size_t errlen);
+/* Keeps response id's conversation msgs (chat messages, comma-separated; taken, freed
+ * later) for a previous_response_id; the oldest are dropped past the bound. */
+void serve_resp_keep(uint64_t id, char *msgs);
 
 /* ---- serve_tools.c ---- */
 /* `tools`, `tool_choice`, `parallel_tool_calls` of body d into r. 0, or 400 with err. */

@@ -3,7 +3,8 @@
  * text, tool_use), or the stream of events message_start, content_block_start / _delta /
  * _stop per block, message_delta, message_stop, with pings. The text is the chat path's
  * (serve_gen.c calls here instead of writing OpenAI's chunks), so the deltas concatenate
- * to what the plain reply holds. */
+ * to what the plain reply holds. Each hook hands a /v1/responses request (api 2) to
+ * serve_responses_out.c. */
 #include "serve_gen.h"
 #include "util.h"
 #include <stdio.h>
@@ -36,6 +37,7 @@ static void message_head(Buf *b, const Gen *g) {
 }
 
 void serve_anth_head(Gen *g) {
+    if (g->j->req.api == 2) { serve_resp_head(g); return; }
     Job *j = g->j;
     if (g->a_head) {                     /* a ping at most every 5 s while the prompt goes in */
         if (k3_now() - g->a_ping < 5) return;
@@ -86,6 +88,7 @@ static void open_block(Gen *g, int ch) {
 }
 
 void serve_anth_delta(Gen *g, int ch, const char *text, size_t n) {
+    if (g->j->req.api == 2) { serve_resp_delta(g, ch, text, n); return; }
     if (!n) return;
     open_block(g, ch);
     Buf d = { 0 };
@@ -123,6 +126,7 @@ static void tool_block(Buf *b, const Gen *g, int k, const char *input) {
 }
 
 int serve_anth_tools(Gen *g, int from) {
+    if (g->j->req.api == 2) return serve_resp_tools(g, from);
     int n = 0;
     for (int k = from; g->p && k < g->p->n_calls && g->p->calls[k].complete; k++, n++) {
         char *in = call_input(g, k);
@@ -172,6 +176,7 @@ static const char *const K3STOP_NAME[] = { "length", "eos", "stop_string", "cont
                                            "interrupted" };
 
 void serve_anth_reply(Gen *g, const char *finish) {
+    if (g->j->req.api == 2) { serve_resp_reply(g, finish); return; }
     Job *j = g->j;
     Buf d = { 0 };
     if (j->req.stream) {
@@ -218,6 +223,7 @@ void serve_anth_reply(Gen *g, const char *finish) {
 }
 
 void serve_anth_fail(Gen *g) {
+    if (g->j->req.api == 2) { serve_resp_fail(g); return; }
     Buf d = { 0 };
     buf_str(&d, "{\"type\": \"error\", \"error\": {\"type\": \"api_error\", \"message\": ");
     buf_json(&d, g->err, strlen(g->err));
@@ -227,6 +233,7 @@ void serve_anth_fail(Gen *g) {
 }
 
 void serve_anth_end(Gen *g, long prompt, long gen, long cached) {
+    if (g->j->req.api == 2) { serve_resp_end(g, prompt, gen, cached); return; }
     Job *j = g->j;
     if (j->req.stream) {
         if (!g->gone && http_chunk_end(j->fd)) g->gone = 1;

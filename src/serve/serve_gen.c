@@ -371,6 +371,7 @@ static void gen_free(Gen *g) {
     free(g->text[0]); free(g->text[1]);
     serve_lp_free(&g->lp); serve_lp_free(&g->plp);
     free(g->mask);
+    buf_free(&g->r_acc);
     xtml_parser_free(&g->xp);
     sampler_free(&g->smp);
     free(g);

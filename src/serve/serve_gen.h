@@ -41,6 +41,9 @@ struct Gen {
     int a_block, a_open;                  /* blocks begun; the open one's channel (-1 none,
                                            * 0 thinking, 1 text) */
     double a_ping;                        /* when the last ping went out */
+    /* /v1/responses (serve_responses_out.c; a_head, a_block (output_index), a_open too) */
+    int r_seq;                            /* the next event's sequence_number */
+    Buf r_acc;                            /* the open item's text so far (its .done) */
 };
 
 /* Why a reply ended, finer than finish_reason (docs/SERVE.md): length is max_tokens (or
@@ -66,4 +69,12 @@ void serve_anth_reply(Gen *g, const char *finish);
 void serve_anth_fail(Gen *g);
 /* After the last choice: the stream's end, or the whole message with its usage. */
 void serve_anth_end(Gen *g, long prompt, long gen, long cached);
+
+/* ---- serve_responses_out.c: a /v1/responses reply (ServeReq.api 2), the same roles ---- */
+void serve_resp_head(Gen *g);
+void serve_resp_delta(Gen *g, int ch, const char *text, size_t n);
+int serve_resp_tools(Gen *g, int from);
+void serve_resp_reply(Gen *g, const char *finish);
+void serve_resp_fail(Gen *g);
+void serve_resp_end(Gen *g, long prompt, long gen, long cached);
 #endif

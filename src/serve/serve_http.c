@@ -243,7 +243,7 @@ static const char *anth_type(int s) {
 
 int http_error(int fd, int status, const char *msg, int keep_alive) {
     Buf b = { 0 };
-    if (http_anthropic) {
+    if (http_anthropic == 1) {
         buf_fmt(&b, "{\"type\": \"error\", \"error\": {\"type\": \"%s\", \"message\": ",
                 anth_type(status));
         buf_json(&b, msg, strlen(msg));
@@ -254,7 +254,10 @@ int http_error(int fd, int status, const char *msg, int keep_alive) {
     }
     buf_str(&b, "{\"error\": {\"message\": ");
     buf_json(&b, msg, strlen(msg));
-    buf_fmt(&b, ", \"type\": \"%s\", \"code\": %d}}\n", err_type(status), status);
+    if (http_anthropic == 2)                   /* the Responses API's: param and code */
+        buf_fmt(&b, ", \"type\": \"%s\", \"param\": null, \"code\": null}}\n",
+                err_type(status));
+    else buf_fmt(&b, ", \"type\": \"%s\", \"code\": %d}}\n", err_type(status), status);
     int rc = b.oom ? -1 : http_respond(fd, status, "application/json", b.b, b.n, keep_alive);
     buf_free(&b);
     return rc;

@@ -398,6 +398,7 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
 }
 
 void serve_req_free(ServeReq *r) {
+    free(r->resp.hist);
     for (int i = 0; r->ext && i < r->n_msgs; i++) free((void *)r->ext[i].calls);
     free(r->ext);
     free(r->tools_json);

@@ -1,5 +1,6 @@
 /* test_fuzz_http.c — k3 serve's HTTP request-head parser (http_parse) and request-JSON
- * validators (serve_req_parse; serve_anth_parse, /v1/messages): fixed cases with their
+ * validators (serve_req_parse; serve_anth_parse, /v1/messages; serve_resp_parse,
+ * /v1/responses): fixed cases with their
  * expected status, then deterministic mutation fuzzing (the pattern of
  * test_fuzz_parsers.c): thousands of mutated heads and bodies must never crash (ASan/UBSan
  * for the full effect), every refusal must carry a message, and every result must be one
@@ -100,6 +101,18 @@ static int body(const char *s, int kind) {
     "\"search\"}, \"thinking\": {\"type\": \"enabled\", \"budget_tokens\": 1024}, " \
     "\"stop_sequences\": [\"x\"], \"temperature\": 0.5, \"stream\": true}"
 
+/* A Responses request with every input item kind (serve_responses.c). */
+#define RESP_BODY "{\"model\": \"m\", \"instructions\": \"S\", \"input\": [{\"role\": " \
+    "\"user\", \"content\": [{\"type\": \"input_text\", \"text\": \"a\"}]}, {\"type\": " \
+    "\"reasoning\", \"summary\": [{\"type\": \"summary_text\", \"text\": \"t\"}]}, " \
+    "{\"type\": \"function_call\", \"call_id\": \"c1\", \"name\": \"f\", \"arguments\": " \
+    "\"{}\"}, {\"type\": \"function_call_output\", \"call_id\": \"c1\", \"output\": " \
+    "\"18C\"}, {\"type\": \"message\", \"role\": \"developer\", \"content\": \"more\"}], " \
+    "\"tools\": [{\"type\": \"function\", \"name\": \"f\", \"parameters\": " \
+    "{\"type\": \"object\"}}], \"tool_choice\": \"required\", \"max_output_tokens\": 9, " \
+    "\"reasoning\": {\"effort\": \"low\"}, \"temperature\": 0.5, \"stream\": true, " \
+    "\"store\": true}"
+
 static void fixed_bodies(void) {
     char err[512];
     ServeReq q;
@@ -120,6 +133,21 @@ static void fixed_bodies(void) {
     serve_req_free(&q);
     CHECK(serve_anth_parse("{\"messages\": []}", 16, 0, &q, err, sizeof err) == 400 && err[0],
           "anthropic refusal");
+    serve_req_free(&q);
+    CHECK(serve_resp_parse(RESP_BODY, strlen(RESP_BODY), &q, err, sizeof err) == 0,
+          "responses: %s", err);
+    CHECK(q.api == 2 && q.n_msgs == 5 && !strcmp(q.msgs[0].role, "system") &&
+          !strcmp(q.msgs[2].reasoning, "t") && q.ext[2].n_calls == 1 &&
+          !strcmp(q.msgs[3].role, "tool") && !strcmp(q.msgs[3].content, "18C") &&
+          !strcmp(q.msgs[4].role, "system") && q.tool_choice == XTC_REQUIRED && q.stream &&
+          q.max_tokens == 9 && q.resp.store && q.resp.hist, "responses translated");
+    serve_req_free(&q);
+    CHECK(serve_resp_parse("{\"input\": []}", 13, &q, err, sizeof err) == 400 && err[0],
+          "responses refusal");
+    serve_req_free(&q);
+    const char *prev = "{\"input\": \"a\", \"previous_response_id\": \"resp_7\"}";
+    CHECK(serve_resp_parse(prev, strlen(prev), &q, err, sizeof err) == 404 &&
+          strstr(err, "resp_7"), "responses 404");
     serve_req_free(&q);
     CHECK(serve_req_parse(ok, strlen(ok), REQ_CHAT, &q, err, sizeof err) == 0, "ok: %s", err);
     CHECK(q.n_msgs == 3 && !strcmp(q.msgs[1].content, "ab") && !strcmp(q.msgs[2].reasoning, "r"),
@@ -237,12 +265,12 @@ static void fuzz(int iters) {
         "\"top_logprobs\": 2, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
         "{\"schema\": {\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, \"b\"]}, "
         "\"l\": {\"items\": {\"type\": \"string\", \"maxLength\": 2}}}, \"required\": [\"a\"], "
-        "\"additionalProperties\": false}}}}", ANTH_BODY };
+        "\"additionalProperties\": false}}}}", ANTH_BODY, RESP_BODY };
     size_t cap = 4096;
     unsigned char *s = malloc(cap);
     long accepted = 0, refused = 0;
     for (int it = 0; it < iters; it++) {
-        int which = it % 7;
+        int which = it % 8;
         const char *seed = which < 2 ? seeds_h[which] : seeds_b[which - 2];
         size_t n = strlen(seed);
         memcpy(s, seed, n);
@@ -261,12 +289,15 @@ static void fuzz(int iters) {
             }
         } else {
             ServeReq q;
-            int rc = which == 6 ? serve_anth_parse((const char *)s, n, it % 2, &q, err, sizeof err)
+            const char *t = (const char *)s;
+            int rc = which == 7 ? serve_resp_parse(t, n, &q, err, sizeof err)
+                     : which == 6 ? serve_anth_parse(t, n, it % 2, &q, err, sizeof err)
                      : serve_req_parse((const char *)s, n, which == 3 ? REQ_COMPLETION : REQ_CHAT,
                                        &q, err, sizeof err);
             if (rc) {
                 refused++;
-                CHECK(rc == 400 && err[0], "body refusal %d without message", rc);
+                CHECK((rc == 400 || (rc == 404 && which == 7)) && err[0],
+                      "body refusal %d without message", rc);
             }
             else {
                 accepted++;
@@ -310,7 +341,7 @@ static const char *SEEDS[] = {
     "\"required\": [\"a\"], \"additionalProperties\": false}}}}",
     "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"logprobs\": true, "
     "\"top_logprobs\": 3, \"response_format\": {\"type\": \"json_object\"}}",
-    ANTH_BODY,
+    ANTH_BODY, RESP_BODY,
 #else
 #error "define FUZZ_TARGET_http_head or FUZZ_TARGET_serve_req"
 #endif
@@ -337,13 +368,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
         must(err[0] && (rc == -400 || rc == -413 || rc == -431 || rc == -501 || rc == -505),
              "head refusal: a documented status with a message");
 #else
-    for (int kind = 0; kind < 3; kind++) {          /* chat, completion, Anthropic's */
+    for (int kind = 0; kind < 4; kind++) {          /* chat, completion, Anthropic's, Responses */
         ServeReq q;
         err[0] = 0;
-        int rc = kind == 2 ? serve_anth_parse((const char *)d, n, 0, &q, err, sizeof err)
+        int rc = kind == 3 ? serve_resp_parse((const char *)d, n, &q, err, sizeof err)
+               : kind == 2 ? serve_anth_parse((const char *)d, n, 0, &q, err, sizeof err)
                            : serve_req_parse((const char *)d, n, kind ? REQ_COMPLETION : REQ_CHAT,
                                              &q, err, sizeof err);
-        if (rc) must(rc == 400 && err[0], "body refusal: 400 with a message");
+        if (rc) must((rc == 400 || (rc == 404 && kind == 3)) && err[0],
+                     "body refusal: 400 (404: previous_response_id) with a message");
         else
             for (int i = 0; i < q.n_msgs; i++)
                 must(q.msgs[i].role != NULL, "a message without a role");   /* content: NULL = "" */
@@ -358,7 +391,7 @@ int main(int argc, char **argv) {
     fixed_bodies();
     fuzz(argc > 1 ? atoi(argv[1]) : 40000);
     if (fails) { printf("FAIL: %d check(s)\n", fails); return 1; }
-    printf("ok http_parse, serve_req_parse and serve_anth_parse\n");
+    printf("ok http_parse, serve_req_parse, serve_anth_parse and serve_resp_parse\n");
     return 0;
 }
 #endif
