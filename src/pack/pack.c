@@ -4,9 +4,9 @@
  * checksum per tensor and a fingerprint of the source (config.json bytes, shard names
  * and sizes) so a stale, foreign or corrupted trunk is refused. BF16/F32 values are
  * checked finite on the way. Written to a temporary file beside trunk.k3 and renamed at
- * the end, so an interrupted or failed pack (disk full) leaves no trunk behind. --verify re-reads every
- * byte of the result and compares it with the shards and the checksums. --compress
- * writes format 3: BF16 layer matrices coded losslessly (codec.h, docs/CODEC.md) where
+ * the end, so an interrupted or failed pack (disk full) leaves no trunk behind. --verify
+ * re-reads every byte of the result and compares it with the shards and the checksums.
+ * --compress writes format 3: BF16 layer matrices coded losslessly (codec.h, docs/CODEC.md) where
  * that saves at least 5%, everything else raw; the checksums cover the stored bytes, and
  * --verify decodes every coded tensor back to the shard's bits. Format: see trunk.c. */
 #include "cli.h"
