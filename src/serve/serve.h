@@ -123,6 +123,15 @@ typedef struct {
     ServeResp resp;                          /* /v1/responses: store, previous_response_id */
 } ServeReq;
 
+/* The checks every API's request validation shares (serve_req.c): a string without NUL
+ * bytes (the renderer takes C strings; NULL: not one); an object's "type" string, else
+ * NULL; the first key of o not in keys (NULL-ended), else NULL; and that check as a 400
+ * "WHAT: unknown field 'KEY'" in err. */
+int serve_str_ok(const Json *j);
+const char *serve_type_of(const Json *o);
+const char *serve_unknown_key(const Json *o, const char *const *keys);
+int serve_only_keys(const Json *o, const char *const *keys, const char *what, char *err,
+                    size_t errlen);
 /* Validates body[0..n) as a kind request. 0, or 400 with the message in err. */
 int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err,
                     size_t errlen);

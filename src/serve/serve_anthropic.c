@@ -21,30 +21,13 @@ static const char *const TOP_KEYS[] = {
     "model", "messages", "system", "max_tokens", "stop_sequences", "temperature", "top_p",
     "top_k", "thinking", "stream", "metadata", "tools", "tool_choice", "service_tier", NULL };
 
-static int only(const Json *o, const char *const *keys, const char *what, char *err,
-                size_t errlen) {
-    for (size_t i = 0; i < o->len; i++) {
-        int k = 0;
-        while (keys[k] && strcmp(keys[k], o->keys[i])) k++;
-        if (!keys[k]) BAD("%s: unknown field '%.60s'", what, o->keys[i]);
-    }
-    return 0;
-}
-
-/* A string without NUL bytes (the renderer takes C strings). */
-static int str_ok(const Json *j) { return j && j->type == JSON_STRING && strlen(j->str) == j->len; }
-
-static const char *type_of(const Json *b) {
-    const Json *t = json_get(b, "type");
-    return t && t->type == JSON_STRING ? t->str : NULL;
-}
 
 /* Text: a string, or an array of text blocks ({"type": "text", "text"}; cache_control and
  * citations ignored), written as the chat request's content (a string or its text parts,
  * which the chat path joins as they are). */
 static int text_content(Buf *o, const Json *c, const char *what, char *err, size_t errlen) {
     static const char *const KEYS[] = { "type", "text", "cache_control", "citations", NULL };
-    if (str_ok(c)) { buf_json(o, c->str, c->len); return 0; }
+    if (serve_str_ok(c)) { buf_json(o, c->str, c->len); return 0; }
     if (!c || c->type != JSON_ARRAY)
         BAD("%s must be a string or an array of text blocks (no NUL characters)", what);
     buf_str(o, "[");
@@ -52,12 +35,12 @@ static int text_content(Buf *o, const Json *c, const char *what, char *err, size
         const Json *b = c->items[k], *t = json_get(b, "text");
         char w[96];
         snprintf(w, sizeof w, "%s[%zu]", what, k);
-        const char *ty = type_of(b);
+        const char *ty = serve_type_of(b);
         if (b->type != JSON_OBJECT || !ty || strcmp(ty, "text"))
             BAD("%s must be a text block {\"type\": \"text\", \"text\": STRING} (k3 serves "
                 "text only)", w);
-        if (only(b, KEYS, w, err, errlen)) return 400;
-        if (!str_ok(t)) BAD("%s.text must be a string", w);
+        if (serve_only_keys(b, KEYS, w, err, errlen)) return 400;
+        if (!serve_str_ok(t)) BAD("%s.text must be a string", w);
         buf_str(o, k ? ", {\"type\": \"text\", \"text\": " : "{\"type\": \"text\", \"text\": ");
         buf_json(o, t->str, t->len);
         buf_str(o, "}");
@@ -75,21 +58,22 @@ static int user_blocks(Buf *o, const Json *c, int i, int *first, char *err, size
     int texts = 0;
     for (size_t k = 0; k < c->len; k++) {
         const Json *b = c->items[k], *j;
-        const char *ty = type_of(b);
+        const char *ty = serve_type_of(b);
         char w[64];
         snprintf(w, sizeof w, "messages[%d].content[%zu]", i, k);
         if (b->type != JSON_OBJECT || !ty) BAD("%s must be a content block with a \"type\"", w);
         if (!strcmp(ty, "text")) {
-            if (only(b, TX_KEYS, w, err, errlen)) return 400;
-            if (!str_ok(json_get(b, "text"))) BAD("%s.text must be a string", w);
+            if (serve_only_keys(b, TX_KEYS, w, err, errlen)) return 400;
+            if (!serve_str_ok(json_get(b, "text"))) BAD("%s.text must be a string", w);
             texts++;
             continue;
         }
         if (strcmp(ty, "tool_result"))
             BAD("%s: a user message takes text and tool_result blocks, not '%.40s'%s", w, ty,
                 strcmp(ty, "image") && strcmp(ty, "document") ? "" : " (k3 serves text only)");
-        if (only(b, TR_KEYS, w, err, errlen)) return 400;
-        if (!str_ok(j = json_get(b, "tool_use_id"))) BAD("%s.tool_use_id must be a string", w);
+        if (serve_only_keys(b, TR_KEYS, w, err, errlen)) return 400;
+        if (!serve_str_ok(j = json_get(b, "tool_use_id")))
+            BAD("%s.tool_use_id must be a string", w);
         const Json *ie = json_get(b, "is_error");
         if (ie && ie->type != JSON_BOOL && ie->type != JSON_NULL)
             BAD("%s.is_error must be true or false", w);
@@ -111,7 +95,7 @@ static int user_blocks(Buf *o, const Json *c, int i, int *first, char *err, size
     *first = 0;
     for (size_t k = 0, n = 0; k < c->len; k++) {
         const Json *t = json_get(c->items[k], "text");
-        if (strcmp(type_of(c->items[k]), "text")) continue;
+        if (strcmp(serve_type_of(c->items[k]), "text")) continue;
         buf_str(o, n++ ? ", {\"type\": \"text\", \"text\": " : "{\"type\": \"text\", \"text\": ");
         buf_json(o, t->str, t->len);
         buf_str(o, "}");
@@ -131,15 +115,15 @@ static int assistant_blocks(Buf *o, const Json *c, int i, char *err, size_t errl
     int nt = 0, nth = 0, nc = 0, rc = 400;
     for (size_t k = 0; k < c->len; k++) {
         const Json *b = c->items[k], *j;
-        const char *ty = type_of(b);
+        const char *ty = serve_type_of(b);
         char w[64];
         snprintf(w, sizeof w, "messages[%d].content[%zu]", i, k);
         if (b->type != JSON_OBJECT || !ty) {
             snprintf(err, errlen, "%s must be a content block with a \"type\"", w); goto out;
         }
         if (!strcmp(ty, "text")) {
-            if (only(b, TX_KEYS, w, err, errlen)) goto out;
-            if (!str_ok(j = json_get(b, "text"))) {
+            if (serve_only_keys(b, TX_KEYS, w, err, errlen)) goto out;
+            if (!serve_str_ok(j = json_get(b, "text"))) {
                 snprintf(err, errlen, "%s.text must be a string", w); goto out;
             }
             buf_str(&text, nt++ ? ", {\"type\": \"text\", \"text\": "
@@ -147,19 +131,19 @@ static int assistant_blocks(Buf *o, const Json *c, int i, char *err, size_t errl
             buf_json(&text, j->str, j->len);
             buf_str(&text, "}");
         } else if (!strcmp(ty, "thinking")) {
-            if (only(b, TH_KEYS, w, err, errlen)) goto out;
-            if (!str_ok(j = json_get(b, "thinking"))) {
+            if (serve_only_keys(b, TH_KEYS, w, err, errlen)) goto out;
+            if (!serve_str_ok(j = json_get(b, "thinking"))) {
                 snprintf(err, errlen, "%s.thinking must be a string", w); goto out;
             }
             buf_add(&think, j->str, j->len);
             nth++;
         } else if (!strcmp(ty, "redacted_thinking")) {
-            if (only(b, RT_KEYS, w, err, errlen)) goto out;
+            if (serve_only_keys(b, RT_KEYS, w, err, errlen)) goto out;
         } else if (!strcmp(ty, "tool_use")) {
             const Json *id = json_get(b, "id"), *nm = json_get(b, "name"),
                        *in = json_get(b, "input");
-            if (only(b, TU_KEYS, w, err, errlen)) goto out;
-            if (!str_ok(id) || !str_ok(nm) || !in || in->type != JSON_OBJECT) {
+            if (serve_only_keys(b, TU_KEYS, w, err, errlen)) goto out;
+            if (!serve_str_ok(id) || !serve_str_ok(nm) || !in || in->type != JSON_OBJECT) {
                 snprintf(err, errlen, "%s: a tool_use block needs \"id\" and \"name\" strings "
                          "and an \"input\" object", w);
                 goto out;
@@ -211,14 +195,14 @@ static int messages(Buf *o, const Json *d, char *err, size_t errlen) {
         char w[48];
         snprintf(w, sizeof w, "messages[%zu]", i);
         if (x->type != JSON_OBJECT) BAD("%s must be an object", w);
-        if (only(x, M_KEYS, w, err, errlen)) return 400;
-        const int user = str_ok(ro) && !strcmp(ro->str, "user");
-        if (!user && !(str_ok(ro) && !strcmp(ro->str, "assistant")))
+        if (serve_only_keys(x, M_KEYS, w, err, errlen)) return 400;
+        const int user = serve_str_ok(ro) && !strcmp(ro->str, "user");
+        if (!user && !(serve_str_ok(ro) && !strcmp(ro->str, "assistant")))
             BAD("%s.role must be \"user\" or \"assistant\" (the system prompt is the top-level "
                 "'system')", w);
         if (!user && i + 1 == m->len)
             BAD("%s: a final assistant message (prefilling the reply) is not supported", w);
-        if (str_ok(c)) {
+        if (serve_str_ok(c)) {
             buf_str(o, first ? "{\"role\": " : ", {\"role\": ");
             buf_json(o, ro->str, ro->len);
             buf_str(o, ", \"content\": ");
@@ -256,19 +240,19 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
             char w[32];
             snprintf(w, sizeof w, "tools[%d]", i);
             if (x->type != JSON_OBJECT) BAD("%s must be an object", w);
-            const char *ty = type_of(x);
+            const char *ty = serve_type_of(x);
             if ((j = json_get(x, "type")) && j->type != JSON_NULL && (!ty || strcmp(ty, "custom")))
                 BAD("%s: type '%.40s': Anthropic's server tools are not supported (a client "
                     "tool has no type or \"custom\")", w, ty ? ty : "?");
-            if (only(x, T_KEYS, w, err, errlen)) return 400;
-            if (!str_ok(nm)) BAD("%s.name must be a string", w);
+            if (serve_only_keys(x, T_KEYS, w, err, errlen)) return 400;
+            if (!serve_str_ok(nm)) BAD("%s.name must be a string", w);
             if (!s || s->type != JSON_OBJECT)
                 BAD("%s.input_schema must be a JSON Schema object", w);
             buf_str(o, i ? ", {\"type\": \"function\", \"function\": {\"name\": "
                          : "{\"type\": \"function\", \"function\": {\"name\": ");
             buf_json(o, nm->str, nm->len);
             if ((j = json_get(x, "description")) && j->type != JSON_NULL) {
-                if (!str_ok(j)) BAD("%s.description must be a string", w);
+                if (!serve_str_ok(j)) BAD("%s.description must be a string", w);
                 buf_str(o, ", \"description\": ");
                 buf_json(o, j->str, j->len);
             }
@@ -282,10 +266,10 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
         buf_str(o, "]");
     }
     if (!c || c->type == JSON_NULL) return 0;
-    const char *ty = type_of(c);
+    const char *ty = serve_type_of(c);
     if (c->type != JSON_OBJECT || !ty)
         BAD("'tool_choice' must be {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");
-    if (only(c, C_KEYS, "tool_choice", err, errlen)) return 400;
+    if (serve_only_keys(c, C_KEYS, "tool_choice", err, errlen)) return 400;
     const Json *nm = json_get(c, "name"), *dp = json_get(c, "disable_parallel_tool_use");
     if (dp && dp->type != JSON_BOOL && dp->type != JSON_NULL)
         BAD("tool_choice.disable_parallel_tool_use must be true or false");
@@ -293,7 +277,7 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
     if (!strcmp(ty, "any") || !strcmp(ty, "tool")) {
         if (!n) BAD("tool_choice \"%s\" needs 'tools'", ty);
         if (!strcmp(ty, "tool")) {
-            if (!str_ok(nm)) BAD("tool_choice {\"type\": \"tool\"} needs a \"name\" string");
+            if (!serve_str_ok(nm)) BAD("tool_choice {\"type\": \"tool\"} needs a \"name\" string");
             buf_str(o, ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": ");
             buf_json(o, nm->str, nm->len);
             buf_str(o, "}}");
@@ -321,7 +305,7 @@ static int number(Buf *o, const Json *d, const char *key, const char *as, double
 /* Everything but messages, tools and tool_choice. */
 static int scalars(Buf *o, const Json *d, int count, char *err, size_t errlen) {
     const Json *j;
-    if ((j = json_get(d, "model")) && !str_ok(j)) BAD("'model' must be a string");
+    if ((j = json_get(d, "model")) && !serve_str_ok(j)) BAD("'model' must be a string");
     if (j) { buf_str(o, "\"model\": "); buf_json(o, j->str, j->len); }
     else buf_str(o, "\"model\": \"k3\"");
     if (!count && !json_get(d, "max_tokens")) BAD("'max_tokens' is required");
@@ -343,7 +327,7 @@ static int scalars(Buf *o, const Json *d, int count, char *err, size_t errlen) {
         if (j->len && !count) buf_str(o, ", \"stop\": [");
         for (size_t i = 0; i < j->len; i++) {
             const Json *s = j->items[i];
-            if (!str_ok(s) || !s->len || s->len > 256)
+            if (!serve_str_ok(s) || !s->len || s->len > 256)
                 BAD("stop_sequences[%zu] must be a string of 1 to 256 bytes", i);
             if (count) continue;
             if (i) buf_str(o, ", ");
@@ -353,15 +337,15 @@ static int scalars(Buf *o, const Json *d, int count, char *err, size_t errlen) {
     }
     if ((j = json_get(d, "metadata")) && j->type != JSON_OBJECT && j->type != JSON_NULL)
         BAD("'metadata' must be an object");
-    if ((j = json_get(d, "service_tier")) && !str_ok(j) && j->type != JSON_NULL)
+    if ((j = json_get(d, "service_tier")) && !serve_str_ok(j) && j->type != JSON_NULL)
         BAD("'service_tier' must be a string");
     if ((j = json_get(d, "thinking")) && j->type != JSON_NULL) {
         static const char *const KEYS[] = { "type", "budget_tokens", NULL };
-        const char *ty = type_of(j);
+        const char *ty = serve_type_of(j);
         if (j->type != JSON_OBJECT || !ty)
             BAD("'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N} or "
                 "{\"type\": \"disabled\"}");
-        if (only(j, KEYS, "thinking", err, errlen)) return 400;
+        if (serve_only_keys(j, KEYS, "thinking", err, errlen)) return 400;
         const Json *bt = json_get(j, "budget_tokens");
         if (bt && bt->type != JSON_NULL && (bt->type != JSON_NUMBER || !bt->is_integer ||
                                             bt->integer < 1))
@@ -384,7 +368,7 @@ int serve_anth_parse(const char *body, size_t n, int count, ServeReq *r, char *e
     int rc = 400;
     if (d->type != JSON_OBJECT) { snprintf(err, errlen, "the body must be a JSON object");
                                   goto out; }
-    if (only(d, TOP_KEYS, "the request", err, errlen)) goto out;
+    if (serve_only_keys(d, TOP_KEYS, "the request", err, errlen)) goto out;
     buf_str(&o, "{");
     if (scalars(&o, d, count, err, errlen) || tools(&o, d, err, errlen) ||
         messages(&o, d, err, errlen))

@@ -50,15 +50,37 @@ static int boolean(const Json *j, const char *name, int *out, char *err, size_t 
     *out = j->boolean;
     return 0;
 }
-/* Text without NUL bytes (the renderer takes C strings). */
-static int text_ok(const Json *j) { return j->type == JSON_STRING && strlen(j->str) == j->len; }
+int serve_str_ok(const Json *j) {
+    return j && j->type == JSON_STRING && strlen(j->str) == j->len;
+}
+
+const char *serve_type_of(const Json *o) {
+    const Json *t = json_get(o, "type");
+    return t && t->type == JSON_STRING ? t->str : NULL;
+}
+
+const char *serve_unknown_key(const Json *o, const char *const *keys) {
+    for (size_t i = 0; i < o->len; i++) {
+        int k = 0;
+        while (keys[k] && strcmp(keys[k], o->keys[i])) k++;
+        if (!keys[k]) return o->keys[i];
+    }
+    return NULL;
+}
+
+int serve_only_keys(const Json *o, const char *const *keys, const char *what, char *err,
+                    size_t errlen) {
+    const char *k = serve_unknown_key(o, keys);
+    if (k) BAD("%s: unknown field '%.60s'", what, k);
+    return 0;
+}
 
 /* A message's content: a string, or an array of {"type":"text","text":...} parts. */
 static int content(ServeReq *r, const Json *c, int i, const char **out, char *err,
                    size_t errlen) {
     if (!c || c->type == JSON_NULL) { *out = NULL; return 0; }
     if (c->type == JSON_STRING) {
-        if (!text_ok(c)) BAD("messages[%d].content contains a NUL character", i);
+        if (!serve_str_ok(c)) BAD("messages[%d].content contains a NUL character", i);
         *out = c->str; return 0;
     }
     if (c->type != JSON_ARRAY) BAD("messages[%d].content must be a string or an array", i);
@@ -67,7 +89,7 @@ static int content(ServeReq *r, const Json *c, int i, const char **out, char *er
     for (size_t k = 0; k < c->len; k++) {
         const Json *p = c->items[k], *ty = json_get(p, "type"), *tx = json_get(p, "text");
         if (p->type != JSON_OBJECT || !ty || ty->type != JSON_STRING || strcmp(ty->str, "text") ||
-            !tx || !text_ok(tx)) {
+            !tx || !serve_str_ok(tx)) {
             buf_free(&b);
             BAD("messages[%d].content[%zu] must be {\"type\": \"text\", \"text\": STRING} "
                 "(k3 serves text only)", i, k);
@@ -119,7 +141,7 @@ static int messages(ServeReq *r, const Json *m, char *err, size_t errlen) {
         if (serve_req_tool_calls(r, i, json_get(o, "tool_calls"), err, errlen)) return 400;
         const Json *id = json_get(o, "tool_call_id");
         if (id && id->type != JSON_NULL) {
-            if (!text_ok(id)) BAD("messages[%d].tool_call_id must be a string", i);
+            if (!serve_str_ok(id)) BAD("messages[%d].tool_call_id must be a string", i);
             r->ext[i].tool_call_id = id->str;
         }
         if (content(r, c, i, &r->msgs[i].content, err, errlen)) return 400;
@@ -127,14 +149,14 @@ static int messages(ServeReq *r, const Json *m, char *err, size_t errlen) {
         if (rc && rc->type != JSON_NULL) {
             if (strcmp(ro, "assistant"))
                 BAD("messages[%d]: reasoning_content on a %s message", i, ro);
-            if (!text_ok(rc)) BAD("messages[%d].reasoning_content must be a string", i);
+            if (!serve_str_ok(rc)) BAD("messages[%d].reasoning_content must be a string", i);
             r->msgs[i].reasoning = rc->str;
         }
         const Json *nm = json_get(o, "name");
         if (nm && nm->type != JSON_STRING && nm->type != JSON_NULL)
             BAD("messages[%d].name must be a string", i);
         if (nm && nm->type == JSON_STRING) {
-            if (!text_ok(nm)) BAD("messages[%d].name contains a NUL character", i);
+            if (!serve_str_ok(nm)) BAD("messages[%d].name contains a NUL character", i);
             if (tool) r->ext[i].tool = nm->str;
             else r->ext[i].name = nm->str;
         }
@@ -159,7 +181,7 @@ static int stops(ServeReq *r, const Json *s, char *err, size_t errlen) {
     if (s->type == JSON_ARRAY) { v = (const Json *const *)s->items; n = s->len; }
     if (n > REQ_MAX_STOP) BAD("'stop' has more than %d entries", REQ_MAX_STOP);
     for (size_t i = 0; i < n; i++) {
-        if (v[i]->type != JSON_STRING || !text_ok(v[i]))
+        if (v[i]->type != JSON_STRING || !serve_str_ok(v[i]))
             BAD("'stop' must be a string or an array of strings");
         if (v[i]->len == 0) BAD("'stop' strings must not be empty");
         if (v[i]->len > 256) BAD("'stop' strings are limited to 256 bytes");
@@ -235,7 +257,7 @@ static int prompts(ServeReq *r, const Json *p, char *err, size_t errlen) {
             if (id_prompt(q, x, name, err, errlen)) return 400;
             continue;
         }
-        if (!text_ok(x))
+        if (!serve_str_ok(x))
             BAD("'%s' must be a string or a list of token ids%s", name, list ? "" : " (or a list "
                 "of either)");
         if (x->len == 0) BAD("'%s' must not be empty", name);

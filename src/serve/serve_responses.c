@@ -21,23 +21,15 @@ static const char *const TOP_KEYS[] = {
     "previous_response_id", "metadata", "user", "text", "truncation", "service_tier",
     "include", "background", NULL };
 
+/* Responses' refusal also covers the fields it knows but k3 does not support */
 static int only(const Json *o, const char *const *keys, const char *what, char *err,
                 size_t errlen) {
-    for (size_t i = 0; i < o->len; i++) {
-        int k = 0;
-        while (keys[k] && strcmp(keys[k], o->keys[i])) k++;
-        if (!keys[k]) BAD("%s: unknown or unsupported field '%.60s'", what, o->keys[i]);
-    }
+    const char *k = serve_unknown_key(o, keys);
+    if (k) BAD("%s: unknown or unsupported field '%.60s'", what, k);
     return 0;
 }
 
-static int str_ok(const Json *j) { return j && j->type == JSON_STRING && strlen(j->str) == j->len; }
 static int given(const Json *j) { return j && j->type != JSON_NULL; }
-
-static const char *type_of(const Json *b) {
-    const Json *t = json_get(b, "type");
-    return t && t->type == JSON_STRING ? t->str : NULL;
-}
 
 /* ---- the kept conversations (store: true) ---- */
 #define KEEP_MAX 64                        /* responses kept, the oldest dropped first */
@@ -100,7 +92,7 @@ static int parts(Buf *o, int *np, const Json *c, const char *w, char *err, size_
                                         NULL };
     for (size_t k = 0; k < c->len; k++) {
         const Json *p = c->items[k], *t = json_get(p, "text");
-        const char *ty = type_of(p);
+        const char *ty = serve_type_of(p);
         if (p->type != JSON_OBJECT || !ty) BAD("%s.content[%zu] must be a content part", w, k);
         if (strcmp(ty, "input_text") && strcmp(ty, "output_text"))
             BAD("%s.content[%zu]: type '%.40s' is not supported (k3 serves text only: "
@@ -108,7 +100,7 @@ static int parts(Buf *o, int *np, const Json *c, const char *w, char *err, size_
         char w2[96];
         snprintf(w2, sizeof w2, "%s.content[%zu]", w, k);
         if (only(p, KEYS, w2, err, errlen)) return 400;
-        if (!str_ok(t)) BAD("%s.text must be a string", w2);
+        if (!serve_str_ok(t)) BAD("%s.text must be a string", w2);
         buf_str(o, (*np)++ ? ", {\"type\": \"text\", \"text\": " : "{\"type\": \"text\", "
                 "\"text\": ");
         buf_json(o, t->str, t->len);
@@ -122,15 +114,15 @@ static int message(Buf *o, Asst *a, int *first, const Json *x, const char *w, ch
     static const char *const KEYS[] = { "type", "role", "content", "id", "status", NULL };
     const Json *ro = json_get(x, "role"), *c = json_get(x, "content");
     if (only(x, KEYS, w, err, errlen)) return 400;
-    const char *r = str_ok(ro) ? ro->str : "";
+    const char *r = serve_str_ok(ro) ? ro->str : "";
     const int asst = !strcmp(r, "assistant");
     if (!asst && strcmp(r, "user") && strcmp(r, "system") && strcmp(r, "developer"))
         BAD("%s.role must be user, assistant, system or developer", w);
-    if (!str_ok(c) && (!c || c->type != JSON_ARRAY))
+    if (!serve_str_ok(c) && (!c || c->type != JSON_ARRAY))
         BAD("%s.content must be a string or an array of content parts", w);
     if (asst) {
         a->open = 1;
-        if (str_ok(c)) {
+        if (serve_str_ok(c)) {
             buf_str(&a->text, a->nt++ ? ", {\"type\": \"text\", \"text\": "
                                       : "{\"type\": \"text\", \"text\": ");
             buf_json(&a->text, c->str, c->len);
@@ -144,7 +136,7 @@ static int message(Buf *o, Asst *a, int *first, const Json *x, const char *w, ch
     *first = 0;
     buf_json(o, r, strlen(r));
     buf_str(o, ", \"content\": ");
-    if (str_ok(c)) buf_json(o, c->str, c->len);
+    if (serve_str_ok(c)) buf_json(o, c->str, c->len);
     else {
         int np = 0;
         buf_str(o, "[");
@@ -164,13 +156,13 @@ static int item(Buf *o, Asst *a, int *first, const Json *x, const char *w, char 
     static const char *const RS_KEYS[] = { "type", "id", "summary", "content",
                                            "encrypted_content", "status", NULL };
     if (x->type != JSON_OBJECT) BAD("%s must be an object", w);
-    const char *ty = type_of(x);
+    const char *ty = serve_type_of(x);
     if (!ty || !strcmp(ty, "message")) return message(o, a, first, x, w, err, errlen);
     if (!strcmp(ty, "function_call")) {
         const Json *id = json_get(x, "call_id"), *nm = json_get(x, "name"),
                    *ar = json_get(x, "arguments");
         if (only(x, FC_KEYS, w, err, errlen)) return 400;
-        if (!str_ok(id) || !str_ok(nm) || !str_ok(ar))
+        if (!serve_str_ok(id) || !serve_str_ok(nm) || !serve_str_ok(ar))
             BAD("%s: a function_call needs \"call_id\", \"name\" and \"arguments\" strings", w);
         a->open = 1;
         buf_str(&a->calls, a->nc++ ? ", {\"id\": " : "{\"id\": ");
@@ -191,7 +183,7 @@ static int item(Buf *o, Asst *a, int *first, const Json *x, const char *w, char 
             if (l->type != JSON_ARRAY) BAD("%s.%s must be an array", w, arr[s]);
             for (size_t k = 0; k < l->len; k++) {
                 const Json *t = json_get(l->items[k], "text");
-                if (l->items[k]->type != JSON_OBJECT || !str_ok(t))
+                if (l->items[k]->type != JSON_OBJECT || !serve_str_ok(t))
                     BAD("%s.%s[%zu] must be {\"type\": ..., \"text\": STRING}", w, arr[s], k);
                 if (s == 1 || !given(json_get(x, "content"))) {   /* the full text if given */
                     buf_add(&a->think, t->str, t->len);
@@ -205,14 +197,14 @@ static int item(Buf *o, Asst *a, int *first, const Json *x, const char *w, char 
     if (!strcmp(ty, "function_call_output")) {
         const Json *id = json_get(x, "call_id"), *out = json_get(x, "output");
         if (only(x, FO_KEYS, w, err, errlen)) return 400;
-        if (!str_ok(id)) BAD("%s.call_id must be a string", w);
+        if (!serve_str_ok(id)) BAD("%s.call_id must be a string", w);
         asst_flush(o, a, first);
         buf_str(o, *first ? "{\"role\": \"tool\", \"tool_call_id\": "
                           : ", {\"role\": \"tool\", \"tool_call_id\": ");
         *first = 0;
         buf_json(o, id->str, id->len);
         buf_str(o, ", \"content\": ");
-        if (str_ok(out)) buf_json(o, out->str, out->len);
+        if (serve_str_ok(out)) buf_json(o, out->str, out->len);
         else if (out && out->type == JSON_ARRAY) {
             int np = 0;
             buf_str(o, "[");
@@ -230,7 +222,7 @@ static int item(Buf *o, Asst *a, int *first, const Json *x, const char *w, char 
 static int input(Buf *o, const Json *d, int first, char *err, size_t errlen) {
     const Json *in = json_get(d, "input");
     if (!given(in)) BAD("'input' is required");
-    if (str_ok(in)) {
+    if (serve_str_ok(in)) {
         buf_str(o, first ? "{\"role\": \"user\", \"content\": "
                          : ", {\"role\": \"user\", \"content\": ");
         buf_json(o, in->str, in->len);
@@ -265,7 +257,7 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
         if (n) buf_str(o, ", \"tools\": [");
         for (int i = 0; i < n; i++) {
             const Json *x = t->items[i], *nm = json_get(x, "name"), *p = json_get(x, "parameters");
-            const char *ty = type_of(x);
+            const char *ty = serve_type_of(x);
             char w[32];
             snprintf(w, sizeof w, "tools[%d]", i);
             if (x->type != JSON_OBJECT || !ty) BAD("%s must be an object with a \"type\"", w);
@@ -273,7 +265,7 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
                 BAD("%s: type '%.40s': built-in tools are not supported (k3 takes \"type\": "
                     "\"function\" tools)", w, ty);
             if (only(x, T_KEYS, w, err, errlen)) return 400;
-            if (!str_ok(nm)) BAD("%s.name must be a string", w);
+            if (!serve_str_ok(nm)) BAD("%s.name must be a string", w);
             if (given(p) && p->type != JSON_OBJECT)
                 BAD("%s.parameters must be a JSON Schema object", w);
             if ((j = json_get(x, "strict")) && j->type != JSON_BOOL && j->type != JSON_NULL)
@@ -282,7 +274,7 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
                          : "{\"type\": \"function\", \"function\": {\"name\": ");
             buf_json(o, nm->str, nm->len);
             if (given(j = json_get(x, "description"))) {
-                if (!str_ok(j)) BAD("%s.description must be a string", w);
+                if (!serve_str_ok(j)) BAD("%s.description must be a string", w);
                 buf_str(o, ", \"description\": ");
                 buf_json(o, j->str, j->len);
             }
@@ -302,7 +294,7 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
         if (!j->boolean) buf_str(o, ", \"parallel_tool_calls\": false");
     }
     if (!given(c)) return 0;
-    if (str_ok(c)) {
+    if (serve_str_ok(c)) {
         if (strcmp(c->str, "auto") && strcmp(c->str, "none") && strcmp(c->str, "required"))
             BAD("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": "
                 "\"function\", \"name\": NAME}");
@@ -311,13 +303,13 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
         return 0;
     }
     static const char *const C_KEYS[] = { "type", "name", NULL };
-    const char *ty = type_of(c);
+    const char *ty = serve_type_of(c);
     const Json *nm = json_get(c, "name");
     if (c->type != JSON_OBJECT || !ty || strcmp(ty, "function"))
         BAD("'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
             "\"name\": NAME} (built-in tools are not supported)");
     if (only(c, C_KEYS, "tool_choice", err, errlen)) return 400;
-    if (!str_ok(nm)) BAD("tool_choice {\"type\": \"function\"} needs a \"name\" string");
+    if (!serve_str_ok(nm)) BAD("tool_choice {\"type\": \"function\"} needs a \"name\" string");
     if (!n) BAD("tool_choice {\"type\": \"function\"} needs 'tools'");
     buf_str(o, ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": ");
     buf_json(o, nm->str, nm->len);
@@ -339,7 +331,7 @@ static int number(Buf *o, const Json *d, const char *key, const char *as, double
 
 static int scalars(Buf *o, const Json *d, ServeResp *x, char *err, size_t errlen) {
     const Json *j;
-    if ((j = json_get(d, "model")) && !str_ok(j)) BAD("'model' must be a string");
+    if ((j = json_get(d, "model")) && !serve_str_ok(j)) BAD("'model' must be a string");
     buf_str(o, "\"model\": \"k3\"");
     if (number(o, d, "max_output_tokens", "max_tokens", 1, 1 << 30, 1, err, errlen) ||
         number(o, d, "temperature", "temperature", 0, 2, 0, err, errlen) ||
@@ -358,21 +350,21 @@ static int scalars(Buf *o, const Json *d, ServeResp *x, char *err, size_t errlen
     x->store = (j = json_get(d, "store")) && j->type == JSON_BOOL && j->boolean;
     if ((j = json_get(d, "metadata")) && j->type != JSON_OBJECT && j->type != JSON_NULL)
         BAD("'metadata' must be an object");
-    if ((j = json_get(d, "user")) && !str_ok(j) && j->type != JSON_NULL)
+    if ((j = json_get(d, "user")) && !serve_str_ok(j) && j->type != JSON_NULL)
         BAD("'user' must be a string");
-    if ((j = json_get(d, "service_tier")) && !str_ok(j) && j->type != JSON_NULL)
+    if ((j = json_get(d, "service_tier")) && !serve_str_ok(j) && j->type != JSON_NULL)
         BAD("'service_tier' must be a string");
     if ((j = json_get(d, "include")) && j->type != JSON_ARRAY && j->type != JSON_NULL)
         BAD("'include' must be an array");
     if ((j = json_get(d, "truncation")) && j->type != JSON_NULL &&
-        (!str_ok(j) || strcmp(j->str, "disabled")))
+        (!serve_str_ok(j) || strcmp(j->str, "disabled")))
         BAD("'truncation' must be \"disabled\" (k3 does not drop input to fit)");
     if (given(j = json_get(d, "text"))) {
         static const char *const KEYS[] = { "format", "verbosity", NULL };
         const Json *f = json_get(j, "format");
         if (j->type != JSON_OBJECT) BAD("'text' must be an object");
         if (only(j, KEYS, "text", err, errlen)) return 400;
-        if (given(f) && (!type_of(f) || strcmp(type_of(f), "text")))
+        if (given(f) && (!serve_type_of(f) || strcmp(serve_type_of(f), "text")))
             BAD("text.format: only {\"type\": \"text\"} is supported");
     }
     if (given(j = json_get(d, "reasoning"))) {
@@ -381,7 +373,7 @@ static int scalars(Buf *o, const Json *d, ServeResp *x, char *err, size_t errlen
         if (j->type != JSON_OBJECT) BAD("'reasoning' must be an object {\"effort\": ...}");
         if (only(j, KEYS, "reasoning", err, errlen)) return 400;
         if (given(e)) {
-            if (!str_ok(e) || !serve_effort(e->str))
+            if (!serve_str_ok(e) || !serve_effort(e->str))
                 BAD("reasoning.effort must be none, minimal, low, medium, high, xhigh or max");
             buf_str(o, ", \"reasoning_effort\": ");
             buf_json(o, e->str, e->len);
@@ -407,7 +399,7 @@ int serve_resp_parse(const char *body, size_t n, ServeReq *r, char *err, size_t 
     if (given(j = json_get(d, "previous_response_id"))) {
         unsigned long long id = 0;
         char tail;
-        if (!str_ok(j) || sscanf(j->str, "resp_%llu%c", &id, &tail) != 1) {
+        if (!serve_str_ok(j) || sscanf(j->str, "resp_%llu%c", &id, &tail) != 1) {
             snprintf(err, errlen, "'previous_response_id' must be a response id \"resp_N\"");
             goto out;
         }
@@ -427,7 +419,10 @@ int serve_resp_parse(const char *body, size_t n, ServeReq *r, char *err, size_t 
     if (input(&msgs, d, first, err, errlen)) goto out;
     buf_str(&o, ", \"messages\": [");
     if (given(j = json_get(d, "instructions"))) {
-        if (!str_ok(j)) { snprintf(err, errlen, "'instructions' must be a string"); goto out; }
+        if (!serve_str_ok(j)) {
+            snprintf(err, errlen, "'instructions' must be a string");
+            goto out;
+        }
         buf_str(&o, "{\"role\": \"system\", \"content\": ");
         buf_json(&o, j->str, j->len);
         buf_str(&o, "}, ");

@@ -8,16 +8,6 @@
 
 #define BAD(...) do { snprintf(err, errlen, __VA_ARGS__); return 400; } while (0)
 
-static int only_keys(const Json *o, const char *const *keys, const char *what, char *err,
-                     size_t errlen) {
-    for (size_t i = 0; i < o->len; i++) {
-        int k = 0;
-        while (keys[k] && strcmp(keys[k], o->keys[i])) k++;
-        if (!keys[k]) BAD("%s: unknown field '%.60s'", what, o->keys[i]);
-    }
-    return 0;
-}
-
 /* OpenAI's rule for a function name: 1-64 of a-z A-Z 0-9 _ - */
 static int name_ok(const Json *n) {
     if (!n || n->type != JSON_STRING || n->len == 0 || n->len > 64) return 0;
@@ -44,12 +34,12 @@ int serve_req_tools(ServeReq *r, const Json *d, char *err, size_t errlen) {
             char what[48];
             snprintf(what, sizeof what, "tools[%d]", i);
             if (o->type != JSON_OBJECT) BAD("tools[%d] must be an object", i);
-            if (only_keys(o, TOOL_KEYS, what, err, errlen)) return 400;
+            if (serve_only_keys(o, TOOL_KEYS, what, err, errlen)) return 400;
             if (!(j = json_get(o, "type")) || j->type != JSON_STRING || strcmp(j->str, "function"))
                 BAD("tools[%d].type must be \"function\"", i);
             if (!f || f->type != JSON_OBJECT) BAD("tools[%d].function must be an object", i);
             snprintf(what, sizeof what, "tools[%d].function", i);
-            if (only_keys(f, FN_KEYS, what, err, errlen)) return 400;
+            if (serve_only_keys(f, FN_KEYS, what, err, errlen)) return 400;
             if (!name_ok(json_get(f, "name")))
                 BAD("tools[%d].function.name must be 1 to 64 of a-z, A-Z, 0-9, _ and -", i);
             for (int k = 0; k < i; k++)
@@ -78,12 +68,12 @@ int serve_req_tools(ServeReq *r, const Json *d, char *err, size_t errlen) {
         static const char *const TC_KEYS[] = { "type", "function", NULL };
         static const char *const TCF_KEYS[] = { "name", NULL };
         const Json *f = json_get(c, "function");
-        if (only_keys(c, TC_KEYS, "tool_choice", err, errlen)) return 400;
+        if (serve_only_keys(c, TC_KEYS, "tool_choice", err, errlen)) return 400;
         if (!(j = json_get(c, "type")) || j->type != JSON_STRING || strcmp(j->str, "function") ||
             !f || f->type != JSON_OBJECT || !json_get(f, "name") ||
             json_get(f, "name")->type != JSON_STRING)
             BAD("'tool_choice' must be {\"type\": \"function\", \"function\": {\"name\": NAME}}");
-        if (only_keys(f, TCF_KEYS, "tool_choice.function", err, errlen)) return 400;
+        if (serve_only_keys(f, TCF_KEYS, "tool_choice.function", err, errlen)) return 400;
         for (int i = 0; i < n && !only; i++)
             if (!strcmp(json_get(json_get(t->items[i], "function"), "name")->str,
                         json_get(f, "name")->str))
@@ -125,7 +115,7 @@ int serve_req_tool_calls(ServeReq *r, int i, const Json *tc, char *err, size_t e
         char what[64];
         snprintf(what, sizeof what, "messages[%d].tool_calls[%zu]", i, k);
         if (o->type != JSON_OBJECT) BAD("%s must be an object", what);
-        if (only_keys(o, TC_KEYS, what, err, errlen)) return 400;
+        if (serve_only_keys(o, TC_KEYS, what, err, errlen)) return 400;
         if ((j = json_get(o, "id")) && j->type != JSON_NULL) {
             if (j->type != JSON_STRING || strlen(j->str) != j->len) BAD("%s.id must be a string",
                                                                         what);
@@ -135,7 +125,7 @@ int serve_req_tool_calls(ServeReq *r, int i, const Json *tc, char *err, size_t e
             BAD("%s.type must be \"function\"", what);
         if (!f || f->type != JSON_OBJECT) BAD("%s.function must be an object", what);
         snprintf(what, sizeof what, "messages[%d].tool_calls[%zu].function", i, k);
-        if (only_keys(f, FN_KEYS, what, err, errlen)) return 400;
+        if (serve_only_keys(f, FN_KEYS, what, err, errlen)) return 400;
         if (!name_ok(json_get(f, "name")))
             BAD("%s.name must be 1 to 64 of a-z, A-Z, 0-9, _ and -", what);
         v[k].name = json_get(f, "name")->str;
