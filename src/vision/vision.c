@@ -66,9 +66,10 @@ static void add_rows(Img *m, int r0, int r1) {
 /* gelu_pytorch_tanh: 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi)(x + 0.044715 x^3);
  * the sigmoid form runs on the vectorised k3_sigmoidf_n (the same bits on every path). */
 static void gelu_tanh_rows(Img *m, int r0, int r1) {
+    float *g = malloc(sizeof(float) * (size_t)m->width);
+    if (!g) { atomic_store(&m->oom, 1); return; }
     for (int t = r0; t < r1; t++) {
         float *x = m->dst + (size_t)t * m->width;
-        float *g = m->Hn + (size_t)t * m->width;   /* scratch row: Hn is free here */
         for (int i = 0; i < m->width; i++) {
             float a = x[i];
             g[i] = 1.5957691216057308f * (a + 0.044715f * a * a * a);
@@ -76,6 +77,7 @@ static void gelu_tanh_rows(Img *m, int r0, int r1) {
         k3_sigmoidf_n(g, g, m->width);
         for (int i = 0; i < m->width; i++) x[i] = x[i] * g[i];
     }
+    free(g);
 }
 /* the projector's exact GELU: 0.5 x (1 + erf(x / sqrt 2)), in double, rounded once */
 static void gelu_erf_rows(Img *m, int r0, int r1) {
@@ -134,7 +136,8 @@ static void rope_rows(Img *m, int r0, int r1) {
     }
 }
 
-/* QKV [L][3A] → roped Q (times 1/sqrt(hd)), K [head][L][hd] and V transposed by key tile [head][tile][hd][BK]
+/* QKV [L][3A] → roped Q (times 1/sqrt(hd)), K [head][L][hd] and V transposed by key tile
+ * [head][tile][hd][BK]
  * (its padding stays zero: calloc'd). */
 static void pack_rows(Img *m, int r0, int r1) {
     const int A = m->c->qkv, hd = m->c->head_dim, H = m->c->heads, L = m->L, P = hd / 2;
@@ -245,20 +248,19 @@ static void block(Img *m, const K3VisionBlock *b) {
     add(m, m->X, m->Hn, L, D);
     norm(m, m->Hn, m->X, b->norm1, L, D, m->c->eps);
     k3_matmul(m->Big, &b->fc0, m->Hn, L);
-    m->dst = m->Big; m->width = m->c->inter;               /* Hn is the sigmoid's scratch */
+    m->dst = m->Big; m->width = m->c->inter;
     par_rows(m, gelu_tanh_rows, L);
     k3_matmul(m->Hn, &b->fc1, m->Big, L);
     add(m, m->X, m->Hn, L, D);
 }
 
 /* The buffers for images of up to L patches (floats): X, Hn [L][D] (Hn also the merged
- * [N][4D] and the GELU's scratch, so at least F wide), Big [L][max(3A, F)], Q, K, O [L][A],
- * Vt [L rounded up to BK][A], rope [L][hd]. */
+ * [N][4D], X the projector's hidden [N][4D]), Big [L][max(3A, F)], Q, K, O [L][A], Vt [L
+ * rounded up to BK][A], rope [L][hd]. */
 static size_t act_floats(const K3VisionConfig *c, long L, size_t part[8]) {
     size_t Lp = (size_t)(L + K3_VIS_BK - 1) / K3_VIS_BK * K3_VIS_BK;
     size_t big = 3 * (size_t)c->qkv > (size_t)c->inter ? 3 * (size_t)c->qkv : (size_t)c->inter;
-    size_t hn = (size_t)c->hidden > (size_t)c->inter ? (size_t)c->hidden : (size_t)c->inter;
-    size_t p[8] = { (size_t)L * c->hidden, (size_t)L * hn, (size_t)L * big,
+    size_t p[8] = { (size_t)L * c->hidden, (size_t)L * c->hidden, (size_t)L * big,
                     (size_t)L * c->qkv, (size_t)L * c->qkv, Lp * c->qkv, (size_t)L * c->qkv,
                     (size_t)L * c->head_dim };
     size_t s = 0;
@@ -307,7 +309,9 @@ long k3_vision_count_patches(const K3VisionGrid *g, int n) {
     }
     return s;
 }
-long k3_vision_count_rows(const K3VisionGrid *g, int n) { return k3_vision_count_patches(g, n) / 4; }
+long k3_vision_count_rows(const K3VisionGrid *g, int n) {
+    return k3_vision_count_patches(g, n) / 4;
+}
 
 double k3_vision_flops(const K3VisionConfig *c, const K3VisionGrid *g, int n) {
     const double D = c->hidden, A = c->qkv, F = c->inter, p = c->patch;

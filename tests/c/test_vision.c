@@ -235,7 +235,8 @@ int main(void) {
     k3_vision_close(v);
     K3Vision *w = NULL;
     rc = k3_vision_open(&w, "tests/models/tiny5", 1, err, sizeof err);
-    CHECK(rc == 2 && strstr(err, "vision_config.qkv_hidden_size: missing"), "tiny5's stub: rc %d, %s", rc, err);
+    CHECK(rc == 2 && strstr(err, "vision_config.qkv_hidden_size: missing"),
+          "tiny5's stub: rc %d, %s", rc, err);
     rc = open_edited("\"bilinear\"", "\"bicubic\"", err, sizeof err);
     CHECK(rc == 2 && strstr(err, "pos_emb_interpolation_mode"), "bicubic: rc %d, %s", rc, err);
     rc = open_edited("\"vision_config\"", "\"vision_config_x\"", err, sizeof err);
