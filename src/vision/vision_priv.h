@@ -24,6 +24,6 @@ struct K3Vision {
 
 /* Attention tiles (vision.c): queries and keys per tile. Fixed: the key tile sets the
  * order of the online softmax's sums, so it is part of the result's definition. */
-#define K3_VIS_BQ 64
-#define K3_VIS_BK 64
+#define K3_VIS_BQ 128
+#define K3_VIS_BK 256
 #endif

@@ -3,7 +3,7 @@
  *   (a) every stage written for a case (after patch embedding + positions, after each block,
  *       final norm, merged, projected rows) within 1e-5 max relative error — max |c - ref| /
  *       max |ref| over the array — on grids 2x2, 8x8 (no interpolation), 6x10 and 10x6
- *       (row/column swaps), 16x4, 12x14 (several query and key tiles) and two images in one
+ *       (row/column swaps), 16x4, 18x20 (several query and key tiles) and two images in one
  *       call (the reference packs them with a block-diagonal mask);
  *   (b) the same bits at 1 and 2 threads and on every kernel path this CPU runs (scalar,
  *       AVX2, AVX-512), and two images in one call equal to each alone;
