@@ -7,6 +7,7 @@
 #include "vision_priv.h"
 #include "k3.h"
 #include "pool.h"
+#include "util.h"
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -325,6 +326,21 @@ double k3_vision_flops(const K3VisionConfig *c, const K3VisionGrid *g, int n) {
     return f;
 }
 
+/* After block b of an image: its share of the work (w, about its blocks' FLOPs over 4A) done;
+ * a line every K3_PROGRESS_SECONDS. */
+static void progress(K3Vision *v, double w, int b, int layers) {
+    v->done += w / layers;
+    double now = k3_now();
+    if (now < v->next) return;
+    v->next = now + k3_progress_every();
+    double f = v->total > 0 ? v->done / v->total : 0, el = now - v->t0;
+    char left[32] = "?", so_far[32];
+    if (f > 0.001 && f <= 1) k3_secs_text(left, sizeof left, el * (1 - f) / f);
+    k3_secs_text(so_far, sizeof so_far, el);
+    fprintf(stderr, "k3: vision tower: block %d of %d; %.0f%%, ~%s left (%s so far)\n", b + 1,
+            layers, 100 * f, left, so_far);
+}
+
 /* One image: patches [L][3 p p] → rows [N][out]; the stages into t when given. */
 static int run_image(K3Vision *v, Img *m, const float *patches, K3VisionGrid g, float *rows,
                      const K3VisionTrace *t, char *err, size_t errlen) {
@@ -341,6 +357,7 @@ static int run_image(K3Vision *v, Img *m, const float *patches, K3VisionGrid g, 
     if (t && t->embed) memcpy(t->embed, m->X, sizeof(float) * (size_t)L * D);
     for (int b = 0; b < c->layers; b++) {
         block(m, &v->blocks[b]);
+        if (v->progress) progress(v, (double)L * (L + 4 * c->hidden), b, c->layers);
         if (atomic_load(&m->oom)) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
         if (t && t->blocks) memcpy(t->blocks + (size_t)b * L * D, m->X, sizeof(float) * L * D);
     }
