@@ -270,8 +270,8 @@ static size_t act_floats(const K3VisionConfig *c, long L, size_t part[8]) {
 }
 
 size_t k3_vision_act_bytes(const K3VisionConfig *c, long patches) {
-    size_t tiles = (size_t)k3_threads() * (2 * K3_VIS_BQ * K3_VIS_BK +
-                                           2 * (size_t)K3_VIS_BQ * c->head_dim);
+    size_t tiles = (size_t)k3_threads() * (2 * K3_VIS_BQ * K3_VIS_BK + 3 * K3_VIS_BQ +
+                                           2 * (size_t)K3_VIS_BQ * c->head_dim + c->inter);
     return sizeof(float) * (act_floats(c, patches, NULL) + tiles);
 }
 
