@@ -138,8 +138,7 @@ static void rope_rows(Img *m, int r0, int r1) {
 }
 
 /* QKV [L][3A] → roped Q (times 1/sqrt(hd)), K [head][L][hd] and V transposed by key tile
- * [head][tile][hd][BK]
- * (its padding stays zero: calloc'd). */
+ * [head][tile][hd][BK] (the last tile's padding zeroed per image: vt_pad). */
 static void pack_rows(Img *m, int r0, int r1) {
     const int A = m->c->qkv, hd = m->c->head_dim, H = m->c->heads, L = m->L, P = hd / 2;
     const float scale = 1.0f / sqrtf((float)hd);          /* the scores' 1/sqrt(head_dim) */
@@ -195,6 +194,16 @@ static void exp_shift(float *restrict p, const float *restrict s, float mx, int 
     }
 }
 
+/* The last key tile's columns past L in V's tiles: zero (an earlier, larger image of the same
+ * call left its values there), so the padded products are exact zeros. */
+static void vt_pad(Img *m) {
+    const int hd = m->c->head_dim, used = m->L - (m->nkt - 1) * K3_VIS_BK;
+    for (int h = 0; h < m->c->heads && used < K3_VIS_BK; h++)
+        for (int d = 0; d < hd; d++)
+            memset(m->Vt + (((size_t)h * m->nkt + m->nkt - 1) * hd + d) * K3_VIS_BK + used, 0,
+                   sizeof(float) * (K3_VIS_BK - used));
+}
+
 /* §4.4 attention for one head and query tile: an online softmax over the key tiles. */
 static void attn_task(void *ctx, int task) {
     Img *m = ctx;
@@ -220,6 +229,7 @@ static void attn_task(void *ctx, int task) {
             for (int j = 0; j < nk; j++) mn = s[j] > mn ? s[j] : mn;
             corr[i] = mx[i] == -INFINITY ? 0.0f : k3_expf(mx[i] - mn);
             exp_shift(p, s, mn, nk);
+            if (nk < BK) memset(p + nk, 0, sizeof(float) * (BK - nk));   /* the tile's tail */
             l[i] = l[i] * corr[i] + k3_sum(p, nk);
             mx[i] = mn;
         }
@@ -364,6 +374,7 @@ static int run_image(K3Vision *v, Img *m, const float *patches, K3VisionGrid g, 
     k3_matmul(m->X, &v->pe, patches, L);                  /* §4.1 */
     par_rows(m, pos_rows, L);                             /* §4.2 */
     par_rows(m, rope_rows, L);
+    vt_pad(m);
     if (t && t->embed) memcpy(t->embed, m->X, sizeof(float) * (size_t)L * D);
     for (int b = 0; b < c->layers; b++) {
         block(m, &v->blocks[b]);
