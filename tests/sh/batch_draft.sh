@@ -7,6 +7,7 @@
 # K3_TEST_DRAFT_ORACLE (one list a sequence, ';'-separated) drafts are accepted, and every
 # sequence's drafts (K3_TEST_DRAFT_LOG, a function of its context) equal those of its solo
 # run: a context fed another sequence's rows, or rolled back wrong, drafts otherwise.
+# k3 bench --draft passes the draft to its rows and reports them.
 . tests/sh/lib/check.sh
 M=tests/models/tiny5; D=tests/models/tiny5_dspark
 P=$(cat $M/ref/prompt.txt)
@@ -15,7 +16,7 @@ cat > $T/b.jsonl <<EOF
 {"id": "b", "ids": [754,475,608,87,876,126], "gen": 24}
 {"id": "c", "ids": [9,8,7,6,5,4,3,2,1,10,11,12,13,14,15,16,17,18,19,20], "gen": 18}
 {"id": "d", "ids": [100,200,300], "gen": 22, "temperature": 0.9, "seed": 5}
-{"id": "e", "ids": [42,43,44,45,46,47,48,49], "gen": 20, "temperature": 0.8, "top_p": 0.9, "seed": 11}
+{"id": "e", "ids": [42,43,44,45,46,47,48,49], "gen": 20, "temperature": 0.8, "top_p":0.9, "seed":11}
 EOF
 # solo ID: the flags of line ID's run alone
 solo() {
@@ -71,7 +72,8 @@ oracle() {
     K3_TEST_DRAFT_ORACLE=$(ids $id $T/o0) K3_TEST_DRAFT_RIGHT=$R K3_TEST_DRAFT_LOG=1 \
       $K3 $M $(solo $id) --draft $D --draft-block 7 --out $T/s.json 2>&1 > /dev/null |
       grep 'k3: test: block' >> $T/ls
-    sacc=$((sacc + $(num draft_accepted $T/s.json))); spro=$((spro + $(num draft_proposed $T/s.json)))
+    sacc=$((sacc + $(num draft_accepted $T/s.json)))
+    spro=$((spro + $(num draft_proposed $T/s.json)))
   done
   K3_TEST_DRAFT_ORACLE=$OR K3_TEST_DRAFT_RIGHT=$R K3_TEST_DRAFT_LOG=1 $K3 $M \
     --batch $T/b.jsonl --draft $D --draft-block 7 --out $T/r.json "$@" > $T/o1 2> $T/e1
@@ -91,6 +93,20 @@ oracle() {
 oracle 2 "oracle, 2 right a block, 5 in flight"
 oracle "" "oracle, every draft right, 2 in flight, 1 thread" --batch-size 2 --threads 1
 oracle 4 "oracle, 4 right a block, 3 in flight" --batch-size 3
+
+# k3 bench --draft: its rows (one prompt, and a batch of 3) run the children with the draft
+# and give the blocks, drafts and accepted per block
+$K3 bench $M --draft $D --draft-block 7 -n 12 --reps 1 --no-limits --batch 1,3 -o json -q \
+  > $T/bench.json 2> $T/e; rc=$?
+R='"draft": {"blocks": [1-9][0-9]*, "proposed": [1-9][0-9]*, "accepted": 0, '
+R="$R\"accepted_per_block\": 0}"
+[ $rc = 0 ] && [ "$(grep -o "$R" $T/bench.json | wc -l)" = 2 ] &&
+  ok "k3 bench --draft: both rows give blocks, drafts and accepted per block" ||
+  bad "k3 bench --draft: exit $rc: $(grep -o '"draft": {[^}]*}' $T/bench.json) $(tail -n 2 $T/e)"
+$K3 bench $M --draft $D --no-spec > /dev/null 2> $T/e; rc=$?
+[ $rc = 2 ] && grep -q -- '--draft verifies its blocks' $T/e &&
+  ok "k3 bench --draft --no-spec: exit 2" ||
+  bad "bench --draft --no-spec: exit $rc"
 
 # refusals: exit 2 naming the flag
 $K3 $M --batch $T/b.jsonl --draft-block 3 > /dev/null 2> $T/e; rc=$?

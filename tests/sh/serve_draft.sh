@@ -87,7 +87,8 @@ grep 'k3: test: block' $T/orc.err | sort > $T/lb
 [ "${acc:-0}" -gt 0 ] && [ -s $T/lb ] && cmp -s $T/lb $T/ls2 ||
   fail "oracle: $acc of $pro accepted; $(diff $T/lb $T/ls2 | head -n 6)"
 s=$(grep -o '"accepted": [0-9]*' $T/orc.1 | sed 's/.*: //')
-[ "${s:-0}" -gt 0 ] || fail "oracle: usage.k3_draft of reply 1: $(grep -o '"k3_draft": {[^}]*}' $T/orc.1)"
+[ "${s:-0}" -gt 0 ] ||
+  fail "oracle: usage.k3_draft of reply 1: $(grep -o '"k3_draft": {[^}]*}' $T/orc.1)"
 ! grep -q 'no more drafts' $T/orc.err $T/dr.err || fail "a draft context fell out of step"
 echo "ok the test hook: $acc of $pro drafts accepted, the same replies, $(wc -l < $T/lb)" \
   "blocks' drafts those of the six sequences alone"
@@ -112,7 +113,8 @@ echo "ok chat, streamed (usage with k3_draft) and not, and a resumed repeat: the
 
 # refusals: exit 2 naming the flag
 $K3 serve $M --tok $TK --draft-block 3 2> $T/e; rc=$?
-[ $rc = 2 ] && grep -q -- '--draft-block is about a --draft DIR' $T/e || fail "--draft-block alone: $rc"
+[ $rc = 2 ] && grep -q -- '--draft-block is about a --draft DIR' $T/e ||
+  fail "--draft-block alone: $rc"
 $K3 serve $M --tok $TK --draft $D --state-file kda 2> $T/e; rc=$?
 [ $rc = 2 ] && grep -q -- '--draft needs the states resident' $T/e || fail "--state-file kda: $rc"
 $K3 serve $M --tok $TK --port 0 --draft $T/none 2> $T/e; rc=$?
