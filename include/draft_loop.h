@@ -48,6 +48,7 @@ int k3_draft_ingest(K3DraftLoop *r, const float *taps, int n, char *err, size_t 
 int k3_draft_keep_rows(K3DraftLoop *r, const float *taps, int k, int n_keep, char *err,
                        size_t errlen);
 void k3_draft_reset(K3DraftLoop *r);
+int k3_draft_stale(const K3DraftLoop *r);   /* 1: past max_position_embeddings (no drafts) */
 /* The test hook with several sequences: K3_TEST_DRAFT_ORACLE holds ';'-separated lists
  * (each a sequence's generated ids), and the loop uses the first whose start equals
  * gen[0..n), the sequence's generated ids so far (none: the model's own drafts). */

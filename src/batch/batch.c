@@ -190,6 +190,7 @@ static int draft(K3SchedSeq *q, int room) {
     Batch *b = s->b;
     const int lim = s->gen - s->n_gen - 1 < room ? s->gen - s->n_gen - 1 : room;
     if (!s->dl) s->k = k3_spec_draft(&s->spec, s->seq, s->n, s->n_prompt, lim, s->seq + s->n);
+    else if (k3_draft_stale(s->dl)) s->k = 0;       /* past the draft's positions */
     else if (k3_draft_pos(s->dl) != s->n - 1) {
         snprintf(b->derr, sizeof b->derr, "line %d: the draft's context holds %d positions, "
                  "the sequence %d", b->lines[s->li].line, k3_draft_pos(s->dl), s->n - 1);

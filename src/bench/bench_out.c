@@ -446,7 +446,7 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
           "b_spt_median,b_prefill_tps_median,b_peak_rss_bytes,ratio_spt,ratio_prefill_tps,"
           "ratio_peak_rss,error,batch,stop", f);
     for (int k = 0; k < KB_NROOF; k++) fprintf(f, ",%s", kb_roof_keys[k]);
-    fputs(",draft_blocks,draft_proposed,draft_accepted,draft_accepted_per_block", f);
+    if (o->draft) fputs(",draft_blocks,draft_proposed,draft_accepted,draft_accepted_per_block", f);
     fputc('\n', f);
     for (int i = 0; i < n; i++) {
         const KbRow *r = &rows[i];
@@ -472,7 +472,7 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
         else fputc(',', f);
         for (int k = 0; k < KB_NROOF; k++) csv_val(f, a.roof[k].med);
         const double dv[] = { a.dblk.med, a.dpro.med, a.dacc.med, a.dapb.med };
-        for (int k = 0; k < 4; k++) csv_val(f, o->draft ? dv[k] : NAN);
+        for (int k = 0; o->draft && k < 4; k++) csv_val(f, dv[k]);
         fputc('\n', f);
     }
 }

@@ -215,6 +215,7 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
         if (r->follow->pos + r->block > r->max_pos) return 0;
     }
     if (room <= 0 || r->stale) return 0;
+    if (r->seqs && k3_dspark_pos(r->d) + r->block > r->max_pos) return 0;   /* its positions */
     if (r->cool > 0) { r->cool--; return 0; }        /* blocks did not pay: plain steps */
     int d[K3_DSPARK_MAX_N];
     float conf[K3_DSPARK_MAX_N];
@@ -314,6 +315,7 @@ void k3_draft_truncate(K3DraftLoop *r, int P) {
 }
 
 int k3_draft_pos(const K3DraftLoop *r) { return k3_dspark_pos(r->d); }
+int k3_draft_stale(const K3DraftLoop *r) { return r->stale; }
 
 int k3_draft_failed(K3DraftLoop *r, char *err, size_t errlen) {
     if (!r->failed) return 0;

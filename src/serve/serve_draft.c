@@ -43,6 +43,7 @@ static int draft(K3SchedSeq *q, int room) {
     Gen *g = q->user;
     Server *s = g->s;
     const int pos = q->st->pos;                /* the anchor's position */
+    if (k3_draft_stale(g->dl)) return 0;       /* past the draft's positions */
     if (k3_draft_pos(g->dl) != pos) {          /* never: its context follows the state */
         fprintf(stderr, "k3: serve: request %llu: the draft's context holds %d positions, "
                 "the state %d: no more drafts\n", (unsigned long long)g->j->id,

@@ -94,6 +94,15 @@ oracle 2 "oracle, 2 right a block, 5 in flight"
 oracle "" "oracle, every draft right, 2 in flight, 1 thread" --batch-size 2 --threads 1
 oracle 4 "oracle, 4 right a block, 3 in flight" --batch-size 3
 
+# past the draft's max_position_embeddings (256 here) a sequence takes plain steps
+printf '{"id": "long", "ids": [%s], "gen": 250}\n{"id": "s", "ids": [%s], "gen": 8}\n' \
+  "$P" "$P" > $T/long.jsonl
+$K3 $M --batch $T/long.jsonl --quiet > $T/lo0 2> $T/e
+$K3 $M --batch $T/long.jsonl --quiet --draft $D --draft-block 7 > $T/lo1 2> $T/e; rc=$?
+[ $rc = 0 ] && [ -s $T/lo0 ] && [ "$(lines $T/lo0)" = "$(lines $T/lo1)" ] &&
+  ok "a sequence past the draft's 256 positions: the same ids" ||
+  bad "past max_position_embeddings: exit $rc $(tail -n 2 $T/e)"
+
 # k3 bench --draft: its rows (one prompt, and a batch of 3) run the children with the draft
 # and give the blocks, drafts and accepted per block
 $K3 bench $M --draft $D --draft-block 7 -n 12 --reps 1 --no-limits --batch 1,3 -o json -q \

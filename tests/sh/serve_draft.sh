@@ -111,6 +111,15 @@ cmp -s $T/a $T/b && grep -q '"k3_draft": {"drafted": [0-9]*' $T/dr.cs ||
   fail "chat stream: $(diff $T/a $T/b | head -n 4)"
 echo "ok chat, streamed (usage with k3_draft) and not, and a resumed repeat: the same replies"
 
+# past the draft's max_position_embeddings (256 here): plain steps, the same reply
+L="{\"prompt\": [$P], \"max_tokens\": 250, \"temperature\": 0}"
+$C "http://127.0.0.1:$PORT_plain/v1/completions" -d "$L" > $T/plain.l
+$C "http://127.0.0.1:$PORT_dr/v1/completions" -d "$L" > $T/dr.l
+[ "$(jnum completion_tokens < $T/plain.l)" = 250 ] &&
+  [ "$(body $T/plain.l)" = "$(body $T/dr.l)" ] &&
+  ! grep -q 'no more drafts' $T/dr.err || fail "past 256 positions: $(tail -n 2 $T/dr.err)"
+echo "ok a reply past the draft's 256 positions: the same reply"
+
 # refusals: exit 2 naming the flag
 $K3 serve $M --tok $TK --draft-block 3 2> $T/e; rc=$?
 [ $rc = 2 ] && grep -q -- '--draft-block is about a --draft DIR' $T/e ||
