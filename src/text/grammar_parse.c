@@ -235,13 +235,16 @@ static int char_class(P *q, const char *open, int *set) {
         r[2 * n] = lo; r[2 * n + 1] = hi; n++;
     }
     q->p++;
-    (void)open;
     if (n) qsort(r, (size_t)n, 2 * sizeof *r, cmp_rng);
     int m = 0;
     for (int i = 0; i < n; i++) {                          /* merge overlapping, adjacent */
         if (m && r[2 * i] <= r[2 * m - 1] + 1) {
             if (r[2 * i + 1] > r[2 * m - 1]) r[2 * m - 1] = r[2 * i + 1];
         } else { r[2 * m] = r[2 * i]; r[2 * m + 1] = r[2 * i + 1]; m++; }
+    }
+    if ((!neg && !m) || (neg && m == 1 && r[0] == 0 && r[1] >= 0x10FFFF)) {
+        free(r);                       /* a parse would stop there with no way on */
+        return fail_at(q, open, "the class matches no character");
     }
     g->rng = xrealloc(g->rng, sizeof *g->rng * 2 * (size_t)(g->nrng + m + 1));
     memcpy(g->rng + 2 * g->nrng, r, sizeof *r * 2 * (size_t)m);

@@ -95,6 +95,8 @@ static const struct { const char *g, *err; } BAD[] = {
     { "root ::= a\na ::= b \"x\"\nb ::= \"\" | a", "left-recursive" },
     { "root ::= (\"\")*", "1:14: the repetition repeats something that can match empty" },
     { "root ::= (\"a\"?)+", "can match empty" },
+    { "root ::= \"a\" []", "1:14: the class matches no character" },
+    { "root ::= [^\\x00-\\U0010FFFF]", "the class matches no character" },
 };
 
 static void parse_cases(void) {
