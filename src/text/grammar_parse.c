@@ -247,7 +247,7 @@ static int char_class(P *q, const char *open, int *set) {
         return fail_at(q, open, "the class matches no character");
     }
     g->rng = xrealloc(g->rng, sizeof *g->rng * 2 * (size_t)(g->nrng + m + 1));
-    memcpy(g->rng + 2 * g->nrng, r, sizeof *r * 2 * (size_t)m);
+    if (m) memcpy(g->rng + 2 * g->nrng, r, sizeof *r * 2 * (size_t)m);
     free(r);
     g->set = xrealloc(g->set, sizeof *g->set * (size_t)(g->nset + 1));
     g->set[g->nset] = (GrSet){ g->nrng, m, neg };
