@@ -218,9 +218,11 @@ static int char_class(P *q, const char *open, int *set) {
     int n = 0, cap = 0;
     while (peek(q) != ']') {
         if (q->p >= q->end) {
+            int line, col;
             free(r);
-            return fail_at(q, q->p, "expected ']' to close the class opened at %s",
-                           "the '[' before");
+            locate(q, open, &line, &col);
+            return fail_at(q, q->p, "expected ']' to close the class opened at %d:%d",
+                           line, col);
         }
         uint32_t lo, hi;
         if (one_char(q, &lo)) { free(r); return -1; }

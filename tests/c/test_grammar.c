@@ -77,7 +77,7 @@ static const struct { const char *g, *err; } BAD[] = {
     { "root ::= foo", "1:10: rule 'foo' is used but never defined" },
     { "root ::= (\"a\" | \"b\"", "1:20: expected ')' to close the group opened at 1:10" },
     { "root ::= \"abc", "1:10: unterminated string literal" },
-    { "root ::= [abc", "expected ']'" },
+    { "root ::= [abc", "1:14: expected ']' to close the class opened at 1:10" },
     { "root = \"a\"", "1:6: expected '::=' after the rule name 'root'" },
     { "root ::= \"a\"\n  \"b\"", "2:3: expected a rule name" },
     { "root ::= \"a\" )", "1:14: expected an item, '|' or the end of the line, found ')'" },

@@ -59,6 +59,8 @@ for d in "--spec --draft-ids $want" "--spec --draft-ids $part" "--spec --draft-i
     fail "$d exited $?: $(tail -n 2 "$T/s.err")"
   got=$(sed -n 's/.*"generated_ids": \[\([^]]*\)\].*/\1/p' "$T/s.json" | tr -d ' ')
   [ "$got" = "$want" ] || fail "--grammar-file $d: $got, plain: $want"
+  acc=$(sed -n 's/.*"spec_accepted": \([0-9]*\).*/\1/p' "$T/s.json")
+  [ -n "${full:-}" ] || { [ "${acc:-0}" -gt 3 ] || fail "right drafts: $acc accepted"; full=1; }
 done
 # greedy, two thread counts: the same ids
 for th in 1 2; do
@@ -70,6 +72,18 @@ cmp -s "$T/g1.json" "$T/g2.json" 2>/dev/null ||
     "$(sed -n 's/.*"generated_ids": \(\[[^]]*\]\).*/\1/p' "$T/g2.json")" ] ||
   fail "greedy ids differ between 1 and 2 threads"
 echo "ok grammar: the one-shot's ids = the server's = a batch line's = under --spec drafts"
+
+# chat: every reply a sentence; the same replies without speculation
+printf 'Give me a date\nAnother one\nAnd one more\n' > "$T/in.txt"
+for sp in "" --no-spec; do
+  "$K3" $M --chat --tok $TK --grammar-file tests/grammars/03_date.gbnf --seed 3 $sp \
+    < "$T/in.txt" > "$T/chat$sp.out" 2> "$T/chat.err" || fail "chat $sp exited $?"
+done
+cmp -s "$T/chat.out" "$T/chat--no-spec.out" || fail "chat replies differ under --no-spec"
+[ "$(grep -c . "$T/chat.out")" = 3 ] || fail "chat: 3 replies expected: $(cat "$T/chat.out")"
+grep -vqE '^[12][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$' "$T/chat.out" &&
+  fail "chat: a reply is not a date: $(cat "$T/chat.out")"
+echo "ok grammar: chat's 3 replies are dates, with and without speculation"
 
 # refusals
 "$K3" $M --tok $TK --prompt x --grammar 'root ::= ("a" | "b"' --quiet > /dev/null 2> "$T/e"
