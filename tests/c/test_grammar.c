@@ -68,6 +68,7 @@ static const struct { const char *g, *s; int want; } CASES[] = {
     { "root ::= x\nx ::= y\ny ::= z\nz ::= \"q\"", "q", 2 },
     { "root ::= (\"ab\" \"c\"?){2}", "abcab", 2 },
     { "root ::= (\"ab\" \"c\"?){2}", "abcabcab", 0 },
+    { "root ::= \"\"+ \"a\" \"\"{2,3} \"\"?", "a", 2 }, { "root ::= \"\"*", "", 2 },
     { "root ::= [a-z_-]+", "a_b-c", 2 }, { "root ::= \"\\\"\\\\\"", "\"\\", 2 },
 };
 
