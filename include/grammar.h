@@ -15,7 +15,8 @@
  *
  * Refused with line:column and what was expected: syntax errors, a rule defined twice, an
  * undefined rule, no root, left recursion (a rule that can reach itself before matching a
- * code point, e.g. `a ::= a "x"`, or `("")*`), a repetition bound over GR_MAX_REP.
+ * code point, e.g. `a ::= a "x"`, or `("a"?)*`), a repetition bound over GR_MAX_REP, a
+ * class that matches no character. A repetition of an empty literal (`""*`) is empty.
  *
  * Limits, so a pathological grammar cannot take the process down: a parse stack deeper than
  * GR_MAX_DEPTH (nesting of rules not in tail position) and more than GR_MAX_STACKS live
