@@ -28,7 +28,7 @@
 
 #define GR_MAX_REP 1000           /* largest m or n in {m,n} */
 #define GR_MAX_DEPTH 512          /* elements on one parse stack */
-#define GR_MAX_STACKS 4096        /* distinct parse stacks alive after one code point */
+#define GR_MAX_STACKS 16384       /* distinct parse stacks alive after one code point */
 #define GR_MAX_TEXT (1 << 20)     /* bytes of grammar text */
 
 typedef struct GrGrammar GrGrammar;
