@@ -3,7 +3,8 @@
 # every grammar in tests/grammars/ (11) x N seeds of the server's 'grammar' field (make test:
 # 2 seeds, 22 replies; K3_TEST_FULL: 20 seeds, 220 replies), each reply ended by the end
 # token and checked by tools/gbnf_check.py, a recogniser of its own (when /usr/bin/python3
-# is there; make test needs no Python). Then the same bits: the one-shot --grammar-file's
+# is there; make test needs no Python). Then the same bits: a streamed reply; the one-shot
+# --grammar-file's
 # ids equal the server's, a batch line's, and --spec with right, half-right and wrong
 # drafts; and refusals: exit 2 and 400 naming line:column, both constraints at once.
 . tests/sh/lib/serve.sh
@@ -34,6 +35,14 @@ done
 [ -n "$PY" ] || echo "SKIP: /usr/bin/python3 missing: the $n replies were not validated"
 echo "ok grammar: $n seeded replies under $(ls tests/grammars/*.gbnf | wc -l) grammars ended;" \
      "$checked valid by tools/gbnf_check.py"
+
+# a streamed reply: its deltas are the corpus' first reply
+post /v1/completions "{\"prompt\": \"Item 1\", \"max_tokens\": 200, \"seed\": 1, \"stream\": true,
+  \"grammar\": \"$(esc tests/grammars/03_date.gbnf)\"}" > "$T/st.txt"
+got=$(sed -n 's/^data: .*"text": "\([^"]*\)".*/\1/p' "$T/st.txt" | tr -d '\n')
+want=$(sed -n 's/.*"text": "\([^"]*\)".*/\1/p' "$T/03_date.jsonl" | sed -n 1p)
+[ -n "$got" ] && [ "$got" = "$want" ] || fail "streamed '$got', not streamed '$want'"
+echo "ok grammar: a streamed reply = the same request's whole reply"
 
 # the one-shot's ids = a batch line's (beside another, with --spec); its text = the server's
 f=tests/grammars/06_object.gbnf
