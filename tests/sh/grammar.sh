@@ -4,9 +4,9 @@
 # 2 seeds, 22 replies; K3_TEST_FULL: 20 seeds, 220 replies), each reply ended by the end
 # token and checked by tools/gbnf_check.py, a recogniser of its own (when /usr/bin/python3
 # is there; make test needs no Python). Then the same bits: a streamed reply; the one-shot
-# --grammar-file's
-# ids equal the server's, a batch line's, and --spec with right, half-right and wrong
-# drafts; and refusals: exit 2 and 400 naming line:column, both constraints at once.
+# --grammar-file's ids equal the server's, a batch line's, and --spec with right, half-right
+# and wrong drafts; chat with and without speculation; and refusals: exit 2 and 400 naming
+# line:column, both constraints at once.
 . tests/sh/lib/serve.sh
 N=2; [ -n "${K3_TEST_FULL:-}" ] && N=20
 PY=/usr/bin/python3; [ -x $PY ] && $PY -c 'import json' 2>/dev/null || PY=
