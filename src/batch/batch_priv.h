@@ -6,6 +6,7 @@
 #include "draft_loop.h"
 #include "engine.h"
 #include "cli.h"
+#include "constrain.h"
 #include "scheduler.h"
 #include "spec.h"
 #include "tok.h"
@@ -31,7 +32,7 @@ typedef struct {
     float *dump;                       /* [n_prompt][V] when dumping */
     K3Spec spec;                       /* --spec: this sequence's drafts and acceptance */
     int k;                             /* drafts in the step just run (0: a plain step) */
-    JgState js; float *mask;           /* JSON mode: the text so far, the masked row */
+    K3Cons cs; float *mask;            /* JSON mode or a grammar: the text, the masked row */
     K3DraftLoop *dl;                   /* --draft: its context (one a slot), else NULL */
     const float *taps;                 /* its rows of the last step's taps */
 } Slot;

@@ -3,8 +3,8 @@
  * every step's taps; the anchor and its block go into the step whole, and the verify
  * keeps what the request's own sampler draws there (spec.h), so every reply is the one
  * without a draft. A request whose state does not start at position 0 (a resumed prefix,
- * a choice copied from its prompt's first), JSON mode and the reply test hook do not
- * draft (plain steps). */
+ * a choice copied from its prompt's first), JSON mode, a grammar and the reply test hook
+ * do not draft (plain steps). */
 #include "serve_gen.h"
 #include "draft_loop.h"
 #include "util.h"
@@ -29,7 +29,7 @@ void serve_draft_begin(Gen *g) {
     const ServeReq *r = &g->j->req;
     k3_spec_init(&g->sp, &s->eng.m, NULL, 0, K3_DSPARK_MAX_N);
     g->dl = NULL;
-    if (!s->dl || r->jg || s->test_reply || g->waiting || g->reuse || g->q->st->pos) return;
+    if (!s->dl || r->jg || r->gr || s->test_reply || g->waiting || g->reuse || g->q->st->pos) return;
     g->prow = malloc(sizeof(float) * K3_DSPARK_MAX_N * (size_t)s->eng.m.cfg.vocab_size);
     if (!g->prow) return;                      /* (out of memory: plain steps) */
     g->dl = s->dl[g->q->slot];
