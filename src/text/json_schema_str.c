@@ -1,0 +1,213 @@
+/* json_schema_str.c — strings and numbers for the schema compiler (json_schema_int.h):
+ * minLength/maxLength (code points: an escape is one), pattern (json_schema_re.c),
+ * format (date, time, date-time, uuid, email, uri, ipv4, hostname: each a grammar of
+ * some of the strings the format allows, all of them valid), and integer and number
+ * ranges (minimum, maximum, exclusiveMinimum, exclusiveMaximum) written digit by digit. */
+#include "json_schema.h"
+#include "json_schema_int.h"
+#include "json_gram.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rule_text(Jsc *c, const char *t) {
+    int r = jsc_new_rule(c);
+    jsc_rule(c, r, t);
+    return r;
+}
+
+/* the content (between the quotes) of each format */
+static const char *const FORMAT[][2] = {
+    { "date", "year \"-\" (m31 \"-\" (d30 | \"31\") | m30 \"-\" d30 | \"02-\" d28)"
+              " | leap \"-02-29\"" },
+    { "time", "hms (\".\" [0-9]{1,9})? (\"Z\" | [-+] hh \":\" [0-5] [0-9])" },
+    { "date-time", "fdate \"T\" ftime" },
+    { "uuid", "hx{8} \"-\" hx{4} \"-\" hx{4} \"-\" hx{4} \"-\" hx{12}" },
+    { "email", "[A-Za-z0-9_+\\x2D]+ (\".\" [A-Za-z0-9_+\\x2D]+)* \"@\" label (\".\" label)+" },
+    { "uri", "[a-z] [a-z0-9+.\\x2D]* \"://\" label (\".\" label)* (\":\" [0-9]{1,5})?"
+             " (\"/\" pch*)* (\"?\" (pch | \"/\" | \"?\")*)? (\"#\" (pch | \"/\" | \"?\")*)?" },
+    { "ipv4", "oct \".\" oct \".\" oct \".\" oct" },
+    { "hostname", "(label \".\"){0,2} label" },
+};
+static const char FORMAT_RULES[] =
+    "year ::= [0-9]{4}\n"
+    "leap ::= [0-9] [0-9] (\"0\" [48] | [2468] [048] | [13579] [26])"
+    " | (\"0\" [048] | [2468] [048] | [13579] [26]) \"00\"\n"
+    "m31 ::= \"0\" [13578] | \"1\" [02]\n"
+    "m30 ::= \"0\" [469] | \"11\"\n"
+    "d28 ::= \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8]\n"
+    "d30 ::= d28 | \"29\" | \"30\"\n"
+    "hh ::= [01] [0-9] | \"2\" [0-3]\n"
+    "hms ::= hh \":\" [0-5] [0-9] \":\" [0-5] [0-9]\n"
+    "label ::= [A-Za-z0-9] ([A-Za-z0-9\\x2D]{0,61} [A-Za-z0-9])?\n"
+    "pch ::= [A-Za-z0-9._~!$&'()*+,;=:@\\x2D]\n"
+    "oct ::= [0-9] | [1-9] [0-9] | \"1\" [0-9] [0-9] | \"2\" [0-4] [0-9] | \"25\" [0-5]\n";
+
+static int format(Jsc *c, const Json *f, const char *path) {
+    int n = (int)(sizeof FORMAT / sizeof *FORMAT);
+    for (int i = 0; i < n; i++)
+        if (f->type == JSON_STRING && !strcmp(f->str, FORMAT[i][0])) {
+            if (!c->fmt) {                      /* the shared rules, once */
+                c->fmt = 1;
+                jsc_add(&c->out, FORMAT_RULES);
+                jsc_fmt(&c->out, "fdate ::= %s\nftime ::= %s\n", FORMAT[0][1], FORMAT[1][1]);
+            }
+            char t[300];
+            snprintf(t, sizeof t, "\"\\\"\" (%s) \"\\\"\"", FORMAT[i][1]);
+            return rule_text(c, t);
+        }
+    return jsc_error(c, path, "'format' %.40s%s%s is not supported (date, time, date-time, "
+                     "uuid, email, uri, ipv4, hostname)", f->type == JSON_STRING ? "'" : "",
+                     f->type == JSON_STRING ? f->str : "(not a string)",
+                     f->type == JSON_STRING ? "'" : "");
+}
+
+int jsc_string(Jsc *c, const Json *s, const char *path) {
+    const Json *pat = json_get(s, "pattern"), *fmt = json_get(s, "format");
+    long lo, hi;
+    if (jsc_count(c, s, "minLength", 0, &lo, path) ||
+        jsc_count(c, s, "maxLength", -1, &hi, path))
+        return -1;
+    int len = json_get(s, "minLength") || json_get(s, "maxLength");
+    if ((pat && fmt) || ((pat || fmt) && len))
+        return jsc_error(c, path, "'%s' together with '%s' is not supported", pat ? "pattern"
+                         : "format", fmt && pat ? "format" : "minLength'/'maxLength");
+    if (fmt) return format(c, fmt, path);
+    if (pat) {
+        if (pat->type != JSON_STRING || strlen(pat->str) != pat->len)
+            return jsc_error(c, path, "'pattern' must be a string");
+        int r = jsc_pattern(c, pat->str, path);
+        if (r < 0) return r;
+        char t[64];
+        snprintf(t, sizeof t, "\"\\\"\" r%d \"\\\"\"", r);
+        return rule_text(c, t);
+    }
+    if (hi >= 0 && lo > hi) return JSC_NONE;
+    char t[96];
+    if (hi < 0) snprintf(t, sizeof t, "\"\\\"\" sc{%ld,} \"\\\"\"", lo);
+    else snprintf(t, sizeof t, "\"\\\"\" sc{%ld,%ld} \"\\\"\"", lo, hi);
+    return rule_text(c, t);
+}
+
+/* ---- integer ranges ---- */
+#define INF (-1LL)                               /* an open upper end */
+/* decimal strings of x..y, both n digits (x <= y), into b */
+static void same_len(JscBuf *b, const char *x, const char *y, int n) {
+    if (n == 0) return;
+    if (x[0] == y[0]) {
+        jsc_fmt(b, "\"%c\"", x[0]);
+        if (n > 1) { jsc_add(b, " "); same_len(b, x + 1, y + 1, n - 1); }
+        return;
+    }
+    int lo0 = 1, hi9 = 1;
+    for (int i = 1; i < n; i++) { lo0 &= x[i] == '0'; hi9 &= y[i] == '9'; }
+    char a = lo0 ? x[0] : (char)(x[0] + 1), z = hi9 ? y[0] : (char)(y[0] - 1);
+    int alts = 0;
+    jsc_add(b, "(");
+    if (!lo0) {
+        char nines[24];
+        memset(nines, '9', (size_t)n - 1);
+        jsc_fmt(b, "\"%c\" (", x[0]); same_len(b, x + 1, nines, n - 1); jsc_add(b, ")");
+        alts++;
+    }
+    if (a <= z) {
+        jsc_fmt(b, "%s[%c-%c]", alts++ ? " | " : "", a, z);
+        if (n > 1) jsc_fmt(b, " [0-9]{%d}", n - 1);
+    }
+    if (!hi9) {
+        char zeros[24];
+        memset(zeros, '0', (size_t)n - 1);
+        jsc_fmt(b, "%s\"%c\" (", alts++ ? " | " : "", y[0]);
+        same_len(b, zeros, y + 1, n - 1); jsc_add(b, ")");
+    }
+    jsc_add(b, ")");
+}
+/* 0 <= a <= b (b INF: no end): the decimal strings, no leading zero */
+static void urange(JscBuf *b, long long a, long long z) {
+    char x[24], y[24];
+    int la = snprintf(x, sizeof x, "%lld", a), alts = 0;
+    int lz = z == INF ? JG_MAX_DIGITS : snprintf(y, sizeof y, "%lld", z);
+    jsc_add(b, "(");
+    for (int n = la; n <= lz && n <= 19; n++) {
+        long long p = 1;
+        for (int i = 1; i < n; i++) p *= 10;
+        long long lo = n == 1 ? 0 : p, hi = n == 19 ? 0x7fffffffffffffffLL : p * 10 - 1;
+        if (lo < a) lo = a;
+        if (z != INF && hi > z) hi = z;
+        if (z == INF && n > la) {                /* every n-digit string, and longer */
+            jsc_fmt(b, "%s[1-9] [0-9]{%d,%d}", alts ? " | " : "", n - 1, JG_MAX_DIGITS - 1);
+            alts++;
+            break;
+        }
+        if (lo > hi) continue;
+        snprintf(x, sizeof x, "%lld", lo);
+        snprintf(y, sizeof y, "%lld", hi);
+        if (alts++) jsc_add(b, " | ");
+        same_len(b, x, y, n);
+    }
+    jsc_add(b, ")");
+}
+
+/* the bound kw of s as a number; draft 4's boolean exclusive forms set *excl */
+static int bound(Jsc *c, const Json *s, int upper, double *v, int *excl, const char *path) {
+    const Json *m = json_get(s, upper ? "maximum" : "minimum");
+    const Json *x = json_get(s, upper ? "exclusiveMaximum" : "exclusiveMinimum");
+    *excl = 0;
+    *v = upper ? INFINITY : -INFINITY;
+    if (m && m->type != JSON_NUMBER) return jsc_error(c, path, "'%s' must be a number",
+                                                      upper ? "maximum" : "minimum");
+    if (m) *v = m->number;
+    if (x && x->type == JSON_BOOL) *excl = x->boolean && m;
+    else if (x && x->type == JSON_NUMBER) {
+        if (upper ? x->number <= *v : x->number >= *v) { *v = x->number; *excl = 1; }
+    } else if (x) return jsc_error(c, path, "'%s' must be a number", upper ?
+                                   "exclusiveMaximum" : "exclusiveMinimum");
+    if (isfinite(*v) && fabs(*v) > 1e18)
+        return jsc_error(c, path, "a bound beyond +-1e18 is not supported");
+    return 0;
+}
+
+int jsc_number(Jsc *c, const Json *s, int integer, const char *path) {
+    double lo, hi;
+    int xl, xh;
+    if (bound(c, s, 0, &lo, &xl, path) || bound(c, s, 1, &hi, &xh, path)) return -1;
+    if (isinf(lo) && isinf(hi)) return rule_text(c, integer ? "int" : "number");
+    /* the integers in range: [a, z], a/z beyond +-2^62 as open ends */
+    const long long OPEN = 1LL << 62;
+    long long a = isinf(lo) ? -OPEN : (long long)ceil(lo), z = isinf(hi) ? OPEN
+                  : (long long)floor(hi);
+    if (xl && (double)a == lo) a++;
+    if (xh && (double)z == hi) z--;
+    JscBuf b = { 0 };
+    int alts = 0;
+    if (a < 0 && z >= a) {                       /* -|z'| .. -|a| */
+        jsc_add(&b, "\"-\" ");
+        urange(&b, z < 0 ? -z : 1, a == -OPEN ? INF : -a);
+        alts++;
+    }
+    if (z >= 0 && z >= a) {
+        jsc_add(&b, alts++ ? " | " : "");
+        urange(&b, a > 0 ? a : 0, z == OPEN ? INF : z);
+    }
+    if (!integer) {
+        /* I.f (f not zero) with I in [max(0, ceil(lo)), floor(hi) - 1]: in range whatever
+         * f is; -I.f with I in [max(0, ceil(-hi)), floor(-lo) - 1] likewise */
+        long long pa = isinf(lo) ? 0 : (long long)ceil(lo), pz = isinf(hi) ? OPEN
+                       : (long long)floor(hi) - 1;
+        long long na = isinf(hi) ? 0 : (long long)ceil(-hi), nz = isinf(lo) ? OPEN
+                       : (long long)floor(-lo) - 1;
+        const char *frac = "\".\" [0-9]{0,30} [1-9]";
+        if (pa < 0) pa = 0;
+        if (na < 0) na = 0;
+        if (pz >= pa) { jsc_add(&b, alts++ ? " | " : ""); urange(&b, pa, pz == OPEN ? INF : pz);
+                        jsc_fmt(&b, " %s", frac); }
+        if (nz >= na) { jsc_add(&b, alts++ ? " | \"-\" " : "\"-\" ");
+                        urange(&b, na, nz == OPEN ? INF : nz); jsc_fmt(&b, " %s", frac); }
+    }
+    if (!alts) { free(b.b); return JSC_NONE; }
+    if (b.oom) { free(b.b); return jsc_error(c, "", "out of memory"); }
+    int r = rule_text(c, b.b);
+    free(b.b);
+    return r;
+}
