@@ -10,12 +10,13 @@
  * most JG_DEPTH (a recursive $ref is unrolled to that depth). */
 #ifndef K3_JSON_SCHEMA_H
 #define K3_JSON_SCHEMA_H
+#include "grammar.h"
 #include <stddef.h>
 
 struct Json;
 
-#define JSC_MAX_TEXT (1 << 22)   /* bytes of grammar text, past which a schema is refused */
-#define JSC_MAX_REPEAT 4096      /* minLength, maxLength, minItems, maxItems, {m,n} */
+#define JSC_MAX_TEXT GR_MAX_TEXT     /* bytes of grammar text, past which a schema is refused */
+#define JSC_MAX_REPEAT GR_MAX_REP    /* minLength, minItems, {m,n}; a larger maximum: this */
 
 /* The grammar (GBNF text, malloc'd, start rule "root") of schema s; NULL with err naming
  * the keyword refused and where (a path such as properties.a.anyOf[1]). */

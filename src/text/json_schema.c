@@ -92,7 +92,8 @@ int jsc_count(Jsc *c, const Json *s, const char *kw, long dflt, long *v, const c
     if (j->integer > JSC_MAX_REPEAT) {
         if (strncmp(kw, "max", 3)) return jsc_error(c, path, "'%s' over %d is not supported",
                                                     kw, JSC_MAX_REPEAT);
-        return 0;                   /* a maximum past any reply's length: none */
+        *v = JSC_MAX_REPEAT;        /* a larger maximum: this one (narrower, still valid) */
+        return 0;
     }
     *v = (long)j->integer;
     return 0;

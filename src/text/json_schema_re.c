@@ -245,7 +245,7 @@ static int term(Re *x, JscBuf *b, int top) {
         if (*e == ',') { n = e[1] == '}' ? -1 : strtol(e + 1, &e, 10); if (n == -1) e++; }
         if (*e == '}' && (e[-1] >= '0' && e[-1] <= '9' ? 1 : e[-1] == ',')) {
             if (m > JSC_MAX_REPEAT || n > JSC_MAX_REPEAT)
-                { free(a.b); return re_err(x, "a repetition count over 4096"); }
+                { free(a.b); return re_err(x, "a repetition count over 1000"); }
             if (n >= 0 && n < m) { free(a.b); return re_err(x, "{m,n} with n < m"); }
             lo = m; hi = n; q = e + 1;
         }
