@@ -2,6 +2,7 @@
 #include "constrain.h"
 
 int k3_cons_init(K3Cons *c, const JgSchema *jg, const GrGrammar *gr) {
+    if (jg && jg_grammar(jg)) { gr = jg_grammar(jg); jg = NULL; }   /* a schema's grammar */
     if (c->gs && (!gr || c->gr != gr)) { gr_state_free(c->gs); c->gs = NULL; }
     c->jg = jg; c->gr = gr;
     if (jg) jg_init(&c->js, jg);
