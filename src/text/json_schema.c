@@ -59,6 +59,13 @@ void jsc_lit(JscBuf *o, const char *s, size_t n) {
     jsc_add(o, "\"");
 }
 
+const char *jsc_clean(const char *s, char out[64]) {
+    size_t i = 0;
+    for (; s[i] && i < 60; i++) out[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    out[i] = 0;
+    return out;
+}
+
 int jsc_error(Jsc *c, const char *path, const char *fmt, ...) {
     if (c->fail) return -1;
     c->fail = 1;
@@ -304,7 +311,7 @@ static int rule_fmt(Jsc *c, const char *fmt, ...) {
 static int object(Jsc *c, const Json *s, int d, const char *path) {
     const Json *props = json_get(s, "properties"), *req = json_get(s, "required");
     const Json *ad = json_get(s, "additionalProperties");
-    char sub[256];
+    char sub[256], c64[64];
     if (props && props->type != JSON_OBJECT)
         return jsc_error(c, path, "'properties' must be an object");
     if (req && req->type != JSON_ARRAY)
@@ -325,8 +332,8 @@ static int object(Jsc *c, const Json *s, int d, const char *path) {
     for (size_t i = 0; i < np; i++) {
         name[i] = props->keys[i];
         for (size_t k = 0; k < i; k++)
-            if (!strcmp(name[k], name[i])) { jsc_error(c, path, "property '%.60s' twice",
-                                                       name[i]); goto out; }
+            if (!strcmp(name[k], name[i])) { jsc_error(c, path, "property '%s' twice",
+                                                       jsc_clean(name[i], c64)); goto out; }
     }
     for (size_t i = 0; i < nr; i++) {
         size_t k = 0;
@@ -343,7 +350,8 @@ static int object(Jsc *c, const Json *s, int d, const char *path) {
     for (size_t i = 0; i < nm; i++) {
         if (rule[i] == -3) rule[i] = ad ? addl : (any = any_value(c, d + 1));
         else {
-            snprintf(sub, sizeof sub, "%s%sproperties.%.60s", path, *path ? "." : "", name[i]);
+            snprintf(sub, sizeof sub, "%s%sproperties.%s", path, *path ? "." : "",
+                     jsc_clean(name[i], c64));
             rule[i] = value(c, props->items[i], d + 1, sub);
         }
         if (rule[i] == -1 || any == -1) goto out;
@@ -485,12 +493,14 @@ static const char *const KNOWN[] = {
 /* one alternative per type s allows (s without $ref, allOf, anyOf) */
 static int typed(Jsc *c, const Json *s, int d, const char *path) {
     unsigned ty;
+    char c64[64];
     for (size_t i = 0; i < s->len; i++) {
         int k = 0;
         while (KNOWN[k] && strcmp(KNOWN[k], s->keys[i])) k++;
         if (!KNOWN[k])
-            return jsc_error(c, path, "the keyword '%.60s' is not supported (docs/SAMPLING.md "
-                             "\"JSON Schema\" lists the keywords k3 compiles)", s->keys[i]);
+            return jsc_error(c, path, "the keyword '%s' is not supported (docs/SAMPLING.md "
+                             "\"JSON Schema\" lists the keywords k3 compiles)",
+                             jsc_clean(s->keys[i], c64));
     }
     if (jsc_types(c, s, &ty, path)) return -1;
     if (json_get(s, "enum") || json_get(s, "const")) return literals(c, s, ty, path);

@@ -31,6 +31,8 @@ typedef struct {
 } Jsc;
 
 enum { JSC_NONE = -2 };          /* a schema no value satisfies (within the bounds) */
+/* s for a message: at most 60 bytes, control bytes as '?' */
+const char *jsc_clean(const char *s, char out[64]);
 int jsc_error(Jsc *c, const char *path, const char *fmt, ...);
 int jsc_new_rule(Jsc *c);
 /* writes "rN ::= body" */

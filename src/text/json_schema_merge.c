@@ -83,7 +83,8 @@ static const Json *resolve(Jsc *c, const Json *ref, const char *path) {
         } else j = NULL;
     }
     if (!j || *p) {
-        jsc_error(c, path, "'$ref' %.80s points at nothing in this schema", ref->str);
+        char c64[64];
+        jsc_error(c, path, "'$ref' %s points at nothing in this schema", jsc_clean(ref->str, c64));
         return NULL;
     }
     return j;
@@ -139,7 +140,7 @@ static int same(const Json *a, const Json *b) {
 }
 static const Json *as_list(Jsc *c, const Json *s, const char *k) {
     const Json *v = json_get(s, k);
-    if (strcmp(k, "const")) return v;
+    if (!v || strcmp(k, "const")) return v;
     Json *l = node(c, JSON_ARRAY, 1);
     if (l) put(l, NULL, v);
     return l;

@@ -168,9 +168,11 @@ static int set_emit(JscBuf *b, const Set *s) {
 
 static int alternatives(Re *x, JscBuf *b, int top);
 
-/* one atom and its quantifier; 1 when one was read, 0 at | ) or the end, -1 */
-static int term(Re *x, JscBuf *b, int top) {
+/* one atom and its quantifier; 1 when one was read, 0 at | ) or the end, -1; *empty:
+ * it can match empty text */
+static int term(Re *x, JscBuf *b, int top, int *empty) {
     JscBuf a = { 0 };
+    int nul = 0;
     char ch = *x->p;
     if (!ch || ch == '|' || ch == ')') return 0;
     if (ch == '^' || ch == '$') {
@@ -192,7 +194,7 @@ static int term(Re *x, JscBuf *b, int top) {
         }
         if (++x->depth > 64) return re_err(x, "groups over 64 deep");
         jsc_add(&a, "(");
-        if (alternatives(x, &a, 0) < 0) { free(a.b); return -1; }
+        if ((nul = alternatives(x, &a, 0)) < 0) { free(a.b); return -1; }
         jsc_add(&a, ")");
         x->depth--;
         if (*x->p != ')') { free(a.b); return re_err(x, "an unclosed group"); }
@@ -226,7 +228,7 @@ static int term(Re *x, JscBuf *b, int top) {
     } else {
         Set s = { .n = 0 };
         long c1;
-        if (ch == '.') { x->p++; s.neg = 1; set_class(&s, DOT, 4, 0); c1 = -2; }
+        if (ch == '.') { x->p++; s.neg = 1; set_class(&s, DOT, 3, 0); c1 = -2; }
         else if (ch == '\\') { x->p++; c1 = escape(x, &s, 0); }
         else c1 = (long)utf8(x);
         if (c1 == -1) return -1;
@@ -250,8 +252,13 @@ static int term(Re *x, JscBuf *b, int top) {
             lo = m; hi = n; q = e + 1;
         }
     }
+    *empty = nul;
     if (lo >= 0) {
         if (*q == '?') q++;                      /* lazy: the same strings */
+        if (nul && (hi < 0 || hi > 1))           /* the engine refuses ("")* */
+            { free(a.b); return re_err(x, "a repeated group that can match empty text "
+                                       "(such as (a|)* or (b*)+)"); }
+        *empty = nul || lo == 0;
         if (*q == '*' || *q == '+' || (*q == '{' && q[1] >= '0' && q[1] <= '9'))
             { free(a.b); return re_err(x, "two quantifiers in a row"); }
         x->p = q;
@@ -269,23 +276,27 @@ static int term(Re *x, JscBuf *b, int top) {
     return 1;
 }
 
-/* alt ('|' alt)*; top: the pattern's own alternatives, with their anchors */
+/* alt ('|' alt)*; top: the pattern's own alternatives, with their anchors. 1 when one
+ * alternative can match empty text, 0 when none, -1 */
 static int alternatives(Re *x, JscBuf *b, int top) {
+    int nul = 0;
     for (int n = 0;; n++) {
+        int all = 1, e = 0;
         if (n) jsc_add(b, " | ");
         int start = top && *x->p == '^', end = 0, terms = 0, t;
         if (start) x->p++;
         if (top && !start) jsc_add(b, "sc* ");
         size_t at = b->n;
-        while ((t = term(x, b, top)) > 0) { jsc_add(b, " "); terms++; }
+        while ((t = term(x, b, top, &e)) > 0) { jsc_add(b, " "); terms++; all &= e; }
         if (t < 0) return -1;
         if (top && *x->p == '$') { end = 1; x->p++; }
         if (!terms && b->n == at) jsc_add(b, "\"\" ");
         if (top && !end) jsc_add(b, "sc*");
+        nul |= all;
         if (*x->p != '|') break;
         x->p++;
     }
-    return 0;
+    return nul;
 }
 
 int jsc_pattern(Jsc *c, const char *re, const char *path) {

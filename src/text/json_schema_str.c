@@ -57,9 +57,10 @@ static int format(Jsc *c, const Json *f, const char *path) {
             snprintf(t, sizeof t, "\"\\\"\" (%s) \"\\\"\"", FORMAT[i][1]);
             return rule_text(c, t);
         }
-    return jsc_error(c, path, "'format' %.40s%s%s is not supported (date, time, date-time, "
+    char c64[64];
+    return jsc_error(c, path, "'format' %s%s%s is not supported (date, time, date-time, "
                      "uuid, email, uri, ipv4, hostname)", f->type == JSON_STRING ? "'" : "",
-                     f->type == JSON_STRING ? f->str : "(not a string)",
+                     f->type == JSON_STRING ? jsc_clean(f->str, c64) : "(not a string)",
                      f->type == JSON_STRING ? "'" : "");
 }
 
