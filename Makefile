@@ -137,6 +137,7 @@ clean:
 #                                   tokenizer_config.json)
 #   chat_hist                       tests/c/test_fuzz_hist.c (chat history JSONL)
 #   json_gram                       tests/c/test_fuzz_gram.c (JSON mode's schema + validator)
+#   grammar                         tests/c/test_fuzz_grammar.c (GBNF grammar + recogniser)
 #   http_head serve_req             tests/c/test_fuzz_http.c (k3 serve: HTTP request head,
 #                                   request JSON)
 #   chat_state                      tests/c/test_fuzz_state.c (saved chat state)
@@ -164,14 +165,15 @@ FUZZ_TMPDIR  ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || e
 FUZZ_PARSERS := json st_header st_index config
 FUZZ_IMAGE   := png jpeg gif inflate
 FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist json_gram http_head \
-                serve_req chat_state trunk dspark $(FUZZ_IMAGE)
-MF_ALL       := parsers tok hist gram image
+                serve_req chat_state trunk dspark $(FUZZ_IMAGE) grammar
+MF_ALL       := parsers tok hist gram image grammar
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
                 -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests/c -pthread
 TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
 PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c src/base/util.c src/base/sysmem.c
 HISTSRC   := src/chat/chat_hist.c src/io/json.c src/base/util.c src/base/outfile.c
 GRAMSRC   := src/text/json_gram.c $(TOKSRC)
+GRSRC     := src/text/grammar.c src/text/grammar_parse.c $(TOKSRC)
 IMAGESRC  := $(filter-out src/image/image_cli.c,$(wildcard src/image/*.c))
 FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h src/*/*.h) $(PARSERSRC) $(GRAMSRC) \
              $(HISTSRC) $(IMAGESRC) tests/c/test_fuzz_image.c
@@ -217,7 +219,8 @@ fuzz-run:
 	       "$$(head -n 1 $(BUILD)/fuzz/probe.log)); running the built-in mutation fuzzers" \
 	       "under $(CC)'s ASan/UBSan instead"; \
 	  $(MAKE) --no-print-directory $(BUILD)/fuzz/mf_parsers $(BUILD)/fuzz/mf_tok \
-	    $(BUILD)/fuzz/mf_hist $(BUILD)/fuzz/mf_gram $(BUILD)/fuzz/mf_image && \
+	    $(BUILD)/fuzz/mf_hist $(BUILD)/fuzz/mf_gram $(BUILD)/fuzz/mf_image \
+	    $(BUILD)/fuzz/mf_grammar && \
 	  for m in $(if $(filter-out $(FUZZ_PARSERS),$(FUZZ_LIST)),$(MF_ALL),parsers); do \
 	    TMPDIR=$(FUZZ_TMPDIR) $(BUILD)/fuzz/mf_$$m $(FUZZ_SECONDS) || exit 1; \
 	  done; \
@@ -258,6 +261,12 @@ $(BUILD)/fuzz/mf_gram: tests/c/test_fuzz_gram.c $(FUZZDEPS)
 $(BUILD)/fuzz/mf_image: tests/c/test_fuzz_image.c $(FUZZDEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(FUZZ_FLAGS) -o $@ $< $(IMAGESRC) -lm
+$(BUILD)/fuzz/mf_grammar: tests/c/test_fuzz_grammar.c $(FUZZDEPS) $(GRSRC)
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_FLAGS) -o $@ $< $(GRSRC) -lm
+$(BUILD)/fuzz/lf_grammar: tests/c/test_fuzz_grammar.c $(FUZZDEPS) $(GRSRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_FLAGS) -DK3_LIBFUZZER -o $@ $< $(GRSRC) -lm
 
 # ---- AArch64 cross build (NEON kernels): static bin/k3-aarch64 and its kernel test,
 # run under qemu-aarch64 by tests/sh/kernels_aarch64.sh.

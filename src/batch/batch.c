@@ -11,6 +11,7 @@
 #include "config.h"
 #include "engine.h"
 #include "json.h"
+#include "constrain.h"
 #include "outfile.h"
 #include "scheduler.h"
 #include "spec.h"
@@ -147,7 +148,7 @@ typedef struct {
     float *dump;                       /* [n_prompt][V] when dumping */
     K3Spec spec;                       /* --spec: this sequence's drafts and acceptance */
     int k;                             /* drafts in the step just run (0: a plain step) */
-    JgState js; float *mask;           /* JSON mode: the text so far, the masked row */
+    K3Cons cs; float *mask;            /* JSON mode or a grammar: the text, the masked row */
 } Slot;
 
 /* FILE read as lines arrive (stdin, a pipe). */
@@ -234,13 +235,15 @@ static int start(Batch *b, Slot *s, K3SchedSeq *q, char *err, size_t errlen) {
     char line[32];
     snprintf(line, sizeof line, "line %d: logit_bias", l->line);
     if (sampler_check_vocab(&l->sp, V, line, err, errlen)) return K3_ERR_USAGE;
-    if (l->jg && !b->tok) {
-        snprintf(err, errlen, "--batch %s: line %d: response_format needs a tokenizer (the "
+    if ((l->jg || l->gr) && !b->tok) {
+        snprintf(err, errlen, "--batch %s: line %d: response_format and grammar need a tokenizer (the "
                  "tokens' bytes): pass --tok DIR", b->o->file, l->line);
         return K3_ERR_USAGE;
     }
-    if (l->jg) {
-        jg_init(&s->js, l->jg);
+    if (k3_cons_init(&s->cs, l->jg, l->gr)) {
+        snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME;
+    }
+    if (l->jg || l->gr) {
         free(s->mask);
         if (!(s->mask = malloc(sizeof(float) * (size_t)V))) {
             snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME;
@@ -333,9 +336,9 @@ static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
 static int json_put(Batch *b, Slot *s, int id, char *err, size_t errlen) {
     size_t nb = 0;
     const char *tb = id != b->e.m.cfg.eos_token_id ? tok_token_bytes(b->tok, id, &nb) : NULL;
-    if (!tb || !jg_put(&s->js, (const unsigned char *)tb, nb)) return 0;
-    snprintf(err, errlen, "line %d: JSON mode: token %d was drawn outside the mask",
-             b->lines[s->li].line, id);
+    if (!tb || !k3_cons_put(&s->cs, (const unsigned char *)tb, nb)) return 0;
+    snprintf(err, errlen, "line %d: %s: token %d was drawn outside the mask",
+             b->lines[s->li].line, k3_cons_name(&s->cs), id);
     return -1;
 }
 
@@ -348,18 +351,18 @@ static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
     if (s->fed < s->n) return 0;                   /* the prompt is still going in */
     const float *last = lg + (size_t)(all ? T - 1 : 0) * V;
     if (s->n_gen == s->gen) return finish(b, s, 0, err, errlen);   /* --gen 0 */
-    const JgSchema *jg = b->lines[s->li].jg;
+    const int jg = k3_cons_on(&s->cs);
     if (s->k > 0) {                    /* a verify pass: keep what the model agrees with */
         int out[65];
         /* JSON mode: each row masked as a step-by-step run masks it (the same draws) */
-        const int dead = jg ? jg_mask_drafts(&s->js, b->tok, V, eos_id, lg, s->seq + s->n,
-                                             s->k) : s->k + 1;
+        const int dead = jg ? k3_cons_mask_drafts(&s->cs, b->tok, V, eos_id, lg, s->seq + s->n,
+                                                  s->k) : s->k + 1;
         const int cnt = k3_spec_accept(&s->spec, &b->e.m, s->q->st, &s->smp, s->n_gen,
                                        s->seq + s->n, s->k, lg, out);
         if (cnt < 0) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
         if (cnt > dead) {
-            snprintf(err, errlen, "line %d: JSON mode: no token can continue the text",
-                     b->lines[s->li].line);
+            snprintf(err, errlen, "line %d: %s: no token can continue the text",
+                     b->lines[s->li].line, k3_cons_name(&s->cs));
             return K3_ERR_RUNTIME;
         }
         s->k = 0;
@@ -376,9 +379,9 @@ static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
     }
     if (jg) {                          /* JSON mode: what may not come next masked */
         memcpy(s->mask, last, sizeof(float) * (size_t)V);
-        if (!jg_mask(&s->js, b->tok, V, eos_id, s->mask)) {
-            snprintf(err, errlen, "line %d: JSON mode: no token can continue the text",
-                     b->lines[s->li].line);
+        if (!k3_cons_mask(&s->cs, b->tok, V, eos_id, s->mask)) {
+            snprintf(err, errlen, "line %d: %s: no token can continue the text",
+                     b->lines[s->li].line, k3_cons_name(&s->cs));
             return K3_ERR_RUNTIME;
         }
         last = s->mask;
@@ -498,8 +501,8 @@ static int prompt_check(Batch *b, int i, int V, char *err, size_t errlen) {
         rc = K3_ERR_USAGE;
     }
     if (!rc && sampler_check_vocab(&b->lines[i].sp, V, what, err, errlen)) rc = K3_ERR_USAGE;
-    if (!rc && b->lines[i].jg && !b->tok) {
-        snprintf(err, errlen, "--batch %s: line %d: response_format needs a tokenizer (the "
+    if (!rc && (b->lines[i].jg || b->lines[i].gr) && !b->tok) {
+        snprintf(err, errlen, "--batch %s: line %d: response_format and grammar need a tokenizer (the "
                  "tokens' bytes): pass --tok DIR", b->o->file, b->lines[i].line);
         rc = K3_ERR_USAGE;
     }
@@ -769,6 +772,7 @@ int k3_batch_main(int argc, char **argv) {
 done:
     for (int i = 0; b.slot && i < b.n_slots; i++) {
         free(b.slot[i].seq); free(b.slot[i].dump); free(b.slot[i].mask);
+        k3_cons_free(&b.slot[i].cs);
         if (b.slot[i].li >= 0) sampler_free(&b.slot[i].smp);
     }
     free(b.slot);

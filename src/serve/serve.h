@@ -14,6 +14,7 @@
 #include "engine.h"
 #include "json.h"
 #include "json_gram.h"
+#include "grammar.h"
 #include "logprob.h"
 #include "scheduler.h"
 #include "sampler.h"
@@ -110,6 +111,7 @@ typedef struct {
     int logprobs, top_logprobs, echo;        /* serve_logprob.c */
     int n_choices;                           /* n: choices per prompt, 1..K3_MAX_N */
     JgSchema *jg;                            /* response_format JSON mode, NULL: none */
+    GrGrammar *gr;                           /* 'grammar': GBNF (grammar.h), NULL: none */
     const char *stop[REQ_MAX_STOP]; size_t stop_len[REQ_MAX_STOP]; int n_stop;
     int stream, include_usage;
     /* tools (serve_tools.c) */

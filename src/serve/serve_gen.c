@@ -370,7 +370,7 @@ static void gen_free(Gen *g) {
     free(g->plogits); free(g->logits); free(g->fed); free(g->out);
     free(g->text[0]); free(g->text[1]);
     serve_lp_free(&g->lp); serve_lp_free(&g->plp);
-    free(g->mask);
+    free(g->mask); k3_cons_free(&g->cs);
     buf_free(&g->r_acc);
     xtml_parser_free(&g->xp);
     sampler_free(&g->smp);
@@ -501,9 +501,9 @@ Gen *serve_gen_begin(Server *s, Job *j, int choice) {
     if (r->parse_tools) xtml_parser_tools(&g->xp);
     if (r->kind == REQ_CHAT) g->p = &g->xp;
     g->logits = malloc(4 * (size_t)s->eng.m.cfg.vocab_size);
-    if (r->jg) {
-        jg_init(&g->js, r->jg);
-        if (!(g->mask = malloc(4 * (size_t)s->eng.m.cfg.vocab_size))) { free(g->logits);
+    if (r->jg || r->gr) {
+        if (k3_cons_init(&g->cs, r->jg, r->gr) ||
+            !(g->mask = malloc(4 * (size_t)s->eng.m.cfg.vocab_size))) { free(g->logits);
                                                                         g->logits = NULL; }
     }
     const int st = !choice && r->kind == REQ_COMPLETION
@@ -548,18 +548,19 @@ static int sample(Server *s, Gen *g) {
     const ServeReq *r = &g->j->req;
     const int V = s->eng.m.cfg.vocab_size;
     const int end = r->kind == REQ_CHAT ? s->ids.eom : s->eng.m.cfg.eos_token_id;
-    if (!r->jg) return sampler_sample(&g->smp, g->logits, V);
+    if (!k3_cons_on(&g->cs)) return sampler_sample(&g->smp, g->logits, V);
     memcpy(g->mask, g->logits, 4 * (size_t)V);
-    if (!jg_mask(&g->js, s->tok, V, end, g->mask)) {
-        snprintf(g->err, sizeof g->err, "JSON mode: no token can continue the reply");
+    if (!k3_cons_mask(&g->cs, s->tok, V, end, g->mask)) {
+        snprintf(g->err, sizeof g->err, "%s: no token can continue the reply",
+                 k3_cons_name(&g->cs));
         return -1;
     }
     int id = sampler_sample(&g->smp, g->mask, V);
     size_t n = 0;
     const char *b = id >= 0 && id != end ? tok_token_bytes(s->tok, id, &n) : NULL;
-    if (b && jg_put(&g->js, (const unsigned char *)b, n)) {
-        snprintf(g->err, sizeof g->err, "JSON mode: token %d was drawn outside the mask (its "
-                 "logits are all -inf or NaN)", id);
+    if (b && k3_cons_put(&g->cs, (const unsigned char *)b, n)) {
+        snprintf(g->err, sizeof g->err, "%s: token %d was drawn outside the mask (its "
+                 "logits are all -inf or NaN)", k3_cons_name(&g->cs), id);
         return -1;
     }
     return id;

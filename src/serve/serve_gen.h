@@ -3,6 +3,7 @@
 #ifndef K3_SERVE_GEN_H
 #define K3_SERVE_GEN_H
 #include "serve.h"
+#include "constrain.h"
 
 struct Gen {
     Server *s; Job *j;
@@ -31,7 +32,7 @@ struct Gen {
     size_t pf;                            /* prompt ids in the state (nprompt: all in, and a
                                            * stream's head went out) */
     ServeLp lp, plp;                      /* logprobs: the reply's tokens, echo's prompt */
-    JgState js; float *mask;              /* JSON mode: the reply's bytes, the masked row */
+    K3Cons cs; float *mask;               /* JSON mode / grammar: the reply, the masked row */
     size_t lp_off;                        /* completions: text_offset of the next token */
     const ServePrompt *pr;                /* completions: its prompt (choice / n) */
     int why;                              /* why it ended (K3STOP_*), for "k3_stop" */

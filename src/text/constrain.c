@@ -3,11 +3,11 @@
 
 int k3_cons_init(K3Cons *c, const JgSchema *jg, const GrGrammar *gr) {
     if (jg && jg_grammar(jg)) { gr = jg_grammar(jg); jg = NULL; }   /* a schema's grammar */
-    if (c->gs && (!gr || c->gr != gr)) { gr_state_free(c->gs); c->gs = NULL; }
+    gr_state_free(c->gs);                     /* a state is tied to its grammar */
+    c->gs = NULL;
     c->jg = jg; c->gr = gr;
     if (jg) jg_init(&c->js, jg);
     if (!gr) return 0;
-    if (c->gs) { gr_init(c->gs); return 0; }
     return (c->gs = gr_new(gr)) ? 0 : -1;
 }
 

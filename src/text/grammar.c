@@ -81,7 +81,7 @@ static int set_add(Set *s, const uint32_t *v, uint32_t n, int limit) {
     for (; s->gen[k] == s->cur; k = (k + 1) & (uint32_t)(s->hcap - 1)) {
         uint32_t j = s->slot[k];
         if (s->hash[j] == h && s->len[j] == n &&
-            !memcmp(s->pool + s->off[j], v, sizeof *v * n)) return -1;
+            (!n || !memcmp(s->pool + s->off[j], v, sizeof *v * n))) return -1;
     }
     if (s->n >= limit) return -2;
     if (s->n == s->cap) {
@@ -94,7 +94,7 @@ static int set_add(Set *s, const uint32_t *v, uint32_t n, int limit) {
         s->cpool = (s->np + n) * 2 + 64;
         s->pool = xrealloc(s->pool, sizeof *s->pool * s->cpool);
     }
-    memcpy(s->pool + s->np, v, sizeof *v * n);
+    if (n) memcpy(s->pool + s->np, v, sizeof *v * n);
     int id = s->n++;
     s->off[id] = (uint32_t)s->np; s->len[id] = n; s->hash[id] = h;
     s->np += n;
@@ -105,7 +105,8 @@ static int set_add(Set *s, const uint32_t *v, uint32_t n, int limit) {
 
 static void set_copy(Set *d, const Set *s) {
     set_reset(d);
-    for (int i = 0; i < s->n; i++) set_add(d, s->pool + s->off[i], s->len[i], 1 << 30);
+    for (int i = 0; i < s->n; i++)
+        set_add(d, s->len[i] ? s->pool + s->off[i] : NULL, s->len[i], 1 << 30);
 }
 
 static uint32_t *tmp_room(Work *w, size_t n) {
@@ -133,7 +134,7 @@ static int expand(const GrGrammar *g, Work *w, int nwl, Set *out) {
         int id = w->wl[--nwl];
         uint32_t n = w->seen.len[id];
         uint32_t *v = tmp_room(w, n + 2);
-        memcpy(v, w->seen.pool + w->seen.off[id], sizeof *v * n);
+        if (n) memcpy(v, w->seen.pool + w->seen.off[id], sizeof *v * n);
         const GrElem *e = n ? &g->el[v[n - 1]] : NULL;
         if (!e || (e->type != GE_END && e->type != GE_REF)) {
             if (set_add(out, v, n, GR_MAX_STACKS) == -2) return -1;

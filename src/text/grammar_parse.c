@@ -218,9 +218,11 @@ static int char_class(P *q, const char *open, int *set) {
     int n = 0, cap = 0;
     while (peek(q) != ']') {
         if (q->p >= q->end) {
+            int line, col;
             free(r);
-            return fail_at(q, q->p, "expected ']' to close the class opened at %s",
-                           "the '[' before");
+            locate(q, open, &line, &col);
+            return fail_at(q, q->p, "expected ']' to close the class opened at %d:%d",
+                           line, col);
         }
         uint32_t lo, hi;
         if (one_char(q, &lo)) { free(r); return -1; }
@@ -235,7 +237,6 @@ static int char_class(P *q, const char *open, int *set) {
         r[2 * n] = lo; r[2 * n + 1] = hi; n++;
     }
     q->p++;
-    (void)open;
     if (n) qsort(r, (size_t)n, 2 * sizeof *r, cmp_rng);
     int m = 0;
     for (int i = 0; i < n; i++) {                          /* merge overlapping, adjacent */
@@ -243,8 +244,12 @@ static int char_class(P *q, const char *open, int *set) {
             if (r[2 * i + 1] > r[2 * m - 1]) r[2 * m - 1] = r[2 * i + 1];
         } else { r[2 * m] = r[2 * i]; r[2 * m + 1] = r[2 * i + 1]; m++; }
     }
+    if ((!neg && !m) || (neg && m == 1 && r[0] == 0 && r[1] >= 0x10FFFF)) {
+        free(r);                       /* a parse would stop there with no way on */
+        return fail_at(q, open, "the class matches no character");
+    }
     g->rng = xrealloc(g->rng, sizeof *g->rng * 2 * (size_t)(g->nrng + m + 1));
-    memcpy(g->rng + 2 * g->nrng, r, sizeof *r * 2 * (size_t)m);
+    if (m) memcpy(g->rng + 2 * g->nrng, r, sizeof *r * 2 * (size_t)m);
     free(r);
     g->set = xrealloc(g->set, sizeof *g->set * (size_t)(g->nset + 1));
     g->set[g->nset] = (GrSet){ g->nrng, m, neg };

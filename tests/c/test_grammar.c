@@ -77,7 +77,7 @@ static const struct { const char *g, *err; } BAD[] = {
     { "root ::= foo", "1:10: rule 'foo' is used but never defined" },
     { "root ::= (\"a\" | \"b\"", "1:20: expected ')' to close the group opened at 1:10" },
     { "root ::= \"abc", "1:10: unterminated string literal" },
-    { "root ::= [abc", "expected ']'" },
+    { "root ::= [abc", "1:14: expected ']' to close the class opened at 1:10" },
     { "root = \"a\"", "1:6: expected '::=' after the rule name 'root'" },
     { "root ::= \"a\"\n  \"b\"", "2:3: expected a rule name" },
     { "root ::= \"a\" )", "1:14: expected an item, '|' or the end of the line, found ')'" },
@@ -95,6 +95,8 @@ static const struct { const char *g, *err; } BAD[] = {
     { "root ::= a\na ::= b \"x\"\nb ::= \"\" | a", "left-recursive" },
     { "root ::= (\"\")*", "1:14: the repetition repeats something that can match empty" },
     { "root ::= (\"a\"?)+", "can match empty" },
+    { "root ::= \"a\" []", "1:14: the class matches no character" },
+    { "root ::= [^\\x00-\\U0010FFFF]", "the class matches no character" },
 };
 
 static void parse_cases(void) {
