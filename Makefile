@@ -85,9 +85,9 @@ test: bin/k3 $(TESTBIN) $(HAVE_AARCH64) $(HAVE_MPI)
 	@$(TESTENV) sh tests/run.sh $(TESTBIN)
 
 # Everything: make test, then the slow tier (the tests that have one run whole, the refusal
-# tests under bin/k3-asan too), the fuzzers CHECK_FUZZ_SECONDS a target and the official Node
-# clients, OpenAI's (chat, Responses) and Anthropic's (SKIP without npm). Each step runs even
-# if one before failed; exit 1 if any did.
+# tests under bin/k3-asan too), the fuzzers CHECK_FUZZ_SECONDS a target, the official Node
+# clients, OpenAI's (chat, Responses) and Anthropic's, and the JSON Schema corpus checked by
+# Ajv (SKIP without npm). Each step runs even if one before failed; exit 1 if any did.
 CHECK_FUZZ_SECONDS ?= 5
 check:
 	@rc=0; \
@@ -103,6 +103,8 @@ check:
 	K3=./bin/k3 sh tests/node/anthropic_client.sh || rc=1; \
 	echo "check: tests/node/responses_client.sh"; \
 	K3=./bin/k3 sh tests/node/responses_client.sh || rc=1; \
+	echo "check: tests/node/schema_ajv.sh"; \
+	K3=./bin/k3 sh tests/node/schema_ajv.sh || rc=1; \
 	if [ $$rc = 0 ]; then echo "check: all passed"; else echo "check: FAILED"; fi; exit $$rc
 
 # Address/UB sanitizer build of the binary (bin/k3-asan), used by the refusal tests.

@@ -1,7 +1,9 @@
 /* json_schema_str.c — strings and numbers for the schema compiler (json_schema_int.h):
  * minLength/maxLength (code points: an escape is one), pattern (json_schema_re.c),
  * format (date, time, date-time, uuid, email, uri, ipv4, hostname: each a grammar of
- * some of the strings the format allows, all of them valid), and integer and number
+ * some of the strings the format allows, all of them valid, none of unbounded length:
+ * an email of at most 4 dotted atoms of 32 at 4 labels of 63, a uri of at most 6 labels,
+ * 8 path segments of 40, a query of 80, a fragment of 40), and integer and number
  * ranges (minimum, maximum, exclusiveMinimum, exclusiveMaximum) written digit by digit. */
 #include "json_schema.h"
 #include "json_schema_int.h"
@@ -24,9 +26,10 @@ static const char *const FORMAT[][2] = {
     { "time", "hms (\".\" [0-9]{1,9})? (\"Z\" | [-+] hh \":\" [0-5] [0-9])" },
     { "date-time", "fdate \"T\" ftime" },
     { "uuid", "hx{8} \"-\" hx{4} \"-\" hx{4} \"-\" hx{4} \"-\" hx{12}" },
-    { "email", "[A-Za-z0-9_+\\x2D]+ (\".\" [A-Za-z0-9_+\\x2D]+)* \"@\" label (\".\" label)+" },
-    { "uri", "[a-z] [a-z0-9+.\\x2D]* \"://\" label (\".\" label)* (\":\" [0-9]{1,5})?"
-             " (\"/\" pch*)* (\"?\" (pch | \"/\" | \"?\")*)? (\"#\" (pch | \"/\" | \"?\")*)?" },
+    { "email", "atom (\".\" atom){0,3} \"@\" label (\".\" label){1,3}" },
+    { "uri", "[a-z] [a-z0-9+.\\x2D]{0,15} \"://\" label (\".\" label){0,5} (\":\" [0-9]{1,5})?"
+             " (\"/\" pch{0,40}){0,8} (\"?\" (pch | \"/\" | \"?\"){0,80})?"
+             " (\"#\" (pch | \"/\" | \"?\"){0,40})?" },
     { "ipv4", "oct \".\" oct \".\" oct \".\" oct" },
     { "hostname", "(label \".\"){0,2} label" },
 };
@@ -42,6 +45,7 @@ static const char FORMAT_RULES[] =
     "hms ::= hh \":\" [0-5] [0-9] \":\" [0-5] [0-9]\n"
     "label ::= [A-Za-z0-9] ([A-Za-z0-9\\x2D]{0,61} [A-Za-z0-9])?\n"
     "pch ::= [A-Za-z0-9._~!$&'()*+,;=:@\\x2D]\n"
+    "atom ::= [A-Za-z0-9_+\\x2D]{1,32}\n"
     "oct ::= [0-9] | [1-9] [0-9] | \"1\" [0-9] [0-9] | \"2\" [0-4] [0-9] | \"25\" [0-5]\n";
 
 static int format(Jsc *c, const Json *f, const char *path) {
