@@ -306,7 +306,7 @@ static int rule_fmt(Jsc *c, const char *fmt, ...) {
 
 /* Members in the order of 'properties', then the required names not among them, then
  * (additionalProperties true or a schema) other keys; absent additionalProperties allows
- * none (a narrower grammar: every such document is valid). aft[i]: what may follow once
+ * none (a narrower grammar: every such document is valid) unless no name is declared. aft[i]: what may follow once
  * a member is written and members i.. remain; ne[i]: a non-empty list from member i on. */
 static int object(Jsc *c, const Json *s, int d, const char *path) {
     const Json *props = json_get(s, "properties"), *req = json_get(s, "required");
@@ -341,7 +341,8 @@ static int object(Jsc *c, const Json *s, int d, const char *path) {
         if (k == nm) { name[nm++] = req->items[i]->str; rule[k] = -3; }
         must[k] = 1;
     }
-    if (ad && ad->type == JSON_BOOL) addl = ad->boolean ? any_value(c, d + 1) : JSC_NONE;
+    if (!ad && !nm) addl = any_value(c, d + 1);     /* no names at all: any members */
+    else if (ad && ad->type == JSON_BOOL) addl = ad->boolean ? any_value(c, d + 1) : JSC_NONE;
     else if (ad) {
         snprintf(sub, sizeof sub, "%s%sadditionalProperties", path, *path ? "." : "");
         addl = value(c, ad, d + 1, sub);

@@ -51,6 +51,10 @@ static const char *const CASES[][16] = {
       " \"items\": {\"anyOf\": [{\"$ref\": \"#\"}, {\"$ref\": \"#/definitions/s\"}, {\"type\": "
       "\"null\"}]}}",
       "+[]", "+[[],\"ab\",null,[[\"x\"]]]", "-[\"abc\"]", "-[1]", "-{}", NULL },
+    /* an object schema without names: any members; with names: only those */
+    { "{\"anyOf\": [{\"type\": \"object\"}, {\"type\": \"object\", \"properties\": {\"a\": "
+      "{\"type\": \"null\"}}, \"required\": [\"a\"]}], \"$comment\": \"x\"}",
+      "+{}", "+{\"x\":[1,{\"y\":null}]}", "+{\"a\":null}", "-[]", NULL },
     /* anyOf: branches that share a prefix */
     { "{\"anyOf\": [{\"const\": \"ab\"}, {\"const\": \"abc\"}, {\"type\": \"string\", "
       "\"maxLength\": 1}, {\"type\": \"integer\", \"maximum\": 5}, {\"type\": \"integer\", "
