@@ -154,6 +154,107 @@ static void urange(JscBuf *b, long long a, long long z) {
     jsc_add(b, ")");
 }
 
+/* v >= 0 as its integer part and its fraction's digits without trailing zeros, from the
+ * shortest decimal that reads back as v (the number the schema wrote); -1 when the
+ * fraction would be over 40 digits */
+static int dec_parts(double v, long long *ip, char fr[48]) {
+    char t[64], dig[24];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(t, sizeof t, "%.*e", p - 1, v);
+        if (strtod(t, NULL) == v) break;
+    }
+    int nd = 0, e = atoi(strchr(t, 'e') + 1), n = 0;
+    for (const char *q = t; *q && *q != 'e'; q++) if (*q >= '0' && *q <= '9') dig[nd++] = *q;
+    if (e < -40) return -1;
+    *ip = 0;
+    for (int i = 0; i <= e; i++) *ip = *ip * 10 + (i < nd ? dig[i] - '0' : 0);
+    for (int i = e + 1; i < 0; i++) fr[n++] = '0';
+    for (int i = e + 1 > 0 ? e + 1 : 0; i < nd; i++) fr[n++] = dig[i];
+    while (n && fr[n - 1] == '0') n--;
+    fr[n] = 0;
+    return 0;
+}
+
+/* The digits F (at least one) of a fraction .F between two bounds, compared digit by
+ * digit: L the lower bound's digits still to match (NULL once F is above it; lx: strictly
+ * above), H likewise for the upper. 0 when no F fits. */
+static int frac(JscBuf *b, const char *L, int lx, const char *H, int hx, int k) {
+    if (L && !*L && !lx) L = NULL;               /* >= .000...: anything */
+    if (H && !*H) {                              /* <= .000...: zeros only */
+        if (hx || L) return 0;
+        jsc_add(b, "\"0\"{1,32}");
+        return 1;
+    }
+    if (k > 32) return 0;
+    if (L && !*L && !H) { jsc_add(b, "(\"0\"{0,30} [1-9] [0-9]{0,30})"); return 1; }
+    if (!L && !H) { jsc_add(b, "[0-9]{1,32}"); return 1; }
+    int lo0 = L && *L ? *L - '0' : 0, hi0 = H ? *H - '0' : 9, n = 0;
+    int a = L ? lo0 + 1 : lo0, z = H ? hi0 - 1 : hi0;
+    jsc_add(b, "(");
+    if (a <= z) { jsc_fmt(b, "[%d-%d] [0-9]{0,30}", a, z); n++; }
+    for (int t = 0; t < 2; t++) {
+        int d = t ? hi0 : lo0;
+        if (t ? !H || (L && hi0 == lo0) : !L) continue;
+        int tl = L && d == lo0, th = H && d == hi0;
+        const char *L2 = tl ? (*L ? L + 1 : L) : NULL, *H2 = th ? H + 1 : NULL;
+        int end = (!tl || (!*L2 && !lx)) && (!th || !hx || *H2);
+        JscBuf sub = { 0 };
+        int more = frac(&sub, L2, lx, H2, hx, k + 1);
+        if (more || end) {
+            jsc_fmt(b, "%s\"%d\"", n++ ? " | " : "", d);
+            if (more) jsc_fmt(b, end ? " (%s)?" : " %s", sub.b);
+        }
+        b->oom |= sub.oom;
+        free(sub.b);
+    }
+    jsc_add(b, ")");
+    return n > 0;
+}
+
+/* decimals x (no exponent) with lo <= x <= hi (lx, hx: strictly), 0 <= lo, hi may be
+ * infinite: "I", "I.F"; 0 when none */
+static int nonneg(JscBuf *b, double lo, int lx, double hi, int hx) {
+    long long A, B = 0;
+    char al[48], be[48] = "";
+    if (dec_parts(lo, &A, al) || (isfinite(hi) && dec_parts(hi, &B, be))) return 0;
+    if (isfinite(hi) && (hi < lo || (hi == lo && (lx || hx)))) return 0;
+    int n = 0;
+    JscBuf f = { 0 };
+    if (isfinite(hi) && A == B) {
+        int alone = !*al && !lx && !(!*be && hx);
+        if (frac(&f, al, lx, be, hx, 0) || alone) {
+            jsc_fmt(b, "\"%lld\"", A);
+            if (f.n) jsc_fmt(b, alone ? " (\".\" %s)?" : " \".\" %s", f.b);
+            n++;
+        }
+        free(f.b);
+        return n;
+    }
+    int alone = !*al && !lx;                     /* A itself */
+    if (frac(&f, al, lx, NULL, 0, 0) || alone) {
+        jsc_fmt(b, "\"%lld\"", A);
+        if (f.n) jsc_fmt(b, alone ? " (\".\" %s)?" : " \".\" %s", f.b);
+        n++;
+    }
+    free(f.b);
+    if (!isfinite(hi) || B > A + 1) {            /* the whole numbers between: any fraction */
+        jsc_add(b, n++ ? " | " : "");
+        urange(b, A + 1, isfinite(hi) ? B - 1 : INF);
+        jsc_fmt(b, " (\".\" [0-9]{1,%d})?", JG_MAX_DIGITS);
+    }
+    if (isfinite(hi)) {
+        JscBuf g = { 0 };
+        int ok = frac(&g, NULL, 0, be, hx, 0), balone = !(!*be && hx);
+        if (ok || balone) {
+            jsc_fmt(b, "%s\"%lld\"", n++ ? " | " : "", B);
+            if (g.n) jsc_fmt(b, balone ? " (\".\" %s)?" : " \".\" %s", g.b);
+        }
+        b->oom |= g.oom;
+        free(g.b);
+    }
+    return n;
+}
+
 /* the bound kw of s as a number; draft 4's boolean exclusive forms set *excl */
 static int bound(Jsc *c, const Json *s, int upper, double *v, int *excl, const char *path) {
     const Json *m = json_get(s, upper ? "maximum" : "minimum");
@@ -186,6 +287,23 @@ int jsc_number(Jsc *c, const Json *s, int integer, const char *path) {
     if (xh && (double)z == hi) z--;
     JscBuf b = { 0 };
     int alts = 0;
+    if (!integer) {                              /* decimals, exact at both ends */
+        if (!(lo >= 0)) {                        /* below zero: "-" and -x in range */
+            jsc_add(&b, "\"-\" (");
+            if (nonneg(&b, hi < 0 ? -hi : 0, hi < 0 ? xh : 1, -lo, xl)) { alts++;
+                                                                        jsc_add(&b, ")"); }
+            else b.n = 0;
+        }
+        if (hi >= 0) {
+            size_t at = b.n;
+            jsc_add(&b, alts ? " | (" : "(");
+            if (nonneg(&b, lo >= 0 ? lo : 0, lo >= 0 ? xl : 0, hi, xh)) { alts++;
+                                                                        jsc_add(&b, ")"); }
+            else b.n = at;
+        }
+        if (b.b) b.b[b.n] = 0;
+        a = 1; z = 0;                            /* (no integer part below) */
+    }
     if (a < 0 && z >= a) {                       /* -|z'| .. -|a| */
         jsc_add(&b, "\"-\" ");
         urange(&b, z < 0 ? -z : 1, a == -OPEN ? INF : -a);
@@ -194,21 +312,6 @@ int jsc_number(Jsc *c, const Json *s, int integer, const char *path) {
     if (z >= 0 && z >= a) {
         jsc_add(&b, alts++ ? " | " : "");
         urange(&b, a > 0 ? a : 0, z == OPEN ? INF : z);
-    }
-    if (!integer) {
-        /* I.f (f not zero) with I in [max(0, ceil(lo)), floor(hi) - 1]: in range whatever
-         * f is; -I.f with I in [max(0, ceil(-hi)), floor(-lo) - 1] likewise */
-        long long pa = isinf(lo) ? 0 : (long long)ceil(lo), pz = isinf(hi) ? OPEN
-                       : (long long)floor(hi) - 1;
-        long long na = isinf(hi) ? 0 : (long long)ceil(-hi), nz = isinf(lo) ? OPEN
-                       : (long long)floor(-lo) - 1;
-        const char *frac = "\".\" [0-9]{0,30} [1-9]";
-        if (pa < 0) pa = 0;
-        if (na < 0) na = 0;
-        if (pz >= pa) { jsc_add(&b, alts++ ? " | " : ""); urange(&b, pa, pz == OPEN ? INF : pz);
-                        jsc_fmt(&b, " %s", frac); }
-        if (nz >= na) { jsc_add(&b, alts++ ? " | \"-\" " : "\"-\" ");
-                        urange(&b, na, nz == OPEN ? INF : nz); jsc_fmt(&b, " %s", frac); }
     }
     if (!alts) { free(b.b); return JSC_NONE; }
     if (b.oom) { free(b.b); return jsc_error(c, "", "out of memory"); }

@@ -5,12 +5,14 @@
  * prefix, pattern quantifiers and anchors, date-time's leap years and month lengths,
  * integer ranges at each digit boundary, additional property names that start like a
  * declared one, allOf merging, the whitespace bound. Then the refusals (named keyword,
- * backreference, lookaround, remote $ref) and the JSON-mode split: the automaton's
+ * backreference, lookaround, remote $ref), 300 random integer/number ranges against
+ * arithmetic, and the JSON-mode split: the automaton's
  * subset keeps the automaton (jg_grammar NULL), the rest gets a grammar. */
 #include "json_schema.h"
 #include "json_gram.h"
 #include "grammar.h"
 #include "json.h"
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +114,15 @@ static const char *const CASES[][16] = {
     { "{\"type\": \"integer\", \"minimum\": -5}",
       "+-5", "+0", "+1000000", "+-1", "--6", "--10", "-1.5", NULL },
     { "{\"type\": \"number\", \"minimum\": 0, \"maximum\": 1}",
-      "+0", "+1", "+0.5", "+0.999", "-1.5", "--0.1", "-2", "-1e0", NULL },
+      "+0", "+1", "+0.5", "+0.999", "+1.0", "+1.000", "-1.5", "--0.1", "-2", "-1.01", NULL },
+    { "{\"type\": \"number\", \"minimum\": -1.5, \"exclusiveMaximum\": 2}",
+      "+-1.5", "+-1.50", "+-1.49", "+-1", "+0", "+1.999", "--1.51", "--2", "-2", "-2.0", "--0",
+      NULL },
+    { "{\"type\": \"number\", \"exclusiveMinimum\": 0.25, \"maximum\": 13.25}",
+      "-0.25", "-0.250", "+0.2500001", "+0.26", "+9.5", "+13", "+13.25", "-13.2501", "-14",
+      "-0.1", NULL },
+    { "{\"type\": \"number\", \"maximum\": -0.05}",
+      "+-0.05", "+-0.051", "+-7", "+-123.456", "--0.04", "-0", NULL },
     /* additional property names beside declared ones */
     { "{\"type\": \"object\", \"properties\": {\"ab\": {\"type\": \"integer\"}, \"a\\\"\": "
       "{\"type\": \"null\"}}, \"additionalProperties\": {\"type\": \"string\"}}",
@@ -165,9 +175,53 @@ static const char *const REFUSED[][2] = {
     { "{\"anyOf\": []}", "non-empty list" },
 };
 
+/* Random bounds against arithmetic: for numbers (decimals of up to 3 places) and
+ * integers, each candidate accepted exactly when strtod's value is within the bounds. */
+static uint64_t rs = 0x2545F4914F6CDD1Dull;
+static uint64_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs >> 11; }
+static void decimal(char *t, size_t n, int places) {
+    long long v = (long long)(rnd() % 4000) - 2000;
+    int p = places ? (int)(rnd() % (unsigned)(places + 1)) : 0;
+    long long den = 1;
+    for (int i = 0; i < p; i++) den *= 10;
+    if (!p) { snprintf(t, n, "%lld", v / 10); return; }
+    snprintf(t, n, "%s%lld.%0*lld", v < 0 ? "-" : "", llabs(v) / den, p, llabs(v) % den);
+}
+static int ranges(void) {
+    char err[512], sch[256], lo[32], hi[32], x[32];
+    int trials = 0;
+    for (int t = 0; t < 300; t++) {
+        int integer = t % 3 == 0, lx = rnd() % 2, hx = rnd() % 2, has_lo = rnd() % 5 != 0,
+            has_hi = rnd() % 5 != 0;
+        decimal(lo, sizeof lo, integer ? 0 : 3);
+        decimal(hi, sizeof hi, integer ? 0 : 3);
+        snprintf(sch, sizeof sch, "{\"type\": \"%s\"%s%s%s%s%s%s}", integer ? "integer" : "number",
+                 has_lo ? (lx ? ", \"exclusiveMinimum\": " : ", \"minimum\": ") : "",
+                 has_lo ? lo : "", has_hi ? (hx ? ", \"exclusiveMaximum\": " : ", \"maximum\": ")
+                 : "", has_hi ? hi : "", "", "");
+        double l = strtod(lo, NULL), h = strtod(hi, NULL);
+        GrGrammar *g = compile(sch, err, sizeof err);
+        int empty = has_lo && has_hi && (h < l || (h == l && (lx || hx)));
+        if (!g) { CHECK(strstr(err, "no value") && (empty || integer), "%s: %s", sch, err);
+                  continue; }
+        for (int k = 0; k < 40; k++) {
+            decimal(x, sizeof x, integer ? 0 : 4);
+            if (k == 0) snprintf(x, sizeof x, "%s", lo);       /* the bounds themselves */
+            if (k == 1) snprintf(x, sizeof x, "%s", hi);
+            double v = strtod(x, NULL);
+            int in = (!has_lo || (lx ? v > l : v >= l)) && (!has_hi || (hx ? v < h : v <= h));
+            if (!strcmp(x, "-0")) continue;                    /* (not written) */
+            CHECK(accepts(g, x) == in, "%s: %s %s", sch, x, in ? "refused" : "accepted");
+            trials++;
+        }
+        gr_free(g);
+    }
+    return trials;
+}
+
 int main(void) {
     char err[512];
-    int docs = 0;
+    int docs = ranges();
     for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) {
         GrGrammar *g = compile(CASES[i][0], err, sizeof err);
         CHECK(g, "schema %zu refused: %s", i, err);
