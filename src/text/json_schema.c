@@ -306,8 +306,9 @@ static int rule_fmt(Jsc *c, const char *fmt, ...) {
 
 /* Members in the order of 'properties', then the required names not among them, then
  * (additionalProperties true or a schema) other keys; absent additionalProperties allows
- * none (a narrower grammar: every such document is valid) unless no name is declared. aft[i]: what may follow once
- * a member is written and members i.. remain; ne[i]: a non-empty list from member i on. */
+ * none (a narrower grammar: every such document is valid) unless no name is declared.
+ * aft[i]: what may follow once a member is written and members i.. remain; ne[i]: a
+ * non-empty list from member i on. */
 static int object(Jsc *c, const Json *s, int d, const char *path) {
     const Json *props = json_get(s, "properties"), *req = json_get(s, "required");
     const Json *ad = json_get(s, "additionalProperties");
@@ -585,7 +586,8 @@ char *jsc_gbnf(const Json *s, char *err, size_t errlen) {
         JscBuf h = { 0 };
         jsc_fmt(&h, "root ::= ws r%d ws\nws ::= [ \\t\\n\\r]{0,%d}\n", r, JG_MAX_WS);
         jsc_add(&h, "hx ::= [0-9a-fA-F]\n"
-                "sc ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" ([0-9a-cA-CefEF] hx hx hx"
+                "sc ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\""
+                " ([0-9a-cA-CefEF] hx hx hx"
                 " | [dD] [0-7] hx hx | [dD] [89abAB] hx hx \"\\\\u\" [dD] [c-fC-F] hx hx))\n"
                 "string ::= \"\\\"\" sc* \"\\\"\"\n");
         jsc_fmt(&h, "int ::= \"-\"? (\"0\" | [1-9] [0-9]{0,%d})\n"

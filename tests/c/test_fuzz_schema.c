@@ -90,8 +90,8 @@ static const char *const SCHEMAS[] = {
     "\"additionalProperties\": false}}, \"$ref\": \"#/$defs/n\"}",
     "{\"anyOf\": [{\"const\": \"ab\"}, {\"type\": \"string\", \"pattern\": \"^a(b|c)*[^x-z]?$\"},"
     " {\"type\": \"number\", \"minimum\": 0.5, \"maximum\": 7}, {\"type\": \"null\"}]}",
-    "{\"type\": \"object\", \"properties\": {\"d\": {\"format\": \"date-time\"}, \"u\": {\"format\":"
-    " \"uuid\"}, \"e\": {\"format\": \"email\"}, \"i\": {\"format\": \"ipv4\"}, \"r\": "
+    "{\"type\": \"object\", \"properties\": {\"d\": {\"format\": \"date-time\"}, \"u\": "
+    "{\"format\": \"uuid\"}, \"e\": {\"format\": \"email\"}, \"i\": {\"format\": \"ipv4\"}, \"r\": "
     "{\"format\": \"uri\"}}, \"additionalProperties\": {\"type\": \"boolean\"}}",
     "{\"allOf\": [{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\", "
     "\"maxLength\": 3}}, \"required\": [\"a\"]}, {\"properties\": {\"b\": {\"oneOf\": [{\"type\":"

@@ -133,7 +133,8 @@ static const char *const CASES[][16] = {
     { "{\"allOf\": [{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\"}}, "
       "\"required\": [\"a\"]}, {\"properties\": {\"b\": {\"type\": \"integer\", \"maximum\": "
       "5}, \"a\": {\"maxLength\": 1}}, \"required\": [\"b\", \"c\"]}]}",
-      "+{\"a\":\"x\",\"b\":5,\"c\":[1]}", "-{\"a\":\"x\",\"b\":5}", "-{\"a\":\"xy\",\"b\":5,\"c\":1}",
+      "+{\"a\":\"x\",\"b\":5,\"c\":[1]}", "-{\"a\":\"x\",\"b\":5}",
+      "-{\"a\":\"xy\",\"b\":5,\"c\":1}",
       "-{\"a\":\"x\",\"b\":6,\"c\":1}", NULL },
     /* counts, tuples, enum filtered by type, lengths in code points */
     { "{\"type\": \"array\", \"items\": {\"type\": \"string\", \"enum\": [\"a\", 1, \"b\"]}, "
@@ -142,7 +143,8 @@ static const char *const CASES[][16] = {
       "-[\"a\",1]", NULL },
     { "{\"type\": [\"string\", \"null\"], \"minLength\": 1, \"maxLength\": 2, \"$comment\": "
       "\"x\"}",
-      "+\"\\u00e9\\n\"", "+\"\\ud83d\\ude00\"", "+null", "-\"abc\"", "-\"\"", "-\"\\ud83d\"", NULL },
+      "+\"\\u00e9\\n\"", "+\"\\ud83d\\ude00\"", "+null", "-\"abc\"", "-\"\"",
+      "-\"\\ud83d\"", NULL },
     /* the bounds: whitespace runs, nesting */
     { "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"boolean\"}}, \"required\": "
       "[\"a\"], \"additionalProperties\": false, \"title\": \"t\"}",

@@ -49,5 +49,6 @@ if (bad || n !== corpus.length * 20) {
   console.log(`FAIL: ${bad} of ${n} replies invalid (want ${corpus.length * 20}, all valid)`);
   process.exit(1);
 }
-console.log(`ok ${n} replies under ${corpus.length} schemas valid by Ajv ${
-  require('ajv/package.json').version} + ajv-formats ${require('ajv-formats/package.json').version}`);
+const ver = (p) => require(p + '/package.json').version;
+console.log(`ok ${n} replies under ${corpus.length} schemas valid by Ajv ${ver('ajv')} + ` +
+            `ajv-formats ${ver('ajv-formats')}`);

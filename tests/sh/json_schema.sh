@@ -26,7 +26,7 @@ for d in "--draft-ids $want" "--draft-ids $part" "--draft-ids 9,9,9" ""; do
   acc=$(sed -n 's/.*"spec_accepted": \([0-9]*\).*/\1/p' "$T/o.json")
   [ -n "${full:-}" ] || { [ "${acc:-0}" -gt 20 ] || fail "right drafts: $acc accepted"; full=1; }
 done
-echo "ok json schema: --spec with right, partly wrong, wrong and the model's drafts draws the same ids"
+echo "ok json schema: --spec with right, partly wrong, wrong and the model's drafts: the same ids"
 RF="\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"t\",
   \"schema\": $S}}"
 want_b=$(run_b() { "$K3" $M --tok $TK --prompt "Reply 5" --json-schema "$T/schema.json" \
