@@ -614,7 +614,7 @@ static int step(JgState *s, int c) {
 }
 
 int jg_put(JgState *s, const unsigned char *b, size_t n) {
-    if (s->g->gr) return -1;                     /* a grammar: constrain.h runs it */
+    if (s->g->gr) return n ? -1 : 0;             /* a grammar: constrain.h runs it */
     for (size_t i = 0; i < n; i++) if (step(s, b[i])) return -1;
     return 0;
 }
