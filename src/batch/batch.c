@@ -236,8 +236,8 @@ static int start(Batch *b, Slot *s, K3SchedSeq *q, char *err, size_t errlen) {
     snprintf(line, sizeof line, "line %d: logit_bias", l->line);
     if (sampler_check_vocab(&l->sp, V, line, err, errlen)) return K3_ERR_USAGE;
     if ((l->jg || l->gr) && !b->tok) {
-        snprintf(err, errlen, "--batch %s: line %d: response_format and grammar need a tokenizer (the "
-                 "tokens' bytes): pass --tok DIR", b->o->file, l->line);
+        snprintf(err, errlen, "--batch %s: line %d: response_format and grammar need a tokenizer "
+                 "(the tokens' bytes): pass --tok DIR", b->o->file, l->line);
         return K3_ERR_USAGE;
     }
     if (k3_cons_init(&s->cs, l->jg, l->gr)) {
@@ -502,8 +502,8 @@ static int prompt_check(Batch *b, int i, int V, char *err, size_t errlen) {
     }
     if (!rc && sampler_check_vocab(&b->lines[i].sp, V, what, err, errlen)) rc = K3_ERR_USAGE;
     if (!rc && (b->lines[i].jg || b->lines[i].gr) && !b->tok) {
-        snprintf(err, errlen, "--batch %s: line %d: response_format and grammar need a tokenizer (the "
-                 "tokens' bytes): pass --tok DIR", b->o->file, b->lines[i].line);
+        snprintf(err, errlen, "--batch %s: line %d: response_format and grammar need a tokenizer "
+                 "(the tokens' bytes): pass --tok DIR", b->o->file, b->lines[i].line);
         rc = K3_ERR_USAGE;
     }
     return rc;

@@ -43,6 +43,7 @@ struct GrState {
     Utf u;
     Work *w;                                /* scratch, made on first use */
     Set **lv; int nlv;                      /* gr_mask's stacks per trie depth */
+    struct Memo *memo;                      /* gr_mask's steps, made on first use */
     GrState *dc;                            /* gr_mask_drafts' copy */
 };
 
@@ -207,6 +208,111 @@ static int partial_ok(const GrGrammar *g, const Set *st, const Utf *u) {
     return 0;
 }
 
+/* gr_mask's memo. The walk meets the same (stacks, code point) pairs over and over: every
+ * token that starts with 'a' steps the state's stacks by 'a', and inside a word every next
+ * letter steps a set equal to the last. So results are kept for the mask: sets get ids,
+ * equal contents one id (found by an order-free hash), and (id, code point) is stepped
+ * once. Past MEMO_SETS sets the walk steps without it. */
+#define MEMO_SETS 16384
+
+typedef struct Memo {
+    const Set **set; uint32_t *sh; int nset;  /* id -> set, its content hash; 0: the state */
+    Set **pool; int npool, used;              /* the sets this memo owns */
+    uint64_t *mk; int *mv; int mcap, mn;      /* (id, code point) + 1 -> id, or -1: none */
+    int *ct; int ccap;                        /* ids by content hash */
+} Memo;
+
+static void memo_free(Memo *m) {
+    if (!m) return;
+    for (int i = 0; i < m->npool; i++) { set_free(m->pool[i]); free(m->pool[i]); }
+    free(m->pool); free(m->set); free(m->sh); free(m->mk); free(m->mv); free(m->ct);
+    free(m);
+}
+
+static uint32_t set_hash(const Set *s) {
+    uint32_t h = (uint32_t)s->n * 0x9E3779B1u;
+    for (int i = 0; i < s->n; i++) h += s->hash[i] * 0x85EBCA6Bu ^ (s->hash[i] >> 13);
+    return h;
+}
+
+static int set_has(const Set *s, const uint32_t *v, uint32_t n, uint32_t h) {
+    if (!s->hcap) return 0;
+    for (uint32_t k = h & (uint32_t)(s->hcap - 1); s->gen[k] == s->cur;
+         k = (k + 1) & (uint32_t)(s->hcap - 1)) {
+        uint32_t j = s->slot[k];
+        if (s->hash[j] == h && s->len[j] == n &&
+            (!n || !memcmp(s->pool + s->off[j], v, sizeof *v * n))) return 1;
+    }
+    return 0;
+}
+
+static int set_equal(const Set *a, const Set *b) {
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++)
+        if (!set_has(b, a->len[i] ? a->pool + a->off[i] : NULL, a->len[i], a->hash[i]))
+            return 0;
+    return 1;
+}
+
+static void memo_put(Memo *m, uint64_t key, int v) {
+    if (2 * (m->mn + 1) > m->mcap) {
+        uint64_t *ok = m->mk; int *ov = m->mv, oc = m->mcap;
+        m->mcap = oc ? oc * 2 : 1024;
+        m->mk = xcalloc((size_t)m->mcap, sizeof *m->mk);
+        m->mv = xmalloc(sizeof *m->mv * (size_t)m->mcap);
+        m->mn = 0;
+        for (int i = 0; i < oc; i++) if (ok[i]) memo_put(m, ok[i], ov[i]);
+        free(ok); free(ov);
+    }
+    uint32_t k = (uint32_t)(key * 0x9E3779B97F4A7C15ull >> 32) & (uint32_t)(m->mcap - 1);
+    while (m->mk[k]) k = (k + 1) & (uint32_t)(m->mcap - 1);
+    m->mk[k] = key; m->mv[k] = v; m->mn++;
+}
+
+static int memo_get(const Memo *m, uint64_t key, int *v) {
+    if (!m->mcap) return 0;
+    uint32_t k = (uint32_t)(key * 0x9E3779B97F4A7C15ull >> 32) & (uint32_t)(m->mcap - 1);
+    for (; m->mk[k]; k = (k + 1) & (uint32_t)(m->mcap - 1))
+        if (m->mk[k] == key) { *v = m->mv[k]; return 1; }
+    return 0;
+}
+
+/* The id of a set equal to d, registering d when it is new (*fresh). */
+static int memo_id(Memo *m, const Set *d, int *fresh) {
+    uint32_t h = set_hash(d);
+    *fresh = 0;
+    if (2 * (m->nset + 1) > m->ccap) {                  /* grow and rehash */
+        free(m->ct);
+        m->ccap = m->ccap ? m->ccap * 2 : 256;
+        m->ct = xmalloc(sizeof *m->ct * (size_t)m->ccap);
+        for (int i = 0; i < m->ccap; i++) m->ct[i] = -1;
+        for (int i = 0; i < m->nset; i++) {
+            uint32_t k = m->sh[i] & (uint32_t)(m->ccap - 1);
+            while (m->ct[k] >= 0) k = (k + 1) & (uint32_t)(m->ccap - 1);
+            m->ct[k] = i;
+        }
+    }
+    uint32_t k = h & (uint32_t)(m->ccap - 1);
+    for (; m->ct[k] >= 0; k = (k + 1) & (uint32_t)(m->ccap - 1))
+        if (m->sh[m->ct[k]] == h && set_equal(m->set[m->ct[k]], d)) return m->ct[k];
+    m->set = xrealloc(m->set, sizeof *m->set * (size_t)(m->nset + 1));
+    m->sh = xrealloc(m->sh, sizeof *m->sh * (size_t)(m->nset + 1));
+    m->set[m->nset] = d; m->sh[m->nset] = h;
+    m->ct[k] = m->nset;
+    *fresh = 1;
+    return m->nset++;
+}
+
+static void memo_start(GrState *s) {
+    if (!s->memo) s->memo = xcalloc(1, sizeof *s->memo);
+    Memo *m = s->memo;
+    m->nset = 0; m->used = 0; m->mn = 0;
+    if (m->mk) memset(m->mk, 0, sizeof *m->mk * (size_t)m->mcap);
+    if (m->ct) for (int i = 0; i < m->ccap; i++) m->ct[i] = -1;
+    int fresh;
+    memo_id(m, &s->st, &fresh);                         /* id 0 */
+}
+
 GrState *gr_new(const GrGrammar *g) {
     GrState *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -235,6 +341,7 @@ void gr_state_free(GrState *s) {
     if (s->w) { set_free(&s->w->seen); free(s->w->tmp); free(s->w->wl); free(s->w); }
     for (int i = 0; i < s->nlv; i++) { set_free(s->lv[i]); free(s->lv[i]); }
     free(s->lv);
+    memo_free(s->memo);
     gr_state_free(s->dc);
     free(s);
 }
@@ -360,24 +467,45 @@ static Set *level(GrState *s, int d) {
     return s->lv[d];
 }
 
-static void walk(Walk *k, int node, int depth, const Set *st, Utf u) {
+/* st (id pid; -1: not in the memo) stepped by cp: the set and its id, or NULL. */
+static const Set *child(Walk *k, int depth, const Set *st, int pid, uint32_t cp, int *cid) {
+    GrState *s = k->s;
+    Memo *m = s->memo;
+    const uint64_t key = ((uint64_t)pid << 21 | cp) + 1;
+    int v;
+    *cid = -1;
+    if (pid >= 0 && memo_get(m, key, &v)) { *cid = v; return v >= 0 ? m->set[v] : NULL; }
+    if (pid < 0 || m->used == MEMO_SETS) {              /* without the memo */
+        Set *d = level(s, depth);
+        return step(s->g, work(s), st, cp, d) ? NULL : d;
+    }
+    if (m->used == m->npool) {
+        m->pool = xrealloc(m->pool, sizeof *m->pool * (size_t)(m->npool + 1));
+        m->pool[m->npool++] = xcalloc(1, sizeof **m->pool);
+    }
+    Set *d = m->pool[m->used];
+    if (step(s->g, work(s), st, cp, d)) { memo_put(m, key, -1); return NULL; }
+    int fresh, id = memo_id(m, d, &fresh);
+    if (fresh) m->used++;
+    memo_put(m, key, id);
+    *cid = id;
+    return m->set[id];
+}
+
+static void walk(Walk *k, int node, int depth, const Set *st, int pid, Utf u) {
     const GrGrammar *g = k->s->g;
     for (int c = k->tr->nd[node].child; c >= 0; c = k->tr->nd[c].sib) {
         const TNode *x = &k->tr->nd[c];
         Utf u2 = u;
         uint32_t cp;
         const Set *nst = st;
-        int r = utf_byte(&u2, x->b, &cp);
+        int r = utf_byte(&u2, x->b, &cp), cid = pid;
         if (r < 0) continue;
         if (r == 0) {
             if (!partial_ok(g, st, &u2)) continue;
-        } else {
-            Set *d = level(k->s, depth);
-            if (step(g, work(k->s), st, cp, d)) continue;
-            nst = d;
-        }
+        } else if (!(nst = child(k, depth, st, pid, cp, &cid))) continue;
         for (int id = x->tok; id >= 0; id = k->tr->next[id]) k->ok[id] = 1;
-        if (x->child >= 0) walk(k, c, depth + 1, nst, u2);
+        if (x->child >= 0) walk(k, c, depth + 1, nst, cid, u2);
     }
 }
 
@@ -387,7 +515,8 @@ int gr_mask(const GrState *cs, const Tok *t, int V, int end_id, float *logits) {
     Trie *tr = trie_for(t, &own);
     unsigned char *ok = xcalloc((size_t)(tr->nr > V ? tr->nr : V) + 1, 1);
     Walk k = { s, tr, ok };
-    walk(&k, 0, 0, &s->st, s->u);
+    memo_start(s);
+    walk(&k, 0, 0, &s->st, 0, s->u);
     const int done = gr_complete(s);
     for (int id = 0; id < V; id++) {
         if ((id < tr->nr && ok[id]) || (id == end_id && done)) left++;

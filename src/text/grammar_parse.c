@@ -296,6 +296,7 @@ static int repeat(P *q, int r, int start) {
         if (hi >= 0 && hi < lo) return fail_at(q, at, "repetition {m,n} with n below m");
     }
     Ev *e = &q->body[r];
+    if (e->n == start) return 0;                           /* ""* is "" */
     if (e->n - start > 1) {                                /* one item: wrap a sequence */
         int w = new_rule(q, 2, at);
         e = &q->body[r];

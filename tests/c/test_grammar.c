@@ -42,10 +42,12 @@ static const struct { const char *g, *s; int want; } CASES[] = {
     { "root ::= [^a-c]+", "xyz", 2 }, { "root ::= [^a-c]+", "xbz", 0 },
     { "root ::= [^a-c]", "\xc3\xa9", 2 }, { "root ::= [^\\n]*", "a\nb", 0 },
     { "root ::= [\\]\\-x]+", "]-x", 2 }, { "root ::= [-a]+", "-a-", 2 },
-    { "root ::= [a-]+", "a-", 2 }, { "root ::= \"\\x41\\u00e9\\U0001F600\"", "A\xc3\xa9\xf0\x9f\x98\x80", 2 },
+    { "root ::= [a-]+", "a-", 2 },
+    { "root ::= \"\\x41\\u00e9\\U0001F600\"", "A\xc3\xa9\xf0\x9f\x98\x80", 2 },
     { "root ::= \"\\x41\\u00e9\\U0001F600\"", "A\xc3\xa9\xf0\x9f", 1 },
     { "root ::= \"\\x41\\u00e9\\U0001F600\"", "A\xc3\xa9\xf0\x9e", 0 },
-    { "root ::= [\\u00e0-\\u00ff]", "\xc3\xa0", 2 }, { "root ::= [\\u00e0-\\u00ff]", "\xc3\x9f", 0 },
+    { "root ::= [\\u00e0-\\u00ff]", "\xc3\xa0", 2 },
+    { "root ::= [\\u00e0-\\u00ff]", "\xc3\x9f", 0 },
     { "root ::= [\\u00e0-\\u00ff]", "\xc3", 1 }, { "root ::= [\\u00e0-\\u00ff]", "\xc4", 0 },
     { "root ::= .", "\xe2\x82\xac", 2 }, { "root ::= .", "\xc0\xaf", 0 },
     { "root ::= .", "\xed\xa0\x80", 0 }, { "root ::= .+", "\xf4\x90", 0 },
@@ -68,6 +70,7 @@ static const struct { const char *g, *s; int want; } CASES[] = {
     { "root ::= x\nx ::= y\ny ::= z\nz ::= \"q\"", "q", 2 },
     { "root ::= (\"ab\" \"c\"?){2}", "abcab", 2 },
     { "root ::= (\"ab\" \"c\"?){2}", "abcabcab", 0 },
+    { "root ::= \"\"+ \"a\" \"\"{2,3} \"\"?", "a", 2 }, { "root ::= \"\"*", "", 2 },
     { "root ::= [a-z_-]+", "a_b-c", 2 }, { "root ::= \"\\\"\\\\\"", "\"\\", 2 },
 };
 
