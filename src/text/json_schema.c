@@ -220,6 +220,44 @@ static unsigned type_of(const Json *v) {
     }
 }
 
+/* The values v[0..n) (sorted, distinct, sharing their first `at` bytes) from byte `at`
+ * on, as a trie: one alternative per next code point, runs without a branch as one
+ * literal, so the engine follows one parse however many values there are (a flat list
+ * of thousands would be thousands of parses at once). */
+typedef struct { char *b; size_t n; } Lit;
+static void lit_trie(JscBuf *b, const Lit *v, int n, size_t at) {
+    int ends = 0;
+    while (ends < n && v[ends].n == at) ends++;  /* shorter first: sorted */
+    if (ends == n) return;
+    jsc_add(b, "(");
+    for (int i = ends; i < n;) {
+        size_t p = at;
+        utf8_next(v[i].b, v[i].n, &p);
+        int j = i;
+        while (j < n && v[j].n >= p && !memcmp(v[j].b + at, v[i].b + at, p - at)) j++;
+        size_t q = p;                            /* the run they all share */
+        for (;;) {
+            size_t r = q;
+            if (v[i].n <= q) break;
+            utf8_next(v[i].b, v[i].n, &r);
+            int k = i;
+            while (k < j && v[k].n >= r && !memcmp(v[k].b + q, v[i].b + q, r - q)) k++;
+            if (k < j) break;
+            q = r;
+        }
+        if (i > ends) jsc_add(b, " | ");
+        jsc_lit(b, v[i].b + at, q - at);
+        if (v[j - 1].n > q) { jsc_add(b, " "); lit_trie(b, v + i, j - i, q); }
+        i = j;
+    }
+    jsc_add(b, ends ? ")?" : ")");
+}
+static int lit_cmp(const void *x, const void *y) {
+    const Lit *a = x, *b = y;
+    int r = memcmp(a->b, b->b, a->n < b->n ? a->n : b->n);
+    return r ? r : (a->n > b->n) - (a->n < b->n);
+}
+
 static int literals(Jsc *c, const Json *s, unsigned types, const char *path) {
     const Json *e = json_get(s, "enum"), *k = json_get(s, "const");
     if (e && k) return jsc_error(c, path, "'enum' and 'const' together");
@@ -230,18 +268,32 @@ static int literals(Jsc *c, const Json *s, unsigned types, const char *path) {
             return jsc_error(c, path, "'enum' must be an array of at least one value");
         it = (const Json *const *)e->items; n = e->len;
     }
-    JscBuf b = { 0 };
+    Lit *v = calloc(n, sizeof *v);
+    int m = 0, r = JSC_NONE;
+    if (!v) return jsc_error(c, "", "out of memory");
     for (size_t i = 0; i < n; i++) {
         if (!(type_of(it[i]) & types)) continue;
-        JscBuf v = { 0 };
-        jsc_ser(&v, it[i]);
-        if (v.oom) { free(v.b); free(b.b); return jsc_error(c, "", "out of memory"); }
-        if (b.n) jsc_add(&b, " | ");
-        jsc_lit(&b, v.b, v.n);
-        free(v.b);
+        JscBuf t = { 0 };
+        jsc_ser(&t, it[i]);
+        if (t.oom) { free(t.b); r = jsc_error(c, "", "out of memory"); goto out; }
+        v[m].b = t.b; v[m++].n = t.n;
     }
-    if (!b.n) { free(b.b); return JSC_NONE; }
-    return rule_of(c, &b);
+    qsort(v, (size_t)m, sizeof *v, lit_cmp);
+    int u = 0;
+    for (int i = 0; i < m; i++) {                /* one of each */
+        if (u && !lit_cmp(&v[u - 1], &v[i])) { free(v[i].b); continue; }
+        v[u++] = v[i];
+    }
+    m = u;
+    if (m) {
+        JscBuf b = { 0 };
+        lit_trie(&b, v, m, 0);
+        r = rule_of(c, &b);
+    }
+out:
+    for (int i = 0; i < m; i++) free(v[i].b);
+    free(v);
+    return r;
 }
 
 /* ---- objects ---- */

@@ -243,6 +243,19 @@ int main(void) {
               REFUSED[i][1], g ? "(compiled)" : err);
         gr_free(g);
     }
+    /* an enum of 5000 values: a trie, so the engine's parse count stays small */
+    size_t cap = 5000 * 16 + 64, at = 0;
+    char *big = malloc(cap);
+    at += (size_t)snprintf(big, cap, "{\"anyOf\": [{\"enum\": [");
+    for (int i = 0; i < 5000; i++)
+        at += (size_t)snprintf(big + at, cap - at, "%s\"item%d\"", i ? ", " : "", i);
+    snprintf(big + at, cap - at, "]}, {\"type\": \"null\"}]}");
+    GrGrammar *g = compile(big, err, sizeof err);
+    CHECK(g && accepts(g, "\"item12\"") && accepts(g, "\"item4999\"") &&
+          accepts(g, "\"item0\"") && !accepts(g, "\"item5000\"") && !accepts(g, "\"item\""),
+          "a 5000-value enum: %s", g ? "wrong answers" : err);
+    gr_free(g);
+    free(big);
     /* JSON mode: the automaton's subset stays on the automaton; beyond, a grammar */
     static const char *const SPLIT[][2] = {
         { "{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, 2]}}}", "" },
