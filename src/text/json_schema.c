@@ -538,7 +538,9 @@ out:
 /* ---- a schema ---- */
 static const char *const KNOWN[] = {
     "title", "description", "default", "examples", "$schema", "$id", "$comment",
-    "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "nullable",
+    "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "nullable", "$anchor",
+    "$dynamicAnchor", "$vocabulary", "contentMediaType", "contentEncoding", "contentSchema",
+    "example", "discriminator", "externalDocs",
     "type", "properties", "required", "additionalProperties", "items", "prefixItems",
     "additionalItems", "minItems", "maxItems", "minLength", "maxLength", "pattern",
     "format", "enum", "const", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",

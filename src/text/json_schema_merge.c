@@ -47,7 +47,10 @@ static Json *all_of(Jsc *c, const Json *a, const Json *b) {
 static int ignored(const char *k) {
     static const char *const A[] = { "title", "description", "default", "examples", "$schema",
                                      "$id", "$comment", "deprecated", "readOnly", "writeOnly",
-                                     "$defs", "definitions", NULL };
+                                     "$defs", "definitions", "$anchor", "$dynamicAnchor",
+                                     "$vocabulary", "contentMediaType", "contentEncoding",
+                                     "contentSchema", "example", "discriminator",
+                                     "externalDocs", NULL };
     for (int i = 0; A[i]; i++) if (!strcmp(A[i], k)) return 1;
     return 0;
 }
