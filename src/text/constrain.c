@@ -2,6 +2,7 @@
 #include "constrain.h"
 
 int k3_cons_init(K3Cons *c, const JgSchema *jg, const GrGrammar *gr) {
+    if (jg && jg_grammar(jg)) { gr = jg_grammar(jg); jg = NULL; }   /* a schema's grammar */
     gr_state_free(c->gs);                     /* a state is tied to its grammar */
     c->gs = NULL;
     c->jg = jg; c->gr = gr;
