@@ -119,6 +119,9 @@ typedef struct {
     char *tools_json;                        /* the tool declaration's JSON, NULL: none */
     int tool_choice;                         /* XTC_* */
     int parse_tools;                         /* the reply's tools channel becomes tool_calls */
+    int n_strict;                            /* tools with strict: true: their names (into */
+    const char **strict_name;                /* doc) and compiled parameters, which a call's */
+    JgSchema **strict_jg;                    /* arguments then follow (serve_gen.c) */
     int api;                                 /* 1: /v1/messages, Anthropic's shapes
                                               * (serve_anthropic*.c); 2: /v1/responses
                                               * (serve_responses*.c); 0: OpenAI's chat */
@@ -166,6 +169,9 @@ void serve_resp_keep(uint64_t id, char *msgs);
 /* ---- serve_tools.c ---- */
 /* `tools`, `tool_choice`, `parallel_tool_calls` of body d into r. 0, or 400 with err. */
 int serve_req_tools(ServeReq *r, const Json *d, char *err, size_t errlen);
+/* The compiled parameters of strict tool `name`, NULL when it is not one. */
+const JgSchema *serve_strict_schema(const ServeReq *r, const char *name);
+void serve_req_tools_free(ServeReq *r);
 /* messages[i].tool_calls into r->ext[i]. 0, or 400 with err. */
 int serve_req_tool_calls(ServeReq *r, int i, const Json *tc, char *err, size_t errlen);
 /* The completed calls from `from` on as a JSON array of OpenAI tool_calls (with "index"

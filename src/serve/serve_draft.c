@@ -29,7 +29,9 @@ void serve_draft_begin(Gen *g) {
     const ServeReq *r = &g->j->req;
     k3_spec_init(&g->sp, &s->eng.m, NULL, 0, K3_DSPARK_MAX_N);
     g->dl = NULL;
-    if (!s->dl || r->jg || r->gr || s->test_reply || g->waiting || g->reuse || g->q->st->pos) return;
+    if (!s->dl || r->jg || r->gr || r->n_strict || s->test_reply || g->waiting || g->reuse ||
+        g->q->st->pos)
+        return;                                /* (strict tools: constrained, not drafted) */
     g->prow = malloc(sizeof(float) * K3_DSPARK_MAX_N * (size_t)s->eng.m.cfg.vocab_size);
     if (!g->prow) return;                      /* (out of memory: plain steps) */
     g->dl = s->dl[g->q->slot];

@@ -505,7 +505,7 @@ Gen *serve_gen_begin(Server *s, Job *j, int choice) {
     if (r->parse_tools) xtml_parser_tools(&g->xp);
     if (r->kind == REQ_CHAT) g->p = &g->xp;
     g->logits = malloc(4 * (size_t)s->eng.m.cfg.vocab_size);
-    if (r->jg || r->gr) {
+    if (r->jg || r->gr || r->n_strict) {
         if (k3_cons_init(&g->cs, r->jg, r->gr) ||
             !(g->mask = malloc(4 * (size_t)s->eng.m.cfg.vocab_size))) { free(g->logits);
                                                                         g->logits = NULL; }
@@ -552,7 +552,8 @@ Job *serve_gen_job(const Gen *g) { return g->j; }
 static int sample(Server *s, Gen *g) {
     const ServeReq *r = &g->j->req;
     const int V = s->eng.m.cfg.vocab_size;
-    const int end = r->kind == REQ_CHAT ? s->ids.eom : s->eng.m.cfg.eos_token_id;
+    const int end = g->in_args ? s->ids.close
+                  : r->kind == REQ_CHAT ? s->ids.eom : s->eng.m.cfg.eos_token_id;
     if (!k3_cons_on(&g->cs)) return sampler_sample(&g->smp, g->logits, V);
     memcpy(g->mask, g->logits, 4 * (size_t)V);
     if (!k3_cons_mask(&g->cs, s->tok, V, end, g->mask)) {
@@ -569,6 +570,46 @@ static int sample(Server *s, Gen *g) {
         return -1;
     }
     return id;
+}
+
+/* ---- strict tools (docs/SERVE.md "Strict tools") ----
+ * Once the model has opened a call of a strict tool (<|open|>call tool="NAME" ..<|sep|>),
+ * the server writes the opening of a json block, the tool's compiled schema constrains the
+ * arguments up to the <|close|> it allows only at their end, and the server closes the
+ * block and the call. The forced ids are the server's; every other id is sampled. */
+static int force(Server *s, Gen *g, const char *markup) {
+    size_t n = 0;
+    int32_t *ids = tok_encode(s->tok, markup, strlen(markup), 1, &n);
+    const int ok = ids && n <= sizeof g->force / sizeof *g->force;
+    if (ok) memcpy(g->force, ids, 4 * n);
+    free(ids);
+    g->n_force = ok ? (int)n : 0; g->i_force = 0;
+    return ok ? 0 : -1;
+}
+
+/* After id: starts, arms or ends the arguments' constraint. -1 when out of memory. */
+static int strict_after(Server *s, Gen *g, int id) {
+    const ServeReq *r = &g->j->req;
+    const XtmlParser *p = &g->xp;
+    if (!r->n_strict || g->i_force < g->n_force) return 0;
+    if (g->in_args) {
+        if (id != s->ids.close) return 0;
+        g->in_args = 0; k3_cons_free(&g->cs);
+        return force(s, g, "json<|sep|><|close|>call<|sep|>");
+    }
+    if (g->arm) {                                   /* the opening is out: the arguments */
+        const JgSchema *jg = g->arm;
+        g->arm = NULL;
+        if (k3_cons_init(&g->cs, jg, NULL)) return -1;
+        g->in_args = 1;
+        return 0;
+    }
+    if (p->state == XP_CALL && p->n_calls > g->calls_seen) {  /* a call's header, just now */
+        g->calls_seen = p->n_calls;
+        if ((g->arm = serve_strict_schema(r, p->calls[p->n_calls - 1].name)))
+            return force(s, g, "<|open|>json type=\"object\"<|sep|>");
+    }
+    return 0;
 }
 
 /* The reply is at max_tokens (the server's cap included) or the context's end: 0. */
@@ -601,10 +642,12 @@ static int token_one(Server *s, Gen *g) {
     const int pend = g->i_pend < g->n_pend;   /* drawn by a verify pass (serve_draft.c) */
     const long pos = pend ? (long)g->n : g->q->st->pos;   /* where a plain run would be */
     if (g->ngen >= g->cap || pos >= s->ctx) return out_of_room(g);
+    /* (with strict tools the test hook's ids stand for the model's free choices only) */
     int id = pend ? serve_draft_next(g)
-                  : s->test_reply ? (g->ngen < (int)s->n_test_reply ? s->test_reply[g->ngen]
-                                                                    : s->ids.eom)
-                  : sample(s, g);
+                  : g->i_force < g->n_force ? g->force[g->i_force++]
+                  : s->test_reply && !g->in_args
+                        ? (g->ntest < s->n_test_reply ? s->test_reply[g->ntest++] : s->ids.eom)
+                        : sample(s, g);
     if (id < 0) { g->fail = 1; if (!g->err[0]) snprintf(g->err, sizeof g->err, "out of memory");
                   return 0; }
     g->ngen++;
@@ -615,7 +658,9 @@ static int token_one(Server *s, Gen *g) {
         XtmlEvent ev[2];
         const size_t nr = p->n_resp, nt = p->n_think;
         int ne = xtml_parser_put(p, id, ev);
-        if (ne < 0) { g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0; }
+        if (ne < 0 || strict_after(s, g, id)) {
+            g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
+        }
         if (r->logprobs && serve_lp_push(&g->lp, g->logits, V, id, r->top_logprobs,
                                          p->n_resp > nr ? 1 : p->n_think > nt ? 0 : -1)) {
             g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;

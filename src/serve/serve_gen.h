@@ -33,7 +33,12 @@ struct Gen {
     size_t pf;                            /* prompt ids in the state (nprompt: all in, and a
                                            * stream's head went out) */
     ServeLp lp, plp;                      /* logprobs: the reply's tokens, echo's prompt */
-    K3Cons cs; float *mask;               /* JSON mode / grammar: the reply, the masked row */
+    K3Cons cs; float *mask;               /* JSON mode / grammar: the reply, the masked row;
+                                           * strict tools: a call's arguments */
+    int32_t force[32]; int n_force, i_force;   /* strict tools: markup the server writes */
+    int calls_seen, in_args;              /* calls looked at; cs on the arguments */
+    const JgSchema *arm;                  /* the schema cs takes once the opening is out */
+    size_t ntest;                         /* K3_SERVE_TEST_REPLY ids given */
     size_t lp_off;                        /* completions: text_offset of the next token */
     const ServePrompt *pr;                /* completions: its prompt (choice / n) */
     int why;                              /* why it ended (K3STOP_*), for "k3_stop" */

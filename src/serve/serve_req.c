@@ -432,6 +432,7 @@ void serve_req_free(ServeReq *r) {
     for (int i = 0; r->ext && i < r->n_msgs; i++) free((void *)r->ext[i].calls);
     free(r->ext);
     free(r->tools_json);
+    serve_req_tools_free(r);
     jg_free(r->jg); gr_free(r->gr);
     for (int i = 0; i < r->n_parts; i++) free(r->parts[i]);
     free(r->parts);
