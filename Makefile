@@ -280,3 +280,8 @@ mpi: $(filter-out $(BUILD)/comm/solo.o,$(OBJ))
 bench: bin/k3-bench
 bin/k3-bench: tools/bench_kernels.c $(LIBOBJ) | bin
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tools/bench_kernels.c $(LIBOBJ) $(LDLIBS)
+
+# ---- The vision tower's speed check: bin/k3-vision-bench (tools/bench_vision.c); results in
+# docs/data/vision_bench.txt.
+bin/k3-vision-bench: tools/bench_vision.c $(LIBOBJ) | bin
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tools/bench_vision.c $(LIBOBJ) $(LDLIBS)

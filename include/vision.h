@@ -58,6 +58,21 @@ double k3_vision_flops(const K3VisionConfig *c, const K3VisionGrid *g, int n);
 size_t k3_vision_weight_bytes(const K3Vision *v);
 size_t k3_vision_act_bytes(const K3VisionConfig *c, long patches);
 
+/* k3_vision_rows timed, with the report line on stderr (quiet: none): "k3: vision tower:
+ * N rows from L patches in S s, G GFLOP/s (F GFLOP; kernels K, T threads)". */
+int k3_vision_run(K3Vision *v, const float *patches, const K3VisionGrid *g, int n, float *rows,
+                  int quiet, char *err, size_t errlen);
+/* k3 image FILE --model DIR --rows OUT: opens the tower of DIR, runs one image's patches
+ * (grid gh x gw) and writes its rows to OUT (float32, N x out, native order; "-" stdout). */
+int k3_vision_rows_file(const char *model, const float *patches, int gh, int gw,
+                        const char *out, int quiet, char *err, size_t errlen);
+
+/* For the speed check: the released sizes (§1), and a tower of those sizes with random
+ * BF16 weights (nothing read from disk). */
+void k3_vision_release_config(K3VisionConfig *c);
+int k3_vision_synthetic(K3Vision **out, const K3VisionConfig *c, unsigned seed, char *err,
+                        size_t errlen);
+
 /* For tests: one image's stages (each NULL: not kept) — after patch embedding + position
  * grid [L][D], after each block [layers][L][D], after the final norm [L][D], merged
  * [N][4D], the projector's output [N][out]. */

@@ -190,7 +190,8 @@ def write_fixtures(model_dir, out):
                 arrs = st["blocks"][int(stage[1:])]
             else:
                 arrs = st[stage]
-            np.concatenate(arrs).astype("<f4").tofile(os.path.join(out, "%s.%s.f32" % (name, stage)))
+            path = os.path.join(out, "%s.%s.f32" % (name, stage))
+            np.concatenate(arrs).astype("<f4").tofile(path)
         lines.append("%s %s %s" % (name, " ".join("%d %d %d" % t for t in imgs), stages))
     with open(os.path.join(out, "cases.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")

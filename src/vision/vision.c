@@ -9,6 +9,7 @@
 #include "pool.h"
 #include <math.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,9 +66,10 @@ static void add_rows(Img *m, int r0, int r1) {
 /* gelu_pytorch_tanh: 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi)(x + 0.044715 x^3);
  * the sigmoid form runs on the vectorised k3_sigmoidf_n (the same bits on every path). */
 static void gelu_tanh_rows(Img *m, int r0, int r1) {
+    float *g = malloc(sizeof(float) * (size_t)m->width);
+    if (!g) { atomic_store(&m->oom, 1); return; }
     for (int t = r0; t < r1; t++) {
         float *x = m->dst + (size_t)t * m->width;
-        float *g = m->Hn + (size_t)t * m->width;   /* scratch row: Hn is free here */
         for (int i = 0; i < m->width; i++) {
             float a = x[i];
             g[i] = 1.5957691216057308f * (a + 0.044715f * a * a * a);
@@ -75,6 +77,7 @@ static void gelu_tanh_rows(Img *m, int r0, int r1) {
         k3_sigmoidf_n(g, g, m->width);
         for (int i = 0; i < m->width; i++) x[i] = x[i] * g[i];
     }
+    free(g);
 }
 /* the projector's exact GELU: 0.5 x (1 + erf(x / sqrt 2)), in double, rounded once */
 static void gelu_erf_rows(Img *m, int r0, int r1) {
@@ -133,10 +136,12 @@ static void rope_rows(Img *m, int r0, int r1) {
     }
 }
 
-/* QKV [L][3A] → roped Q, K [head][L][hd] and V transposed by key tile [head][tile][hd][BK]
+/* QKV [L][3A] → roped Q (times 1/sqrt(hd)), K [head][L][hd] and V transposed by key tile
+ * [head][tile][hd][BK]
  * (its padding stays zero: calloc'd). */
 static void pack_rows(Img *m, int r0, int r1) {
     const int A = m->c->qkv, hd = m->c->head_dim, H = m->c->heads, L = m->L, P = hd / 2;
+    const float scale = 1.0f / sqrtf((float)hd);          /* the scores' 1/sqrt(head_dim) */
     for (int t = r0; t < r1; t++) {
         const float *row = m->Big + (size_t)t * 3 * A, *cs = m->rope + (size_t)t * P * 2;
         for (int h = 0; h < H; h++) {
@@ -145,7 +150,7 @@ static void pack_rows(Img *m, int r0, int r1) {
             for (int j = 0; j < P; j++) {
                 float co = cs[2 * j], si = cs[2 * j + 1];
                 float a = q[2 * j], b = q[2 * j + 1];
-                Q[2 * j] = a * co - b * si; Q[2 * j + 1] = a * si + b * co;
+                Q[2 * j] = (a * co - b * si) * scale; Q[2 * j + 1] = (a * si + b * co) * scale;
                 a = k[2 * j]; b = k[2 * j + 1];
                 K[2 * j] = a * co - b * si; K[2 * j + 1] = a * si + b * co;
             }
@@ -153,6 +158,29 @@ static void pack_rows(Img *m, int r0, int r1) {
                         t % K3_VIS_BK;
             for (int d = 0; d < hd; d++) Vt[(size_t)d * K3_VIS_BK] = v[d];
         }
+    }
+}
+
+/* p[j] = exp(s[j] - mx) for the softmax (arguments <= 0): 2^k p(r), k = round(x log2 e),
+ * r = x - k ln 2 in two parts, p Taylor's degree 7 (|r| <= 0.35: < 2 ulp); 0 below 2^-126.
+ * Plain float operations only, so any compiler's vectorisation gives the same bits; about
+ * 15x k3_expf_n's speed, which matters: a 1024 x 1024 image takes 9.7e9 of them (§10). */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("tree-vectorize")))
+#endif
+static void exp_shift(float *restrict p, const float *restrict s, float mx, int n) {
+    for (int j = 0; j < n; j++) {
+        float a = s[j] - mx;
+        float k = (a * 1.44269504088896341f + 12582912.0f) - 12582912.0f;   /* round */
+        float r = a - k * 0.693145751953125f;
+        r = r - k * 1.42860682030941723212e-6f;
+        float q = 1.0f / 5040;
+        q = q * r + 1.0f / 720; q = q * r + 1.0f / 120; q = q * r + 1.0f / 24;
+        q = q * r + 1.0f / 6; q = q * r + 0.5f; q = q * r + 1.0f; q = q * r + 1.0f;
+        int32_t b = (int32_t)k + 127;
+        b = (b & ~(b >> 31)) << 23;                         /* 2^k, or 0 when k < -126 */
+        union { int32_t i; float f; } u = { b };
+        p[j] = q * u.f;
     }
 }
 
@@ -167,7 +195,6 @@ static void attn_task(void *ctx, int task) {
     if (!buf) { atomic_store(&m->oom, 1); return; }
     float *S = buf, *P = S + BQ * BK, *Oa = P + BQ * BK, *PV = Oa + (size_t)BQ * hd;
     float *mx = PV + (size_t)BQ * hd, *l = mx + BQ, *corr = l + BQ;
-    const float scale = 1.0f / sqrtf((float)hd);
     const float *Q = m->Q + ((size_t)h * L + q0) * hd;
     for (int i = 0; i < nq; i++) { mx[i] = -INFINITY; l[i] = 0; }
     memset(Oa, 0, sizeof(float) * (size_t)nq * hd);
@@ -177,14 +204,11 @@ static void attn_task(void *ctx, int task) {
         K3Mat Km = { K3_W_F32, nk, hd, m->K + ((size_t)h * L + k0) * hd, NULL, NULL };
         m->o->matmul(S, &Km, Q, 0, nk, 0, nq);            /* S[i][j] = q_i . k_j */
         for (int i = 0; i < nq; i++) {
-            float *s = S + (size_t)i * nk, *p = P + (size_t)i * BK, mn = mx[i];
-            for (int j = 0; j < nk; j++) {
-                s[j] = s[j] * scale;
-                if (s[j] > mn) mn = s[j];
-            }
+            const float *s = S + (size_t)i * nk;
+            float *p = P + (size_t)i * BK, mn = mx[i];
+            for (int j = 0; j < nk; j++) mn = s[j] > mn ? s[j] : mn;
             corr[i] = mx[i] == -INFINITY ? 0.0f : k3_expf(mx[i] - mn);
-            for (int j = 0; j < nk; j++) p[j] = s[j] - mn;
-            k3_expf_n(p, p, nk);
+            exp_shift(p, s, mn, nk);
             l[i] = l[i] * corr[i] + k3_sum(p, nk);
             mx[i] = mn;
         }
@@ -224,20 +248,19 @@ static void block(Img *m, const K3VisionBlock *b) {
     add(m, m->X, m->Hn, L, D);
     norm(m, m->Hn, m->X, b->norm1, L, D, m->c->eps);
     k3_matmul(m->Big, &b->fc0, m->Hn, L);
-    m->dst = m->Big; m->width = m->c->inter;               /* Hn is the sigmoid's scratch */
+    m->dst = m->Big; m->width = m->c->inter;
     par_rows(m, gelu_tanh_rows, L);
     k3_matmul(m->Hn, &b->fc1, m->Big, L);
     add(m, m->X, m->Hn, L, D);
 }
 
 /* The buffers for images of up to L patches (floats): X, Hn [L][D] (Hn also the merged
- * [N][4D] and the GELU's scratch, so at least F wide), Big [L][max(3A, F)], Q, K, O [L][A],
- * Vt [L rounded up to BK][A], rope [L][hd]. */
+ * [N][4D], X the projector's hidden [N][4D]), Big [L][max(3A, F)], Q, K, O [L][A], Vt [L
+ * rounded up to BK][A], rope [L][hd]. */
 static size_t act_floats(const K3VisionConfig *c, long L, size_t part[8]) {
     size_t Lp = (size_t)(L + K3_VIS_BK - 1) / K3_VIS_BK * K3_VIS_BK;
     size_t big = 3 * (size_t)c->qkv > (size_t)c->inter ? 3 * (size_t)c->qkv : (size_t)c->inter;
-    size_t hn = (size_t)c->hidden > (size_t)c->inter ? (size_t)c->hidden : (size_t)c->inter;
-    size_t p[8] = { (size_t)L * c->hidden, (size_t)L * hn, (size_t)L * big,
+    size_t p[8] = { (size_t)L * c->hidden, (size_t)L * c->hidden, (size_t)L * big,
                     (size_t)L * c->qkv, (size_t)L * c->qkv, Lp * c->qkv, (size_t)L * c->qkv,
                     (size_t)L * c->head_dim };
     size_t s = 0;
@@ -286,7 +309,9 @@ long k3_vision_count_patches(const K3VisionGrid *g, int n) {
     }
     return s;
 }
-long k3_vision_count_rows(const K3VisionGrid *g, int n) { return k3_vision_count_patches(g, n) / 4; }
+long k3_vision_count_rows(const K3VisionGrid *g, int n) {
+    return k3_vision_count_patches(g, n) / 4;
+}
 
 double k3_vision_flops(const K3VisionConfig *c, const K3VisionGrid *g, int n) {
     const double D = c->hidden, A = c->qkv, F = c->inter, p = c->patch;

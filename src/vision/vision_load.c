@@ -17,6 +17,15 @@
 
 typedef struct { const char *file; char *err; size_t errlen, used; int n; } Cfg;
 
+/* A name from a file, fit to echo: control bytes as '?', at most 80 bytes. */
+static const char *shown(const char *s, char *buf, size_t n) {
+    size_t i = 0;
+    for (; s[i] && i + 4 < n && i < 80; i++)
+        buf[i] = (unsigned char)s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
+    snprintf(buf + i, n - i, "%s", s[i] ? "..." : "");
+    return buf;
+}
+
 static void problem(Cfg *c, const char *key, const char *fmt, ...) {
     c->n++;
     if (c->used + 1 >= c->errlen) return;
@@ -151,8 +160,9 @@ static const StTensor *check(Bind *b, const char *name, int nd, const int64_t *s
 
 static void *read_t(Bind *b, const StTensor *t) {
     void *p = malloc(t->nbytes ? t->nbytes : 1);
-    if (!p) { snprintf(b->err, b->errlen, "out of memory"); b->failed = K3_ERR_RUNTIME; return NULL; }
-    if (st_read(b->st, t, p, b->err, b->errlen)) { free(p); b->failed = K3_ERR_RUNTIME; return NULL; }
+    if (!p) snprintf(b->err, b->errlen, "out of memory");
+    else if (st_read(b->st, t, p, b->err, b->errlen)) { free(p); p = NULL; }
+    if (!p) b->failed = K3_ERR_RUNTIME;
     return p;
 }
 
@@ -240,10 +250,12 @@ static void bind_all(Bind *b) {
         under++;
         if (!stray && !expected(s, k->layers)) stray = s;
     }
+    char sb[96];
     if (stray) {
         snprintf(b->err, b->errlen, "%s: tensor '%s' is not part of the K3 vision tower "
                  "(%d tensors under vision_tower./mm_projector., %d expected): a K2.5 or "
-                 "other tower, or a stub; use the K3 checkpoint's vision shards", b->dir, stray,
+                 "other tower, or a stub; use the K3 checkpoint's vision shards", b->dir,
+                 shown(stray, sb, sizeof sb),
                  under, b->seen);
         b->failed = K3_ERR_USAGE;
     }
@@ -276,8 +288,11 @@ static StIndex *open_shards(const char *dir, char *err, size_t errlen) {
         const char *k = wm->keys[i];
         const Json *f = wm->items[i];
         if (strncmp(k, "vision_tower.", 13) && strncmp(k, "mm_projector.", 13)) continue;
-        if (f->type != JSON_STRING || !f->str[0] || strchr(f->str, '/') || f->str[0] == '.') {
-            snprintf(err, errlen, "%s: weight_map['%s'] is not a shard file name", ip, k);
+        char kb[96], fb[96];
+        if (f->type != JSON_STRING || !f->str[0] || strchr(f->str, '/') || f->str[0] == '.' ||
+            strlen(f->str) != f->len) {
+            snprintf(err, errlen, "%s: weight_map['%s'] is not a shard file name", ip,
+                     shown(k, kb, sizeof kb));
             bad = 1;
             break;
         }
@@ -289,7 +304,9 @@ static StIndex *open_shards(const char *dir, char *err, size_t errlen) {
         snprintf(sp, sizeof sp, "%s/%s", dir, f->str);
         if (access(sp, R_OK)) {
             snprintf(err, errlen, "%s: shard '%s' (for tensor '%s') is missing: the vision "
-                     "tower is in it; download it beside the others", dir, f->str, k);
+                     "tower is in it; download it beside the others", dir,
+                     shown(f->str, fb, sizeof fb),
+                     shown(k, kb, sizeof kb));
             bad = 1;
         } else if (st_add_file(st, sp, err, errlen)) bad = 1;
     }

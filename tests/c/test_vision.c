@@ -208,6 +208,25 @@ int main(void) {
         ncase++;
     }
     free(cases);
+    /* k3 image --rows: the 6x10 case through k3_vision_rows_file, the bits of k3_vision_rows */
+    {
+        int sd = 3;
+        K3VisionGrid g = { 6, 10 };
+        float *px = patches(&sd, &g, 1), *rows = malloc(sizeof(float) * 15 * 256);
+        char out[] = "/tmp/k3_vision_rows_XXXXXX";
+        int fd = mkstemp(out);
+        if (fd >= 0) close(fd);
+        rc = k3_vision_rows_file(DIR, px, 6, 10, out, 1, err, sizeof err);
+        CHECK(rc == 0, "rows_file: %s", err);
+        k3_vision_rows(v, px, &g, 1, rows, err, sizeof err);
+        char *b = k3_read_file(out, &len);
+        CHECK(b && len == sizeof(float) * 15 * 256 && !memcmp(b, rows, len),
+              "rows_file: %zu bytes, not the rows of k3_vision_rows", b ? len : 0);
+        rc = k3_vision_rows_file(DIR, px, 6, 9, out, 1, err, sizeof err);
+        CHECK(rc == 2 && strstr(err, "6 x 9"), "rows_file odd grid: rc %d %s", rc, err);
+        unlink(out);
+        free(b); free(px); free(rows);
+    }
     /* (c) refusals */
     K3VisionGrid odd = { 6, 5 };
     float dummy[4];
@@ -216,7 +235,8 @@ int main(void) {
     k3_vision_close(v);
     K3Vision *w = NULL;
     rc = k3_vision_open(&w, "tests/models/tiny5", 1, err, sizeof err);
-    CHECK(rc == 2 && strstr(err, "vision_config.qkv_hidden_size: missing"), "tiny5's stub: rc %d, %s", rc, err);
+    CHECK(rc == 2 && strstr(err, "vision_config.qkv_hidden_size: missing"),
+          "tiny5's stub: rc %d, %s", rc, err);
     rc = open_edited("\"bilinear\"", "\"bicubic\"", err, sizeof err);
     CHECK(rc == 2 && strstr(err, "pos_emb_interpolation_mode"), "bicubic: rc %d, %s", rc, err);
     rc = open_edited("\"vision_config\"", "\"vision_config_x\"", err, sizeof err);
