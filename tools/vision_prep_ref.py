@@ -99,8 +99,8 @@ def compressible(w, h, seed, mode):
 # the corpus files the override sizes run on: one of each mode and transparency kind
 RESIZE_FILES = ["png_rgb8.png", "png_rgba8.png", "png_la8.png", "png_g8.png", "png_g8_trns.png",
                 "png_g2_trns.png", "png_p8.png", "png_p8_trns.png", "png_g1.png", "png_g16.png",
-                "png_rgb8_trns.png", "gif_trns.gif", "png_g16_trns_low.png", "jpg_420_17x13.jpg", "jpg_prog_420.jpg",
-                "gif_small_frame_trns.gif"]
+                "png_rgb8_trns.png", "gif_trns.gif", "png_g16_trns_low.png",
+                "jpg_420_17x13.jpg", "jpg_prog_420.jpg", "gif_small_frame_trns.gif"]
 
 
 def override_sizes(w, h):
@@ -117,7 +117,8 @@ def fixtures():
     b = io.BytesIO()
     compressible(7400, 30, 7, "RGB").save(b, "JPEG", quality=60)
     open(os.path.join(D, "big_jpg_wide.jpg"), "wb").write(b.getvalue())
-    names = sorted(l.split()[1] for l in open(os.path.join(D, "manifest.txt")) if l.startswith("ok "))
+    names = sorted(l.split()[1] for l in open(os.path.join(D, "manifest.txt"))
+                   if l.startswith("ok "))
     names += [n for n, *_ in big] + ["big_jpg_wide.jpg"]
     lines = []
     for n in names:

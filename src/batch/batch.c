@@ -38,7 +38,8 @@ static const char *USAGE =
 "naming every bad line and field). As each prompt finishes one JSON line goes to\n"
 "stdout: id, generated_ids, text (with a tokenizer), stop (length, eos, or interrupted\n"
 "by SIGINT), n_prompt, n_generated, seconds_prefill, seconds_decode. Each prompt gets\n"
-"the ids of its solo run.\n"
+"the ids of its solo run. \"images\": [\"a.png\", ...] with \"prompt\" puts image files in\n"
+"the line as k3 --image does (the chat template; docs/VISION.md).\n"
 "FILE - (stdin) or a pipe is read as lines arrive: each prompt joins the next step while\n"
 "the others decode; a bad line is answered {\"line\": N, \"error\": ...} and skipped (exit\n"
 "2 at the end); the context is --ctx (default 4096).\n"
@@ -440,7 +441,8 @@ static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
             if (jg && json_put(b, s, id, err, errlen)) return K3_ERR_RUNTIME;
             s->seq[s->n++] = id;
             s->n_gen++;
-            if (ends(b, s, id) || s->n_gen == s->gen) return finish(b, s, ends(b, s, id), err, errlen);
+            if (ends(b, s, id) || s->n_gen == s->gen)
+            return finish(b, s, ends(b, s, id), err, errlen);
         }
         s->fed = s->n - 1;             /* the state holds all but the model's own token */
         decode_next(b, s);
@@ -461,7 +463,8 @@ static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
     if (!s->t_first) s->t_first = k3_now();
     s->seq[s->n++] = id;
     s->n_gen++;
-    if (ends(b, s, id) || s->n_gen == s->gen) return finish(b, s, ends(b, s, id), err, errlen);
+    if (ends(b, s, id) || s->n_gen == s->gen)
+            return finish(b, s, ends(b, s, id), err, errlen);
     decode_next(b, s);
     return 0;
 }

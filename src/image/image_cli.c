@@ -1,8 +1,9 @@
 /* image_cli.c — k3 image FILE [--rgba OUT] [--rgb OUT] [--patches OUT] [--json]: decodes an
  * image as the vision input would (K3_VISION.md §2.1), prints what it is and what it costs
- * under the patch budget (§2.2), and writes the preprocessed pixels (§2.3-2.7). Positions: the HF reference replaces the image's one pad token by its N rows, so
- * a prompt grows by N - 1 positions over the pad; the text around it ("image WxH", the
- * begin/end tokens) is the tokenizer's and not counted here. */
+ * under the patch budget (§2.2), and writes the preprocessed pixels (§2.3-2.7). Positions:
+ * the HF reference replaces the image's one pad token by its N rows, so a prompt grows by
+ * N - 1 positions over the pad; the text around it ("image WxH", the begin/end tokens) is the
+ * tokenizer's and not counted here. */
 #include "cli.h"
 #include "image.h"
 #include "k3.h"

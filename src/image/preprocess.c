@@ -66,8 +66,9 @@ static uint8_t *resized(const K3Image *im, int nw, int nh) {
         k3_unpremultiply(out, n);
         return out;
     }
-    /* RGB, L, I: the colour alone (I on its 16-bit samples); a gray transparency key is matched again afterwards, on
-     * the resized values, as convert("RGBA") matches it (the key's low byte) */
+    /* RGB, L, I: the colour alone (I on its 16-bit samples); a gray transparency key is
+     * matched again afterwards, on the resized values, as convert("RGBA") matches it (the
+     * key's low byte) */
     int rc = is(im, "I") && im->gray16 ? resized_i(im, out, nw, nh)
                                         : k3_resample_bicubic(im->rgba, im->w, im->h, out, nw,
                                                               nh, 3);

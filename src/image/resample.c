@@ -61,7 +61,8 @@ static int coeffs(int in, int out, int **boundsp, int32_t **kp) {
     int32_t *k = malloc(sizeof *k * (size_t)ksize * out);
     if (!k) { free(*boundsp); free(w); return 0; }
     for (size_t i = 0; i < (size_t)ksize * out; i++)
-        k[i] = w[i] < 0 ? (int32_t)(-0.5 + w[i] * (1 << PREC)) : (int32_t)(0.5 + w[i] * (1 << PREC));
+        k[i] = w[i] < 0 ? (int32_t)(-0.5 + w[i] * (1 << PREC))
+                        : (int32_t)(0.5 + w[i] * (1 << PREC));
     free(w);
     *kp = k;
     return ksize;

@@ -54,7 +54,8 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--list-presets", 0 }, { "--batch", 1 }, K3_FLAGS_SPEC,
     { "--draft-ids", 1 }, { "--draft-file", 1 }, { "--stop", 1 }, { "--ignore-eos", 0 },
     { "--draft", 1 }, { "--draft-block", 1 }, { "--dump-draft", 1 },
-    { "--system-file", 1 }, { "--image", 1 }, { "--logprobs", 1 }, { "--json", 0 }, { "--json-schema", 1 },
+    { "--system-file", 1 }, { "--image", 1 },
+    { "--logprobs", 1 }, { "--json", 0 }, { "--json-schema", 1 },
     K3_FLAGS_ENGINE,
 };
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])

@@ -88,6 +88,13 @@ static int content(ServeReq *r, const Json *c, int i, const char **out, char *er
     buf_add(&b, "", 0);
     for (size_t k = 0; k < c->len; k++) {
         const Json *p = c->items[k], *ty = json_get(p, "type"), *tx = json_get(p, "text");
+        const char *t = p->type == JSON_OBJECT ? serve_type_of(p) : NULL;
+        if (t && (!strcmp(t, "image_url") || !strcmp(t, "image") || !strcmp(t, "input_image"))) {
+            buf_free(&b);
+            BAD("messages[%d].content[%zu]: k3 serve does not take images yet (nor fetches "
+                "URLs); k3 MODEL --image FILE, the chat's /image and --batch lines' \"images\" "
+                "do (docs/VISION.md)", i, k);
+        }
         if (p->type != JSON_OBJECT || !ty || ty->type != JSON_STRING || strcmp(ty->str, "text") ||
             !tx || !serve_str_ok(tx)) {
             buf_free(&b);

@@ -50,7 +50,8 @@ int main(void) {
     static Chat c;
     c.tok = tok_load("tests/tok/tiny", err, sizeof err);
     if (!c.tok) { printf("FAIL: %s\n", err); return 1; }
-    const char *a[1] = { "tests/images/png_rgba8.png" }, *b[1] = { "tests/images/jpg_prog_420.jpg" };
+    const char *a[1] = { "tests/images/png_rgba8.png" },
+               *b[1] = { "tests/images/jpg_prog_420.jpg" };
     add(&c, "user", "Hi", a, 1);
     add(&c, "assistant", "@", NULL, 0);
     add(&c, "user", "More", NULL, 0);

@@ -36,7 +36,8 @@ $K3 $M $A --threads 1 --dump-logits $T/l1 > $T/o1 2> $T/se &&
 # shellcheck disable=SC2086
 $K3 $M $(echo "$A" | sed 's/big_rgb_wide.png/big_rgba_wide.png/') --dump-logits $T/l3 \
   > /dev/null 2>&1
-[ -s $T/l3 ] && ! cmp -s $T/l1 $T/l3 && ok "another image, other logits (the rows reach the model)" ||
+[ -s $T/l3 ] && ! cmp -s $T/l1 $T/l3 &&
+  ok "another image, other logits (the rows reach the model)" ||
   bad "the image does not change the logits"
 
 # refusals: --ids, no tower, a placeholder count, a format k3 does not decode, a missing file

@@ -39,7 +39,8 @@ function rows(w, h) {
 }
 
 const M = (s) => [s, true], T = (s) => [s, false];
-const open = (tag, role) => [M('<|open|>'), T(tag), ...(role ? [T(' role'), T('="'), T(role), T('"')] : []), M('<|sep|>')];
+const open = (tag, role) => [M('<|open|>'), T(tag),
+  ...(role ? [T(' role'), T('="'), T(role), T('"')] : []), M('<|sep|>')];
 const close = (tag) => [M('<|close|>'), T(tag), M('<|sep|>')];
 // a part: a string (text) or [W, H] (an image)
 const IMG = (w, h) => ['IMG', w, h];
@@ -59,8 +60,12 @@ function encode(segs) {
   const ids = [];
   for (const g of segs) {
     if (g[0] === 'IMG') {
-      const e = enc.encode(`<|media_begin|>image ${g[1]}x${g[2]}<|media_content|><|media_pad|><|media_end|>`, 'all');
-      for (const id of e) { if (id === PAD) for (let r = 0; r < rows(g[1], g[2]); r++) ids.push(PAD); else ids.push(id); }
+      const e = enc.encode(`<|media_begin|>image ${g[1]}x${g[2]}<|media_content|>` +
+                           '<|media_pad|><|media_end|>', 'all');
+      for (const id of e) {
+        if (id !== PAD) ids.push(id);
+        else for (let r = 0; r < rows(g[1], g[2]); r++) ids.push(PAD);
+      }
     } else for (const id of enc.encode(g[0], g[1] ? 'all' : [])) ids.push(id);
   }
   return ids;
