@@ -59,4 +59,14 @@ uint8_t *k3_image_rgb(const K3Image *im, int nw, int nh);
  * malloc'd, NULL out of memory. */
 #define K3_PATCH_DIM 588
 float *k3_image_patches(const uint8_t *rgb, const K3ImagePlan *p);
+
+/* data_url.c: base64 (RFC 4648, strict: the standard alphabet, '=' only as the end's
+ * padding) of s[0..n) into out[0..cap): the byte count, or -1 with the reason in err. */
+long k3_base64_decode(const char *s, size_t n, uint8_t *out, size_t cap, char *err,
+                      size_t errlen);
+/* A data: URL's bytes ("data:[TYPE];base64,DATA"; the type is not trusted: the format is
+ * sniffed later): *out malloc'd, at most cap bytes. 0, or -1 with the reason in err (an
+ * http(s) URL is refused: k3 does not fetch). */
+int k3_data_url(const char *s, size_t n, uint8_t **out, size_t *outn, size_t cap, char *err,
+                size_t errlen);
 #endif

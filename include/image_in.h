@@ -68,6 +68,17 @@ int k3_image_segs(XtmlSegs *s, const K3ImageIn *im, int n, char *err, size_t err
  * spans[n] is filled; 0, or -1 when the ids do not hold the images as rendered. */
 int k3_image_spans(const int32_t *ids, size_t nids, const Tok *t, const K3ImageIn *im, int n,
                    K3EmbedSpan *spans, char *err, size_t errlen);
+/* A one-shot conversation (k3 --image, --batch "images"): an optional system message and
+ * one user message (text[0..len), the images at its placeholders or first), thinking off,
+ * with the generation prompt, as ids; spans[n] where the rows go. 0, or -1 with the reason
+ * (a NUL in the text, a placeholder count, out of memory). */
+int k3_image_render(const Tok *t, const char *system, const char *text, size_t len,
+                    const K3ImageIn *im, int n, int32_t **ids, size_t *nids, K3EmbedSpan *spans,
+                    char *err, size_t errlen);
+/* k3_image_rows, then the spans take the rows and emb the spans: what a state's embed then
+ * points at. 0, or k3_image_rows's exit code with err. */
+int k3_image_embed(K3ImageCtx *c, K3ImageIn *im, int n, K3EmbedSpan *spans, K3Embed *emb,
+                   char *err, size_t errlen);
 /* The images' hash, chained onto h (a prefix key: same ids, other pixels, other key). */
 uint64_t k3_image_hash(uint64_t h, const K3ImageIn *im, int n);
 #endif

@@ -4,7 +4,7 @@ reference's own steps: PIL's resize in the image's mode, the chessboard fill in 
 padding, float64 normalisation then float32, the patch transpose), and the fixtures that
 tests/sh/image_prep.sh checks k3 against (k3 image --rgb / --patches).
 
-    /usr/bin/python3 tools/vision_prep_ref.py            write tests/images/big_*.png|jpg and
+    /usr/bin/python3 tools/vision_prep_ref.py            write tests/images/big/*.png|jpg and
                                                          tests/images/prep.txt
     /usr/bin/python3 tools/vision_prep_ref.py FILE [WxH] print the plan and the hashes
     /usr/bin/python3 tools/vision_prep_ref.py --sweep N  compare bin/k3 on N random sizes
@@ -110,16 +110,17 @@ def override_sizes(w, h):
 
 
 def fixtures():
-    big = [("big_rgb_wide.png", 7301, 23, "RGB"), ("big_rgba_wide.png", 7250, 19, "RGBA"),
-           ("big_l_budget.png", 3650, 3601, "L"), ("big_p_tall.png", 17, 7200, "P")]
+    # in big/: the decoders' fuzzer (tests/c/test_fuzz_image.c) seeds from tests/images/ only
+    big = [("big/big_rgb_wide.png", 7301, 23, "RGB"), ("big/big_rgba_wide.png", 7250, 19, "RGBA"),
+           ("big/big_l_budget.png", 3650, 3601, "L"), ("big/big_p_tall.png", 17, 7200, "P")]
     for name, w, h, mode in big:
         compressible(w, h, len(name), mode).save(os.path.join(D, name), optimize=True)
     b = io.BytesIO()
     compressible(7400, 30, 7, "RGB").save(b, "JPEG", quality=60)
-    open(os.path.join(D, "big_jpg_wide.jpg"), "wb").write(b.getvalue())
+    open(os.path.join(D, "big/big_jpg_wide.jpg"), "wb").write(b.getvalue())
     names = sorted(l.split()[1] for l in open(os.path.join(D, "manifest.txt"))
                    if l.startswith("ok "))
-    names += [n for n, *_ in big] + ["big_jpg_wide.jpg"]
+    names += [n for n, *_ in big] + ["big/big_jpg_wide.jpg"]
     lines = []
     for n in names:
         rgb, pv, _ = preprocess(os.path.join(D, n))

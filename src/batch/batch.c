@@ -193,30 +193,10 @@ static int image_ids(Batch *b, BatchLine *l, int32_t **ids, size_t *n, char *err
             return rc == K3_ERR_RUNTIME ? K3_ERR_USAGE : rc;   /* a bad line, not a crash */
         }
     }
-    char *content = strlen(l->prompt) == l->prompt_len
-                    ? k3_image_content(l->prompt, l->n_images, why, sizeof why) : NULL;
-    if (!content) {
-        snprintf(err, errlen, "--batch %s: line %d: %s", b->o->file, l->line,
-                 strlen(l->prompt) != l->prompt_len ? "a prompt with images cannot hold a NUL"
-                 : why);
-        return K3_ERR_USAGE;
-    }
-    XtmlMsg m = { "user", content, NULL, NULL, 0, 0, 0 };
-    XtmlOpts xo = { 0, NULL, 1, 0 };
-    XtmlSegs sg = { NULL, 0, 0 };
-    int rc = xtml_segments(&m, 1, &xo, &sg, why, sizeof why) ||
-             k3_image_segs(&sg, l->img, l->n_images, why, sizeof why);
-    if (!rc && xtml_segs_encode(&sg, b->tok, ids, n)) rc = K3_ERR_RUNTIME;
-    else if (!rc && k3_image_spans(*ids, *n, b->tok, l->img, l->n_images, l->span, why,
-                                   sizeof why)) { free(*ids); rc = 1; }
-    xtml_segs_free(&sg);
-    free(content);
-    if (rc) {
-        snprintf(err, errlen, "--batch %s: line %d: %s", b->o->file, l->line, why);
-        return K3_ERR_RUNTIME;
-    }
-    l->emb.span = l->span;
-    l->emb.n = l->n_images;
+    if (k3_image_render(b->tok, NULL, l->prompt, l->prompt_len, l->img, l->n_images, ids, n,
+                        l->span, why, sizeof why))
+        return snprintf(err, errlen, "--batch %s: line %d: %s", b->o->file, l->line, why),
+               K3_ERR_USAGE;
     return 0;
 }
 
@@ -318,15 +298,11 @@ static int start(Batch *b, Slot *s, K3SchedSeq *q, char *err, size_t errlen) {
     if (l->n_images) {                  /* the tower now: one line's rows at a time */
         BatchLine *lw = &b->lines[i];
         char why[1024];
-        b->ictx.dir = b->o->model_dir;
-        b->ictx.hidden = b->e.m.cfg.hidden_size;
-        b->ictx.quiet = b->o->quiet;
-        int rc = k3_image_rows(&b->ictx, lw->img, lw->n_images, why, sizeof why);
-        if (rc) {
-            snprintf(err, errlen, "--batch %s: line %d: %s", b->o->file, l->line, why);
-            return rc;
-        }
-        for (int k = 0; k < lw->n_images; k++) lw->span[k].rows = lw->img[k].rows;
+        b->ictx = (K3ImageCtx){ b->o->model_dir, b->e.m.cfg.hidden_size, b->o->quiet, b->ictx.v };
+        int rc = k3_image_embed(&b->ictx, lw->img, lw->n_images, lw->span, &lw->emb, why,
+                                sizeof why);
+        if (rc) return snprintf(err, errlen, "--batch %s: line %d: %s", b->o->file, l->line,
+                                why), rc;
         q->st->embed = &lw->emb;
     }
     q->ids = s->seq; q->n = s->n_prompt; q->decode = 0; q->all_logits = s->dump != NULL;
@@ -442,7 +418,7 @@ static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
             s->seq[s->n++] = id;
             s->n_gen++;
             if (ends(b, s, id) || s->n_gen == s->gen)
-            return finish(b, s, ends(b, s, id), err, errlen);
+                return finish(b, s, ends(b, s, id), err, errlen);
         }
         s->fed = s->n - 1;             /* the state holds all but the model's own token */
         decode_next(b, s);
@@ -464,7 +440,7 @@ static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
     s->seq[s->n++] = id;
     s->n_gen++;
     if (ends(b, s, id) || s->n_gen == s->gen)
-            return finish(b, s, ends(b, s, id), err, errlen);
+        return finish(b, s, ends(b, s, id), err, errlen);
     decode_next(b, s);
     return 0;
 }

@@ -226,6 +226,45 @@ int k3_image_spans(const int32_t *ids, size_t nids, const Tok *t, const K3ImageI
     return 0;
 }
 
+int k3_image_embed(K3ImageCtx *c, K3ImageIn *im, int n, K3EmbedSpan *spans, K3Embed *emb,
+                   char *err, size_t errlen) {
+    int rc = k3_image_rows(c, im, n, err, errlen);
+    if (rc) return rc;
+    for (int i = 0; i < n; i++) spans[i].rows = im[i].rows;
+    emb->span = spans;
+    emb->n = n;
+    return 0;
+}
+
+int k3_image_render(const Tok *t, const char *system, const char *text, size_t len,
+                    const K3ImageIn *im, int n, int32_t **ids, size_t *nids, K3EmbedSpan *spans,
+                    char *err, size_t errlen) {
+    if (strlen(text) != len) {
+        snprintf(err, errlen, "the prompt holds a NUL byte, which the chat template cannot "
+                 "carry");
+        return -1;
+    }
+    char *content = k3_image_content(text, n, err, errlen);
+    if (!content) return -1;
+    XtmlMsg m[2] = { { "system", system, NULL, NULL, 0, 0, 0 },
+                     { "user", content, NULL, NULL, 0, 0, 0 } };
+    XtmlOpts xo = { 0, NULL, 1, 0 };
+    XtmlSegs sg = { NULL, 0, 0 };
+    int rc = xtml_segments(m + !system, 1 + !!system, &xo, &sg, err, errlen) ||
+             k3_image_segs(&sg, im, n, err, errlen);
+    if (!rc && xtml_segs_encode(&sg, t, ids, nids)) {
+        snprintf(err, errlen, "out of memory encoding the chat");
+        rc = -1;
+    }
+    if (!rc && n && k3_image_spans(*ids, *nids, t, im, n, spans, err, errlen)) {
+        free(*ids);
+        rc = -1;
+    }
+    xtml_segs_free(&sg);
+    free(content);
+    return rc ? -1 : 0;
+}
+
 uint64_t k3_image_hash(uint64_t h, const K3ImageIn *im, int n) {
     for (int i = 0; i < n; i++) h = k3_hash(h, &im[i].hash, sizeof im[i].hash);
     return h;

@@ -351,41 +351,22 @@ static int chat_template(const Opts *o, const Tok *tok, const char *user, size_t
     char *sys = o->system_file ? k3_slurp(o->system_file, CHAT_TEXT_MAX, &sl, err, sizeof err)
                                : strdup("");
     if (!sys) { fprintf(stderr, "k3: --system-file %s\n", err); return K3_ERR_USAGE; }
-    if (strlen(sys) != sl || strlen(user) != len) {
-        fprintf(stderr, "k3: %s: the %s holds a NUL byte, which the chat template cannot "
-                "carry\n", o->system_file ? "--system-file" : "--image",
-                strlen(sys) != sl ? "system file" : "prompt");
+    if (strlen(sys) != sl) {
+        fprintf(stderr, "k3: --system-file: the system file holds a NUL byte, which the chat "
+                "template cannot carry\n");
         free(sys); return K3_ERR_USAGE;
     }
     for (int i = 0; i < o->n_images; i++, ri->n++) {
         int rc = k3_image_in_file(o->images[i], tok, &ri->im[i], err, sizeof err);
         if (rc) { fprintf(stderr, "k3: --image %s\n", err); free(sys); return rc; }
     }
-    char *content = k3_image_content(user, ri->n, err, sizeof err);
-    if (!content) { fprintf(stderr, "k3: --image: %s\n", err); free(sys); return K3_ERR_USAGE; }
-    XtmlMsg mm[2] = { { "system", sys, NULL, NULL, 0, 0, 0 },
-                      { "user", content, NULL, NULL, 0, 0, 0 } };
-    XtmlOpts xo = { 0, NULL, 1, 0 };
-    XtmlSegs sg = { NULL, 0, 0 };
-    const int sys1 = o->system_file != NULL;
-    int rc = xtml_segments(mm + !sys1, 1 + sys1, &xo, &sg, err, sizeof err);
-    if (!rc) rc = k3_image_segs(&sg, ri->im, ri->n, err, sizeof err);
-    if (!rc && xtml_segs_encode(&sg, tok, ids, n)) {
-        snprintf(err, sizeof err, "out of memory encoding the chat");
-        rc = -1;
-    }
-    if (!rc && ri->n && (rc = k3_image_spans(*ids, *n, tok, ri->im, ri->n, ri->span, err,
-                                             sizeof err)))
-        free(*ids);
-    xtml_segs_free(&sg);
+    int rc = k3_image_render(tok, o->system_file ? sys : NULL, user, len, ri->im, ri->n, ids,
+                             n, ri->span, err, sizeof err);
     free(sys);
-    free(content);
     if (rc) {
         fprintf(stderr, "k3: %s: %s\n", o->system_file ? "--system-file" : "--image", err);
         return K3_ERR_USAGE;
     }
-    ri->embed.span = ri->span;
-    ri->embed.n = ri->n;
     return 0;
 }
 
@@ -620,11 +601,10 @@ static int run_batch(const Opts *o) {
     memcpy(seq, prompt, sizeof(int) * n_prompt);
     if (ri.n) {                                /* the images' rows, then into the prefill */
         ictx.hidden = m->cfg.hidden_size;
-        if ((rc = k3_image_rows(&ictx, ri.im, ri.n, err, sizeof err))) {
+        if ((rc = k3_image_embed(&ictx, ri.im, ri.n, ri.span, &ri.embed, err, sizeof err))) {
             fprintf(stderr, "k3: --image %s\n", err);
             goto done;
         }
-        for (int i = 0; i < ri.n; i++) ri.span[i].rows = ri.im[i].rows;
         st->embed = &ri.embed;
     }
 

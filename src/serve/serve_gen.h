@@ -44,6 +44,9 @@ struct Gen {
     /* /v1/responses (serve_responses_out.c; a_head, a_block (output_index), a_open too) */
     int r_seq;                            /* the next event's sequence_number */
     Buf r_acc;                            /* the open item's text so far (its .done) */
+    /* images (serve_gen.c): read, their rows, and where the rows go in the prompt */
+    K3ImageIn *img; int n_img;
+    K3EmbedSpan *span; K3Embed emb;
 };
 
 /* Why a reply ended, finer than finish_reason (docs/SERVE.md): length is max_tokens (or

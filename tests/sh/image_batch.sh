@@ -8,7 +8,7 @@ M=tests/models/tiny5_vision; TK=tests/tok/tiny; D=tests/images
 cat > $T/in.jsonl <<EOF
 {"id": 1, "prompt": "What is this?", "images": ["$D/png_rgba8.png"], "gen": 5}
 {"id": 2, "prompt": "Plain text", "gen": 5}
-{"id": 3, "prompt": "Compare", "images": ["$D/jpg_prog_420.jpg", "$D/big_rgb_wide.png"], "gen": 5}
+{"id": 3, "prompt": "Compare", "images": ["$D/jpg_prog_420.jpg", "$D/big/big_rgb_wide.png"], "gen": 5}
 EOF
 $K3 $M --batch $T/in.jsonl --tok $TK --quiet --threads 1 > $T/b1 2> $T/se &&
   $K3 $M --batch $T/in.jsonl --tok $TK --quiet --threads 2 --batch-size 1 > $T/b2 2>> $T/se &&
@@ -21,7 +21,7 @@ one() {
   sed -n 's/.*"generated_ids": \[\([^]]*\)\].*/\1/p' $T/o.json | tr -d ' '
 }
 g1=$(one --prompt 'What is this?' --image $D/png_rgba8.png)
-g3=$(one --prompt Compare --image $D/jpg_prog_420.jpg --image $D/big_rgb_wide.png)
+g3=$(one --prompt Compare --image $D/jpg_prog_420.jpg --image $D/big/big_rgb_wide.png)
 [ -n "$g1" ] && [ "$(gen 1)" = "$g1" ] && [ "$(gen 3)" = "$g3" ] &&
   ok "each image line's ids are its one-shot run's ($g1; $g3)" ||
   bad "batch vs one-shot: $(gen 1) / $g1, $(gen 3) / $g3"

@@ -13,7 +13,7 @@ S="/image $D/png_rgba8.png
 Hi
 More
 /image $D/jpg_prog_420.jpg
-/image $D/big_rgb_wide.png
+/image $D/big/big_rgb_wide.png
 And these?"
 printf '%s\n' "$S" | chat $M 1 > $T/o1 2> $T/e1 && printf '%s\n' "$S" | chat $M 2 > $T/o2 2> $T/e2
 if cmp -s $T/o1 $T/o2 && [ -s $T/o1 ]; then ok "the same replies at 1 and 2 threads"

@@ -2,7 +2,7 @@
 # Vision preprocessing (K3_VISION.md §2.2-2.7, src/image/preprocess.c, resample.c) against the
 # Pillow + NumPy reference tools/vision_prep_ref.py, which wrote tests/images/prep.txt:
 #   NAME SIZE SHA_RGB SHA_PATCHES
-# SIZE "plan": the budget rule's size (the corpus is kept as is; the big_* files are over the
+# SIZE "plan": the budget rule's size (the corpus is kept as is; the big/ files are over the
 # budget: 7301 and 7400 wide, 7200 tall, 3650 x 3601 over 65,536 patches, so Pillow's BICUBIC,
 # premultiplied for RGBA, NEAREST for P); SIZE WxH: k3 image --resize WxH (down, up, one axis
 # only, 1x1, on every PIL mode and transparency kind). k3 image --rgb (the resized, filled
@@ -30,7 +30,7 @@ done < $D/prep.txt
 ok "$n images preprocessed to the reference's bytes (RGB and float32 patches)"
 
 # the plan behind the big ones, and the patch file's size: L x 588 float32
-$K3 image --json $D/big_l_budget.png > $T/so 2>&1
+$K3 image --json $D/big/big_l_budget.png > $T/so 2>&1
 grep -q '"resized":\[3614,3566\],"pad":\[26,18\],"grid":\[256,260\],"patches":66560' $T/so &&
   ok "budget plan: 3650x3601 -> 3614x3566, 66560 patches" || bad "budget plan: $(cat $T/so)"
 $K3 image $D/png_33x7.png --patches $T/pv > /dev/null &&

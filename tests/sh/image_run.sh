@@ -18,14 +18,14 @@ $K3 $M --tok $TK --prompt 'What is this?' --image $D/png_rgba8.png --gen 0 --qui
 printf 'You look at pictures.' > $T/sys.txt
 P='<|kimi_image_placeholder|>'
 $K3 $M --tok $TK --system-file $T/sys.txt --prompt "Compare $P with $P." \
-  --image $D/jpg_prog_420.jpg --image $D/big_rgb_wide.png --gen 0 --quiet --out $T/two.json \
+  --image $D/jpg_prog_420.jpg --image $D/big/big_rgb_wide.png --gen 0 --quiet --out $T/two.json \
   > /dev/null 2> $T/se || bad "two images: $(cat $T/se)"
 [ "$(ids $T/two.json)" = "$(gold run_two_placed)" ] &&
   ok "two images at their placeholders (one resized: 7301x23 in the text, 256 rows)" ||
   bad "two images: the ids differ from the golden"
 
 # the same bits: 1 and 2 threads, whole prefill and chunks of 7 (the 256 rows cross them)
-A="--tok $TK --prompt Compare --image $D/jpg_prog_420.jpg --image $D/big_rgb_wide.png --gen 6
+A="--tok $TK --prompt Compare --image $D/jpg_prog_420.jpg --image $D/big/big_rgb_wide.png --gen 6
    --greedy --quiet"
 # shellcheck disable=SC2086
 $K3 $M $A --threads 1 --dump-logits $T/l1 > $T/o1 2> $T/se &&
@@ -34,7 +34,7 @@ $K3 $M $A --threads 1 --dump-logits $T/l1 > $T/o1 2> $T/se &&
   ok "the same logits and text at 1 and 2 threads, whole and chunked prefill" ||
   bad "threads/chunks: $(cat $T/se) $(cmp $T/l1 $T/l2)"
 # shellcheck disable=SC2086
-$K3 $M $(echo "$A" | sed 's/big_rgb_wide.png/big_rgba_wide.png/') --dump-logits $T/l3 \
+$K3 $M $(echo "$A" | sed 's/big_rgb_wide/big_rgba_wide/') --dump-logits $T/l3 \
   > /dev/null 2>&1
 [ -s $T/l3 ] && ! cmp -s $T/l1 $T/l3 &&
   ok "another image, other logits (the rows reach the model)" ||
