@@ -3,8 +3,8 @@
 # FILE on the committed tiny model with its tiny vision tower (tests/models/tiny5_vision).
 # The rendered ids equal tools/tok/gen_image_goldens.js's (tiktoken over an independent
 # transcription of the template: tests/images/chat_ids.txt); the same bits at 1 and 2
-# threads and at any prefill chunk (an image's rows crossing chunks); the rows matter (another
-# image, other logits); the refusals.
+# threads, at any prefill chunk (an image's rows crossing chunks) and on every kernel path the
+# machine has; the rows matter (another image, other logits); the refusals.
 . tests/sh/lib/check.sh
 M=tests/models/tiny5_vision; TK=tests/tok/tiny; D=tests/images
 [ -f $M/config.json ] || { echo "FAIL: $M missing"; exit 1; }
@@ -33,6 +33,13 @@ $K3 $M $A --threads 1 --dump-logits $T/l1 > $T/o1 2> $T/se &&
   cmp -s $T/l1 $T/l2 && cmp -s $T/o1 $T/o2 &&
   ok "the same logits and text at 1 and 2 threads, whole and chunked prefill" ||
   bad "threads/chunks: $(cat $T/se) $(cmp $T/l1 $T/l2)"
+# every kernel path this machine has: the same bits (the tower and the text model)
+for k in scalar avx2 avx512; do
+  # shellcheck disable=SC2086
+  $K3 $M $A --threads 2 --kernels $k --dump-logits $T/lk > $T/ok 2> $T/se || continue
+  cmp -s $T/l1 $T/lk && cmp -s $T/o1 $T/ok && ok "--kernels $k: the same logits and text" ||
+    bad "--kernels $k: $(cmp $T/l1 $T/lk)"
+done
 # shellcheck disable=SC2086
 $K3 $M $(echo "$A" | sed 's/big_rgb_wide/big_rgba_wide/') --dump-logits $T/l3 \
   > /dev/null 2>&1
