@@ -120,7 +120,7 @@ static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t rep
         if (!b) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
         c->dbuf = b; c->capd = n * 2;
     }
-    memcpy(c->dbuf, c->seen, sizeof(int) * c->nseen);
+    if (c->nseen) memcpy(c->dbuf, c->seen, sizeof(int) * c->nseen);   /* (seen may be NULL) */
     for (size_t i = 0; i < c->nfed; i++) c->dbuf[c->nseen + i] = c->fed[i];
     c->dbuf[n - 1] = id;
     const int k = k3_spec_draft(&c->spec_st, c->dbuf, (int)n, (int)(c->nseen + reply0), room,

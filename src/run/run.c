@@ -233,7 +233,7 @@ static void emit_end(Emitter *e) {
         const char *b; size_t n;
         tok_stream_flush(&e->ts, &b, &n);
         if (out_text(e, b, n)) fprintf(stderr, "k3: out of memory\n");
-        if (!e->stopped) fwrite(e->hold, 1, e->nhold, e->f);     /* no match: all of it */
+        if (!e->stopped && e->nhold) fwrite(e->hold, 1, e->nhold, e->f);   /* no match: all */
     }
     fputc('\n', e->f);
     fflush(e->f);
