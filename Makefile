@@ -265,7 +265,7 @@ $(BUILD)/fuzz/mf_image: tests/c/test_fuzz_image.c $(FUZZDEPS)
 AARCH64_CC ?= aarch64-linux-gnu-gcc
 aarch64:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 bin/k3-aarch64 build/aarch64/tests/test_kernels \
-	  build/aarch64/tests/test_codec
+	  build/aarch64/tests/test_codec build/aarch64/tests/test_vision
 aarch64-test:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 build/aarch64/tests/test_kernels \
 	  build/aarch64/tests/test_codec

@@ -174,7 +174,7 @@ CASES = [
     ("g6x10", [(3, 6, 10)], "embed b0 b1 final merged rows"),
     ("g10x6", [(4, 10, 6)], "embed b0 b1 final rows"),
     ("g16x4", [(5, 16, 4)], "embed final rows"),
-    ("g12x14", [(6, 12, 14)], "final rows"),
+    ("g18x20", [(6, 18, 20)], "final rows"),
     ("two", [(1, 2, 2), (3, 6, 10)], "rows"),
 ]
 

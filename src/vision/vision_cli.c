@@ -14,7 +14,14 @@
 int k3_vision_run(K3Vision *v, const float *patches, const K3VisionGrid *g, int n, float *rows,
                   int quiet, char *err, size_t errlen) {
     double t0 = k3_now();
+    v->progress = !quiet;
+    v->t0 = t0; v->next = t0 + k3_progress_every(); v->done = v->total = 0;
+    for (int i = 0; i < n; i++) {
+        double L = (double)g[i].gh * g[i].gw;
+        v->total += L * (L + 4 * v->c.hidden);
+    }
     int rc = k3_vision_rows(v, patches, g, n, rows, err, errlen);
+    v->progress = 0;
     double s = k3_now() - t0, f = k3_vision_flops(&v->c, g, n);
     if (!rc && !quiet)
         fprintf(stderr, "k3: vision tower: %ld rows from %ld patches in %.3f s, %.1f GFLOP/s "

@@ -105,9 +105,12 @@ static void read_config(Cfg *c, const Json *top, K3VisionConfig *k) {
         problem(c, "projector_ln_eps", "must be a number in (0, 1)");
     else if (pe) k->proj_eps = (float)pe->number;
     const Json *mk = json_get(j, "merge_kernel_size");
-    if (mk && (mk->type != JSON_ARRAY || mk->len != 2 || !json_at(mk, 0)->is_integer ||
-               json_at(mk, 0)->integer != 2 || !json_at(mk, 1)->is_integer ||
-               json_at(mk, 1)->integer != 2))
+    int two = mk && mk->type == JSON_ARRAY && mk->len == 2;
+    for (size_t i = 0; two && i < 2; i++) {
+        const Json *e = json_at(mk, i);
+        two = e->type == JSON_NUMBER && e->is_integer && e->integer == 2;
+    }
+    if (mk && !two)
         problem(c, "merge_kernel_size", "must be [2, 2] (the only merge k3 implements)");
     want_str(c, j, "norm_type", "rmsnorm");
     want_str(c, j, "activation_func", "gelu_pytorch_tanh");

@@ -20,10 +20,13 @@ struct K3Vision {
     float *post_norm;                         /* [out] */
     void **bufs; int n_bufs;                  /* the BF16 matrices as read (freed at close) */
     size_t weight_bytes;
+    /* progress lines on stderr (k3_vision_run when not quiet): work done of total */
+    int progress;
+    double t0, next, done, total;
 };
 
 /* Attention tiles (vision.c): queries and keys per tile. Fixed: the key tile sets the
  * order of the online softmax's sums, so it is part of the result's definition. */
-#define K3_VIS_BQ 64
-#define K3_VIS_BK 64
+#define K3_VIS_BQ 128
+#define K3_VIS_BK 256
 #endif
