@@ -146,8 +146,9 @@ clean:
 #   chat_state                      tests/c/test_fuzz_state.c (saved chat state)
 #   trunk                           tests/c/test_fuzz_trunk.c (packed trunk header + index)
 #   dspark                          tests/c/test_fuzz_dspark.c (a DSpark draft's config.json)
-#   png jpeg gif inflate            tests/c/test_fuzz_image.c (k3 image's decoders, seeded
-#                                   with tests/images/; PNGs also with their CRCs fixed)
+#   png jpeg gif inflate data_url   tests/c/test_fuzz_image.c (k3 image's decoders, seeded
+#                                   with tests/images/; PNGs also with their CRCs fixed; the
+#                                   data: URL / base64 parser of image_url parts)
 # Their custom mutator mixes libFuzzer's byte mutations with structural JSON ones
 # (tests/c/fuzz_json.h), line and field ones (trunk); inputs up to 16 KiB (4 KiB for
 # tok_text, 64 KiB for trunk and chat_state: an index; a state's head, to which the
@@ -166,7 +167,7 @@ FUZZ_RUNS    ?=
 FUZZ_CC      ?= clang
 FUZZ_TMPDIR  ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo /tmp)
 FUZZ_PARSERS := json st_header st_index config
-FUZZ_IMAGE   := png jpeg gif inflate
+FUZZ_IMAGE   := png jpeg gif inflate data_url
 FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist json_gram http_head \
                 serve_req chat_state trunk dspark $(FUZZ_IMAGE) grammar json_schema
 MF_ALL       := parsers tok hist gram image grammar schema
@@ -178,7 +179,7 @@ HISTSRC   := src/chat/chat_hist.c src/io/json.c src/base/util.c src/base/outfile
 GRSRC     := src/text/grammar.c src/text/grammar_parse.c $(TOKSRC)
 SCHEMASRC := $(wildcard src/text/json_schema*.c) $(GRSRC)
 GRAMSRC   := src/text/json_gram.c $(SCHEMASRC)
-IMAGESRC  := $(filter-out src/image/image_cli.c,$(wildcard src/image/*.c))
+IMAGESRC  := $(filter-out src/image/image_cli.c src/image/image_in.c,$(wildcard src/image/*.c))
 FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h src/*/*.h) $(PARSERSRC) $(GRAMSRC) \
              $(HISTSRC) $(IMAGESRC) tests/c/test_fuzz_image.c
 fuzz_main = $(if $(filter $(1),$(FUZZ_PARSERS)),tests/c/test_fuzz_parsers.c,$(if \

@@ -16,7 +16,11 @@ typedef struct {
     char mode[24];        /* the PIL mode the file opens as (RGB, RGBA, L, LA, P, I, 1) */
     char detail[96];      /* e.g. "8-bit palette, interlaced", "baseline 4:2:0" */
     int has_alpha;        /* any pixel with alpha < 255 possible (alpha band or tRNS) */
+    int trns_key;         /* modes L, I, 1: the gray transparency value's low byte (what
+                           * Pillow's convert("RGBA") matches, after a resize too), else -1 */
     uint8_t *rgba;        /* w*h*4 bytes, malloc'd */
+    uint16_t *gray16;     /* mode I (16-bit gray PNG): the w*h samples Pillow resizes before
+                           * it clips them to 0..255; else NULL */
 } K3Image;
 
 /* Decodes b[0..n). 0, or -1 with "NAME: what is wrong" in err (a damaged or refused file). */
@@ -42,4 +46,27 @@ int k3_image_alloc(K3Image *im, long w, long h, char *err, size_t errlen);
 /* The patch budget plan (K3_VISION.md §2.2) for an original W x H. */
 typedef struct { int nw, nh, pw, ph, gw, gh; long patches, rows; } K3ImagePlan;
 void k3_image_plan(int w, int h, K3ImagePlan *p);
+/* The same padding, grid and rows for a size given as is (nw x nh, no budget rule). */
+void k3_image_plan_fixed(int nw, int nh, K3ImagePlan *p);
+
+/* Preprocessing (preprocess.c, resample.c), bit for bit the reference's PIL + NumPy.
+ * §2.3-2.4: im at nw x nh (resized as Pillow does in the image's own mode when the size
+ * differs), filled onto the chessboard where it has transparency: nh*nw*3 RGB bytes,
+ * malloc'd; NULL out of memory. The pipeline passes the plan's nw x nh. */
+uint8_t *k3_image_rgb(const K3Image *im, int nw, int nh);
+/* §2.5-2.7: the plan's pixel values from rgb (p->nh x p->nw x 3): p->patches rows of
+ * K3_PATCH_DIM floats (channel, row, column inside the patch), row-major over the grid;
+ * malloc'd, NULL out of memory. */
+#define K3_PATCH_DIM 588
+float *k3_image_patches(const uint8_t *rgb, const K3ImagePlan *p);
+
+/* data_url.c: base64 (RFC 4648, strict: the standard alphabet, '=' only as the end's
+ * padding) of s[0..n) into out[0..cap): the byte count, or -1 with the reason in err. */
+long k3_base64_decode(const char *s, size_t n, uint8_t *out, size_t cap, char *err,
+                      size_t errlen);
+/* A data: URL's bytes ("data:[TYPE];base64,DATA"; the type is not trusted: the format is
+ * sniffed later): *out malloc'd, at most cap bytes. 0, or -1 with the reason in err (an
+ * http(s) URL is refused: k3 does not fetch). */
+int k3_data_url(const char *s, size_t n, uint8_t **out, size_t *outn, size_t cap, char *err,
+                size_t errlen);
 #endif

@@ -56,6 +56,13 @@ struct K3Undo {
     float **raw, **q, **k, **v, **alpha, **beta;
 };
 
+/* Rows that enter a sequence in place of its ids' embeddings (an image's projector rows,
+ * K3_VISION.md §5.3): span i covers positions pos0..pos0+len-1 of the sequence with rows
+ * [len][hidden]. The forward copies them over the embedding lookup of any step that
+ * reaches those positions (a chunked prefill, a batch); nothing else changes. */
+typedef struct { int pos0, len; const float *rows; } K3EmbedSpan;
+typedef struct { const K3EmbedSpan *span; int n; } K3Embed;
+
 /* Per-sequence decode state (§3.8): KDA recurrent state + conv windows, and the
  * MLA latent cache (normalised c' and k_pe per position). */
 typedef struct {
@@ -69,6 +76,7 @@ typedef struct {
     int in_file;                              /* K3_STATE_*_FILE: layers kept in a state file */
     int file_slot;                            /* its records there (1-based; 0: none) */
     int fresh;                                /* reset since its records were last written */
+    const K3Embed *embed;                     /* NULL: every position embeds its id */
 } K3State;
 enum { K3_STATE_KDA_FILE = 1, K3_STATE_MLA_FILE = 2 };
 

@@ -224,6 +224,9 @@ def main():
     png("png_g16_trns.png", g16, 0, 16, trns=struct.pack(">H", int(g16[0, 0, 0])))
     c16 = t.integers(0, 3, (9, 11, 3))
     png("png_rgb16_trns.png", c16, 2, 16, trns=struct.pack(">HHH", *map(int, c16[0, 0])))
+    # a 16-bit key over 255: Pillow matches its low byte (279 -> 23) against the clipped sample
+    g16b = np.random.default_rng(6).integers(0, 40, (9, 11, 1))
+    png("png_g16_trns_low.png", g16b, 0, 16, trns=struct.pack(">H", 279))
     # JPEG
     img = Image.fromarray(pattern(32, 24, 6))
     save_ok("jpg_444.jpg", pil_bytes(img, "JPEG", quality=90, subsampling=0))

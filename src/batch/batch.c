@@ -39,7 +39,8 @@ static const char *USAGE =
 "naming every bad line and field). As each prompt finishes one JSON line goes to\n"
 "stdout: id, generated_ids, text (with a tokenizer), stop (length, eos, or interrupted\n"
 "by SIGINT), n_prompt, n_generated, seconds_prefill, seconds_decode. Each prompt gets\n"
-"the ids of its solo run.\n"
+"the ids of its solo run. \"images\": [\"a.png\", ...] with \"prompt\" puts image files in\n"
+"the line as k3 --image does (the chat template; docs/VISION.md).\n"
 "FILE - (stdin) or a pipe is read as lines arrive: each prompt joins the next step while\n"
 "the others decode; a bad line is answered {\"line\": N, \"error\": ...} and skipped (exit\n"
 "2 at the end); the context is --ctx (default 4096).\n"
@@ -150,6 +151,29 @@ static int parse(int argc, char **argv, BOpts *o) {
     return 0;
 }
 
+/* An "images" line: the chat template (thinking off, as k3 --image) around its prompt and
+ * images; the images read and preprocessed (their rows when the line starts). */
+static int image_ids(Batch *b, BatchLine *l, int32_t **ids, size_t *n, char *err,
+                     size_t errlen) {
+    char why[1024];
+    if (!(l->img = calloc((size_t)l->n_images, sizeof *l->img)) ||
+        !(l->span = calloc((size_t)l->n_images, sizeof *l->span))) {
+        snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME;
+    }
+    for (int k = 0; k < l->n_images; k++) {
+        int rc = k3_image_in_file(l->images[k], b->tok, &l->img[k], why, sizeof why);
+        if (rc) {
+            snprintf(err, errlen, "--batch %s: line %d: images: %s", b->o->file, l->line, why);
+            return rc == K3_ERR_RUNTIME ? K3_ERR_USAGE : rc;   /* a bad line, not a crash */
+        }
+    }
+    if (k3_image_render(b->tok, NULL, l->prompt, l->prompt_len, l->img, l->n_images, ids, n,
+                        l->span, why, sizeof why))
+        return snprintf(err, errlen, "--batch %s: line %d: %s", b->o->file, l->line, why),
+               K3_ERR_USAGE;
+    return 0;
+}
+
 static int ids_of(Batch *b, int i, char *err, size_t errlen) {
     const BatchLine *l = &b->lines[i];
     if (l->ids) {
@@ -165,7 +189,11 @@ static int ids_of(Batch *b, int i, char *err, size_t errlen) {
         return K3_ERR_USAGE;
     }
     size_t n = 0;
-    int32_t *t = tok_encode(b->tok, l->prompt, l->prompt_len, 0, &n);
+    int32_t *t = NULL;
+    if (l->n_images) {
+        int rc = image_ids(b, &b->lines[i], &t, &n, err, errlen);
+        if (rc) return rc;
+    } else t = tok_encode(b->tok, l->prompt, l->prompt_len, 0, &n);
     if (!t) { snprintf(err, errlen, "out of memory tokenizing line %d", l->line); return 1; }
     b->prompts[i] = malloc(sizeof(int) * (n ? n : 1));
     if (!b->prompts[i]) { free(t); snprintf(err, errlen, "out of memory"); return 1; }
@@ -259,6 +287,17 @@ static int start(Batch *b, Slot *s, K3SchedSeq *q, char *err, size_t errlen) {
     if (b->o->spec) k3_spec_init(&s->spec, &b->e.m, NULL, 0, b->o->spec_k);
     if (s->dl) k3_draft_reset(s->dl);
     s->k = 0;
+    q->st->embed = NULL;
+    if (l->n_images) {                  /* the tower now: one line's rows at a time */
+        BatchLine *lw = &b->lines[i];
+        char why[1024];
+        b->ictx = (K3ImageCtx){ b->o->model_dir, b->e.m.cfg.hidden_size, b->o->quiet, b->ictx.v };
+        int rc = k3_image_embed(&b->ictx, lw->img, lw->n_images, lw->span, &lw->emb, why,
+                                sizeof why);
+        if (rc) return snprintf(err, errlen, "--batch %s: line %d: %s", b->o->file, l->line,
+                                why), rc;
+        q->st->embed = &lw->emb;
+    }
     q->ids = s->seq; q->n = s->n_prompt; q->decode = 0; q->all_logits = s->dump != NULL;
     q->draft = NULL;
     if (b->in && !b->o->quiet)
@@ -308,6 +347,9 @@ static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
     b->drafted += s->spec.drafted; b->accepted += s->spec.accepted; b->passes += s->spec.passes;
     b->done++;
     sampler_free(&s->smp);
+    s->q->st->embed = NULL;                        /* the slot's next line has its own */
+    for (int k = 0; b->lines[s->li].img && k < b->lines[s->li].n_images; k++)
+        k3_image_in_free(&b->lines[s->li].img[k]);   /* its rows: done with */
     k3_sched_leave(b->sch, s->q);
     s->li = -1; s->q = NULL;
     if (!b->o->quiet) {
@@ -332,6 +374,11 @@ static int json_put(Batch *b, Slot *s, int id, char *err, size_t errlen) {
     snprintf(err, errlen, "line %d: %s: token %d was drawn outside the mask",
              b->lines[s->li].line, k3_cons_name(&s->cs), id);
     return -1;
+}
+
+/* The line's end token: eos, and <|end_of_msg|> for an "images" line (the chat template) */
+static int ends(const Batch *b, const Slot *s, int id) {
+    return id == b->e.m.cfg.eos_token_id || (b->lines[s->li].n_images && id == b->eom);
 }
 
 static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
@@ -371,7 +418,8 @@ static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
             if (jg && json_put(b, s, id, err, errlen)) return K3_ERR_RUNTIME;
             s->seq[s->n++] = id;
             s->n_gen++;
-            if (id == eos_id || s->n_gen == s->gen) return finish(b, s, id == eos_id, err, errlen);
+            if (ends(b, s, id) || s->n_gen == s->gen)
+                return finish(b, s, ends(b, s, id), err, errlen);
         }
         s->fed = s->n - 1;             /* the state holds all but the model's own token */
         decode_next(b, s);
@@ -392,7 +440,8 @@ static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
     if (!s->t_first) s->t_first = k3_now();
     s->seq[s->n++] = id;
     s->n_gen++;
-    if (id == eos_id || s->n_gen == s->gen) return finish(b, s, id == eos_id, err, errlen);
+    if (ends(b, s, id) || s->n_gen == s->gen)
+        return finish(b, s, ends(b, s, id), err, errlen);
     decode_next(b, s);
     return 0;
 }
@@ -611,9 +660,11 @@ int k3_batch_main(int argc, char **argv) {
             fprintf(stderr, "k3: %s\n", err);
             rc = K3_ERR_USAGE;
         }
+    b.eom = -1;
     if (!rc && o.tok_dir) {
         b.tok = tok_load(o.tok_dir, err, sizeof err);
         if (!b.tok) { fprintf(stderr, "k3: %s\n", err); rc = K3_ERR_USAGE; }
+        else b.eom = tok_special_id(b.tok, "<|end_of_msg|>");
     }
     b.cap_lines = b.n_lines;
     b.prompts = calloc((size_t)b.n_lines + 1, sizeof(int *));
@@ -770,6 +821,7 @@ done:
     for (int i = 0; b.prompts && i < b.n_lines; i++) free(b.prompts[i]);
     free(b.prompts); free(b.n_prompts);
     batch_lines_free(b.lines, b.n_lines);
+    k3_image_ctx_close(&b.ictx);
     k3_engine_close(&b.e);
     tok_free(b.tok);
     if (in.fd > 0) close(in.fd);

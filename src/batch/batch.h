@@ -4,13 +4,15 @@
 #define K3_BATCH_H
 #include <stddef.h>
 #include <stdint.h>
+#include "image_in.h"
 #include "json_gram.h"
 #include "grammar.h"
 #include "sampler.h"
 
 /* One prompt line: {"id": ..., "ids": [..]} or {"id": ..., "prompt": "text"}, optional
  * "gen", "temperature", "top_p", "top_k", "min_p", "seed", the penalties, "logit_bias",
- * "response_format". */
+ * "response_format", "images" (with "prompt": image files; the line is then rendered in the
+ * chat template as k3 --image renders it). */
 typedef struct {
     int line;                 /* 1-based line number in the file */
     char *id;                 /* the id as JSON text (a string literal or an integer) */
@@ -23,6 +25,9 @@ typedef struct {
     int sampling;             /* a sampling field (or flag) was given: sample, else greedy */
     JgSchema *jg;             /* "response_format": JSON mode (json_gram.h), NULL: none */
     GrGrammar *gr;            /* "grammar": GBNF text (grammar.h), NULL: none */
+    char **images; int n_images;   /* "images": paths, in order */
+    K3ImageIn *img;           /* batch.c: the images read, their rows (n_images of them) */
+    K3EmbedSpan *span; K3Embed emb;   /* batch.c: where the rows go in the prompt */
 } BatchLine;
 
 /* Parses line number `line` (text[0..n), no newline) over the defaults sp/seed/sampling.

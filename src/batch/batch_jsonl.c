@@ -11,6 +11,9 @@
 void batch_line_free(BatchLine *l) {
     free(l->id); free(l->ids); free(l->prompt);
     jg_free(l->jg); gr_free(l->gr);
+    for (int i = 0; i < l->n_images; i++) free(l->images[i]);
+    for (int i = 0; l->img && i < l->n_images; i++) k3_image_in_free(&l->img[i]);
+    free(l->images); free(l->img); free(l->span);
     memset(l, 0, sizeof *l);
 }
 
@@ -91,6 +94,29 @@ static int field(const char *key, const Json *v, int line, BatchLine *o, int *se
         if (!o->prompt) { snprintf(err, errlen, "line %d: out of memory", line); return -1; }
         memcpy(o->prompt, v->str, v->len + 1);
         o->prompt_len = v->len;
+    } else if (!strcmp(key, "images")) {
+        if (v->type != JSON_ARRAY || v->len < 1 || v->len > 16) {
+            snprintf(err, errlen, "line %d: \"images\" must be an array of 1 to 16 image "
+                     "file paths", line);
+            return -1;
+        }
+        for (int i = 0; i < o->n_images; i++) free(o->images[i]);
+        free(o->images);
+        o->n_images = 0;
+        if (!(o->images = calloc(v->len, sizeof *o->images))) {
+            snprintf(err, errlen, "line %d: out of memory", line); return -1;
+        }
+        for (size_t i = 0; i < v->len; i++) {
+            const Json *t = v->items[i];
+            if (t->type != JSON_STRING || !t->len || strlen(t->str) != t->len) {
+                snprintf(err, errlen, "line %d: \"images\" item %zu must be a file path (a "
+                         "non-empty string without NUL)", line, i);
+                return -1;
+            }
+            if (!(o->images[o->n_images++] = strdup(t->str))) {
+                snprintf(err, errlen, "line %d: out of memory", line); return -1;
+            }
+        }
     } else if (!strcmp(key, "gen")) {
         if (integer(v, line, key, 0, 1 << 30, &k, err, errlen)) return -1;
         o->gen = (int)k;
@@ -135,7 +161,8 @@ static int field(const char *key, const Json *v, int line, BatchLine *o, int *se
         char *q = json_quote(key, strlen(key));
         snprintf(err, errlen, "line %d: unknown field %s (known: id, ids, prompt, gen, "
                  "temperature, top_p, top_k, min_p, seed, frequency_penalty, presence_penalty, "
-                 "repeat_penalty, repeat_last_n, logit_bias, response_format, grammar)", line,
+                 "repeat_penalty, repeat_last_n, logit_bias, response_format, grammar, "
+                 "images)", line,
                  q ? q : "?");
         free(q);
         return -1;
@@ -169,6 +196,10 @@ int batch_parse_line(const char *text, size_t n, int line, const SamplerParams *
     } else if (!rc && o->jg && o->gr) {
         snprintf(err, errlen, "line %d: give \"response_format\" (JSON mode) or \"grammar\", "
                  "not both", line);
+        rc = 2;
+    } else if (!rc && o->n_images && o->ids) {
+        snprintf(err, errlen, "line %d: \"images\" goes with \"prompt\" (the text and the "
+                 "images are rendered in the chat template), not \"ids\"", line);
         rc = 2;
     } else if (!rc && sampler_check(&o->sp, serr, sizeof serr)) {
         /* the sampler names the flag; here the field is the line's */

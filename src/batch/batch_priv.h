@@ -59,6 +59,8 @@ struct Batch {
     double t_run;
     Stream *in;                        /* NULL: the whole file was read and checked first */
     const double *ranks; int n_ranks;  /* over N ranks: k3_ranks_gather's (else 0) */
+    K3ImageCtx ictx;                   /* "images": the vision tower, opened on first use */
+    int eom;                           /* <|end_of_msg|>: where an "images" line's reply ends */
     K3DraftLoop **dl;                  /* --draft: one loop a slot (dl[0] holds the tap) */
     K3DraftStats ds;                   /* their totals at the end */
     char derr[1024];                   /* a draft's failure inside a step */

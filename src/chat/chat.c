@@ -64,6 +64,8 @@ static const char HELP[] =
 "  /history               the lines typed in this session\n"
 "  /save FILE, /load FILE write / read a JSONL history\n"
 "  /save-state FILE       save the engine state (resume with --history H --load-state FILE)\n"
+"  /image PATH            an image (PNG, JPEG, GIF) for your next message, through the\n"
+"                         model's vision tower (repeatable: several images, in order)\n"
 "Ctrl-C during a reply stops it; the partial reply is kept (marked truncated). Ctrl-C\n"
 "during the prefill stops it too; the message is then not sent (Up recalls it).\n";
 
@@ -210,6 +212,11 @@ static int n_loaded;
 static void state_save_cmd(Chat *c, const char *path) {
     char err[1024];
     if (!*path) { printf("usage: /save-state FILE\n"); return; }
+    if (chat_has_images(c)) {
+        printf("k3: a chat with images is not saved as a state: the history keeps their "
+               "places, not their pixels (/reset, or save before the first /image)\n");
+        return;
+    }
     double t0 = k3_now();
     if (chat_state_save(c, path, err, sizeof err)) printf("k3: %s\n", err);
     else
@@ -243,6 +250,12 @@ static int state_resume(Chat *c) {
 static void state_save_at_exit(Chat *c) {
     char err[1024];
     if (!c->save_state) return;
+    if (chat_has_images(c)) {
+        fprintf(stderr, "k3: --save-state: a chat with images is not saved as a state (the "
+                "history keeps their places, not their pixels)\n");
+        if (!unsaved[0]) snprintf(unsaved, sizeof unsaved, "the state was not saved (images)");
+        return;
+    }
     double t0 = k3_now();
     if (chat_state_save(c, c->save_state, err, sizeof err)) {
         fprintf(stderr, "k3: %s\n", err);
@@ -364,6 +377,7 @@ static int command(Chat *c, char *text, const Lines *hist) {
         if (c->nfed) c->reprefill_why = "another conversation was loaded (/load)";
         printf("(loaded %d messages from %s; the next turn prefills them)\n", l.n, arg);
     } else if (!strcmp(name, "/save-state")) state_save_cmd(c, arg);
+    else if (!strcmp(name, "/image")) chat_image_add(c, arg);
     else printf("unknown command %s; /help lists them (start with // to send a literal /)\n", name);
     fflush(stdout);
     return 0;
@@ -704,6 +718,9 @@ done:
     if (c->sch) k3_sched_end(c->sch, rc);     /* the other ranks end with this code */
     k3_sched_close(c->sch);                    /* and the state of its slot */
     k3_draft_close(c->draft);                  /* (its tap out of the engine) */
+    for (int i = 0; i < c->n_pend; i++) k3_image_in_free(&c->pend[i]);
+    free(c->pend); free(c->span);
+    k3_image_ctx_close(&c->ictx);
     k3_engine_close(&c->eng);
     free(c->fed); free(c->ref); free(c->seen); free(c->dbuf);
     k3_cons_free(&c->cs); gr_free(c->gr); free(c->mask);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include "draft_loop.h"
 #include "engine.h"
+#include "image_in.h"
 #include "scheduler.h"
 #include "sampler.h"
 #include "spec.h"
@@ -28,6 +29,8 @@
 typedef struct {
     char *role, *content, *reasoning;           /* reasoning: assistant only, may be NULL */
     int32_t *gen_ids; int n_gen, gen_thinking, gen_state;   /* exact record (this session) */
+    K3ImageIn *img; int n_img;                  /* a user message's images (/image), in order
+                                                 * of its content's placeholders */
 } ChatMsg;
 
 typedef struct {
@@ -75,6 +78,10 @@ typedef struct {
     GrGrammar *gr; K3Cons cs; float *mask;      /* each reply under the grammar */
     int skip;                                   /* oldest non-system messages not rendered
                                                  * (dropped to fit the context) */
+    /* images: /image queues them for the next message (chat_gen.c renders them) */
+    K3ImageIn *pend; int n_pend;
+    K3ImageCtx ictx;                            /* the vision tower, opened on first use */
+    K3EmbedSpan *span; K3Embed embed;           /* the rendered images' rows (chat_render) */
 } Chat;
 
 /* chat_hist.c */
@@ -100,8 +107,12 @@ int chat_turn(Chat *c, const char *user_text);
 void chat_forget_state(Chat *c);                 /* reset the KDA/MLA state */
 void chat_print_stats(const Chat *c, FILE *f);
 /* The transcript (all of c->log, exact records unless --canonical-history, generation
- * prompt) as ids; 0, or -1 with a message printed. */
+ * prompt) as ids; 0, or -1 with a message printed. The rendered messages' images take their
+ * places; c->embed then says where their rows go. */
 int chat_render(Chat *c, int32_t **ids, size_t *n);
+/* /image PATH: the image decoded and queued for the next message; 0, or -1 (printed). */
+int chat_image_add(Chat *c, const char *path);
+int chat_has_images(const Chat *c);              /* any message holds an image */
 
 /* chat_state.c: --save-state / --load-state (docs/CHAT.md "Saved state").
  * save: 0, or -1 with err (nothing written over FILE). load: 0 (the state, the fed ids and

@@ -145,7 +145,7 @@ static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t rep
         if (!b) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
         c->dbuf = b; c->capd = n * 2;
     }
-    if (c->nseen) memcpy(c->dbuf, c->seen, sizeof(int) * c->nseen);
+    if (c->nseen) memcpy(c->dbuf, c->seen, sizeof(int) * c->nseen);   /* (seen may be NULL) */
     for (size_t i = 0; i < c->nfed; i++) c->dbuf[c->nseen + i] = c->fed[i];
     c->dbuf[n - 1] = id;
     const int k = k3_spec_draft(&c->spec_st, c->dbuf, (int)n, (int)(c->nseen + reply0), room,
@@ -155,24 +155,102 @@ static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t rep
     return verify(c, smp, v, k, gen_pos, pend, np);
 }
 
-/* Renders the whole transcript (+ generation prompt) to ids. */
+int chat_image_add(Chat *c, const char *path) {
+    char err[1024];
+    if (!*path) { printf("usage: /image PATH\n"); return -1; }
+    if (k3_comm_size() > 1) {
+        printf("k3: images do not run over MPI ranks yet: chat with bin/k3\n");
+        return -1;
+    }
+    K3ImageIn *v = realloc(c->pend, sizeof *v * (size_t)(c->n_pend + 1));
+    if (!v) { printf("k3: out of memory\n"); return -1; }
+    c->pend = v;
+    if (k3_image_in_file(path, c->tok, &v[c->n_pend], err, sizeof err)) {
+        printf("k3: %s\n", err);
+        return -1;
+    }
+    if (!c->ictx.dir) {                          /* the tower: now, so a model without one
+                                                  * says so before the message is typed */
+        c->ictx.dir = c->model_dir;
+        c->ictx.hidden = c->eng.m.cfg.hidden_size;
+    }
+    if (k3_image_rows(&c->ictx, &v[c->n_pend], 1, err, sizeof err)) {
+        printf("k3: %s\n", err);
+        k3_image_in_free(&v[c->n_pend]);
+        return -1;
+    }
+    const K3ImageIn *im = &v[c->n_pend++];
+    printf("(image %s: %dx%d, %ld rows; it goes with your next message: %d queued)\n", path,
+           im->w, im->h, im->plan.rows, c->n_pend);
+    return 0;
+}
+
+int chat_has_images(const Chat *c) {
+    for (int i = 0; i < c->log.n; i++)
+        if (c->log.v[i].n_img) return 1;
+    return c->n_pend > 0;
+}
+
+/* Renders the whole transcript (+ generation prompt) to ids; the images of the rendered
+ * messages at their placeholders, their rows' spans in c->embed. */
 int chat_render(Chat *c, int32_t **ids, size_t *n) {
     XtmlMsg *mm = calloc((size_t)c->log.n + 1, sizeof *mm);
-    if (!mm) return -1;
+    int nimg = 0;
+    for (int i = 0; i < c->log.n; i++) nimg += c->log.v[i].n_img;
+    K3ImageIn *img = calloc((size_t)nimg + 1, sizeof *img);   /* shallow copies, in order */
+    K3EmbedSpan *sp = realloc(c->span, sizeof *sp * (size_t)(nimg + 1));
+    if (sp) c->span = sp;
+    if (!mm || !img || !sp) { free(mm); free(img); fprintf(stderr, "k3: out of memory\n");
+                              return -1; }
     const int sys = c->log.n && !strcmp(c->log.v[0].role, "system");
     int k = 0;
+    nimg = 0;
     for (int i = 0; i < c->log.n; i++) {
         if (i >= sys && i < sys + c->skip) continue;         /* dropped to fit (--context-full) */
         const ChatMsg *s = &c->log.v[i];
         mm[k++] = (XtmlMsg){ s->role, s->content, s->reasoning, s->gen_ids, s->n_gen,
                              s->gen_thinking, s->gen_state };
+        for (int j = 0; j < s->n_img; j++) img[nimg++] = s->img[j];
     }
     XtmlOpts o = { c->thinking, c->effort, 1, !c->canonical };
     char err[256];
-    int rc = xtml_render_ids(c->tok, mm, k, &o, ids, n, err, sizeof err);
+    XtmlSegs sg = { NULL, 0, 0 };
+    int rc = xtml_segments(mm, k, &o, &sg, err, sizeof err);
+    if (!rc) rc = k3_image_segs(&sg, img, nimg, err, sizeof err);
+    if (!rc && xtml_segs_encode(&sg, c->tok, ids, n)) {
+        snprintf(err, sizeof err, "out of memory encoding the chat");
+        rc = -1;
+    }
+    if (!rc && nimg && (rc = k3_image_spans(*ids, *n, c->tok, img, nimg, sp, err, sizeof err)))
+        free(*ids);
+    c->embed.span = sp;
+    c->embed.n = rc ? 0 : nimg;
     if (rc) fprintf(stderr, "k3: %s\n", err);
+    xtml_segs_free(&sg);
+    free(img);
     free(mm);
     return rc;
+}
+
+/* The rows of the rendered images that have none yet (the tower), into c->embed. */
+static int image_rows(Chat *c) {
+    char err[1024];
+    for (int i = 0; i < c->log.n; i++) {
+        ChatMsg *m = &c->log.v[i];
+        if (m->n_img && k3_image_rows(&c->ictx, m->img, m->n_img, err, sizeof err)) {
+            fprintf(stderr, "k3: %s\n", err);
+            return -1;
+        }
+    }
+    int k = 0;               /* spans are in message order, as the rows now are */
+    for (int i = 0; i < c->log.n; i++) {
+        const int sys = c->log.n && !strcmp(c->log.v[0].role, "system");
+        if (i >= sys && i < sys + c->skip) continue;
+        for (int j = 0; j < c->log.v[i].n_img && k < c->embed.n; j++)
+            c->span[k++].rows = c->log.v[i].img[j].rows;
+    }
+    c->st->embed = &c->embed;
+    return 0;
 }
 
 typedef struct {
@@ -213,8 +291,23 @@ static const char *state_name(int s) {
 }
 
 int chat_turn(Chat *c, const char *user_text) {
-    if (chat_log_add(&c->log, "user", user_text, NULL)) {
+    char *with = NULL;                           /* the text with the queued images' places */
+    if (c->n_pend) {
+        char err[256];
+        if (!(with = k3_image_content(user_text, c->n_pend, err, sizeof err))) {
+            fprintf(stderr, "k3: %s; the message was not sent\n", err);
+            return 1;
+        }
+    }
+    if (chat_log_add(&c->log, "user", with ? with : user_text, NULL)) {
+        free(with);
         fprintf(stderr, "k3: out of memory\n"); return -1;
+    }
+    free(with);
+    if (c->n_pend) {                             /* the images go with this message */
+        ChatMsg *m = &c->log.v[c->log.n - 1];
+        m->img = c->pend; m->n_img = c->n_pend;
+        c->pend = NULL; c->n_pend = 0;
     }
     int32_t *ids = NULL;
     size_t n = 0;
@@ -264,6 +357,10 @@ int chat_turn(Chat *c, const char *user_text) {
     c->reprefill_why = NULL;
     chat_interrupted = 0;
     double t0 = k3_now();
+    if (c->embed.n && image_rows(c)) {
+        free(ids); chat_msg_free(&c->log.v[--c->log.n]);
+        return -1;
+    }
     int fr = forward(c, ids + reuse, n - reuse, 1);
     if (fr) {
         long done = (long)c->st->pos - (long)reuse;      /* whole chunks the state took in */

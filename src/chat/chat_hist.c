@@ -16,6 +16,8 @@
 
 void chat_msg_free(ChatMsg *m) {
     free(m->role); free(m->content); free(m->reasoning); free(m->gen_ids);
+    for (int i = 0; i < m->n_img; i++) k3_image_in_free(&m->img[i]);
+    free(m->img);
     memset(m, 0, sizeof *m);
 }
 

@@ -77,6 +77,7 @@ K3SchedSeq *k3_sched_join_slot(K3Sched *s, int i, void *user) {
     K3SchedSeq *q = &s->seq[i];
     K3State *st = q->st;
     k3_state_reset(&s->e->m, st);
+    if (st) st->embed = NULL;                      /* rows given are the joiner's to set */
     *q = (K3SchedSeq){ .user = user, .st = st, .slot = i, .order = s->joined++ };
     s->busy[i] = 1;
     k3_follow_send(s, OP_JOIN, i, 0, NULL, NULL, 0);
@@ -232,6 +233,7 @@ K3State *k3_sched_copy(K3Sched *s, const K3SchedSeq *q, char *err, size_t errlen
 K3State *k3_sched_take(K3Sched *s, K3SchedSeq *q, char *err, size_t errlen) {
     if (s->sf) return k3_sched_copy(s, q, err, errlen);   /* (a follower copies too) */
     K3State *st = q->st;
+    st->embed = NULL;                                /* its user's rows stay with the user */
     q->st = s->seq[q->slot].st = NULL;               /* the slot makes a new one at its join */
     k3_follow_send(s, OP_TAKE, q->slot, 0, st, NULL, 0);
     return st;

@@ -14,7 +14,19 @@
 #include <sys/mman.h>
 
 /* Buffers in a file: the rows' pages and the embedding's (a row lookup) are dropped every
- * K3_ROW_BLOCK rows, so a long prompt maps one block of each (runstate.c, plan.c). */
+ * K3_ROW_BLOCK rows, so a long prompt maps one block of each (runstate.c, plan.c). Rows the
+ * sequence's state gives for some positions (K3Embed: an image's) replace the lookup's. */
+static void embed_given(const K3State *s, int T, int H, float *out) {
+    for (int i = 0; s->embed && i < s->embed->n; i++) {
+        const K3EmbedSpan *sp = &s->embed->span[i];
+        int a = sp->pos0 > s->pos ? sp->pos0 : s->pos;
+        int b = sp->pos0 + sp->len < s->pos + T ? sp->pos0 + sp->len : s->pos + T;
+        if (a < b)
+            memcpy(out + (size_t)(a - s->pos) * H, sp->rows + (size_t)(a - sp->pos0) * H,
+                   sizeof(float) * (size_t)(b - a) * H);
+    }
+}
+
 static void embed_rows(const K3Model *m, K3RunState *rs, const int *ids, int T, float *out) {
     const K3Mat *E = &m->embed;
     int H = E->cols;
@@ -136,8 +148,10 @@ int k3_forward_seqs(K3Engine *e, const K3Seq *seq, int n_seq, float *logits, cha
 
     K3Pager *pg = e->pager;                       /* states in a file: read ahead from here */
     if (pg && pg->ops->begin(pg, seq, n_seq, err, errlen)) return K3_ERR_RUNTIME;
-    for (int q = 0, r = 0; q < n_seq; r += seq[q].T, q++)   /* p = e, B = [] */
+    for (int q = 0, r = 0; q < n_seq; r += seq[q].T, q++) {   /* p = e, B = [] */
         embed_rows(&e->m, rs, seq[q].ids, seq[q].T, p + (size_t)r * H);
+        embed_given(seq[q].s, seq[q].T, H, p + (size_t)r * H);
+    }
     k3_runstate_drop(rs);
     for (int L = 0; L < c->num_hidden_layers; L++) {
         const K3Layer *ly = w->ops->acquire(w, L, err, errlen);   /* pinned or streamed */

@@ -185,5 +185,6 @@ int k3_gif_decode(const uint8_t *b, size_t n, K3Image *im, char *err, size_t el)
     snprintf(im->detail, sizeof im->detail, "first frame %dx%d at %d,%d%s%s", fw, fh, fx, fy,
              ff & 0x40 ? ", interlaced" : "", trns >= 0 ? ", transparency index" : "");
     im->has_alpha = trns >= 0;
+    if (trns >= 0 && !strcmp(im->mode, "L")) im->trns_key = trns;   /* index = gray value */
     return 0;
 }

@@ -37,7 +37,9 @@ int k3_image_alloc(K3Image *im, long w, long h, char *err, size_t errlen) {
 
 void k3_image_free(K3Image *im) {
     free(im->rgba);
+    free(im->gray16);
     im->rgba = NULL;
+    im->gray16 = NULL;
 }
 
 /* A format k3 does not decode, by its magic bytes: its name, or NULL. */
@@ -70,6 +72,7 @@ int k3_image_decode(const uint8_t *b, size_t n, const char *name, K3Image *im, c
     char why[256];
     int rc;
     memset(im, 0, sizeof *im);
+    im->trns_key = -1;
     const char *other = other_format(b, n);
     if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8)) {
         rc = k3_png_decode(b, n, im, why, sizeof why);
@@ -96,7 +99,6 @@ int k3_image_decode(const uint8_t *b, size_t n, const char *name, K3Image *im, c
 
 void k3_image_plan(int w, int h, K3ImagePlan *p) {
     const double lim = 65536.0, side = 512.0, ps = 14.0;
-    const int f = 28;
     double s1 = sqrt(lim / (fmax(1.0, (double)(w / 14)) * fmax(1.0, (double)(h / 14))));
     double s2 = side * ps / (double)w, s3 = side * ps / (double)h;
     double scale = fmin(1.0, fmin(s1, fmin(s2, s3)));
@@ -105,6 +107,11 @@ void k3_image_plan(int w, int h, K3ImagePlan *p) {
     if (nh < 1) nh = 1;
     if (nw > 7168) nw = 7168;
     if (nh > 7168) nh = 7168;
+    k3_image_plan_fixed(nw, nh, p);
+}
+
+void k3_image_plan_fixed(int nw, int nh, K3ImagePlan *p) {
+    const int f = 28;
     p->nw = nw; p->nh = nh;
     p->pw = (f - nw % f) % f; p->ph = (f - nh % f) % f;
     p->gw = (nw + p->pw) / 14; p->gh = (nh + p->ph) / 14;

@@ -1,8 +1,9 @@
-/* image_cli.c — k3 image FILE [--rgba OUT] [--json]: decodes an image as the vision input
- * would (K3_VISION.md §2.1) and prints what it is and what it costs under the patch budget
- * (§2.2). Positions: the HF reference replaces the image's one pad token by its N rows, so
- * a prompt grows by N - 1 positions over the pad; the text around it ("image WxH", the
- * begin/end tokens) is the tokenizer's and not counted here. */
+/* image_cli.c — k3 image FILE [--rgba OUT] [--rgb OUT] [--patches OUT] [--json]: decodes an
+ * image as the vision input would (K3_VISION.md §2.1), prints what it is and what it costs
+ * under the patch budget (§2.2), and writes the preprocessed pixels (§2.3-2.7). Positions:
+ * the HF reference replaces the image's one pad token by its N rows, so a prompt grows by
+ * N - 1 positions over the pad; the text around it ("image WxH", the begin/end tokens) is the
+ * tokenizer's and not counted here. */
 #include "cli.h"
 #include "image.h"
 #include "k3.h"
@@ -13,20 +14,50 @@
 #include <string.h>
 
 static const char HELP[] =
-"Usage: k3 image FILE [--rgba OUT] [--json]\n"
+"Usage: k3 image FILE [--rgba OUT] [--rgb OUT] [--patches OUT] [--resize WxH] [--json]\n"
 "Decodes FILE (PNG, JPEG baseline/progressive, GIF's first frame; sniffed from its bytes)\n"
 "and prints its format, size, PIL mode and the vision patch plan: the size after the\n"
 "65,536-patch budget (K3_VISION.md 2.2), the padded patch grid, the rows N the image\n"
 "adds to the prompt, and the positions that adds (N - 1: the N rows take the place of\n"
 "the one image pad token the chat template writes, K3_VISION.md 5.3).\n"
 "  --rgba OUT   write the decoded pixels, 8-bit RGBA row-major, before any resize\n"
+"  --rgb OUT    write the preprocessed pixels before padding: 8-bit RGB row-major at the\n"
+"               plan's size (Pillow's BICUBIC when the budget shrinks the image, then the\n"
+"               transparency filled on the 8-pixel chessboard)\n"
+"  --patches OUT  write the tower's input: the patches row-major over the padded grid,\n"
+"               each 588 float32 (channel, row, column; (u/255 - 0.5) / 0.5), native order\n"
+"  --resize WxH   preprocess at WxH instead of the plan's size (inspection and tests; the\n"
+"               grid is then WxH padded to multiples of 28)\n"
 "  --json       one JSON object on stdout instead of the text\n"
 "Limits: 16384 pixels a side, 64 Mpx, 256 MiB of file. Exit 0 ok, 1 a damaged or\n"
 "unsupported file, 2 a usage error.\n";
 
+/* --rgb and --patches: the preprocessed pixels of plan p. 0, or -1 with the reason said. */
+static int write_prep(const K3Image *im, const K3ImagePlan *p, const char *rgbf,
+                      const char *patchf) {
+    char err[512];
+    uint8_t *rgb = k3_image_rgb(im, p->nw, p->nh);
+    float *pv = rgb && patchf ? k3_image_patches(rgb, p) : NULL;
+    int rc = 0;
+    if (!rgb || (patchf && !pv)) {
+        fprintf(stderr, "k3: out of memory preprocessing a %d x %d image\n", p->nw, p->nh);
+        rc = -1;
+    } else if (rgbf && k3_out_save(rgbf, rgb, (size_t)p->nw * p->nh * 3, 0644, err, sizeof err)) {
+        fprintf(stderr, "k3: --rgb %s\n", err);
+        rc = -1;
+    } else if (patchf && k3_out_save(patchf, pv, sizeof *pv * (size_t)p->patches * K3_PATCH_DIM,
+                                     0644, err, sizeof err)) {
+        fprintf(stderr, "k3: --patches %s\n", err);
+        rc = -1;
+    }
+    free(rgb);
+    free(pv);
+    return rc;
+}
+
 int k3_image_main(int argc, char **argv) {
-    const char *file = NULL, *rgba = NULL;
-    int json = 0;
+    const char *file = NULL, *rgba = NULL, *rgb = NULL, *patches = NULL;
+    int json = 0, rw = 0, rh = 0;
     for (int i = 1; i < argc; i++)   /* --help anywhere, even where a value was due */
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(HELP, stdout);
@@ -36,6 +67,16 @@ int k3_image_main(int argc, char **argv) {
         if (!strcmp(argv[i], "--rgba")) {
             if (++i >= argc) return k3_usage_error("k3 image --help", "%s needs a path", "--rgba");
             rgba = argv[i];
+        } else if (!strcmp(argv[i], "--rgb") || !strcmp(argv[i], "--patches")) {
+            if (i + 1 >= argc) return k3_usage_error("k3 image --help", "%s needs a path", argv[i]);
+            *(argv[i][2] == 'r' ? &rgb : &patches) = argv[i + 1];
+            i++;
+        } else if (!strcmp(argv[i], "--resize")) {
+            char x;
+            if (++i >= argc || sscanf(argv[i], "%dx%d%c", &rw, &rh, &x) != 2 || rw < 1 ||
+                rh < 1 || rw > 7168 || rh > 7168)
+                return k3_usage_error("k3 image --help", "%s",
+                                      "--resize needs WxH, each 1..7168 (e.g. 64x48)");
         } else if (!strcmp(argv[i], "--json")) {
             json = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
@@ -48,10 +89,12 @@ int k3_image_main(int argc, char **argv) {
     }
     if (!file) return k3_usage_error("k3 image --help", "%s", "no FILE given");
     char err[512];
-    if (rgba && k3_out_check(rgba, 0, err, sizeof err)) {
-        fprintf(stderr, "k3: --rgba %s\n", err);
-        return K3_ERR_USAGE;
-    }
+    const char *outs[3] = { rgba, rgb, patches }, *flags[3] = { "--rgba", "--rgb", "--patches" };
+    for (int i = 0; i < 3; i++)
+        if (outs[i] && k3_out_check(outs[i], 0, err, sizeof err)) {
+            fprintf(stderr, "k3: %s %s\n", flags[i], err);
+            return K3_ERR_USAGE;
+        }
     size_t n;
     char *b = k3_slurp(file, (size_t)256 << 20, &n, err, sizeof err);
     if (!b) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_RUNTIME; }
@@ -66,6 +109,11 @@ int k3_image_main(int argc, char **argv) {
     }
     K3ImagePlan p;
     k3_image_plan(im.w, im.h, &p);
+    if (rw) k3_image_plan_fixed(rw, rh, &p);
+    if ((rgb || patches) && write_prep(&im, &p, rgb, patches)) {
+        k3_image_free(&im);
+        return K3_ERR_RUNTIME;
+    }
     if (json) {
         printf("{\"format\":\"%s\",\"width\":%d,\"height\":%d,\"mode\":\"%s\",\"detail\":\"%s\","
                "\"alpha\":%s,\"resized\":[%d,%d],\"pad\":[%d,%d],\"grid\":[%d,%d],"

@@ -3,7 +3,8 @@
  * Pillow's sample rules, kept here on purpose: 16-bit RGB/RGBA/LA keep the high byte; 16-bit
  * gray opens as mode I and converts with a clip to 0..255 (not a shift); 1/2/4-bit gray scale
  * up (x255, x85, x17); a gray or RGB tRNS makes alpha 0 where that converted sample equals
- * the chunk's raw value (so a 16-bit or a 2/4-bit tRNS rarely matches, as in Pillow). */
+ * the chunk's raw value's low byte (so a 16-bit or a 2/4-bit tRNS rarely matches, as in
+ * Pillow). */
 #include "image.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,8 +108,9 @@ static int put_row(const Png *p, const uint8_t *r, uint32_t n, uint8_t *out, siz
         for (int k = 0; k < c; k++) v[k] = to8(raw[k], p);
         if (c == 1) v[1] = v[2] = v[0];
         if (p->ctype & 4) v[3] = to8(raw[c], p);
-        else if (p->has_trns && v[0] == p->trns[0] && v[1] == p->trns[c == 3 ? 1 : 0] &&
-                 v[2] == p->trns[c == 3 ? 2 : 0]) v[3] = 0;
+        else if (p->has_trns && v[0] == (p->trns[0] & 255) &&
+                 v[1] == (p->trns[c == 3 ? 1 : 0] & 255) &&
+                 v[2] == (p->trns[c == 3 ? 2 : 0] & 255)) v[3] = 0;   /* Pillow: low bytes */
         for (int k = 0; k < 4; k++) out[k] = (uint8_t)v[k];
     }
     return 0;
@@ -153,6 +155,7 @@ static void set_mode(const Png *p, K3Image *im) {
     snprintf(im->detail, sizeof im->detail, "%d-bit %s%s%s", p->depth, T[p->ctype],
              p->has_trns || p->ntrns ? " + tRNS" : "", p->interlace ? ", interlaced" : "");
     im->has_alpha = (p->ctype & 4) || p->has_trns || p->ntrns;
+    if (p->ctype == 0 && p->has_trns) im->trns_key = p->trns[0] & 255;
 }
 
 static int pixels(Png *p, const uint8_t *z, size_t zn, K3Image *im, char *err, size_t el) {
@@ -171,6 +174,11 @@ static int pixels(Png *p, const uint8_t *z, size_t zn, K3Image *im, char *err, s
         return -1;
     }
     if (k3_image_alloc(im, p->w, p->h, err, el)) return -1;
+    if (p->ctype == 0 && p->depth == 16 &&
+        !(im->gray16 = malloc(sizeof *im->gray16 * (size_t)p->w * p->h))) {
+        snprintf(err, el, "out of memory for %u x %u 16-bit samples", p->w, p->h);
+        return -1;
+    }
     uint8_t *raw = malloc(total ? total : 1);
     if (!raw) { snprintf(err, el, "out of memory for %zu bytes of image data", total); return -1; }
     char why[160];
@@ -195,6 +203,9 @@ static int pixels(Png *p, const uint8_t *z, size_t zn, K3Image *im, char *err, s
         for (uint32_t y = 0; y < ph && !rc; y++) {
             uint8_t *o = im->rgba + (((size_t)(y0 + y * dy)) * p->w + x0) * 4;
             rc = put_row(p, d + y * (rb + 1) + 1, pw, o, (size_t)dx * 4, err, el);
+            for (uint32_t x = 0; im->gray16 && x < pw; x++)
+                im->gray16[(size_t)(y0 + y * dy) * p->w + x0 + x * dx] =
+                    (uint16_t)sample(d + y * (rb + 1) + 1, x, 0, p);
         }
         d += ph * (rb + 1);
     }

@@ -12,6 +12,7 @@
 #include "outfile.h"
 #include "roofline.h"
 #include "draft_loop.h"
+#include "image_in.h"
 #include "logprob.h"
 #include "tok.h"
 #include "util.h"
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #define CHAT_TEXT_MAX ((size_t)16 << 20)        /* --system-file bytes */
+#define K3_RUN_IMAGES 16                          /* --image files a run takes */
 
 typedef struct {
     const char *model_dir, *tok_dir, *ids, *prompt, *prompt_file;
@@ -37,6 +39,7 @@ typedef struct {
     const char *stops[16]; int n_stops;     /* --stop STR: the text ends before it */
     int ignore_eos;                         /* --ignore-eos: eos is an id like any other */
     const char *system_file;                /* --system-file: the XTML chat template */
+    const char *images[K3_RUN_IMAGES]; int n_images;   /* --image FILE, in order */
     int logprobs;                           /* --logprobs N: alternatives; -1 none */
     int json; const char *json_schema;      /* --json, --json-schema FILE: JSON mode */
     const char *grammar, *grammar_file;     /* --grammar TEXT, --grammar-file FILE */
@@ -52,8 +55,8 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--list-presets", 0 }, { "--batch", 1 }, K3_FLAGS_SPEC,
     { "--draft-ids", 1 }, { "--draft-file", 1 }, { "--stop", 1 }, { "--ignore-eos", 0 },
     { "--draft", 1 }, { "--draft-block", 1 }, { "--dump-draft", 1 },
-    { "--system-file", 1 }, { "--logprobs", 1 }, { "--json", 0 }, { "--json-schema", 1 },
-    { "--grammar", 1 }, { "--grammar-file", 1 }, K3_FLAGS_ENGINE,
+    { "--system-file", 1 }, { "--image", 1 }, { "--logprobs", 1 }, { "--json", 0 },
+    { "--json-schema", 1 }, { "--grammar", 1 }, { "--grammar-file", 1 }, K3_FLAGS_ENGINE,
 };
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
 
@@ -108,6 +111,11 @@ static int parse_args(int argc, char **argv, Opts *o) {
             o->stops[o->n_stops++] = v;
         } else if (!strcmp(a, "--ignore-eos")) o->ignore_eos = 1;
         else if (!strcmp(a, "--system-file")) { VAL(); o->system_file = v; }
+        else if (!strcmp(a, "--image")) {
+            VAL();
+            if (o->n_images == K3_RUN_IMAGES) return usage_error("%s", "at most 16 --image files");
+            o->images[o->n_images++] = v;
+        }
         else if (!strcmp(a, "--logprobs")) {
             VAL();
             if (k3_parse_int(a, v, 0, &o->logprobs)) return K3_ERR_USAGE;
@@ -162,6 +170,10 @@ static int parse_args(int argc, char **argv, Opts *o) {
     if (o->system_file && o->ids)
         return usage_error("%s", "--system-file renders the chat template around the text of "
                            "--prompt or --prompt-file; it does not apply to --ids");
+    if (o->n_images && (o->ids || !o->tok_dir))
+        return usage_error("%s", "--image goes with --prompt or --prompt-file and a tokenizer "
+                           "(--tok DIR): the images and the text are rendered in the chat "
+                           "template");
     if (o->n_stops && !o->tok_dir)
         return usage_error("%s", "--stop matches the generated text: pass --tok DIR");
     if (!o->ids && !o->tok_dir)
@@ -327,30 +339,46 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
 
 /* ---- batch completion ---- */
 
-/* --system-file: the XTML chat template (thinking off, as chat --no-think) around the
- * system file's text and the prompt as the user message, with the generation prompt. */
+/* --image: the images' pixels, rows and where the rows go in the prompt */
+typedef struct {
+    K3ImageIn im[K3_RUN_IMAGES];
+    K3EmbedSpan span[K3_RUN_IMAGES];
+    K3Embed embed;
+    int n;
+} RunImages;
+
+/* --system-file and --image: the XTML chat template (thinking off, as chat --no-think)
+ * around the system file's text (if any) and the prompt as the user message, the images
+ * first (or at their placeholders in it), with the generation prompt. */
 static int chat_template(const Opts *o, const Tok *tok, const char *user, size_t len,
-                         int32_t **ids, size_t *n) {
+                         RunImages *ri, int32_t **ids, size_t *n) {
     char err[4096];
     size_t sl = 0;
-    char *sys = k3_slurp(o->system_file, CHAT_TEXT_MAX, &sl, err, sizeof err);
+    char *sys = o->system_file ? k3_slurp(o->system_file, CHAT_TEXT_MAX, &sl, err, sizeof err)
+                               : strdup("");
     if (!sys) { fprintf(stderr, "k3: --system-file %s\n", err); return K3_ERR_USAGE; }
-    if (strlen(sys) != sl || strlen(user) != len) {
-        fprintf(stderr, "k3: --system-file: the %s holds a NUL byte, which the chat template "
-                "cannot carry\n", strlen(sys) != sl ? "system file" : "prompt");
+    if (strlen(sys) != sl) {
+        fprintf(stderr, "k3: --system-file: the system file holds a NUL byte, which the chat "
+                "template cannot carry\n");
         free(sys); return K3_ERR_USAGE;
     }
-    XtmlMsg mm[2] = { { "system", sys, NULL, NULL, 0, 0, 0 },
-                      { "user", user, NULL, NULL, 0, 0, 0 } };
-    XtmlOpts xo = { 0, NULL, 1, 0 };
-    int rc = xtml_render_ids(tok, mm, 2, &xo, ids, n, err, sizeof err);
+    for (int i = 0; i < o->n_images; i++, ri->n++) {
+        int rc = k3_image_in_file(o->images[i], tok, &ri->im[i], err, sizeof err);
+        if (rc) { fprintf(stderr, "k3: --image %s\n", err); free(sys); return rc; }
+    }
+    int rc = k3_image_render(tok, o->system_file ? sys : NULL, user, len, ri->im, ri->n, ids,
+                             n, ri->span, err, sizeof err);
     free(sys);
-    if (rc) { fprintf(stderr, "k3: --system-file: %s\n", err); return K3_ERR_USAGE; }
+    if (rc) {
+        fprintf(stderr, "k3: %s: %s\n", o->system_file ? "--system-file" : "--image", err);
+        return K3_ERR_USAGE;
+    }
     return 0;
 }
 
 /* The prompt as ids: --ids, or --prompt/--prompt-file through the tokenizer. */
-static int read_prompt(const Opts *o, const Tok *tok, int **prompt, int *n_prompt) {
+static int read_prompt(const Opts *o, const Tok *tok, RunImages *ri, int **prompt,
+                       int *n_prompt) {
     char err[4096];
     if (o->ids) {
         if (k3_parse_ids(o->ids, prompt, n_prompt, err, sizeof err)) {
@@ -364,8 +392,8 @@ static int read_prompt(const Opts *o, const Tok *tok, int **prompt, int *n_promp
         if (!text) { fprintf(stderr, "k3: --prompt-file %s\n", err); return K3_ERR_USAGE; }
         if (o->prompt) len = strlen(text);
         int32_t *ids = NULL;
-        if (o->system_file) {
-            int rc = chat_template(o, tok, text, len, &ids, &n);
+        if (o->system_file || o->n_images) {
+            int rc = chat_template(o, tok, text, len, ri, &ids, &n);
             if (rc) { free(text); return rc; }
         } else ids = tok_encode(tok, text, len, 0, &n);
         free(text);
@@ -518,6 +546,9 @@ static int run_batch(const Opts *o) {
     int *prompt = NULL, n_prompt = 0, rc = 0, *seq = NULL, *ref = NULL, n_ref = 0;
     K3State *st = NULL;
     K3DraftLoop *rd = NULL;                     /* --draft DIR */
+    RunImages ri;                               /* --image */
+    K3ImageCtx ictx = { o->model_dir, 0, o->quiet, NULL };
+    memset(&ri, 0, sizeof ri);
     K3Logprob *lp = NULL;                       /* --logprobs */
     JgSchema *jg = NULL;                        /* --json, --json-schema */
     GrGrammar *gr = NULL;                       /* --grammar, --grammar-file */
@@ -529,7 +560,7 @@ static int run_batch(const Opts *o) {
         tok = tok_load(o->tok_dir, err, sizeof err);
         if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
     }
-    if ((rc = read_prompt(o, tok, &prompt, &n_prompt)) || (rc = check_outputs(o)) ||
+    if ((rc = read_prompt(o, tok, &ri, &prompt, &n_prompt)) || (rc = check_outputs(o)) ||
         (rc = check_context(o, n_prompt)) || (rc = read_draft(o, tok, &ref, &n_ref)))
         goto done;
 
@@ -581,10 +612,18 @@ static int run_batch(const Opts *o) {
     st = k3_state_new(m);
     if (!seq || !st) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
     memcpy(seq, prompt, sizeof(int) * n_prompt);
+    if (ri.n) {                                /* the images' rows, then into the prefill */
+        ictx.hidden = m->cfg.hidden_size;
+        if ((rc = k3_image_embed(&ictx, ri.im, ri.n, ri.span, &ri.embed, err, sizeof err))) {
+            fprintf(stderr, "k3: --image %s\n", err);
+            goto done;
+        }
+        st->embed = &ri.embed;
+    }
 
     Emitter em = { stdout, 1, tok, { { 0 }, 0, NULL, 0 }, o, NULL, 0, 0, 0 };
     XtmlIds xi = { -1, -1, -1, -1, -1 };       /* --system-file: the reply ends at eom */
-    if (o->system_file && xtml_ids(tok, &xi, err, sizeof err)) {
+    if ((o->system_file || o->n_images) && xtml_ids(tok, &xi, err, sizeof err)) {
         fprintf(stderr, "k3: --system-file: %s/%s\n", o->tok_dir, err);
         rc = K3_ERR_USAGE; goto done;
     }
@@ -788,6 +827,8 @@ static int run_batch(const Opts *o) {
     if (tok) tok_stream_free(&em.ts);
     free(em.hold);
 done:
+    for (int i = 0; i < ri.n; i++) k3_image_in_free(&ri.im[i]);
+    k3_image_ctx_close(&ictx);
     k3_draft_close(rd);
     if (st) k3_state_free(&e.m, st);
     free(seq); free(prompt); free(ref); free(lp); free(mask);

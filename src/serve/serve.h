@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine.h"
+#include "image_in.h"
 #include "json.h"
 #include "json_gram.h"
 #include "grammar.h"
@@ -126,6 +127,8 @@ typedef struct {
                                               * (serve_anthropic*.c); 2: /v1/responses
                                               * (serve_responses*.c); 0: OpenAI's chat */
     ServeResp resp;                          /* /v1/responses: store, previous_response_id */
+    uint8_t **img; size_t *img_n; int n_img; /* image_url data: URLs' bytes, in order (owned);
+                                              * the user content holds their placeholders */
 } ServeReq;
 
 /* The checks every API's request validation shares (serve_req.c): a string without NUL

@@ -335,10 +335,54 @@ static void reply_end(Gen *g, long prompt, long gen, long cached) {
     buf_free(&b);
 }
 
+/* The request's images: decoded, preprocessed and through the tower (the engine thread's
+ * time: images are rare and the tower is small beside the prefill they cause). 0, or the
+ * status (400: a bad image or no tower; 500) with g->err. */
+static K3ImageCtx g_ictx;                  /* the vision tower, opened on first use */
+static int gen_images(Server *s, Gen *g) {
+    const ServeReq *r = &g->j->req;
+    if (k3_comm_size() > 1)
+        return snprintf(g->err, sizeof g->err, "images do not run over MPI ranks yet"), 400;
+    if (!(g->img = calloc((size_t)r->n_img, sizeof *g->img)) ||
+        !(g->span = calloc((size_t)r->n_img, sizeof *g->span)))
+        return snprintf(g->err, sizeof g->err, "out of memory"), 500;
+    for (int k = 0; k < r->n_img; k++, g->n_img++) {
+        char name[48];
+        snprintf(name, sizeof name, "image %d (a data: URL)", k + 1);
+        int rc = k3_image_in(r->img[k], r->img_n[k], name, s->tok, &g->img[k], g->err,
+                             sizeof g->err);
+        if (rc) return rc == K3_ERR_RUNTIME && strstr(g->err, "out of memory") ? 500 : 400;
+    }
+    g_ictx.dir = s->eng.m.dir;
+    g_ictx.hidden = s->eng.m.cfg.hidden_size;
+    g_ictx.quiet = 1;
+    int rc = k3_image_rows(&g_ictx, g->img, g->n_img, g->err, sizeof g->err);
+    return rc == K3_ERR_USAGE ? 400 : rc ? 500 : 0;
+}
+
+/* The images' positions in the prompt: their rows there (g->emb), and in the ids the server
+ * keeps, at each image's pads, ids drawn from the image bytes' hash: the pads' embedding is
+ * never read (the rows replace it), so the ids are free to be the key that makes a kept state
+ * or a state file match only a prompt with the same pixels. */
+static int image_spans(Server *s, Gen *g, int32_t *ids, size_t n, char *err, size_t errlen) {
+    if (k3_image_spans(ids, n, s->tok, g->img, g->n_img, g->span, err, errlen)) return -1;
+    const uint64_t V = (uint64_t)s->eng.m.cfg.vocab_size;
+    for (int k = 0; k < g->n_img; k++) {
+        uint64_t h = g->img[k].hash;
+        for (int i = 0; i < g->span[k].len; i++) {
+            h = k3_hash(h, &i, sizeof i);
+            ids[g->span[k].pos0 + i] = (int32_t)(h % V);
+        }
+    }
+    g->emb.span = g->span;
+    g->emb.n = g->n_img;
+    return 0;
+}
+
 /* The prompt as ids: the rendered chat, or a copy of the completion's prompt pr (its ids
  * made by serve_req_prompt_ids). */
-static int prompt_ids(Server *s, const ServeReq *r, const ServePrompt *pr, int32_t **ids,
-                      size_t *n, char *err, size_t errlen) {
+static int prompt_ids(Server *s, Gen *g, const ServeReq *r, const ServePrompt *pr,
+                      int32_t **ids, size_t *n, char *err, size_t errlen) {
     if (r->kind == REQ_COMPLETION) {
         if (!(*ids = malloc(4 * pr->n_ids))) {
             snprintf(err, errlen, "out of memory"); return -1;
@@ -349,7 +393,21 @@ static int prompt_ids(Server *s, const ServeReq *r, const ServePrompt *pr, int32
     }
     XtmlOpts o = { r->thinking, r->effort, 1, 0 };
     XtmlTools tl = { r->tools_json, r->tool_choice, r->ext };
-    return xtml_render_ids_tools(s->tok, r->msgs, r->n_msgs, &o, &tl, ids, n, err, errlen);
+    if (!g->n_img)
+        return xtml_render_ids_tools(s->tok, r->msgs, r->n_msgs, &o, &tl, ids, n, err, errlen);
+    XtmlSegs sg = { NULL, 0, 0 };
+    int rc = xtml_segments_tools(r->msgs, r->n_msgs, &o, &tl, &sg, err, errlen) ||
+             k3_image_segs(&sg, g->img, g->n_img, err, errlen);
+    if (!rc && xtml_segs_encode(&sg, s->tok, ids, n)) {
+        snprintf(err, errlen, "out of memory encoding the chat");
+        rc = 1;
+    }
+    xtml_segs_free(&sg);
+    if (!rc && image_spans(s, g, *ids, *n, err, errlen)) {
+        free(*ids);
+        rc = 1;
+    }
+    return rc ? -1 : 0;
 }
 
 static int fed_push(int32_t **v, size_t *n, size_t *cap, int32_t id) {
@@ -369,7 +427,10 @@ static uint64_t draw_seed(Server *s, uint64_t id) {
 }
 
 static void gen_free(Gen *g) {
+    if (g->q && g->q->st) g->q->st->embed = NULL;
     if (g->q) k3_sched_leave(g->s->sch, g->q);
+    for (int k = 0; k < g->n_img; k++) k3_image_in_free(&g->img[k]);
+    free(g->img); free(g->span);
     if (g->pst) k3_sched_free(g->s->sch, g->pst);
     free(g->plogits); free(g->logits); free(g->fed); free(g->out);
     free(g->text[0]); free(g->text[1]);
@@ -388,6 +449,7 @@ static int resume(Server *s, Gen *g) {
     const size_t V = (size_t)m->cfg.vocab_size, n = g->n;
     if (!(g->q = k3_sched_join(s->sch, g)))
         return snprintf(g->err, sizeof g->err, "out of memory"), -1;
+    g->q->st->embed = g->n_img ? &g->emb : NULL;   /* the images' rows at their positions */
     Kept *k = g->j->req.echo ? NULL : find_kept(s, g->fed, n);   /* echo: every row */
     if (k) {                              /* a copy: the kept one stays for other branches */
         if (k3_sched_load(s->sch, g->q, k->st, g->err, sizeof g->err)) return -1;
@@ -514,7 +576,9 @@ Gen *serve_gen_begin(Server *s, Job *j, int choice) {
                        ? serve_req_prompt_ids(r, s->tok, s->ctx, g->err, sizeof g->err) : 0;
     if (st) return begin_fail(g, choice, st, g->err, st == 400 ? j->keep_alive : 0);
     if (r->kind == REQ_COMPLETION) g->pr = &r->prompts[choice / nn];
-    if (!g->logits || prompt_ids(s, r, g->pr, &g->fed, &g->n, g->err, sizeof g->err))
+    const int ist = r->n_img && r->kind == REQ_CHAT ? gen_images(s, g) : 0;
+    if (ist) return begin_fail(g, choice, ist, g->err, ist == 400 ? j->keep_alive : 0);
+    if (!g->logits || prompt_ids(s, g, r, g->pr, &g->fed, &g->n, g->err, sizeof g->err))
         return begin_fail(g, choice, 500, g->logits ? g->err : "out of memory", j->keep_alive);
     g->capfed = g->nprompt = g->n;
     g->cap = r->max_tokens > 0 && r->max_tokens < s->max_tokens ? r->max_tokens : s->max_tokens;

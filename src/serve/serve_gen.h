@@ -58,6 +58,9 @@ struct Gen {
                                            * the model's own */
     float *prow;                          /* their rows [8][vocab] (logprobs) */
     K3Spec sp;                            /* drafted, accepted, passes */
+    /* images (serve_gen.c): read, their rows, and where the rows go in the prompt */
+    K3ImageIn *img; int n_img;
+    K3EmbedSpan *span; K3Embed emb;
 };
 
 /* Why a reply ended, finer than finish_reason (docs/SERVE.md): length is max_tokens (or

@@ -76,7 +76,45 @@ int serve_only_keys(const Json *o, const char *const *keys, const char *what, ch
     return 0;
 }
 
-/* A message's content: a string, or an array of {"type":"text","text":...} parts. */
+/* An image_url part: {"type": "image_url", "image_url": {"url": DATA_URL[, "detail": ...]}}
+ * (the url also as a plain string), its bytes kept in r (decoded when the engine takes the
+ * request). http(s) URLs are refused: the server does not fetch. */
+static int image_part(ServeReq *r, const Json *p, int i, size_t k, char *err, size_t errlen) {
+    static const char *const PART[] = { "type", "image_url", NULL },
+                             *URL[] = { "url", "detail", NULL };
+    char what[64];
+    snprintf(what, sizeof what, "messages[%d].content[%zu]", i, k);
+    if (serve_only_keys(p, PART, what, err, errlen)) return -1;
+    const Json *u = json_get(p, "image_url");
+    if (u && u->type == JSON_OBJECT) {
+        snprintf(what, sizeof what, "messages[%d].content[%zu].image_url", i, k);
+        if (serve_only_keys(u, URL, what, err, errlen)) return -1;
+        const Json *d = json_get(u, "detail");
+        if (d && d->type != JSON_STRING && d->type != JSON_NULL)
+            BAD("%s.detail must be a string (K3 has no detail setting: it is ignored)", what);
+        u = json_get(u, "url");
+    }
+    if (!u || !serve_str_ok(u))
+        BAD("messages[%d].content[%zu].image_url.url must be a string: a data: URL "
+            "(data:image/png;base64,...)", i, k);
+    if (r->n_img >= 16) BAD("messages[%d].content[%zu]: more than 16 images in a request", i, k);
+    uint8_t *bytes;
+    size_t n;
+    char why[256];
+    if (k3_data_url(u->str, u->len, &bytes, &n, K3_IMAGE_MAX_BYTES, why, sizeof why))
+        BAD("messages[%d].content[%zu].image_url.url: %s", i, k, why);
+    uint8_t **v = realloc(r->img, sizeof *v * (size_t)(r->n_img + 1));
+    if (v) r->img = v;
+    size_t *vn = v ? realloc(r->img_n, sizeof *vn * (size_t)(r->n_img + 1)) : NULL;
+    if (vn) r->img_n = vn;
+    if (!v || !vn) { free(bytes); BAD("out of memory"); }
+    r->img[r->n_img] = bytes;
+    r->img_n[r->n_img++] = n;
+    return 0;
+}
+
+/* A message's content: a string, or an array of {"type":"text","text":...} and image_url
+ * parts (each image's place a placeholder, K3_VISION.md §5.2). */
 static int content(ServeReq *r, const Json *c, int i, const char **out, char *err,
                    size_t errlen) {
     if (!c || c->type == JSON_NULL) { *out = NULL; return 0; }
@@ -89,6 +127,17 @@ static int content(ServeReq *r, const Json *c, int i, const char **out, char *er
     buf_add(&b, "", 0);
     for (size_t k = 0; k < c->len; k++) {
         const Json *p = c->items[k], *ty = json_get(p, "type"), *tx = json_get(p, "text");
+        const char *t = p->type == JSON_OBJECT ? serve_type_of(p) : NULL;
+        if (t && !strcmp(t, "image_url")) {
+            if (image_part(r, p, i, k, err, errlen)) { buf_free(&b); return 400; }
+            buf_add(&b, K3_IMAGE_PLACEHOLDER, strlen(K3_IMAGE_PLACEHOLDER));
+            continue;
+        }
+        if (t && (!strcmp(t, "image") || !strcmp(t, "input_image"))) {
+            buf_free(&b);
+            BAD("messages[%d].content[%zu]: an image goes in a part {\"type\": \"image_url\", "
+                "\"image_url\": {\"url\": \"data:image/png;base64,...\"}}", i, k);
+        }
         if (p->type != JSON_OBJECT || !ty || ty->type != JSON_STRING || strcmp(ty->str, "text") ||
             !tx || !serve_str_ok(tx)) {
             buf_free(&b);
@@ -145,7 +194,11 @@ static int messages(ServeReq *r, const Json *m, char *err, size_t errlen) {
             if (!serve_str_ok(id)) BAD("messages[%d].tool_call_id must be a string", i);
             r->ext[i].tool_call_id = id->str;
         }
+        const int img0 = r->n_img;
         if (content(r, c, i, &r->msgs[i].content, err, errlen)) return 400;
+        if (r->n_img > img0 && strcmp(ro, "user"))
+            BAD("messages[%d]: images are taken in user messages only (the %s message has %d)",
+                i, ro, r->n_img - img0);
         const Json *rc = json_get(o, "reasoning_content");
         if (rc && rc->type != JSON_NULL) {
             if (strcmp(ro, "assistant"))
@@ -436,6 +489,8 @@ void serve_req_free(ServeReq *r) {
     jg_free(r->jg); gr_free(r->gr);
     for (int i = 0; i < r->n_parts; i++) free(r->parts[i]);
     free(r->parts);
+    for (int i = 0; i < r->n_img; i++) free(r->img[i]);
+    free(r->img); free(r->img_n);
     free(r->msgs);
     for (int i = 0; i < r->n_prompts; i++) { free(r->prompts[i].ids); free(r->prompts[i].dec); }
     free(r->prompts);

@@ -255,7 +255,9 @@ static void fuzz(int iters) {
         "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n",
         "GET /health HTTP/1.0\r\nConnection: keep-alive\r\nAuthorization: Bearer k\r\n\r\n" };
     static const char *seeds_b[] = {
-        "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}, {\"role\": \"assistant\", "
+        "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", "
+        "\"image_url\": {\"url\": \"data:image/png;base64,iVBORw0KGgo=\"}}, {\"type\": "
+        "\"text\", \"text\": \"a\"}]}, {\"role\": \"assistant\", "
         "\"content\": [{\"type\": \"text\", \"text\": \"b\"}], \"reasoning_content\": \"r\"}], "
         "\"temperature\": 0.5, \"stop\": [\"x\"], \"stream\": true, \"stream_options\": "
         "{\"include_usage\": true}, \"chat_template_kwargs\": {\"thinking\": false}}",
@@ -329,7 +331,8 @@ static const char *SEEDS[] = {
     "Expect: 100-continue\r\n\r\n",
 #elif defined FUZZ_TARGET_serve_req
     "{\"model\": \"m\", \"messages\": [{\"role\": \"system\", \"content\": \"S\"}, "
-    "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}]}, "
+    "{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, "
+    "{\"type\": \"image_url\", \"image_url\": \"data:image/gif;base64,R0lGODlh\"}]}, "
     "{\"role\": \"assistant\", \"content\": \"c\", \"reasoning_content\": \"r\"}], "
     "\"temperature\": 0.5, \"top_p\": 0.9, \"top_k\": 4, \"max_tokens\": 7, \"seed\": 3, "
     "\"stop\": [\"x\", \"yz\"], \"stream\": true, \"stream_options\": "

@@ -1,5 +1,7 @@
 /* test_fuzz_image.c — the image decoders (src/image/) given damaged files: never a crash,
- * a hang or a read out of bounds; every refusal a message; a decoded image whole.
+ * a hang or a read out of bounds; every refusal a message; a decoded image whole. And the
+ * data: URL / base64 parser (data_url.c): mutated URLs of the corpus's bytes; a success must
+ * re-encode (an encoder written here) to base64 that decodes to the same bytes.
  *
  * make test (no argument): every file of tests/images/ with bytes flipped at spread,
  * deterministic places, cut at 24 lengths, then 20000 random mutations (a fixed seed) of
@@ -7,7 +9,8 @@
  * filters instead of stopping at the CRC. With SECONDS: the same mutations for that long
  * (make fuzz's fallback under ASan/UBSan). Under libFuzzer (-DK3_LIBFUZZER) one target:
  *   FUZZ_TARGET_png, _jpeg, _gif: the input as a file of that format (its magic forced);
- *   FUZZ_TARGET_inflate: the input as deflate data behind a zlib header. */
+ *   FUZZ_TARGET_inflate: the input as deflate data behind a zlib header;
+ *   FUZZ_TARGET_data_url: the input as a data: URL's text. */
 #include "image.h"
 #include <dirent.h>
 #include <stdio.h>
@@ -67,6 +70,46 @@ static void one(const uint8_t *b, size_t n) {
     }
 }
 
+static long n_url_ok, n_url_refused;
+
+static size_t b64enc(const uint8_t *b, size_t n, char *o) {
+    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) |
+                     (i + 2 < n ? b[i + 2] : 0);
+        o[k++] = A[v >> 18]; o[k++] = A[(v >> 12) & 63];
+        o[k++] = i + 1 < n ? A[(v >> 6) & 63] : '=';
+        o[k++] = i + 2 < n ? A[v & 63] : '=';
+    }
+    return k;
+}
+
+/* s[0..n) as a data: URL: a success's bytes round-trip; a refusal has a message */
+static void one_url(const char *s, size_t n) {
+    uint8_t *b = NULL, *c = NULL;
+    size_t nb = 0;
+    char err[256] = "";
+    if (k3_data_url(s, n, &b, &nb, 1 << 20, err, sizeof err) == 0) {
+        char *e = malloc(nb / 3 * 4 + 8);
+        size_t ne = b64enc(b, nb, e);
+        c = malloc(nb + 4);
+        if (!b || !nb || k3_base64_decode(e, ne, c, nb + 4, err, sizeof err) != (long)nb ||
+            memcmp(b, c, nb)) {
+            fprintf(stderr, "test_fuzz_image: a data: URL decoded to bytes that do not "
+                    "round-trip\n");
+            abort();
+        }
+        free(e);
+        n_url_ok++;
+    } else {
+        if (!err[0] || b) { fprintf(stderr, "test_fuzz_image: a data: URL refusal without "
+                                    "its message\n"); abort(); }
+        n_url_refused++;
+    }
+    free(b); free(c);
+}
+
 static void one_png_too(uint8_t *b, size_t n) {
     one(b, n);
     if (n >= 8 && !memcmp(b, "\x89PNG", 4)) { fix_png_crcs(b, n); one(b, n); }
@@ -77,7 +120,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     static int ready;
     if (!ready) { crc_init(); ready = 1; }
-#if defined(FUZZ_TARGET_inflate)
+#if defined(FUZZ_TARGET_data_url)
+    one_url((const char *)d, n);
+#elif defined(FUZZ_TARGET_inflate)
     uint8_t *in = malloc(n + 2), *out = malloc(1 << 16);
     char err[256];
     in[0] = 0x78; in[1] = 0x9c;
@@ -177,11 +222,38 @@ int main(int argc, char **argv) {
         one_png_too(buf, n);
         rand_iters++;
     }
+    /* data: URLs of the corpus's first bytes, mutated (the URL text, not the bytes) */
+    char *url = malloc(4 * 1024 + 64);
+    long url_iters = 0;
+    const char *heads[4] = { "data:image/png;base64,", "data:;base64,", "data:image/png,",
+                             "https://x/a.png" };
+    const clock_t end2 = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
+    for (long it = 0; it < 20000 || clock() < end2; it++) {
+        const Seed *q = &s[rnd() % (uint64_t)ns];
+        const char *h = heads[rnd() % 8 < 6 ? 0 : 1 + rnd() % 3];
+        size_t hn = strlen(h), nb = q->n < 3000 ? q->n : 3000;
+        memcpy(url, h, hn);
+        size_t n = hn + b64enc(q->b, nb - rnd() % (nb + 1) / 2, url + hn);
+        for (int m = (int)(rnd() % 3); m > 0 && n; m--) {
+            size_t pos = rnd() % n;
+            switch (rnd() % 4) {
+            case 0: url[pos] = (char)rnd(); break;
+            case 1: url[pos] = "=+/ \n%A"[rnd() % 8]; break;
+            case 2: n = pos; break;
+            default: memmove(url + pos, url + pos + 1, n - pos - 1); n--;
+            }
+        }
+        one_url(url, n);
+        url_iters++;
+    }
+    free(url);
     free(buf);
     for (int i = 0; i < ns; i++) free(s[i].b);
     printf("test_fuzz_image: %d corpus files, %ld flipped/cut and %ld randomly mutated inputs "
            "(PNGs also with CRCs fixed): %ld decoded, %ld refused with a message, no crash\n",
            ns, iters, rand_iters, n_ok, n_refused);
+    printf("test_fuzz_image: %ld data: URLs (mutated base64 of the corpus): %ld decoded and "
+           "round-tripped, %ld refused with a message\n", url_iters, n_url_ok, n_url_refused);
     return 0;
 }
 #endif
