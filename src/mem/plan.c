@@ -224,11 +224,14 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
                 p->n_pinned, NL, p->ring && p->n_pinned < NL ? " + part of the next" : "",
                 p->head_stream ? "streamed" : "pinned", p->trunk_budget / K3_GB);
         char tb[32];
+        char sb[32];                          /* read every forward (vectors: at most) */
+        const uint64_t stream = p->trunk_total + p->head_full;
         if (p->ring)
-            fprintf(f, "  trunk window       %8.3f  the rest in pieces of %s, read ahead "
-                    "while the layers compute (+ %s scatter block)\n",
-                    (p->ring_bytes + p->tmp) / K3_GB, k3_size_text(p->piece, pb, sizeof pb),
-                    k3_size_text(p->tmp, tb, sizeof tb));
+            fprintf(f, "  trunk window       %8.3f  the rest (%s a forward) in pieces of %s, "
+                    "read ahead while the layers compute (+ %s scatter block)\n",
+                    (p->ring_bytes + p->tmp) / K3_GB,
+                    k3_size_text(stream > p->pinned ? stream - p->pinned : 0, sb, sizeof sb),
+                    k3_size_text(p->piece, pb, sizeof pb), k3_size_text(p->tmp, tb, sizeof tb));
         if (p->shards)                        /* the source, and what a pack would change */
             fprintf(f, "  trunk source       %8s  the shards, read where they lie (no pack "
                     "needed); a pack (k3 pack, then --trunk) streams the same bytes with "
