@@ -32,8 +32,8 @@ SMALL = 1 << 20          # non-expert tensors up to this many bytes are written 
 def args_for(layers, experts):
     """gen_k3's arguments at full width, every knob at its default."""
     ns = gen_k3.argparse.Namespace()
-    ap_defaults = dict(seed=1, full_width=True, f32_small=False, f32_all=False, res_gain=0.7, mla_gain=1.6,
-                       gate_gain=3.0, up_gain=20.0, down_gain=0.04, router_gain=1.5,
+    ap_defaults = dict(seed=1, full_width=True, f32_small=False, f32_all=False, res_gain=0.7,
+                       mla_gain=1.6, gate_gain=3.0, up_gain=20.0, down_gain=0.04, router_gain=1.5,
                        bias_std=0.25, lm_gain=3.0, dt_mean=-1.5, dt_std=1.0, kda_gain=1.0,
                        kda_layers=None, mla_layers=None)
     fw = dict(hidden=7168, kda_heads=96, kda_head_dim=128, heads=96, q_lora=1536, kv_lora=512,

@@ -198,7 +198,8 @@ const char *k3_size_text(uint64_t b, char *out, size_t n) {
 
 int k3_plan_all_resident(const K3Plan *p, int have_trunk, uint64_t avail) {
     return !have_trunk && !p->shards && p->all_experts &&
-           p->cache - p->cache_index >= p->all_experts && !p->state_mode && !p->raised_trunk && !p->raised_cache && (!avail || p->total <= avail);
+           p->cache - p->cache_index >= p->all_experts && !p->state_mode && !p->raised_trunk &&
+           !p->raised_cache && (!avail || p->total <= avail);
 }
 
 void k3_plan_line(const K3Plan *p, int NL, uint64_t avail, const char *adesc, FILE *f) {
