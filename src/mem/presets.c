@@ -153,7 +153,7 @@ void k3_presets_print(FILE *f) {
                "lm_head stream through in\npieces, the forward buffers, states, MLA cache, the "
                "process) and pins the trunk with\nwhat is left (the prefix may end inside a "
                "layer), from the shards or, the same, a\n`k3 pack` (--trunk). Budgets below "
-               "the working minimum (the window and the\nrest, 5 expert slots) are raised to "
+               "the working minimum (the window and\nthe rest, 5 expert slots) are raised to "
                "it. A later flag wins. Real-model figures\nare computed from docs/MODEL.md "
                "sizes (the process/index share is an estimate of\n%.1f GB), not measured.\n",
                K3_PREFILL_CHUNK, REAL_PROCESS / K3_GB);
