@@ -383,8 +383,11 @@ static void recommend(Doc *d, const K3Model *m) {
                 "run (free memory, or raise the cgroup limit)", avail / K3_GB);
         return;
     }
-    say(d, "  recommended: --preset %s%s", d->rec, d->rec_stream ? " --trunk TRUNK_DIR (made "
-        "once by k3 pack MODEL_DIR TRUNK_DIR)" : "");
+    /* the trunk streams from the shards with no pack; a pack only adds checksums and,
+     * coded, fewer bytes a token */
+    say(d, "  recommended: --preset %s%s", d->rec, d->rec_stream ? " (the trunk streams from "
+        "the shards, no pack needed; k3 pack MODEL_DIR TRUNK_DIR --compress, then --trunk "
+        "TRUNK_DIR, streams fewer bytes with checksums)" : "");
     if (d->rec_s > 0) say(d, ", about %.3g s/token (an estimate)\n", d->rec_s);
     else say(d, " (no s/token estimate without the bandwidth measurements)\n");
 }

@@ -60,6 +60,7 @@ typedef struct {
     uint64_t trunk_total, trunk_min, cache_min, all_experts, head_full, slot_bytes;
     uint64_t piece;                          /* streamed piece size (ring_bytes: the window) */
     int raised_trunk, raised_cache;
+    int shards;                              /* no --trunk, budget short: streams from shards */
     int chunk;                               /* tokens per forward the buffers are sized for */
     int act_file;                            /* buffers in a file: resident part counted */
     uint64_t act_bytes;                      /* that file's size */
@@ -69,7 +70,9 @@ typedef struct {
     uint64_t state_file, state_bufs, state_step;   /* its bytes on disk, buffers, per step */
     const char *state_dir;
 } K3Plan;
-/* lb[0..NL): trunk bytes per layer; have_trunk: --trunk given; process: bytes held. */
+/* lb[0..NL): trunk bytes per layer; have_trunk: --trunk given; process: bytes held.
+ * Without --trunk the trunk stays in the shard mappings when --trunk-gb holds all of it,
+ * else it streams from the shards as a pack's would (p->shards). */
 void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uint64_t *lb,
                   int have_trunk, double tgb, double cgb, uint64_t process, K3Plan *p);
 void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, const char *adesc,
@@ -99,11 +102,19 @@ int k3_preset_count(void);
 const char *k3_preset_name(int i);
 void k3_preset_budgets(int i, double *trunk_gb, double *cache_gb);
 
-/* ---- trunk.c: the packed trunk's index ---- */
+/* ---- trunk.c: the packed trunk's index, or the trunk where the shards hold it ---- */
 K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen);
+K3Trunk *k3_trunk_shards(K3Model *m, char *err, size_t errlen);
 void k3_trunk_close(K3Trunk *t);
 uint64_t k3_trunk_layer_bytes(const K3Trunk *t, int L);   /* padded blob size */
-const char *k3_trunk_path(const K3Trunk *t);
+const char *k3_trunk_path(const K3Trunk *t);  /* trunk.k3, or the model folder (shards) */
+int k3_trunk_from_shards(const K3Trunk *t);   /* 1: no pack, no checksums */
+/* The files the matrices lie in (f < k3_trunk_nfiles: every shard, and trunk.k3 first
+ * for a pack), the file of matrix i of layer L, and that of shard `shard`. */
+int k3_trunk_nfiles(const K3Trunk *t);
+const char *k3_trunk_fpath(const K3Trunk *t, int f);
+int k3_trunk_file(const K3Trunk *t, int L, int i);
+int k3_trunk_shard_file(const K3Trunk *t, int shard);
 /* Layer L's bound matrices: how many; matrix i's K3Layer field, checksum and name. */
 int k3_trunk_nmats(const K3Trunk *t, int L);
 void k3_trunk_mat(const K3Trunk *t, int L, int i, size_t *field, uint64_t *sum,

@@ -1,8 +1,9 @@
 /* mem.c — the memory system as one storage behind weights.h: plans the budgets
  * (plan.c), refuses a plan that does not fit, then opens the trunk (its index, trunk.c;
  * pinned prefix and pieces through the window, lm_head included, stream.c) and the
- * expert cache (expert_cache.c).
- * Without --trunk the trunk stays in the shard mappings and only experts are cached. */
+ * expert cache (expert_cache.c). Without --trunk the trunk streams the same way from the
+ * shards where they hold it, or, when --trunk-gb holds all of it, stays in the shard
+ * mappings (only experts are cached). */
 #include "internal.h"
 #include "comm.h"
 #include "fault.h"
@@ -243,7 +244,7 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
                  self, &p);
     x->buffer_bytes = p.buffers;
     x->plan_bytes = p.total;
-    x->trunk_budget = o->trunk_dir ? (uint64_t)p.trunk_budget : 0;
+    x->trunk_budget = o->trunk_dir || p.shards ? (uint64_t)p.trunk_budget : 0;
     x->cache_budget = (uint64_t)p.cache_budget;
     p.chunk_why = why;
     const int one_line = o->brief && !o->verbose &&
@@ -261,6 +262,14 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
         k3_plan_refusal(&p, m, o, lb, avail, adesc, err, errlen);
         return K3_ERR_RUNTIME;
     }
+    if (o->verify_reads && !o->trunk_dir) {
+        snprintf(err, errlen, "--verify-reads checks a packed trunk's checksums and the shards "
+                 "carry none: pack one (k3 pack %.300s TRUNK_DIR) and add --trunk TRUNK_DIR, or "
+                 "leave out --verify-reads", m->dir);
+        return K3_ERR_USAGE;
+    }
+    /* no pack and a budget short of the trunk: it streams from the shards (plan.c) */
+    if (p.shards && !(x->trunk = k3_trunk_shards(m, err, errlen))) return K3_ERR_RUNTIME;
     int rc;
     k3_model_embed_advise(m, MADV_NOHUGEPAGE);
     k3_model_embed_advise(m, MADV_RANDOM);

@@ -74,7 +74,7 @@ static void read_task(void *ctx, int i) {
     const SMat *sm = &ld->s->mat[x->mat];
     char why[600], msg[700];
     if (x->mat > __atomic_load_n(&ld->bad, __ATOMIC_RELAXED)) return;   /* an earlier failed */
-    if (k3_dio_pread(&ld->s->file[sm->L < 0], x->dst, x->off, x->len, why, sizeof why)) {
+    if (k3_dio_pread(&ld->s->file[sm->file], x->dst, x->off, x->len, why, sizeof why)) {
         snprintf(msg, sizeof msg, "pinning '%s': %s", sm->name, why);
         fail(ld, x->mat, msg);
     }
@@ -101,6 +101,7 @@ static void check(Load *ld, int j) {
     K3Stream *s = ld->s;
     SMat *sm = &s->mat[j];
     if (!sm->pin_rows || sm->L < 0) return;   /* lm_head: no checksum in the shards */
+    if (k3_trunk_from_shards(s->t)) return;   /* nor any trunk matrix: only a pack has them */
     uint64_t off, len;
     k3_stream_rows_at(s, sm, sm->lo, sm->lo + sm->pin_rows, &off, &len);
     char why[600], msg[700];
@@ -114,7 +115,7 @@ static void check(Load *ld, int j) {
     K3Sum all = sm->pin_sum;
     for (int i = sm->first; sm->ro && i < sm->first + sm->npieces; i++) {
         const SPiece *p = &s->pc[i];          /* coded, partly pinned: its pieces fit W */
-        if (k3_dio_pread(&s->file[0], s->win, p->off, p->n, why, sizeof why)) {
+        if (k3_dio_pread(&s->file[sm->file], s->win, p->off, p->n, why, sizeof why)) {
             snprintf(msg, sizeof msg, "checking '%s': %s", sm->name, why);
             fail(ld, j, msg);
             return;
@@ -126,7 +127,7 @@ static void check(Load *ld, int j) {
         if (nb > sm->rows - r) nb = sm->rows - r;
         uint64_t o2, l2;
         k3_stream_rows_at(s, sm, r, r + nb, &o2, &l2);
-        if (k3_dio_pread(&s->file[0], s->win, o2, l2, why, sizeof why)) {
+        if (k3_dio_pread(&s->file[sm->file], s->win, o2, l2, why, sizeof why)) {
             snprintf(msg, sizeof msg, "checking '%s': %s", sm->name, why);
             fail(ld, j, msg);
             return;
@@ -188,7 +189,7 @@ int k3_stream_pin(K3Stream *s, int quiet, char *err, size_t errlen) {
         long nr = ++s->nreads;                /* a read per pinned matrix, in stream order */
         if (nr == k3_faults()->trunk_read) {
             snprintf(err, errlen, "%s: injected failure of trunk read %ld (%s, "
-                     "K3_FAULT_TRUNK_READ)", s->file[sm->L < 0].path, nr, sm->name);
+                     "K3_FAULT_TRUNK_READ)", s->file[sm->file].path, nr, sm->name);
             return -1;
         }
     }

@@ -45,11 +45,6 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     for (int L = 0; L < NL; L++) p->trunk_total += lb[L];
     p->head_full = (uint64_t)V * H * (head_f32 ? 4 : 2);
     const int N = k3_comm_size(), me = k3_comm_rank();
-    if (have_trunk && N > 1) {                /* streamed: this rank's vocab rows (split.c) */
-        int v0, v1;
-        k3_share_rows(V, me, N, &v0, &v1);
-        p->head_full = (uint64_t)(v1 - v0) * H * (head_f32 ? 4 : 2);
-    }
     const uint64_t T = o->chunk > 0 ? o->chunk : 1;
     /* buffers in a file: forward.c drops the embedding's rows every K3_ROW_BLOCK */
     p->embed = embed_bytes(H, V, o->act_file && T > K3_ROW_BLOCK ? K3_ROW_BLOCK : T);
@@ -96,8 +91,17 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     p->process = process;
     p->side = p->embed + p->vectors + p->state + p->undo + p->mla + p->state_bufs +
               p->buffers + p->process;
-    p->lm_head = p->head_full;
     p->trunk_min = p->trunk_total + p->head_full + p->side;
+    /* no pack: in place in the shard mappings when the budget holds it all, else streamed
+     * from the shards in the same pieces, order and window as a pack */
+    if (!have_trunk && tgb >= 0 && tgb * K3_GB < (double)p->trunk_min) have_trunk = p->shards = 1;
+    if (have_trunk && N > 1) {                /* streamed: this rank's vocab rows (split.c) */
+        int v0, v1;
+        k3_share_rows(V, me, N, &v0, &v1);
+        p->head_full = (uint64_t)(v1 - v0) * H * (head_f32 ? 4 : 2);
+    }
+    p->lm_head = p->head_full;
+    p->trunk_budget = tgb * K3_GB;            /* the flag (the refusal's suggestions) */
     if (!have_trunk) { p->n_pinned = NL; p->pinned = p->trunk_total; }
     else {
         /* one stream: the layers' matrices, then lm_head; a prefix pinned, the rest read
@@ -193,8 +197,9 @@ const char *k3_size_text(uint64_t b, char *out, size_t n) {
 }
 
 int k3_plan_all_resident(const K3Plan *p, int have_trunk, uint64_t avail) {
-    return !have_trunk && p->all_experts && p->cache - p->cache_index >= p->all_experts &&
-           !p->state_mode && !p->raised_trunk && !p->raised_cache && (!avail || p->total <= avail);
+    return !have_trunk && !p->shards && p->all_experts &&
+           p->cache - p->cache_index >= p->all_experts && !p->state_mode && !p->raised_trunk &&
+           !p->raised_cache && (!avail || p->total <= avail);
 }
 
 void k3_plan_line(const K3Plan *p, int NL, uint64_t avail, const char *adesc, FILE *f) {
@@ -213,28 +218,36 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
                 "every rank's share below)\n", k3_comm_size());
     else fprintf(f, "k3: memory plan (GB = 1e9 bytes)\n");
     char pb[32];
-    if (have_trunk) {
+    if (have_trunk || p->shards) {
         fprintf(f, "  trunk pinned       %8.3f  %d of %d layers whole%s, lm_head %s "
                 "(what the trunk budget %.3f GB leaves: it holds every line but the expert "
                 "cache)\n", p->pinned / K3_GB,
                 p->n_pinned, NL, p->ring && p->n_pinned < NL ? " + part of the next" : "",
                 p->head_stream ? "streamed" : "pinned", p->trunk_budget / K3_GB);
         char tb[32];
+        char sb[32];                          /* read every forward (vectors: at most) */
+        const uint64_t stream = p->trunk_total + p->head_full;
         if (p->ring)
-            fprintf(f, "  trunk window       %8.3f  the rest in pieces of %s, read ahead "
-                    "while the layers compute (+ %s scatter block)\n",
-                    (p->ring_bytes + p->tmp) / K3_GB, k3_size_text(p->piece, pb, sizeof pb),
-                    k3_size_text(p->tmp, tb, sizeof tb));
+            fprintf(f, "  trunk window       %8.3f  the rest (%s a forward) in pieces of %s, "
+                    "read ahead while the layers compute (+ %s scatter block)\n",
+                    (p->ring_bytes + p->tmp) / K3_GB,
+                    k3_size_text(stream > p->pinned ? stream - p->pinned : 0, sb, sizeof sb),
+                    k3_size_text(p->piece, pb, sizeof pb), k3_size_text(p->tmp, tb, sizeof tb));
+        if (p->shards)                        /* the source, and what a pack would change */
+            fprintf(f, "  trunk source       %8s  the shards, read where they lie (no pack "
+                    "needed); a pack (k3 pack, then --trunk) streams the same bytes with "
+                    "checksums (--verify-reads), --compress fewer of them\n", "");
     } else
         fprintf(f, "  trunk resident     %8.3f  all %d layers, used in place from the shards "
-                "(stream it: k3 pack + --trunk)\n", p->pinned / K3_GB, NL);
+                "(a smaller --trunk-gb streams it from them)\n", p->pinned / K3_GB, NL);
     char ix[32];
     fprintf(f, "  expert cache       %8.3f  %d slots of %s (%.1f%% of all routed experts) "
             "+ index %s\n", p->cache / K3_GB, p->nslots,
             k3_size_text(p->slot_bytes, slot, sizeof slot), p->all_experts ?
             100.0 * (p->cache - p->cache_index) / p->all_experts : 0.0,
             k3_size_text(p->cache_index, ix, sizeof ix));
-    if (!have_trunk) fprintf(f, "  lm_head            %8.3f  resident\n", p->lm_head / K3_GB);
+    if (!have_trunk && !p->shards)
+        fprintf(f, "  lm_head            %8.3f  resident\n", p->lm_head / K3_GB);
     fprintf(f, "  embedding rows     %8.3f  row lookup: one forward's rows, dropped after it\n",
             p->embed / K3_GB);
     fprintf(f, "  small vectors f32  %8.3f\n", p->vectors / K3_GB);
@@ -297,6 +310,7 @@ void k3_plan_ranks(const K3Plan *p, int have_trunk, int print, FILE *f) {
     const int N = k3_comm_size();
     if (N == 1) return;
     enum { SHARE, PIN, OWNED, SLOTS, CACHE, TOTAL, USE, NF };
+    have_trunk = have_trunk || p->shards;
     const uint64_t share = have_trunk ? p->trunk_total + p->head_full : p->trunk_total;
     const double mine[NF] = { (double)share, (double)(p->pinned < share ? p->pinned : share),
                               p->slot_bytes ? (double)(p->all_experts / p->slot_bytes) : 0,
@@ -360,9 +374,14 @@ static int ctx_that_fits(const K3Model *m, const K3MemOpts *o, const uint64_t *l
 
 void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, const uint64_t *lb,
                      uint64_t avail, const char *adesc, char *err, size_t errlen) {
-    const uint64_t used = trunk_used(p);
-    uint64_t excess = p->total - avail, cred = p->cache - p->cache_min, tred = 0;
-    if (o->trunk_dir) tred = used - p->trunk_min;
+    /* the working minimum streams the trunk (from the shards without --trunk): what a
+     * smaller --trunk-gb may give back, a resident trunk's lm_head included */
+    K3Plan mn;
+    k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, 1, 0, 0, p->process, &mn);
+    const int streamed = o->trunk_dir || p->shards;
+    const uint64_t used = trunk_used(p) + (streamed ? 0 : p->lm_head);
+    uint64_t excess = p->total - avail, cred = p->cache - p->cache_min;
+    const uint64_t tred = used > mn.trunk_min ? used - mn.trunk_min : 0;
     char fix[900];
     if (cred + tred >= excess) {
         uint64_t dc = excess < cred ? excess : cred, dt = excess - dc;
@@ -373,9 +392,7 @@ void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, cons
             snprintf(fix + strlen(fix), sizeof fix - strlen(fix), " --trunk-gb %.3f",
                      (double)(nt / 1000000) / 1000);
     } else {
-        /* the budgets cannot shrink enough: stream the trunk, or plan a smaller context */
-        K3Plan mn;
-        k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, 1, 0, 0, p->process, &mn);
+        /* the budgets cannot shrink enough: plan a smaller context */
         const int cur = ctx_that_fits(m, o, lb, o->trunk_dir != NULL, p->trunk_budget / K3_GB,
                                       p->cache_budget / K3_GB, p->process, avail);
         const int low = ctx_that_fits(m, o, lb, 1, 0, 0, p->process, avail);
@@ -386,16 +403,8 @@ void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, cons
         if (cur) snprintf(ctxfix + strlen(ctxfix), sizeof ctxfix - strlen(ctxfix),
                           "these budgets (--ctx %d)", cur);
         else snprintf(ctxfix + strlen(ctxfix), sizeof ctxfix - strlen(ctxfix),
-                      "the working minimum (--ctx %d --preset minimum%s)", low,
-                      o->trunk_dir ? "" : ", with the trunk streamed");
-        if (!o->trunk_dir && mn.total <= avail)
-            snprintf(fix, sizeof fix, "stream the trunk: k3 pack %.300s TRUNK_DIR, then add "
-                     "--trunk TRUNK_DIR --preset laptop%s%s", m->dir, cur ? "; or " : "",
-                     cur ? ctxfix : "");
-        else if (!o->trunk_dir && !cur && low)
-            snprintf(fix, sizeof fix, "stream the trunk (k3 pack %.300s TRUNK_DIR, then --trunk "
-                     "TRUNK_DIR) and plan %s", m->dir, ctxfix);
-        else if (cur || low) snprintf(fix, sizeof fix, "%s", ctxfix);
+                      "the working minimum (--ctx %d --preset minimum)", low);
+        if (cur || low) snprintf(fix, sizeof fix, "%s", ctxfix);
         else
             snprintf(fix, sizeof fix, "more memory: even the working minimum (streamed trunk, "
                      "5 expert slots) needs %.3f GB, and no smaller --ctx fits", mn.total / K3_GB);

@@ -111,7 +111,7 @@ void k3_presets_print(FILE *f) {
     k3_mem_opts_init(&o);
     o.ctx = 4096; o.chunk = K3_PREFILL_CHUNK; o.logits_rows = 1;
     K3Plan p;
-    fprintf(f, "preset        --trunk-gb  --cache-gb  plan on the real K3 (--trunk, ctx 4096, "
+    fprintf(f, "preset        --trunk-gb  --cache-gb  plan on the real K3 (no pack, ctx 4096, "
             "prefill chunk %d)  for\n", K3_PREFILL_CHUNK);
     k3_plan_make(&c, 0, &o, lb, 1, 0, 0, (uint64_t)REAL_PROCESS, &p);
     preset_line(f, "minimum", "0", "0", &p, 0, "the working minimum");
@@ -152,9 +152,9 @@ void k3_presets_print(FILE *f) {
                "expert slots, --trunk-gb\neverything else (the read-ahead window the trunk and "
                "lm_head stream through in\npieces, the forward buffers, states, MLA cache, the "
                "process) and pins the trunk with\nwhat is left (the prefix may end inside a "
-               "layer); streaming needs --trunk DIR from\n`k3 pack`. Budgets below the working "
-               "minimum (the window and the rest, 5 expert slots)\nare raised to it. A later "
-               "flag wins. Real-model figures are computed from\ndocs/MODEL.md sizes (the "
-               "process/index share is an estimate of %.1f GB), not measured.\n",
+               "layer), from the shards or, the same, a\n`k3 pack` (--trunk). Budgets below "
+               "the working minimum (the window and\nthe rest, 5 expert slots) are raised to "
+               "it. A later flag wins. Real-model figures\nare computed from docs/MODEL.md "
+               "sizes (the process/index share is an estimate of\n%.1f GB), not measured.\n",
                K3_PREFILL_CHUNK, REAL_PROCESS / K3_GB);
 }

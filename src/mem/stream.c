@@ -36,6 +36,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define F(x) offsetof(K3Layer, x)
 /* The order the forward pass multiplies a layer's matrices (kda.c: q k v f_a f_b b g o;
@@ -168,9 +169,14 @@ static void *reader(void *arg) {
         s->st->trunk_read_s += t1 - t0;
         s->st->trunk_bytes += moved;
         if (s->mat[p->mat].L < 0) s->st->head_bytes += moved;
-        if (!d) {
+        if (!d) {                             /* name the tensor beside the file */
+            char msg[900];
+            const SMat *sm = &s->mat[p->mat];
+            if (sm->L < 0) snprintf(msg, sizeof msg, "'%s' (lm_head rows from %d): %s",
+                                    sm->name, p->r0, why);
+            else snprintf(msg, sizeof msg, "'%s' (layer %d): %s", sm->name, sm->L, why);
             r->state = R_FAILED;
-            fail(s, "trunk read failed: %s", why);
+            fail(s, "trunk read failed: %s", msg);
         }
         if (--r->chunks == 0 && r->state == R_READING) { r->state = R_READY; s->st->trunk_reads++; }
         pthread_cond_broadcast(&s->cv);
@@ -266,7 +272,7 @@ static void mul_rows(K3Stream *s, float *Y, int ldy, const K3Mat *P, uint64_t rb
 
 static void check_sum(K3Stream *s, const SMat *sm, K3Sum *sum) {
     const uint64_t got = k3_sum_end(sum);
-    if (got == sm->sum || sm->L < 0) return;
+    if (got == sm->sum || sm->L < 0 || k3_trunk_from_shards(s->t)) return;   /* no sums */
     char msg[700];
     k3_trunk_bad_sum(s->t, sm->L, sm->mi, got, msg, sizeof msg);
     pthread_mutex_lock(&s->mu);
@@ -426,6 +432,7 @@ static int add_mat(K3Stream *s, int L, int mi, const K3Mat *M, uint64_t sum, con
         k3_share_rows(M->rows, k3_comm_rank(), k3_comm_size(), &sm->lo, &sm->hi);
     }
     sm->row_bytes = (uint64_t)M->cols * (M->type == K3_W_F32 ? 4 : 2);
+    if (L >= 0) sm->file = k3_trunk_file(s->t, L, mi);
     if (L >= 0 && (sm->ro = k3_trunk_rowoff(s->t, L, mi))) {
         /* coded: rows differ in size; row_bytes is their mean, for sizing pieces only */
         sm->type = K3_W_BF16C;
@@ -487,6 +494,7 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
     if (!ht) { snprintf(err, errlen, "%s: no lm_head.weight tensor", m->dir); return -1; }
     if (add_mat(s, -1, 0, &m->lm_head, 0, ht->name, 0, err, errlen)) return -1;
     s->head = &s->mat[s->nmat - 1];
+    s->head->file = k3_trunk_shard_file(s->t, ht->shard);
     uint64_t budget = o->pin_bytes;
     int prefix = 1;
     for (int j = 0; j < s->nmat; j++) {
@@ -513,7 +521,7 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
             s->pc = v;
             SPiece *p = &v[s->npc++];
             p->mat = j; p->r0 = r; p->r1 = r + per < sm->hi ? r + per : sm->hi;
-            p->file = sm->L < 0;
+            p->file = sm->file;
             k3_stream_rows_at(s, sm, p->r0, p->r1, &p->off, &p->n);
             p->rel = NULL;
             if (sm->ro) {
@@ -530,6 +538,29 @@ static int build(K3Stream *s, const K3StreamOpts *o, char *err, size_t errlen) {
     for (int i = s->npc - 1; i >= 0; i--) {
         const int L = s->mat[s->pc[i].mat].L;
         s->first_of[L < 0 ? NL : L] = i;
+    }
+    return 0;
+}
+
+/* Opens the files the matrices lie in, once each, for the whole run: a shard replaced
+ * later is still read from the file opened here. A shard whose size is not the one its
+ * header was indexed with (truncated or replaced since the model opened) is refused. */
+static int open_files(K3Stream *s, char *err, size_t errlen) {
+    for (int j = 0; j < s->nmat; j++) {
+        const int f = s->mat[j].file;
+        if (s->file[f].path[0]) continue;
+        const char *what = s->mat[j].L < 0 ? "lm_head reads" : "trunk reads";
+        if (k3_dio_open(&s->file[f], k3_trunk_fpath(s->t, f), what, err, errlen)) return -1;
+        const int sh = f - (k3_trunk_nfiles(s->t) - s->m->st->n_shards);
+        struct stat sb;
+        if (sh >= 0 && (fstat(s->file[f].fd, &sb) ||
+                        (uint64_t)sb.st_size != s->m->st->shards[sh].file_size)) {
+            snprintf(err, errlen, "%s is %llu bytes, %llu when the model was opened: the shard "
+                     "changed under the run (restore it; k3 doctor MODEL_DIR checks every "
+                     "shard)", s->file[f].path, (unsigned long long)sb.st_size,
+                     (unsigned long long)s->m->st->shards[sh].file_size);
+            return -1;
+        }
     }
     return 0;
 }
@@ -562,13 +593,12 @@ K3Stream *k3_stream_open(K3Model *m, K3Trunk *t, const K3StreamOpts *o, K3MemSta
     if (!s->first_of || !s->ly) { snprintf(err, errlen, "out of memory"); goto fail; }
     for (int L = 0; L <= NL; L++) s->first_of[L] = -1;
     pthread_mutex_init(&s->mu, NULL); pthread_cond_init(&s->cv, NULL);
-    const StTensor *ht = st_find(m->st, "language_model.lm_head.weight");
-    if (!ht) ht = st_find(m->st, "lm_head.weight");
-    if (k3_dio_open(&s->file[0], k3_trunk_path(t), "trunk reads", err, errlen) ||
-        (ht && k3_dio_open(&s->file[1], m->st->shards[ht->shard].path, "lm_head reads", err,
-                           errlen)))
+    s->nfile = k3_trunk_nfiles(t);
+    if (!(s->file = calloc((size_t)s->nfile, sizeof(K3DioFile)))) {
+        snprintf(err, errlen, "out of memory");
         goto fail;
-    if (build(s, o, err, errlen)) goto fail;
+    }
+    if (build(s, o, err, errlen) || open_files(s, err, errlen)) goto fail;
     uint64_t need = 0, wneed = 0;             /* the ring holds the largest piece, twice */
     for (int i = 0; i < s->npc; i++) {
         uint64_t *n = s->mat[s->pc[i].mat].whole ? &wneed : &need;
@@ -630,11 +660,12 @@ void k3_stream_describe(const K3Stream *s, char *buf, size_t n) {
         part += s->mat[j].pin_rows && s->mat[j].pin_rows < share;
     }
     char a[32], b[32];
-    snprintf(buf, n, "%s: %d of %d matrices pinned (%d in part, %s), %d pieces streamed "
-             "through a %s window by %d reader%s (%s)", k3_trunk_path(s->t), full, s->nmat,
+    snprintf(buf, n, "%s%s: %d of %d matrices pinned (%d in part, %s), %d pieces streamed "
+             "through a %s window by %d reader%s (%s)", k3_trunk_from_shards(s->t) ?
+             "the shards of " : "", k3_trunk_path(s->t), full, s->nmat,
              part, k3_size_text(s->pin_len, a, sizeof a), s->npc,
              k3_size_text(s->W, b, sizeof b), s->nth, s->nth == 1 ? "" : "s",
-             s->file[0].direct ? "O_DIRECT" : "buffered");
+             s->file[s->mat[0].file].direct ? "O_DIRECT" : "buffered");
     if (k3_comm_size() > 1)
         snprintf(buf + strlen(buf), n - strlen(buf), "; rank %d's rows of each (kv_b whole)",
                  k3_comm_rank());
@@ -646,7 +677,8 @@ void k3_stream_close(K3Stream *s) {
         k3_threads_quit(&s->mu, &s->cv, &s->quit, s->th, s->nth);
     }
     pthread_mutex_destroy(&s->mu); pthread_cond_destroy(&s->cv);
-    k3_dio_close(&s->file[0]); k3_dio_close(&s->file[1]);
+    for (int f = 0; s->file && f < s->nfile; f++) k3_dio_close(&s->file[f]);
+    free(s->file);
     free(s->th); free(s->rec); free(s->win); free(s->wbuf); free(s->pin); free(s->tmp);
     for (int i = 0; i < s->npc; i++) free(s->pc[i].rel);
     for (int j = 0; j < s->nmat; j++) free(s->mat[j].pin_rel);

@@ -12,6 +12,7 @@ typedef struct {
     K3Stream *s;
     int L, mi;                                /* layer (-1: lm_head), index in the trunk */
     int type, rows, cols, whole;
+    int file;                                 /* index in K3Stream.file (k3_trunk_file) */
     uint64_t row_bytes, sum;
     const char *name;
     int lo, hi, split;                        /* this rank's rows [lo, hi); split: N > 1 */
@@ -32,7 +33,7 @@ enum { R_READING, R_READY, R_FAILED };
 
 struct K3Stream {
     K3Model *m; K3Trunk *t; K3MemStats *st;
-    K3DioFile file[2];
+    K3DioFile *file; int nfile;               /* k3_trunk_fpath's files; those used open */
     SMat *mat; int nmat;
     SPiece *pc; int npc;
     int *first_of;                            /* [NL + 1]: first piece of layer L (NL: head) */
@@ -50,7 +51,7 @@ struct K3Stream {
     long skip_to;                             /* pieces before it not yet read: not read (a
                                                * stopped forward's rest, drained unused) */
     uint64_t iss_off, head_v;
-    int failed; char err[700];
+    int failed; char err[1000];
     long nreads;
     K3IoMeter *io;
     const int *experts_busy;                  /* expert reads queued or in flight */

@@ -1,7 +1,9 @@
-/* trunk.c — the packed trunk (`k3 pack`, cli/pack.c): every non-routed text tensor in
- * one file, each layer contiguous at a 4096-aligned offset. This file reads and checks
- * the index and says where each layer matrix's rows are (k3_trunk_rows); stream.c pins
- * a prefix of it and streams the rest in pieces.
+/* trunk.c — where the trunk's matrices lie: in the packed trunk (`k3 pack`, cli/pack.c:
+ * every non-routed text tensor in one file, each layer contiguous at a 4096-aligned
+ * offset), or where the released shards have them (k3_trunk_shards: no pack step, no
+ * checksums; each layer's dense tensors sit together in its shard). This file reads and
+ * checks the index and says where each layer matrix's rows are (k3_trunk_rows) and in
+ * which file (k3_trunk_file); stream.c pins a prefix and streams the rest in pieces.
  *
  * Every tensor carries an XXH64 checksum in the index: a pinned matrix is verified once
  * when it is read (a flipped byte is refused, naming the tensor, instead of running with
@@ -36,7 +38,7 @@ typedef struct {
     int coded, rows;                          /* coded (codec.h): stored as K3_W_BF16C */
     uint32_t *rowoff;                         /* then its row offset table, read at open */
 } Bind;
-typedef struct { int layer; uint64_t off, n, sum; const char *name; } Piece;   /* one tensor */
+typedef struct { int layer; uint64_t off, n, sum; const char *name; int file; } Piece;
 
 struct K3Trunk {
     K3Model *m;
@@ -46,6 +48,7 @@ struct K3Trunk {
     uint64_t *off, *len;                      /* per layer: blob offset and padded length */
     Bind **bind; int *nbind;
     Piece *piece; int npiece;                 /* every tensor of the index, absolute offsets */
+    int shards;                               /* 1: the shards themselves (no checksums) */
 };
 
 uint64_t k3_trunk_layer_bytes(const K3Trunk *t, int L) { return t->len[L]; }
@@ -211,7 +214,7 @@ K3Trunk *k3_trunk_open(K3Model *m, const char *dir, char *err, size_t errlen) {
         Piece *pc = realloc(t->piece, sizeof(Piece) * (t->npiece + 1));
         if (!pc) { snprintf(err, errlen, "out of memory"); goto fail; }
         t->piece = pc;
-        pc[t->npiece++] = (Piece){ L, off, nb, sum, src->name };
+        pc[t->npiece++] = (Piece){ L, off, nb, sum, src->name, 0 };
         int mi = L < 0 ? -1 : k3_mat_lookup(&m->cfg, L, p);
         if (coded && (mi < 0 || k3_layer_mats[mi].field == offsetof(K3Layer, kv_b))) {
             snprintf(err, errlen, "%s: tensor '%s' is coded, but only BF16 layer matrices "
@@ -273,7 +276,68 @@ fail:
     return NULL;
 }
 
+/* The trunk where the shards hold it: every layer matrix at its tensor's offset in its
+ * shard (st.h validated the headers: offsets inside the file, no overlap), no checksums
+ * (--verify-reads and the pinned check need a pack). t->len[L]: the layer's trunk bytes. */
+K3Trunk *k3_trunk_shards(K3Model *m, char *err, size_t errlen) {
+    K3Trunk *t = calloc(1, sizeof *t);
+    if (!t) { snprintf(err, errlen, "out of memory"); return NULL; }
+    t->m = m; t->fd = -1; t->NL = m->cfg.num_hidden_layers; t->shards = 1;
+    snprintf(t->path, sizeof t->path, "%s", m->dir);
+    t->off = calloc(t->NL, sizeof(uint64_t)); t->len = calloc(t->NL, sizeof(uint64_t));
+    t->bind = calloc(t->NL, sizeof(Bind *)); t->nbind = calloc(t->NL, sizeof(int));
+    if (!t->off || !t->len || !t->bind || !t->nbind) goto oom;
+    for (size_t k = 0; k < m->st->n_tensors; k++) {
+        const StTensor *src = &m->st->tensors[k];
+        const int L = k3_tensor_layer(src->name);
+        if (!k3_is_trunk_tensor(src->name) || L < 0 || L >= t->NL) continue;
+        t->len[L] += src->nbytes;
+        const int mi = k3_mat_lookup(&m->cfg, L, src->name);
+        if (mi < 0) continue;
+        Piece *pc = realloc(t->piece, sizeof(Piece) * (t->npiece + 1));
+        Bind *b = realloc(t->bind[L], sizeof(Bind) * (t->nbind[L] + 1));
+        if (pc) t->piece = pc;
+        if (b) t->bind[L] = b;
+        if (!pc || !b) goto oom;
+        pc[t->npiece] = (Piece){ L, src->offset, src->nbytes, 0, src->name, src->shard };
+        const K3Mat *M = k3_mat_field(&m->layers[L], &k3_layer_mats[mi]);
+        const uint64_t want = (uint64_t)M->rows * M->cols * (M->type == K3_W_F32 ? 4 : 2);
+        if (want != src->nbytes) {            /* k3_model_open bound it: never expected */
+            snprintf(err, errlen, "%s: tensor '%s' has %llu bytes, the model expects %llu",
+                     m->st->shards[src->shard].path, src->name,
+                     (unsigned long long)src->nbytes, (unsigned long long)want);
+            k3_trunk_close(t);
+            return NULL;
+        }
+        b[t->nbind[L]++] = (Bind){ k3_layer_mats[mi].field, 0, t->npiece++, 0, M->rows, NULL };
+    }
+    for (int L = 0; L < t->NL; L++) {
+        int need = 0;
+        for (int i = 0; i < k3_n_layer_mats; i++)
+            need += k3_mat_in_layer(&k3_layer_mats[i], &m->cfg, L);
+        if (t->nbind[L] != need) {
+            snprintf(err, errlen, "%s: layer %d has %d of its %d trunk matrices in the shard "
+                     "index", m->dir, L, t->nbind[L], need);
+            k3_trunk_close(t);
+            return NULL;
+        }
+    }
+    return t;
+oom:
+    snprintf(err, errlen, "out of memory");
+    k3_trunk_close(t);
+    return NULL;
+}
+
 const char *k3_trunk_path(const K3Trunk *t) { return t->path; }
+int k3_trunk_from_shards(const K3Trunk *t) { return t->shards; }
+/* Files: the shards (from the shards), or trunk.k3 then the shards (a pack). */
+int k3_trunk_nfiles(const K3Trunk *t) { return t->m->st->n_shards + !t->shards; }
+int k3_trunk_shard_file(const K3Trunk *t, int shard) { return shard + !t->shards; }
+const char *k3_trunk_fpath(const K3Trunk *t, int f) {
+    return t->shards ? t->m->st->shards[f].path : f ? t->m->st->shards[f - 1].path : t->path;
+}
+int k3_trunk_file(const K3Trunk *t, int L, int i) { return t->piece[t->bind[L][i].tensor].file; }
 const uint32_t *k3_trunk_rowoff(const K3Trunk *t, int L, int i) { return t->bind[L][i].rowoff; }
 int k3_trunk_nmats(const K3Trunk *t, int L) { return t->nbind[L]; }
 
