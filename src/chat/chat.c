@@ -571,6 +571,9 @@ static int setup(Chat *c, const char *system) {
         eo.mem.logits_rows = k + 1;
         eo.mem.undo_T = k + 1;
     }
+    /* --draft: its share in the plan (a bad folder: zero here, refused by name at open) */
+    if (c->draft_dir && k3_dspark_plan_file(c->draft_dir, &eo.mem.draft, err, sizeof err))
+        memset(&eo.mem.draft, 0, sizeof eo.mem.draft);
     eo.mem.quiet = !memf.verbose;
     int rc = k3_engine_open(&c->eng, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }

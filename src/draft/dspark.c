@@ -12,9 +12,59 @@
 #include "dspark_priv.h"
 #include "pool.h"
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---- streamed weights (the plan had no room to pin them) ---- */
+
+void k3_dspark_drop(const K3DSpark *d, const void *p, size_t n) {
+    if (!d->streamed || !d->map) return;
+    const uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), m0 = (uintptr_t)d->map;
+    const uintptr_t m1 = m0 + ((d->map_len + pg - 1) & ~(pg - 1));
+    uintptr_t a = p ? (uintptr_t)p : m0, e = p ? a + n : m1;
+    if (e <= m0 || a >= m1) return;           /* a misaligned matrix's own copy: kept */
+    a = a < m0 ? m0 : a & ~(pg - 1);
+    e = (e + pg - 1) & ~(pg - 1);
+    if (e > m1) e = m1;
+    madvise((void *)a, e - a, MADV_DONTNEED);  /* the page cache keeps them */
+}
+
+/* k3_matmul of a streamed matrix: rows K3_DSPARK_PIECE bytes at a time (rows are
+ * independent: the bits of the whole call), each piece's pages dropped after it. */
+void k3_dspark_piece_matmul(const K3RowSource *s, float *Y, const K3Mat *W, const float *X,
+                            int T) {
+    const K3DSpark *d = (const K3DSpark *)((const char *)s - offsetof(K3DSpark, rsrc));
+    const size_t rb = (size_t)W->cols * 2;    /* BF16 rows */
+    const int tb = T < K3_ROW_BLOCK ? T : K3_ROW_BLOCK;
+    size_t step = K3_DSPARK_PIECE / rb;
+    if (T > 1 && step > d->tmp_rows / (size_t)tb) step = d->tmp_rows / (size_t)tb;
+    if (step < 1) step = 1;
+    K3Mat B = *W;
+    B.src = NULL;
+    for (int a = 0; a < W->rows; a += (int)step) {
+        const int nb = W->rows - a < (int)step ? W->rows - a : (int)step;
+        B.rows = nb;
+        B.w = (const char *)W->w + (size_t)a * rb;
+        if (T == 1) k3_matmul(Y + a, &B, X, 1);
+        else
+            for (int t0 = 0; t0 < T; t0 += tb) {
+                const int nt = T - t0 < tb ? T - t0 : tb;
+                k3_matmul(d->tmp, &B, X + (size_t)t0 * W->cols, nt);
+                for (int t = 0; t < nt; t++)
+                    memcpy(Y + (size_t)(t0 + t) * W->rows + a, d->tmp + (size_t)t * nb,
+                           sizeof(float) * nb);
+            }
+        /* and what fault-around (64 KiB) mapped beside it */
+        const uintptr_t pa = (uintptr_t)B.w;
+        k3_dspark_drop(d, (const void *)(pa > 65536 ? pa - 65536 : 1), (size_t)nb * rb + 131072);
+    }
+}
+
+int k3_dspark_streamed(const K3DSpark *d) { return d->streamed; }
 
 /* YaRN (DeepSeek form, §4.4): frequencies between the correction dims are a ramp from
  * extrapolated to interpolated; the softmax scale takes mscale(all_dim) squared. */
@@ -80,6 +130,10 @@ static int reserve(K3DSpark *d, int n, char *err, size_t errlen) {
     return 0;
 }
 
+int k3_dspark_reserve(K3DSpark *d, int n, char *err, size_t errlen) {
+    return reserve(d, n, err, errlen);
+}
+
 /* Positions P..P+n-1 from their taps, K3_ROW_BLOCK at a time (bounded scratch; each
  * position's bits do not depend on the split: k3_matmul per token is the T = 1 result). */
 int k3_dspark_ingest_ctx(K3DSpark *d, const float *taps, int n, float *ctx, char *err,
@@ -118,6 +172,7 @@ int k3_dspark_ingest_ctx(K3DSpark *d, const float *taps, int n, float *ctx, char
         }
     }
     d->P += n;
+    k3_dspark_drop(d, NULL, 0);               /* streamed: what fault-around mapped too */
     return 0;
 }
 
@@ -245,6 +300,7 @@ int k3_dspark_draft_trace(K3DSpark *d, int anchor, int N, int *drafts, float *co
         }
         Att at = { d, ly, l, N, q, blat, bkpe, o, 0 };
         k3_pool_run(att_task, &at, N * NH);
+        k3_dspark_drop(d, ly->kv_b.w, (size_t)ly->kv_b.rows * ly->kv_b.cols * 2);
         if (at.failed) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
         k3_matmul(a, &ly->o, o, N);
         add_rows(R, a, (size_t)N * H);
@@ -279,6 +335,7 @@ int k3_dspark_draft_trace(K3DSpark *d, int anchor, int N, int *drafts, float *co
         }
         prev = drafts[r];
     }
+    k3_dspark_drop(d, NULL, 0);               /* streamed: w1's rows, fault-around */
     return 0;
 }
 

@@ -364,6 +364,105 @@ static void bind_all(Bind *b) {
 
 static void tap_fn(K3Tap *t, int L, const float *p, int T, int H);
 
+/* The plan streams the weights: every matrix k3_matmul multiplies goes through the piece
+ * source (kv_b is read per head in the attention and w1 by rows: their pages are dropped
+ * after the layer, after the chain); the pages bind_vec touched are dropped now. */
+static int stream_setup(K3DSpark *d, char *err, size_t errlen) {
+    d->tmp = malloc(sizeof(float) * K3_DSPARK_TMP);
+    if (!d->tmp) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    d->tmp_rows = K3_DSPARK_TMP;
+    d->streamed = 1;
+    d->rsrc.matmul = k3_dspark_piece_matmul;
+    K3Mat *m[] = { &d->ctx_proj, &d->w2, &d->conf_w };
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++) m[i]->src = &d->rsrc;
+    for (int l = 0; l < d->c.layers; l++) {
+        K3DSparkLayer *y = &d->layers[l];
+        K3Mat *lm[] = { &y->q_a, &y->q_b, &y->kv_a, &y->o, &y->gate, &y->up, &y->down };
+        for (size_t i = 0; i < sizeof lm / sizeof *lm; i++) lm[i]->src = &d->rsrc;
+    }
+    madvise(d->map, d->map_len, MADV_NOHUGEPAGE);
+    k3_dspark_drop(d, NULL, 0);
+    return 0;
+}
+
+void k3_dspark_plan_of(const K3DSparkConfig *k, K3DraftPlan *o) {
+    memset(o, 0, sizeof *o);
+    const uint64_t H = k->hidden, I = k->inter, NH = k->heads, QH = k->nope + k->rope;
+    const uint64_t KL = k->kv_lora, DR = k->rope, V = k->vocab, MR = k->markov_rank;
+    const uint64_t NT = k->n_taps, M = K3_DSPARK_MAX_N;
+    /* [rows, cols] of every matrix k3_matmul streams, kv_b apart */
+    const uint64_t mats[][2] = { { H, NT * H }, { V, MR }, { 1, H + MR }, { k->q_lora, H },
+                                 { NH * QH, k->q_lora }, { KL + DR, H }, { H, NH * k->v_dim },
+                                 { I, H }, { I, H }, { H, I } };
+    uint64_t piece = 0, mat = 2 * (NT * H * H + 2 * V * MR + H + MR);
+    for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
+        const uint64_t rb = 2 * mats[i][1];
+        uint64_t rows = K3_DSPARK_PIECE / rb;
+        if (rows < 1) rows = 1;
+        if (rows > mats[i][0]) rows = mats[i][0];
+        if (rows * rb > piece) piece = rows * rb;
+    }
+    const uint64_t kvb = 2 * NH * (k->nope + k->v_dim) * KL;
+    const uint64_t layer = 2 * (k->q_lora * H + NH * QH * k->q_lora + (KL + DR) * H + H *
+                                NH * k->v_dim + 3 * I * H) + kvb;
+    mat += (uint64_t)k->layers * layer;
+    const uint64_t vec = 2 * H + 1 + (uint64_t)k->layers * (2 * H + k->q_lora + KL);
+    o->weights = mat + 2 * vec;
+    /* a piece, its fault-around either side (64 KiB), a layer's kv_b, the rows of w1 a chain
+     * reads with theirs, the scatter rows */
+    const uint64_t win = piece + 2 * 65536 + kvb + (M + 2) * 65536 + 4 * K3_DSPARK_TMP;
+    o->window = win < o->weights ? win : o->weights;
+    o->ingest = 2 * (NT * H * H + (uint64_t)k->layers * (KL + DR) * H);
+    const uint64_t block = M * (4 * H + 2 * I + k->q_lora + NH * QH + KL + DR + KL + DR +
+                                NH * k->v_dim + 2 * V) + V + H + MR + 1;
+    o->fixed = 4 * (block + (uint64_t)K3_ROW_BLOCK * (H + KL + DR) + M * V + vec + DR);
+    o->tap_row = 4 * NT * H;
+    o->pos_bytes = 4 * (uint64_t)k->layers * (KL + DR);
+    o->att_row = 8;
+    o->att_fixed = 4 * (2 * M + 3 * KL);
+    o->max_pos = k->max_pos;
+}
+
+/* The dimensions from config.json alone (bounded as read_config bounds them). */
+int k3_dspark_plan_file(const char *dir, K3DraftPlan *out, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    size_t len = 0;
+    char *text = k3_slurp(path, 1 << 20, &len, err, errlen);
+    if (!text) return K3_ERR_USAGE;
+    char jerr[256];
+    Json *j = json_parse(text, len, jerr, sizeof jerr);
+    free(text);
+    if (!j) { snprintf(err, errlen, "%s: not valid JSON: %s", path, jerr); return K3_ERR_USAGE; }
+    K3DSparkConfig k;
+    memset(&k, 0, sizeof k);
+    Cfg c = { path, err, errlen, 0, 0 };
+    const int D = 1 << 20;
+    if (j->type != JSON_OBJECT) problem(&c, "(top level)", "expected an object");
+    else {
+        get_int(&c, j, "hidden_size", 1, 1, D, &k.hidden);
+        get_int(&c, j, "intermediate_size", 1, 1, D, &k.inter);
+        get_int(&c, j, "num_hidden_layers", 1, 1, 64, &k.layers);
+        get_int(&c, j, "num_attention_heads", 1, 1, 4096, &k.heads);
+        get_int(&c, j, "q_lora_rank", 1, 1, D, &k.q_lora);
+        get_int(&c, j, "kv_lora_rank", 1, 1, D, &k.kv_lora);
+        get_int(&c, j, "qk_nope_head_dim", 1, 1, D, &k.nope);
+        get_int(&c, j, "qk_rope_head_dim", 1, 2, 1024, &k.rope);
+        get_int(&c, j, "v_head_dim", 1, 1, D, &k.v_dim);
+        get_int(&c, j, "vocab_size", 1, 1, INT32_MAX, &k.vocab);
+        get_int(&c, j, "max_position_embeddings", 1, 1, INT32_MAX, &k.max_pos);
+        get_int(&c, j, "markov_rank", 1, 1, D, &k.markov_rank);
+        const Json *ids = json_get(j, "target_layer_ids");
+        if (!ids || ids->type != JSON_ARRAY || ids->len < 1 || ids->len > 16)
+            problem(&c, "target_layer_ids", "expected an array of 1 to 16 layer ids");
+        else k.n_taps = (int)ids->len;
+    }
+    json_free(j);
+    if (c.n) return K3_ERR_USAGE;
+    k3_dspark_plan_of(&k, out);
+    return 0;
+}
+
 int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char *err,
                    size_t errlen) {
     *out = NULL;
@@ -418,6 +517,9 @@ int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char
     if (!d->lat || !d->kpe) { snprintf(err, errlen, "out of memory"); goto fail; }
     k3_dspark_rope_init(d);
     if (!d->inv_freq) { snprintf(err, errlen, "out of memory"); goto fail; }
+    const int ctx = e->rs.ctx < d->c.max_pos ? e->rs.ctx : d->c.max_pos;
+    if (ctx > 0 && (rc = k3_dspark_reserve(d, ctx, err, errlen))) goto fail;
+    if (k3_mem_draft_streamed(e->mem) && (rc = stream_setup(d, err, errlen))) goto fail;
     if (!quiet) {
         fprintf(stderr, "k3: dspark: %d layers, taps after target layers", d->c.layers);
         for (int i = 0; i < d->c.n_taps; i++) fprintf(stderr, "%s%d", i ? "," : " ", d->c.taps[i]);
@@ -447,7 +549,7 @@ void k3_dspark_close(K3DSpark *d) {
     for (int l = 0; d->kpe && l < d->c.layers; l++) free(d->kpe[l]);
     free(d->lat); free(d->kpe); free(d->layers);
     free(d->ctx_norm); free(d->final_norm); free(d->inv_freq);
-    free(d->taps); free(d->ingest); free(d->blk);
+    free(d->taps); free(d->ingest); free(d->blk); free(d->tmp);
     for (int i = 0; i < d->n_copies; i++) free(d->copies[i]);
     if (d->map) munmap(d->map, d->map_len);
     if (d->st) st_close(d->st);

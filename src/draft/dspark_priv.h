@@ -31,7 +31,21 @@ struct K3DSpark {
     int P, cap;
     float *ingest;                            /* K3_ROW_BLOCK rows of c_p and kv_a */
     float *blk; size_t blk_len;               /* one block's buffers */
+    /* streamed (k3_mem_draft_streamed): the matrices' rows through this source, a piece
+     * at a time, their pages dropped after it; tmp: the pieces' rows for T > 1 */
+    int streamed;
+    K3RowSource rsrc;
+    float *tmp; size_t tmp_rows;
 };
+
+/* Streamed: k3_matmul's source for the matrices (rsrc); tmp holds K3_DSPARK_TMP floats. */
+#define K3_DSPARK_TMP 65536
+void k3_dspark_piece_matmul(const K3RowSource *s, float *Y, const K3Mat *W, const float *X,
+                            int T);
+/* The context cache for n positions (at open: the engine's context, so it never grows). */
+int k3_dspark_reserve(K3DSpark *d, int n, char *err, size_t errlen);
+/* Streamed: drop the mapping's pages under [p, p + n) (all of it: p NULL). */
+void k3_dspark_drop(const K3DSpark *d, const void *p, size_t n);
 
 /* dspark.c: RoPE on x[rope] at pos (interleaved pairs); the tables from the config. */
 void k3_dspark_rope(const K3DSpark *d, float *x, int pos);

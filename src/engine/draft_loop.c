@@ -91,11 +91,12 @@ int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, in
     r->tap.done = tap_done;
     r->prefill = 1;
     e->tap = &r->tap;
-    if (!quiet) {               /* its share beside the plan (the weights are mapped) */
+    if (!quiet) {               /* its share is in the memory plan (src/mem) */
         const size_t b0 = k3_dspark_bytes(r->d, 0), b1 = k3_dspark_bytes(r->d, 1);
-        fprintf(stderr, "k3: dspark: %.3f GB beside the memory plan (its weights, read once a "
-                "block, and one block's buffers), and %.1f KB of context cache a position\n",
-                b0 / 1e9, (b1 - b0) / 1e3);
+        fprintf(stderr, "k3: dspark: %.3f GB of weights and buffers, %s (the memory plan "
+                "counts them), %.1f KB of context cache a position\n", b0 / 1e9,
+                k3_dspark_streamed(r->d) ? "streamed a block at a time" : "pinned",
+                (b1 - b0) / 1e3);
     }
     *out = r;
     return 0;

@@ -462,6 +462,9 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
         if (eo.mem.logits_rows < o->spec_k + 1) eo.mem.logits_rows = o->spec_k + 1;
         eo.mem.undo_T = o->spec_k + 1;
     }
+    /* --draft: its share in the plan (a bad folder: zero here, refused by name at open) */
+    if (o->draft_dir && k3_dspark_plan_file(o->draft_dir, &eo.mem.draft, err, errlen))
+        memset(&eo.mem.draft, 0, sizeof eo.mem.draft);
     eo.mem.quiet = o->quiet;
     eo.mem.brief = 1;
     return k3_engine_open(e, &eo, err, errlen);
