@@ -114,6 +114,9 @@ void k3_mem_summary(const K3Mem *x, FILE *f, double wall, double t_prefill, int 
                     double t_decode);
 void k3_mem_json(const K3Mem *x, FILE *f, double wall);
 
+/* Bytes in the unit that keeps them readable ("20.5 KB", "17.5 MB", "2.34 GB"). */
+const char *k3_size_text(uint64_t b, char *out, size_t n);
+
 /* Presets: --preset NAME sets both budgets (auto: the largest that fits MemAvailable). */
 int k3_preset_apply(const char *name, double *trunk_gb, double *cache_gb);
 void k3_presets_print(FILE *f);
@@ -132,6 +135,14 @@ typedef struct {
     uint64_t total, streamed, resident;
     int n_pinned, nslots, head_stream;
     double hit_rate;
+    /* with a draft (k3_preset_cost_draft): pinned or streamed, the verify pass's undo log,
+     * and what a block reads from disk (its trunk, its draft, the experts of rows tokens the
+     * cache misses), of which the draft */
+    int draft_pinned;
+    uint64_t undo, block_read, draft_read;
 } K3PresetCost;
 const char *k3_preset_cost(const K3Model *m, int i, int ctx, K3PresetCost *out);
+/* The same with the draft draft in the plan and verify passes of rows positions. */
+const char *k3_preset_cost_draft(const K3Model *m, int i, int ctx, const K3DraftPlan *draft,
+                                 int rows, K3PresetCost *out);
 #endif

@@ -153,6 +153,8 @@ static void read_rope(Cfg *c, const Json *cfg, K3DSparkConfig *k) {
     k->theta = th;
 }
 
+#define OTHER "; a draft for another model: use the DSpark made for this checkpoint"
+
 static void read_config(Cfg *c, const Json *j, const K3Config *t, K3DSparkConfig *k, int quiet) {
     const int I32 = INT32_MAX;
     if (j->type != JSON_OBJECT) { problem(c, "(top level)", "expected an object"); return; }
@@ -187,18 +189,19 @@ static void read_config(Cfg *c, const Json *j, const K3Config *t, K3DSparkConfig
     k->eps = (float)eps;
     /* the target it drafts for */
     if (k->hidden && k->hidden != t->hidden_size)
-        problem(c, "hidden_size", "is %d, the target's hidden_size is %d", k->hidden,
+        problem(c, "hidden_size", "is %d, the target's hidden_size is %d" OTHER, k->hidden,
                 t->hidden_size);
     int th = 0, tl = 0;
     if (get_int(c, j, "target_hidden_size", 1, 1, I32, &th) == 0 && th != t->hidden_size)
-        problem(c, "target_hidden_size", "is %d, the target's hidden_size is %d (%s)", th,
+        problem(c, "target_hidden_size", "is %d, the target's hidden_size is %d (%s)" OTHER, th,
                 t->hidden_size, t->source);
     if (get_int(c, j, "target_num_hidden_layers", 1, 1, I32, &tl) == 0 &&
         tl != t->num_hidden_layers)
-        problem(c, "target_num_hidden_layers", "is %d, the target has %d layers (%s)", tl,
+        problem(c, "target_num_hidden_layers", "is %d, the target has %d layers (%s)" OTHER, tl,
                 t->num_hidden_layers, t->source);
     if (k->vocab && k->vocab != t->vocab_size)
-        problem(c, "vocab_size", "is %d, the target's vocab_size is %d", k->vocab, t->vocab_size);
+        problem(c, "vocab_size", "is %d, the target's vocab_size is %d" OTHER, k->vocab,
+                t->vocab_size);
     int dv = 0;
     if (get_int(c, j, "draft_vocab_size", 0, 1, I32, &dv) == 0 && dv != k->vocab)
         problem(c, "draft_vocab_size", "is %d, not vocab_size %d (a draft-to-target id map is "
@@ -268,32 +271,46 @@ static const char *shape_str(const StTensor *t, char *buf, size_t n) {
     return buf;
 }
 
-typedef struct { K3DSpark *d; const char *path; char *err; size_t errlen; int failed; } Bind;
+typedef struct {
+    K3DSpark *d; const char *path; char *err; size_t errlen; int failed;
+    size_t used; int n;                       /* problems so far, one line each */
+} Bind;
+
+static void bind_problem(Bind *b, const char *fmt, ...) {
+    b->failed = b->failed ? b->failed : K3_ERR_USAGE;
+    if (b->n++ >= 8 || b->used + 1 >= b->errlen) return;      /* the first 8 named */
+    char msg[700];
+    va_list ap; va_start(ap, fmt); vsnprintf(msg, sizeof msg, fmt, ap); va_end(ap);
+    int k = snprintf(b->err + b->used, b->errlen - b->used, "%s%s", b->used ? "\n" : "", msg);
+    if (k > 0) b->used += (size_t)k;
+    if (b->used >= b->errlen) b->used = b->errlen - 1;
+}
 
 /* The tensor name, BF16, of shape [rows, cols] (cols 0: a vector [rows]); NULL when
- * refused (the first problem kept). */
+ * refused (every problem named, one line each, with the fix). */
 static const StTensor *check(Bind *b, const char *name, int64_t rows, int64_t cols) {
-    if (b->failed) return NULL;
     const StTensor *t = st_find(b->d->st, name);
     char s[96];
+    static const char FIX[] = "config.json and model.safetensors are not of one release: "
+                              "download both again from the same revision";
     if (!t) {
-        snprintf(b->err, b->errlen, "%s: tensor '%s' is missing (is this an Inferact K3 DSpark "
-                 "checkpoint? every one of its 68 tensors is needed)", b->path, name);
+        bind_problem(b, "%s: tensor '%s' is missing (is this an Inferact K3 DSpark checkpoint? "
+                     "every one of its 68 tensors is needed: download model.safetensors "
+                     "again)", b->path, name);
     } else if (t->dtype != ST_BF16) {
-        snprintf(b->err, b->errlen, "%s: tensor '%s' is %s, expected BF16", b->path, name,
-                 st_dtype_name(t->dtype));
+        bind_problem(b, "%s: tensor '%s' is %s, expected BF16 (the release is BF16: %s)",
+                     b->path, name, st_dtype_name(t->dtype), FIX);
     } else if (cols ? t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols
                     : t->ndim != 1 || t->shape[0] != rows) {
         if (cols)
-            snprintf(b->err, b->errlen, "%s: tensor '%s' has shape %s, expected [%lld, %lld] "
-                     "from config.json", b->path, name, shape_str(t, s, sizeof s),
-                     (long long)rows, (long long)cols);
+            bind_problem(b, "%s: tensor '%s' has shape %s, expected [%lld, %lld] from "
+                         "config.json (%s)", b->path, name, shape_str(t, s, sizeof s),
+                         (long long)rows, (long long)cols, FIX);
         else
-            snprintf(b->err, b->errlen, "%s: tensor '%s' has shape %s, expected [%lld] from "
-                     "config.json", b->path, name, shape_str(t, s, sizeof s), (long long)rows);
+            bind_problem(b, "%s: tensor '%s' has shape %s, expected [%lld] from config.json "
+                         "(%s)", b->path, name, shape_str(t, s, sizeof s), (long long)rows, FIX);
     } else
         return t;
-    b->failed = K3_ERR_USAGE;
     return NULL;
 }
 
@@ -303,7 +320,7 @@ static void bind_mat(Bind *b, K3Mat *M, const char *name, int rows, int cols) {
     const char *p = (const char *)b->d->map + t->offset;
     if ((uintptr_t)p % 2) {                   /* misaligned in the file: a copy */
         void *q = malloc(t->nbytes);
-        if (!q) { snprintf(b->err, b->errlen, "out of memory"); b->failed = 1; return; }
+        if (!q) { bind_problem(b, "out of memory"); b->failed = 1; return; }
         memcpy(q, p, t->nbytes);
         p = q;
         b->d->copies[b->d->n_copies++] = q;   /* freed at close */
@@ -316,7 +333,7 @@ static float *bind_vec(Bind *b, const char *name, int n) {
     const StTensor *t = check(b, name, n, 0);
     if (!t) return NULL;
     float *v = malloc(sizeof(float) * (size_t)n);
-    if (!v) { snprintf(b->err, b->errlen, "out of memory"); b->failed = 1; return NULL; }
+    if (!v) { bind_problem(b, "out of memory"); b->failed = 1; return NULL; }
     const unsigned char *p = (const unsigned char *)b->d->map + t->offset;
     for (int i = 0; i < n; i++) {
         uint16_t h; memcpy(&h, p + 2 * (size_t)i, 2);
@@ -341,7 +358,7 @@ static void bind_all(Bind *b) {
     float *cb = bind_vec(b, "confidence_head.proj.bias", 1);
     if (cb) d->conf_b = cb[0];
     free(cb);
-    for (int l = 0; l < k->layers && !b->failed; l++) {
+    for (int l = 0; l < k->layers; l++) {
         K3DSparkLayer *ly = &d->layers[l];
 #define NM(s) (snprintf(n, sizeof n, "layers.%d.%s", l, s), n)
         ly->in_norm = bind_vec(b, NM("input_layernorm.weight"), H);
@@ -502,8 +519,11 @@ int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char
     }
     d->layers = calloc(d->c.layers, sizeof *d->layers);
     if (!d->layers) { snprintf(err, errlen, "out of memory"); goto fail; }
-    Bind b = { d, path, err, errlen, 0 };
+    Bind b = { d, path, err, errlen, 0, 0, 0 };
     bind_all(&b);
+    if (b.n > 8 && b.used + 1 < errlen)
+        snprintf(err + b.used, errlen - b.used, "\n%s: and %d more tensor problems", path,
+                 b.n - 8);
     if (b.failed) { rc = b.failed; goto fail; }
     /* the tap: which target layers, rows for the engine's largest step */
     for (int L = 0; L < K3_MAX_LAYERS; L++) d->tap_slot[L] = -1;
