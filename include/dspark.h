@@ -87,4 +87,11 @@ int k3_dspark_plan_file(const char *dir, K3DraftPlan *out, char *err, size_t err
  * multiplied from the mapping and its pages dropped, so at most the plan's window is mapped. */
 int k3_dspark_streamed(const K3DSpark *d);
 #define K3_DSPARK_PIECE (8u << 20)           /* streamed: bytes of rows multiplied at once */
+
+/* Kept states (chat_state.c): which draft this is (config.json's bytes, the safetensors
+ * file's size and 16 sampled 4 KB blocks of it: another revision differs), and the context
+ * set to P positions (reserved; the caller then writes every layer's rows through
+ * k3_dspark_lat / k3_dspark_kpe). */
+uint64_t k3_dspark_identity(const K3DSpark *d);
+int k3_dspark_set_pos(K3DSpark *d, int P, char *err, size_t errlen);
 #endif

@@ -225,10 +225,14 @@ static int state_resume(Chat *c) {
         return K3_ERR_RUNTIME;
     }
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
-    if (c->draft) {          /* the file holds no draft context: none until a re-prefill */
+    if (c->draft && c->st->pos > 0 && k3_draft_pos(c->draft) == c->st->pos)
+        fprintf(stderr, "k3: --draft: the state's draft context restored (%d positions): "
+                "replies are drafted at once\n", c->st->pos);
+    else if (c->draft) {     /* saved without it, by another draft or an older k3 */
         k3_draft_truncate(c->draft, 0);
-        fprintf(stderr, "k3: --draft: a loaded state has no draft context, so replies are "
-                "not drafted until the conversation is prefilled again (/reset)\n");
+        fprintf(stderr, "k3: --draft: the loaded state has no draft context for this draft "
+                "(saved without --draft, with another draft, or by an older k3), so replies "
+                "are not drafted until the conversation is prefilled again (/reset)\n");
     }
     fprintf(stderr, "k3: state %s: %d positions restored in %.2f s (%d messages from %s); "
             "0 re-prefilled\n", c->load_state, c->st->pos, k3_now() - t0, c->log.n, c->history);

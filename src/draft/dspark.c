@@ -134,6 +134,19 @@ int k3_dspark_reserve(K3DSpark *d, int n, char *err, size_t errlen) {
     return reserve(d, n, err, errlen);
 }
 
+uint64_t k3_dspark_identity(const K3DSpark *d) { return d->identity; }
+
+int k3_dspark_set_pos(K3DSpark *d, int P, char *err, size_t errlen) {
+    if (P < 0 || P > d->c.max_pos) {
+        snprintf(err, errlen, "a draft context of %d positions (max_position_embeddings %d)", P,
+                 d->c.max_pos);
+        return K3_ERR_RUNTIME;
+    }
+    if (P && reserve(d, P, err, errlen)) return K3_ERR_RUNTIME;
+    d->P = P;
+    return 0;
+}
+
 /* Positions P..P+n-1 from their taps, K3_ROW_BLOCK at a time (bounded scratch; each
  * position's bits do not depend on the split: k3_matmul per token is the T = 1 result). */
 int k3_dspark_ingest_ctx(K3DSpark *d, const float *taps, int n, float *ctx, char *err,

@@ -381,6 +381,22 @@ static void bind_all(Bind *b) {
 
 static void tap_fn(K3Tap *t, int L, const float *p, int T, int H);
 
+/* k3_dspark_identity: config.json's bytes, the file's size, 16 blocks of 4 KB spread over
+ * it (a revision with new weights of the same size differs there). */
+static uint64_t identity(const char *cfg, size_t cfg_len, const char *path, uint64_t size) {
+    uint64_t h = k3_hash(K3_HASH_INIT, cfg, cfg_len);
+    h = k3_hash(h, &size, sizeof size);
+    int fd = open(path, O_RDONLY);
+    unsigned char b[4096];
+    for (int i = 0; i < 16 && fd >= 0; i++) {
+        const uint64_t off = size > sizeof b ? (size - sizeof b) / 15 * (uint64_t)i : 0;
+        const ssize_t n = pread(fd, b, sizeof b, (off_t)off);
+        if (n > 0) h = k3_hash(h, b, (size_t)n);
+    }
+    if (fd >= 0) close(fd);
+    return h;
+}
+
 /* The plan streams the weights: every matrix k3_matmul multiplies goes through the piece
  * source (kv_b is read per head in the attention and w1 by rows: their pages are dropped
  * after the layer, after the chain); the pages bind_vec touched are dropped now. */
@@ -494,6 +510,7 @@ int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char
     if (!text) { free(d); return K3_ERR_USAGE; }
     char jerr[256];
     Json *j = json_parse(text, len, jerr, sizeof jerr);
+    const uint64_t cfg_hash = k3_hash(K3_HASH_INIT, text, len);
     free(text);
     if (!j) {
         snprintf(err, errlen, "%s: not valid JSON: %s", path, jerr);
@@ -510,6 +527,7 @@ int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char
     if (!d->st || st_add_file(d->st, path, err, errlen)) goto fail;
     int fd = open(path, O_RDONLY);
     d->map_len = d->st->shards[0].file_size;
+    d->identity = identity((const char *)&cfg_hash, sizeof cfg_hash, path, d->map_len);
     d->map = fd < 0 ? MAP_FAILED : mmap(NULL, d->map_len, PROT_READ, MAP_SHARED, fd, 0);
     if (fd >= 0) close(fd);
     if (d->map == MAP_FAILED) {

@@ -33,6 +33,7 @@ struct K3DSpark {
     float *blk; size_t blk_len;               /* one block's buffers */
     /* streamed (k3_mem_draft_streamed): the matrices' rows through this source, a piece
      * at a time, their pages dropped after it; tmp: the pieces' rows for T > 1 */
+    uint64_t identity;                        /* k3_dspark_identity */
     int streamed;
     K3RowSource rsrc;
     float *tmp; size_t tmp_rows;

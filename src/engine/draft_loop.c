@@ -277,3 +277,21 @@ void k3_draft_close(K3DraftLoop *r) {
     free(r->oracle);
     free(r);
 }
+
+/* ---- kept states (chat_state.c) ---- */
+
+uint64_t k3_draft_identity(const K3DraftLoop *r) { return k3_dspark_identity(r->d); }
+
+void k3_draft_ctx_shape(const K3DraftLoop *r, int *layers, int *kv_lora, int *rope) {
+    const K3DSparkConfig *k = k3_dspark_config(r->d);
+    *layers = k->layers; *kv_lora = k->kv_lora; *rope = k->rope;
+}
+
+float *k3_draft_ctx_rows(K3DraftLoop *r, int l, int kpe) {
+    return (float *)(kpe ? k3_dspark_kpe(r->d, l) : k3_dspark_lat(r->d, l));
+}
+
+int k3_draft_restore(K3DraftLoop *r, int P, char *err, size_t errlen) {
+    r->verifying = 0;
+    return k3_dspark_set_pos(r->d, P, err, errlen);
+}
