@@ -472,7 +472,8 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         return usage("%s", "--draft verifies its blocks as speculation does: drop --no-spec "
                      "and --draft-file");
     if (c->draft_dir && k3_comm_size() > 1)
-        return usage("%s", "--draft does not run over MPI ranks yet: run bin/k3");
+        return usage("%s", "chat --draft does not run over MPI ranks yet (the one-shot "
+                     "command does): run bin/k3 --chat");
     if (c->draft_block && !c->draft_dir)
         return usage("%s", "--draft-block sets the rows of a --draft DIR block");
     if (!c->draft_block) c->draft_block = K3_DSPARK_MAX_N;

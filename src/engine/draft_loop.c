@@ -1,5 +1,6 @@
 /* draft_loop.c — generation with a DSpark draft (draft_loop.h; spec: K3_DSPARK.md §5). */
 #include "draft_loop.h"
+#include "comm.h"
 #include "outfile.h"
 #include "util.h"
 #include <errno.h>
@@ -169,6 +170,11 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
     int k = limit;
     if (!r->fixed) {
         k = choose(r, conf, limit);
+        if (k3_comm_size() > 1) {  /* over ranks: rank 0's choice (its timings) for all */
+            int32_t kk = k;
+            k3_comm_bcast(&kk, sizeof kk);
+            k = kk;
+        }
         if (!k) {               /* not worth a row: wait 4, 8 .. 64 steps, then probe one */
             r->fails++;
             r->cool = 4 << (r->fails < 4 ? r->fails : 4);
