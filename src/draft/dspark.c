@@ -40,7 +40,7 @@ void k3_dspark_piece_matmul(const K3RowSource *s, float *Y, const K3Mat *W, cons
     const K3DSpark *d = (const K3DSpark *)((const char *)s - offsetof(K3DSpark, rsrc));
     const size_t rb = (size_t)W->cols * 2;    /* BF16 rows */
     const int tb = T < K3_ROW_BLOCK ? T : K3_ROW_BLOCK;
-    size_t step = K3_DSPARK_PIECE / rb;
+    size_t step = d->piece / rb;
     if (T > 1 && step > d->tmp_rows / (size_t)tb) step = d->tmp_rows / (size_t)tb;
     if (step < 1) step = 1;
     K3Mat B = *W;

@@ -405,6 +405,8 @@ static int stream_setup(K3DSpark *d, char *err, size_t errlen) {
     if (!d->tmp) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
     d->tmp_rows = K3_DSPARK_TMP;
     d->streamed = 1;
+    const char *tp = getenv("K3_TEST_DRAFT_PIECE");   /* tests: many pieces a matrix */
+    d->piece = tp && atol(tp) > 0 ? (size_t)atol(tp) : K3_DSPARK_PIECE;
     d->rsrc.matmul = k3_dspark_piece_matmul;
     K3Mat *m[] = { &d->ctx_proj, &d->w2, &d->conf_w };
     for (size_t i = 0; i < sizeof m / sizeof *m; i++) m[i]->src = &d->rsrc;

@@ -35,6 +35,7 @@ struct K3DSpark {
      * at a time, their pages dropped after it; tmp: the pieces' rows for T > 1 */
     uint64_t identity;                        /* k3_dspark_identity */
     int streamed;
+    size_t piece;                             /* K3_DSPARK_PIECE (K3_TEST_DRAFT_PIECE: tests) */
     K3RowSource rsrc;
     float *tmp; size_t tmp_rows;
 };

@@ -5,7 +5,8 @@
 # buffers are in the plan, which prints its share and what a block reads from disk. At a
 # starved, a middle and a whole budget, streamed and pinned: the ids and --dump-logits
 # bytes of the run without a draft (and with every draft right, the oracle hook), and the
-# peak RSS within the plan (+ 2%, as mem_pieces.sh); resident (no --trunk) too.
+# peak RSS within the plan (+ 2%, as mem_pieces.sh); resident (no --trunk) too; the
+# streamed draft's --dump-draft bytes those of the pinned one.
 . tests/sh/lib/mem.sh
 M=tests/models/tiny5; D=tests/models/tiny5_dspark
 P=$(cat $M/ref/prompt.txt); G=$(cat $M/ref/greedy.txt)
@@ -37,6 +38,19 @@ K3_TEST_DRAFT_ORACLE="$G" run "--trunk-gb 0, every draft right" window --trunk $
 acc=$(jn draft_accepted)
 [ "${acc:-0}" -gt 8 ] && ok "streamed, oracle: $acc drafts accepted" \
   || bad "streamed, oracle: $acc accepted"
+# the draft's own bits streamed = pinned: --dump-draft (every block's drafts, confidences
+# and logits) byte for byte at a fixed block
+# (K3_TEST_DRAFT_PIECE=700: pieces of 1 to 21 rows instead of the whole tiny matrices)
+for c in 0: 0:700 1000:; do
+  tg=${c%:*}; pc=${c#*:}
+  K3_TEST_DRAFT_PIECE=$pc $K3 $M --ids "$P" --gen 12 --draft $D --draft-block 7 --trunk $T/tr \
+    --trunk-gb $tg --cache-gb 0.002 --dump-draft $T/dd.$tg$pc --quiet >/dev/null 2>&1 \
+    || bad "--dump-draft at --trunk-gb $tg: exit $?"
+done
+[ -s $T/dd.0 ] && cmp -s $T/dd.0 $T/dd.1000 && cmp -s $T/dd.0 $T/dd.0700 \
+  && ok "the streamed draft's --dump-draft bytes (whole matrices, pieces of 700 bytes) =" \
+    "the pinned draft's ($(wc -c < $T/dd.0) bytes)" \
+  || bad "the streamed draft's --dump-draft bytes differ from the pinned draft's"
 run "--trunk-gb 0.02" pinned --trunk $T/tr --trunk-gb 0.02 --cache-gb 0.002
 run "--trunk-gb 1000" pinned --trunk $T/tr --trunk-gb 1000 --cache-gb 0.002
 run "resident" pinned --cache-gb 1000
