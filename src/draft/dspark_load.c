@@ -398,25 +398,47 @@ static uint64_t identity(const char *cfg, size_t cfg_len, const char *path, uint
 }
 
 /* The plan streams the weights: every matrix k3_matmul multiplies goes through the piece
- * source (kv_b is read per head in the attention and w1 by rows: their pages are dropped
- * after the layer, after the chain); the pages bind_vec touched are dropped now. */
+ * source, its rows read from the file into buf a piece at a time; kv_b (read per head in
+ * the attention) a layer at a time into kvb, w1 a row at a time. The mapping's pages the
+ * loader touched (the norms, copied to f32) are dropped; it is never read again. */
 static int stream_setup(K3DSpark *d, char *err, size_t errlen) {
-    d->tmp = malloc(sizeof(float) * K3_DSPARK_TMP);
-    if (!d->tmp) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
-    d->tmp_rows = K3_DSPARK_TMP;
-    d->streamed = 1;
     const char *tp = getenv("K3_TEST_DRAFT_PIECE");   /* tests: many pieces a matrix */
     d->piece = tp && atol(tp) > 0 ? (size_t)atol(tp) : K3_DSPARK_PIECE;
-    d->rsrc.matmul = k3_dspark_piece_matmul;
-    K3Mat *m[] = { &d->ctx_proj, &d->w2, &d->conf_w };
-    for (size_t i = 0; i < sizeof m / sizeof *m; i++) m[i]->src = &d->rsrc;
+    K3Mat *m[3 + 7 * 64];
+    int n = 0;
+    m[n++] = &d->ctx_proj; m[n++] = &d->w2; m[n++] = &d->conf_w;
+    size_t kvb = 0;
     for (int l = 0; l < d->c.layers; l++) {
         K3DSparkLayer *y = &d->layers[l];
         K3Mat *lm[] = { &y->q_a, &y->q_b, &y->kv_a, &y->o, &y->gate, &y->up, &y->down };
-        for (size_t i = 0; i < sizeof lm / sizeof *lm; i++) lm[i]->src = &d->rsrc;
+        for (size_t i = 0; i < sizeof lm / sizeof *lm; i++) m[n++] = lm[i];
+        const size_t b = (size_t)y->kv_b.rows * y->kv_b.cols * 2;
+        if (b > kvb) kvb = b;
     }
-    madvise(d->map, d->map_len, MADV_NOHUGEPAGE);
-    k3_dspark_drop(d, NULL, 0);
+    d->buf_len = (size_t)d->w1.cols * 2;      /* at least a w1 row */
+    for (int i = 0; i < n; i++) {
+        m[i]->src = &d->rsrc;
+        const size_t rb = (size_t)m[i]->cols * 2;
+        size_t rows = d->piece / rb;
+        if (rows < 1) rows = 1;
+        if (rows > (size_t)m[i]->rows) rows = (size_t)m[i]->rows;
+        if (rows * rb > d->buf_len) d->buf_len = rows * rb;
+    }
+    d->tmp = malloc(sizeof(float) * K3_DSPARK_TMP);
+    d->tmp_rows = K3_DSPARK_TMP;
+    d->buf = malloc(d->buf_len);
+    d->kvb = malloc(kvb ? kvb : 1);
+    if (!d->tmp || !d->buf || !d->kvb) { snprintf(err, errlen, "out of memory"); return 1; }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", d->dir);
+    d->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (d->fd < 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return K3_ERR_RUNTIME;
+    }
+    d->streamed = 1;
+    d->rsrc.matmul = k3_dspark_piece_matmul;
+    madvise(d->map, d->map_len, MADV_DONTNEED);
     return 0;
 }
 
@@ -443,9 +465,8 @@ void k3_dspark_plan_of(const K3DSparkConfig *k, K3DraftPlan *o) {
     mat += (uint64_t)k->layers * layer;
     const uint64_t vec = 2 * H + 1 + (uint64_t)k->layers * (2 * H + k->q_lora + KL);
     o->weights = mat + 2 * vec;
-    /* a piece, its fault-around either side (64 KiB), a layer's kv_b, the rows of w1 a chain
-     * reads with theirs, the scatter rows */
-    const uint64_t win = piece + 2 * 65536 + kvb + (M + 2) * 65536 + 4 * K3_DSPARK_TMP;
+    /* a piece's buffer, a layer's kv_b, the scatter rows */
+    const uint64_t win = (piece > 2 * MR ? piece : 2 * MR) + kvb + 4 * K3_DSPARK_TMP;
     o->window = win < o->weights ? win : o->weights;
     o->ingest = 2 * (NT * H * H + (uint64_t)k->layers * (KL + DR) * H);
     const uint64_t block = M * (4 * H + 2 * I + k->q_lora + NH * QH + KL + DR + KL + DR +
@@ -589,7 +610,8 @@ void k3_dspark_close(K3DSpark *d) {
     for (int l = 0; d->kpe && l < d->c.layers; l++) free(d->kpe[l]);
     free(d->lat); free(d->kpe); free(d->layers);
     free(d->ctx_norm); free(d->final_norm); free(d->inv_freq);
-    free(d->taps); free(d->ingest); free(d->blk); free(d->tmp);
+    free(d->taps); free(d->ingest); free(d->blk); free(d->tmp); free(d->buf); free(d->kvb);
+    if (d->streamed && d->fd >= 0) close(d->fd);
     for (int i = 0; i < d->n_copies; i++) free(d->copies[i]);
     if (d->map) munmap(d->map, d->map_len);
     if (d->st) st_close(d->st);
