@@ -242,7 +242,7 @@ static void draft_print(const K3Plan *p, int have_trunk, int ctx, FILE *f) {
                 "the trunk's), read from memory once a block\n", p->draft_pin / K3_GB);
     else
         fprintf(f, "  draft window       %8.3f  --draft streamed: its %s read in pieces once a "
-                "block (+ %s of context_proj and kv_a a step), a piece mapped at a time\n",
+                "block (+ %s of context_proj and kv_a a step) through this buffer\n",
                 p->draft_win / K3_GB, k3_size_text(p->draft_read - p->draft_ingest, a, sizeof a),
                 k3_size_text(p->draft_ingest, b, sizeof b));
     fprintf(f, "  draft context      %8.3f  its context cache for --ctx %d, tap rows, a block's "
