@@ -85,9 +85,9 @@ test: bin/k3 $(TESTBIN) $(HAVE_AARCH64) $(HAVE_MPI)
 	@$(TESTENV) sh tests/run.sh $(TESTBIN)
 
 # Everything: make test, then the slow tier (the tests that have one run whole, the refusal
-# tests under bin/k3-asan too), the fuzzers CHECK_FUZZ_SECONDS a target and the official Node
-# clients, OpenAI's (chat, Responses) and Anthropic's (SKIP without npm). Each step runs even
-# if one before failed; exit 1 if any did.
+# tests under bin/k3-asan too), the fuzzers CHECK_FUZZ_SECONDS a target, the official Node
+# clients, OpenAI's (chat, Responses) and Anthropic's, and the JSON Schema corpus checked by
+# Ajv (SKIP without npm). Each step runs even if one before failed; exit 1 if any did.
 CHECK_FUZZ_SECONDS ?= 5
 check:
 	@rc=0; \
@@ -103,6 +103,8 @@ check:
 	K3=./bin/k3 sh tests/node/anthropic_client.sh || rc=1; \
 	echo "check: tests/node/responses_client.sh"; \
 	K3=./bin/k3 sh tests/node/responses_client.sh || rc=1; \
+	echo "check: tests/node/schema_ajv.sh"; \
+	K3=./bin/k3 sh tests/node/schema_ajv.sh || rc=1; \
 	if [ $$rc = 0 ]; then echo "check: all passed"; else echo "check: FAILED"; fi; exit $$rc
 
 # Address/UB sanitizer build of the binary (bin/k3-asan), used by the refusal tests.
@@ -137,6 +139,8 @@ clean:
 #                                   tokenizer_config.json)
 #   chat_hist                       tests/c/test_fuzz_hist.c (chat history JSONL)
 #   json_gram                       tests/c/test_fuzz_gram.c (JSON mode's schema + validator)
+#   grammar                         tests/c/test_fuzz_grammar.c (GBNF grammar + recogniser)
+#   json_schema                     tests/c/test_fuzz_schema.c (JSON Schema -> GBNF compiler)
 #   http_head serve_req             tests/c/test_fuzz_http.c (k3 serve: HTTP request head,
 #                                   request JSON)
 #   chat_state                      tests/c/test_fuzz_state.c (saved chat state)
@@ -164,14 +168,16 @@ FUZZ_TMPDIR  ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || e
 FUZZ_PARSERS := json st_header st_index config
 FUZZ_IMAGE   := png jpeg gif inflate
 FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist json_gram http_head \
-                serve_req chat_state trunk dspark $(FUZZ_IMAGE)
-MF_ALL       := parsers tok hist gram image
+                serve_req chat_state trunk dspark $(FUZZ_IMAGE) grammar json_schema
+MF_ALL       := parsers tok hist gram image grammar schema
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
                 -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests/c -pthread
 TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
 PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c src/base/util.c src/base/sysmem.c
 HISTSRC   := src/chat/chat_hist.c src/io/json.c src/base/util.c src/base/outfile.c
-GRAMSRC   := src/text/json_gram.c $(TOKSRC)
+GRSRC     := src/text/grammar.c src/text/grammar_parse.c $(TOKSRC)
+SCHEMASRC := $(wildcard src/text/json_schema*.c) $(GRSRC)
+GRAMSRC   := src/text/json_gram.c $(SCHEMASRC)
 IMAGESRC  := $(filter-out src/image/image_cli.c,$(wildcard src/image/*.c))
 FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h src/*/*.h) $(PARSERSRC) $(GRAMSRC) \
              $(HISTSRC) $(IMAGESRC) tests/c/test_fuzz_image.c
@@ -217,7 +223,8 @@ fuzz-run:
 	       "$$(head -n 1 $(BUILD)/fuzz/probe.log)); running the built-in mutation fuzzers" \
 	       "under $(CC)'s ASan/UBSan instead"; \
 	  $(MAKE) --no-print-directory $(BUILD)/fuzz/mf_parsers $(BUILD)/fuzz/mf_tok \
-	    $(BUILD)/fuzz/mf_hist $(BUILD)/fuzz/mf_gram $(BUILD)/fuzz/mf_image && \
+	    $(BUILD)/fuzz/mf_hist $(BUILD)/fuzz/mf_gram $(BUILD)/fuzz/mf_image \
+	    $(BUILD)/fuzz/mf_grammar $(BUILD)/fuzz/mf_schema && \
 	  for m in $(if $(filter-out $(FUZZ_PARSERS),$(FUZZ_LIST)),$(MF_ALL),parsers); do \
 	    TMPDIR=$(FUZZ_TMPDIR) $(BUILD)/fuzz/mf_$$m $(FUZZ_SECONDS) || exit 1; \
 	  done; \
@@ -258,13 +265,25 @@ $(BUILD)/fuzz/mf_gram: tests/c/test_fuzz_gram.c $(FUZZDEPS)
 $(BUILD)/fuzz/mf_image: tests/c/test_fuzz_image.c $(FUZZDEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(FUZZ_FLAGS) -o $@ $< $(IMAGESRC) -lm
+$(BUILD)/fuzz/mf_grammar: tests/c/test_fuzz_grammar.c $(FUZZDEPS) $(GRSRC)
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_FLAGS) -o $@ $< $(GRSRC) -lm
+$(BUILD)/fuzz/lf_grammar: tests/c/test_fuzz_grammar.c $(FUZZDEPS) $(GRSRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_FLAGS) -DK3_LIBFUZZER -o $@ $< $(GRSRC) -lm
+$(BUILD)/fuzz/mf_schema: tests/c/test_fuzz_schema.c $(FUZZDEPS) $(SCHEMASRC)
+	@mkdir -p $(dir $@)
+	$(CC) $(FUZZ_FLAGS) -o $@ $< $(SCHEMASRC) -lm
+$(BUILD)/fuzz/lf_json_schema: tests/c/test_fuzz_schema.c $(FUZZDEPS) $(SCHEMASRC)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_FLAGS) -DK3_LIBFUZZER -o $@ $< $(SCHEMASRC) -lm
 
 # ---- AArch64 cross build (NEON kernels): static bin/k3-aarch64 and its kernel test,
 # run under qemu-aarch64 by tests/sh/kernels_aarch64.sh.
 AARCH64_CC ?= aarch64-linux-gnu-gcc
 aarch64:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 bin/k3-aarch64 build/aarch64/tests/test_kernels \
-	  build/aarch64/tests/test_codec
+	  build/aarch64/tests/test_codec build/aarch64/tests/test_vision
 aarch64-test:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 build/aarch64/tests/test_kernels \
 	  build/aarch64/tests/test_codec
@@ -280,3 +299,8 @@ mpi: $(filter-out $(BUILD)/comm/solo.o,$(OBJ))
 bench: bin/k3-bench
 bin/k3-bench: tools/bench_kernels.c $(LIBOBJ) | bin
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tools/bench_kernels.c $(LIBOBJ) $(LDLIBS)
+
+# ---- The vision tower's speed check: bin/k3-vision-bench (tools/bench_vision.c); results in
+# docs/data/vision_bench.txt.
+bin/k3-vision-bench: tools/bench_vision.c $(LIBOBJ) | bin
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ tools/bench_vision.c $(LIBOBJ) $(LDLIBS)

@@ -35,6 +35,25 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
  * anchor and the accepted drafts): those rows' taps go into the context. */
 int k3_draft_keep(K3DraftLoop *r, int k, int n_keep, char *err, size_t errlen);
 
+/* Several sequences (batch, serve): n loops, one per sequence slot, over one engine: out[0]
+ * holds the engine's tap (k3_draft_taps: the rows of the last forward, every sequence's in
+ * step order), and the caller feeds each loop's context from its sequence's rows: a
+ * prompt's with k3_draft_ingest, a decode step's with k3_draft_keep_rows (the rows of its
+ * forward: the anchor and the k drafts). Past the draft's max_position_embeddings a
+ * sequence drafts no more (plain steps). k3_draft_reset: the slot's next sequence. */
+int k3_draft_open_seqs(K3DraftLoop **out, int n, const char *dir, K3Engine *e, int block,
+                       int fixed, double kappa, int quiet, char *err, size_t errlen);
+const float *k3_draft_taps(const K3DraftLoop *r, int *rows, int *width);
+int k3_draft_ingest(K3DraftLoop *r, const float *taps, int n, char *err, size_t errlen);
+int k3_draft_keep_rows(K3DraftLoop *r, const float *taps, int k, int n_keep, char *err,
+                       size_t errlen);
+void k3_draft_reset(K3DraftLoop *r);
+int k3_draft_stale(const K3DraftLoop *r);   /* 1: past max_position_embeddings (no drafts) */
+/* The test hook with several sequences: K3_TEST_DRAFT_ORACLE holds ';'-separated lists
+ * (each a sequence's generated ids), and the loop uses the first whose start equals
+ * gen[0..n), the sequence's generated ids so far (none: the model's own drafts). */
+void k3_draft_history(K3DraftLoop *r, const int *gen, long n);
+
 /* A conversation (chat) instead of one prompt: the context follows st, which holds
  * positions [0, st->pos). Every forward but a verify's (between k3_draft_block returning
  * k > 0 and k3_draft_keep) commits all its rows: they go into the context as it ends when

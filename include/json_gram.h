@@ -33,8 +33,15 @@ struct Json;
 struct Tok;
 
 /* The schema s compiled; NULL with err naming the keyword (or value) refused and where
- * (a path such as properties.a.items). */
+ * (a path such as properties.a.items). A schema beyond the subset above (anyOf, $ref,
+ * pattern, format, minimum, ...: docs/SAMPLING.md "JSON Schema") is compiled to a GBNF
+ * grammar (json_schema.h) instead: jg_grammar then gives it, and the state functions
+ * below refuse every byte, so such a schema must be run through constrain.h (which
+ * takes the grammar). The subset keeps this automaton: its outputs do not change. */
 JgSchema *jg_compile(const struct Json *s, char *err, size_t errlen);
+struct GrGrammar;
+/* The grammar a schema beyond the subset became; NULL for the automaton's schemas. */
+const struct GrGrammar *jg_grammar(const JgSchema *g);
 /* json_object mode: any object. */
 JgSchema *jg_any_object(void);
 /* A request's response_format rf (the server's field, a batch line's): {"type": "text"}

@@ -103,6 +103,8 @@ int k3_mem_seqs(const K3Mem *x);
 int k3_mem_state_mode(const K3Mem *x);
 /* 1 when the plan streams the draft model's weights (K3MemOpts.draft; NULL x: 0). */
 int k3_mem_draft_streamed(const K3Mem *x);
+/* 1 when the plan counted a draft (K3MemOpts.draft given; NULL x: 0). */
+int k3_mem_draft_planned(const K3Mem *x);
 
 /* Reports (x may be NULL: nothing): one line per forward on stderr (verbose), the
  * summary, and JSON fields (each line "  \"key\": value,\n") for --out. */

@@ -6,11 +6,12 @@
  * the next step, mid-decode of the others. Each prompt's ids and logits are its solo run's:
  * the forward gives every sequence its solo bits and the sampler draws by (seed, position)
  * only. */
-#include "batch.h"
+#include "batch_priv.h"
 #include "cli.h"
 #include "config.h"
 #include "engine.h"
 #include "json.h"
+#include "constrain.h"
 #include "outfile.h"
 #include "scheduler.h"
 #include "spec.h"
@@ -55,6 +56,10 @@ static const char *USAGE =
 "  --spec [--spec-k N]  exact speculative decoding per sequence (n-gram drafts of its\n"
 "                       own tokens, at most N, default 8): the same ids, fewer steps;\n"
 "                       off by default here (--no-spec accepted), on for one prompt\n"
+"  --draft DIR          a DSpark draft model (docs/DRAFT.md) drafts a block per step for\n"
+"                       each sequence, from its own context, verified as --spec: the same\n"
+"                       ids; --out gives draft_blocks, _proposed, _accepted, _rows_verified\n"
+"  --draft-block N      verify N drafts a block (1..7; default: chosen each block)\n"
 "  --state-file-dir DIR where the batch's states go when they do not fit the budget (a temp\n"
 "                       file, deleted at once; default $TMPDIR, else /tmp)\n"
 "  --state-file MODE    auto (default: the plan decides), off (states resident), kda (KDA\n"
@@ -62,17 +67,10 @@ static const char *USAGE =
 "  --quiet              no progress on stderr\n"
 "  --config --threads --kernels, the sampling flags and the memory flags as in k3 --help\n";
 
-typedef struct {
-    const char *model_dir, *tok_dir, *file, *out, *dump;
-    int gen, batch_size, quiet, spec, spec_k, state_file;
-    const char *state_dir;
-    K3EngineFlags ef;                  /* engine, sampling and memory flags (flags.c) */
-} BOpts;
-
 static const K3Flag FLAGS[] = {
     { "--batch", 1 }, { "--batch-size", 1 }, { "--gen", 1 }, { "--tok", 1 }, { "--out", 1 },
     { "--dump-logits", 1 }, { "--quiet", 0 }, { "--help", 0 }, K3_FLAGS_SPEC,
-    { "--state-file", 1 }, { "--state-file-dir", 1 },
+    { "--state-file", 1 }, { "--state-file-dir", 1 }, { "--draft", 1 }, { "--draft-block", 1 },
     K3_FLAGS_ENGINE,
 };
 #define N_FLAGS (int)(sizeof FLAGS / sizeof FLAGS[0])
@@ -106,6 +104,14 @@ static int parse(int argc, char **argv, BOpts *o) {
         else if (!strcmp(a, "--tok")) { VAL(); o->tok_dir = v; }
         else if (!strcmp(a, "--out")) { VAL(); o->out = v; }
         else if (!strcmp(a, "--dump-logits")) { VAL(); o->dump = v; }
+        else if (!strcmp(a, "--draft")) { VAL(); o->draft_dir = v; }
+        else if (!strcmp(a, "--draft-block")) {
+            VAL();
+            if (k3_parse_int(a, v, 1, &o->draft_block)) return K3_ERR_USAGE;
+            if (o->draft_block > K3_DSPARK_MAX_N)
+                return usage("--draft-block takes 1..7 rows (DSpark's block), got %s", v);
+            o->draft_fixed = 1;
+        }
         else if (!strcmp(a, "--state-file-dir")) { VAL(); o->state_dir = v; }
         else if (!strcmp(a, "--state-file")) {
             VAL();
@@ -127,52 +133,22 @@ static int parse(int argc, char **argv, BOpts *o) {
     if (!o->model_dir) return usage("%s", "missing MODEL_DIR");
     if (!o->file) return usage("%s", "--batch needs a FILE of JSON lines");
     if (sampler_check(&o->ef.sp, serr, sizeof serr)) return usage("%s", serr);
+    if (o->draft_block && !o->draft_dir)
+        return usage("%s", "--draft-block is about a --draft DIR");
+    if (o->draft_dir && k3_comm_size() > 1)
+        return usage("%s", "--draft does not run over MPI ranks yet: run bin/k3");
+    if (o->draft_dir) {            /* its blocks are verified as --spec's drafts */
+        if (!o->draft_block) o->draft_block = K3_DSPARK_MAX_N;
+        o->spec = 1; o->spec_k = o->draft_block;
+    }
     if (o->spec && !o->spec_k) o->spec_k = 8;
     if (o->spec && o->state_file > 0)   /* a rollback replays from a copy of the state */
-        return usage("%s", "--spec needs the states resident: drop --state-file or --spec");
+        return usage("%s", o->draft_dir ? "--draft needs the states resident: drop "
+                     "--state-file or --draft" : "--spec needs the states resident: drop "
+                     "--state-file or --spec");
     if (o->spec) o->state_file = 0;
     return 0;
 }
-
-/* One sequence in flight. seq holds the prompt, then what was generated; the scheduler's
- * q feeds it: the prompt, then each sampled token (with its drafts). */
-typedef struct Batch Batch;
-typedef struct {
-    Batch *b;
-    int li;                            /* its line (index into lines), -1: free */
-    K3SchedSeq *q;
-    int *seq, n_prompt, n, fed, n_gen, gen;
-    Sampler smp;
-    double t0, t_first;
-    float *dump;                       /* [n_prompt][V] when dumping */
-    K3Spec spec;                       /* --spec: this sequence's drafts and acceptance */
-    int k;                             /* drafts in the step just run (0: a plain step) */
-    JgState js; float *mask;           /* JSON mode: the text so far, the masked row */
-} Slot;
-
-/* FILE read as lines arrive (stdin, a pipe). */
-typedef struct {
-    int fd, eof, line;
-    char *buf; size_t n, cap;
-    int bad;                           /* lines refused (answered with an error line) */
-} Stream;
-
-struct Batch {
-    const BOpts *o;
-    K3Engine e;
-    K3Sched *sch;
-    Tok *tok;
-    BatchLine *lines; int n_lines, cap_lines;
-    int **prompts, *n_prompts;         /* each line's prompt ids */
-    Slot *slot; int n_slots;
-    int next, done, ctx;
-    long n_generated;
-    int n_eos;                         /* sequences that ended at eos (the rest: length) */
-    long drafted, accepted, passes;    /* --spec, over every finished sequence */
-    double t_run;
-    Stream *in;                        /* NULL: the whole file was read and checked first */
-    const double *ranks; int n_ranks;  /* over N ranks: k3_ranks_gather's (else 0) */
-};
 
 static int ids_of(Batch *b, int i, char *err, size_t errlen) {
     const BatchLine *l = &b->lines[i];
@@ -208,13 +184,29 @@ static int line_gen(const Batch *b, int i) {
     return b->lines[i].gen >= 0 ? b->lines[i].gen : b->o->gen;
 }
 
-/* --spec: drafts after the sequence's last token, at most room, for a verify pass. */
+/* --spec: drafts after the sequence's last token, at most room, for a verify pass; with
+ * --draft DIR from its own draft context, which holds every position but the last token's. */
 static int draft(K3SchedSeq *q, int room) {
     Slot *s = q->user;
+    Batch *b = s->b;
     const int lim = s->gen - s->n_gen - 1 < room ? s->gen - s->n_gen - 1 : room;
-    s->k = k3_spec_draft(&s->spec, s->seq, s->n, s->n_prompt, lim, s->seq + s->n);
+    if (!s->dl) s->k = k3_spec_draft(&s->spec, s->seq, s->n, s->n_prompt, lim, s->seq + s->n);
+    else if (k3_draft_stale(s->dl)) s->k = 0;       /* past the draft's positions */
+    else if (k3_draft_pos(s->dl) != s->n - 1) {
+        snprintf(b->derr, sizeof b->derr, "line %d: the draft's context holds %d positions, "
+                 "the sequence %d", b->lines[s->li].line, k3_draft_pos(s->dl), s->n - 1);
+        return -1;
+    } else {
+        k3_draft_history(s->dl, s->seq + s->n_prompt, s->n_gen);   /* the test hook */
+        s->k = k3_draft_block(s->dl, s->seq[s->n - 1], s->n_gen, lim, s->seq + s->n, b->derr,
+                              sizeof b->derr);
+        if (s->k < 0) return -1;
+    }
     if (s->k <= 0) return s->k = 0;
-    if (k3_state_mark(&s->b->e.m, q->st, s->k + 1)) return -1;
+    if (k3_state_mark(&b->e.m, q->st, s->k + 1)) {
+        snprintf(b->derr, sizeof b->derr, "out of memory");
+        return -1;
+    }
     q->all_logits = 1;
     return s->k;
 }
@@ -234,13 +226,15 @@ static int start(Batch *b, Slot *s, K3SchedSeq *q, char *err, size_t errlen) {
     char line[32];
     snprintf(line, sizeof line, "line %d: logit_bias", l->line);
     if (sampler_check_vocab(&l->sp, V, line, err, errlen)) return K3_ERR_USAGE;
-    if (l->jg && !b->tok) {
-        snprintf(err, errlen, "--batch %s: line %d: response_format needs a tokenizer (the "
-                 "tokens' bytes): pass --tok DIR", b->o->file, l->line);
+    if ((l->jg || l->gr) && !b->tok) {
+        snprintf(err, errlen, "--batch %s: line %d: response_format and grammar need a tokenizer "
+                 "(the tokens' bytes): pass --tok DIR", b->o->file, l->line);
         return K3_ERR_USAGE;
     }
-    if (l->jg) {
-        jg_init(&s->js, l->jg);
+    if (k3_cons_init(&s->cs, l->jg, l->gr)) {
+        snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME;
+    }
+    if (l->jg || l->gr) {
         free(s->mask);
         if (!(s->mask = malloc(sizeof(float) * (size_t)V))) {
             snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME;
@@ -263,6 +257,7 @@ static int start(Batch *b, Slot *s, K3SchedSeq *q, char *err, size_t errlen) {
     }
     s->t0 = k3_now(); s->t_first = 0;
     if (b->o->spec) k3_spec_init(&s->spec, &b->e.m, NULL, 0, b->o->spec_k);
+    if (s->dl) k3_draft_reset(s->dl);
     s->k = 0;
     q->ids = s->seq; q->n = s->n_prompt; q->decode = 0; q->all_logits = s->dump != NULL;
     q->draft = NULL;
@@ -333,9 +328,9 @@ static int finish(Batch *b, Slot *s, int eos, char *err, size_t errlen) {
 static int json_put(Batch *b, Slot *s, int id, char *err, size_t errlen) {
     size_t nb = 0;
     const char *tb = id != b->e.m.cfg.eos_token_id ? tok_token_bytes(b->tok, id, &nb) : NULL;
-    if (!tb || !jg_put(&s->js, (const unsigned char *)tb, nb)) return 0;
-    snprintf(err, errlen, "line %d: JSON mode: token %d was drawn outside the mask",
-             b->lines[s->li].line, id);
+    if (!tb || !k3_cons_put(&s->cs, (const unsigned char *)tb, nb)) return 0;
+    snprintf(err, errlen, "line %d: %s: token %d was drawn outside the mask",
+             b->lines[s->li].line, k3_cons_name(&s->cs), id);
     return -1;
 }
 
@@ -344,22 +339,30 @@ static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
     const int V = b->e.m.cfg.vocab_size, eos_id = b->e.m.cfg.eos_token_id;
     if (all && s->dump && s->fed < s->n_prompt)   /* prompt rows, in order */
         memcpy(s->dump + (size_t)s->fed * V, lg, sizeof(float) * (size_t)T * V);
+    /* the draft's context: a prompt's rows, a plain step's token (a verify's: below) */
+    if (s->dl && s->fed < s->n_prompt && k3_draft_ingest(s->dl, s->taps, T, err, errlen))
+        return K3_ERR_RUNTIME;
+    if (s->dl && s->fed >= s->n_prompt && !s->k &&
+        k3_draft_keep_rows(s->dl, s->taps, 0, 1, err, errlen))
+        return K3_ERR_RUNTIME;
     s->fed += T;
     if (s->fed < s->n) return 0;                   /* the prompt is still going in */
     const float *last = lg + (size_t)(all ? T - 1 : 0) * V;
     if (s->n_gen == s->gen) return finish(b, s, 0, err, errlen);   /* --gen 0 */
-    const JgSchema *jg = b->lines[s->li].jg;
+    const int jg = k3_cons_on(&s->cs);
     if (s->k > 0) {                    /* a verify pass: keep what the model agrees with */
         int out[65];
         /* JSON mode: each row masked as a step-by-step run masks it (the same draws) */
-        const int dead = jg ? jg_mask_drafts(&s->js, b->tok, V, eos_id, lg, s->seq + s->n,
-                                             s->k) : s->k + 1;
+        const int dead = jg ? k3_cons_mask_drafts(&s->cs, b->tok, V, eos_id, lg, s->seq + s->n,
+                                                  s->k) : s->k + 1;
         const int cnt = k3_spec_accept(&s->spec, &b->e.m, s->q->st, &s->smp, s->n_gen,
                                        s->seq + s->n, s->k, lg, out);
         if (cnt < 0) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+        if (s->dl && k3_draft_keep_rows(s->dl, s->taps, s->k, cnt, err, errlen))
+            return K3_ERR_RUNTIME;     /* the anchor's and the accepted drafts' rows */
         if (cnt > dead) {
-            snprintf(err, errlen, "line %d: JSON mode: no token can continue the text",
-                     b->lines[s->li].line);
+            snprintf(err, errlen, "line %d: %s: no token can continue the text",
+                     b->lines[s->li].line, k3_cons_name(&s->cs));
             return K3_ERR_RUNTIME;
         }
         s->k = 0;
@@ -376,9 +379,9 @@ static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
     }
     if (jg) {                          /* JSON mode: what may not come next masked */
         memcpy(s->mask, last, sizeof(float) * (size_t)V);
-        if (!jg_mask(&s->js, b->tok, V, eos_id, s->mask)) {
-            snprintf(err, errlen, "line %d: JSON mode: no token can continue the text",
-                     b->lines[s->li].line);
+        if (!k3_cons_mask(&s->cs, b->tok, V, eos_id, s->mask)) {
+            snprintf(err, errlen, "line %d: %s: no token can continue the text",
+                     b->lines[s->li].line, k3_cons_name(&s->cs));
             return K3_ERR_RUNTIME;
         }
         last = s->mask;
@@ -421,8 +424,16 @@ static int run(Batch *b, char *err, size_t errlen) {
         }
         K3SchedSeq **fed;
         int nf = 0;
+        b->derr[0] = 0;
         rc = k3_sched_step(b->sch, &fed, &nf, err, errlen);
+        if (rc && b->derr[0]) snprintf(err, errlen, "draft: %s", b->derr);
         if (!rc && !nf) { snprintf(err, errlen, "a step fed nothing"); rc = K3_ERR_RUNTIME; }
+        if (!rc && b->dl) {                           /* each sequence's rows of the taps */
+            int rows = 0, W = 0;
+            const float *tp = k3_draft_taps(b->dl[0], &rows, &W);
+            for (int j = 0, r = 0; j < nf; r += fed[j++]->T)
+                ((Slot *)fed[j]->user)->taps = tp + (size_t)r * W;
+        }
         for (int j = 0; !rc && j < nf; j++)
             rc = after_step(b, fed[j]->user, fed[j]->logits, fed[j]->T, fed[j]->all_logits,
                             err, errlen);
@@ -430,50 +441,6 @@ static int run(Batch *b, char *err, size_t errlen) {
     }
     b->t_run = k3_now() - b->t_run;
     return rc;
-}
-
-static int write_report(const Batch *b, const char *path) {
-    char oe[4400] = "out of memory";
-    K3Out out;                                  /* outfile.h: never replaces a FIFO, a device */
-    FILE *f = k3_out_open(&out, path, 0, 0666, oe, sizeof oe) ? NULL : k3_out_stdio(&out);
-    if (!f) {
-        if (out.name) k3_out_abort(&out);
-        fprintf(stderr, "k3: --out %s\n", oe);
-        return -1;
-    }
-    char *md = json_quote(b->o->model_dir, strlen(b->o->model_dir));
-    fprintf(f, "{\n  \"version\": \"%s\",\n  \"model_dir\": %s,\n  \"mode\": \"batch\",\n",
-            K3_VERSION, md ? md : "null");
-    free(md);
-    fprintf(f, "  \"n_prompts\": %d,\n  \"batch_size\": %d,\n  \"n_generated\": %ld,\n",
-            b->n_lines, b->n_slots, b->n_generated);
-    fprintf(f, "  \"kernels\": \"%s\",\n  \"threads\": %d,\n", k3_kernels_name(), k3_threads());
-    fprintf(f, "  \"stops\": {\"eos\": %d, \"length\": %d},\n", b->n_eos, b->done - b->n_eos);
-    fprintf(f, "  \"seconds\": %.6f,\n  \"tokens_per_second\": %.6f,\n", b->t_run,
-            b->t_run > 0 ? b->n_generated / b->t_run : 0.0);
-    if (b->o->spec)
-        fprintf(f, "  \"spec_drafted\": %ld,\n  \"spec_accepted\": %ld,\n  \"spec_passes\": %ld,\n",
-                b->drafted, b->accepted, b->passes);
-    const K3StateFile *sf = k3_sched_statefile(b->sch);
-    if (sf) {
-        const K3StateFileStats *ss = k3_statefile_stats(sf);
-        fprintf(f, "  \"state_file\": \"%s\",\n  \"state_file_bytes_read\": %llu,\n"
-                "  \"state_file_bytes_written\": %llu,\n  \"state_file_wait_seconds\": %.6f,\n",
-                k3_mem_state_mode(b->e.mem) == K3_STATES_ALL ? "all" : "kda",
-                (unsigned long long)ss->read, (unsigned long long)ss->written, ss->wait_s);
-    } else fprintf(f, "  \"state_file\": \"off\",\n");
-    const long fails = k3_engine_expert_failures(&b->e);
-    fprintf(f, "  \"expert_failures\": %ld,\n  \"valid\": %s,\n", fails, fails ? "false" : "true");
-    k3_mem_json(b->e.mem, f, b->t_run);
-    const K3SchedStats *st = k3_sched_stats(b->sch);
-    k3_ranks_json(b->ranks, b->n_ranks, (int)(st->prompt_tokens + st->decode_tokens), 0, f);
-    fprintf(f, "  \"vocab_size\": %d,\n  \"peak_rss_bytes\": %llu\n}\n", b->e.m.cfg.vocab_size,
-            (unsigned long long)k3_peak_rss());
-    if (k3_out_commit(&out, oe, sizeof oe)) {
-        fprintf(stderr, "k3: --out %s\n", oe);
-        return -1;
-    }
-    return 0;
 }
 
 /* Line i checked against the model of vocabulary V: its prompt ids, the context, its
@@ -498,9 +465,9 @@ static int prompt_check(Batch *b, int i, int V, char *err, size_t errlen) {
         rc = K3_ERR_USAGE;
     }
     if (!rc && sampler_check_vocab(&b->lines[i].sp, V, what, err, errlen)) rc = K3_ERR_USAGE;
-    if (!rc && b->lines[i].jg && !b->tok) {
-        snprintf(err, errlen, "--batch %s: line %d: response_format needs a tokenizer (the "
-                 "tokens' bytes): pass --tok DIR", b->o->file, b->lines[i].line);
+    if (!rc && (b->lines[i].jg || b->lines[i].gr) && !b->tok) {
+        snprintf(err, errlen, "--batch %s: line %d: response_format and grammar need a tokenizer "
+                 "(the tokens' bytes): pass --tok DIR", b->o->file, b->lines[i].line);
         rc = K3_ERR_USAGE;
     }
     return rc;
@@ -706,6 +673,19 @@ int k3_batch_main(int argc, char **argv) {
     b.slot = calloc((size_t)b.n_slots, sizeof *b.slot);
     if (!b.slot) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
     for (int i = 0; i < b.n_slots; i++) b.slot[i].li = -1;
+    if (o.draft_dir) {                 /* one draft context a slot, over one tap */
+        K3Spec cost;                   /* one more verified position's cost */
+        k3_spec_init(&cost, &b.e.m, NULL, 0, 0);
+        b.dl = calloc((size_t)b.n_slots, sizeof *b.dl);
+        if (!b.dl) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
+        if ((rc = k3_draft_open_seqs(b.dl, b.n_slots, o.draft_dir, &b.e, o.draft_block,
+                                     o.draft_fixed, cost.step_cost, o.quiet, err, sizeof err))) {
+            fprintf(stderr, "k3: --draft %s\n", err);
+            free(b.dl); b.dl = NULL;
+            goto done;
+        }
+        for (int i = 0; i < b.n_slots; i++) b.slot[i].dl = b.dl[i];
+    }
     const K3StateFile *sf = k3_sched_statefile(b.sch);
     if (!o.quiet) {
         if (b.in) fprintf(stderr, "k3: batch: prompts as they arrive on %s", o.file);
@@ -729,6 +709,11 @@ int k3_batch_main(int argc, char **argv) {
         rc = K3_ERR_RUNTIME; goto done;
     }
     if (rc) { fprintf(stderr, "k3: batch: %s\n", err); goto done; }
+    for (int i = 0; b.dl && i < b.n_slots; i++) {      /* the draft's totals */
+        const K3DraftStats *d = k3_draft_stats(b.dl[i]);
+        b.ds.blocks += d->blocks; b.ds.proposed += d->proposed; b.ds.accepted += d->accepted;
+        b.ds.rows += d->rows; b.ds.seconds += d->seconds;
+    }
     /* over N ranks: every rank's bytes read and collectives (every rank calls it here) */
     b.ranks = k3_ranks_gather(&b.e, (K3CommStats){ 0 }, &b.n_ranks);
     if (!o.quiet) {
@@ -747,14 +732,20 @@ int k3_batch_main(int argc, char **argv) {
                     "I/O, %.2f s waited for by the layers\n", ss->read / 1e9, ss->written / 1e9,
                     ss->direct ? "O_DIRECT" : "page cache", ss->io_s, ss->wait_s);
         }
-        if (o.spec)
+        if (b.dl)
+            fprintf(stderr, "k3: draft: %ld blocks, %ld drafts verified, %ld accepted (%.2f per "
+                    "block), %ld rows verified, %.3f s in the draft\n", b.ds.blocks,
+                    b.ds.proposed, b.ds.accepted,
+                    b.ds.blocks ? (double)b.ds.accepted / b.ds.blocks : 0.0, b.ds.rows,
+                    b.ds.seconds);
+        else if (o.spec)
             fprintf(stderr, "k3: spec: %ld verify passes, %ld drafted, %ld accepted (%.2f "
                     "accepted tokens per pass)\n", b.passes, b.drafted, b.accepted,
                     b.passes ? (double)b.accepted / b.passes : 0.0);
         k3_ranks_print(b.ranks, b.n_ranks, (int)(ss->prompt_tokens + ss->decode_tokens), 0,
                        stderr);
     }
-    if (o.out && k3_comm_rank() == 0 && write_report(&b, o.out)) rc = K3_ERR_RUNTIME;
+    if (o.out && k3_comm_rank() == 0 && batch_write_report(&b, o.out)) rc = K3_ERR_RUNTIME;
     const long fails = k3_engine_expert_failures(&b.e);
     if (!rc && fails) {
         fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the generated ids "
@@ -769,9 +760,12 @@ int k3_batch_main(int argc, char **argv) {
 done:
     for (int i = 0; b.slot && i < b.n_slots; i++) {
         free(b.slot[i].seq); free(b.slot[i].dump); free(b.slot[i].mask);
+        k3_cons_free(&b.slot[i].cs);
         if (b.slot[i].li >= 0) sampler_free(&b.slot[i].smp);
     }
     free(b.slot);
+    for (int i = b.n_slots - 1; b.dl && i >= 0; i--) k3_draft_close(b.dl[i]);
+    free(b.dl);
     k3_sched_close(b.sch);
     for (int i = 0; b.prompts && i < b.n_lines; i++) free(b.prompts[i]);
     free(b.prompts); free(b.n_prompts);

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "json_gram.h"
+#include "grammar.h"
 #include "sampler.h"
 
 /* One prompt line: {"id": ..., "ids": [..]} or {"id": ..., "prompt": "text"}, optional
@@ -21,6 +22,7 @@ typedef struct {
     uint64_t seed;
     int sampling;             /* a sampling field (or flag) was given: sample, else greedy */
     JgSchema *jg;             /* "response_format": JSON mode (json_gram.h), NULL: none */
+    GrGrammar *gr;            /* "grammar": GBNF text (grammar.h), NULL: none */
 } BatchLine;
 
 /* Parses line number `line` (text[0..n), no newline) over the defaults sp/seed/sampling.

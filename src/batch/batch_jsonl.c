@@ -10,7 +10,7 @@
 
 void batch_line_free(BatchLine *l) {
     free(l->id); free(l->ids); free(l->prompt);
-    jg_free(l->jg);
+    jg_free(l->jg); gr_free(l->gr);
     memset(l, 0, sizeof *l);
 }
 
@@ -117,6 +117,14 @@ static int field(const char *key, const Json *v, int line, BatchLine *o, int *se
             snprintf(err, errlen, "line %d: %s", line, m);
             return -1;
         }
+    } else if (!strcmp(key, "grammar")) {     /* GBNF text (docs/SAMPLING.md) */
+        char m[512];
+        gr_free(o->gr);
+        o->gr = NULL;
+        if (v->type != JSON_STRING) snprintf(m, sizeof m, "must be a string of "
+                                             "GBNF text, got a %s", json_type_name(v->type));
+        else if (!(o->gr = gr_parse(v->str, v->len, m, sizeof m))) {}
+        if (!o->gr) { snprintf(err, errlen, "line %d: \"grammar\": %s", line, m); return -1; }
     } else if ((k = penalty_json_field(key, v, &o->sp, err + 0, errlen)) != 0) {
         if (k > 0) return 0;                   /* penalties alone keep greedy greedy */
         char m[200];
@@ -127,7 +135,7 @@ static int field(const char *key, const Json *v, int line, BatchLine *o, int *se
         char *q = json_quote(key, strlen(key));
         snprintf(err, errlen, "line %d: unknown field %s (known: id, ids, prompt, gen, "
                  "temperature, top_p, top_k, min_p, seed, frequency_penalty, presence_penalty, "
-                 "repeat_penalty, repeat_last_n, logit_bias, response_format)", line,
+                 "repeat_penalty, repeat_last_n, logit_bias, response_format, grammar)", line,
                  q ? q : "?");
         free(q);
         return -1;
@@ -157,6 +165,10 @@ int batch_parse_line(const char *text, size_t n, int line, const SamplerParams *
     char serr[200];
     if (!rc && !!o->ids + !!o->prompt != 1) {
         snprintf(err, errlen, "line %d: give exactly one of \"ids\" and \"prompt\"", line);
+        rc = 2;
+    } else if (!rc && o->jg && o->gr) {
+        snprintf(err, errlen, "line %d: give \"response_format\" (JSON mode) or \"grammar\", "
+                 "not both", line);
         rc = 2;
     } else if (!rc && sampler_check(&o->sp, serr, sizeof serr)) {
         /* the sampler names the flag; here the field is the line's */

@@ -67,6 +67,9 @@ static const char *USAGE =
 "  -h, --help            this text\n"
 "  --no-spec             rows without speculation (a one-prompt run drafts and verifies\n"
 "                        by default, docs/SPEC.md; --spec: that default, said explicitly)\n"
+"  --draft DIR           every row drafts with a DSpark model (docs/DRAFT.md); the rows\n"
+"                        give its blocks, drafts verified and accepted (acc/block)\n"
+"  --draft-block N       verify N drafts a block (1..7; default: chosen each block)\n"
 "  -t N, -r N            llama-bench's names for --threads and --reps\n"
 "llama-bench's -b is the prefill batch (k3's --prefill-chunk); --batch here is what\n"
 "llama-batched-bench calls -npl.\n"
@@ -164,7 +167,7 @@ static int parse(int argc, char **argv, Args *A) {
         else if (!strcmp(a, "--format")) a = "-o";
         static const char *const VAL[] = { "--budget", "--preset", "--threads", "-p", "-n",
             "--kernels", "--trunk", "--prompt-file", "--tok", "--reps", "--compare",
-            "--disk-gb", "-o", "--batch", "--plot" };
+            "--disk-gb", "-o", "--batch", "--plot", "--draft", "--draft-block" };
         int takes = 0;
         for (size_t k = 0; k < sizeof VAL / sizeof VAL[0]; k++) takes |= !strcmp(a, VAL[k]);
         if (takes && !v) {
@@ -179,6 +182,12 @@ static int parse(int argc, char **argv, Args *A) {
                 return usage_error(err);
             A->n_bat = l.n;
             for (int k = 0; k < l.n; k++) o->batched |= A->bat[k] > 1;
+        } else if (!strcmp(a, "--draft")) o->draft = v;
+        else if (!strcmp(a, "--draft-block")) {
+            int nb = 0;
+            if (k3_parse_int_msg(a, v, 1, &nb, err, sizeof err)) return usage_error(err);
+            if (nb > 7) return usage_error("--draft-block takes 1..7 rows (DSpark's block)");
+            o->draft_block = v;
         } else if (!strcmp(a, "--spec")) o->no_spec = 0;
         else if (!strcmp(a, "--no-spec")) o->no_spec = 1;
         else if (!strcmp(a, "--budget") || !strcmp(a, "--preset")) {
@@ -265,7 +274,7 @@ static int parse(int argc, char **argv, Args *A) {
                 { "--disk-gb", 1 }, { "-o", 1 }, { "--cold", 0 }, { "--warm", 0 },
                 { "--drop-caches", 0 }, { "--no-limits", 0 }, { "--quiet", 0 },
                 { "--spec", 0 }, { "--no-spec", 0 }, { "--help", 0 }, { "--batch", 1 },
-                { "--plot", 1 }, { "--format", 1 } };
+                { "--plot", 1 }, { "--format", 1 }, { "--draft", 1 }, { "--draft-block", 1 } };
             k3_unknown_option(a, F, (int)(sizeof F / sizeof F[0]), err, sizeof err);
             return usage_error(err);
         } else if (!o->model) o->model = a;
@@ -278,6 +287,11 @@ static int parse(int argc, char **argv, Args *A) {
     if (!o->model) return usage_error("missing MODEL_DIR");
     if (o->plot && kb_plot_check(o->plot, err, sizeof err)) return usage_error(err);
     if (o->drop_caches && o->cold == 0) return usage_error("--drop-caches needs --cold");
+    if (o->draft_block && !o->draft) return usage_error("--draft-block is about a --draft DIR");
+    if (o->draft && o->no_spec)
+        return usage_error("--draft verifies its blocks as --spec does: drop --no-spec");
+    if (o->draft && k3_comm_size() > 1)
+        return usage_error("--draft does not run over MPI ranks yet: run bin/k3 bench");
     if (o->prompt_file && !o->tok)
         return usage_error("--prompt-file needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
     if (!A->n_mem) {                           /* one row of the child's default: auto */
@@ -376,6 +390,8 @@ int kb_read_report(const char *path, KbRep *r, char *err, size_t en) {
     r->n_generated = (int)num(j, "n_generated", 0);
     r->threads = (int)num(j, "threads", 0);
     for (int i = 0; i < KB_NROOF; i++) r->roof[i] = num(j, kb_roof_keys[i], -1);
+    r->d_blocks = num(j, "draft_blocks", -1); r->d_proposed = num(j, "draft_proposed", -1);
+    r->d_accepted = num(j, "draft_accepted", -1);
     const Json *k = json_get(j, "kernels"), *v = json_get(j, "version");
     snprintf(r->kernels, sizeof r->kernels, "%s", k && k->type == JSON_STRING ? k->str : "");
     snprintf(r->version, sizeof r->version, "%s", v && v->type == JSON_STRING ? v->str : "");
@@ -498,6 +514,8 @@ static void child_args(Argv *a, const char *bin, const KbOpts *o, const KbConf *
     }
     if (c->kernels) { add(a, "--kernels"); add(a, c->kernels); }
     if (o->no_spec) add(a, "--no-spec");
+    if (o->draft) { add(a, "--draft"); add(a, o->draft); }
+    if (o->draft_block) { add(a, "--draft-block"); add(a, o->draft_block); }
     add(a, "--out"); add(a, out); add(a, "--quiet");
 }
 

@@ -25,6 +25,7 @@ typedef struct {                  /* the whole-run options */
     int cold;                     /* 1 --cold, 0 --warm, -1 the default (cold unless preset max) */
     double disk_gb;               /* bytes the disk limit reads, in GB */
     const char *plot;             /* --plot FILE.svg, NULL: none */
+    const char *draft, *draft_block;   /* --draft DIR, --draft-block N: every row drafts */
 } KbOpts;
 
 typedef struct {                  /* one configuration of the grid */
@@ -51,6 +52,7 @@ typedef struct {                  /* one successful rep, from the child's --out 
                                          * waited in them (the largest rank's; decode's
                                          * where the run has one) */
     double roof[KB_NROOF];        /* kb_roof_keys' values; -1 absent */
+    double d_blocks, d_proposed, d_accepted;   /* --draft: the run's; -1 absent */
 } KbRep;
 
 typedef struct {                  /* one side of a row (A = this binary, B = --compare) */

@@ -32,6 +32,8 @@ KbStat kb_stat(const double *v, int n) {
 typedef struct {
     KbStat spt, ptps, bt, be, bh, io, hit, dhit, coll, comm, wait;
     KbStat roof[KB_NROOF];                     /* the machine fields, medians over reps */
+    KbStat dblk, dpro, dacc, dapb;             /* --draft: blocks, proposed, accepted, and
+                                                * accepted per block */
     double tps, btot, rss, plan, buffers;
     int threads; const char *kernels, *version;
 } Sum;
@@ -62,6 +64,14 @@ static Sum sum_side(const KbSide *s) {
         for (int i = 0; i < s->n && i < KB_MAXREP; i++) w[i] = s->rep[i].roof[k];
         u.roof[k] = kb_stat(w, s->n);
     }
+    double d[4][KB_MAXREP];
+    for (int i = 0; i < s->n && i < KB_MAXREP; i++) {
+        const KbRep *r = &s->rep[i];
+        d[0][i] = r->d_blocks; d[1][i] = r->d_proposed; d[2][i] = r->d_accepted;
+        d[3][i] = r->d_blocks > 0 ? r->d_accepted / r->d_blocks : r->d_blocks == 0 ? 0 : -1;
+    }
+    u.dblk = kb_stat(d[0], s->n); u.dpro = kb_stat(d[1], s->n);
+    u.dacc = kb_stat(d[2], s->n); u.dapb = kb_stat(d[3], s->n);
     u.tps = u.spt.med > 0 ? 1 / u.spt.med : NAN;
     u.btot = u.bt.med + u.be.med + u.bh.med;   /* NAN when there was no decode */
     if (!s->n) u.plan = NAN;
@@ -153,6 +163,12 @@ static void row_json(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *
         num(&x, "wait_seconds", a.wait.med);
         close_obj(&x);
     }
+    if (o->draft) {                           /* medians over the reps */
+        open_obj(&j, "draft", &x);
+        num(&x, "blocks", a.dblk.med); num(&x, "proposed", a.dpro.med);
+        num(&x, "accepted", a.dacc.med); num(&x, "accepted_per_block", a.dapb.med);
+        close_obj(&x);
+    }
     num(&j, "touched_bytes_per_token", (double)m->touched);
     open_obj(&j, "limits", &x);
     num(&x, "memory_read_gb_per_s", l.mem_lim); num(&x, "disk_mb_per_s", l.disk_lim);
@@ -223,7 +239,7 @@ static void machine_json(FILE *f, const KbOpts *o, const KbMachine *m) {
 
 /* ---- markdown and CSV ---- */
 
-#define NCOL 24
+#define NCOL 28
 typedef struct { char s[NCOL][160]; } Line;
 
 static void fmtv(char *b, size_t n, double v) {
@@ -271,6 +287,7 @@ static int md_line(Line *L, const KbOpts *o, const KbMachine *m, const KbRow *r,
     fmt_pct(L->s[k++], 160, a.dhit.med);
     fmt_pct(L->s[k++], 160, l.disk);
     fmt_pct(L->s[k++], 160, l.mem);
+    if (o->draft) fmt_stat(L->s[k++], 160, a.dapb);
     if (m->ranks > 1) {
         fmtv(L->s[k++], 160, a.coll.med);
         fmtv(L->s[k++], 160, a.comm.med / 1e3);
@@ -345,6 +362,7 @@ static Line *table_lines(const KbOpts *o, const KbMachine *m, const KbRow *rows,
         snprintf(L[0].s[nc++], 160, "%s", MD_HEAD[i]);
         if (o->batched && !strcmp(MD_HEAD[i], "n")) snprintf(L[0].s[nc++], 160, "batch");
     }
+    if (o->draft) snprintf(L[0].s[nc++], 160, "acc/block");
     for (int i = 0; m->ranks > 1 && i < 3; i++) snprintf(L[0].s[nc++], 160, "%s", MD_RANKS[i]);
     for (int i = 0; o->compare && i < 4; i++) snprintf(L[0].s[nc++], 160, "%s", MD_CMP[i]);
     snprintf(L[0].s[nc++], 160, "error");
@@ -428,6 +446,7 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
           "b_spt_median,b_prefill_tps_median,b_peak_rss_bytes,ratio_spt,ratio_prefill_tps,"
           "ratio_peak_rss,error,batch,stop", f);
     for (int k = 0; k < KB_NROOF; k++) fprintf(f, ",%s", kb_roof_keys[k]);
+    if (o->draft) fputs(",draft_blocks,draft_proposed,draft_accepted,draft_accepted_per_block", f);
     fputc('\n', f);
     for (int i = 0; i < n; i++) {
         const KbRow *r = &rows[i];
@@ -452,6 +471,8 @@ static void csv(FILE *f, const KbOpts *o, const KbMachine *m, const KbRow *rows,
         if (r->a.n) csv_str(f, r->a.rep[0].stop);
         else fputc(',', f);
         for (int k = 0; k < KB_NROOF; k++) csv_val(f, a.roof[k].med);
+        const double dv[] = { a.dblk.med, a.dpro.med, a.dacc.med, a.dapb.med };
+        for (int k = 0; o->draft && k < 4; k++) csv_val(f, dv[k]);
         fputc('\n', f);
     }
 }

@@ -35,6 +35,9 @@ static const char CHAT_USAGE[] =
 "  --no-spec              no speculative decoding (on by default: drafts from n-grams of\n"
 "                         the conversation verified k+1 positions per forward; the same\n"
 "                         replies, docs/BATCH.md); --spec-k N most drafts per pass (8)\n"
+"  --grammar GBNF | --grammar-file FILE\n"
+"                         every reply a sentence of the GBNF grammar (thinking off;\n"
+"                         docs/SAMPLING.md)\n"
 "  --draft-file PATH      also draft from this text (e.g. the file the answer copies)\n"
 "  --draft DIR            draft with a DSpark model instead (docs/DRAFT.md; the same\n"
 "                         replies); --draft-block N: N rows a block (1..7; default chosen)\n"
@@ -387,6 +390,7 @@ static const K3Flag CHAT_FLAGS[] = {
     { "--canonical-history", 0 }, { "--no-color", 0 }, { "--help", 0 },
     { "--prefill-chunk", 1 }, { "--context-full", 1 }, K3_FLAGS_SPEC,
     { "--draft-file", 1 }, { "--draft", 1 }, { "--draft-block", 1 }, K3_FLAGS_SAMPLER,
+    { "--grammar", 1 }, { "--grammar-file", 1 },
     K3_FLAGS_MEM,
 };
 #define N_CHAT_FLAGS (int)(sizeof CHAT_FLAGS / sizeof CHAT_FLAGS[0])
@@ -442,6 +446,8 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         else if (!strcmp(a, "--canonical-history")) c->canonical = 1;
         else if (!strcmp(a, "--no-color")) c->color = 0;
         else if (!strcmp(a, "--draft-file")) { VAL(); c->draft_file = v; }
+        else if (!strcmp(a, "--grammar")) { VAL(); c->grammar = v; c->thinking = 0; }
+        else if (!strcmp(a, "--grammar-file")) { VAL(); c->grammar_file = v; c->thinking = 0; }
         else if (!strcmp(a, "--draft")) { VAL(); c->draft_dir = v; }
         else if (!strcmp(a, "--draft-block")) {
             VAL(); if (k3_parse_int(a, v, 1, &c->draft_block)) return K3_ERR_USAGE;
@@ -468,6 +474,14 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
     if (!c->tok_dir)
         return usage("%s", "chat needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
     if (sampler_check(&c->sp, err, sizeof err)) return usage("%s", err);
+    if (c->grammar && c->grammar_file) return usage("%s", "give --grammar or --grammar-file");
+    if (c->grammar || c->grammar_file) {     /* refused before the model opens */
+        char gerr[600];
+        c->gr = c->grammar ? gr_parse(c->grammar, strlen(c->grammar), gerr, sizeof gerr)
+                           : gr_parse_file(c->grammar_file, gerr, sizeof gerr);
+        if (!c->gr) { fprintf(stderr, "k3: --grammar%s: %s\n", c->grammar ? "" : "-file", gerr);
+                      return K3_ERR_USAGE; }
+    }
     if (c->draft_dir && (!c->spec || c->draft_file))
         return usage("%s", "--draft verifies its blocks as speculation does: drop --no-spec "
                      "and --draft-file");
@@ -700,6 +714,7 @@ done:
     k3_draft_close(c->draft);                  /* (its tap out of the engine) */
     k3_engine_close(&c->eng);
     free(c->fed); free(c->ref); free(c->seen); free(c->dbuf);
+    k3_cons_free(&c->cs); gr_free(c->gr); free(c->mask);
     chat_log_free(&c->log);
     tok_free(c->tok);
     return rc;

@@ -14,6 +14,7 @@
 #include "spec.h"
 #include "tok.h"
 #include "xtml.h"
+#include "constrain.h"
 
 /* chat_main (cli.h) returns the process exit code: 0 ok, 1 runtime failure, 2
  * usage/config/history error, 4 finished but a routed expert failed to load. */
@@ -70,6 +71,8 @@ typedef struct {
     double t_prefill, t_decode, last_tp, last_td;
     const char *reprefill_why;                  /* why the next turn prefills again, or NULL */
     int ctx_drop;                               /* --context-full drop-oldest */
+    const char *grammar, *grammar_file;         /* --grammar TEXT, --grammar-file FILE */
+    GrGrammar *gr; K3Cons cs; float *mask;      /* each reply under the grammar */
     int skip;                                   /* oldest non-system messages not rendered
                                                  * (dropped to fit the context) */
 } Chat;

@@ -74,9 +74,14 @@ static int verify(Chat *c, Sampler *smp, const int *v, int k, long gen_pos, int 
     if (k3_sched_feed(c->sch, c->q, v, k + 1, 1, err, sizeof err)) {     /* one step */
         fprintf(stderr, "\nk3: %s\n", err); return -1;
     }
+    /* --grammar: each row masked as a step-by-step run masks it (the same draws) */
+    const int dead = k3_cons_on(&c->cs) ? k3_cons_mask_drafts(&c->cs, c->tok,
+                     c->eng.m.cfg.vocab_size, c->ids.eom, c->logits, v + 1, k) : k + 1;
     const int got = k3_spec_accept(&c->spec_st, &c->eng.m, c->st, smp, gen_pos, v + 1, k,
                                    c->logits, pend);
     if (got < 0) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
+    if (got > dead) { fprintf(stderr, "\nk3: grammar: no token can continue the reply\n");
+                      return -1; }
     k3_sched_rolled_back(c->sch, c->q, got);       /* the other ranks' state keeps as many */
     if (c->draft && k3_draft_keep(c->draft, k, got, err, sizeof err)) {
         fprintf(stderr, "\nk3: %s\n", err); return -1;
@@ -103,6 +108,26 @@ static int dspark_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, int room
     return k ? verify(c, smp, v, k, gen_pos, pend, np) : 0;
 }
 
+static int V0(const Chat *c) { return c->eng.m.cfg.vocab_size; }
+
+/* The draw of reply position nrec, as the plain loop's sampler_sample makes it; under
+ * --grammar from the row with what may not come next masked, the token's bytes fed to
+ * the grammar (the end token has none). -1 (printed) on failure. */
+static int gr_draw(Chat *c, Sampler *smp, int V, int nrec) {
+    const float *row = c->logits;
+    if (k3_cons_on(&c->cs)) {
+        memcpy(c->mask, c->logits, sizeof(float) * (size_t)V);
+        if (!k3_cons_mask(&c->cs, c->tok, V, c->ids.eom, c->mask)) {
+            fprintf(stderr, "\nk3: grammar: no token can continue the reply\n");
+            return -1;
+        }
+        row = c->mask;
+    }
+    int id = sampler_sample_at(smp, row, V, nrec);
+    if (id < 0) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
+    return id;
+}
+
 /* Speculation: the reply's token id (recorded, not yet fed) and a draft from the whole
  * conversation (n-grams, --draft-file; or the DSpark draft's block from id, --draft)
  * verified in one forward. Then the state and c->fed
@@ -120,7 +145,7 @@ static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t rep
         if (!b) { fprintf(stderr, "\nk3: out of memory\n"); return -1; }
         c->dbuf = b; c->capd = n * 2;
     }
-    memcpy(c->dbuf, c->seen, sizeof(int) * c->nseen);
+    if (c->nseen) memcpy(c->dbuf, c->seen, sizeof(int) * c->nseen);
     for (size_t i = 0; i < c->nfed; i++) c->dbuf[c->nseen + i] = c->fed[i];
     c->dbuf[n - 1] = id;
     const int k = k3_spec_draft(&c->spec_st, c->dbuf, (int)n, (int)(c->nseen + reply0), room,
@@ -268,7 +293,9 @@ int chat_turn(Chat *c, const char *user_text) {
     int32_t *rec = malloc(sizeof *rec * (size_t)(c->gen > 0 ? c->gen : 1));
     int nrec = 0, rc = 0, state_before_end = p.state, ctrl_c = 0;
     const char *why = NULL;
-    if (!rec) { fprintf(stderr, "k3: out of memory\n"); rc = -1; }
+    if (!rec || k3_cons_init(&c->cs, NULL, c->gr) ||
+        (c->gr && !c->mask && !(c->mask = malloc(sizeof(float) * (size_t)V0(c)))))
+        { fprintf(stderr, "k3: out of memory\n"); rc = -1; }
     if (c->thinking && !c->hide_thinking) {
         fputs(c->color ? DIM "<think>\n" : "<think>\n", stdout); o.in_think = 1;
     }
@@ -298,8 +325,15 @@ int chat_turn(Chat *c, const char *user_text) {
             break;
         }
         /* the draw of reply position nrec, as the plain loop's sampler_sample makes it */
-        int id = ip < np ? pend[ip++] : sampler_sample_at(&smp, c->logits, V, nrec);
-        if (id < 0) { fprintf(stderr, "k3: out of memory\n"); rc = -1; break; }
+        int id = ip < np ? pend[ip++] : gr_draw(c, &smp, V, nrec);
+        if (id < 0) { rc = -1; break; }
+        size_t nb = 0;
+        const char *tb = k3_cons_on(&c->cs) && id != c->ids.eom ?
+                         tok_token_bytes(c->tok, id, &nb) : NULL;
+        if (tb && k3_cons_put(&c->cs, (const unsigned char *)tb, nb)) {
+            fprintf(stderr, "\nk3: grammar: token %d was drawn outside the mask\n", id);
+            rc = -1; break;
+        }
         XtmlEvent ev[2];
         int prev = p.state;
         int ne = xtml_parser_put(&p, id, ev);

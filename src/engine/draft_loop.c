@@ -26,6 +26,10 @@ struct K3DraftLoop {
     int verifying;           /* a block was handed over: its forward is a verify's */
     int failed; char err[512];
     int *oracle; int n_oracle, right;     /* the test hook (K3_TEST_DRAFT_ORACLE) */
+    int *lists, *list_n, n_lists;         /* its ';'-separated lists (batch, serve) */
+    int seqs;                /* k3_draft_open_seqs: the caller feeds the context, and past
+                              * max_position_embeddings the sequence drafts no more */
+    int stale;               /* that happened */
     int log;                 /* K3_TEST_DRAFT_LOG=1: each block's drafts on stderr */
     K3Out dump; int dumping; /* --dump-draft FILE */
     float *dump_logits;      /* [block][vocab] for it */
@@ -66,13 +70,45 @@ static void tap_done(K3Tap *t, int T) {
 static int oracle_init(K3DraftLoop *r, char *err, size_t errlen) {
     const char *ids = getenv("K3_TEST_DRAFT_ORACLE"), *right = getenv("K3_TEST_DRAFT_RIGHT");
     if (!ids || !*ids) return 0;
-    if (k3_parse_ids(ids, &r->oracle, &r->n_oracle, err, errlen)) return -1;
     r->right = right && *right ? atoi(right) : K3_DSPARK_MAX_N;
+    /* several sequences (batch, serve): lists separated by ';', one picked per sequence
+     * by what it generated so far (k3_draft_history); the first list is the default */
+    int n_l = 1;
+    for (const char *c = ids; *c; c++) n_l += *c == ';';
+    r->list_n = calloc((size_t)n_l + 1, sizeof(int));
+    if (!r->list_n) { snprintf(err, errlen, "out of memory"); return -1; }
+    char *buf = strdup(ids), *save = NULL;
+    if (!buf) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (char *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
+        int *v = NULL, n = 0;
+        if (k3_parse_ids(t, &v, &n, err, errlen)) { free(buf); return -1; }
+        int *all = realloc(r->lists, sizeof(int) * (size_t)(r->n_oracle + n + 1));
+        if (!all) { free(v); free(buf); snprintf(err, errlen, "out of memory"); return -1; }
+        memcpy(all + r->n_oracle, v, sizeof(int) * (size_t)n);
+        free(v);
+        r->lists = all;
+        r->list_n[r->n_lists++] = n;
+        r->n_oracle += n;
+    }
+    free(buf);
+    r->oracle = r->lists;
+    r->n_oracle = r->n_lists ? r->list_n[0] : 0;
     return 0;
 }
 
-int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, int fixed,
-                  double kappa, int quiet, char *err, size_t errlen) {
+void k3_draft_history(K3DraftLoop *r, const int *gen, long n) {
+    if (!r->lists) return;
+    const int *l = r->lists;
+    r->oracle = NULL; r->n_oracle = 0;
+    for (int i = 0; i < r->n_lists; l += r->list_n[i++])
+        if (r->list_n[i] >= n && !memcmp(l, gen, sizeof(int) * (size_t)n)) {
+            r->oracle = (int *)l; r->n_oracle = r->list_n[i];
+            return;
+        }
+}
+
+static int open_one(K3DraftLoop **out, const char *dir, K3Engine *e, int block, int fixed,
+                    double kappa, int quiet, int tap, char *err, size_t errlen) {
     K3DraftLoop *r = calloc(1, sizeof *r);
     if (!r) { snprintf(err, errlen, "out of memory"); return 1; }
     int rc = k3_dspark_open(&r->d, dir, e, quiet, err, errlen);
@@ -90,17 +126,61 @@ int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, in
     r->inner = k3_dspark_tap(r->d);
     r->tap.fn = tap_fn;
     r->tap.done = tap_done;
-    r->prefill = 1;
-    e->tap = &r->tap;
-    if (!quiet) {               /* its share is in the memory plan (src/mem) */
+    r->prefill = tap;
+    if (tap) e->tap = &r->tap;
+    if (!quiet) {               /* its share: in the memory plan where the caller planned it */
         const size_t b0 = k3_dspark_bytes(r->d, 0), b1 = k3_dspark_bytes(r->d, 1);
-        fprintf(stderr, "k3: dspark: %.3f GB of weights and buffers, %s (the memory plan "
-                "counts them), %.1f KB of context cache a position\n", b0 / 1e9,
-                k3_dspark_streamed(r->d) ? "streamed a block at a time" : "pinned",
-                (b1 - b0) / 1e3);
+        fprintf(stderr, "k3: dspark: %.3f GB of weights and buffers, %s (%s), %.1f KB of "
+                "context cache a position\n", b0 / 1e9,
+                k3_dspark_streamed(r->d) ? "streamed a block at a time" : "mapped",
+                k3_mem_draft_planned(e->mem) ? "the memory plan counts them"
+                                             : "beside the memory plan", (b1 - b0) / 1e3);
     }
     *out = r;
     return 0;
+}
+
+int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, int fixed,
+                  double kappa, int quiet, char *err, size_t errlen) {
+    return open_one(out, dir, e, block, fixed, kappa, quiet, 1, err, errlen);
+}
+
+int k3_draft_open_seqs(K3DraftLoop **out, int n, const char *dir, K3Engine *e, int block,
+                       int fixed, double kappa, int quiet, char *err, size_t errlen) {
+    for (int i = 0; i < n; i++) out[i] = NULL;
+    for (int i = 0; i < n; i++) {
+        const int rc = open_one(&out[i], dir, e, block, fixed, kappa, quiet || i > 0, i == 0,
+                                err, errlen);
+        if (rc) {
+            for (int j = 0; j < i; j++) { k3_draft_close(out[j]); out[j] = NULL; }
+            return rc;
+        }
+        out[i]->prefill = 0;             /* the caller feeds every context */
+        out[i]->seqs = 1;
+    }
+    return 0;
+}
+
+const float *k3_draft_taps(const K3DraftLoop *r, int *rows, int *width) {
+    if (width) *width = k3_dspark_tap_width(r->d);
+    return k3_dspark_tap_rows(r->d, rows);
+}
+
+int k3_draft_ingest(K3DraftLoop *r, const float *taps, int n, char *err, size_t errlen) {
+    if (r->stale || n <= 0) return 0;
+    if (r->seqs && k3_dspark_pos(r->d) + n > r->max_pos) { r->stale = 1; return 0; }
+    const double t0 = k3_now();
+    const int rc = k3_dspark_ingest(r->d, taps, n, err, errlen);
+    r->st.seconds += k3_now() - t0;
+    return rc ? 1 : 0;
+}
+
+void k3_draft_reset(K3DraftLoop *r) {
+    k3_dspark_truncate(r->d, 0);
+    r->stale = 0; r->verifying = 0; r->last_k = 0; r->t_mark = 0;
+    r->cool = 0; r->fails = 0;
+    r->acc = r->pred = 1.0;
+    if (r->lists) { r->oracle = r->lists; r->n_oracle = r->list_n[0]; }
 }
 
 int k3_draft_prefilled(K3DraftLoop *r, char *err, size_t errlen) {
@@ -137,7 +217,8 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
         if (k3_dspark_pos(r->d) != r->follow->pos) return 0;
         if (r->follow->pos + r->block > r->max_pos) return 0;
     }
-    if (room <= 0) return 0;
+    if (room <= 0 || r->stale) return 0;
+    if (r->seqs && k3_dspark_pos(r->d) + r->block > r->max_pos) return 0;   /* its positions */
     if (r->cool > 0) { r->cool--; return 0; }        /* blocks did not pay: plain steps */
     int d[K3_DSPARK_MAX_N];
     float conf[K3_DSPARK_MAX_N];
@@ -200,9 +281,18 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
 int k3_draft_keep(K3DraftLoop *r, int k, int n_keep, char *err, size_t errlen) {
     int rows = 0;
     const float *taps = k3_dspark_tap_rows(r->d, &rows);
-    if (rows != k + 1 || n_keep < 1 || n_keep > rows) {
+    if (rows != k + 1) {
         snprintf(err, errlen, "draft: %d tap rows after a forward of %d, %d kept", rows, k + 1,
                  n_keep);
+        return 1;
+    }
+    return k3_draft_keep_rows(r, taps, k, n_keep, err, errlen);
+}
+
+int k3_draft_keep_rows(K3DraftLoop *r, const float *taps, int k, int n_keep, char *err,
+                       size_t errlen) {
+    if (n_keep < 1 || n_keep > k + 1) {
+        snprintf(err, errlen, "draft: %d rows kept of a forward of %d", n_keep, k + 1);
         return 1;
     }
     r->st.proposed += k; r->st.accepted += n_keep - 1; r->st.rows += k + 1;
@@ -218,10 +308,7 @@ int k3_draft_keep(K3DraftLoop *r, int k, int n_keep, char *err, size_t errlen) {
             k3_dspark_truncate(r->d, r->follow->pos > n_keep ? r->follow->pos - n_keep : 0);
         return 0;
     }
-    const double t0 = k3_now();
-    const int rc = k3_dspark_ingest(r->d, taps, n_keep, err, errlen);
-    r->st.seconds += k3_now() - t0;
-    return rc ? 1 : 0;
+    return k3_draft_ingest(r, taps, n_keep, err, errlen);
 }
 
 void k3_draft_follow(K3DraftLoop *r, const K3State *st) {
@@ -236,6 +323,7 @@ void k3_draft_truncate(K3DraftLoop *r, int P) {
 }
 
 int k3_draft_pos(const K3DraftLoop *r) { return k3_dspark_pos(r->d); }
+int k3_draft_stale(const K3DraftLoop *r) { return r->stale; }
 
 int k3_draft_failed(K3DraftLoop *r, char *err, size_t errlen) {
     if (!r->failed) return 0;
@@ -280,7 +368,7 @@ void k3_draft_close(K3DraftLoop *r) {
     free(r->dump_logits);
     if (r->e && r->e->tap == &r->tap) r->e->tap = NULL;
     k3_dspark_close(r->d);
-    free(r->oracle);
+    free(r->lists); free(r->list_n);
     free(r);
 }
 

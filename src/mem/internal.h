@@ -46,6 +46,7 @@ struct K3Mem {
     int seqs, state_mode;                     /* sequences admitted, where their states live */
     int brief;                                /* the plan was the one line: all resident */
     int draft_streamed;                       /* the draft's weights read per block */
+    int draft_planned;                        /* K3MemOpts.draft was given */
 };
 
 /* ---- plan.c ---- */

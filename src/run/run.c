@@ -8,7 +8,7 @@
 #include "spec.h"
 #include "sampler.h"
 #include "json.h"
-#include "json_gram.h"
+#include "constrain.h"
 #include "outfile.h"
 #include "roofline.h"
 #include "draft_loop.h"
@@ -39,6 +39,7 @@ typedef struct {
     const char *system_file;                /* --system-file: the XTML chat template */
     int logprobs;                           /* --logprobs N: alternatives; -1 none */
     int json; const char *json_schema;      /* --json, --json-schema FILE: JSON mode */
+    const char *grammar, *grammar_file;     /* --grammar TEXT, --grammar-file FILE */
     K3EngineFlags ef;           /* --config --kernels --threads --prefill-chunk, sampling, memory */
 } Opts;
 
@@ -52,7 +53,7 @@ static const K3Flag BATCH_FLAGS[] = {
     { "--draft-ids", 1 }, { "--draft-file", 1 }, { "--stop", 1 }, { "--ignore-eos", 0 },
     { "--draft", 1 }, { "--draft-block", 1 }, { "--dump-draft", 1 },
     { "--system-file", 1 }, { "--logprobs", 1 }, { "--json", 0 }, { "--json-schema", 1 },
-    K3_FLAGS_ENGINE,
+    { "--grammar", 1 }, { "--grammar-file", 1 }, K3_FLAGS_ENGINE,
 };
 #define N_BATCH_FLAGS (int)(sizeof BATCH_FLAGS / sizeof BATCH_FLAGS[0])
 
@@ -114,6 +115,8 @@ static int parse_args(int argc, char **argv, Opts *o) {
                 return usage_error("--logprobs takes 0..20 alternatives, got %s", v);
         } else if (!strcmp(a, "--json")) o->json = 1;
         else if (!strcmp(a, "--json-schema")) { VAL(); o->json_schema = v; }
+        else if (!strcmp(a, "--grammar")) { VAL(); o->grammar = v; }
+        else if (!strcmp(a, "--grammar-file")) { VAL(); o->grammar_file = v; }
         else if (a[0] == '-' && a[1]) {
             k3_unknown_option(a, BATCH_FLAGS, N_BATCH_FLAGS, xerr, sizeof xerr);
             return usage_error("%s", xerr);
@@ -143,9 +146,13 @@ static int parse_args(int argc, char **argv, Opts *o) {
     if (nospec && (o->spec == 1 || o->draft_ids || o->draft_file || o->draft_dir))
         return usage_error("%s does not speculate: drop --spec and the drafts", nospec);
     if (nospec) o->spec = 0;
-    if ((o->json || o->json_schema) && (!o->tok_dir || o->ignore_eos))
-        return usage_error("%s", "--json and --json-schema need --tok (the tokens' bytes) and "
-                           "the end token (no --ignore-eos)");
+    const int gram = !!o->grammar + !!o->grammar_file;
+    if (gram + (o->json || o->json_schema) > 1)
+        return usage_error("%s", "give one of --json, --json-schema, --grammar, --grammar-file "
+                           "(the output follows one constraint)");
+    if ((o->json || o->json_schema || gram) && (!o->tok_dir || o->ignore_eos))
+        return usage_error("%s", "--json, --json-schema and --grammar need --tok (the tokens' "
+                           "bytes) and the end token (no --ignore-eos)");
     if (o->spec < 0) o->spec = !o->recompute;       /* speculation is the default */
     if (o->draft_file && !o->tok_dir)
         return usage_error("%s", "--draft-file needs a tokenizer: pass --tok DIR");
@@ -218,7 +225,7 @@ static void emit_end(Emitter *e) {
         const char *b; size_t n;
         tok_stream_flush(&e->ts, &b, &n);
         if (out_text(e, b, n)) fprintf(stderr, "k3: out of memory\n");
-        if (!e->stopped) fwrite(e->hold, 1, e->nhold, e->f);     /* no match: all of it */
+        if (!e->stopped && e->nhold) fwrite(e->hold, 1, e->nhold, e->f);   /* no match: all */
     }
     fputc('\n', e->f);
     fflush(e->f);
@@ -470,9 +477,14 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
 
 /* --json: any object; --json-schema FILE: its schema (exit 2 naming the file and the
  * keyword refused). The masked row's buffer in *mask. */
-static int json_mode(const Opts *o, JgSchema **g, float **mask, int V) {
+static int json_mode(const Opts *o, JgSchema **g, GrGrammar **gr, float **mask, int V) {
     char err[600];
-    if (!o->json_schema) *g = jg_any_object();
+    if (o->grammar || o->grammar_file) {           /* --grammar TEXT, --grammar-file FILE */
+        *gr = o->grammar ? gr_parse(o->grammar, strlen(o->grammar), err, sizeof err)
+                         : gr_parse_file(o->grammar_file, err, sizeof err);
+        if (!*gr) { fprintf(stderr, "k3: --grammar%s: %s\n", o->grammar ? "" : "-file", err);
+                    return K3_ERR_USAGE; }
+    } else if (!o->json_schema) *g = jg_any_object();
     else {
         size_t n = 0;
         char *text = k3_read_file(o->json_schema, &n);
@@ -494,7 +506,7 @@ static int json_mode(const Opts *o, JgSchema **g, float **mask, int V) {
             return K3_ERR_USAGE;
         }
     }
-    if (!*g || !(*mask = malloc(sizeof(float) * (size_t)V))) {
+    if ((!*g && !*gr) || !(*mask = malloc(sizeof(float) * (size_t)V))) {
         fprintf(stderr, "k3: out of memory\n");
         return K3_ERR_RUNTIME;
     }
@@ -509,6 +521,8 @@ static int run_batch(const Opts *o) {
     K3DraftLoop *rd = NULL;                     /* --draft DIR */
     K3Logprob *lp = NULL;                       /* --logprobs */
     JgSchema *jg = NULL;                        /* --json, --json-schema */
+    GrGrammar *gr = NULL;                       /* --grammar, --grammar-file */
+    K3Cons cs = { 0 };
     float *mask = NULL;
     K3Engine e;
     memset(&e, 0, sizeof e);            /* closing an engine that never opened is a no-op */
@@ -629,28 +643,31 @@ static int run_batch(const Opts *o) {
         fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done;
     }
     const int end_id = xi.eom >= 0 ? xi.eom : m->cfg.eos_token_id;
-    if ((o->json || o->json_schema) && (rc = json_mode(o, &jg, &mask, V))) goto done;
-    JgState js;
-    if (jg) jg_init(&js, jg);
+    if ((o->json || o->json_schema || o->grammar || o->grammar_file) &&
+        (rc = json_mode(o, &jg, &gr, &mask, V))) goto done;
+    if (k3_cons_init(&cs, jg, gr)) { fprintf(stderr, "k3: out of memory\n"); rc = 1; goto done; }
     if (gen == 0 && ctx_cap) why = "context";
     while (n_gen < gen) {
         /* the token at generated position n_gen: drawn by (seed, position) only; in JSON
          * mode from the row with what may not come next masked */
         const float *row = logits;
-        if (jg && i_pend == n_pend) {          /* (a verify pass's rows were masked there) */
+        if (k3_cons_on(&cs) && i_pend == n_pend) {   /* (verify passes masked their rows) */
             memcpy(mask, logits, sizeof(float) * V);
-            if (!jg_mask(&js, tok, V, end_id, mask)) {
-                fprintf(stderr, "\nk3: JSON mode: no token can continue the text\n");
+            if (!k3_cons_mask(&cs, tok, V, end_id, mask)) {
+                fprintf(stderr, "\nk3: %s: no token can continue the text\n",
+                        k3_cons_name(&cs));
                 rc = K3_ERR_RUNTIME; goto done;
             }
             row = mask;
         }
         int next = i_pend < n_pend ? pend[i_pend++] : sampler_sample_at(&smp, row, V, n_gen);
         size_t nb = 0;
-        const char *b = jg && next >= 0 && next != end_id ? tok_token_bytes(tok, next, &nb) : NULL;
-        if (next < 0 || (b && jg_put(&js, (const unsigned char *)b, nb))) {
-            fprintf(stderr, next < 0 ? "\nk3: out of memory\n" : "\nk3: JSON mode: token %d "
-                    "was drawn outside the mask (its logits are -inf or NaN)\n", next);
+        const char *b = k3_cons_on(&cs) && next >= 0 && next != end_id ?
+                        tok_token_bytes(tok, next, &nb) : NULL;
+        if (next < 0 || (b && k3_cons_put(&cs, (const unsigned char *)b, nb))) {
+            if (next < 0) fprintf(stderr, "\nk3: out of memory\n");
+            else fprintf(stderr, "\nk3: %s: token %d was drawn outside the mask (its logits "
+                         "are -inf or NaN)\n", k3_cons_name(&cs), next);
             rc = K3_ERR_RUNTIME;
             goto done;
         }
@@ -678,15 +695,16 @@ static int run_batch(const Opts *o) {
                                                rc = K3_ERR_RUNTIME; goto done; }
             rc = k3_forward(&e, st, seq + n - 1, k + 1, logits, 1, err, sizeof err);
             /* JSON mode: each row masked as a step-by-step run masks it (the same draws) */
-            const int dead = rc || !jg ? k + 1 :
-                             jg_mask_drafts(&js, tok, V, end_id, logits, draft, k);
+            const int dead = rc || !k3_cons_on(&cs) ? k + 1 :
+                             k3_cons_mask_drafts(&cs, tok, V, end_id, logits, draft, k);
             if (!rc) {
                 n_pend = k3_spec_accept(&spec, m, st, &smp, n_gen, draft, k, logits, pend);
                 i_pend = 0;
                 if (n_pend < 0) { snprintf(err, sizeof err, "out of memory"); rc = 1; }
                 else if (rd && k3_draft_keep(rd, k, n_pend, err, sizeof err)) rc = 1;
                 else if (n_pend > dead) {
-                    fprintf(stderr, "\nk3: JSON mode: no token can continue the text\n");
+                    fprintf(stderr, "\nk3: %s: no token can continue the text\n",
+                            k3_cons_name(&cs));
                     rc = K3_ERR_RUNTIME; goto done;
                 }
                 else if (o->ef.mem.verbose && !o->quiet)
@@ -776,6 +794,7 @@ done:
     if (st) k3_state_free(&e.m, st);
     free(seq); free(prompt); free(ref); free(lp); free(mask);
     jg_free(jg);
+    k3_cons_free(&cs); gr_free(gr);
     k3_engine_close(&e);
     tok_free(tok);
     return rc;

@@ -6,6 +6,7 @@
 #include "serve.h"
 #include "comm.h"
 #include "cli.h"
+#include "draft_loop.h"
 #include "roofline.h"
 #include "statefile.h"
 #include "util.h"
@@ -50,6 +51,10 @@ static const char SERVE_USAGE[] =
 "  --trunk DIR --trunk-gb G --cache-gb G --preset P --verbose   memory budgets as in batch\n"
 "                         mode (k3 --help, docs/PERFORMANCE.md)\n"
 "  --no-webui             no chat page at GET / (docs/SERVE.md, \"The chat page\")\n"
+"  --draft DIR            a DSpark draft model (docs/DRAFT.md): each request drafts a block\n"
+"                         a step from its own context, verified exactly (the same replies);\n"
+"                         usage.k3_draft and /metrics count the drafts and those accepted\n"
+"  --draft-block N        verify N drafts a block (1..7; default: chosen each block)\n"
 "Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/messages (and\n"
 "/v1/messages/count_tokens: Anthropic's API), POST /v1/responses (OpenAI's Responses API),\n"
 "GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the\n"
@@ -158,6 +163,12 @@ static void metrics(int fd, int ka) {
     GAU("kept_state_bytes", "Bytes of the kept states.", "%ld", t.kept_bytes);
     GAU("prefill_tokens_in_flight", "Prompt tokens of the prefill under way not yet in.",
         "%ld", t.pf_left);
+    if (srv.dl) {
+        CTR("draft_blocks_total", "Verify passes of --draft blocks.", t.draft_blocks);
+        CTR("draft_proposed_total", "Drafts verified.", t.drafted);
+        CTR("draft_accepted_total", "Drafts accepted (tokens without a step of their own).",
+            t.accepted);
+    }
     GAU("prefill_tokens_done", "Prompt tokens of the prefill under way already in.", "%ld",
         t.pf_done);
     GAU("queue_length", "Requests waiting for the engine.", "%d", q);
@@ -409,6 +420,13 @@ static int parse(int argc, char **argv, Server *s) {
         else if (!strcmp(a, "--max-batch")) INT(1, &s->max_batch);
         else if (!strcmp(a, "--state-file-dir")) { VAL(); s->state_file_dir = v; }
         else if (!strcmp(a, "--no-webui")) s->no_webui = 1;
+        else if (!strcmp(a, "--draft")) { VAL(); s->draft_dir = v; }
+        else if (!strcmp(a, "--draft-block")) {
+            INT(1, &s->draft_block);
+            if (s->draft_block > K3_DSPARK_MAX_N)
+                return usage("--draft-block takes 1..7 rows (DSpark's block), got %s", v);
+            s->draft_fixed = 1;
+        }
         else if (!strcmp(a, "--state-file")) {
             VAL();
             if (k3_state_file_mode(v, &s->state_file))
@@ -423,6 +441,16 @@ static int parse(int argc, char **argv, Server *s) {
     if (!s->model_dir) return usage("%s", "missing MODEL_DIR");
     if (!s->tok_dir)
         return usage("%s", "serve needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
+    if (s->draft_block && !s->draft_dir)
+        return usage("%s", "--draft-block is about a --draft DIR");
+    if (s->draft_dir && k3_comm_size() > 1)
+        return usage("%s", "--draft does not run over MPI ranks yet: run bin/k3 serve");
+    if (s->draft_dir && s->state_file > 0)    /* a rollback replays from the state's undo */
+        return usage("%s", "--draft needs the states resident: drop --state-file or --draft");
+    if (s->draft_dir) {
+        if (!s->draft_block) s->draft_block = K3_DSPARK_MAX_N;
+        s->state_file = 0;
+    }
     if (s->state_dir && s->cache_gb <= 0)
         return usage("%s", "--state-dir keeps the kept states: it needs --state-cache-gb > 0");
     return 0;
@@ -487,8 +515,10 @@ static int open_engine(Server *s, char *err, size_t errlen) {
     /* every request in flight fits one step, with a row of logits each; without
      * --max-batch the plan lowers a chunk's worth of sequences to what fits */
     const int want = s->max_batch ? s->max_batch : K3_PREFILL_CHUNK;
-    eo.mem.chunk = want > K3_PREFILL_CHUNK ? want : K3_PREFILL_CHUNK;
-    eo.mem.logits_rows = want; eo.mem.seqs = want;
+    const int rows = s->draft_dir ? want * (s->draft_block + 1) : want;   /* verify rows */
+    eo.mem.chunk = rows > K3_PREFILL_CHUNK ? rows : K3_PREFILL_CHUNK;
+    eo.mem.logits_rows = rows; eo.mem.seqs = want;
+    eo.mem.undo_T = s->draft_dir ? s->draft_block + 1 : 0;
     eo.mem.seqs_auto = !s->max_batch;
     eo.mem.state_file = s->state_file;
     eo.mem.state_dir = s->state_file_dir;
@@ -503,6 +533,12 @@ static int open_engine(Server *s, char *err, size_t errlen) {
     k3_sched_mirror(s->sch);
     if (s->max_batch > k3_sched_slots(s->sch)) s->max_batch = k3_sched_slots(s->sch);
     if (s->max_batch > k3_sched_max_T(s->sch)) s->max_batch = k3_sched_max_T(s->sch);
+    if (s->draft_dir && (rc = serve_draft_open(s, err, errlen))) {
+        char e2[1024];
+        snprintf(e2, sizeof e2, "--draft %.1000s", err);
+        snprintf(err, errlen, "%s", e2);
+        return rc;
+    }
     if (k3_mem_state_mode(s->eng.mem) == K3_STATES_ALL && s->ctx > eo.mem.ctx)
         s->ctx = eo.mem.ctx;                /* the state file's records hold that many */
     if (tok_vocab_size(s->tok) > s->eng.m.cfg.vocab_size) {

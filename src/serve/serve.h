@@ -14,6 +14,7 @@
 #include "engine.h"
 #include "json.h"
 #include "json_gram.h"
+#include "grammar.h"
 #include "logprob.h"
 #include "scheduler.h"
 #include "sampler.h"
@@ -110,6 +111,7 @@ typedef struct {
     int logprobs, top_logprobs, echo;        /* serve_logprob.c */
     int n_choices;                           /* n: choices per prompt, 1..K3_MAX_N */
     JgSchema *jg;                            /* response_format JSON mode, NULL: none */
+    GrGrammar *gr;                           /* 'grammar': GBNF (grammar.h), NULL: none */
     const char *stop[REQ_MAX_STOP]; size_t stop_len[REQ_MAX_STOP]; int n_stop;
     int stream, include_usage;
     /* tools (serve_tools.c) */
@@ -117,6 +119,9 @@ typedef struct {
     char *tools_json;                        /* the tool declaration's JSON, NULL: none */
     int tool_choice;                         /* XTC_* */
     int parse_tools;                         /* the reply's tools channel becomes tool_calls */
+    int n_strict;                            /* tools with strict: true: their names (into */
+    const char **strict_name;                /* doc) and compiled parameters, which a call's */
+    JgSchema **strict_jg;                    /* arguments then follow (serve_gen.c) */
     int api;                                 /* 1: /v1/messages, Anthropic's shapes
                                               * (serve_anthropic*.c); 2: /v1/responses
                                               * (serve_responses*.c); 0: OpenAI's chat */
@@ -164,6 +169,9 @@ void serve_resp_keep(uint64_t id, char *msgs);
 /* ---- serve_tools.c ---- */
 /* `tools`, `tool_choice`, `parallel_tool_calls` of body d into r. 0, or 400 with err. */
 int serve_req_tools(ServeReq *r, const Json *d, char *err, size_t errlen);
+/* The compiled parameters of strict tool `name`, NULL when it is not one. */
+const JgSchema *serve_strict_schema(const ServeReq *r, const char *name);
+void serve_req_tools_free(ServeReq *r);
 /* messages[i].tool_calls into r->ext[i]. 0, or 400 with err. */
 int serve_req_tool_calls(ServeReq *r, int i, const Json *tc, char *err, size_t errlen);
 /* The completed calls from `from` on as a JSON array of OpenAI tool_calls (with "index"
@@ -204,6 +212,7 @@ typedef struct Job {
     int interrupted;                         /* the server stopped it (the request log) */
     unsigned char lead_over[K3_MAX_CHOICES]; /* by prompt: its first choice has ended */
     uint64_t seed0; long created, cached;
+    long drafted, accepted;                  /* --draft: its choices' drafts, kept */
     char *choice[K3_MAX_CHOICES];            /* the finished choices' JSON (not streamed) */
     char err[1024];                          /* a choice failed: the 500's message */
     pthread_cond_t cv;
@@ -223,8 +232,22 @@ int serve_gen_prefill(Gen *g);
 /* One token of g: sampled from its logits row and handled (streamed, stop strings, tool
  * calls). 1 when it must be fed (its slot holds it for the next step); 0 when g is over. */
 int serve_gen_token(Server *s, Gen *g);
-/* After the step: g's share of it was T ids and row is the logits of the last. */
-void serve_gen_fed(Gen *g, int T, const float *row);
+/* After the step: g's share of it was T ids and row is the logits of the last (of all
+ * of them for a verify pass; --draft: taps, its rows of the step's taps). */
+void serve_gen_fed(Gen *g, int T, const float *row, const float *taps);
+/* ---- serve_draft.c: --draft DIR, per request inside the steps (docs/DRAFT.md) ---- */
+/* The loops for the scheduler's slots (s->dl). 0, or the exit code with err. */
+int serve_draft_open(Server *s, char *err, size_t errlen);
+/* g starts from position 0 in slot q: its draft context follows its state (else none). */
+void serve_draft_begin(Gen *g);
+/* g's token id is fed next: as the anchor of a block when the step has room. */
+void serve_draft_feed(Gen *g, int id);
+/* After the step: a prompt's rows, a plain step's or a verify's (the tokens it drew wait
+ * in g's pending list). 1 when it was a verify pass (g->logits holds the first token's
+ * row), 0 otherwise, -1 with g->err. */
+int serve_draft_fed(Gen *g, int T, const float *row, const float *taps, int prefill);
+/* The next token a verify pass drew (its row into g->logits), or -1: none left. */
+int serve_draft_next(Gen *g);
 /* Ends g: its choice of the reply (or an error: fail_err, NULL when none), its kept
  * states, the metrics; frees g. 1 when it was its job's last choice (the job is answered). */
 int serve_gen_end(Server *s, Gen *g, const char *fail_err);
@@ -287,6 +310,7 @@ typedef struct {
     double fma_gflops, read_gbps;            /* the machine (roofline.h), 0: unknown */
     long pf_left, pf_done;                   /* the prefill under way: prompt tokens to go,
                                               * done (serve_step.c, every 0.1 s of a step) */
+    long draft_blocks, drafted, accepted;    /* --draft: verify passes, drafts, kept */
 } ServeStats;
 
 typedef struct Kept {
@@ -320,6 +344,9 @@ struct Server {
     Kept *kept; size_t kept_bytes; uint64_t clock;
     int32_t *test_reply; size_t n_test_reply;   /* K3_SERVE_TEST_REPLY (tests only) */
     int test_hold;                           /* K3_SERVE_TEST_HOLD (tests only), 0: off */
+    const char *draft_dir;                   /* --draft DIR: a DSpark model drafts */
+    int draft_block, draft_fixed;            /* --draft-block N (fixed), else 7 chosen */
+    struct K3DraftLoop **dl;                 /* one loop a scheduler slot, dl[0] the tap */
     volatile sig_atomic_t *stop;             /* set when the server is stopping */
     /* shared, under mu */
     pthread_mutex_t mu;

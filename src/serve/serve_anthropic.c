@@ -227,7 +227,7 @@ static int messages(Buf *o, const Json *d, char *err, size_t errlen) {
 /* tools (custom tools only) and tool_choice. */
 static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
     static const char *const T_KEYS[] = { "name", "description", "input_schema", "type",
-                                          "cache_control", NULL };
+                                          "cache_control", "strict", NULL };
     static const char *const C_KEYS[] = { "type", "name", "disable_parallel_tool_use", NULL };
     const Json *t = json_get(d, "tools"), *c = json_get(d, "tool_choice"), *j;
     const int n = t && t->type == JSON_ARRAY ? (int)t->len : 0;
@@ -261,6 +261,10 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
             buf_str(o, ", \"parameters\": ");
             buf_str(o, sc);
             free(sc);
+            if ((j = json_get(x, "strict")) && j->type != JSON_BOOL && j->type != JSON_NULL)
+                BAD("%s.strict must be true or false", w);
+            if (j && j->type == JSON_BOOL && j->boolean)     /* input enforced (serve_gen.c) */
+                buf_str(o, ", \"strict\": true");
             buf_str(o, "}}");
         }
         buf_str(o, "]");

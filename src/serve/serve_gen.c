@@ -222,10 +222,14 @@ static void job_error(Job *j, int status, const char *msg, int keep_alive) {
     http_error_api(j->fd, status, msg, keep_alive, j->req.api);
 }
 
-static void usage_json(Buf *b, long prompt, long gen, long cached) {
+static void usage_json(Buf *b, const Job *j, int draft, long prompt, long gen, long cached) {
     buf_fmt(b, "\"usage\": {\"prompt_tokens\": %ld, \"completion_tokens\": %ld, "
-            "\"total_tokens\": %ld, \"prompt_tokens_details\": {\"cached_tokens\": %ld}}",
+            "\"total_tokens\": %ld, \"prompt_tokens_details\": {\"cached_tokens\": %ld}",
             prompt, gen, prompt + gen, cached);
+    if (draft)                          /* --draft: the reply's drafts verified, and kept */
+        buf_fmt(b, ", \"k3_draft\": {\"drafted\": %ld, \"accepted\": %ld}", j->drafted,
+                j->accepted);
+    buf_str(b, "}");
 }
 
 /* g's choice of the reply: streamed, what is left of it and its finish chunk; else its
@@ -305,7 +309,7 @@ static void reply_end(Gen *g, long prompt, long gen, long cached) {
         if (r->include_usage) {
             chunk_head(g, &b);
             buf_str(&b, ", \"choices\": [], ");
-            usage_json(&b, prompt, gen, cached);
+            usage_json(&b, j, g->s->dl != NULL, prompt, gen, cached);
             buf_str(&b, "}\n\n");
         }
         buf_str(&b, "data: [DONE]\n\n");
@@ -323,7 +327,7 @@ static void reply_end(Gen *g, long prompt, long gen, long cached) {
         buf_str(&b, j->choice[i] ? j->choice[i] : "null");
     }
     buf_str(&b, "], ");
-    usage_json(&b, prompt, gen, cached);
+    usage_json(&b, j, g->s->dl != NULL, prompt, gen, cached);
     buf_str(&b, "}\n");
     if (b.oom) job_error(j, 500, "out of memory writing the reply", 0);
     else if (http_respond(j->fd, 200, "application/json", b.b, b.n, j->keep_alive))
@@ -370,7 +374,7 @@ static void gen_free(Gen *g) {
     free(g->plogits); free(g->logits); free(g->fed); free(g->out);
     free(g->text[0]); free(g->text[1]);
     serve_lp_free(&g->lp); serve_lp_free(&g->plp);
-    free(g->mask);
+    free(g->mask); free(g->prow); k3_cons_free(&g->cs);
     buf_free(&g->r_acc);
     xtml_parser_free(&g->xp);
     sampler_free(&g->smp);
@@ -501,9 +505,9 @@ Gen *serve_gen_begin(Server *s, Job *j, int choice) {
     if (r->parse_tools) xtml_parser_tools(&g->xp);
     if (r->kind == REQ_CHAT) g->p = &g->xp;
     g->logits = malloc(4 * (size_t)s->eng.m.cfg.vocab_size);
-    if (r->jg) {
-        jg_init(&g->js, r->jg);
-        if (!(g->mask = malloc(4 * (size_t)s->eng.m.cfg.vocab_size))) { free(g->logits);
+    if (r->jg || r->gr || r->n_strict) {
+        if (k3_cons_init(&g->cs, r->jg, r->gr) ||
+            !(g->mask = malloc(4 * (size_t)s->eng.m.cfg.vocab_size))) { free(g->logits);
                                                                         g->logits = NULL; }
     }
     const int st = !choice && r->kind == REQ_COMPLETION
@@ -536,6 +540,7 @@ Gen *serve_gen_begin(Server *s, Job *j, int choice) {
         return begin_fail(g, choice, 500, g->err, 0);
     }
     j->gen[choice] = g; j->started++; j->left++;
+    serve_draft_begin(g);                     /* --draft: from position 0 only */
     if (!serve_gen_prefilling(g)) stream_head(g);
     return g;
 }
@@ -547,22 +552,64 @@ Job *serve_gen_job(const Gen *g) { return g->j; }
 static int sample(Server *s, Gen *g) {
     const ServeReq *r = &g->j->req;
     const int V = s->eng.m.cfg.vocab_size;
-    const int end = r->kind == REQ_CHAT ? s->ids.eom : s->eng.m.cfg.eos_token_id;
-    if (!r->jg) return sampler_sample(&g->smp, g->logits, V);
+    const int end = g->in_args ? s->ids.close
+                  : r->kind == REQ_CHAT ? s->ids.eom : s->eng.m.cfg.eos_token_id;
+    if (!k3_cons_on(&g->cs)) return sampler_sample(&g->smp, g->logits, V);
     memcpy(g->mask, g->logits, 4 * (size_t)V);
-    if (!jg_mask(&g->js, s->tok, V, end, g->mask)) {
-        snprintf(g->err, sizeof g->err, "JSON mode: no token can continue the reply");
+    if (!k3_cons_mask(&g->cs, s->tok, V, end, g->mask)) {
+        snprintf(g->err, sizeof g->err, "%s: no token can continue the reply",
+                 k3_cons_name(&g->cs));
         return -1;
     }
     int id = sampler_sample(&g->smp, g->mask, V);
     size_t n = 0;
     const char *b = id >= 0 && id != end ? tok_token_bytes(s->tok, id, &n) : NULL;
-    if (b && jg_put(&g->js, (const unsigned char *)b, n)) {
-        snprintf(g->err, sizeof g->err, "JSON mode: token %d was drawn outside the mask (its "
-                 "logits are all -inf or NaN)", id);
+    if (b && k3_cons_put(&g->cs, (const unsigned char *)b, n)) {
+        snprintf(g->err, sizeof g->err, "%s: token %d was drawn outside the mask (its "
+                 "logits are all -inf or NaN)", k3_cons_name(&g->cs), id);
         return -1;
     }
     return id;
+}
+
+/* ---- strict tools (docs/SERVE.md "Strict tools") ----
+ * Once the model has opened a call of a strict tool (<|open|>call tool="NAME" ..<|sep|>),
+ * the server writes the opening of a json block, the tool's compiled schema constrains the
+ * arguments up to the <|close|> it allows only at their end, and the server closes the
+ * block and the call. The forced ids are the server's; every other id is sampled. */
+static int force(Server *s, Gen *g, const char *markup) {
+    size_t n = 0;
+    int32_t *ids = tok_encode(s->tok, markup, strlen(markup), 1, &n);
+    const int ok = ids && n <= sizeof g->force / sizeof *g->force;
+    if (ok) memcpy(g->force, ids, 4 * n);
+    free(ids);
+    g->n_force = ok ? (int)n : 0; g->i_force = 0;
+    return ok ? 0 : -1;
+}
+
+/* After id: starts, arms or ends the arguments' constraint. -1 when out of memory. */
+static int strict_after(Server *s, Gen *g, int id) {
+    const ServeReq *r = &g->j->req;
+    const XtmlParser *p = &g->xp;
+    if (!r->n_strict || g->i_force < g->n_force) return 0;
+    if (g->in_args) {
+        if (id != s->ids.close) return 0;
+        g->in_args = 0; k3_cons_free(&g->cs);
+        return force(s, g, "json<|sep|><|close|>call<|sep|>");
+    }
+    if (g->arm) {                                   /* the opening is out: the arguments */
+        const JgSchema *jg = g->arm;
+        g->arm = NULL;
+        if (k3_cons_init(&g->cs, jg, NULL)) return -1;
+        g->in_args = 1;
+        return 0;
+    }
+    if (p->state == XP_CALL && p->n_calls > g->calls_seen) {  /* a call's header, just now */
+        g->calls_seen = p->n_calls;
+        if ((g->arm = serve_strict_schema(r, p->calls[p->n_calls - 1].name)))
+            return force(s, g, "<|open|>json type=\"object\"<|sep|>");
+    }
+    return 0;
 }
 
 /* The reply is at max_tokens (the server's cap included) or the context's end: 0. */
@@ -585,14 +632,22 @@ static int hold(Server *s, Gen *g) {
     }
 }
 
-int serve_gen_token(Server *s, Gen *g) {
+/* One token: 1 fed next, 0 g is over, 2 an accepted draft (already in the state: the
+ * next token a verify pass drew follows at once). */
+static int token_one(Server *s, Gen *g) {
     const ServeReq *r = &g->j->req;
+    if (g->fail) return 0;
     if (g->gone || http_peer_gone(g->j->fd)) { g->gone = 1; return 0; }
     if (s->test_hold && g->ngen >= s->test_hold && hold(s, g)) return 0;
-    if (g->ngen >= g->cap || g->q->st->pos >= s->ctx) return out_of_room(g);
-    int id = s->test_reply ? (g->ngen < (int)s->n_test_reply ? s->test_reply[g->ngen]
-                                                             : s->ids.eom)
-                           : sample(s, g);
+    const int pend = g->i_pend < g->n_pend;   /* drawn by a verify pass (serve_draft.c) */
+    const long pos = pend ? (long)g->n : g->q->st->pos;   /* where a plain run would be */
+    if (g->ngen >= g->cap || pos >= s->ctx) return out_of_room(g);
+    /* (with strict tools the test hook's ids stand for the model's free choices only) */
+    int id = pend ? serve_draft_next(g)
+                  : g->i_force < g->n_force ? g->force[g->i_force++]
+                  : s->test_reply && !g->in_args
+                        ? (g->ntest < s->n_test_reply ? s->test_reply[g->ntest++] : s->ids.eom)
+                        : sample(s, g);
     if (id < 0) { g->fail = 1; if (!g->err[0]) snprintf(g->err, sizeof g->err, "out of memory");
                   return 0; }
     g->ngen++;
@@ -603,7 +658,9 @@ int serve_gen_token(Server *s, Gen *g) {
         XtmlEvent ev[2];
         const size_t nr = p->n_resp, nt = p->n_think;
         int ne = xtml_parser_put(p, id, ev);
-        if (ne < 0) { g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0; }
+        if (ne < 0 || strict_after(s, g, id)) {
+            g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
+        }
         if (r->logprobs && serve_lp_push(&g->lp, g->logits, V, id, r->top_logprobs,
                                          p->n_resp > nr ? 1 : p->n_think > nt ? 0 : -1)) {
             g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
@@ -627,18 +684,29 @@ int serve_gen_token(Server *s, Gen *g) {
         g->hit = update(g, 1, g->out, g->nout, 0);
     }
     if (g->hit) { g->why = K3STOP_STRING; return 0; }
-    if (g->ngen >= g->cap || g->q->st->pos + 1 > s->ctx) return out_of_room(g);   /* not fed */
+    if (g->ngen >= g->cap || pos + 1 > s->ctx) return out_of_room(g);   /* not fed */
     if (fed_push(&g->fed, &g->n, &g->capfed, id)) {
         g->fail = 1; snprintf(g->err, sizeof g->err, "out of memory"); return 0;
     }
     g->fed_id = id;
-    g->q->ids = &g->fed_id; g->q->n = 1; g->q->decode = 1; g->q->all_logits = 0;
+    if (g->i_pend < g->n_pend) return 2;      /* an accepted draft: in the state */
+    g->n_pend = g->i_pend = 0;
+    serve_draft_feed(g, id);                  /* it, and drafts where the step has room */
     return 1;
 }
 
-void serve_gen_fed(Gen *g, int T, const float *row) {
+int serve_gen_token(Server *s, Gen *g) {
+    int rc;
+    while ((rc = token_one(s, g)) == 2) {}
+    return rc;
+}
+
+void serve_gen_fed(Gen *g, int T, const float *row, const float *taps) {
     const size_t V = (size_t)g->s->eng.m.cfg.vocab_size;
     const int was = serve_gen_prefilling(g);
+    const int v = serve_draft_fed(g, T, row, taps, was);   /* --draft: its context */
+    if (v < 0) g->fail = 1;
+    if (v) return;                            /* a verify pass: its tokens are pending */
     if (was && g->q->all_logits) {        /* echo: row t scores the prompt's next id */
         for (int t = 0; t < T && g->pf + (size_t)t + 1 < g->nprompt; t++)
             if (serve_lp_push(&g->plp, row + (size_t)t * V, (int)V, g->fed[g->pf + t + 1],
@@ -712,6 +780,7 @@ int serve_gen_end(Server *s, Gen *g, const char *fail_err) {
         j->cached += (long)g->reuse; j->n_prompt += (long)g->nprompt;
     }
     j->n_gen += g->ngen;                             /* the request log, the usage */
+    j->drafted += g->sp.drafted; j->accepted += g->sp.accepted;
     j->gen[g->choice] = NULL;
     const int last = --j->left == 0;
     if (last) {                                       /* the job's reply is complete */
@@ -726,6 +795,8 @@ int serve_gen_end(Server *s, Gen *g, const char *fail_err) {
                                     1);
     if (g->reuse) s->st.cache_hits++; else s->st.cache_misses++;
     if (g->gone) s->st.disconnects++;
+    s->st.draft_blocks += g->sp.passes;
+    s->st.drafted += g->sp.drafted; s->st.accepted += g->sp.accepted;
     pthread_mutex_unlock(&s->mu);
     if (g->gone) j->failed = j->gone = 1;
     gen_free(g);

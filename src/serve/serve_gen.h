@@ -3,6 +3,8 @@
 #ifndef K3_SERVE_GEN_H
 #define K3_SERVE_GEN_H
 #include "serve.h"
+#include "spec.h"
+#include "constrain.h"
 
 struct Gen {
     Server *s; Job *j;
@@ -31,7 +33,12 @@ struct Gen {
     size_t pf;                            /* prompt ids in the state (nprompt: all in, and a
                                            * stream's head went out) */
     ServeLp lp, plp;                      /* logprobs: the reply's tokens, echo's prompt */
-    JgState js; float *mask;              /* JSON mode: the reply's bytes, the masked row */
+    K3Cons cs; float *mask;               /* JSON mode / grammar: the reply, the masked row;
+                                           * strict tools: a call's arguments */
+    int32_t force[32]; int n_force, i_force;   /* strict tools: markup the server writes */
+    int calls_seen, in_args;              /* calls looked at; cs on the arguments */
+    const JgSchema *arm;                  /* the schema cs takes once the opening is out */
+    size_t ntest;                         /* K3_SERVE_TEST_REPLY ids given */
     size_t lp_off;                        /* completions: text_offset of the next token */
     const ServePrompt *pr;                /* completions: its prompt (choice / n) */
     int why;                              /* why it ended (K3STOP_*), for "k3_stop" */
@@ -44,6 +51,13 @@ struct Gen {
     /* /v1/responses (serve_responses_out.c; a_head, a_block (output_index), a_open too) */
     int r_seq;                            /* the next event's sequence_number */
     Buf r_acc;                            /* the open item's text so far (its .done) */
+    /* --draft (serve_draft.c) */
+    struct K3DraftLoop *dl;               /* its slot's draft context, NULL: no drafts */
+    int dv[8], k;                         /* fed: the anchor then k drafts (0: plain) */
+    int pend[8], n_pend, i_pend;          /* tokens a verify drew: accepted drafts, then
+                                           * the model's own */
+    float *prow;                          /* their rows [8][vocab] (logprobs) */
+    K3Spec sp;                            /* drafted, accepted, passes */
 };
 
 /* Why a reply ended, finer than finish_reason (docs/SERVE.md): length is max_tokens (or

@@ -15,12 +15,13 @@ static const char *const CHAT_KEYS[] = {
     "max_completion_tokens", "stop", "stream", "stream_options", "reasoning_effort",
     "chat_template_kwargs", "n", "user", "presence_penalty", "frequency_penalty", "logprobs",
     "response_format", "metadata", "store", "tools", "tool_choice", "parallel_tool_calls",
-    "top_logprobs", "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n", NULL };
+    "top_logprobs", "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n",
+    "grammar", NULL };
 static const char *const COMPL_KEYS[] = {
     "model", "prompt", "temperature", "top_p", "top_k", "min_p", "seed", "max_tokens", "stop",
     "stream", "stream_options", "n", "user", "presence_penalty", "frequency_penalty",
     "logprobs", "echo", "response_format",
-    "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n", NULL };
+    "logit_bias", "repetition_penalty", "repeat_penalty", "repeat_last_n", "grammar", NULL };
 
 static int known(const char *const *keys, const char *k) {
     for (int i = 0; keys[i]; i++) if (!strcmp(keys[i], k)) return 1;
@@ -212,12 +213,18 @@ static int logprobs(ServeReq *r, const Json *d, char *err, size_t errlen) {
     return boolean(json_get(d, "echo"), "echo", &r->echo, err, errlen);
 }
 
-/* response_format: text, json_object or json_schema (json_gram.h); JSON mode turns
- * thinking off (the reply is the document). */
-static int response_format(ServeReq *r, const Json *j, char *err, size_t errlen) {
-    if (!j) return 0;
-    if (jg_response_format(j, &r->jg, err, errlen)) return 400;
-    if (r->jg) r->thinking = 0;
+/* response_format: text, json_object or json_schema (json_gram.h); grammar: GBNF text
+ * (grammar.h). Either turns thinking off (the reply is what they constrain). */
+static int response_format(ServeReq *r, const Json *d, char *err, size_t errlen) {
+    const Json *j = json_get(d, "response_format"), *gm = json_get(d, "grammar");
+    if (j && jg_response_format(j, &r->jg, err, errlen)) return 400;
+    if (gm && gm->type != JSON_NULL) {
+        char e[400];
+        if (gm->type != JSON_STRING) BAD("'grammar' must be a string of GBNF text");
+        if (!(r->gr = gr_parse(gm->str, gm->len, e, sizeof e))) BAD("'grammar': %s", e);
+        if (r->jg) BAD("give 'response_format' JSON mode or 'grammar', not both");
+    }
+    if (r->jg || r->gr) r->thinking = 0;
     return 0;
 }
 
@@ -386,7 +393,7 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
     }
     if (kind == REQ_COMPLETION) {
         if (prompts(r, json_get(d, "prompt"), err, errlen)) return 400;
-        return response_format(r, json_get(d, "response_format"), err, errlen);
+        return response_format(r, d, err, errlen);
     }
     const Json *re = json_get(d, "reasoning_effort");
     if (re && re->type != JSON_NULL) {
@@ -411,11 +418,12 @@ int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err
             if (!t) r->thinking = 0;
         }
     }
-    if (response_format(r, json_get(d, "response_format"), err, errlen) ||
+    if (response_format(r, d, err, errlen) ||
         serve_req_tools(r, d, err, errlen))
         return 400;
-    if (r->jg && r->tools_json) BAD("'response_format' JSON mode and 'tools' together are not "
-                                    "supported");
+    if ((r->jg || r->gr) && r->tools_json)
+        BAD("%s and 'tools' together are not supported", r->jg ? "'response_format' JSON mode"
+            : "'grammar'");
     return messages(r, json_get(d, "messages"), err, errlen);
 }
 
@@ -424,7 +432,8 @@ void serve_req_free(ServeReq *r) {
     for (int i = 0; r->ext && i < r->n_msgs; i++) free((void *)r->ext[i].calls);
     free(r->ext);
     free(r->tools_json);
-    jg_free(r->jg);
+    serve_req_tools_free(r);
+    jg_free(r->jg); gr_free(r->gr);
     for (int i = 0; i < r->n_parts; i++) free(r->parts[i]);
     free(r->parts);
     free(r->msgs);

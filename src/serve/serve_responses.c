@@ -285,6 +285,8 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
                 buf_str(o, sc);
                 free(sc);
             }
+            if ((j = json_get(x, "strict")) && j->type == JSON_BOOL && j->boolean)
+                buf_str(o, ", \"strict\": true");   /* enforced only when asked (SERVE.md) */
             buf_str(o, "}}");
         }
         if (n) buf_str(o, "]");

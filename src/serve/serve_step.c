@@ -8,6 +8,7 @@
  * draws from its own sampler, so each reply is byte-identical to its run alone. A finished
  * or disconnected request leaves the step at once and its client is answered. */
 #include "serve.h"
+#include "draft_loop.h"
 #include "util.h"
 #include <stdlib.h>
 #include <string.h>
@@ -123,7 +124,11 @@ void serve_engine_loop(Server *s, volatile sig_atomic_t *stop) {
         int rc = n ? k3_sched_step(s->sch, &fed, &nf, err, sizeof err) : 0;
         gauges(s);
         if (rc == K3_INTERRUPTED) continue;   /* each gone request ends at the next look */
-        for (int i = 0; !rc && i < nf; i++) serve_gen_fed(fed[i]->user, fed[i]->T, fed[i]->logits);
+        int tw = 0;                        /* --draft: each request's rows of the taps */
+        const float *tp = !rc && s->dl ? k3_draft_taps(s->dl[0], NULL, &tw) : NULL;
+        for (int i = 0, r = 0; !rc && i < nf; r += fed[i++]->T)
+            serve_gen_fed(fed[i]->user, fed[i]->T, fed[i]->logits,
+                          tp ? tp + (size_t)r * tw : NULL);
         const K3SchedStats *st = k3_sched_stats(s->sch);
         pthread_mutex_lock(&s->mu);
         s->st.t_prefill = st->t_prefill; s->st.t_decode = st->t_decode;   /* its totals */

@@ -20,6 +20,37 @@ static int name_ok(const Json *n) {
     return 1;
 }
 
+/* Function f (tools[i]) has strict: true: its parameters compiled once for the request
+ * (none: any object), or a 400 naming the tool and the keyword that cannot be enforced. */
+static int strict_add(ServeReq *r, const Json *f, int i, char *err, size_t errlen) {
+    const Json *p = json_get(f, "parameters");
+    const char *name = json_get(f, "name")->str;
+    char e[512];
+    JgSchema *jg = p ? jg_compile(p, e, sizeof e) : jg_any_object();
+    if (!jg && !p) BAD("out of memory");
+    if (!jg) BAD("tools[%d] '%s' is strict, but its parameters cannot be enforced: %s", i, name,
+                 e);
+    const char **nv = realloc(r->strict_name, (size_t)(r->n_strict + 1) * sizeof *nv);
+    if (nv) r->strict_name = nv;
+    JgSchema **jv = nv ? realloc(r->strict_jg, (size_t)(r->n_strict + 1) * sizeof *jv) : NULL;
+    if (!jv) { jg_free(jg); BAD("out of memory"); }
+    r->strict_jg = jv;
+    r->strict_name[r->n_strict] = name; r->strict_jg[r->n_strict++] = jg;
+    return 0;
+}
+
+const JgSchema *serve_strict_schema(const ServeReq *r, const char *name) {
+    for (int i = 0; name && i < r->n_strict; i++)
+        if (!strcmp(r->strict_name[i], name)) return r->strict_jg[i];
+    return NULL;
+}
+
+void serve_req_tools_free(ServeReq *r) {
+    for (int i = 0; i < r->n_strict; i++) jg_free(r->strict_jg[i]);
+    free(r->strict_jg); free(r->strict_name);
+    r->strict_jg = NULL; r->strict_name = NULL; r->n_strict = 0;
+}
+
 int serve_req_tools(ServeReq *r, const Json *d, char *err, size_t errlen) {
     static const char *const TOOL_KEYS[] = { "type", "function", NULL };
     static const char *const FN_KEYS[] = { "name", "description", "parameters", "strict", NULL };
@@ -52,6 +83,8 @@ int serve_req_tools(ServeReq *r, const Json *d, char *err, size_t errlen) {
                 BAD("tools[%d].function.parameters must be a JSON Schema object", i);
             if ((j = json_get(f, "strict")) && j->type != JSON_BOOL && j->type != JSON_NULL)
                 BAD("tools[%d].function.strict must be true or false", i);
+            if (j && j->type == JSON_BOOL && j->boolean && strict_add(r, f, i, err, errlen))
+                return 400;
         }
     }
     if ((j = json_get(d, "parallel_tool_calls")) && j->type != JSON_BOOL && j->type != JSON_NULL)

@@ -5,6 +5,8 @@
  * Every check is made as early as the bytes allow, so a state that accepted its bytes
  * always has a completion: masking by it never leaves the sampler without a way out. */
 #include "json_gram.h"
+#include "json_schema.h"
+#include "grammar.h"
 #include "json.h"
 #include "tok.h"
 #include <math.h>
@@ -21,7 +23,7 @@ typedef struct {
     long min_items, max_items, min_len, max_len;   /* max -1: none */
     int nlit; char **lit; size_t *llen; /* enum / const, serialised */
 } Node;
-struct JgSchema { Node *n; int nn, cap, root; };
+struct JgSchema { Node *n; int nn, cap, root; GrGrammar *gr; };
 
 enum { F_TOP, F_OBJ, F_ARR, F_STR, F_NUM, F_LIT, F_ENUM };
 enum { T_BEFORE, T_DONE };
@@ -52,8 +54,11 @@ void jg_free(JgSchema *g) {
         for (int k = 0; k < n->nlit; k++) free(n->lit[k]);
         free(n->pname); free(n->plen); free(n->pnode); free(n->lit); free(n->llen);
     }
+    gr_free(g->gr);
     free(g->n); free(g);
 }
+
+const GrGrammar *jg_grammar(const JgSchema *g) { return g ? g->gr : NULL; }
 
 typedef struct { char *b; size_t n, cap; int oom; } Sb;
 static void sb_add(Sb *o, const char *p, size_t n) {
@@ -288,8 +293,13 @@ JgSchema *jg_compile(const Json *s, char *err, size_t errlen) {
     JgSchema *g = any_node();
     if (!g) { snprintf(err, errlen, "out of memory"); return NULL; }
     int r = compile(g, s, "", 0, err, errlen);
-    if (r < 0) { jg_free(g); return NULL; }
-    g->root = r;
+    if (r >= 0) { g->root = r; return g; }
+    /* beyond the automaton's subset: the schema as a grammar (json_schema.h) */
+    char *text = jsc_gbnf(s, err, errlen), e2[300];
+    if (text && !(g->gr = gr_parse(text, strlen(text), e2, sizeof e2)))
+        snprintf(err, errlen, "the schema's grammar is refused by the grammar engine (%s)", e2);
+    free(text);
+    if (!g->gr) { jg_free(g); return NULL; }
     return g;
 }
 
@@ -604,11 +614,13 @@ static int step(JgState *s, int c) {
 }
 
 int jg_put(JgState *s, const unsigned char *b, size_t n) {
+    if (s->g->gr) return n ? -1 : 0;             /* a grammar: constrain.h runs it */
     for (size_t i = 0; i < n; i++) if (step(s, b[i])) return -1;
     return 0;
 }
 
 int jg_complete(const JgState *s) {
+    if (s->g->gr) return 0;
     if (s->depth == 0) return s->f[0].phase == T_DONE;
     return s->depth == 1 && lazy_done(s, &s->f[1]);
 }

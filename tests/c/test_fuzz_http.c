@@ -259,7 +259,8 @@ static void fuzz(int iters) {
         "\"content\": [{\"type\": \"text\", \"text\": \"b\"}], \"reasoning_content\": \"r\"}], "
         "\"temperature\": 0.5, \"stop\": [\"x\"], \"stream\": true, \"stream_options\": "
         "{\"include_usage\": true}, \"chat_template_kwargs\": {\"thinking\": false}}",
-        "{\"prompt\": \"abc\", \"max_tokens\": 3, \"top_k\": 4, \"seed\": 1, \"stop\": \"q\"}",
+        "{\"prompt\": \"abc\", \"max_tokens\": 3, \"top_k\": 4, \"seed\": 1, \"stop\": \"q\", "
+        "\"grammar\": \"root ::= [a-c]{1,3} (\\\"x\\\" root)? # c\\n\"}",
         TOOL_BODY,
         "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"logprobs\": true, "
         "\"top_logprobs\": 2, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
@@ -334,7 +335,8 @@ static const char *SEEDS[] = {
     "\"stop\": [\"x\", \"yz\"], \"stream\": true, \"stream_options\": "
     "{\"include_usage\": true}, \"reasoning_effort\": \"low\", "
     "\"chat_template_kwargs\": {\"thinking\": false}}",
-    "{\"prompt\": \"abc\", \"max_tokens\": 3, \"top_k\": 4, \"seed\": 1, \"stop\": \"q\"}",
+    "{\"prompt\": \"abc\", \"max_tokens\": 3, \"top_k\": 4, \"seed\": 1, \"stop\": \"q\", "
+    "\"grammar\": \"root ::= [a-c]{1,3} (\\\"x\\\" root)? # c\\n\"}",
     "{\"prompt\": \"a\", \"max_tokens\": 0, \"echo\": true, \"logprobs\": 2, "
     "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"schema\": "
     "{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, \"b\"]}}, "

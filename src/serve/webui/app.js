@@ -141,6 +141,7 @@ function stats(m) {
   if (s.completion_tokens !== undefined) p.push(s.completion_tokens + ' tokens');
   if (s.cached_tokens !== undefined)
     p.push('cached ' + s.cached_tokens + ' of ' + s.prompt_tokens + ' prompt tokens');
+  if (s.drafted) p.push(s.accepted + ' of ' + s.drafted + ' drafts accepted');
   if (s.stopped) p.push('stopped');
   return p.join(' · ');
 }
@@ -242,7 +243,9 @@ async function send(text) {
         const u = j.usage;
         if (u) Object.assign(m.stats, { prompt_tokens: u.prompt_tokens,
           completion_tokens: u.completion_tokens,
-          cached_tokens: u.prompt_tokens_details ? u.prompt_tokens_details.cached_tokens : 0 });
+          cached_tokens: u.prompt_tokens_details ? u.prompt_tokens_details.cached_tokens : 0,
+          drafted: u.k3_draft ? u.k3_draft.drafted : 0,        // k3 serve --draft
+          accepted: u.k3_draft ? u.k3_draft.accepted : 0 });
         const d = j.choices && j.choices[0] && j.choices[0].delta;
         if (!d) continue;
         if (d.reasoning_content || d.content) {

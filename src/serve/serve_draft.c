@@ -1,0 +1,120 @@
+/* serve_draft.c — k3 serve --draft DIR (docs/DRAFT.md, "In the server"): each request
+ * drafts from its own DSpark context (its scheduler slot's loop), fed from its rows of
+ * every step's taps; the anchor and its block go into the step whole, and the verify
+ * keeps what the request's own sampler draws there (spec.h), so every reply is the one
+ * without a draft. A request whose state does not start at position 0 (a resumed prefix,
+ * a choice copied from its prompt's first), JSON mode, a grammar and the reply test hook
+ * do not draft (plain steps). */
+#include "serve_gen.h"
+#include "draft_loop.h"
+#include "util.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int serve_draft_open(Server *s, char *err, size_t errlen) {
+    const int n = k3_sched_slots(s->sch);
+    K3Spec cost;                               /* one more verified position's cost */
+    k3_spec_init(&cost, &s->eng.m, NULL, 0, 0);
+    s->dl = calloc((size_t)n, sizeof *s->dl);
+    if (!s->dl) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    const int rc = k3_draft_open_seqs(s->dl, n, s->draft_dir, &s->eng, s->draft_block,
+                                      s->draft_fixed, cost.step_cost, 0, err, errlen);
+    if (rc) { free(s->dl); s->dl = NULL; }
+    return rc;
+}
+
+void serve_draft_begin(Gen *g) {
+    Server *s = g->s;
+    const ServeReq *r = &g->j->req;
+    k3_spec_init(&g->sp, &s->eng.m, NULL, 0, K3_DSPARK_MAX_N);
+    g->dl = NULL;
+    if (!s->dl || r->jg || r->gr || r->n_strict || s->test_reply || g->waiting || g->reuse ||
+        g->q->st->pos)
+        return;                                /* (strict tools: constrained, not drafted) */
+    g->prow = malloc(sizeof(float) * K3_DSPARK_MAX_N * (size_t)s->eng.m.cfg.vocab_size);
+    if (!g->prow) return;                      /* (out of memory: plain steps) */
+    g->dl = s->dl[g->q->slot];
+    k3_draft_reset(g->dl);
+}
+
+static int min_i(int a, int b) { return a < b ? a : b; }
+
+/* The scheduler's callback: up to room drafts after the anchor g->dv[0]. */
+static int draft(K3SchedSeq *q, int room) {
+    Gen *g = q->user;
+    Server *s = g->s;
+    const int pos = q->st->pos;                /* the anchor's position */
+    if (k3_draft_stale(g->dl)) return 0;       /* past the draft's positions */
+    if (k3_draft_pos(g->dl) != pos) {          /* never: its context follows the state */
+        fprintf(stderr, "k3: serve: request %llu: the draft's context holds %d positions, "
+                "the state %d: no more drafts\n", (unsigned long long)g->j->id,
+                k3_draft_pos(g->dl), pos);
+        g->dl = NULL;
+        return 0;
+    }
+    /* the reply's room after the anchor, and the context's */
+    const int lim = min_i(room, min_i(g->cap - g->ngen - 1, s->ctx - pos - 1));
+    k3_draft_history(g->dl, g->fed + g->nprompt, (long)(g->n - g->nprompt));   /* test hook */
+    char err[512];
+    const int k = k3_draft_block(g->dl, g->dv[0], g->ngen, lim, g->dv + 1, err, sizeof err);
+    if (k < 0) {
+        fprintf(stderr, "k3: serve: request %llu: draft: %s (no more drafts)\n",
+                (unsigned long long)g->j->id, err);
+        g->dl = NULL;
+        return 0;
+    }
+    if (!k) return 0;
+    if (k3_state_mark(&s->eng.m, q->st, k + 1)) return -1;
+    q->all_logits = 1;
+    g->k = k;
+    return k;
+}
+
+void serve_draft_feed(Gen *g, int id) {
+    g->dv[0] = id; g->k = 0;
+    g->q->ids = g->dv; g->q->n = 1; g->q->decode = 1; g->q->all_logits = 0;
+    g->q->draft = g->dl ? draft : NULL;
+}
+
+int serve_draft_fed(Gen *g, int T, const float *row, const float *taps, int prefill) {
+    if (!g->dl) return 0;
+    char err[512];
+    if (prefill || !g->k) {                    /* a prompt's rows, or a plain step's token */
+        const int rc = prefill ? k3_draft_ingest(g->dl, taps, T, err, sizeof err)
+                               : k3_draft_keep_rows(g->dl, taps, 0, 1, err, sizeof err);
+        if (rc) {
+            fprintf(stderr, "k3: serve: request %llu: draft: %s (no more drafts)\n",
+                    (unsigned long long)g->j->id, err);
+            g->dl = NULL;
+        }
+        return 0;
+    }
+    /* a verify pass: the anchor's next tokens drawn as the plain steps would draw them
+     * (the sampler by position), the state rolled back to what is kept */
+    Server *s = g->s;
+    const size_t V = (size_t)s->eng.m.cfg.vocab_size;
+    const int k = g->k;
+    g->k = 0;
+    const int cnt = k3_spec_accept(&g->sp, &s->eng.m, g->q->st, &g->smp, g->ngen, g->dv + 1, k,
+                                   row, g->pend);
+    if (cnt < 0) { snprintf(g->err, sizeof g->err, "out of memory"); return -1; }
+    if (k3_draft_keep_rows(g->dl, taps, k, cnt, err, sizeof err)) {
+        fprintf(stderr, "k3: serve: request %llu: draft: %s (no more drafts)\n",
+                (unsigned long long)g->j->id, err);
+        g->dl = NULL;
+    }
+    memcpy(g->prow, row, sizeof(float) * V * (size_t)cnt);
+    g->n_pend = cnt; g->i_pend = 0;
+    g->smp.pos = g->ngen;                      /* sampler_sample's next: drawn here */
+    (void)T;
+    return 1;
+}
+
+int serve_draft_next(Gen *g) {
+    if (g->i_pend >= g->n_pend) return -1;
+    const size_t V = (size_t)g->s->eng.m.cfg.vocab_size;
+    memcpy(g->logits, g->prow + V * (size_t)g->i_pend, sizeof(float) * V);
+    g->smp.pos++;
+    return g->pend[g->i_pend++];
+}
