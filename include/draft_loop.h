@@ -76,4 +76,14 @@ int k3_draft_dump(K3DraftLoop *r, const char *path, char *err, size_t errlen);
 int k3_draft_finish(K3DraftLoop *r, char *err, size_t errlen);
 const K3DraftStats *k3_draft_stats(const K3DraftLoop *r);
 void k3_draft_close(K3DraftLoop *r);
+
+/* Kept states (chat --save-state / --load-state, chat_state.c): the draft's context goes
+ * with the target's, so a resumed conversation drafts at once. Its identity (dspark.h) and
+ * shape; a layer's context rows ([P][kv_lora] latents, kpe: [P][rope] k_pe); restore sets
+ * the context to P positions (the state's) whose rows the caller then writes (a failed read:
+ * k3_draft_truncate(r, 0)). */
+uint64_t k3_draft_identity(const K3DraftLoop *r);
+void k3_draft_ctx_shape(const K3DraftLoop *r, int *layers, int *kv_lora, int *rope);
+float *k3_draft_ctx_rows(K3DraftLoop *r, int l, int kpe);
+int k3_draft_restore(K3DraftLoop *r, int P, char *err, size_t errlen);
 #endif

@@ -16,6 +16,7 @@
 #define K3_DSPARK_H
 #include <stddef.h>
 #include "k3.h"
+#include "mem.h"
 
 #define K3_DSPARK_MAX_N 7                     /* block rows: the anchor and 6 mask rows */
 
@@ -77,4 +78,20 @@ typedef struct {
     int orig_max_pos;
 } K3DSparkConfig;
 const K3DSparkConfig *k3_dspark_config(const K3DSpark *d);
+
+/* The draft in the memory plan (mem.h's K3DraftPlan) from its dimensions; from the folder's
+ * config.json alone (no target: the shapes are checked at open): 0, or 2 with err. */
+void k3_dspark_plan_of(const K3DSparkConfig *k, K3DraftPlan *out);
+int k3_dspark_plan_file(const char *dir, K3DraftPlan *out, char *err, size_t errlen);
+/* 1 when its weights are streamed (the engine's plan said so at open): each piece of rows is
+ * multiplied from the mapping and its pages dropped, so at most the plan's window is mapped. */
+int k3_dspark_streamed(const K3DSpark *d);
+#define K3_DSPARK_PIECE (8u << 20)           /* streamed: bytes of rows multiplied at once */
+
+/* Kept states (chat_state.c): which draft this is (config.json's bytes, the safetensors
+ * file's size and 16 sampled 4 KB blocks of it: another revision differs), and the context
+ * set to P positions (reserved; the caller then writes every layer's rows through
+ * k3_dspark_lat / k3_dspark_kpe). */
+uint64_t k3_dspark_identity(const K3DSpark *d);
+int k3_dspark_set_pos(K3DSpark *d, int P, char *err, size_t errlen);
 #endif

@@ -14,6 +14,25 @@
 #define K3_BUDGET_UNSET (-1.0)
 #define K3_BUDGET_AUTO  (-2.0)
 
+/* A draft model (--draft DIR, dspark.h's k3_dspark_plan_file) in the plan; weights 0: none.
+ * Pinned when --trunk-gb has room for it beside the working minimum (before the trunk's
+ * prefix: a block reads all of it and a step's ingestion part of it again), else streamed:
+ * its mapping's pages dropped as each piece of rows is multiplied (src/draft). */
+typedef struct {
+    uint64_t weights;             /* what a block reads: its tensors bar embed_tokens, and
+                                   * the f32 copies of its norms */
+    uint64_t window;              /* streamed: the most of them mapped at once, and the
+                                   * pieces' scatter rows */
+    uint64_t ingest;              /* context_proj and every kv_a: read again by a step's
+                                   * context ingestion */
+    uint64_t fixed;               /* a block's buffers, ingestion rows, --dump-draft's row */
+    uint64_t tap_row;             /* the taps of one forward row (num_target_layers x hidden) */
+    uint64_t pos_bytes;           /* context cache a position (every layer's latent, k_pe) */
+    uint64_t att_row;             /* attention scratch a thread: 2 floats a position */
+    uint64_t att_fixed;           /* and 3 kv_lora + 2 x 7 floats (the block) */
+    int max_pos;                  /* the context never passes max_position_embeddings */
+} K3DraftPlan;
+
 /* The memory flags (--trunk --trunk-gb --cache-gb --preset --ctx --verbose
  * --dump-cache-trace --verify-reads) and what the caller plans for. */
 typedef struct {
@@ -45,6 +64,7 @@ typedef struct {
     int piece_rows;               /* --piece-rows N (tests): rows per trunk piece */
     int act_file;                 /* set by the plan: the forward buffers in a file (a
                                    * prompt longer than memory holds, read once) */
+    K3DraftPlan draft;            /* --draft DIR: its share (zero: no draft) */
 } K3MemOpts;
 void k3_mem_opts_init(K3MemOpts *o);
 
@@ -81,6 +101,10 @@ const char *k3_mem_act_dir(const K3Mem *x);
 /* The sequences the plan admits and where their states live (K3_STATES_*, statefile.h). */
 int k3_mem_seqs(const K3Mem *x);
 int k3_mem_state_mode(const K3Mem *x);
+/* 1 when the plan streams the draft model's weights (K3MemOpts.draft; NULL x: 0). */
+int k3_mem_draft_streamed(const K3Mem *x);
+/* 1 when the plan counted a draft (K3MemOpts.draft given; NULL x: 0). */
+int k3_mem_draft_planned(const K3Mem *x);
 
 /* Reports (x may be NULL: nothing): one line per forward on stderr (verbose), the
  * summary, and JSON fields (each line "  \"key\": value,\n") for --out. */
@@ -91,6 +115,9 @@ int k3_mem_brief(const K3Mem *x);
 void k3_mem_summary(const K3Mem *x, FILE *f, double wall, double t_prefill, int n_gen,
                     double t_decode);
 void k3_mem_json(const K3Mem *x, FILE *f, double wall);
+
+/* Bytes in the unit that keeps them readable ("20.5 KB", "17.5 MB", "2.34 GB"). */
+const char *k3_size_text(uint64_t b, char *out, size_t n);
 
 /* Presets: --preset NAME sets both budgets (auto: the largest that fits MemAvailable). */
 int k3_preset_apply(const char *name, double *trunk_gb, double *cache_gb);
@@ -110,6 +137,14 @@ typedef struct {
     uint64_t total, streamed, resident;
     int n_pinned, nslots, head_stream;
     double hit_rate;
+    /* with a draft (k3_preset_cost_draft): pinned or streamed, the verify pass's undo log,
+     * and what a block reads from disk (its trunk, its draft, the experts of rows tokens the
+     * cache misses), of which the draft */
+    int draft_pinned;
+    uint64_t undo, block_read, draft_read;
 } K3PresetCost;
 const char *k3_preset_cost(const K3Model *m, int i, int ctx, K3PresetCost *out);
+/* The same with the draft draft in the plan and verify passes of rows positions. */
+const char *k3_preset_cost_draft(const K3Model *m, int i, int ctx, const K3DraftPlan *draft,
+                                 int rows, K3PresetCost *out);
 #endif

@@ -235,10 +235,14 @@ static int state_resume(Chat *c) {
         return K3_ERR_RUNTIME;
     }
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
-    if (c->draft) {          /* the file holds no draft context: none until a re-prefill */
+    if (c->draft && c->st->pos > 0 && k3_draft_pos(c->draft) == c->st->pos)
+        fprintf(stderr, "k3: --draft: the state's draft context restored (%d positions): "
+                "replies are drafted at once\n", c->st->pos);
+    else if (c->draft) {     /* saved without it, by another draft or an older k3 */
         k3_draft_truncate(c->draft, 0);
-        fprintf(stderr, "k3: --draft: a loaded state has no draft context, so replies are "
-                "not drafted until the conversation is prefilled again (/reset)\n");
+        fprintf(stderr, "k3: --draft: the loaded state has no draft context for this draft "
+                "(saved without --draft, with another draft, or by an older k3), so replies "
+                "are not drafted until the conversation is prefilled again (/reset)\n");
     }
     fprintf(stderr, "k3: state %s: %d positions restored in %.2f s (%d messages from %s); "
             "0 re-prefilled\n", c->load_state, c->st->pos, k3_now() - t0, c->log.n, c->history);
@@ -496,7 +500,8 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
         return usage("%s", "--draft verifies its blocks as speculation does: drop --no-spec "
                      "and --draft-file");
     if (c->draft_dir && k3_comm_size() > 1)
-        return usage("%s", "--draft does not run over MPI ranks yet: run bin/k3");
+        return usage("%s", "chat --draft does not run over MPI ranks yet (the one-shot "
+                     "command does): run bin/k3 --chat");
     if (c->draft_block && !c->draft_dir)
         return usage("%s", "--draft-block sets the rows of a --draft DIR block");
     if (!c->draft_block) c->draft_block = K3_DSPARK_MAX_N;
@@ -599,6 +604,9 @@ static int setup(Chat *c, const char *system) {
         eo.mem.logits_rows = k + 1;
         eo.mem.undo_T = k + 1;
     }
+    /* --draft: its share in the plan (a bad folder: zero here, refused by name at open) */
+    if (c->draft_dir && k3_dspark_plan_file(c->draft_dir, &eo.mem.draft, err, sizeof err))
+        memset(&eo.mem.draft, 0, sizeof eo.mem.draft);
     eo.mem.quiet = !memf.verbose;
     int rc = k3_engine_open(&c->eng, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }

@@ -14,6 +14,12 @@
  *   f32 data: per KDA layer S [heads][D][D] then conv [3][C][K-1]; per MLA layer c'
  *     [pos][kv_lora] then k_pe [pos][rope]
  *   u64 checksum of every byte before it
+ * then, with --draft and its context covering the state's positions, a trailer (so the part
+ * above is the bytes a run without a draft writes, and a file without one, as every file
+ * before it, loads with an empty draft context):
+ *   "K3DRAFT\n", u32 version (1), u64 the draft's identity (k3_dspark_identity), u32 layers,
+ *   kv_lora, rope, P (= pos); f32 per draft layer latents [P][kv_lora] then k_pe [P][rope];
+ *   u64 checksum of the trailer's bytes before it
  * Written to FILE.tmp.PID, fsynced, renamed. On load everything is checked before use: a
  * short or corrupt file is refused, never read as zeros. */
 #include "chat.h"
@@ -30,6 +36,8 @@
 
 #define MAGIC "K3STATE\n"
 #define VERSION 1u
+#define DMAGIC "K3DRAFT\n"                   /* the draft's context, a trailer */
+#define DVERSION 1u
 #define BUF (1u << 20)
 
 /* identities of a message and of a rendered transcript: k3_hash, chained */
@@ -179,6 +187,22 @@ static void w_fingerprint(StateWriter *w, const K3Model *m) {
     }
 }
 
+/* --draft: its context after the state's checksum, a trailer with its own (above). */
+static void w_draft(StateWriter *w, K3DraftLoop *d, int P) {
+    int nl, kl, dr;
+    k3_draft_ctx_shape(d, &nl, &kl, &dr);
+    k3_state_sum_init(&w->h);
+    w_bytes(w, DMAGIC, 8);
+    w_u32(w, DVERSION);
+    w_u64(w, k3_draft_identity(d));
+    w_u32(w, (uint32_t)nl); w_u32(w, (uint32_t)kl); w_u32(w, (uint32_t)dr); w_u32(w, (uint32_t)P);
+    for (int l = 0; l < nl; l++) {
+        w_words(w, k3_draft_ctx_rows(d, l, 0), (size_t)P * kl);
+        w_words(w, k3_draft_ctx_rows(d, l, 1), (size_t)P * dr);
+    }
+    w_u64(w, k3_state_sum_end(&w->h));
+}
+
 /* The transcript as the next turn would see it (all messages + generation prompt). */
 static int transcript(Chat *c, int nmsgs, int32_t **ids, size_t *n) {
     int keep = c->log.n, rc;
@@ -254,6 +278,7 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     }
     uint64_t sum = k3_state_sum_end(&w.h);
     w_u64(&w, sum);
+    if (c->draft && k3_draft_pos(c->draft) == s->pos) w_draft(&w, c->draft, s->pos);
     w_flush(&w);
     int e = w.failed;
     free(w.b);
@@ -285,6 +310,68 @@ static int fits(const StateReader *r, uint64_t n, uint64_t each) {
 }
 
 static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t errlen);
+
+/* n bytes read and dropped (a draft context this run does not use). */
+static int r_skip(StateReader *r, uint64_t n) {
+    unsigned char t[4096];
+    while (n) {
+        const size_t k = n < sizeof t ? (size_t)n : sizeof t;
+        if (r_bytes(r, t, k)) return -1;
+        n -= k;
+    }
+    return 0;
+}
+
+/* The trailer after the state's checksum: the draft's context for its pos positions, into
+ * c->draft when it is this draft (else read over: the conversation then drafts once
+ * prefilled again). 0, or 1 with err (a damaged trailer: the file is refused). */
+static int r_draft(Chat *c, StateReader *r, uint32_t pos, const char *path, char *err,
+                   size_t errlen) {
+    char magic[8];
+    uint32_t v, dm[4];
+    uint64_t id, got;
+    const uint64_t extra = r->size - r->done;
+    k3_state_sum_init(&r->h);
+    if (extra < 8 + 4 + 8 + 16 + 8 || r_bytes(r, magic, 8) || memcmp(magic, DMAGIC, 8)) {
+        snprintf(err, errlen, "state %s: %llu bytes after the state's checksum are not a draft "
+                 "context; the file is corrupt, re-create it with --save-state", path,
+                 (unsigned long long)extra);
+        return 1;
+    }
+    if (r_u32(r, &v) || r_u64(r, &id)) goto trunc;
+    for (int i = 0; i < 4; i++) if (r_u32(r, &dm[i])) goto trunc;
+    const uint64_t n = 4 * (uint64_t)dm[0] * dm[3] * ((uint64_t)dm[1] + dm[2]);
+    if (v != DVERSION || dm[3] != pos || dm[0] > 64 || dm[1] > (1u << 20) || dm[2] > 1024 ||
+        r->size - r->done != n + 8) {
+        snprintf(err, errlen, "state %s: its draft context (version %u, %u layers, %u "
+                 "positions of the state's %u) does not fit the file; the file is corrupt, "
+                 "re-create it with --save-state", path, v, dm[0], dm[3], pos);
+        return 1;
+    }
+    int nl = 0, kl = 0, dr = 0;
+    if (c->draft) k3_draft_ctx_shape(c->draft, &nl, &kl, &dr);
+    const int use = c->draft && id == k3_draft_identity(c->draft) && dm[0] == (uint32_t)nl &&
+                    dm[1] == (uint32_t)kl && dm[2] == (uint32_t)dr;
+    if (use && k3_draft_restore(c->draft, (int)pos, err, errlen)) return 1;
+    for (int l = 0; use && l < nl; l++)
+        if (r_words(r, k3_draft_ctx_rows(c->draft, l, 0), (size_t)pos * kl) ||
+            r_words(r, k3_draft_ctx_rows(c->draft, l, 1), (size_t)pos * dr)) goto trunc;
+    if (!use && r_skip(r, n)) goto trunc;
+    const uint64_t sum = k3_state_sum_end(&r->h);
+    if (r_u64(r, &got)) goto trunc;
+    if (sum != got) {
+        snprintf(err, errlen, "state %s: the draft context's checksum does not match (stored "
+                 "%016llx, computed %016llx); the file is corrupt, re-create it", path,
+                 (unsigned long long)got, (unsigned long long)sum);
+        return 1;
+    }
+    return 0;
+trunc:
+    snprintf(err, errlen, "state %s: truncated in its draft context at byte %llu of %llu; "
+             "re-create it with --save-state", path, (unsigned long long)r->done,
+             (unsigned long long)r->size);
+    return 1;
+}
 
 int chat_state_load(Chat *c, const char *path, char *err, size_t errlen) {
     StateReader r = { -1, NULL, 0, 0, { { 0 }, { 0 }, 0, 0 }, 0, 0, 0 };
@@ -458,7 +545,7 @@ static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t er
         need += cf->is_kda[L]
                     ? 4 * (uint64_t)(kda_s_len(cf) + kda_conv_len(cf))
                     : 4 * (uint64_t)pos * (uint64_t)(cf->kv_lora_rank + cf->qk_rope_head_dim);
-    if (r.size - r.done != need + 8)
+    if (r.size - r.done < need + 8)        /* more: the draft's context (r_draft) */
         CORRUPT("state %s: %llu bytes, expected %llu for %u positions; "
             "the file is truncated or corrupt",
             path, (unsigned long long)r.size, (unsigned long long)(r.done + need + 8), pos);
@@ -483,6 +570,11 @@ static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t er
     if (sum != got)
         CORRUPT("state %s: checksum mismatch (stored %016llx, computed %016llx); the file is "
             "corrupt, re-create it", path, (unsigned long long)got, (unsigned long long)sum);
+    if (c->draft) k3_draft_truncate(c->draft, 0);   /* none, unless the file has this one's */
+    if (r.done < r.size && r_draft(c, &r, pos, path, err, errlen)) {
+        rc = K3_ERR_RUNTIME;
+        goto out;
+    }
     s->pos = (int)pos;
     free(c->fed);
     c->fed = fed; fed = NULL;
@@ -501,6 +593,7 @@ trunc:
     }
 out:
     if (rc) k3_state_reset(&c->eng.m, s);
+    if (rc && c->draft) k3_draft_truncate(c->draft, 0);
     for (uint32_t i = 0; old && i < n_old; i++) {
         ChatMsg *m = &c->log.v[i];
         if (old[i].role && rc) {                     /* refused: the records it had */

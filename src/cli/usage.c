@@ -17,6 +17,7 @@ const char *const k3_usage =
 "  k3 bench MODEL_DIR [options]                  grid of runs, one child each: medians,\n"
 "                       peak RSS, bytes/token vs measured limits (k3 bench --help)\n"
 "  k3 doctor MODEL_DIR [--trunk DIR] [--scan]    check the machine and the checkpoint\n"
+"                       (--draft DIR: a DSpark draft against it too)\n"
 "  k3 serve MODEL_DIR --tok DIR [options]       OpenAI-compatible HTTP server on\n"
 "                       127.0.0.1:8080 (k3 serve --help, docs/SERVE.md)\n"
 "  k3 image FILE [--rgba OUT] [--json]          decode an image (PNG, JPEG, GIF): size,\n"

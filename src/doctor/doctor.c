@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "doctor.h"
 #include "dio.h"
+#include "dspark.h"
 #include "fault.h"
 #include "json.h"
 #include "pool.h"
@@ -40,6 +41,8 @@ typedef struct {
     char missing[600];                        /* the missing ones k3 reads, by name */
     int model_ok, trunk_tensors, scan_tensors, scan_bad; uint64_t trunk_bytes, scan_bytes;
     const char *rec; double rec_s; int rec_stream;
+    const char *draft; int draft_ok, draft_rec_pinned;   /* --draft DIR: checked, pinned */
+    K3DraftPlan dp; K3PresetCost draft_rec;   /* its plan; the recommended preset with it */
 } Doc;
 
 static void say(const Doc *d, const char *fmt, ...) {
@@ -354,6 +357,67 @@ static void checkpoint(Doc *d, K3Model *m, const char *trunk, int do_scan, int s
              "E8M0 scales)\n");
 }
 
+/* ---- --draft DIR: the DSpark draft against this model ---- */
+
+static void draft_check(Doc *d, K3Model *m, const char *dir) {
+    say(d, "draft %s\n", dir);
+    if (!d->model_ok) {
+        problem(d, "--draft %s: not checked, the model does not open (above)", dir);
+        return;
+    }
+    K3Engine e;                               /* what the loader reads of an engine */
+    memset(&e, 0, sizeof e);
+    e.m = *m;
+    e.rs.max_T = 1;
+    K3DSpark *ds = NULL;
+    char err[8192];
+    if (k3_dspark_open(&ds, dir, &e, 1, err, sizeof err)) {
+        for (char *l = err, *nl; l && *l; l = nl) {   /* one problem a line */
+            if ((nl = strchr(l, '\n'))) *nl++ = 0;
+            problem(d, "--draft %s", l);
+        }
+        return;
+    }
+    const K3DSparkConfig *k = k3_dspark_config(ds);
+    char taps[128] = "", a[32], b[32];
+    for (int i = 0, o = 0; i < k->n_taps && o < (int)sizeof taps - 8; i++)
+        o += snprintf(taps + o, sizeof taps - o, "%s%d", i ? "," : "", k->taps[i]);
+    say(d, "  config         %d layers, hidden %d, %d heads, vocab %d, taps after layers %s, "
+        "RoPE %s, max positions %d: every key checked against %s\n", k->layers, k->hidden,
+        k->heads, k->vocab, taps, k->yarn ? "yarn" : "default", k->max_pos, m->cfg.source);
+    say(d, "  tensors        all %d by name, BF16 and shape; embed_tokens.weight (%s) is never "
+        "read: the model's embedding and lm_head [%d, %d] are borrowed\n", 8 + 12 * k->layers,
+        k3_size_text((uint64_t)k->vocab * k->hidden * 2, a, sizeof a), k->vocab, k->hidden);
+    k3_dspark_plan_of(k, &d->dp);
+    d->draft_ok = 1;
+    say(d, "  memory         %s of weights (pinned, or streamed in pieces once a block); %s of "
+        "context a position\n", k3_size_text(d->dp.weights, a, sizeof a),
+        k3_size_text(d->dp.pos_bytes, b, sizeof b));
+    k3_dspark_close(ds);
+}
+
+/* The presets with the draft: its plan (weights or window, context, the verify pass's undo
+ * log for a block of 7), pinned or streamed, and what a block reads from disk. */
+static void draft_presets(Doc *d, const K3Model *m, uint64_t avail) {
+    const int rows = K3_DSPARK_MAX_N + 1;
+    say(d, "  with --draft   %-12s %9s %5s %9s %9s %13s\n", "preset", "plan GB", "fits", "draft",
+        "undo GB", "block MB");
+    K3PresetCost pc;
+    const char *name;
+    for (int i = 0; (name = k3_preset_cost_draft(m, i, 4096, &d->dp, rows, &pc)); i++) {
+        const int fits = !avail || pc.total <= 0.9 * avail;
+        say(d, "                 %-12s %9.3f %5s %9s %9.3f %13.1f\n", name, pc.total / K3_GB,
+            fits ? "yes" : "no", pc.draft_pinned ? "pinned" : "streamed", pc.undo / K3_GB,
+            pc.block_read / 1e6);
+        if (d->rec && !strcmp(name, d->rec)) {
+            d->draft_rec = pc;
+            d->draft_rec_pinned = pc.draft_pinned;
+        }
+    }
+    say(d, "  (block MB: the trunk, the draft and the experts of %d rows the cache misses, "
+        "read from disk by one draft block and its verify pass)\n", rows);
+}
+
 /* ---- the recommendation ---- */
 
 static void recommend(Doc *d, const K3Model *m) {
@@ -390,6 +454,7 @@ static void recommend(Doc *d, const K3Model *m) {
         "TRUNK_DIR, streams fewer bytes with checksums)" : "");
     if (d->rec_s > 0) say(d, ", about %.3g s/token (an estimate)\n", d->rec_s);
     else say(d, " (no s/token estimate without the bandwidth measurements)\n");
+    if (d->draft_ok) draft_presets(d, m, avail);
 }
 
 /* ---- output ---- */
@@ -426,6 +491,17 @@ static void print_json(const Doc *d, const char *dir) {
     printf("  \"trunk_tensors_checked\": %d,\n  \"tensors_scanned\": %d,\n", d->trunk_tensors,
            d->scan_tensors);
     if (d->rec) json_str("recommended_preset", d->rec, 0);
+    if (d->draft) {
+        json_str("draft_dir", d->draft, 0);
+        printf("  \"draft_ok\": %s,\n", d->draft_ok ? "true" : "false");
+    }
+    if (d->draft_ok)
+        printf("  \"draft_weights_bytes\": %llu,\n  \"draft_context_bytes_per_position\": "
+               "%llu,\n  \"draft_pinned_at_recommended\": %s,\n  \"draft_plan_bytes\": %llu,\n"
+               "  \"draft_block_disk_bytes\": %llu,\n", (unsigned long long)d->dp.weights,
+               (unsigned long long)d->dp.pos_bytes, d->draft_rec_pinned ? "true" : "false",
+               (unsigned long long)d->draft_rec.total,
+               (unsigned long long)d->draft_rec.block_read);
     if (d->rec_s > 0) printf("  \"estimated_seconds_per_token\": %.6g,\n", d->rec_s);
     else printf("  \"estimated_seconds_per_token\": null,\n");
     printf("  \"problems\": [");
@@ -438,11 +514,13 @@ static void print_json(const Doc *d, const char *dir) {
 }
 
 static const char *USAGE =
-    "Usage: k3 doctor MODEL_DIR [--trunk DIR] [--scan] [--json] [--no-bench]\n"
+    "Usage: k3 doctor MODEL_DIR [--trunk DIR] [--draft DIR] [--scan] [--json] [--no-bench]\n"
     "Checks this machine and a checkpoint before a long run, and recommends a preset with\n"
     "an estimated s/token (docs/DOCTOR.md). Every problem found is named.\n"
     "  --trunk DIR   also check the packed trunk DIR/trunk.k3: format, fingerprint, every\n"
     "                tensor's checksum\n"
+    "  --draft DIR   also check a DSpark draft model against MODEL_DIR (config key by key,\n"
+    "                tensors by name and shape) and give its memory on every preset\n"
     "  --scan        read every tensor: values finite, E8M0 scales sane (reads the whole\n"
     "                checkpoint: minutes per 100 GB)\n"
     "  --json        the report as JSON on stdout\n"
@@ -464,12 +542,13 @@ int k3_doctor_main(int argc, char **argv) {
         else if (!strcmp(a, "--scan")) do_scan = 1;
         else if (!strcmp(a, "--json")) d.json = 1;
         else if (!strcmp(a, "--no-bench")) bench = 0;
-        else if (!strcmp(a, "--trunk")) {
+        else if (!strcmp(a, "--trunk") || !strcmp(a, "--draft")) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "k3: doctor: --trunk needs a value\n%s", USAGE);
+                fprintf(stderr, "k3: doctor: %s needs a value\n%s", a, USAGE);
                 return K3_ERR_USAGE;
             }
-            trunk = argv[++i];
+            if (a[2] == 't') trunk = argv[++i];
+            else d.draft = argv[++i];
         } else if (a[0] == '-') {
             fprintf(stderr, "k3: doctor: unknown option '%s'\n%s", a, USAGE);
             return K3_ERR_USAGE;
@@ -501,6 +580,7 @@ int k3_doctor_main(int argc, char **argv) {
             d.named - d.present, d.named);
     machine(&d, dir, d.model_ok ? &m : NULL, bench);
     checkpoint(&d, &m, trunk, do_scan, shards_ok);
+    if (d.draft) draft_check(&d, &m, d.draft);
     if (d.model_ok) recommend(&d, &m);
     if (d.json) print_json(&d, dir);
     else if (!d.nprob) printf("k3 doctor: healthy\n");

@@ -11,10 +11,66 @@
  * thread count. */
 #include "dspark_priv.h"
 #include "pool.h"
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ---- streamed weights (the plan had no room to pin them) ---- */
+
+const void *k3_dspark_read(K3DSpark *d, void *dst, const void *p, size_t n) {
+    if (!d->streamed) return p;
+    const char *m = d->map;
+    const uintptr_t q = (uintptr_t)p, m0 = (uintptr_t)m;
+    if (q < m0 || q >= m0 + d->map_len) return p;   /* a misaligned matrix's own copy */
+    off_t off = (off_t)(q - m0);
+    for (size_t got = 0; got < n;) {
+        const ssize_t k = pread(d->fd, (char *)dst + got, n - got, off + (off_t)got);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            if (!d->rd_err) d->rd_err = k < 0 ? errno : EIO;
+            memset(dst, 0, n);
+            break;
+        }
+        got += (size_t)k;
+    }
+    return dst;
+}
+
+/* k3_matmul of a streamed matrix: rows K3_DSPARK_PIECE bytes at a time read into buf (rows
+ * are independent: the bits of the whole call). */
+void k3_dspark_piece_matmul(const K3RowSource *s, float *Y, const K3Mat *W, const float *X,
+                            int T) {
+    K3DSpark *d = (K3DSpark *)((char *)s - offsetof(K3DSpark, rsrc));
+    const size_t rb = (size_t)W->cols * 2;    /* BF16 rows */
+    const int tb = T < K3_ROW_BLOCK ? T : K3_ROW_BLOCK;
+    size_t step = d->piece / rb;
+    if (T > 1 && step > d->tmp_rows / (size_t)tb) step = d->tmp_rows / (size_t)tb;
+    if (step > d->buf_len / rb) step = d->buf_len / rb;
+    if (step < 1) step = 1;
+    K3Mat B = *W;
+    B.src = NULL;
+    for (int a = 0; a < W->rows; a += (int)step) {
+        const int nb = W->rows - a < (int)step ? W->rows - a : (int)step;
+        B.rows = nb;
+        B.w = k3_dspark_read(d, d->buf, (const char *)W->w + (size_t)a * rb, (size_t)nb * rb);
+        if (T == 1) k3_matmul(Y + a, &B, X, 1);
+        else
+            for (int t0 = 0; t0 < T; t0 += tb) {
+                const int nt = T - t0 < tb ? T - t0 : tb;
+                k3_matmul(d->tmp, &B, X + (size_t)t0 * W->cols, nt);
+                for (int t = 0; t < nt; t++)
+                    memcpy(Y + (size_t)(t0 + t) * W->rows + a, d->tmp + (size_t)t * nb,
+                           sizeof(float) * nb);
+            }
+    }
+}
+
+int k3_dspark_streamed(const K3DSpark *d) { return d->streamed; }
 
 /* YaRN (DeepSeek form, §4.4): frequencies between the correction dims are a ramp from
  * extrapolated to interpolated; the softmax scale takes mscale(all_dim) squared. */
@@ -80,6 +136,23 @@ static int reserve(K3DSpark *d, int n, char *err, size_t errlen) {
     return 0;
 }
 
+int k3_dspark_reserve(K3DSpark *d, int n, char *err, size_t errlen) {
+    return reserve(d, n, err, errlen);
+}
+
+uint64_t k3_dspark_identity(const K3DSpark *d) { return d->identity; }
+
+int k3_dspark_set_pos(K3DSpark *d, int P, char *err, size_t errlen) {
+    if (P < 0 || P > d->c.max_pos) {
+        snprintf(err, errlen, "a draft context of %d positions (max_position_embeddings %d)", P,
+                 d->c.max_pos);
+        return K3_ERR_RUNTIME;
+    }
+    if (P && reserve(d, P, err, errlen)) return K3_ERR_RUNTIME;
+    d->P = P;
+    return 0;
+}
+
 /* Positions P..P+n-1 from their taps, K3_ROW_BLOCK at a time (bounded scratch; each
  * position's bits do not depend on the split: k3_matmul per token is the T = 1 result). */
 int k3_dspark_ingest_ctx(K3DSpark *d, const float *taps, int n, float *ctx, char *err,
@@ -118,6 +191,12 @@ int k3_dspark_ingest_ctx(K3DSpark *d, const float *taps, int n, float *ctx, char
         }
     }
     d->P += n;
+    if (d->rd_err) {
+        snprintf(err, errlen, "%s/model.safetensors: reading the draft's weights: %s", d->dir,
+                 strerror(d->rd_err));
+        d->rd_err = 0;
+        return K3_ERR_RUNTIME;
+    }
     return 0;
 }
 
@@ -243,7 +322,10 @@ int k3_dspark_draft_trace(K3DSpark *d, int anchor, int N, int *drafts, float *co
             memcpy(bkpe + (size_t)r * DR, z + (size_t)r * Z + KL, sizeof(float) * DR);
             k3_dspark_rope(d, bkpe + (size_t)r * DR, P + r);
         }
-        Att at = { d, ly, l, N, q, blat, bkpe, o, 0 };
+        K3DSparkLayer lr = *ly;                  /* streamed: this layer's kv_b read */
+        lr.kv_b.w = k3_dspark_read(d, d->kvb, ly->kv_b.w,
+                                   (size_t)ly->kv_b.rows * ly->kv_b.cols * 2);
+        Att at = { d, &lr, l, N, q, blat, bkpe, o, 0 };
         k3_pool_run(att_task, &at, N * NH);
         if (at.failed) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
         k3_matmul(a, &ly->o, o, N);
@@ -266,7 +348,16 @@ int k3_dspark_draft_trace(K3DSpark *d, int anchor, int N, int *drafts, float *co
     int prev = anchor;
     for (int r = 0; r < N; r++) {
         float *e = cin + H;
-        embed_row(&d->w1, prev, e);
+        const K3Mat *w1 = &d->w1;
+        K3Mat one = d->w1;
+        int row = prev;
+        if (d->streamed) {                    /* the row read */
+            one.rows = 1; row = 0;
+            one.w = k3_dspark_read(d, d->buf, (const char *)d->w1.w + (size_t)prev *
+                                   d->w1.cols * 2, (size_t)d->w1.cols * 2);
+            w1 = &one;
+        }
+        embed_row(w1, row, e);
         k3_matmul(bias, &d->w2, e, 1);
         float *lr = (logits ? logits : lg) + (size_t)r * V;
         const float *br = base + (size_t)r * V;
@@ -278,6 +369,12 @@ int k3_dspark_draft_trace(K3DSpark *d, int anchor, int N, int *drafts, float *co
             conf[r] = k3_sigmoidf(cl[0] + d->conf_b);
         }
         prev = drafts[r];
+    }
+    if (d->rd_err) {
+        snprintf(err, errlen, "%s/model.safetensors: reading the draft's weights: %s", d->dir,
+                 strerror(d->rd_err));
+        d->rd_err = 0;
+        return K3_ERR_RUNTIME;
     }
     return 0;
 }

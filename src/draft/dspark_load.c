@@ -153,6 +153,8 @@ static void read_rope(Cfg *c, const Json *cfg, K3DSparkConfig *k) {
     k->theta = th;
 }
 
+#define OTHER "; a draft for another model: use the DSpark made for this checkpoint"
+
 static void read_config(Cfg *c, const Json *j, const K3Config *t, K3DSparkConfig *k, int quiet) {
     const int I32 = INT32_MAX;
     if (j->type != JSON_OBJECT) { problem(c, "(top level)", "expected an object"); return; }
@@ -187,18 +189,19 @@ static void read_config(Cfg *c, const Json *j, const K3Config *t, K3DSparkConfig
     k->eps = (float)eps;
     /* the target it drafts for */
     if (k->hidden && k->hidden != t->hidden_size)
-        problem(c, "hidden_size", "is %d, the target's hidden_size is %d", k->hidden,
+        problem(c, "hidden_size", "is %d, the target's hidden_size is %d" OTHER, k->hidden,
                 t->hidden_size);
     int th = 0, tl = 0;
     if (get_int(c, j, "target_hidden_size", 1, 1, I32, &th) == 0 && th != t->hidden_size)
-        problem(c, "target_hidden_size", "is %d, the target's hidden_size is %d (%s)", th,
+        problem(c, "target_hidden_size", "is %d, the target's hidden_size is %d (%s)" OTHER, th,
                 t->hidden_size, t->source);
     if (get_int(c, j, "target_num_hidden_layers", 1, 1, I32, &tl) == 0 &&
         tl != t->num_hidden_layers)
-        problem(c, "target_num_hidden_layers", "is %d, the target has %d layers (%s)", tl,
+        problem(c, "target_num_hidden_layers", "is %d, the target has %d layers (%s)" OTHER, tl,
                 t->num_hidden_layers, t->source);
     if (k->vocab && k->vocab != t->vocab_size)
-        problem(c, "vocab_size", "is %d, the target's vocab_size is %d", k->vocab, t->vocab_size);
+        problem(c, "vocab_size", "is %d, the target's vocab_size is %d" OTHER, k->vocab,
+                t->vocab_size);
     int dv = 0;
     if (get_int(c, j, "draft_vocab_size", 0, 1, I32, &dv) == 0 && dv != k->vocab)
         problem(c, "draft_vocab_size", "is %d, not vocab_size %d (a draft-to-target id map is "
@@ -268,32 +271,46 @@ static const char *shape_str(const StTensor *t, char *buf, size_t n) {
     return buf;
 }
 
-typedef struct { K3DSpark *d; const char *path; char *err; size_t errlen; int failed; } Bind;
+typedef struct {
+    K3DSpark *d; const char *path; char *err; size_t errlen; int failed;
+    size_t used; int n;                       /* problems so far, one line each */
+} Bind;
+
+static void bind_problem(Bind *b, const char *fmt, ...) {
+    b->failed = b->failed ? b->failed : K3_ERR_USAGE;
+    if (b->n++ >= 8 || b->used + 1 >= b->errlen) return;      /* the first 8 named */
+    char msg[700];
+    va_list ap; va_start(ap, fmt); vsnprintf(msg, sizeof msg, fmt, ap); va_end(ap);
+    int k = snprintf(b->err + b->used, b->errlen - b->used, "%s%s", b->used ? "\n" : "", msg);
+    if (k > 0) b->used += (size_t)k;
+    if (b->used >= b->errlen) b->used = b->errlen - 1;
+}
 
 /* The tensor name, BF16, of shape [rows, cols] (cols 0: a vector [rows]); NULL when
- * refused (the first problem kept). */
+ * refused (every problem named, one line each, with the fix). */
 static const StTensor *check(Bind *b, const char *name, int64_t rows, int64_t cols) {
-    if (b->failed) return NULL;
     const StTensor *t = st_find(b->d->st, name);
     char s[96];
+    static const char FIX[] = "config.json and model.safetensors are not of one release: "
+                              "download both again from the same revision";
     if (!t) {
-        snprintf(b->err, b->errlen, "%s: tensor '%s' is missing (is this an Inferact K3 DSpark "
-                 "checkpoint? every one of its 68 tensors is needed)", b->path, name);
+        bind_problem(b, "%s: tensor '%s' is missing (is this an Inferact K3 DSpark checkpoint? "
+                     "every one of its 68 tensors is needed: download model.safetensors "
+                     "again)", b->path, name);
     } else if (t->dtype != ST_BF16) {
-        snprintf(b->err, b->errlen, "%s: tensor '%s' is %s, expected BF16", b->path, name,
-                 st_dtype_name(t->dtype));
+        bind_problem(b, "%s: tensor '%s' is %s, expected BF16 (the release is BF16: %s)",
+                     b->path, name, st_dtype_name(t->dtype), FIX);
     } else if (cols ? t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols
                     : t->ndim != 1 || t->shape[0] != rows) {
         if (cols)
-            snprintf(b->err, b->errlen, "%s: tensor '%s' has shape %s, expected [%lld, %lld] "
-                     "from config.json", b->path, name, shape_str(t, s, sizeof s),
-                     (long long)rows, (long long)cols);
+            bind_problem(b, "%s: tensor '%s' has shape %s, expected [%lld, %lld] from "
+                         "config.json (%s)", b->path, name, shape_str(t, s, sizeof s),
+                         (long long)rows, (long long)cols, FIX);
         else
-            snprintf(b->err, b->errlen, "%s: tensor '%s' has shape %s, expected [%lld] from "
-                     "config.json", b->path, name, shape_str(t, s, sizeof s), (long long)rows);
+            bind_problem(b, "%s: tensor '%s' has shape %s, expected [%lld] from config.json "
+                         "(%s)", b->path, name, shape_str(t, s, sizeof s), (long long)rows, FIX);
     } else
         return t;
-    b->failed = K3_ERR_USAGE;
     return NULL;
 }
 
@@ -303,7 +320,7 @@ static void bind_mat(Bind *b, K3Mat *M, const char *name, int rows, int cols) {
     const char *p = (const char *)b->d->map + t->offset;
     if ((uintptr_t)p % 2) {                   /* misaligned in the file: a copy */
         void *q = malloc(t->nbytes);
-        if (!q) { snprintf(b->err, b->errlen, "out of memory"); b->failed = 1; return; }
+        if (!q) { bind_problem(b, "out of memory"); b->failed = 1; return; }
         memcpy(q, p, t->nbytes);
         p = q;
         b->d->copies[b->d->n_copies++] = q;   /* freed at close */
@@ -316,7 +333,7 @@ static float *bind_vec(Bind *b, const char *name, int n) {
     const StTensor *t = check(b, name, n, 0);
     if (!t) return NULL;
     float *v = malloc(sizeof(float) * (size_t)n);
-    if (!v) { snprintf(b->err, b->errlen, "out of memory"); b->failed = 1; return NULL; }
+    if (!v) { bind_problem(b, "out of memory"); b->failed = 1; return NULL; }
     const unsigned char *p = (const unsigned char *)b->d->map + t->offset;
     for (int i = 0; i < n; i++) {
         uint16_t h; memcpy(&h, p + 2 * (size_t)i, 2);
@@ -341,7 +358,7 @@ static void bind_all(Bind *b) {
     float *cb = bind_vec(b, "confidence_head.proj.bias", 1);
     if (cb) d->conf_b = cb[0];
     free(cb);
-    for (int l = 0; l < k->layers && !b->failed; l++) {
+    for (int l = 0; l < k->layers; l++) {
         K3DSparkLayer *ly = &d->layers[l];
 #define NM(s) (snprintf(n, sizeof n, "layers.%d.%s", l, s), n)
         ly->in_norm = bind_vec(b, NM("input_layernorm.weight"), H);
@@ -364,6 +381,144 @@ static void bind_all(Bind *b) {
 
 static void tap_fn(K3Tap *t, int L, const float *p, int T, int H);
 
+/* k3_dspark_identity: config.json's bytes, the file's size, 16 blocks of 4 KB spread over
+ * it (a revision with new weights of the same size differs there). */
+static uint64_t identity(const char *cfg, size_t cfg_len, const char *path, uint64_t size) {
+    uint64_t h = k3_hash(K3_HASH_INIT, cfg, cfg_len);
+    h = k3_hash(h, &size, sizeof size);
+    int fd = open(path, O_RDONLY);
+    unsigned char b[4096];
+    for (int i = 0; i < 16 && fd >= 0; i++) {
+        const uint64_t off = size > sizeof b ? (size - sizeof b) / 15 * (uint64_t)i : 0;
+        const ssize_t n = pread(fd, b, sizeof b, (off_t)off);
+        if (n > 0) h = k3_hash(h, b, (size_t)n);
+    }
+    if (fd >= 0) close(fd);
+    return h;
+}
+
+/* The plan streams the weights: every matrix k3_matmul multiplies goes through the piece
+ * source, its rows read from the file into buf a piece at a time; kv_b (read per head in
+ * the attention) a layer at a time into kvb, w1 a row at a time. The mapping's pages the
+ * loader touched (the norms, copied to f32) are dropped; it is never read again. */
+static int stream_setup(K3DSpark *d, char *err, size_t errlen) {
+    const char *tp = getenv("K3_TEST_DRAFT_PIECE");   /* tests: many pieces a matrix */
+    d->piece = tp && atol(tp) > 0 ? (size_t)atol(tp) : K3_DSPARK_PIECE;
+    K3Mat *m[3 + 7 * 64];
+    int n = 0;
+    m[n++] = &d->ctx_proj; m[n++] = &d->w2; m[n++] = &d->conf_w;
+    size_t kvb = 0;
+    for (int l = 0; l < d->c.layers; l++) {
+        K3DSparkLayer *y = &d->layers[l];
+        K3Mat *lm[] = { &y->q_a, &y->q_b, &y->kv_a, &y->o, &y->gate, &y->up, &y->down };
+        for (size_t i = 0; i < sizeof lm / sizeof *lm; i++) m[n++] = lm[i];
+        const size_t b = (size_t)y->kv_b.rows * y->kv_b.cols * 2;
+        if (b > kvb) kvb = b;
+    }
+    d->buf_len = (size_t)d->w1.cols * 2;      /* at least a w1 row */
+    for (int i = 0; i < n; i++) {
+        m[i]->src = &d->rsrc;
+        const size_t rb = (size_t)m[i]->cols * 2;
+        size_t rows = d->piece / rb;
+        if (rows < 1) rows = 1;
+        if (rows > (size_t)m[i]->rows) rows = (size_t)m[i]->rows;
+        if (rows * rb > d->buf_len) d->buf_len = rows * rb;
+    }
+    d->tmp = malloc(sizeof(float) * K3_DSPARK_TMP);
+    d->tmp_rows = K3_DSPARK_TMP;
+    d->buf = malloc(d->buf_len);
+    d->kvb = malloc(kvb ? kvb : 1);
+    if (!d->tmp || !d->buf || !d->kvb) { snprintf(err, errlen, "out of memory"); return 1; }
+    char path[4200];
+    snprintf(path, sizeof path, "%s/model.safetensors", d->dir);
+    d->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (d->fd < 0) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return K3_ERR_RUNTIME;
+    }
+    d->streamed = 1;
+    d->rsrc.matmul = k3_dspark_piece_matmul;
+    madvise(d->map, d->map_len, MADV_DONTNEED);
+    return 0;
+}
+
+void k3_dspark_plan_of(const K3DSparkConfig *k, K3DraftPlan *o) {
+    memset(o, 0, sizeof *o);
+    const uint64_t H = k->hidden, I = k->inter, NH = k->heads, QH = k->nope + k->rope;
+    const uint64_t KL = k->kv_lora, DR = k->rope, V = k->vocab, MR = k->markov_rank;
+    const uint64_t NT = k->n_taps, M = K3_DSPARK_MAX_N;
+    /* [rows, cols] of every matrix k3_matmul streams, kv_b apart */
+    const uint64_t mats[][2] = { { H, NT * H }, { V, MR }, { 1, H + MR }, { k->q_lora, H },
+                                 { NH * QH, k->q_lora }, { KL + DR, H }, { H, NH * k->v_dim },
+                                 { I, H }, { I, H }, { H, I } };
+    uint64_t piece = 0, mat = 2 * (NT * H * H + 2 * V * MR + H + MR);
+    for (size_t i = 0; i < sizeof mats / sizeof *mats; i++) {
+        const uint64_t rb = 2 * mats[i][1];
+        uint64_t rows = K3_DSPARK_PIECE / rb;
+        if (rows < 1) rows = 1;
+        if (rows > mats[i][0]) rows = mats[i][0];
+        if (rows * rb > piece) piece = rows * rb;
+    }
+    const uint64_t kvb = 2 * NH * (k->nope + k->v_dim) * KL;
+    const uint64_t layer = 2 * (k->q_lora * H + NH * QH * k->q_lora + (KL + DR) * H + H *
+                                NH * k->v_dim + 3 * I * H) + kvb;
+    mat += (uint64_t)k->layers * layer;
+    const uint64_t vec = 2 * H + 1 + (uint64_t)k->layers * (2 * H + k->q_lora + KL);
+    o->weights = mat + 2 * vec;
+    /* a piece's buffer, a layer's kv_b, the scatter rows */
+    const uint64_t win = (piece > 2 * MR ? piece : 2 * MR) + kvb + 4 * K3_DSPARK_TMP;
+    o->window = win < o->weights ? win : o->weights;
+    o->ingest = 2 * (NT * H * H + (uint64_t)k->layers * (KL + DR) * H);
+    const uint64_t block = M * (4 * H + 2 * I + k->q_lora + NH * QH + KL + DR + KL + DR +
+                                NH * k->v_dim + 2 * V) + V + H + MR + 1;
+    o->fixed = 4 * (block + (uint64_t)K3_ROW_BLOCK * (H + KL + DR) + M * V + vec + DR);
+    o->tap_row = 4 * NT * H;
+    o->pos_bytes = 4 * (uint64_t)k->layers * (KL + DR);
+    o->att_row = 8;
+    o->att_fixed = 4 * (2 * M + 3 * KL);
+    o->max_pos = k->max_pos;
+}
+
+/* The dimensions from config.json alone (bounded as read_config bounds them). */
+int k3_dspark_plan_file(const char *dir, K3DraftPlan *out, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    size_t len = 0;
+    char *text = k3_slurp(path, 1 << 20, &len, err, errlen);
+    if (!text) return K3_ERR_USAGE;
+    char jerr[256];
+    Json *j = json_parse(text, len, jerr, sizeof jerr);
+    free(text);
+    if (!j) { snprintf(err, errlen, "%s: not valid JSON: %s", path, jerr); return K3_ERR_USAGE; }
+    K3DSparkConfig k;
+    memset(&k, 0, sizeof k);
+    Cfg c = { path, err, errlen, 0, 0 };
+    const int D = 1 << 20;
+    if (j->type != JSON_OBJECT) problem(&c, "(top level)", "expected an object");
+    else {
+        get_int(&c, j, "hidden_size", 1, 1, D, &k.hidden);
+        get_int(&c, j, "intermediate_size", 1, 1, D, &k.inter);
+        get_int(&c, j, "num_hidden_layers", 1, 1, 64, &k.layers);
+        get_int(&c, j, "num_attention_heads", 1, 1, 4096, &k.heads);
+        get_int(&c, j, "q_lora_rank", 1, 1, D, &k.q_lora);
+        get_int(&c, j, "kv_lora_rank", 1, 1, D, &k.kv_lora);
+        get_int(&c, j, "qk_nope_head_dim", 1, 1, D, &k.nope);
+        get_int(&c, j, "qk_rope_head_dim", 1, 2, 1024, &k.rope);
+        get_int(&c, j, "v_head_dim", 1, 1, D, &k.v_dim);
+        get_int(&c, j, "vocab_size", 1, 1, INT32_MAX, &k.vocab);
+        get_int(&c, j, "max_position_embeddings", 1, 1, INT32_MAX, &k.max_pos);
+        get_int(&c, j, "markov_rank", 1, 1, D, &k.markov_rank);
+        const Json *ids = json_get(j, "target_layer_ids");
+        if (!ids || ids->type != JSON_ARRAY || ids->len < 1 || ids->len > 16)
+            problem(&c, "target_layer_ids", "expected an array of 1 to 16 layer ids");
+        else k.n_taps = (int)ids->len;
+    }
+    json_free(j);
+    if (c.n) return K3_ERR_USAGE;
+    k3_dspark_plan_of(&k, out);
+    return 0;
+}
+
 int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char *err,
                    size_t errlen) {
     *out = NULL;
@@ -378,6 +533,7 @@ int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char
     if (!text) { free(d); return K3_ERR_USAGE; }
     char jerr[256];
     Json *j = json_parse(text, len, jerr, sizeof jerr);
+    const uint64_t cfg_hash = k3_hash(K3_HASH_INIT, text, len);
     free(text);
     if (!j) {
         snprintf(err, errlen, "%s: not valid JSON: %s", path, jerr);
@@ -394,6 +550,7 @@ int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char
     if (!d->st || st_add_file(d->st, path, err, errlen)) goto fail;
     int fd = open(path, O_RDONLY);
     d->map_len = d->st->shards[0].file_size;
+    d->identity = identity((const char *)&cfg_hash, sizeof cfg_hash, path, d->map_len);
     d->map = fd < 0 ? MAP_FAILED : mmap(NULL, d->map_len, PROT_READ, MAP_SHARED, fd, 0);
     if (fd >= 0) close(fd);
     if (d->map == MAP_FAILED) {
@@ -403,8 +560,11 @@ int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char
     }
     d->layers = calloc(d->c.layers, sizeof *d->layers);
     if (!d->layers) { snprintf(err, errlen, "out of memory"); goto fail; }
-    Bind b = { d, path, err, errlen, 0 };
+    Bind b = { d, path, err, errlen, 0, 0, 0 };
     bind_all(&b);
+    if (b.n > 8 && b.used + 1 < errlen)
+        snprintf(err + b.used, errlen - b.used, "\n%s: and %d more tensor problems", path,
+                 b.n - 8);
     if (b.failed) { rc = b.failed; goto fail; }
     /* the tap: which target layers, rows for the engine's largest step */
     for (int L = 0; L < K3_MAX_LAYERS; L++) d->tap_slot[L] = -1;
@@ -418,6 +578,9 @@ int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char
     if (!d->lat || !d->kpe) { snprintf(err, errlen, "out of memory"); goto fail; }
     k3_dspark_rope_init(d);
     if (!d->inv_freq) { snprintf(err, errlen, "out of memory"); goto fail; }
+    const int ctx = e->rs.ctx < d->c.max_pos ? e->rs.ctx : d->c.max_pos;
+    if (ctx > 0 && (rc = k3_dspark_reserve(d, ctx, err, errlen))) goto fail;
+    if (k3_mem_draft_streamed(e->mem) && (rc = stream_setup(d, err, errlen))) goto fail;
     if (!quiet) {
         fprintf(stderr, "k3: dspark: %d layers, taps after target layers", d->c.layers);
         for (int i = 0; i < d->c.n_taps; i++) fprintf(stderr, "%s%d", i ? "," : " ", d->c.taps[i]);
@@ -447,7 +610,8 @@ void k3_dspark_close(K3DSpark *d) {
     for (int l = 0; d->kpe && l < d->c.layers; l++) free(d->kpe[l]);
     free(d->lat); free(d->kpe); free(d->layers);
     free(d->ctx_norm); free(d->final_norm); free(d->inv_freq);
-    free(d->taps); free(d->ingest); free(d->blk);
+    free(d->taps); free(d->ingest); free(d->blk); free(d->tmp); free(d->buf); free(d->kvb);
+    if (d->streamed && d->fd >= 0) close(d->fd);
     for (int i = 0; i < d->n_copies; i++) free(d->copies[i]);
     if (d->map) munmap(d->map, d->map_len);
     if (d->st) st_close(d->st);

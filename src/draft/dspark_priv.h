@@ -31,7 +31,27 @@ struct K3DSpark {
     int P, cap;
     float *ingest;                            /* K3_ROW_BLOCK rows of c_p and kv_a */
     float *blk; size_t blk_len;               /* one block's buffers */
+    uint64_t identity;                        /* k3_dspark_identity */
+    /* streamed (k3_mem_draft_streamed): the file is read, never its mapping touched (the
+     * mapping only gives each tensor's offset): the matrices' rows through this source a
+     * piece at a time into buf, kv_b a layer at a time into kvb, w1's rows one at a time;
+     * tmp: a piece's products for T > 1; rd_err: a failed read (errno), reported after */
+    int streamed, fd, rd_err;
+    size_t piece;                             /* K3_DSPARK_PIECE (K3_TEST_DRAFT_PIECE: tests) */
+    K3RowSource rsrc;
+    float *tmp; size_t tmp_rows;
+    void *buf, *kvb; size_t buf_len;
 };
+
+/* Streamed: k3_matmul's source for the matrices (rsrc); tmp holds K3_DSPARK_TMP floats. */
+#define K3_DSPARK_TMP 65536
+void k3_dspark_piece_matmul(const K3RowSource *s, float *Y, const K3Mat *W, const float *X,
+                            int T);
+/* The context cache for n positions (at open: the engine's context, so it never grows). */
+int k3_dspark_reserve(K3DSpark *d, int n, char *err, size_t errlen);
+/* Streamed: n bytes of the file at the tensor bytes p points to in the mapping, into dst
+ * (a failure: dst zeroed, d->rd_err set); the bytes p itself when not streamed. */
+const void *k3_dspark_read(K3DSpark *d, void *dst, const void *p, size_t n);
 
 /* dspark.c: RoPE on x[rope] at pos (interleaved pairs); the tables from the config. */
 void k3_dspark_rope(const K3DSpark *d, float *x, int pos);

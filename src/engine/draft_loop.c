@@ -1,5 +1,6 @@
 /* draft_loop.c — generation with a DSpark draft (draft_loop.h; spec: K3_DSPARK.md §5). */
 #include "draft_loop.h"
+#include "comm.h"
 #include "outfile.h"
 #include "util.h"
 #include <errno.h>
@@ -127,11 +128,13 @@ static int open_one(K3DraftLoop **out, const char *dir, K3Engine *e, int block, 
     r->tap.done = tap_done;
     r->prefill = tap;
     if (tap) e->tap = &r->tap;
-    if (!quiet) {               /* its share beside the plan (the weights are mapped) */
+    if (!quiet) {               /* its share: in the memory plan where the caller planned it */
         const size_t b0 = k3_dspark_bytes(r->d, 0), b1 = k3_dspark_bytes(r->d, 1);
-        fprintf(stderr, "k3: dspark: %.3f GB beside the memory plan (its weights, read once a "
-                "block, and one block's buffers), and %.1f KB of context cache a position\n",
-                b0 / 1e9, (b1 - b0) / 1e3);
+        fprintf(stderr, "k3: dspark: %.3f GB of weights and buffers, %s (%s), %.1f KB of "
+                "context cache a position\n", b0 / 1e9,
+                k3_dspark_streamed(r->d) ? "streamed a block at a time" : "mapped",
+                k3_mem_draft_planned(e->mem) ? "the memory plan counts them"
+                                             : "beside the memory plan", (b1 - b0) / 1e3);
     }
     *out = r;
     return 0;
@@ -248,6 +251,11 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
     int k = limit;
     if (!r->fixed) {
         k = choose(r, conf, limit);
+        if (k3_comm_size() > 1) {  /* over ranks: rank 0's choice (its timings) for all */
+            int32_t kk = k;
+            k3_comm_bcast(&kk, sizeof kk);
+            k = kk;
+        }
         if (!k) {               /* not worth a row: wait 4, 8 .. 64 steps, then probe one */
             r->fails++;
             r->cool = 4 << (r->fails < 4 ? r->fails : 4);
@@ -362,4 +370,22 @@ void k3_draft_close(K3DraftLoop *r) {
     k3_dspark_close(r->d);
     free(r->lists); free(r->list_n);
     free(r);
+}
+
+/* ---- kept states (chat_state.c) ---- */
+
+uint64_t k3_draft_identity(const K3DraftLoop *r) { return k3_dspark_identity(r->d); }
+
+void k3_draft_ctx_shape(const K3DraftLoop *r, int *layers, int *kv_lora, int *rope) {
+    const K3DSparkConfig *k = k3_dspark_config(r->d);
+    *layers = k->layers; *kv_lora = k->kv_lora; *rope = k->rope;
+}
+
+float *k3_draft_ctx_rows(K3DraftLoop *r, int l, int kpe) {
+    return (float *)(kpe ? k3_dspark_kpe(r->d, l) : k3_dspark_lat(r->d, l));
+}
+
+int k3_draft_restore(K3DraftLoop *r, int P, char *err, size_t errlen) {
+    r->verifying = 0;
+    return k3_dspark_set_pos(r->d, P, err, errlen);
 }

@@ -45,6 +45,8 @@ struct K3Mem {
     const char *act_dir;                      /* its buffers' file's directory, or NULL */
     int seqs, state_mode;                     /* sequences admitted, where their states live */
     int brief;                                /* the plan was the one line: all resident */
+    int draft_streamed;                       /* the draft's weights read per block */
+    int draft_planned;                        /* K3MemOpts.draft was given */
 };
 
 /* ---- plan.c ---- */
@@ -69,6 +71,9 @@ typedef struct {
     int state_mode;                          /* K3_STATES_*: resident, or in a state file */
     uint64_t state_file, state_bufs, state_step;   /* its bytes on disk, buffers, per step */
     const char *state_dir;
+    /* --draft (K3MemOpts.draft): its weights pinned or its window (both inside --trunk-gb),
+     * its buffers, tap rows and context cache (in side), what a block reads of it */
+    uint64_t draft_pin, draft_win, draft_side, draft_read, draft_ingest;
 } K3Plan;
 /* lb[0..NL): trunk bytes per layer; have_trunk: --trunk given; process: bytes held.
  * Without --trunk the trunk stays in the shard mappings when --trunk-gb holds all of it,

@@ -77,6 +77,8 @@ int k3_mem_chunk(const K3Mem *x) { return x->chunk; }
 const char *k3_mem_act_dir(const K3Mem *x) { return x->act_dir; }
 int k3_mem_seqs(const K3Mem *x) { return x->seqs; }
 int k3_mem_state_mode(const K3Mem *x) { return x->state_mode; }
+int k3_mem_draft_streamed(const K3Mem *x) { return x ? x->draft_streamed : 0; }
+int k3_mem_draft_planned(const K3Mem *x) { return x ? x->draft_planned : 0; }
 
 /* ---- setup ---- */
 
@@ -246,6 +248,8 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
     x->plan_bytes = p.total;
     x->trunk_budget = o->trunk_dir || p.shards ? (uint64_t)p.trunk_budget : 0;
     x->cache_budget = (uint64_t)p.cache_budget;
+    x->draft_streamed = p.draft_win > 0;
+    x->draft_planned = o->draft.weights > 0;
     p.chunk_why = why;
     const int one_line = o->brief && !o->verbose &&
                          k3_plan_all_resident(&p, o->trunk_dir != NULL, avail);

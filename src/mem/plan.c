@@ -23,7 +23,20 @@
 
 /* Bytes --trunk-gb governs: the pinned prefix, the window and everything beside it. */
 static uint64_t trunk_used(const K3Plan *p) {
-    return p->pinned + p->ring_bytes + p->tmp + p->side;
+    return p->pinned + p->ring_bytes + p->tmp + p->side + p->draft_pin + p->draft_win;
+}
+
+/* --draft: a block's buffers, the tap rows of a forward of T rows, the context cache (grown
+ * as dspark.c grows it: from 64 positions, doubling, reserved at open for the context) and
+ * every thread's attention scratch over it. */
+static uint64_t draft_side(const K3DraftPlan *d, uint64_t T, int ctx) {
+    if (!d->weights) return 0;
+    uint64_t cap = 64;
+    const uint64_t n = (uint64_t)(ctx < d->max_pos ? ctx : d->max_pos);
+    while (cap < n) cap *= 2;
+    const int th = k3_threads();
+    return d->fixed + T * d->tap_row + cap * d->pos_bytes +
+           (uint64_t)(th > 0 ? th : 1) * (cap * d->att_row + d->att_fixed);
 }
 
 /* Bytes of the embedding rows one forward of T tokens maps: a row lookup in the shard
@@ -91,10 +104,14 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     p->process = process;
     p->side = p->embed + p->vectors + p->state + p->undo + p->mla + p->state_bufs +
               p->buffers + p->process;
+    p->draft_side = draft_side(&o->draft, T, ctx);
+    p->side += p->draft_side;
     p->trunk_min = p->trunk_total + p->head_full + p->side;
-    /* no pack: in place in the shard mappings when the budget holds it all, else streamed
-     * from the shards in the same pieces, order and window as a pack */
-    if (!have_trunk && tgb >= 0 && tgb * K3_GB < (double)p->trunk_min) have_trunk = p->shards = 1;
+    const uint64_t dw = o->draft.weights;    /* the draft's weights: pinned or streamed */
+    /* no pack: in place in the shard mappings when the budget holds it all (the draft's
+     * weights too), else streamed from the shards in the same pieces, order and window */
+    if (!have_trunk && tgb >= 0 && tgb * K3_GB < (double)(p->trunk_min + dw))
+        have_trunk = p->shards = 1;
     if (have_trunk && N > 1) {                /* streamed: this rank's vocab rows (split.c) */
         int v0, v1;
         k3_share_rows(V, me, N, &v0, &v1);
@@ -102,7 +119,7 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     }
     p->lm_head = p->head_full;
     p->trunk_budget = tgb * K3_GB;            /* the flag (the refusal's suggestions) */
-    if (!have_trunk) { p->n_pinned = NL; p->pinned = p->trunk_total; }
+    if (!have_trunk) { p->n_pinned = NL; p->pinned = p->trunk_total; p->draft_pin = dw; }
     else {
         /* one stream: the layers' matrices, then lm_head; a prefix pinned, the rest read
          * in pieces through the window every forward (same bits) */
@@ -116,15 +133,20 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
                                    : k3_stream_piece(stream);
         const uint64_t window = k3_stream_window(p->piece, whole);
         const uint64_t tmp = k3_stream_tmp_bytes((int)T, p->piece);
-        p->trunk_min = window + tmp + p->side;
+        p->trunk_min = window + tmp + p->side + (dw ? o->draft.window : 0);
         p->trunk_budget = tgb * K3_GB;
         if (p->trunk_budget < p->trunk_min) {
             p->trunk_budget = (double)p->trunk_min;
             p->raised_trunk = 1;
         }
-        if (p->trunk_budget >= (double)(stream + p->side)) p->pinned = stream;
+        /* the draft first (a block reads all of it, ingestion part of it again): pinned
+         * where it fits beside the working minimum, else streamed through its window */
+        if (dw && p->trunk_budget >= (double)(window + tmp + p->side + dw)) p->draft_pin = dw;
+        else if (dw) p->draft_win = o->draft.window;
+        const double tb = p->trunk_budget - (double)(p->draft_pin + p->draft_win);
+        if (tb >= (double)(stream + p->side)) p->pinned = stream;
         else {
-            p->pinned = (uint64_t)p->trunk_budget - p->trunk_min;
+            p->pinned = (uint64_t)tb - (window + tmp + p->side);
             p->ring_bytes = window;
             p->tmp = tmp;
             p->ring = 1;
@@ -156,7 +178,10 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     p->nslots = ns >= all ? all : (int)ns;  /* never more slots than routed experts: plan == use */
     if (p->nslots < mins) p->nslots = mins;
     p->cache = (uint64_t)p->nslots * slot + p->cache_index;
-    p->total = p->pinned + p->ring_bytes + p->tmp + p->cache + p->lm_head + p->side;
+    p->total = p->pinned + p->ring_bytes + p->tmp + p->cache + p->lm_head + p->side +
+               p->draft_pin + p->draft_win;
+    p->draft_ingest = p->draft_win ? o->draft.ingest : 0;
+    p->draft_read = p->draft_win ? o->draft.weights + p->draft_ingest : 0;
 }
 
 void k3_plan_states(const K3Config *c, int head_f32, K3MemOpts *o, const uint64_t *lb,
@@ -205,9 +230,36 @@ int k3_plan_all_resident(const K3Plan *p, int have_trunk, uint64_t avail) {
 void k3_plan_line(const K3Plan *p, int NL, uint64_t avail, const char *adesc, FILE *f) {
     char slot[32], av[96] = "";
     if (adesc) snprintf(av, sizeof av, " of %.3f available (%s)", avail / K3_GB, adesc);
+    char dr[80] = "";
+    if (p->draft_pin)
+        snprintf(dr, sizeof dr, ", the draft's %.3f GB", (p->draft_pin + p->draft_side) / K3_GB);
     fprintf(f, "k3: memory plan %.3f GB%s, everything resident: %d layers, lm_head, %d "
-            "expert slots of %s, prefill chunk %d (the table: --verbose)\n", p->total / K3_GB,
-            av, NL, p->nslots, k3_size_text(p->slot_bytes, slot, sizeof slot), p->chunk);
+            "expert slots of %s%s, prefill chunk %d (the table: --verbose)\n", p->total / K3_GB,
+            av, NL, p->nslots, k3_size_text(p->slot_bytes, slot, sizeof slot), dr, p->chunk);
+}
+
+/* --draft: its weights pinned or its window, its context and buffers, and what a block
+ * (one draft forward, one verify forward) reads from disk of the trunk and the draft. */
+static void draft_print(const K3Plan *p, int have_trunk, int ctx, FILE *f) {
+    if (!p->draft_pin && !p->draft_win) return;
+    char a[32], b[32];
+    if (p->draft_pin)
+        fprintf(f, "  draft pinned       %8.3f  --draft's weights (the embedding and lm_head are "
+                "the trunk's), read from memory once a block\n", p->draft_pin / K3_GB);
+    else
+        fprintf(f, "  draft window       %8.3f  --draft streamed: its %s read in pieces once a "
+                "block (+ %s of context_proj and kv_a a step) through this buffer\n",
+                p->draft_win / K3_GB, k3_size_text(p->draft_read - p->draft_ingest, a, sizeof a),
+                k3_size_text(p->draft_ingest, b, sizeof b));
+    fprintf(f, "  draft context      %8.3f  its context cache for --ctx %d, tap rows, a block's "
+            "buffers\n", p->draft_side / K3_GB, ctx);
+    if (have_trunk) {
+        const uint64_t tr = p->trunk_total + p->head_full - (p->pinned < p->trunk_total +
+                            p->head_full ? p->pinned : p->trunk_total + p->head_full);
+        fprintf(f, "  a block reads          disk  trunk %s + draft %s (+ the experts the cache "
+                "misses): one verify forward for every token it keeps\n",
+                k3_size_text(tr, a, sizeof a), k3_size_text(p->draft_read, b, sizeof b));
+    }
 }
 
 void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, const char *adesc,
@@ -240,6 +292,7 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
     } else
         fprintf(f, "  trunk resident     %8.3f  all %d layers, used in place from the shards "
                 "(a smaller --trunk-gb streams it from them)\n", p->pinned / K3_GB, NL);
+    draft_print(p, have_trunk, ctx, f);
     char ix[32];
     fprintf(f, "  expert cache       %8.3f  %d slots of %s (%.1f%% of all routed experts) "
             "+ index %s\n", p->cache / K3_GB, p->nslots,
@@ -412,10 +465,10 @@ void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, cons
     snprintf(err, errlen, "the memory plan needs %.3f GB but %.3f GB is available (%s): "
              "trunk %.3f + window %.3f + expert cache %.3f + lm_head %.3f + embedding rows %.3f "
              "+ vectors %.3f + state %.3f + MLA cache %.3f + state-file buffers %.3f + buffers "
-             "%.3f + process %.3f. Fix: %s",
+             "%.3f + process %.3f + draft %.3f. Fix: %s",
              p->total / K3_GB, avail / K3_GB, adesc, p->pinned / K3_GB,
              (p->ring_bytes + p->tmp) / K3_GB,
              p->cache / K3_GB, p->lm_head / K3_GB, p->embed / K3_GB, p->vectors / K3_GB,
              p->state / K3_GB, p->mla / K3_GB, p->state_bufs / K3_GB, p->buffers / K3_GB,
-             p->process / K3_GB, fix);
+             p->process / K3_GB, (p->draft_pin + p->draft_win + p->draft_side) / K3_GB, fix);
 }

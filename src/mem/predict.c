@@ -10,6 +10,11 @@
 #include <string.h>
 
 const char *k3_preset_cost(const K3Model *m, int i, int ctx, K3PresetCost *out) {
+    return k3_preset_cost_draft(m, i, ctx, NULL, 0, out);
+}
+
+const char *k3_preset_cost_draft(const K3Model *m, int i, int ctx, const K3DraftPlan *draft,
+                                 int rows, K3PresetCost *out) {
     if (i < 0 || i >= k3_preset_count()) return NULL;
     const K3Config *c = &m->cfg;
     const int NL = c->num_hidden_layers;
@@ -20,6 +25,11 @@ const char *k3_preset_cost(const K3Model *m, int i, int ctx, K3PresetCost *out) 
     K3MemOpts o;
     k3_mem_opts_init(&o);
     o.ctx = ctx; o.trunk_dir = "TRUNK_DIR";
+    if (draft) {                  /* the draft and a verify pass of rows positions */
+        o.draft = *draft;
+        o.undo_T = o.logits_rows = rows;
+        if (o.chunk < rows) o.chunk = rows;
+    }
     double tgb, cgb;
     k3_preset_budgets(i, &tgb, &cgb);
     K3Plan p;
@@ -34,6 +44,17 @@ const char *k3_preset_cost(const K3Model *m, int i, int ctx, K3PresetCost *out) 
     /* the trunk and lm_head: the pinned prefix from memory, the rest from disk */
     out->streamed = (uint64_t)(ex * (1 - hit)) + (p.trunk_total + p.head_full - p.pinned);
     out->resident = (uint64_t)(ex * hit) + p.pinned;
+    out->draft_pinned = p.draft_pin > 0;
+    out->undo = p.undo;
+    if (draft) {                  /* a block: distinct experts of rows tokens (uniform) */
+        double miss = 1;
+        const double pk = c->num_experts ? (double)c->num_experts_per_token / c->num_experts : 0;
+        for (int r = 0; r < rows; r++) miss *= 1 - pk;
+        const double ex_blk = (double)nmoe * c->num_experts * (1 - miss) * k3_expert_bytes(c);
+        out->block_read = (uint64_t)(ex_blk * (1 - hit)) + (p.trunk_total + p.head_full -
+                          p.pinned) + p.draft_read;
+        out->draft_read = p.draft_read;
+    }
     free(lb);
     return k3_preset_name(i);
 }

@@ -1,6 +1,7 @@
 /* presets.c — the named budgets (--preset) and their plans on the real Kimi K3, computed
  * by the engine's own plan from the model's published sizes (docs/MODEL.md §1-§5). */
 #include "internal.h"
+#include "dspark.h"
 #include "statefile.h"
 #include <string.h>
 
@@ -53,6 +54,39 @@ static void real_k3(K3Config *c, uint64_t *lb) {
         c->is_moe[L] = L >= 1;
         lb[L] = L == 0 ? 2341213184ull : c->is_kda[L] ? 1267744256ull : 844335616ull;
     }
+}
+
+/* The released Inferact/Kimi-K3-DSpark (K3_DSPARK.md §2.1) in the plan. */
+static void real_dspark(K3DraftPlan *o) {
+    K3DSparkConfig k;
+    memset(&k, 0, sizeof k);
+    k.hidden = 7168; k.inter = 14336; k.layers = 5; k.heads = 64; k.q_lora = 1536;
+    k.kv_lora = 512; k.nope = 128; k.rope = 64; k.v_dim = 128; k.vocab = 163840;
+    k.markov_rank = 256; k.n_taps = 5; k.max_pos = 1048576;
+    k3_dspark_plan_of(&k, o);
+}
+
+/* --draft on each preset: the plan with the draft and a verify pass of a block of 7 (its
+ * undo log), whether the draft is pinned, and what a block reads from disk. */
+static void presets_draft(FILE *f, const K3Config *c, const K3MemOpts *o0, const uint64_t *lb) {
+    K3MemOpts o = *o0;
+    real_dspark(&o.draft);
+    o.undo_T = K3_DSPARK_MAX_N + 1;
+    o.chunk = K3_PREFILL_CHUNK;
+    fprintf(f, "--draft (the real DSpark: %.2f GB of weights, %.1f KB of context a position) "
+            "with a verify pass of 8 rows, per preset: plan GB, the draft, a block's disk "
+            "reads of trunk + draft:", o.draft.weights / K3_GB, o.draft.pos_bytes / 1e3);
+    for (int i = 0; i < NPRESETS; i++) {
+        K3Plan p;
+        k3_plan_make(c, 0, &o, lb, 1, PRESETS[i].trunk, PRESETS[i].cache, (uint64_t)REAL_PROCESS,
+                     &p);
+        const uint64_t all = p.trunk_total + p.head_full;
+        const uint64_t tr = all - (p.pinned < all ? p.pinned : all);
+        fprintf(f, "%s %s %.2f, %s, %.1f + %.1f GB", i ? ";" : "", PRESETS[i].name,
+                p.total / K3_GB, p.draft_pin ? "pinned" : "streamed", tr / K3_GB,
+                p.draft_read / K3_GB);
+    }
+    fprintf(f, "\n");
 }
 
 /* The largest prefill chunk (up to ctx) whose plan fits room bytes and whose buffers fit
@@ -144,6 +178,7 @@ void k3_presets_print(FILE *f) {
                 room >= 0 ? 1 + (int)(room / per_seq) : 0, preset_seqs_in_file(&c, &o, lb, i, gb));
     }
     fprintf(f, "\n");
+    presets_draft(f, &c, &o, lb);
     fprintf(f, "auto          the largest preset whose plan fits 90%% of MemAvailable "
                "(the default)\n"
                "Budgets are GB (1e9 bytes); totals are at a prefill chunk of %d, and \"chunks "

@@ -148,8 +148,6 @@ static int parse_args(int argc, char **argv, Opts *o) {
     if (o->draft_dir && (o->draft_ids || o->draft_file || o->recompute || !o->spec))
         return usage_error("%s", "--draft verifies its blocks as --spec does: drop --draft-ids, "
                            "--draft-file, --recompute and --no-spec");
-    if (o->draft_dir && k3_comm_size() > 1)
-        return usage_error("%s", "--draft does not run over MPI ranks yet: run bin/k3");
     if ((o->draft_block || o->dump_draft) && !o->draft_dir)
         return usage_error("%s", "--draft-block and --dump-draft are about a --draft DIR");
     if (!o->draft_block) o->draft_block = K3_DSPARK_MAX_N;
@@ -497,6 +495,9 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
         if (eo.mem.logits_rows < o->spec_k + 1) eo.mem.logits_rows = o->spec_k + 1;
         eo.mem.undo_T = o->spec_k + 1;
     }
+    /* --draft: its share in the plan (a bad folder: zero here, refused by name at open) */
+    if (o->draft_dir && k3_dspark_plan_file(o->draft_dir, &eo.mem.draft, err, errlen))
+        memset(&eo.mem.draft, 0, sizeof eo.mem.draft);
     eo.mem.quiet = o->quiet;
     eo.mem.brief = 1;
     return k3_engine_open(e, &eo, err, errlen);
@@ -593,7 +594,8 @@ static int run_batch(const Opts *o) {
         fprintf(stderr, "k3: --draft %s\n", err);
         goto done;
     }
-    if (rd && o->dump_draft && (rc = k3_draft_dump(rd, o->dump_draft, err, sizeof err))) {
+    if (rd && o->dump_draft && !k3_comm_rank() &&     /* rank 0 writes */
+        (rc = k3_draft_dump(rd, o->dump_draft, err, sizeof err))) {
         fprintf(stderr, "k3: %s\n", err);
         goto done;
     }

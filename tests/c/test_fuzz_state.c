@@ -8,8 +8,9 @@
  * left as they were; or it loads, and then the state holds exactly the ids it claims
  * (pos == nfed, a prefix of the transcript) and saves back to a file that loads again to
  * the same ids. Inputs go through chat_state_load_bytes (no file writes), the fixed cases
- * and the reloads through chat_state_load. Runs in seconds (3000 inputs);
- * `test_fuzz_state SECONDS` runs longer.
+ * and the reloads through chat_state_load. Then the draft context's trailer (--draft):
+ * a state saved on tests/models/tiny5 with its synthetic draft, 600 mutations of the trailer.
+ * Runs in seconds (3000 inputs); `test_fuzz_state SECONDS` runs longer.
  *
  * Built with -DK3_LIBFUZZER -DFUZZ_TARGET_chat_state it is the libFuzzer target chat_state. */
 #include <stdio.h>
@@ -87,16 +88,16 @@ static void restore_records(ChatLog *l, const ChatLog *k) {
     }
 }
 
-static void open_chat(Chat *c, int thinking) {
+static void open_chat_on(Chat *c, int thinking, const char *model) {
     char err[4096];
     memset(c, 0, sizeof *c);
-    c->model_dir = MODEL; c->tok_dir = TOKDIR; c->kernels = "auto";
+    c->model_dir = model; c->tok_dir = TOKDIR; c->kernels = "auto";
     c->gen = 6; c->ctx = 4096; c->thinking = thinking; c->sp.greedy = 1; c->seed = 7;
     snprintf(c->effort, sizeof c->effort, "max");
     c->tok = tok_load(TOKDIR, err, sizeof err);
     if (!c->tok) fj_fail_now("tokenizer", err);
     if (xtml_ids(c->tok, &c->ids, err, sizeof err)) fj_fail_now("xtml ids", err);
-    if (k3_engine_open_resident(&c->eng, MODEL, K3_PREFILL_CHUNK, c->ctx, err, sizeof err))
+    if (k3_engine_open_resident(&c->eng, model, K3_PREFILL_CHUNK, c->ctx, err, sizeof err))
         fj_fail_now("engine", err);
     const K3SchedOpts so = { 1, 0, NULL, c->ctx, 0 };   /* chat's batch of one, resident */
     if (k3_sched_open(&c->sch, &c->eng, &so, err, sizeof err)) fj_fail_now("scheduler", err);
@@ -105,6 +106,8 @@ static void open_chat(Chat *c, int thinking) {
     c->logits = c->eng.rs.logits;
     if (!c->st) fj_fail_now("state", "out of memory");
 }
+
+static void open_chat(Chat *c, int thinking) { open_chat_on(c, thinking, MODEL); }
 
 static void setup(void) {
     const char *tmp = fj_tmpdir();
@@ -304,6 +307,81 @@ static void expect(int k, const unsigned char *d, size_t n, int want, const char
     }
 }
 
+/* The draft context's trailer (--draft): a chat on tests/models/tiny5 with its synthetic
+ * draft, two turns saved (the trailer after the state's checksum), then the trailer's bytes
+ * mutated, as given and with its own checksum made right: refused (exit 1, the file named,
+ * the state and the draft's context empty), or loaded with the draft's context covering the
+ * state exactly or empty (another identity or shape). */
+static void draft_trailers(void) {
+    static Chat c;
+    char err[2048];
+    fflush(stdout); fflush(stderr);
+    int out = dup(1), errfd = dup(2), null = open("/dev/null", O_WRONLY);
+    if (out < 0 || errfd < 0 || null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+        fj_fail_now("stdout", "cannot redirect");
+    close(null);
+    open_chat_on(&c, 0, "tests/models/tiny5");
+    K3Spec cost;
+    k3_spec_init(&cost, &c.eng.m, NULL, 0, 0);
+    if (k3_draft_open(&c.draft, "tests/models/tiny5_dspark", &c.eng, 7, 0, cost.step_cost, 1,
+                      err, sizeof err))
+        fj_fail_now("draft", err);
+    k3_draft_follow(c.draft, c.st);
+    if (chat_turn(&c, "Hello there") || chat_turn(&c, "Second one"))
+        fj_fail_now("draft seed", "a chat turn failed");
+    if (chat_state_save(&c, g_path, err, sizeof err)) fj_fail_now("draft seed save", err);
+    fflush(stdout); fflush(stderr);
+    dup2(out, 1); dup2(errfd, 2);
+    close(out); close(errfd);
+    size_t n0 = 0;
+    unsigned char *seed = read_all(g_path, &n0), *b = malloc(n0 + 64);
+    const unsigned char *t = NULL;
+    for (size_t i = n0 > 8 ? n0 - 8 : 0; i > 0 && !t; i--)
+        if (!memcmp(seed + i, "K3DRAFT\n", 8)) t = seed + i;
+    if (!t) fj_fail_now("draft seed", "no draft context trailer in the saved state");
+    const size_t off = (size_t)(t - seed), tl = n0 - off;
+    const int pos = c.st->pos;
+    int loads = 0, full = 0;
+    for (int it = 0; it < 600; it++) {
+        size_t n = n0;
+        memcpy(b, seed, n0);
+        const int m = 1 + (int)(rnd() % 3);
+        for (int i = 0; i < m; i++) {
+            const size_t p = off + (it % 3 ? rnd() % (tl < 64 ? tl : 64) : rnd() % tl);
+            switch (rnd() % 4) {
+            case 0: b[p] ^= (unsigned char)(1u << (rnd() % 8)); break;
+            case 1: b[p] = (unsigned char)rnd(); break;
+            case 2: n = off + rnd() % tl; break;                  /* cut inside it */
+            default: b[n++] = (unsigned char)rnd(); break;        /* a byte after it */
+            }
+            if (n < off || n > n0 + 32) n = n0;
+        }
+        if (it % 2 && n >= off + 8) {                             /* its checksum made right */
+            const uint64_t sum = k3_state_sum(b + off, n - off - 8);
+            for (int i = 0; i < 8; i++) b[n - 8 + i] = (unsigned char)(sum >> (8 * i));
+        }
+        const int rc = chat_state_load_bytes(&c, g_path, b, n, err, sizeof err);
+        if (rc) {
+            if (rc != 1 || !strstr(err, g_path) || fj_raw_control(err))
+                fj_fail_now("draft trailer refusal", err);
+            if (c.st->pos != 0 || k3_draft_pos(c.draft) != 0)
+                fj_fail_now("draft trailer refusal", "left positions in the state or draft");
+        } else {
+            const int dp = k3_draft_pos(c.draft);
+            if (c.st->pos != pos || (dp != pos && dp != 0))
+                fj_fail_now("draft trailer load", "the draft's context does not cover the state");
+            loads++; full += dp == pos;
+        }
+    }
+    if (chat_state_load_bytes(&c, g_path, seed, n0, err, sizeof err) ||
+        k3_draft_pos(c.draft) != pos)
+        fj_fail_now("draft seed", "the unmutated state does not restore the draft's context");
+    printf("draft context trailers: 600 mutated (%d loaded, %d with the context), %zu bytes "
+           "after a %d-position state: ok\n", loads, full, tl, pos);
+    free(seed); free(b);
+    k3_draft_close(c.draft);
+}
+
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 0;
     setup();
@@ -336,6 +414,7 @@ int main(int argc, char **argv) {
         }
     }
     free(buf);
+    draft_trailers();
     cleanup();
     printf("test_fuzz_state: %ld mutated states (each as given and with its checksum fixed), "
            "%ld loads (saved and reloaded equal), no crash, every refusal exit 1 or 2 naming "

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Chat with a DSpark draft (--draft DIR, docs/DRAFT.md) against --no-spec on tiny5 and its
 # synthetic draft: the same stdout byte for byte, the same history file and the same saved
-# state file, greedy and seeded sampling, thinking on and off, blocks chosen and fixed at 3.
+# state (its --no-spec bytes, then the draft context when kept), greedy and seeded sampling,
+# thinking on and off, blocks chosen and fixed at 3.
 # The session asks three questions, /reset, and asks two again (the draft's context cut to
 # nothing and rebuilt by the re-prefill). The random draft accepts next to nothing, so the
 # test hook K3_TEST_DRAFT_ORACLE (the session's reply ids, from the run without a draft)
@@ -40,7 +41,10 @@ same() {
   for v in b c; do
     cmp -s "$T/o.a" "$T/o.$v" || fail "$label ($v): replies differ from --no-spec"
     cmp -s "$T/h.a" "$T/h.$v" || fail "$label ($v): history differs from --no-spec"
-    cmp -s "$T/s.a" "$T/s.$v" || fail "$label ($v): saved state differs from --no-spec"
+    # the --no-spec state's bytes, then the draft's context (chat_draft_state.sh) when it
+    # covers the state's positions
+    cmp -s -n "$(wc -c < "$T/s.a")" "$T/s.a" "$T/s.$v" \
+      || fail "$label ($v): saved state differs from --no-spec"
   done
   grep -q '^k3: draft:' "$T/e.a" && fail "$label: --no-spec drafted"
   vc=$(sum 1 "$T/e.c"); [ "$vc" -gt 0 ] || fail "$label: --draft-block 3 verified no draft"
@@ -88,8 +92,9 @@ grep '^k3: test: block' "$T/eB" > "$T/b1"
 grep -vxFf "$T/b1" "$T/a2" > "$T/diff" && fail "context: turn 2 drafts $(head -1 "$T/diff")"
 echo "ok the draft's context after a turn = a fresh prefill's ($(wc -l < "$T/a2") blocks)"
 
-# A state saved with --draft, resumed with --draft: no draft context, so no block until
-# /reset re-prefills; the same replies as resumed without a draft.
+# A state saved with --draft past the draft's 256 positions (no draft context kept), resumed
+# with --draft: no block until /reset re-prefills; the same replies as resumed without a
+# draft. (A kept draft context: chat_draft_state.sh.)
 printf 'One more\n/reset\nAgain\n' > "$T/in3"
 run r "$T/in" --gen 30 --seed 9 --draft $D
 for v in a b; do
@@ -102,7 +107,7 @@ for v in a b; do
 done
 cmp -s "$T/o2.a" "$T/o2.b" || fail "resumed: replies differ from --no-spec"
 cmp -s "$T/h2.a" "$T/h2.b" || fail "resumed: history differs from --no-spec"
-grep -q 'a loaded state has no draft context' "$T/e2.b" || fail "resumed: no note"
+grep -q 'the loaded state has no draft context' "$T/e2.b" || fail "resumed: no note"
 first=$(grep '^k3: draft:' "$T/e2.b" | sed -n 1p)
 case "$first" in *" 0 blocks, 0 drafts verified"*) ;;
   *) fail "resumed: the turn on the loaded state drafted: $first" ;; esac
