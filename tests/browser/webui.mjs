@@ -5,9 +5,12 @@
 //               (K3_SERVE_TEST_HOLD: the Stop test)
 //   K3_XSS_URL  k3 serve whose every reply is crafted markup (K3_SERVE_TEST_REPLY)
 //   K3_KEY_URL  k3 serve --api-key test-key
+//   K3_VIS_URL  k3 serve on tiny5_vision (the tiny model with its tiny vision tower)
+//   K3_IMAGE    a PNG to attach (tests/images, absolute path)
 //   K3_SVG, K3_HTML  k3 bench --plot FILE.svg and -o html of a small grid
 //   K3_SHOTS    folder for the screenshots; CHROMIUM the browser
 import puppeteer from 'puppeteer-core';
+import { readFileSync } from 'node:fs';
 
 const env = process.env;
 let fails = 0;
@@ -25,7 +28,10 @@ async function open(url) {
   await page.setViewport({ width: 1000, height: 640 });
   page.on('dialog', (d) => { dialogs.push(d.message()); d.dismiss(); });
   page.on('pageerror', (e) => bad('a script error on the page: ' + e.message));
-  await page.evaluateOnNewDocument(() => { window.__pwned = 0; });
+  await page.evaluateOnNewDocument(() => {
+    window.__pwned = 0; window.__csp = [];
+    document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
+  });
   return page;
 }
 const idle = (page) => page.waitForFunction(() => document.body.dataset.state === 'idle' &&
@@ -241,6 +247,71 @@ try {
       g.labels.some((l) => /\(GB\)/.test(l)) && g.labels.some((l) => /s\/token/.test(l)),
       `${what}: rendered ${g.w}x${g.h}, 4 axes (${g.labels.join('; ')}), ${g.series} series, ${g.pts} points inside`);
     if (env.K3_SHOTS && f === env.K3_SVG) await p.screenshot({ path: env.K3_SHOTS + '/bench_plot.png' });
+  }
+
+  // 8. images: attached by the file input, pasted, dropped; a thumbnail in the user's message,
+  // sent as an image_url part with a data: URL; the reply equals the API's for the same body;
+  // a model without a tower: a clear refusal, the image kept for another try
+  if (env.K3_VIS_URL) {
+    const v = await open(env.K3_VIS_URL + '/');
+    const sent = [];
+    v.on('request', (q) => { if (q.url().endsWith('/v1/chat/completions')) sent.push(q.postData()); });
+    await v.goto(env.K3_VIS_URL + '/', { waitUntil: 'load' });
+    await idle(v);
+    await setField(v, 'max_tokens', 8);
+    await setField(v, 'temperature', 0);
+    await (await v.$('#file')).uploadFile(env.K3_IMAGE);
+    await v.waitForSelector('#attached canvas[data-drawn]', { timeout: 10000 });
+    await say(v, 'What is this?');
+    const vd = await v.evaluate(() => ({
+      user: document.querySelectorAll('.msg.user canvas[data-drawn]').length,
+      size: [...document.querySelectorAll('.msg.user canvas')].map((c) => c.title),
+      pending: document.querySelectorAll('#attached canvas').length, csp: window.__csp }));
+    const vc = (await conv(v)).messages;
+    const body = sent.length ? JSON.parse(sent[sent.length - 1]) : null;
+    const part = body && Array.isArray(body.messages[0].content) ? body.messages[0].content : [];
+    const png = 'data:image/png;base64,' + readFileSync(env.K3_IMAGE).toString('base64');
+    check(vd.user === 1 && vd.pending === 0, 'an attached image: its thumbnail in the user message (' + vd.size + ')', JSON.stringify(vd));
+    check(part.length === 2 && part[0].type === 'image_url' && part[0].image_url.url === png &&
+      part[1].type === 'text' && part[1].text === 'What is this?',
+      'sent as an image_url part with the file\'s data: URL, then the text', JSON.stringify(part).slice(0, 200));
+    const rv = await (await fetch(env.K3_VIS_URL + '/v1/chat/completions', { method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify(Object.assign({}, body, { stream: false, stream_options: undefined })) })).json();
+    const gv = vc[1], wv = rv.choices && rv.choices[0].message;
+    check(gv && gv.role === 'assistant' && (gv.content + gv.reasoning).length > 0 && wv &&
+      gv.content === wv.content && gv.reasoning === (wv.reasoning_content || ''),
+      `a reply arrived, equal to the API's for the same body (${gv && (gv.reasoning + gv.content).length} characters)`,
+      JSON.stringify([gv, wv]).slice(0, 300));
+    check(vd.csp.length === 0, 'the thumbnails need no CSP change (no violation)', vd.csp.join('; '));
+    // paste and drop: a File in a DataTransfer, as the browser hands them over
+    const b64 = readFileSync(env.K3_IMAGE).toString('base64');
+    const n2 = await v.evaluate((b64) => {
+      const f = () => { const dt = new DataTransfer(); const s = atob(b64), u = new Uint8Array(s.length);
+        for (let i = 0; i < s.length; i++) u[i] = s.charCodeAt(i);
+        dt.items.add(new File([u], 'x.png', { type: 'image/png' })); return dt; };
+      document.getElementById('input').dispatchEvent(new ClipboardEvent('paste', { clipboardData: f(), bubbles: true, cancelable: true }));
+      document.getElementById('compose').dispatchEvent(new DragEvent('drop', { dataTransfer: f(), bubbles: true, cancelable: true }));
+      return 0;
+    }, b64);
+    await v.waitForFunction(() => document.querySelectorAll('#attached canvas[data-drawn]').length === 2, { timeout: 10000 })
+      .then(() => ok('paste and drop attach an image each (2 thumbnails waiting)'), () => bad('paste/drop did not attach'));
+    await v.reload({ waitUntil: 'load' });
+    await idle(v);
+    await v.waitForSelector('.msg.user canvas[data-drawn]', { timeout: 10000 })
+      .then(() => ok('after a reload the user message still shows its thumbnail'), () => bad('no thumbnail after a reload'));
+    if (env.K3_SHOTS) await v.screenshot({ path: env.K3_SHOTS + '/webui_image.png' });
+    // the text-only tiny5: refused, said clearly, the image kept
+    await page.bringToFront();
+    await page.click('#newchat');
+    await (await page.$('#file')).uploadFile(env.K3_IMAGE);
+    await page.waitForSelector('#attached canvas[data-drawn]', { timeout: 10000 });
+    await say(page, 'And this?');
+    const ref = await page.evaluate(() => ({ err: [...document.querySelectorAll('.msg.error')].map((e) => e.textContent),
+      kept: document.querySelectorAll('#attached canvas').length, users: document.querySelectorAll('.msg.user').length }));
+    check(ref.err.length === 1 && /refused the image/.test(ref.err[0]) && /vision tower/.test(ref.err[0]) &&
+      ref.kept === 1 && ref.users === 0, 'a model without a tower: "' + (ref.err[0] || '').slice(0, 90) +
+      '...", the image kept for another try', JSON.stringify(ref));
   }
 } catch (e) {
   bad('the browser test stopped: ' + (e && e.stack ? e.stack : e));

@@ -2,9 +2,13 @@
 // openai_client.sh: a chat completion, the same one streamed (the deltas must concatenate
 // to it), a completion (plain and streamed), logprobs, JSON mode, n, and, against a server
 // whose reply is a fixed tool call (K3_TOOL_URL), the client's own view of
-// message.tool_calls and of the streamed delta.tool_calls. Prints one line per check and
-// "N passed, N failed".
+// message.tool_calls and of the streamed delta.tool_calls; against tiny5_vision (K3_VIS_URL),
+// one user message with an image_url part (a data: URL of K3_IMAGE) whose reply equals the
+// one-shot `k3 --image` run's text (K3_ONESHOT, its stdout; the CLI writes an ill-formed
+// byte as it is, the server each such byte as one U+FFFD, so the CLI's bytes are decoded
+// that way, utf8() below, before comparing). Prints one line per check and "N passed, N failed".
 import OpenAI from 'openai';
+import { readFileSync } from 'node:fs';
 
 let passed = 0, failed = 0;
 function check(ok, what, detail) {
@@ -14,6 +18,21 @@ function check(ok, what, detail) {
 const client = (url) => new OpenAI({ baseURL: url + '/v1', apiKey: 'k3-test',
                                     maxRetries: 0, timeout: 120000 });
 const j = JSON.stringify;
+// UTF-8 with every byte outside a well-formed sequence as one U+FFFD (the server's way)
+function utf8(b) {
+  let out = '';
+  for (let i = 0; i < b.length;) {
+    const n = b[i] < 0x80 ? 1 : b[i] >= 0xc2 && b[i] < 0xe0 ? 2 : b[i] >= 0xe0 && b[i] < 0xf0 ? 3
+      : b[i] >= 0xf0 && b[i] < 0xf5 ? 4 : 0;
+    const s = n ? new TextDecoder('utf-8', { fatal: true }) : null;
+    let ch = null;
+    try {
+      if (n && i + n <= b.length) ch = s.decode(b.subarray(i, i + n));
+    } catch (e) { ch = null; }
+    if (ch === null) { out += '\ufffd'; i++; } else { out += ch; i += n; }
+  }
+  return out;
+}
 const c = client(process.env.K3_URL);
 const model = process.env.K3_MODEL || 'tiny5';
 const messages = [{ role: 'user', content: 'Hello there' }];
@@ -126,6 +145,22 @@ try {
       { role: 'tool', tool_call_id: call.id, content: '18C' }] });
     check(back.usage.prompt_tokens_details.cached_tokens >= tr.usage.prompt_tokens,
           'the returned call resumes the previous turn', j(back.usage));
+  }
+
+  if (process.env.K3_VIS_URL) {
+    const v = client(process.env.K3_VIS_URL);
+    const vmodel = (await v.models.list()).data[0].id;
+    const url = 'data:image/png;base64,' + readFileSync(process.env.K3_IMAGE).toString('base64');
+    const vr = await v.chat.completions.create({ model: vmodel, max_tokens: 5, temperature: 0,
+      reasoning_effort: 'none', messages: [{ role: 'user', content: [
+        { type: 'image_url', image_url: { url } }, { type: 'text', text: 'What is this?' }] }] });
+    const got = vr.choices[0].message.content;
+    const want = utf8(readFileSync(process.env.K3_ONESHOT)).replace(/\n$/, '');
+    check(got === want && vr.choices[0].finish_reason === 'length' &&
+          vr.usage.prompt_tokens === 54,
+          `an image_url part (data: URL): the reply equals the one-shot k3 --image run's ` +
+          `(${j(got)}, finish_reason ${vr.choices[0].finish_reason}, 54 prompt tokens)`,
+          `${j(got)} vs ${j(want)} ${j(vr.usage)}`);
   }
 } catch (e) {
   check(false, 'no exception', e && (e.stack || e.message || String(e)));

@@ -2,8 +2,9 @@
 # k3 serve through the official OpenAI Node client (npm `openai`): not part of `make test`
 # (it needs node and the npm registry); .ci/run runs it after make test. Installs `openai`
 # into a temporary directory (bounded by a timeout), starts k3 serve on tests/models/tiny5
-# (and a second server whose reply is a fixed tool call, the K3_SERVE_TEST_REPLY hook),
-# and runs tests/node/client.mjs. Prints "SKIP: npm unreachable" and exits 0 when node or
+# (and a second server whose reply is a fixed tool call, the K3_SERVE_TEST_REPLY hook, and
+# a third on tests/models/tiny5_vision for an image_url part), and runs
+# tests/node/client.mjs. Prints "SKIP: npm unreachable" and exits 0 when node or
 # the install is not available.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
   { echo "SKIP: npm unreachable (no node/npm here): the OpenAI Node client test did not run"
@@ -25,6 +26,11 @@ CALL='<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="get_weather
 CALL="$CALL"'<|sep|><|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument'
 CALL="$CALL"'<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>'
 K3_SERVE_TEST_REPLY="Calling.<|close|>think<|sep|><|open|>response<|sep|>$CALL" start tool
+MS=$M; M=tests/models/tiny5_vision start vis; M=$MS
+IMG=tests/images/png_rgba8.png
+"$K3" tests/models/tiny5_vision --tok $TK --prompt 'What is this?' --image $IMG --gen 5 \
+  --greedy --quiet > "$T/oneshot" 2> "$T/oneshot.err" || fail "one-shot: $(cat "$T/oneshot.err")"
 cp tests/node/client.mjs "$T/client.mjs"
+K3_VIS_URL=http://127.0.0.1:$PORT_vis K3_IMAGE="$(pwd)/$IMG" K3_ONESHOT="$T/oneshot" \
 K3_URL=http://127.0.0.1:$PORT_main K3_TOOL_URL=http://127.0.0.1:$PORT_tool \
   timeout 300 node "$T/client.mjs"

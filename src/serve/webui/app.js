@@ -1,6 +1,8 @@
 // app.js — the chat page of k3 serve (docs/SERVE.md, "The chat page"). Talks to the
 // server only through its public API: /v1/chat/completions (streamed), /v1/models,
-// /health, /metrics. Model output is untrusted: it becomes DOM nodes through md() below
+// /health, /metrics. Images go as OpenAI image_url parts with data: URLs; their thumbnails
+// are drawn on a canvas from the decoded bytes (createImageBitmap), so the CSP's img-src
+// stays 'self'. Model output is untrusted: it becomes DOM nodes through md() below
 // (createElement and text nodes only, never innerHTML), and the server's
 // Content-Security-Policy allows no inline script at all.
 'use strict';
@@ -131,6 +133,67 @@ function saveSettings() {
   store.set('settings', s);
 }
 
+// ---- images: attached as data: URLs (the server fetches nothing) ----
+const BODY_MAX = 4 << 20;            // the server's request limit (HTTP_MAX_BODY): 413 above
+const IMAGE_TYPES = ['image/png', 'image/jpeg', 'image/gif'];
+let pending = [];                    // data: URLs attached to the next message
+function dataBlob(url) {             // data:TYPE;base64,... to a Blob, no fetch (CSP)
+  const k = url.indexOf(','), bin = atob(url.slice(k + 1)), b = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) b[i] = bin.charCodeAt(i);
+  return new Blob([b], { type: url.slice(5, url.indexOf(';')) });
+}
+function thumb(url) {                // a canvas, drawn once the bytes decode
+  const cv = el('canvas');
+  cv.width = 1; cv.height = 1;
+  createImageBitmap(dataBlob(url)).then((bm) => {
+    const s = Math.min(1, 160 / bm.width, 96 / bm.height);
+    cv.width = Math.max(1, Math.round(bm.width * s));
+    cv.height = Math.max(1, Math.round(bm.height * s));
+    cv.getContext('2d').drawImage(bm, 0, 0, cv.width, cv.height);
+    cv.title = bm.width + ' x ' + bm.height;
+    cv.dataset.drawn = '1';
+  }, () => { cv.title = 'not an image the browser can show'; });
+  return cv;
+}
+function thumbs(urls) {
+  const d = el('div', 'thumbs');
+  for (const u of urls) d.appendChild(thumb(u));
+  return d;
+}
+function drawPending() {
+  const box = $('attached');
+  box.replaceChildren();
+  pending.forEach((u, i) => {
+    const s = box.appendChild(el('span'));
+    s.appendChild(thumb(u));
+    const x = s.appendChild(el('button', '', '\u00d7'));
+    x.type = 'button'; x.title = 'Remove this image';
+    x.addEventListener('click', () => { pending.splice(i, 1); drawPending(); });
+  });
+}
+function note(text) {                // a message of the page's own, not kept
+  const n = $('log').appendChild(el('div', 'msg error', text));
+  $('log').scrollTop = $('log').scrollHeight;
+  return n;
+}
+function attach(files) {
+  for (const f of files) {
+    if (!IMAGE_TYPES.includes(f.type)) {
+      note('Not attached: ' + (f.name || 'the pasted item') + ' is ' + (f.type || 'not an image') +
+        '; k3 reads PNG, JPEG and GIF.');
+      continue;
+    }
+    if (f.size * 4 / 3 > BODY_MAX - 65536) {
+      note('Not attached: ' + (f.name || 'the image') + ' is ' + (f.size / 1048576).toFixed(1) +
+        ' MB; a request to k3 serve holds at most 4 MB (about 3 MB of image).');
+      continue;
+    }
+    const rd = new FileReader();
+    rd.onload = () => { pending.push(rd.result); drawPending(); };
+    rd.readAsDataURL(f);
+  }
+}
+
 // ---- drawing ----
 function stats(m) {
   const s = m.stats;
@@ -147,7 +210,11 @@ function stats(m) {
 }
 function msgNode(m) {
   const d = el('div', 'msg ' + m.role);
-  if (m.role === 'user') { d.textContent = m.content; return d; }
+  if (m.role === 'user') {
+    if (m.images && m.images.length) d.appendChild(thumbs(m.images));
+    d.appendChild(document.createTextNode(m.content));
+    return d;
+  }
   if (m.reasoning) {
     const t = d.appendChild(el('details', 'think'));
     t.appendChild(el('summary', '', 'Thinking (' + m.reasoning.length + ' characters)'));
@@ -202,17 +269,26 @@ async function status() {
   } catch (e) { /* shown by the key form or the health dot */ }
 }
 
-async function send(text) {
+// the API's content: the text alone, or the images' parts then the text's
+function content(x) {
+  if (!x.images || !x.images.length) return x.content;
+  const p = x.images.map((u) => ({ type: 'image_url', image_url: { url: u } }));
+  if (x.content) p.push({ type: 'text', text: x.content });
+  return p;
+}
+async function send(text, images) {
   const c = conv();
-  c.messages.push({ role: 'user', content: text });
-  if (c.title === 'New chat') c.title = text.slice(0, 40);
+  const um = { role: 'user', content: text };
+  if (images.length) um.images = images;
+  c.messages.push(um);
+  if (c.title === 'New chat') c.title = text.slice(0, 40) || 'Image';
   const m = { role: 'assistant', content: '', reasoning: '', stats: {} };
   c.messages.push(m);
   save(); draw();
   const node = $('log').lastChild, msgs = [];
   if ($('system').value.trim()) msgs.push({ role: 'system', content: $('system').value });
   for (const x of c.messages.slice(0, -1)) {
-    const o = { role: x.role, content: x.content };
+    const o = { role: x.role, content: content(x) };
     if (x.role === 'assistant' && x.reasoning) o.reasoning_content = x.reasoning;
     msgs.push(o);
   }
@@ -226,9 +302,22 @@ async function send(text) {
   let tfirst = 0, redraw = 0;
   const update = () => { redraw = 0; node.replaceWith(msgNode(m)); };
   try {
+    const js = JSON.stringify(body);
+    if (js.length > BODY_MAX) {
+      throw new Error('this conversation with its images is ' + (js.length / 1048576)
+        .toFixed(1) + ' MB, over the 4 MB a request to k3 serve holds; start a new chat');
+    }
     const r = await fetch('/v1/chat/completions', { method: 'POST', headers: headers(),
-      body: JSON.stringify(body), signal: ac.signal });
-    if (!r.ok) throw new Error((await r.json()).error.message);
+      body: js, signal: ac.signal });
+    if (!r.ok) {
+      let why = 'HTTP ' + r.status;
+      try { why = (await r.json()).error.message; } catch (e) { /* not JSON */ }
+      // a model without a vision tower refuses images: say so first, the server's why after
+      if (images.length && /image|vision/i.test(why)) {
+        why = 'the server refused the image (this model reads no images?): ' + why;
+      }
+      throw new Error(why);
+    }
     const rd = r.body.getReader(), dec = new TextDecoder();
     let buf = '';
     for (;;) {
@@ -269,7 +358,10 @@ async function send(text) {
     m.stats.tps = (m.stats.completion_tokens - 1) / ((tend - tfirst) / 1000);
   if (redraw) cancelAnimationFrame(redraw);
   busy = null; $('stop').disabled = true; $('send').disabled = false;
-  if (m.role !== 'assistant') c.messages.splice(-2, 2);      // an error: not part of the chat
+  if (m.role !== 'assistant') {                 // an error: not part of the chat
+    c.messages.splice(-2, 2);
+    if (!pending.length) { pending = images; drawPending(); }   // kept for another try
+  }
   save(); draw();
   if (m.role !== 'assistant') $('log').appendChild(msgNode(m));
   document.body.dataset.state = 'idle';
@@ -288,12 +380,26 @@ document.addEventListener('DOMContentLoaded', () => {
   $('newchat').addEventListener('click', () => { if (!busy) newChat(); });
   $('stop').addEventListener('click', () => { if (busy) busy.abort(); });
   const submit = () => {
-    const t = $('input').value;
-    if (!t.trim() || busy) return;
+    const t = $('input').value, im = pending;
+    if ((!t.trim() && !im.length) || busy) return;
     $('input').value = '';
+    pending = []; drawPending();
     document.body.dataset.state = 'busy';
-    send(t);
+    send(t, im);
   };
+  $('attach').addEventListener('click', () => $('file').click());
+  $('file').addEventListener('change', () => { attach($('file').files); $('file').value = ''; });
+  $('input').addEventListener('paste', (e) => {
+    const fs = [...(e.clipboardData ? e.clipboardData.files : [])];
+    if (fs.length) { e.preventDefault(); attach(fs); }
+  });
+  const box = $('compose');
+  box.addEventListener('dragover', (e) => { e.preventDefault(); box.classList.add('drop'); });
+  box.addEventListener('dragleave', () => box.classList.remove('drop'));
+  box.addEventListener('drop', (e) => {
+    e.preventDefault(); box.classList.remove('drop');
+    attach(e.dataTransfer.files);
+  });
   $('compose').addEventListener('submit', (e) => { e.preventDefault(); submit(); });
   $('input').addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); submit(); }
