@@ -35,8 +35,10 @@ for M in tests/models/*; do
         j() { sed -n "s/^  \"$1\": \([0-9]*\).*/\1/p" $T/r.json; }
         plan=$(j plan_bytes); peak=$(j peak_rss_bytes); tb=$(j trunk_budget_bytes)
         cb=$(j cache_budget_bytes)
-        # a coded pack's decode tables sit beside a 5 MB plan: 2% and 256 KB there
-        slack=$((plan / 50)); [ $src = coded ] && slack=$((slack + 262144))
+        # a coded pack's decode tables sit beside a 5 MB plan: 2% and 256 KB there; so do,
+        # from the shards, the mapped pages around the small tensors read in place (the
+        # kernel maps up to 64 KB around each page fault: ~60 KB more than a pack, measured)
+        slack=$((plan / 50)); [ $src = plain ] || slack=$((slack + 262144))
         [ "$peak" -le $((plan + slack)) ] ||
           bad "$n $src $b: peak RSS $peak > plan $plan + $slack"
         case "$b" in *1000*) ;; *)
