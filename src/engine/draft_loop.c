@@ -20,6 +20,9 @@ struct K3DraftLoop {
     double t_draft, t_step;  /* running seconds of a block and of a verify's base step */
     double t_mark;           /* when the last block was handed over */
     int cool, fails, last_k; /* plain steps to wait after blocks that did not pay */
+    int probe;               /* the next block follows a wait: judged on its own */
+    double net;              /* rolling steps a verified block saved (stop rule) */
+    double delta_b;          /* a block's draft forward over a step, in bytes read */
     int prefill;             /* every forward's rows are committed (the prompt) */
     const K3State *follow;   /* k3_draft_follow: the context follows it (chat) */
     int verifying;           /* a block was handed over: its forward is a verify's */
@@ -70,6 +73,22 @@ static int oracle_init(K3DraftLoop *r, char *err, size_t errlen) {
     return 0;
 }
 
+/* The draft forward's reads over a plain step's (spec.c's bytes: the trunk, lm_head
+ * included, and one token's experts): its weights and K3's lm_head for the block's rows. */
+static double block_bytes(const K3DSpark *d, const K3Engine *e) {
+    const K3Model *m = &e->m;
+    const K3Config *c = &m->cfg;
+    double all = 0, n_moe = 0;
+    for (size_t i = 0; i < m->st->n_tensors; i++) all += (double)m->st->tensors[i].nbytes;
+    for (int L = 0; L < c->num_hidden_layers; L++) n_moe += c->is_moe[L];
+    const double ex = (double)k3_expert_bytes(c), per_tok = ex * c->num_experts_per_token * n_moe;
+    const double emb = (double)m->embed.rows * m->embed.cols * (m->embed.type ? 2 : 4);
+    const double head = (double)m->lm_head.rows * m->lm_head.cols * (m->lm_head.type ? 2 : 4);
+    double step = all - ex * c->num_experts * n_moe - emb;
+    if (step < per_tok) step = per_tok;
+    return ((double)k3_dspark_bytes(d, 0) + head) / (step + per_tok);
+}
+
 int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, int fixed,
                   double kappa, int quiet, char *err, size_t errlen) {
     K3DraftLoop *r = calloc(1, sizeof *r);
@@ -84,6 +103,8 @@ int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, in
     r->fixed = fixed;
     r->kappa = kappa;
     r->acc = r->pred = 1.0;
+    r->net = -1e300;
+    r->delta_b = block_bytes(r->d, e);
     r->vocab = e->m.cfg.vocab_size;
     r->max_pos = k3_dspark_config(r->d)->max_pos;
     r->inner = k3_dspark_tap(r->d);
@@ -110,19 +131,28 @@ int k3_draft_prefilled(K3DraftLoop *r, char *err, size_t errlen) {
 /* The verify length from the confidence head and the bytes (spec §5.6): n drafts give
  * 1 + cal * (S_0 + .. + S_n-1) tokens, S_r = c_0 .. c_r the head's predicted survival and
  * cal the accepted over the predicted so far (running), for 1 + kappa * n + delta steps,
- * delta the block's own cost over a step (measured). */
+ * delta the block's own cost over a step (measured): the n of the best rate while
+ * drafting. This block's forward is already paid for: it is verified if those n drafts
+ * beat a plain step without it (1 + kappa * n), else none. */
 static int choose(const K3DraftLoop *r, const float *conf, int limit) {
     const double cal = r->acc / (r->pred > 1e-9 ? r->pred : 1e-9);
     const double delta = r->t_step > 0 ? r->t_draft / r->t_step : 0.0;
-    double s = 1.0, e = 1.0, best_rate = 1.0;        /* a plain step: 1 token for 1 */
+    double s = 1.0, e = 1.0, best_rate = 0.0, best_e = 1.0;
     int best = 0;
     for (int n = 1; n <= limit; n++) {
         s *= conf[n - 1];
         e += cal * s;
         const double rate = e / (1.0 + r->kappa * n + delta);
-        if (rate > best_rate) { best_rate = rate; best = n; }
+        if (rate > best_rate) { best_rate = rate; best = n; best_e = e; }
     }
-    return best;
+    return best && best_e > 1.0 + r->kappa * best ? best : 0;
+}
+
+/* Blocks do not pay: plain steps, no draft forward, for 8, 16, 32 then 64 steps, then a
+ * probe (a block judged on its own). */
+static void pause_drafts(K3DraftLoop *r) {
+    r->fails++;
+    r->cool = 4 << (r->fails < 4 ? r->fails : 4);
 }
 
 int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draft, char *err,
@@ -136,7 +166,10 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
         if (r->follow->pos + r->block > r->max_pos) return 0;
     }
     if (room <= 0) return 0;
-    if (r->cool > 0) { r->cool--; return 0; }        /* blocks did not pay: plain steps */
+    if (r->cool > 0) {                               /* blocks did not pay: plain steps */
+        if (--r->cool == 0) r->probe = 1;
+        return 0;
+    }
     int d[K3_DSPARK_MAX_N];
     float conf[K3_DSPARK_MAX_N];
     const double t0 = k3_now();
@@ -168,15 +201,13 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
     int k = limit;
     if (!r->fixed) {
         k = choose(r, conf, limit);
-        if (!k) {               /* not worth a row: wait 4, 8 .. 64 steps, then probe one */
-            r->fails++;
-            r->cool = 4 << (r->fails < 4 ? r->fails : 4);
-            k = r->fails == 1 ? 1 : 0;
-        } else r->fails = 0;
+        if (!k && (r->probe || r->st.blocks == 1)) k = 1;    /* a probe learns from a row */
+        else if (!k) pause_drafts(r);                /* not worth a row */
         double p = 0, s = 1;                         /* what the head predicts for k */
         for (int j = 0; j < k; j++) { s *= conf[j]; p += s; }
         r->pred = 0.7 * r->pred + 0.3 * p;
     }
+    if (k) r->probe = r->probe || r->st.blocks == 1;   /* the first block: on its own too */
     r->last_k = k;
     r->verifying = k > 0;
     r->t_mark = k3_now();
@@ -203,6 +234,13 @@ int k3_draft_keep(K3DraftLoop *r, int k, int n_keep, char *err, size_t errlen) {
         const double ts = (k3_now() - r->t_mark) / (1.0 + r->kappa * k);
         r->t_step = r->t_step > 0 ? 0.7 * r->t_step + 0.3 * ts : ts;
         if (!r->fixed) r->acc = 0.7 * r->acc + 0.3 * (n_keep - 1);
+        /* the stop rule: steps the block saved (its accepted drafts) less what it cost in
+         * bytes (its rows' experts, the draft forward), rolling; a probe restarts it */
+        const double net = (n_keep - 1) - r->kappa * k - r->delta_b;
+        r->net = r->probe ? net : 0.5 * r->net + 0.5 * net;
+        r->probe = 0;
+        if (r->net < 0) pause_drafts(r);
+        else r->fails = 0;
     }
     r->t_mark = 0;
     r->verifying = 0;
