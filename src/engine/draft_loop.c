@@ -23,6 +23,7 @@ struct K3DraftLoop {
     int probe;               /* the next block follows a wait: judged on its own */
     double net;              /* rolling steps a verified block saved (stop rule) */
     double delta_b;          /* a block's draft forward over a step, in bytes read */
+    float *defer; int n_defer, cap_defer;  /* taps of positions kept while paused */
     int prefill;             /* every forward's rows are committed (the prompt) */
     const K3State *follow;   /* k3_draft_follow: the context follows it (chat) */
     int verifying;           /* a block was handed over: its forward is a verify's */
@@ -155,6 +156,31 @@ static void pause_drafts(K3DraftLoop *r) {
     r->cool = 4 << (r->fails < 4 ? r->fails : 4);
 }
 
+/* While blocks pause (one prompt), the kept positions' taps wait and go into the context
+ * together before the next block: context_proj (0.51 GB on the real draft) is read once
+ * for them instead of once a step; ingestion is per position, the same bits. */
+static int defer_rows(K3DraftLoop *r, const float *taps, int n, char *err, size_t errlen) {
+    const size_t W = (size_t)k3_dspark_tap_width(r->d);
+    if (r->n_defer + n > r->cap_defer) {
+        const int cap = 2 * (r->n_defer + n);
+        float *p = realloc(r->defer, sizeof(float) * W * (size_t)cap);
+        if (!p) { snprintf(err, errlen, "out of memory"); return 1; }
+        r->defer = p; r->cap_defer = cap;
+    }
+    memcpy(r->defer + W * (size_t)r->n_defer, taps, sizeof(float) * W * (size_t)n);
+    r->n_defer += n;
+    return 0;
+}
+
+static int flush_rows(K3DraftLoop *r, char *err, size_t errlen) {
+    if (!r->n_defer) return 0;
+    const double t0 = k3_now();
+    const int rc = k3_dspark_ingest(r->d, r->defer, r->n_defer, err, errlen);
+    r->st.seconds += k3_now() - t0;
+    r->n_defer = 0;
+    return rc ? 1 : 0;
+}
+
 int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draft, char *err,
                    size_t errlen) {
     r->last_k = 0;
@@ -170,6 +196,7 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
         if (--r->cool == 0) r->probe = 1;
         return 0;
     }
+    if (flush_rows(r, err, errlen)) return -1;     /* the paused steps' positions */
     int d[K3_DSPARK_MAX_N];
     float conf[K3_DSPARK_MAX_N];
     const double t0 = k3_now();
@@ -249,6 +276,9 @@ int k3_draft_keep(K3DraftLoop *r, int k, int n_keep, char *err, size_t errlen) {
             k3_dspark_truncate(r->d, r->follow->pos > n_keep ? r->follow->pos - n_keep : 0);
         return 0;
     }
+    if (!r->follow && (r->cool > 0 || r->n_defer))   /* paused: later, all together */
+        return defer_rows(r, taps, n_keep, err, errlen) ||
+               (r->cool == 0 && flush_rows(r, err, errlen));
     const double t0 = k3_now();
     const int rc = k3_dspark_ingest(r->d, taps, n_keep, err, errlen);
     r->st.seconds += k3_now() - t0;
@@ -309,6 +339,7 @@ void k3_draft_close(K3DraftLoop *r) {
     if (!r) return;
     if (r->dumping) k3_out_abort(&r->dump);    /* a failed run keeps the old file */
     free(r->dump_logits);
+    free(r->defer);
     if (r->e && r->e->tap == &r->tap) r->e->tap = NULL;
     k3_dspark_close(r->d);
     free(r->oracle);
