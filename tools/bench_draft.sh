@@ -14,15 +14,18 @@
 # reports go to $OUT.jsonl, medians of the reps and ratios to stdout. The ids of every run
 # must equal nodraft's (checked).
 #   sh tools/bench_draft.sh MODEL_DIR TRUNK_DIR DRAFT_DIR [REPS] [GEN]
-# K3 = the binary (default ./bin/k3); PROMPT = ids (default bench_spec.sh's); OUT default /var/tmp/draftb/bench; FLAGS default
-# "--trunk-gb 3 --cache-gb 0.5"; BLOCK default 7; COLD=0: no drop_caches (a smoke test).
+# KINDS / AKINDS: the kinds run with K3 / K3_A (defaults below). K3 = the binary (default
+# ./bin/k3); PROMPT = ids (default bench_spec.sh's); OUT default /var/tmp/draftb/bench;
+# FLAGS default "--trunk-gb 3 --cache-gb 0.5"; BLOCK default 7; COLD=0: no drop_caches (a
+# smoke test); WARM=0: the draft's file is not read into the page cache after the drop.
 set -eu
 M=$1; TR=$2; D=$3; REPS=${4:-3}; GEN=${5:-24}
 K3=${K3:-./bin/k3}; K3_A=${K3_A:-}; LOCK=${LOCK:-/var/tmp/bench.lock}
 OUT=${OUT:-/var/tmp/draftb/bench}; mkdir -p "$(dirname "$OUT")"
 FLAGS=${FLAGS:---trunk-gb 3 --cache-gb 0.5}; BLOCK=${BLOCK:-7}; COLD=${COLD:-1}
-KINDS="nodraft right none7 noneA"
-[ -n "$K3_A" ] && KINDS="$KINDS a:right a:none7 a:noneA"
+WARM=${WARM:-1}
+KINDS=${KINDS:-nodraft right none7 noneA}; AKINDS=${AKINDS:-right none7 noneA}
+[ -n "$K3_A" ] && KINDS="$KINDS $(for k in $AKINDS; do printf 'a:%s ' "$k"; done)"
 if [ -z "${BENCH_DRAFT_W:-}" ]; then  # the outer call: one locked inner call per rep
   : > "$OUT.jsonl"
   BENCH_DRAFT_W=$(mktemp -d); export BENCH_DRAFT_W; trap 'rm -rf "$BENCH_DRAFT_W"' EXIT
@@ -37,6 +40,10 @@ P=${PROMPT:-16000,108,239,370,501,632,763,894}   # an ordinary prompt (bench_spe
 run() {   # BIN flags...: one cold run; ids to $W/ids, report to $W/r.json
   bin=$1; shift
   [ "$COLD" = 0 ] || { sync; echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true; }
+  # the draft's file into the page cache (every kind alike): its first read through the
+  # mapping's page faults took 10-40 s on this VM, once a process, and would be most of
+  # a short run's decode
+  [ "$WARM" = 0 ] || cat "$D/model.safetensors" > /dev/null
   # shellcheck disable=SC2086
   timeout 900 "$bin" "$M" --ids "$P" --gen "$GEN" --trunk "$TR" $FLAGS --quiet \
     --out "$W/r.json" "$@" > "$W/ids"
