@@ -25,7 +25,8 @@ OUT=${OUT:-/var/tmp/draftb/bench}; mkdir -p "$(dirname "$OUT")"
 FLAGS=${FLAGS:---trunk-gb 3 --cache-gb 0.5}; BLOCK=${BLOCK:-7}; COLD=${COLD:-1}
 WARM=${WARM:-1}
 KINDS=${KINDS:-nodraft right none7 noneA}; AKINDS=${AKINDS:-right none7 noneA}
-[ -n "$K3_A" ] && KINDS="$KINDS $(for k in $AKINDS; do printf 'a:%s ' "$k"; done)"
+RUNS=$KINDS             # (KINDS may be exported: the inner calls must not add to it)
+[ -n "$K3_A" ] && RUNS="$RUNS $(for k in $AKINDS; do printf 'a:%s ' "$k"; done)"
 if [ -z "${BENCH_DRAFT_W:-}" ]; then  # the outer call: one locked inner call per rep
   : > "$OUT.jsonl"
   BENCH_DRAFT_W=$(mktemp -d); export BENCH_DRAFT_W; trap 'rm -rf "$BENCH_DRAFT_W"' EXIT
@@ -64,7 +65,7 @@ r=$BENCH_DRAFT_REP
 if [ "$r" = 0 ]; then run "$K3" --no-spec; cp "$W/ids" "$W/true"; exit 0; fi
 if [ "$r" != summary ]; then
   TRUE=$(cat "$W/true")
-  ks=$(echo $KINDS | awk -v r="$r" '{ for (i = 0; i < NF; i++)
+  ks=$(echo $RUNS | awk -v r="$r" '{ for (i = 0; i < NF; i++)
                                        printf "%s ", $((i + r - 1) % NF + 1) }')
   for kind in $ks; do
     bin=$K3; k=$kind
