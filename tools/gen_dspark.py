@@ -14,6 +14,12 @@ not read.
   --mscale-all-dim X   rope_parameters.mscale_all_dim (variant B: 0.5)
   --markov-scale S     multiply markov_w1 and markov_w2 by S before BF16 rounding (variant C: 10)
   --link-weights REL   write only config.json; model.safetensors = symlink to REL (variant B)
+  --full-width         the released widths of §2.1/§3.1 (hidden 7168, 5 layers, 64 heads, ...,
+                       4.78 GB of weights read) for a full-width target (gen_k3.py --full-width):
+                       vocab, bos/eos/pad and the layer count come from the target, the 5 taps
+                       are K3's [2, 23, 47, 71, 89] scaled to its layers (floor), mask = vocab - 3.
+                       Written tensor by tensor in row chunks (bounded memory); the file's
+                       embed_tokens copy (never read, §3.3) is left a sparse hole of zeros.
 
 Weights: per tensor, a splitmix64 stream seeded with splitmix64(seed ^ fnv1a64(name)) gives
 u = (z >> 11) * 2^-53 in [0,1), U = 2u - 1 in [-1,1), one draw per element in row-major
@@ -57,11 +63,12 @@ def fnv1a64(s):
     return h
 
 
-def uniform_pm1(seed, name, n):
-    """n draws of U(-1,1): state_i = s0 + (i+1)*gamma, splitmix64 output, top 53 bits."""
+def uniform_pm1(seed, name, n, start=0):
+    """n draws of U(-1,1) from draw `start` on: state_i = s0 + (i+1)*gamma, splitmix64 output,
+    top 53 bits."""
     s0 = splitmix64_scalar((seed ^ fnv1a64(name)) & M64)
     with np.errstate(over="ignore"):
-        i = np.arange(1, n + 1, dtype=np.uint64)
+        i = np.arange(start + 1, start + n + 1, dtype=np.uint64)
         z = np.uint64(s0) + i * np.uint64(GAMMA)
         z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
@@ -182,6 +189,111 @@ def write_safetensors(path, ts):
     return off
 
 
+def build_config_full(a, tcfg):
+    """§2.1 at the released values; what must match the target taken from it."""
+    c = build_config(a)
+    c["rope_parameters"] = {"rope_type": "yarn", "factor": 32.0,
+                            "original_max_position_embeddings": 32768, "rope_theta": 50000.0,
+                            "beta_fast": 32, "beta_slow": 1, "mscale": 1.0,
+                            "mscale_all_dim": a.mscale_all_dim}
+    L, V = tcfg["num_hidden_layers"], tcfg["vocab_size"]
+    taps = sorted(set(t * L // 93 for t in (2, 23, 47, 71, 89)))
+    if len(taps) < 5:
+        sys.exit("gen_dspark: --full-width needs a target of at least 5 layers, got %d" % L)
+    c.update({"hidden_size": 7168, "intermediate_size": 14336, "num_hidden_layers": 5,
+              "num_attention_heads": 64, "num_key_value_heads": 64, "q_lora_rank": 1536,
+              "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+              "v_head_dim": 128, "vocab_size": V, "draft_vocab_size": V,
+              "max_position_embeddings": 1048576, "rope_theta": 50000.0,
+              "num_target_layers": 5, "target_hidden_size": 7168,
+              "target_num_hidden_layers": L, "target_layer_ids": taps, "mask_token_id": V - 3,
+              "bos_token_id": tcfg.get("bos_token_id", 163584),
+              "eos_token_id": tcfg.get("eos_token_id", 163586),
+              "pad_token_id": tcfg.get("pad_token_id", 163839), "markov_rank": 256})
+    assert len(c) == 35
+    return c
+
+
+def specs(c):
+    """[(name, shape, kind)] of §3.1; kind: mat, norm, w1, w2, conf, bias, embed."""
+    H, I, V = c["hidden_size"], c["intermediate_size"], c["vocab_size"]
+    NH, QL, KL = c["num_attention_heads"], c["q_lora_rank"], c["kv_lora_rank"]
+    DN, DR, DV = c["qk_nope_head_dim"], c["qk_rope_head_dim"], c["v_head_dim"]
+    R, T, TH = c["markov_rank"], c["num_target_layers"], c["target_hidden_size"]
+    out = [("confidence_head.proj.weight", (1, H + R), "conf"),
+           ("confidence_head.proj.bias", (1,), "bias"),
+           ("context_proj.weight", (H, T * TH), "mat"), ("context_norm.weight", (H,), "norm"),
+           ("embed_tokens.weight", (V, H), "embed"), ("final_norm.weight", (H,), "norm"),
+           ("markov_head.markov_w1.weight", (V, R), "w1"),
+           ("markov_head.markov_w2.weight", (V, R), "w2")]
+    for L in range(c["num_hidden_layers"]):
+        p = "layers.%d." % L
+        out += [(p + "input_layernorm.weight", (H,), "norm"),
+                (p + "post_attention_layernorm.weight", (H,), "norm"),
+                (p + "self_attn.q_a_proj.weight", (QL, H), "mat"),
+                (p + "self_attn.q_a_layernorm.weight", (QL,), "norm"),
+                (p + "self_attn.q_b_proj.weight", (NH * (DN + DR), QL), "mat"),
+                (p + "self_attn.kv_a_proj_with_mqa.weight", (KL + DR, H), "mat"),
+                (p + "self_attn.kv_a_layernorm.weight", (KL,), "norm"),
+                (p + "self_attn.kv_b_proj.weight", (NH * (DN + DV), KL), "mat"),
+                (p + "self_attn.o_proj.weight", (H, NH * DV), "mat"),
+                (p + "mlp.gate_proj.weight", (I, H), "mat"),
+                (p + "mlp.up_proj.weight", (I, H), "mat"),
+                (p + "mlp.down_proj.weight", (H, I), "mat")]
+    return out
+
+
+def chunk_values(a, name, shape, kind, r0, r1):
+    """Rows [r0, r1) of a tensor as float32, the same draws and scales as tensors()."""
+    cols = shape[1] if len(shape) == 2 else 1
+    u = uniform_pm1(a.seed, name, (r1 - r0) * cols, r0 * cols)
+    R = shape[1] if len(shape) == 2 else 1
+    if kind == "mat":
+        v = u * np.sqrt(3.0 / cols)
+    elif kind == "norm":
+        v = 1.0 + 0.1 * u
+    elif kind == "w1":
+        v = u * np.sqrt(3.0) * a.markov_scale
+    elif kind == "w2":
+        v = u * np.sqrt(3.0 / R) * 3.0 * a.markov_scale
+    elif kind == "conf":
+        v = u * np.sqrt(3.0 / cols)
+    else:
+        v = 0.1 * u
+    return v.astype(np.float32)
+
+
+def write_safetensors_stream(path, c, a):
+    """The layout of write_safetensors, each tensor generated in row chunks of ~8M values;
+    embed_tokens is skipped over (a hole of zeros)."""
+    ts = sorted(specs(c), key=lambda t: t[0])
+    hdr = {"__metadata__": {"torchspec_version": "0.1.0"}}
+    off = 0
+    for name, shape, kind in ts:
+        n = 2 * int(np.prod(shape))
+        hdr[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    hj = json.dumps(hdr, separators=(",", ":")).encode()
+    hj += b" " * ((8 - len(hj) % 8) % 8)
+    base = 8 + len(hj)
+    with open(path, "wb") as f:
+        f.write(len(hj).to_bytes(8, "little"))
+        f.write(hj)
+        for name, shape, kind in ts:
+            f.seek(base + hdr[name]["data_offsets"][0])
+            if kind == "embed":
+                continue
+            rows = shape[0]
+            cols = shape[1] if len(shape) == 2 else 1
+            step = max(1, (8 << 20) // cols)
+            for r0 in range(0, rows, step):
+                v = chunk_values(a, name, shape, kind, r0, min(rows, r0 + step))
+                f.write(f32_to_bf16_bits(v).astype("<u2").tobytes())
+            print("gen_dspark: %s %s" % (name, list(shape)), file=sys.stderr)
+        f.truncate(base + off)
+    return off
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
@@ -190,8 +302,14 @@ def main(argv=None):
     ap.add_argument("--mscale-all-dim", type=float, default=1.0)
     ap.add_argument("--markov-scale", type=float, default=1.0)
     ap.add_argument("--link-weights", metavar="REL")
+    ap.add_argument("--full-width", action="store_true")
     a = ap.parse_args(argv)
     c = build_config(a)
+    if a.full_width:
+        if a.link_weights:
+            sys.exit("gen_dspark: --full-width writes its own weights: drop --link-weights")
+        tcfg = json.load(open(os.path.join(a.target, "config.json")))["text_config"]
+        c = build_config_full(a, tcfg)
     os.makedirs(a.out, exist_ok=True)
     st = os.path.join(a.out, "model.safetensors")
     if os.path.lexists(st):
@@ -201,6 +319,11 @@ def main(argv=None):
             sys.exit("gen_dspark: --link-weights shares the weights; --markov-scale needs its own file")
         os.symlink(a.link_weights, st)
         n = os.path.getsize(st)
+    elif a.full_width:
+        if tcfg["hidden_size"] != 7168:
+            sys.exit("gen_dspark: --full-width needs a full-width target (hidden_size %s != 7168)"
+                     % tcfg["hidden_size"])
+        n = write_safetensors_stream(st, c, a)
     else:
         tcfg = json.load(open(os.path.join(a.target, "config.json")))["text_config"]
         for k, v in (("hidden_size", c["target_hidden_size"]), ("num_hidden_layers", c["target_num_hidden_layers"]),

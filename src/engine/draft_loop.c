@@ -21,6 +21,13 @@ struct K3DraftLoop {
     double t_draft, t_step;  /* running seconds of a block and of a verify's base step */
     double t_mark;           /* when the last block was handed over */
     int cool, fails, last_k; /* plain steps to wait after blocks that did not pay */
+    int probe;               /* the next block follows a wait: judged on its own */
+    int short_block;         /* the last block was cut by the room, not chosen */
+    int nopause;             /* K3_TEST_DRAFT_NOPAUSE: blocks never pause (tests that compare
+                              * a batch's blocks with solo runs: the room cuts them apart) */
+    double net;              /* rolling steps a verified block saved (stop rule) */
+    double delta_b;          /* a block's draft forward over a step, in bytes read */
+    float *defer; int n_defer, cap_defer;  /* taps of positions kept while paused */
     int prefill;             /* every forward's rows are committed (the prompt) */
     const K3State *follow;   /* k3_draft_follow: the context follows it (chat) */
     int verifying;           /* a block was handed over: its forward is a verify's */
@@ -107,6 +114,22 @@ void k3_draft_history(K3DraftLoop *r, const int *gen, long n) {
         }
 }
 
+/* The draft forward's reads over a plain step's (spec.c's bytes: the trunk, lm_head
+ * included, and one token's experts): its weights and K3's lm_head for the block's rows. */
+static double block_bytes(const K3DSpark *d, const K3Engine *e) {
+    const K3Model *m = &e->m;
+    const K3Config *c = &m->cfg;
+    double all = 0, n_moe = 0;
+    for (size_t i = 0; i < m->st->n_tensors; i++) all += (double)m->st->tensors[i].nbytes;
+    for (int L = 0; L < c->num_hidden_layers; L++) n_moe += c->is_moe[L];
+    const double ex = (double)k3_expert_bytes(c), per_tok = ex * c->num_experts_per_token * n_moe;
+    const double emb = (double)m->embed.rows * m->embed.cols * (m->embed.type ? 2 : 4);
+    const double head = (double)m->lm_head.rows * m->lm_head.cols * (m->lm_head.type ? 2 : 4);
+    double step = all - ex * c->num_experts * n_moe - emb;
+    if (step < per_tok) step = per_tok;
+    return ((double)k3_dspark_bytes(d, 0) + head) / (step + per_tok);
+}
+
 static int open_one(K3DraftLoop **out, const char *dir, K3Engine *e, int block, int fixed,
                     double kappa, int quiet, int tap, char *err, size_t errlen) {
     K3DraftLoop *r = calloc(1, sizeof *r);
@@ -114,13 +137,16 @@ static int open_one(K3DraftLoop **out, const char *dir, K3Engine *e, int block, 
     int rc = k3_dspark_open(&r->d, dir, e, quiet, err, errlen);
     if (rc) { free(r); return rc; }
     if (oracle_init(r, err, errlen)) { k3_draft_close(r); return 2; }
-    const char *lg = getenv("K3_TEST_DRAFT_LOG");
+    const char *lg = getenv("K3_TEST_DRAFT_LOG"), *np = getenv("K3_TEST_DRAFT_NOPAUSE");
+    r->nopause = np && *np;
     r->log = lg && !strcmp(lg, "1");
     r->e = e;
     r->block = block;
     r->fixed = fixed;
     r->kappa = kappa;
     r->acc = r->pred = 1.0;
+    r->net = -1e300;
+    r->delta_b = block_bytes(r->d, e);
     r->vocab = e->m.cfg.vocab_size;
     r->max_pos = k3_dspark_config(r->d)->max_pos;
     r->inner = k3_dspark_tap(r->d);
@@ -178,7 +204,7 @@ int k3_draft_ingest(K3DraftLoop *r, const float *taps, int n, char *err, size_t 
 void k3_draft_reset(K3DraftLoop *r) {
     k3_dspark_truncate(r->d, 0);
     r->stale = 0; r->verifying = 0; r->last_k = 0; r->t_mark = 0;
-    r->cool = 0; r->fails = 0;
+    r->cool = 0; r->fails = 0; r->probe = 0; r->net = -1e300; r->n_defer = 0;
     r->acc = r->pred = 1.0;
     if (r->lists) { r->oracle = r->lists; r->n_oracle = r->list_n[0]; }
 }
@@ -192,19 +218,54 @@ int k3_draft_prefilled(K3DraftLoop *r, char *err, size_t errlen) {
 /* The verify length from the confidence head and the bytes (spec §5.6): n drafts give
  * 1 + cal * (S_0 + .. + S_n-1) tokens, S_r = c_0 .. c_r the head's predicted survival and
  * cal the accepted over the predicted so far (running), for 1 + kappa * n + delta steps,
- * delta the block's own cost over a step (measured). */
+ * delta the block's own cost over a step (measured): the n of the best rate while
+ * drafting. This block's forward is already paid for: it is verified if those n drafts
+ * beat a plain step without it (1 + kappa * n), else none. */
 static int choose(const K3DraftLoop *r, const float *conf, int limit) {
     const double cal = r->acc / (r->pred > 1e-9 ? r->pred : 1e-9);
     const double delta = r->t_step > 0 ? r->t_draft / r->t_step : 0.0;
-    double s = 1.0, e = 1.0, best_rate = 1.0;        /* a plain step: 1 token for 1 */
+    double s = 1.0, e = 1.0, best_rate = 0.0, best_e = 1.0;
     int best = 0;
     for (int n = 1; n <= limit; n++) {
         s *= conf[n - 1];
         e += cal * s;
         const double rate = e / (1.0 + r->kappa * n + delta);
-        if (rate > best_rate) { best_rate = rate; best = n; }
+        if (rate > best_rate) { best_rate = rate; best = n; best_e = e; }
     }
-    return best;
+    return best && best_e > 1.0 + r->kappa * best ? best : 0;
+}
+
+/* Blocks do not pay: plain steps, no draft forward, for 8, 16, 32 then 64 steps, then a
+ * probe (a block judged on its own). */
+static void pause_drafts(K3DraftLoop *r) {
+    if (r->nopause) return;
+    r->fails++;
+    r->cool = 4 << (r->fails < 4 ? r->fails : 4);
+}
+
+/* While blocks pause (one prompt), the kept positions' taps wait and go into the context
+ * together before the next block: context_proj (0.51 GB on the real draft) is read once
+ * for them instead of once a step; ingestion is per position, the same bits. */
+static int defer_rows(K3DraftLoop *r, const float *taps, int n, char *err, size_t errlen) {
+    const size_t W = (size_t)k3_dspark_tap_width(r->d);
+    if (r->n_defer + n > r->cap_defer) {
+        const int cap = 2 * (r->n_defer + n);
+        float *p = realloc(r->defer, sizeof(float) * W * (size_t)cap);
+        if (!p) { snprintf(err, errlen, "out of memory"); return 1; }
+        r->defer = p; r->cap_defer = cap;
+    }
+    memcpy(r->defer + W * (size_t)r->n_defer, taps, sizeof(float) * W * (size_t)n);
+    r->n_defer += n;
+    return 0;
+}
+
+static int flush_rows(K3DraftLoop *r, char *err, size_t errlen) {
+    if (!r->n_defer) return 0;
+    const double t0 = k3_now();
+    const int rc = k3_dspark_ingest(r->d, r->defer, r->n_defer, err, errlen);
+    r->st.seconds += k3_now() - t0;
+    r->n_defer = 0;
+    return rc ? 1 : 0;
 }
 
 int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draft, char *err,
@@ -217,9 +278,14 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
         if (k3_dspark_pos(r->d) != r->follow->pos) return 0;
         if (r->follow->pos + r->block > r->max_pos) return 0;
     }
+    if (r->cool > 0) {       /* blocks did not pay: plain steps (counted with no room too:
+                              * a batch's step may have none for this sequence) */
+        if (--r->cool == 0) r->probe = 1;
+        return 0;
+    }
     if (room <= 0 || r->stale) return 0;
     if (r->seqs && k3_dspark_pos(r->d) + r->block > r->max_pos) return 0;   /* its positions */
-    if (r->cool > 0) { r->cool--; return 0; }        /* blocks did not pay: plain steps */
+    if (flush_rows(r, err, errlen)) return -1;     /* the paused steps' positions */
     int d[K3_DSPARK_MAX_N];
     float conf[K3_DSPARK_MAX_N];
     const double t0 = k3_now();
@@ -249,6 +315,7 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
     r->t_draft = r->t_draft > 0 ? 0.7 * r->t_draft + 0.3 * td : td;
     const int limit = room < r->block ? room : r->block;
     int k = limit;
+    r->short_block = limit < r->block;   /* cut by the room (a batch step's, the end's) */
     if (!r->fixed) {
         k = choose(r, conf, limit);
         if (k3_comm_size() > 1) {  /* over ranks: rank 0's choice (its timings) for all */
@@ -256,15 +323,13 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
             k3_comm_bcast(&kk, sizeof kk);
             k = kk;
         }
-        if (!k) {               /* not worth a row: wait 4, 8 .. 64 steps, then probe one */
-            r->fails++;
-            r->cool = 4 << (r->fails < 4 ? r->fails : 4);
-            k = r->fails == 1 ? 1 : 0;
-        } else r->fails = 0;
+        if (!k && (r->probe || r->st.blocks == 1)) k = 1;    /* a probe learns from a row */
+        else if (!k) pause_drafts(r);                /* not worth a row */
         double p = 0, s = 1;                         /* what the head predicts for k */
         for (int j = 0; j < k; j++) { s *= conf[j]; p += s; }
         r->pred = 0.7 * r->pred + 0.3 * p;
     }
+    if (k) r->probe = r->probe || r->st.blocks == 1;   /* the first block: on its own too */
     r->last_k = k;
     r->verifying = k > 0;
     r->t_mark = k3_now();
@@ -300,6 +365,20 @@ int k3_draft_keep_rows(K3DraftLoop *r, const float *taps, int k, int n_keep, cha
         const double ts = (k3_now() - r->t_mark) / (1.0 + r->kappa * k);
         r->t_step = r->t_step > 0 ? 0.7 * r->t_step + 0.3 * ts : ts;
         if (!r->fixed) r->acc = 0.7 * r->acc + 0.3 * (n_keep - 1);
+        /* the stop rule: steps the block saved (its accepted drafts) less what it cost in
+         * bytes (its rows' experts, the draft forward), rolling; a probe restarts it */
+        const double net = (n_keep - 1) - r->kappa * k - r->delta_b;
+        if (!r->short_block) {  /* a block the room cut says nothing of what blocks pay */
+            r->net = r->probe ? net : 0.5 * r->net + 0.5 * net;
+            r->probe = 0;
+            if (r->net < 0) pause_drafts(r);
+            else r->fails = 0;
+        }
+        if (k3_comm_size() > 1) {  /* over ranks: rank 0's pause (its lm_head share's bytes) */
+            int32_t cf[2] = { r->cool, r->fails };
+            k3_comm_bcast(cf, sizeof cf);
+            r->cool = cf[0]; r->fails = cf[1];
+        }
     }
     r->t_mark = 0;
     r->verifying = 0;
@@ -308,6 +387,11 @@ int k3_draft_keep_rows(K3DraftLoop *r, const float *taps, int k, int n_keep, cha
             k3_dspark_truncate(r->d, r->follow->pos > n_keep ? r->follow->pos - n_keep : 0);
         return 0;
     }
+    /* paused, one prompt: later, all together (a batch's or the server's sequences keep
+     * their context level with their position) */
+    if (!r->follow && !r->seqs && (r->cool > 0 || r->n_defer))
+        return defer_rows(r, taps, n_keep, err, errlen) ||
+               (r->cool == 0 && flush_rows(r, err, errlen));
     return k3_draft_ingest(r, taps, n_keep, err, errlen);
 }
 
@@ -366,6 +450,7 @@ void k3_draft_close(K3DraftLoop *r) {
     if (!r) return;
     if (r->dumping) k3_out_abort(&r->dump);    /* a failed run keeps the old file */
     free(r->dump_logits);
+    free(r->defer);
     if (r->e && r->e->tap == &r->tap) r->e->tap = NULL;
     k3_dspark_close(r->d);
     free(r->lists); free(r->list_n);
