@@ -20,7 +20,6 @@
 #include "util.h"
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <stdio.h>
@@ -149,67 +148,6 @@ static int parse(int argc, char **argv, BOpts *o) {
                      "--state-file or --spec");
     if (o->spec) o->state_file = 0;
     return 0;
-}
-
-/* An "images" line: the chat template (thinking off, as k3 --image) around its prompt and
- * images; the images read and preprocessed (their rows when the line starts). */
-static int image_ids(Batch *b, BatchLine *l, int32_t **ids, size_t *n, char *err,
-                     size_t errlen) {
-    char why[1024];
-    if (!(l->img = calloc((size_t)l->n_images, sizeof *l->img)) ||
-        !(l->span = calloc((size_t)l->n_images, sizeof *l->span))) {
-        snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME;
-    }
-    for (int k = 0; k < l->n_images; k++) {
-        int rc = k3_image_in_file(l->images[k], b->tok, &l->img[k], why, sizeof why);
-        if (rc) {
-            snprintf(err, errlen, "--batch %s: line %d: images: %s", b->o->file, l->line, why);
-            return rc == K3_ERR_RUNTIME ? K3_ERR_USAGE : rc;   /* a bad line, not a crash */
-        }
-    }
-    if (k3_image_render(b->tok, NULL, l->prompt, l->prompt_len, l->img, l->n_images, ids, n,
-                        l->span, why, sizeof why))
-        return snprintf(err, errlen, "--batch %s: line %d: %s", b->o->file, l->line, why),
-               K3_ERR_USAGE;
-    return 0;
-}
-
-static int ids_of(Batch *b, int i, char *err, size_t errlen) {
-    const BatchLine *l = &b->lines[i];
-    if (l->ids) {
-        b->prompts[i] = malloc(sizeof(int) * (size_t)l->n_ids);
-        if (!b->prompts[i]) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
-        memcpy(b->prompts[i], l->ids, sizeof(int) * (size_t)l->n_ids);
-        b->n_prompts[i] = l->n_ids;
-        return 0;
-    }
-    if (!b->tok) {
-        snprintf(err, errlen, "--batch %s: line %d: \"prompt\" needs a tokenizer: pass --tok DIR "
-                 "or set K3_TOK_FILES (or give \"ids\")", b->o->file, l->line);
-        return K3_ERR_USAGE;
-    }
-    size_t n = 0;
-    int32_t *t = NULL;
-    if (l->n_images) {
-        int rc = image_ids(b, &b->lines[i], &t, &n, err, errlen);
-        if (rc) return rc;
-    } else t = tok_encode(b->tok, l->prompt, l->prompt_len, 0, &n);
-    if (!t) { snprintf(err, errlen, "out of memory tokenizing line %d", l->line); return 1; }
-    b->prompts[i] = malloc(sizeof(int) * (n ? n : 1));
-    if (!b->prompts[i]) { free(t); snprintf(err, errlen, "out of memory"); return 1; }
-    for (size_t k = 0; k < n; k++) b->prompts[i][k] = t[k];
-    b->n_prompts[i] = (int)n;
-    free(t);
-    if (!n) {
-        snprintf(err, errlen, "--batch %s: line %d: \"prompt\" has no tokens", b->o->file,
-                 l->line);
-        return K3_ERR_USAGE;
-    }
-    return 0;
-}
-
-static int line_gen(const Batch *b, int i) {
-    return b->lines[i].gen >= 0 ? b->lines[i].gen : b->o->gen;
 }
 
 /* --spec: drafts after the sequence's last token, at most room, for a verify pass; with
@@ -446,7 +384,6 @@ static int after_step(Batch *b, Slot *s, float *lg, int T, int all, char *err,
     return 0;
 }
 
-static int stream_read(Batch *b, int wait, char *err, size_t errlen);
 
 /* SIGINT stops the step under way inside its layer (k3_halted) and the run; a second
  * one kills. The lines already written stay. */
@@ -459,7 +396,7 @@ static int run(Batch *b, char *err, size_t errlen) {
     for (;;) {
         if (g_sigint) { snprintf(err, errlen, "interrupted"); rc = K3_INTERRUPTED; break; }
         const int idle = !k3_sched_active(b->sch) && b->next == b->n_lines;
-        if (b->in && !b->in->eof && (rc = stream_read(b, idle, err, errlen))) break;
+        if (b->in && !b->in->eof && (rc = batch_stream_read(b, idle, err, errlen))) break;
         for (int i = 0; !rc && i < b->n_slots && b->next < b->n_lines; i++)
             if (b->slot[i].li < 0) {
                 K3SchedSeq *q = k3_sched_join(b->sch, &b->slot[i]);
@@ -492,134 +429,6 @@ static int run(Batch *b, char *err, size_t errlen) {
     return rc;
 }
 
-/* Line i checked against the model of vocabulary V: its prompt ids, the context, its
- * logit_bias ids, JSON mode's tokenizer. 0, or 2 with the reason (naming the line) in err. */
-static int prompt_check(Batch *b, int i, int V, char *err, size_t errlen) {
-    int rc = 0;
-    const int n = b->n_prompts[i];
-    char what[1024];
-    snprintf(what, sizeof what, "--batch %.900s: line %d: logit_bias", b->o->file,
-             b->lines[i].line);
-    for (int k = 0; !rc && k < n; k++)
-        if (b->prompts[i][k] >= V) {
-            snprintf(err, errlen, "--batch %s: line %d: \"ids\" item %d (%d) is outside the "
-                     "vocabulary (vocab_size %d)", b->o->file, b->lines[i].line, k,
-                     b->prompts[i][k], V);
-            rc = K3_ERR_USAGE;
-        }
-    if (!rc && b->ctx && n + line_gen(b, i) > b->ctx) {
-        snprintf(err, errlen, "--batch %s: line %d: prompt (%d) + gen (%d) is past the context "
-                 "%d: pass a larger --ctx", b->o->file, b->lines[i].line, n, line_gen(b, i),
-                 b->ctx);
-        rc = K3_ERR_USAGE;
-    }
-    if (!rc && sampler_check_vocab(&b->lines[i].sp, V, what, err, errlen)) rc = K3_ERR_USAGE;
-    if (!rc && (b->lines[i].jg || b->lines[i].gr) && !b->tok) {
-        snprintf(err, errlen, "--batch %s: line %d: response_format and grammar need a tokenizer "
-                 "(the tokens' bytes): pass --tok DIR", b->o->file, b->lines[i].line);
-        rc = K3_ERR_USAGE;
-    }
-    return rc;
-}
-
-/* The whole file is checked before anything runs: every bad line is named (the first
- * BAD_SHOWN of them), so one round of fixes is enough. */
-#define BAD_SHOWN 20
-typedef struct { const char *file; int n; } Bad;
-
-static void bad_line(void *ctx, const char *msg) {
-    Bad *bd = ctx;
-    if (bd->n++ >= BAD_SHOWN) return;
-    const int bare = !strncmp(msg, "line ", 5);     /* the parser's: the file named too */
-    fprintf(stderr, "k3: %s%s%s%s\n", bare ? "--batch " : "", bare ? bd->file : "",
-            bare ? ": " : "", msg);
-}
-
-/* Every line against the model's vocabulary (config.json, read before the engine opens);
- * a config that does not load is left to the engine's open to name. */
-static void check_lines(Batch *b, Bad *bad) {
-    K3Config *c = malloc(sizeof *c);
-    char path[4200], err[1200];
-    snprintf(path, sizeof path, "%s/config.json", b->o->model_dir);
-    if (c && !k3_config_load(b->o->ef.config ? b->o->ef.config : path, c, err, sizeof err))
-        for (int i = 0; i < b->n_lines; i++)
-            if (b->prompts[i] && prompt_check(b, i, c->vocab_size, err, sizeof err))
-                bad_line(bad, err);
-    free(c);
-}
-
-/* One arrived line (text[0..n), line number ln): queued, or answered with an error line. */
-static int stream_line(Batch *b, const char *text, size_t n, int ln, char *err, size_t errlen) {
-    const BOpts *o = b->o;
-    char why[1024];
-    if (b->n_lines == b->cap_lines) {
-        const int cap = b->cap_lines ? 2 * b->cap_lines : 16;
-        BatchLine *l = realloc(b->lines, sizeof *l * (size_t)cap);
-        if (l) b->lines = l;
-        int **pp = realloc(b->prompts, sizeof *pp * (size_t)cap);
-        if (pp) b->prompts = pp;
-        int *np = realloc(b->n_prompts, sizeof *np * (size_t)cap);
-        if (np) b->n_prompts = np;
-        if (!l || !pp || !np) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
-        b->cap_lines = cap;
-    }
-    const int i = b->n_lines;
-    b->prompts[i] = NULL; b->n_prompts[i] = 0;
-    int rc = batch_parse_line(text, n, ln, &o->ef.sp, o->ef.seed, o->ef.sampling,
-                              &b->lines[i], why, sizeof why);
-    if (!rc) {
-        b->n_lines++;
-        rc = ids_of(b, i, why, sizeof why);
-        if (!rc && !(rc = prompt_check(b, i, b->e.m.cfg.vocab_size, why, sizeof why)))
-            return 0;
-        b->n_lines--;
-        free(b->prompts[i]); b->prompts[i] = NULL;
-        batch_line_free(&b->lines[i]);
-    }
-    if (rc != K3_ERR_USAGE) { snprintf(err, errlen, "%s", why); return rc; }
-    char *q = json_quote(why, strlen(why));
-    printf("{\"line\": %d, \"error\": %s}\n", ln, q ? q : "null");
-    fflush(stdout);
-    free(q);
-    fprintf(stderr, "k3: %s (the line is skipped)\n", why);
-    b->in->bad++;
-    return 0;
-}
-
-/* Takes what has arrived on the stream (waiting for it when wait), line by line. */
-static int stream_read(Batch *b, int wait, char *err, size_t errlen) {
-    Stream *in = b->in;
-    struct pollfd pf = { in->fd, POLLIN, 0 };
-    if (poll(&pf, 1, wait ? -1 : 0) <= 0) return 0;
-    if (in->cap - in->n < 65536) {
-        char *nb = realloc(in->buf, in->cap + 65536 + 1);
-        if (!nb) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
-        in->buf = nb; in->cap += 65536;
-    }
-    ssize_t r = read(in->fd, in->buf + in->n, in->cap - in->n);
-    if (r < 0 && (errno == EINTR || errno == EAGAIN)) return 0;
-    if (r < 0) {
-        snprintf(err, errlen, "--batch %s: %s", b->o->file, strerror(errno));
-        return K3_ERR_RUNTIME;
-    }
-    if (r == 0) in->eof = 1;
-    in->n += (size_t)r;
-    size_t p = 0, len;
-    int blank;
-    for (const char *t; (t = batch_next_line(in->buf, in->n, &p, in->eof, &len, &blank));) {
-        in->line++;
-        const int rc = blank ? 0 : stream_line(b, t, len, in->line, err, errlen);
-        if (rc) return rc;
-    }
-    memmove(in->buf, in->buf + p, in->n - p);
-    in->n -= p;
-    if (in->n > ((size_t)16 << 20)) {
-        snprintf(err, errlen, "--batch %s: line %d is over 16 MiB", b->o->file, in->line + 1);
-        return K3_ERR_USAGE;
-    }
-    return 0;
-}
-
 int k3_batch_main(int argc, char **argv) {
     BOpts o;
     int rc = parse(argc, argv, &o);
@@ -646,7 +455,7 @@ int k3_batch_main(int argc, char **argv) {
         if (!text) { fprintf(stderr, "k3: --batch %s\n", err); return K3_ERR_USAGE; }
         int n_bad = 0;
         rc = batch_parse_each(text, len, &o.ef.sp, o.ef.seed, o.ef.sampling, &b.lines,
-                              &b.n_lines, &n_bad, bad_line, &bad);
+                              &b.n_lines, &n_bad, batch_bad_line, &bad);
         free(text);
         if (rc) { fprintf(stderr, "k3: out of memory\n"); return K3_ERR_RUNTIME; }
         if (!b.n_lines && !n_bad) {
@@ -672,15 +481,15 @@ int k3_batch_main(int argc, char **argv) {
     if (!rc && (!b.prompts || !b.n_prompts)) { fprintf(stderr, "k3: out of memory\n"); rc = 1; }
     int ctx = 1;
     for (int i = 0; !rc && i < b.n_lines; i++) {
-        if ((rc = ids_of(&b, i, err, sizeof err)) == K3_ERR_USAGE) {
-            bad_line(&bad, err);           /* named with the others; the run stops below */
+        if ((rc = batch_ids_of(&b, i, err, sizeof err)) == K3_ERR_USAGE) {
+            batch_bad_line(&bad, err);           /* named with the others; the run stops below */
             rc = 0;
             continue;
         }
         if (rc) { fprintf(stderr, "k3: %s\n", err); break; }
         if (b.n_prompts[i] + line_gen(&b, i) > ctx) ctx = b.n_prompts[i] + line_gen(&b, i);
     }
-    if (!rc && !b.in) check_lines(&b, &bad);
+    if (!rc && !b.in) batch_check_lines(&b, &bad);
     if (!rc && bad.n) {
         char first[48] = "";
         if (bad.n > BAD_SHOWN) snprintf(first, sizeof first, " (the first %d named)", BAD_SHOWN);
@@ -712,7 +521,7 @@ int k3_batch_main(int argc, char **argv) {
     b.n_slots = k3_mem_seqs(b.e.mem);                  /* what the plan admits */
     if (b.in) b.ctx = eo.mem.ctx;
     for (int i = 0; !rc && i < b.n_lines; i++)
-        if ((rc = prompt_check(&b, i, b.e.m.cfg.vocab_size, err, sizeof err)))
+        if ((rc = batch_prompt_check(&b, i, b.e.m.cfg.vocab_size, err, sizeof err)))
             fprintf(stderr, "k3: %s\n", err);
     if (rc) goto done;
     const K3SchedOpts so = { b.n_slots, -1, o.state_dir, eo.mem.ctx,

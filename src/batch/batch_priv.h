@@ -1,5 +1,6 @@
 /* batch_priv.h — the state of one k3 --batch run, shared by batch.c (the run),
- * batch_report.c (--out) and the draft model's part (--draft DIR, in batch.c). */
+ * batch_report.c (--out), batch_lines.c (each line's prompt ids, checked; the streamed
+ * input) and the draft model's part (--draft DIR, in batch.c). */
 #ifndef K3_BATCH_PRIV_H
 #define K3_BATCH_PRIV_H
 #include "batch.h"
@@ -65,6 +66,29 @@ struct Batch {
     K3DraftStats ds;                   /* their totals at the end */
     char derr[1024];                   /* a draft's failure inside a step */
 };
+
+/* The tokens line i may generate: its "gen", else --gen. */
+static inline int line_gen(const Batch *b, int i) {
+    return b->lines[i].gen >= 0 ? b->lines[i].gen : b->o->gen;
+}
+
+
+/* The whole file is checked before anything runs: every bad line is named (the first
+ * BAD_SHOWN of them), so one round of fixes is enough. */
+#define BAD_SHOWN 20
+typedef struct { const char *file; int n; } Bad;
+
+/* batch_lines.c: line i's prompt ids into b->prompts[i] (tokenized; an "images" line
+ * through the chat template). 0, or an exit code with the reason in err. */
+int batch_ids_of(Batch *b, int i, char *err, size_t errlen);
+/* Line i against the model of vocabulary V (ids, context, logit_bias, tokenizer). */
+int batch_prompt_check(Batch *b, int i, int V, char *err, size_t errlen);
+/* A bad line named on stderr (ctx a Bad: the first BAD_SHOWN are shown, all counted). */
+void batch_bad_line(void *ctx, const char *msg);
+/* Every line against config.json's vocabulary, each bad one to batch_bad_line. */
+void batch_check_lines(Batch *b, Bad *bad);
+/* What has arrived on the streamed FILE, line by line (waiting for it when wait). */
+int batch_stream_read(Batch *b, int wait, char *err, size_t errlen);
 
 /* --out FILE: the run report (JSON). 0, or -1 (said on stderr). */
 int batch_write_report(const Batch *b, const char *path);

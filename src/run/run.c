@@ -2,6 +2,7 @@
  * generated ids or text streamed to stdout, the plan, progress and the report on stderr
  * (and --out JSON). The engine (k3.h) knows nothing of flags; this file knows nothing of
  * the math. */
+#include "run_priv.h"
 #include "engine.h"
 #include "config.h"
 #include "cli.h"
@@ -17,34 +18,11 @@
 #include "tok.h"
 #include "util.h"
 #include "xtml.h"
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define CHAT_TEXT_MAX ((size_t)16 << 20)        /* --system-file bytes */
-#define K3_RUN_IMAGES 16                          /* --image files a run takes */
-
-typedef struct {
-    const char *model_dir, *tok_dir, *ids, *prompt, *prompt_file;
-    const char *out, *dump_logits;
-    int gen, recompute, quiet, reprobe;     /* --reprobe: the machine probed again */
-    int spec, spec_k; const char *draft_ids, *draft_file;   /* --spec and its drafts */
-    const char *draft_dir; int draft_block;   /* --draft DIR: a DSpark model drafts */
-    const char *dump_draft;                   /* --dump-draft FILE: its blocks */
-    int draft_fixed;                          /* --draft-block N given: not chosen */
-    int tok_given;                  /* --tok on the command line: text out even with --ids */
-    const char *stops[16]; int n_stops;     /* --stop STR: the text ends before it */
-    int ignore_eos;                         /* --ignore-eos: eos is an id like any other */
-    const char *system_file;                /* --system-file: the XTML chat template */
-    const char *images[K3_RUN_IMAGES]; int n_images;   /* --image FILE, in order */
-    int logprobs;                           /* --logprobs N: alternatives; -1 none */
-    int json; const char *json_schema;      /* --json, --json-schema FILE: JSON mode */
-    const char *grammar, *grammar_file;     /* --grammar TEXT, --grammar-file FILE */
-    K3EngineFlags ef;           /* --config --kernels --threads --prefill-chunk, sampling, memory */
-} Opts;
 
 /* Every flag parse_args knows (--chat, --help, --version, --list-presets are taken by
  * main first, listed for the suggestions). */
@@ -337,85 +315,6 @@ static int write_json(const char *path, const Opts *o, const K3Engine *e, const 
 
 /* ---- batch completion ---- */
 
-/* --image: the images' pixels, rows and where the rows go in the prompt */
-typedef struct {
-    K3ImageIn im[K3_RUN_IMAGES];
-    K3EmbedSpan span[K3_RUN_IMAGES];
-    K3Embed embed;
-    int n;
-} RunImages;
-
-/* --system-file and --image: the XTML chat template (thinking off, as chat --no-think)
- * around the system file's text (if any) and the prompt as the user message, the images
- * first (or at their placeholders in it), with the generation prompt. */
-static int chat_template(const Opts *o, const Tok *tok, const char *user, size_t len,
-                         RunImages *ri, int32_t **ids, size_t *n) {
-    char err[4096];
-    size_t sl = 0;
-    char *sys = o->system_file ? k3_slurp(o->system_file, CHAT_TEXT_MAX, &sl, err, sizeof err)
-                               : strdup("");
-    if (!sys) { fprintf(stderr, "k3: --system-file %s\n", err); return K3_ERR_USAGE; }
-    if (strlen(sys) != sl) {
-        fprintf(stderr, "k3: --system-file: the system file holds a NUL byte, which the chat "
-                "template cannot carry\n");
-        free(sys); return K3_ERR_USAGE;
-    }
-    for (int i = 0; i < o->n_images; i++, ri->n++) {
-        int rc = k3_image_in_file(o->images[i], tok, &ri->im[i], err, sizeof err);
-        if (rc) { fprintf(stderr, "k3: --image %s\n", err); free(sys); return rc; }
-    }
-    int rc = k3_image_render(tok, o->system_file ? sys : NULL, user, len, ri->im, ri->n, ids,
-                             n, ri->span, err, sizeof err);
-    free(sys);
-    if (rc) {
-        fprintf(stderr, "k3: %s: %s\n", o->system_file ? "--system-file" : "--image", err);
-        return K3_ERR_USAGE;
-    }
-    return 0;
-}
-
-/* The prompt as ids: --ids, or --prompt/--prompt-file through the tokenizer. */
-static int read_prompt(const Opts *o, const Tok *tok, RunImages *ri, int **prompt,
-                       int *n_prompt) {
-    char err[4096];
-    if (o->ids) {
-        if (k3_parse_ids(o->ids, prompt, n_prompt, err, sizeof err)) {
-            fprintf(stderr, "k3: %s\n", err);
-            return K3_ERR_USAGE;
-        }
-    } else {
-        size_t len = 0, n = 0;
-        char *text = o->prompt ? strdup(o->prompt)
-                               : k3_slurp(o->prompt_file, SIZE_MAX, &len, err, sizeof err);
-        if (!text) { fprintf(stderr, "k3: --prompt-file %s\n", err); return K3_ERR_USAGE; }
-        if (o->prompt) len = strlen(text);
-        int32_t *ids = NULL;
-        if (o->system_file || o->n_images) {
-            int rc = chat_template(o, tok, text, len, ri, &ids, &n);
-            if (rc) { free(text); return rc; }
-        } else ids = tok_encode(tok, text, len, 0, &n);
-        free(text);
-        if (!ids) {
-            fprintf(stderr, "k3: out of memory tokenizing the prompt\n");
-            return K3_ERR_RUNTIME;
-        }
-        *prompt = malloc(sizeof(int) * (n ? n : 1));
-        if (!*prompt) {
-            free(ids);
-            fprintf(stderr, "k3: out of memory\n");
-            return K3_ERR_RUNTIME;
-        }
-        for (size_t i = 0; i < n; i++) (*prompt)[i] = ids[i];
-        *n_prompt = (int)n;
-        free(ids);
-    }
-    if (*n_prompt == 0) {
-        fprintf(stderr, "k3: the prompt is empty: give at least one token\n");
-        return K3_ERR_USAGE;
-    }
-    return 0;
-}
-
 /* --draft-ids LIST or --draft-file PATH (tokenized): the reference drafts come from. */
 static int read_draft(const Opts *o, const Tok *tok, int **ref, int *n_ref) {
     char err[4096];
@@ -503,44 +402,6 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
     return k3_engine_open(e, &eo, err, errlen);
 }
 
-/* --json: any object; --json-schema FILE: its schema (exit 2 naming the file and the
- * keyword refused). The masked row's buffer in *mask. */
-static int json_mode(const Opts *o, JgSchema **g, GrGrammar **gr, float **mask, int V) {
-    char err[600];
-    if (o->grammar || o->grammar_file) {           /* --grammar TEXT, --grammar-file FILE */
-        *gr = o->grammar ? gr_parse(o->grammar, strlen(o->grammar), err, sizeof err)
-                         : gr_parse_file(o->grammar_file, err, sizeof err);
-        if (!*gr) { fprintf(stderr, "k3: --grammar%s: %s\n", o->grammar ? "" : "-file", err);
-                    return K3_ERR_USAGE; }
-    } else if (!o->json_schema) *g = jg_any_object();
-    else {
-        size_t n = 0;
-        char *text = k3_read_file(o->json_schema, &n);
-        if (!text) {
-            fprintf(stderr, "k3: --json-schema %s: %s\n", o->json_schema, strerror(errno));
-            return K3_ERR_USAGE;
-        }
-        char jerr[256];
-        Json *j = json_parse(text, n, jerr, sizeof jerr);
-        free(text);
-        if (!j) {
-            fprintf(stderr, "k3: --json-schema %s: not JSON: %s\n", o->json_schema, jerr);
-            return K3_ERR_USAGE;
-        }
-        *g = jg_compile(j, err, sizeof err);
-        json_free(j);
-        if (!*g) {
-            fprintf(stderr, "k3: --json-schema %s: %s\n", o->json_schema, err);
-            return K3_ERR_USAGE;
-        }
-    }
-    if ((!*g && !*gr) || !(*mask = malloc(sizeof(float) * (size_t)V))) {
-        fprintf(stderr, "k3: out of memory\n");
-        return K3_ERR_RUNTIME;
-    }
-    return 0;
-}
-
 static int run_batch(const Opts *o) {
     char err[4096];
     Tok *tok = NULL;
@@ -561,7 +422,7 @@ static int run_batch(const Opts *o) {
         tok = tok_load(o->tok_dir, err, sizeof err);
         if (!tok) { fprintf(stderr, "k3: %s\n", err); return K3_ERR_USAGE; }
     }
-    if ((rc = read_prompt(o, tok, &ri, &prompt, &n_prompt)) || (rc = check_outputs(o)) ||
+    if ((rc = run_read_prompt(o, tok, &ri, &prompt, &n_prompt)) || (rc = check_outputs(o)) ||
         (rc = check_context(o, n_prompt)) || (rc = read_draft(o, tok, &ref, &n_ref)))
         goto done;
 
@@ -683,7 +544,7 @@ static int run_batch(const Opts *o) {
     }
     const int end_id = xi.eom >= 0 ? xi.eom : m->cfg.eos_token_id;
     if ((o->json || o->json_schema || o->grammar || o->grammar_file) &&
-        (rc = json_mode(o, &jg, &gr, &mask, V))) goto done;
+        (rc = run_json_mode(o, &jg, &gr, &mask, V))) goto done;
     if (k3_cons_init(&cs, jg, gr)) { fprintf(stderr, "k3: out of memory\n"); rc = 1; goto done; }
     if (gen == 0 && ctx_cap) why = "context";
     while (n_gen < gen) {

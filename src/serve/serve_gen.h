@@ -1,5 +1,6 @@
-/* serve_gen.h — one request of k3 serve (struct Gen), shared by serve_gen.c and the
- * files that write its replies in another API's shapes (serve_anthropic_out.c). */
+/* serve_gen.h — one request of k3 serve (struct Gen), shared by serve_gen.c, the file
+ * that writes its reply (serve_gen_out.c) and those that write it in another API's shapes
+ * (serve_anthropic_out.c). */
 #ifndef K3_SERVE_GEN_H
 #define K3_SERVE_GEN_H
 #include "serve.h"
@@ -71,6 +72,23 @@ enum { K3STOP_LENGTH, K3STOP_EOS, K3STOP_STRING, K3STOP_CONTEXT, K3STOP_INTERRUP
  * -> U+FFFD, NUL dropped. stable: leave out an open UTF-8 tail (more ids may complete it).
  * (serve_chan.c) */
 char *chan_text(const Tok *t, const int32_t *ids, size_t n, int stable, size_t *len);
+
+/* ---- serve_gen_out.c: the reply in OpenAI's shapes (the others handed on) ---- */
+/* After a token: checks stop strings on the answer and streams what is settled. final:
+ * the whole text (the turn ended), kept in g->text. Returns 1 when a stop string ended it. */
+int serve_gen_update(Gen *g, int ch, const int32_t *ids, size_t n, int final);
+/* Streams the tool calls completed since the last delta. */
+void serve_gen_tool_deltas(Gen *g);
+/* The tool calls complete so far. */
+int serve_gen_calls_done(const Gen *g);
+/* An error reply from the engine thread; the connection thread counts it. */
+void serve_gen_job_error(Job *j, int status, const char *msg, int keep_alive);
+/* g's choice of the reply: streamed, its rest and finish chunk; else its JSON in the job. */
+void serve_gen_reply(Gen *g, const char *finish);
+/* After the job's last choice: the usage chunk and [DONE], or the whole reply. */
+void serve_gen_reply_end(Gen *g, long prompt, long gen, long cached);
+/* A stream's head and its first (empty) chunk, once the prompt is in. */
+void serve_gen_stream_head(Gen *g);
 
 /* ---- serve_anthropic_out.c: a /v1/messages reply (ServeReq.api) ---- */
 /* The stream's head, message_start and a ping (once); later calls: a ping every 5 s. */
