@@ -20,8 +20,9 @@ typedef struct {
  * (1..7); fixed: every block verifies them all (--draft-block), else each block verifies
  * the drafts the confidence head and the cost make worth it (kappa: one more verified
  * position's cost over a step, spec.h's step_cost); either way no block for a while where
- * blocks do not pay (their accepted drafts against their bytes, rolling). Until k3_draft_prefilled, every forward's rows are committed positions (the
- * prompt) and go into the draft's context as each forward ends. */
+ * blocks do not pay (their accepted drafts against their bytes, rolling). Until
+ * k3_draft_prefilled, every forward's rows are committed positions (the prompt) and go
+ * into the draft's context as each forward ends. */
 int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, int fixed,
                   double kappa, int quiet, char *err, size_t errlen);
 /* After the prompt's prefill: its positions are all in the draft's context. */
