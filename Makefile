@@ -175,11 +175,12 @@ FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit
                 -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests/c -pthread
 TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
 PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c src/base/util.c src/base/sysmem.c
-HISTSRC   := src/chat/chat_hist.c src/io/json.c src/base/util.c src/base/outfile.c
 GRSRC     := src/text/grammar.c src/text/grammar_parse.c $(TOKSRC)
 SCHEMASRC := $(wildcard src/text/json_schema*.c) $(GRSRC)
 GRAMSRC   := src/text/json_gram.c $(SCHEMASRC)
 IMAGESRC  := $(filter-out src/image/image_cli.c src/image/image_in.c,$(wildcard src/image/*.c))
+# (a message's images are freed with it: the decoders' k3_image_in_free, image.c)
+HISTSRC   := src/chat/chat_hist.c src/io/json.c src/base/util.c src/base/outfile.c $(IMAGESRC)
 FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h src/*/*.h) $(PARSERSRC) $(GRAMSRC) \
              $(HISTSRC) $(IMAGESRC) tests/c/test_fuzz_image.c
 fuzz_main = $(if $(filter $(1),$(FUZZ_PARSERS)),tests/c/test_fuzz_parsers.c,$(if \

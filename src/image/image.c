@@ -1,6 +1,7 @@
 /* image.c — sniffs a file's format from its first bytes and hands it to its decoder; the
  * limits every decoder shares; the patch budget plan of K3_VISION.md §2.2. */
 #include "image.h"
+#include "image_in.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,15 @@ void k3_image_free(K3Image *im) {
     free(im->gray16);
     im->rgba = NULL;
     im->gray16 = NULL;
+}
+
+/* Here, not in image_in.c: the chat history frees its messages' images without the tower
+ * (chat_hist.c's fuzz target links the decoders only). */
+void k3_image_in_free(K3ImageIn *im) {
+    free(im->patches);
+    free(im->rows);
+    free(im->ids);
+    memset(im, 0, sizeof *im);
 }
 
 /* A format k3 does not decode, by its magic bytes: its name, or NULL. */

@@ -9,13 +9,6 @@
 static const char PH[] = K3_IMAGE_PLACEHOLDER;
 #define PHLEN (sizeof PH - 1)
 
-void k3_image_in_free(K3ImageIn *im) {
-    free(im->patches);
-    free(im->rows);
-    free(im->ids);
-    memset(im, 0, sizeof *im);
-}
-
 void k3_image_ctx_close(K3ImageCtx *c) {
     if (c->v) k3_vision_close(c->v);
     c->v = NULL;
