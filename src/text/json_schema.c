@@ -7,6 +7,7 @@
 #include "json_schema.h"
 #include "json_schema_int.h"
 #include "json_gram.h"
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -212,8 +213,9 @@ static unsigned type_of(const Json *v) {
     switch (v->type) {
     case JSON_NULL: return T_NULL;
     case JSON_BOOL: return T_BOOL;
-    case JSON_NUMBER: return v->is_integer || (v->number == (double)(long long)v->number)
-                             ? T_NUM | T_INT : T_NUM;
+    case JSON_NUMBER:        /* integral: no cast (1e308 is past long long) */
+        return v->is_integer || (isfinite(v->number) && floor(v->number) == v->number)
+               ? T_NUM | T_INT : T_NUM;
     case JSON_STRING: return T_STR;
     case JSON_ARRAY: return T_ARR;
     default: return T_OBJ;
