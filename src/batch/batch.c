@@ -515,6 +515,9 @@ int k3_batch_main(int argc, char **argv) {
     eo.mem.seqs_auto = o.batch_size <= 0;
     eo.mem.state_file = o.state_file;
     eo.mem.state_dir = o.state_dir;
+    /* --draft: its share in the plan, a context a slot (a bad folder: refused at open) */
+    if (o.draft_dir && k3_dspark_plan_file(o.draft_dir, &eo.mem.draft, err, sizeof err))
+        memset(&eo.mem.draft, 0, sizeof eo.mem.draft);
     eo.mem.quiet = o.quiet;
     rc = k3_engine_open(&b.e, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }

@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Problems are collected, one line each, naming the file and the key. */
@@ -381,6 +383,42 @@ static void bind_all(Bind *b) {
 
 static void tap_fn(K3Tap *t, int L, const float *p, int T, int H);
 
+/* One mapping of a file however many drafts open it (batch and serve open one a sequence
+ * slot): the same pages mapped twice count twice in the resident set, and the memory plan
+ * counts the pinned weights once. */
+static struct { dev_t dev; ino_t ino; size_t len; void *map; int refs; } g_maps[4];
+static pthread_mutex_t g_maps_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void *map_shared(int fd, size_t len) {
+    struct stat sb;
+    if (fstat(fd, &sb)) return mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    void *m = NULL;
+    pthread_mutex_lock(&g_maps_mu);
+    for (int i = 0; i < 4 && !m; i++)
+        if (g_maps[i].refs && g_maps[i].dev == sb.st_dev && g_maps[i].ino == sb.st_ino &&
+            g_maps[i].len == len) { g_maps[i].refs++; m = g_maps[i].map; }
+    if (!m && (m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0)) != MAP_FAILED)
+        for (int i = 0; i < 4; i++)
+            if (!g_maps[i].refs) {
+                g_maps[i].dev = sb.st_dev; g_maps[i].ino = sb.st_ino; g_maps[i].len = len;
+                g_maps[i].map = m; g_maps[i].refs = 1;
+                break;
+            }
+    pthread_mutex_unlock(&g_maps_mu);
+    return m;
+}
+
+static void unmap_shared(void *m, size_t len) {
+    pthread_mutex_lock(&g_maps_mu);
+    for (int i = 0; i < 4; i++)
+        if (g_maps[i].refs && g_maps[i].map == m) {
+            if (--g_maps[i].refs) m = NULL;       /* another draft still reads it */
+            break;
+        }
+    pthread_mutex_unlock(&g_maps_mu);
+    if (m) munmap(m, len);
+}
+
 /* k3_dspark_identity: config.json's bytes, the file's size, 16 blocks of 4 KB spread over
  * it (a revision with new weights of the same size differs there). */
 static uint64_t identity(const char *cfg, size_t cfg_len, const char *path, uint64_t size) {
@@ -551,7 +589,7 @@ int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char
     int fd = open(path, O_RDONLY);
     d->map_len = d->st->shards[0].file_size;
     d->identity = identity((const char *)&cfg_hash, sizeof cfg_hash, path, d->map_len);
-    d->map = fd < 0 ? MAP_FAILED : mmap(NULL, d->map_len, PROT_READ, MAP_SHARED, fd, 0);
+    d->map = fd < 0 ? MAP_FAILED : map_shared(fd, d->map_len);
     if (fd >= 0) close(fd);
     if (d->map == MAP_FAILED) {
         d->map = NULL;
@@ -613,7 +651,7 @@ void k3_dspark_close(K3DSpark *d) {
     free(d->taps); free(d->ingest); free(d->blk); free(d->tmp); free(d->buf); free(d->kvb);
     if (d->streamed && d->fd >= 0) close(d->fd);
     for (int i = 0; i < d->n_copies; i++) free(d->copies[i]);
-    if (d->map) munmap(d->map, d->map_len);
+    if (d->map) unmap_shared(d->map, d->map_len);
     if (d->st) st_close(d->st);
     free(d);
 }

@@ -28,14 +28,16 @@ static uint64_t trunk_used(const K3Plan *p) {
 
 /* --draft: a block's buffers, the tap rows of a forward of T rows, the context cache (grown
  * as dspark.c grows it: from 64 positions, doubling, reserved at open for the context) and
- * every thread's attention scratch over it. */
-static uint64_t draft_side(const K3DraftPlan *d, uint64_t T, int ctx) {
+ * every thread's attention scratch over it. Batch and serve open a draft per sequence slot
+ * (k3_draft_open_seqs): each has its own context cache, block buffers and ingestion rows;
+ * the engine's tap (one forward's rows) and the threads' scratch are shared. */
+static uint64_t draft_side(const K3DraftPlan *d, uint64_t T, int ctx, uint64_t seqs) {
     if (!d->weights) return 0;
     uint64_t cap = 64;
     const uint64_t n = (uint64_t)(ctx < d->max_pos ? ctx : d->max_pos);
     while (cap < n) cap *= 2;
     const int th = k3_threads();
-    return d->fixed + T * d->tap_row + cap * d->pos_bytes +
+    return seqs * (d->fixed + cap * d->pos_bytes) + T * d->tap_row +
            (uint64_t)(th > 0 ? th : 1) * (cap * d->att_row + d->att_fixed);
 }
 
@@ -104,10 +106,11 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     p->process = process;
     p->side = p->embed + p->vectors + p->state + p->undo + p->mla + p->state_bufs +
               p->buffers + p->process;
-    p->draft_side = draft_side(&o->draft, T, ctx);
+    p->draft_side = draft_side(&o->draft, T, ctx, seqs);
     p->side += p->draft_side;
     p->trunk_min = p->trunk_total + p->head_full + p->side;
     const uint64_t dw = o->draft.weights;    /* the draft's weights: pinned or streamed */
+    const uint64_t dwin = o->draft.window * seqs;   /* streamed: each slot's draft its buffers */
     /* no pack: in place in the shard mappings when the budget holds it all (the draft's
      * weights too), else streamed from the shards in the same pieces, order and window */
     if (!have_trunk && tgb >= 0 && tgb * K3_GB < (double)(p->trunk_min + dw))
@@ -133,7 +136,7 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
                                    : k3_stream_piece(stream);
         const uint64_t window = k3_stream_window(p->piece, whole);
         const uint64_t tmp = k3_stream_tmp_bytes((int)T, p->piece);
-        p->trunk_min = window + tmp + p->side + (dw ? o->draft.window : 0);
+        p->trunk_min = window + tmp + p->side + (dw ? dwin : 0);
         p->trunk_budget = tgb * K3_GB;
         if (p->trunk_budget < p->trunk_min) {
             p->trunk_budget = (double)p->trunk_min;
@@ -142,7 +145,7 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
         /* the draft first (a block reads all of it, ingestion part of it again): pinned
          * where it fits beside the working minimum, else streamed through its window */
         if (dw && p->trunk_budget >= (double)(window + tmp + p->side + dw)) p->draft_pin = dw;
-        else if (dw) p->draft_win = o->draft.window;
+        else if (dw) p->draft_win = dwin;
         const double tb = p->trunk_budget - (double)(p->draft_pin + p->draft_win);
         if (tb >= (double)(stream + p->side)) p->pinned = stream;
         else {
@@ -248,11 +251,14 @@ static void draft_print(const K3Plan *p, int have_trunk, int ctx, FILE *f) {
                 "the trunk's), read from memory once a block\n", p->draft_pin / K3_GB);
     else
         fprintf(f, "  draft window       %8.3f  --draft streamed: its %s read in pieces once a "
-                "block (+ %s of context_proj and kv_a a step) through this buffer\n",
+                "block (+ %s of context_proj and kv_a a step) through this buffer%s\n",
                 p->draft_win / K3_GB, k3_size_text(p->draft_read - p->draft_ingest, a, sizeof a),
-                k3_size_text(p->draft_ingest, b, sizeof b));
+                k3_size_text(p->draft_ingest, b, sizeof b),
+                p->seqs > 1 ? " (each sequence its own)" : "");
+    char each[64] = "";                       /* batch, serve: a draft context a sequence */
+    if (p->seqs > 1) snprintf(each, sizeof each, " (each of %d sequences its own)", p->seqs);
     fprintf(f, "  draft context      %8.3f  its context cache for --ctx %d, tap rows, a block's "
-            "buffers\n", p->draft_side / K3_GB, ctx);
+            "buffers%s\n", p->draft_side / K3_GB, ctx, each);
     if (have_trunk) {
         const uint64_t tr = p->trunk_total + p->head_full - (p->pinned < p->trunk_total +
                             p->head_full ? p->pinned : p->trunk_total + p->head_full);

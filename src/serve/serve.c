@@ -522,6 +522,9 @@ static int open_engine(Server *s, char *err, size_t errlen) {
     eo.mem.seqs_auto = !s->max_batch;
     eo.mem.state_file = s->state_file;
     eo.mem.state_dir = s->state_file_dir;
+    /* --draft: its share in the plan, a context a slot (a bad folder: refused at open) */
+    if (s->draft_dir && k3_dspark_plan_file(s->draft_dir, &eo.mem.draft, err, errlen))
+        memset(&eo.mem.draft, 0, sizeof eo.mem.draft);
     eo.mem.quiet = !s->mem.verbose;
     int rc = k3_engine_open(&s->eng, &eo, err, errlen);
     if (rc) return rc;

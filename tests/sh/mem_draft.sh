@@ -67,6 +67,31 @@ $K3 $M --ids "$P" --gen 16 --trunk $T/tr --trunk-gb 1000 --cache-gb 0.002 --out 
 p1=$(jn plan_bytes)
 [ $((p1 - p0)) -gt 2000000 ] && ok "the draft adds $((p1 - p0)) bytes to the pinned plan" \
   || bad "the plan with the draft: $p1, without: $p0"
+# a batch of 5 (batch and serve open a draft context a sequence slot): the plan counts each
+# slot's context cache and block buffers (the weights once: one mapping for every slot), the
+# table says so, and the peak RSS is within it; the ids those of the batch without the draft
+cat > $T/b.jsonl <<EOF
+{"id": "a", "ids": [$P], "gen": 20}
+{"id": "b", "ids": [754,475,608,87,876,126], "gen": 24}
+{"id": "c", "ids": [9,8,7,6,5,4,3,2,1,10,11,12,13,14,15,16,17,18,19,20], "gen": 18}
+{"id": "d", "ids": [100,200,300], "gen": 22, "temperature": 0.9, "seed": 5}
+{"id": "e", "ids": [42,43,44,45,46,47,48,49], "gen": 20, "temperature": 0.8, "seed": 11}
+EOF
+ids() { sed 's/, "seconds_prefill.*//' $1 | sort; }
+for c in "--trunk $T/tr --trunk-gb 0 --cache-gb 0.002" "--cache-gb 1000"; do
+  # shellcheck disable=SC2086
+  $K3 $M --batch $T/b.jsonl $c --quiet >$T/b0 2>/dev/null || bad "batch ($c): exit $?"
+  # shellcheck disable=SC2086
+  $K3 $M --batch $T/b.jsonl $c --draft $D --out $T/r.json --verbose >$T/b1 2>$T/err \
+    || bad "batch --draft ($c): exit $?: $(tail -n 2 $T/err)"
+  plan=$(jn plan_bytes); peak=$(jn peak_rss_bytes)
+  grep -q "^  draft context .*(each of 5 sequences its own)" $T/err \
+    || bad "batch ($c): the plan's draft line does not count 5 contexts"
+  [ "$(ids $T/b0)" = "$(ids $T/b1)" ] || bad "batch --draft ($c): the ids differ"
+  [ -n "$plan" ] && [ -n "$peak" ] && [ "$peak" -le $((plan + plan / 50)) ] \
+    && ok "batch of 5 --draft ($c): 5 draft contexts in the plan, peak RSS $peak <= plan $plan" \
+    || bad "batch of 5 --draft ($c): peak RSS $peak over the plan $plan"
+done
 $K3 --list-presets 2>&1 | grep -q "^--draft (the real DSpark: 4\.78 GB" \
   && ok "--list-presets: the real DSpark per preset" || bad "--list-presets has no --draft line"
 exit $fail
