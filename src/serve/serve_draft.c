@@ -2,9 +2,12 @@
  * drafts from its own DSpark context (its scheduler slot's loop), fed from its rows of
  * every step's taps; the anchor and its block go into the step whole, and the verify
  * keeps what the request's own sampler draws there (spec.h), so every reply is the one
- * without a draft. A request whose state does not start at position 0 (a resumed prefix,
- * a choice copied from its prompt's first), JSON mode, a grammar and the reply test hook
- * do not draft (plain steps). */
+ * without a draft. Under a constraint (JSON mode, a grammar, a strict tool's arguments)
+ * each verified row is masked as a plain step masks it, along the drafts (a draft the
+ * constraint refuses is never drawn, so the block is cut there). With strict tools only
+ * the arguments draft: elsewhere the server may write markup between two tokens. A request
+ * whose state does not start at position 0 (a resumed prefix, a choice copied from its
+ * prompt's first) does not draft, nor the reply test hook's ids (plain steps). */
 #include "serve_gen.h"
 #include "draft_loop.h"
 #include "util.h"
@@ -26,13 +29,12 @@ int serve_draft_open(Server *s, char *err, size_t errlen) {
 
 void serve_draft_begin(Gen *g) {
     Server *s = g->s;
-    const ServeReq *r = &g->j->req;
     k3_spec_init(&g->sp, &s->eng.m, NULL, 0, K3_DSPARK_MAX_N);
     g->dl = NULL;
-    if (!s->dl || r->jg || r->gr || r->n_strict || s->test_reply || g->waiting || g->reuse ||
-        g->q->st->pos)
-        return;                                /* (strict tools: constrained, not drafted) */
-    g->prow = malloc(sizeof(float) * K3_DSPARK_MAX_N * (size_t)s->eng.m.cfg.vocab_size);
+    if (!s->dl || g->waiting || g->reuse || g->q->st->pos)
+        return;
+    /* the rows a verify drew from: the anchor's and up to K3_DSPARK_MAX_N drafts' */
+    g->prow = malloc(sizeof(float) * (K3_DSPARK_MAX_N + 1) * (size_t)s->eng.m.cfg.vocab_size);
     if (!g->prow) return;                      /* (out of memory: plain steps) */
     g->dl = s->dl[g->q->slot];
     k3_draft_reset(g->dl);
@@ -40,12 +42,22 @@ void serve_draft_begin(Gen *g) {
 
 static int min_i(int a, int b) { return a < b ? a : b; }
 
+/* The id that ends what the constraint governs (serve_gen.c's sample). */
+static int end_id(const Gen *g) {
+    const Server *s = g->s;
+    return g->in_args ? s->ids.close
+         : g->j->req.kind == REQ_CHAT ? s->ids.eom : s->eng.m.cfg.eos_token_id;
+}
+
 /* The scheduler's callback: up to room drafts after the anchor g->dv[0]. */
 static int draft(K3SchedSeq *q, int room) {
     Gen *g = q->user;
     Server *s = g->s;
     const int pos = q->st->pos;                /* the anchor's position */
     if (k3_draft_stale(g->dl)) return 0;       /* past the draft's positions */
+    if (g->j->req.n_strict && (!g->in_args || g->i_force < g->n_force || g->arm))
+        return 0;                              /* strict tools: the arguments only */
+    if (s->test_reply && !g->in_args) return 0;   /* the reply test hook's ids: no drafts */
     if (k3_draft_pos(g->dl) != pos) {          /* never: its context follows the state */
         fprintf(stderr, "k3: serve: request %llu: the draft's context holds %d positions, "
                 "the state %d: no more drafts\n", (unsigned long long)g->j->id,
@@ -57,13 +69,17 @@ static int draft(K3SchedSeq *q, int room) {
     const int lim = min_i(room, min_i(g->cap - g->ngen - 1, s->ctx - pos - 1));
     k3_draft_history(g->dl, g->fed + g->nprompt, (long)(g->n - g->nprompt));   /* test hook */
     char err[512];
-    const int k = k3_draft_block(g->dl, g->dv[0], g->ngen, lim, g->dv + 1, err, sizeof err);
+    int k = k3_draft_block(g->dl, g->dv[0], g->ngen, lim, g->dv + 1, err, sizeof err);
     if (k < 0) {
         fprintf(stderr, "k3: serve: request %llu: draft: %s (no more drafts)\n",
                 (unsigned long long)g->j->id, err);
         g->dl = NULL;
         return 0;
     }
+    /* strict tools: drafts only inside the arguments, never past their close (the server
+     * writes markup after it, not the model) */
+    for (int j = 0; g->j->req.n_strict && j < k; j++)
+        if (g->dv[1 + j] == s->ids.close) k = j;
     if (!k) return 0;
     if (k3_state_mark(&s->eng.m, q->st, k + 1)) return -1;
     q->all_logits = 1;
@@ -96,7 +112,16 @@ int serve_draft_fed(Gen *g, int T, const float *row, const float *taps, int pref
     const size_t V = (size_t)s->eng.m.cfg.vocab_size;
     const int k = g->k;
     g->k = 0;
-    const int cnt = k3_spec_accept(&g->sp, &s->eng.m, g->q->st, &g->smp, g->ngen, g->dv + 1, k,
+    memcpy(g->prow, row, sizeof(float) * V * (size_t)(k + 1));   /* unmasked: logprobs */
+    int dead = k + 1;                          /* a constraint: each row masked as a plain
+                                                * step masks it, along the drafts */
+    if (k3_cons_on(&g->cs))
+        dead = k3_cons_mask_drafts(&g->cs, s->tok, (int)V, end_id(g), (float *)row, g->dv + 1,
+                                   k);
+    /* the sampler's draws by position: ids the server wrote (strict tools' markup, the
+     * test hook's) drew nothing, so its position, not the reply's length */
+    const long at = (long)g->smp.pos;
+    const int cnt = k3_spec_accept(&g->sp, &s->eng.m, g->q->st, &g->smp, at, g->dv + 1, k,
                                    row, g->pend);
     if (cnt < 0) { snprintf(g->err, sizeof g->err, "out of memory"); return -1; }
     if (k3_draft_keep_rows(g->dl, taps, k, cnt, err, sizeof err)) {
@@ -104,9 +129,13 @@ int serve_draft_fed(Gen *g, int T, const float *row, const float *taps, int pref
                 (unsigned long long)g->j->id, err);
         g->dl = NULL;
     }
-    memcpy(g->prow, row, sizeof(float) * V * (size_t)cnt);
+    if (cnt > dead) {                          /* a plain step would fail there too */
+        snprintf(g->err, sizeof g->err, "%s: no token can continue the reply",
+                 k3_cons_name(&g->cs));
+        return -1;
+    }
     g->n_pend = cnt; g->i_pend = 0;
-    g->smp.pos = g->ngen;                      /* sampler_sample's next: drawn here */
+    g->smp.pos = at;                           /* sampler_sample's next: drawn here */
     (void)T;
     return 1;
 }
@@ -116,5 +145,14 @@ int serve_draft_next(Gen *g) {
     const size_t V = (size_t)g->s->eng.m.cfg.vocab_size;
     memcpy(g->logits, g->prow + V * (size_t)g->i_pend, sizeof(float) * V);
     g->smp.pos++;
-    return g->pend[g->i_pend++];
+    const int id = g->pend[g->i_pend++];
+    size_t n = 0;                              /* the constraint follows the reply */
+    const char *b = k3_cons_on(&g->cs) && id != end_id(g)
+                        ? tok_token_bytes(g->s->tok, id, &n) : NULL;
+    if (b && k3_cons_put(&g->cs, (const unsigned char *)b, n)) {
+        snprintf(g->err, sizeof g->err, "%s: token %d was drawn outside the mask",
+                 k3_cons_name(&g->cs), id);
+        return -1;
+    }
+    return id;
 }

@@ -122,6 +122,54 @@ $C "http://127.0.0.1:$PORT_dr/v1/completions" -d "$L" > $T/dr.l
   ! grep -q 'no more drafts' $T/dr.err || fail "past 256 positions: $(tail -n 2 $T/dr.err)"
 echo "ok a reply past the draft's 256 positions: the same reply"
 
+# under a constraint (JSON mode, a grammar, a strict tool's arguments) the verified rows are
+# masked along the drafts: the same replies, and with the oracle drafts accepted
+esc() { sed 's/\\/\\\\/g; s/"/\\"/g' "$1" | awk '{printf "%s\\n", $0}'; }
+J1="\"prompt\": [$P], \"max_tokens\": 40, \"temperature\": 0, \"logprobs\": 1,
+  \"response_format\": {\"type\": \"json_object\"}"
+J2="\"prompt\": [42,43,44], \"max_tokens\": 30, \"temperature\": 0.9, \"seed\": 4,
+  \"logprobs\": 1, \"grammar\": \"$(esc tests/grammars/03_date.gbnf)\""
+for i in 1 2; do
+  eval "r=\$J$i"
+  $C "http://127.0.0.1:$PORT_plain/v1/completions" -d "{$r}" > $T/plain.j$i
+done
+nocache() { body "$1" | sed 's/"cached_tokens": [0-9]*//'; }   # (orj starts cold)
+tid() { grep -o '"token_ids": \[[^]]*\]' "$1" | sed 's/.*\[//; s/\]//; s/ //g'; }
+K3_TEST_DRAFT_NOPAUSE=1 K3_TEST_DRAFT_ORACLE="$(tid $T/plain.j1);$(tid $T/plain.j2)" \
+  K3_TEST_DRAFT_RIGHT=3 start orj --draft $D --draft-block 7
+for s in dr orj; do
+  for i in 1 2; do
+    eval "r=\$J$i; u=http://127.0.0.1:\$PORT_$s"
+    $C "$u/v1/completions" -d "{$r}" > $T/$s.j$i
+    [ -n "$(tid $T/plain.j$i)" ] && [ "$(nocache $T/plain.j$i)" = "$(nocache $T/$s.j$i)" ] ||
+      fail "$s: constrained reply $i: $(cat $T/$s.j$i) vs $(cat $T/plain.j$i)"
+  done
+done
+acc=$(met $PORT_orj draft_accepted_total); pro=$(met $PORT_orj draft_proposed_total)
+[ "${acc:-0}" -gt 0 ] || fail "constrained, oracle: $acc of $pro drafts accepted"
+HEAD='<|close|>think<|sep|><|open|>response<|sep|><|close|>response<|sep|><|open|>tools<|sep|>'
+TAIL='<|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>'
+REP="$HEAD"'<|open|>call tool="get_weather" index="1"<|sep|>'"$TAIL"
+K3_SERVE_TEST_REPLY="$REP" start sp
+# (the tool's declaration makes a prompt of 437 positions: a copy of the draft that holds
+# 1024, or every block would be past its positions)
+mkdir $T/dl && ln -s "$PWD/$D/model.safetensors" $T/dl/ &&
+  sed 's/"max_position_embeddings": 256/"max_position_embeddings": 1024/' $D/config.json \
+    > $T/dl/config.json || fail "a copy of the draft"
+K3_SERVE_TEST_REPLY="$REP" start sd --draft $T/dl --draft-block 3
+SC='{"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Oslo"]},
+  "days": {"type": "integer", "minimum": 1, "maximum": 9}}, "required": ["city", "days"]}'
+ST="{\"messages\": [{\"role\": \"user\", \"content\": \"Weather?\"}], \"max_tokens\": 200,
+  \"temperature\": 0.7, \"seed\": 2, \"tools\": [{\"type\": \"function\", \"function\":
+  {\"name\": \"get_weather\", \"strict\": true, \"parameters\": $SC}}]}"
+$C "http://127.0.0.1:$PORT_sp/v1/chat/completions" -d "$ST" > $T/sp.t
+$C "http://127.0.0.1:$PORT_sd/v1/chat/completions" -d "$ST" > $T/sd.t
+grep -q '"arguments"' $T/sp.t && [ "$(body $T/sp.t)" = "$(body $T/sd.t)" ] &&
+  [ "$(met $PORT_sd draft_proposed_total)" -gt 0 ] ||
+  fail "strict tool: $(cat $T/sd.t) vs $(cat $T/sp.t); $(met $PORT_sd draft_proposed_total)"
+echo "ok constrained (JSON mode, a grammar, a strict tool's arguments): the replies without" \
+  "a draft; oracle: $acc of $pro accepted; strict: $(met $PORT_sd draft_proposed_total) verified"
+
 # refusals: exit 2 naming the flag
 $K3 serve $M --tok $TK --draft-block 3 2> $T/e; rc=$?
 [ $rc = 2 ] && grep -q -- '--draft-block is about a --draft DIR' $T/e ||
