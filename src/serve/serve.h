@@ -200,6 +200,11 @@ void serve_lp_legacy(Buf *b, const Tok *t, const ServeLp *const *ls, const size_
                      const size_t *to, int nl, int top, size_t *off);
 
 /* ---- serve_gen.c: one request; serve_step.c: the engine loop over them ---- */
+/* --draft: a kept state's draft context (serve_draft.c), so a resumed request drafts at
+ * once: per draft layer its latents [P][kv_lora] then k_pe [P][rope] (chat_state.c's
+ * trailer layout), n floats, id the draft's identity; rows NULL: none. */
+typedef struct { float *rows; size_t n; uint64_t id; } KeptDraft;
+
 typedef struct Server Server;
 typedef struct Gen Gen;
 typedef struct Job {
@@ -251,6 +256,10 @@ void serve_draft_feed(Gen *g, int id);
 int serve_draft_fed(Gen *g, int T, const float *row, const float *taps, int prefill);
 /* The next token a verify pass drew (its row into g->logits), or -1: none left. */
 int serve_draft_next(Gen *g);
+/* Kept states: g's draft context for positions [0, P) copied ({0}: it holds fewer); the
+ * server's draft's shape and identity (0 without --draft). */
+KeptDraft serve_draft_copy(const Gen *g, size_t P);
+int serve_draft_shape(const Server *s, int *layers, int *kv_lora, int *rope, uint64_t *id);
 /* Ends g: its choice of the reply (or an error: fail_err, NULL when none), its kept
  * states, the metrics; frees g. 1 when it was its job's last choice (the job is answered). */
 int serve_gen_end(Server *s, Gen *g, const char *fail_err);
@@ -265,14 +274,14 @@ void serve_cache_free(Server *s);
 /* Keeps st with fed[0..n) and logits (the last position's row, or NULL; all owned from now
  * on), its --state-dir file named file. */
 void serve_keep_file(Server *s, void *st, int32_t *fed, size_t n, float *logits,
-                     const char *file);
+                     const char *file, KeptDraft *d);
 
 /* ---- serve_disk.c: --state-dir ---- */
 /* Writes the state holding fed[0..nfed) (and logits, the row of its last position, or
  * NULL) as FILE.state; file gets the name ("" when not written, with the reason on
  * stderr). 0 or -1. */
 int serve_disk_save(Server *s, const int32_t *fed, size_t nfed, void *st, const float *logits,
-                    char file[64]);
+                    const KeptDraft *d, char file[64]);
 void serve_disk_forget(Server *s, const char *file);
 /* Loads every state in --state-dir into the kept states. 0, or 2 (no such directory). */
 int serve_disk_load(Server *s);
@@ -318,6 +327,7 @@ typedef struct {
 
 typedef struct Kept {
     int32_t *fed; size_t nfed;
+    KeptDraft draft;                         /* --draft: its context for nfed positions */
     void *st;                                /* K3State */
     float *logits;                           /* [vocab]: the last position's row, or NULL */
     size_t bytes;

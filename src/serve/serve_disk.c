@@ -11,6 +11,12 @@
  *   f32 data: per KDA layer S [heads][D][D] then conv [3][C][K-1]; per MLA layer c'
  *     [pos][kv_lora] then k_pe [pos][rope]
  *   u64 checksum of every byte before it (k3_state_sum)
+ * then, with --draft and its context covering the state's positions, chat_state.c's trailer
+ * (a file without one, as every file before it, resumes with no draft context: plain steps;
+ * a server without --draft or with another draft reads over it):
+ *   "K3DRAFT\n", u32 version (1), u64 the draft's identity, u32 layers, kv_lora, rope, P
+ *   (= pos); f32 per draft layer latents [P][kv_lora] then k_pe [P][rope]; u64 checksum of
+ *   the trailer's bytes before it
  * Version 1 was the chat REPL's state format (K3STATE, no logits row): refused with a
  * note, the conversation is prefilled once more and saved anew. Written to FILE.tmp.PID,
  * fsynced, renamed; on load everything is checked before use. */
@@ -27,6 +33,8 @@
 
 #define MAGIC "K3SERVE\n"
 #define VERSION 2u
+#define DMAGIC "K3DRAFT\n"                  /* the draft's context, a trailer */
+#define DVERSION 1u
 
 static void path_of(const Server *s, const char *file, const char *ext, char *p, size_t n) {
     snprintf(p, n, "%s/%s%s", s->state_dir, file, ext);
@@ -90,8 +98,18 @@ static int write_all(const char *path, const unsigned char *b, size_t n, char *e
     return k3_out_save(path, b, n, 0600, err, errlen);
 }
 
+/* The trailer's bytes for d over P positions (0: none, or not this server's draft's). */
+static size_t draft_bytes(const Server *s, const KeptDraft *d, size_t P) {
+    int nl, kl, dr;
+    uint64_t id;
+    if (!d || !d->rows || !P || !serve_draft_shape(s, &nl, &kl, &dr, &id) || d->id != id ||
+        d->n != (size_t)nl * P * (size_t)(kl + dr))
+        return 0;
+    return 8 + 4 + 8 + 16 + 4 * d->n + 8;
+}
+
 int serve_disk_save(Server *s, const int32_t *fed, size_t nfed, void *stv, const float *logits,
-                    char file[64]) {
+                    const KeptDraft *kd, char file[64]) {
     const K3Model *m = &s->eng.m;
     const K3Config *c = &m->cfg;
     const K3State *st = stv;
@@ -100,7 +118,8 @@ int serve_disk_save(Server *s, const int32_t *fed, size_t nfed, void *stv, const
     if (!s->state_dir) return 0;
     uint64_t h = k3_hash(K3_HASH_INIT, fed, 4 * nfed);
     snprintf(file, 64, "%016llx", (unsigned long long)h);
-    Out o = { NULL, 0, file_bytes(c, nfed, logits != NULL) };
+    const size_t tb = draft_bytes(s, kd, nfed);
+    Out o = { NULL, 0, file_bytes(c, nfed, logits != NULL) + tb };
     o.b = (size_t)st->pos == nfed ? malloc(o.cap) : NULL;
     int rc = -1;
     if (!o.b) snprintf(err, sizeof err, "out of memory (or a state out of step); not saved");
@@ -127,6 +146,19 @@ int serve_disk_save(Server *s, const int32_t *fed, size_t nfed, void *stv, const
             }
         }
         put64(&o, k3_state_sum(o.b, o.n));
+        if (tb) {                                 /* --draft: its context, a trailer */
+            int nl, kl, dr;
+            uint64_t id;
+            serve_draft_shape(s, &nl, &kl, &dr, &id);
+            const size_t t0 = o.n;
+            memcpy(o.b + o.n, DMAGIC, 8); o.n += 8;
+            put32(&o, DVERSION);
+            put64(&o, kd->id);
+            put32(&o, (uint32_t)nl); put32(&o, (uint32_t)kl); put32(&o, (uint32_t)dr);
+            put32(&o, (uint32_t)nfed);
+            put_words(&o, kd->rows, kd->n);
+            put64(&o, k3_state_sum(o.b + t0, o.n - t0));
+        }
         path_of(s, file, ".state", p, sizeof p);
         rc = write_all(p, o.b, o.n, err, sizeof err);
     }
@@ -136,6 +168,46 @@ int serve_disk_save(Server *s, const int32_t *fed, size_t nfed, void *stv, const
         file[0] = 0;
     }
     return rc;
+}
+
+/* The bytes of the state before a trailer: file_bytes of the header's positions when the
+ * header is this model's and fits in n, else n (the checks below then name the problem). */
+static size_t main_len(const unsigned char *b, size_t n, const K3Config *c, size_t head) {
+    if (n < head + 4) return n;
+    const uint32_t pos = get32(b + head - 4);
+    const size_t at = head + 4 * (size_t)pos;
+    if (pos > (1u << 28) || at + 4 > n || get32(b + at) > 1) return n;
+    const size_t m = file_bytes(c, pos, (int)get32(b + at));
+    return m + 8 <= n && !memcmp(b + m, DMAGIC, 8) ? m : n;
+}
+
+/* A trailer t[0..tn) for pos positions into d when it is this server's draft's (else it is
+ * read over: no draft context). 0, or -1 with err: a damaged trailer. */
+static int load_trailer(const Server *s, const char *path, const unsigned char *t, size_t tn,
+                        uint32_t pos, KeptDraft *d, char *err, size_t errlen) {
+    if (tn < 8 + 4 + 8 + 16 + 8 || get32(t + 8) != DVERSION)
+        return snprintf(err, errlen, "%s: a draft context of another version or truncated",
+                        path), -1;
+    if (k3_state_sum(t, tn - 8) != ((uint64_t)get32(t + tn - 4) << 32 | get32(t + tn - 8)))
+        return snprintf(err, errlen, "%s: the draft context's checksum does not match; the "
+                        "file is corrupt", path), -1;
+    const uint64_t id = (uint64_t)get32(t + 16) << 32 | get32(t + 12);
+    const uint32_t nl = get32(t + 20), kl = get32(t + 24), dr = get32(t + 28), P = get32(t + 32);
+    const uint64_t nf = (uint64_t)nl * P * ((uint64_t)kl + dr);
+    if (P != pos || nl > 64 || kl > (1u << 20) || dr > (1u << 20) ||
+        tn != 8 + 4 + 8 + 16 + 4 * nf + 8)
+        return snprintf(err, errlen, "%s: the draft context's sizes do not match the state; "
+                        "the file is corrupt", path), -1;
+    int l0, k0, r0;
+    uint64_t mine;
+    if (!serve_draft_shape(s, &l0, &k0, &r0, &mine) || mine != id || (uint32_t)l0 != nl ||
+        (uint32_t)k0 != kl || (uint32_t)r0 != dr)
+        return 0;                                 /* no --draft, or another draft's */
+    if (!(d->rows = malloc(sizeof(float) * (nf ? nf : 1))))
+        return snprintf(err, errlen, "%s: out of memory", path), -1;
+    get_words(d->rows, t + 36, nf);
+    d->n = nf; d->id = id;
+    return 0;
 }
 
 /* One file into a kept state. 0, or -1 with the reason in err. */
@@ -152,6 +224,9 @@ static int load_one(Server *s, const char *path, const char *file, char *err, si
     uint32_t d[8];
     dims(c, d);
     size_t head = 8 + 4 + 8 + 32 + (size_t)c->num_hidden_layers + 4;
+    KeptDraft dd = { NULL, 0, 0 };
+    const size_t n_all = n;                       /* with the draft's trailer */
+    n = main_len(b, n, c, head);
     if (n >= 8 && !memcmp(b, "K3STATE\n", 8))
         snprintf(err, errlen, "%s: a version 1 state (the chat REPL's format, without the "
                  "logits row); the conversation is prefilled once more and saved anew", path);
@@ -177,6 +252,8 @@ static int load_one(Server *s, const char *path, const char *file, char *err, si
         if (!ok || hl > 1 || n != file_bytes(c, pos, (int)hl))
             snprintf(err, errlen, "%s: the model dimensions or the sizes differ; the file is "
                      "corrupt or from another model", path);
+        else if (n_all > n && load_trailer(s, path, b + n, n_all - n, pos, &dd, err, errlen))
+            ;                                     /* (a damaged trailer: named in err) */
         else if ((long)pos + 1 > s->ctx)
             snprintf(err, errlen, "%s holds %u positions, over the context limit %d (--ctx)",
                      path, pos, s->ctx);
@@ -206,13 +283,13 @@ static int load_one(Server *s, const char *path, const char *file, char *err, si
             else {
                 st->pos = (int)pos;
                 k3_sched_share(s->sch, st);       /* the other ranks hold it too */
-                serve_keep_file(s, st, fed, pos, lg, file);
+                serve_keep_file(s, st, fed, pos, lg, file, &dd);
                 st = NULL; fed = NULL; lg = NULL;
             }
         }
     }
     if (st) k3_state_free(m, st);
-    free(fed); free(lg); free(b);
+    free(fed); free(lg); free(b); free(dd.rows);
     return rc;
 }
 

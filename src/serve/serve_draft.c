@@ -6,8 +6,10 @@
  * each verified row is masked as a plain step masks it, along the drafts (a draft the
  * constraint refuses is never drawn, so the block is cut there). With strict tools only
  * the arguments draft: elsewhere the server may write markup between two tokens. A request
- * whose state does not start at position 0 (a resumed prefix, a choice copied from its
- * prompt's first) does not draft, nor the reply test hook's ids (plain steps). */
+ * that resumes a kept state (a prefix, --state-dir's files) drafts at once from the draft
+ * context kept with it (serve_gen.c, serve_disk.c); one kept without it (no --draft,
+ * another draft) takes plain steps, as do the 2nd.. choices of n (copies of the first's
+ * prompt state) and the reply test hook's ids. */
 #include "serve_gen.h"
 #include "draft_loop.h"
 #include "util.h"
@@ -27,17 +29,66 @@ int serve_draft_open(Server *s, char *err, size_t errlen) {
     return rc;
 }
 
+/* A kept state's draft context into dl for its P positions: 0, or -1 (none, another
+ * draft's, or not restored: the request takes plain steps). */
+static int restore(K3DraftLoop *dl, const Kept *k, int P) {
+    int nl, kl, dr;
+    k3_draft_ctx_shape(dl, &nl, &kl, &dr);
+    if (!k || !k->draft.rows || k->nfed != (size_t)P || k->draft.id != k3_draft_identity(dl) ||
+        k->draft.n != (size_t)nl * P * (size_t)(kl + dr))
+        return -1;
+    char err[256];
+    if (k3_draft_restore(dl, P, err, sizeof err)) return -1;
+    const float *q = k->draft.rows;
+    for (int l = 0; l < nl; l++) {
+        memcpy(k3_draft_ctx_rows(dl, l, 0), q, sizeof(float) * (size_t)P * kl);
+        q += (size_t)P * kl;
+        memcpy(k3_draft_ctx_rows(dl, l, 1), q, sizeof(float) * (size_t)P * dr);
+        q += (size_t)P * dr;
+    }
+    return 0;
+}
+
 void serve_draft_begin(Gen *g) {
     Server *s = g->s;
     k3_spec_init(&g->sp, &s->eng.m, NULL, 0, K3_DSPARK_MAX_N);
     g->dl = NULL;
-    if (!s->dl || g->waiting || g->reuse || g->q->st->pos)
-        return;
+    const Kept *from = g->from;
+    g->from = NULL;
+    if (!s->dl || g->waiting) return;
     /* the rows a verify drew from: the anchor's and up to K3_DSPARK_MAX_N drafts' */
     g->prow = malloc(sizeof(float) * (K3_DSPARK_MAX_N + 1) * (size_t)s->eng.m.cfg.vocab_size);
     if (!g->prow) return;                      /* (out of memory: plain steps) */
-    g->dl = s->dl[g->q->slot];
-    k3_draft_reset(g->dl);
+    K3DraftLoop *dl = s->dl[g->q->slot];
+    k3_draft_reset(dl);
+    const int P = g->q->st->pos;               /* resumed: from the kept state's context */
+    if (P && restore(dl, from, P)) { k3_draft_reset(dl); return; }
+    g->dl = dl;
+}
+
+KeptDraft serve_draft_copy(const Gen *g, size_t P) {
+    KeptDraft d = { NULL, 0, 0 };
+    if (!g->dl || !P || (size_t)k3_draft_pos(g->dl) < P) return d;
+    int nl, kl, dr;
+    k3_draft_ctx_shape(g->dl, &nl, &kl, &dr);
+    d.n = (size_t)nl * P * (size_t)(kl + dr);
+    if (!(d.rows = malloc(sizeof(float) * d.n))) { d.n = 0; return d; }
+    d.id = k3_draft_identity(g->dl);
+    float *q = d.rows;
+    for (int l = 0; l < nl; l++) {
+        memcpy(q, k3_draft_ctx_rows(g->dl, l, 0), sizeof(float) * P * kl);
+        q += P * kl;
+        memcpy(q, k3_draft_ctx_rows(g->dl, l, 1), sizeof(float) * P * dr);
+        q += P * dr;
+    }
+    return d;
+}
+
+int serve_draft_shape(const Server *s, int *layers, int *kv_lora, int *rope, uint64_t *id) {
+    if (!s->dl) return 0;
+    k3_draft_ctx_shape(s->dl[0], layers, kv_lora, rope);
+    *id = k3_draft_identity(s->dl[0]);
+    return 1;
 }
 
 static int min_i(int a, int b) { return a < b ? a : b; }

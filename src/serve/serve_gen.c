@@ -47,7 +47,7 @@ static void kept_free(Server *s, Kept *k) {
     if (!k) return;
     if (forget_files) serve_disk_forget(s, k->file);
     k3_sched_free(s->sch, k->st);                 /* (and the other ranks' copy) */
-    free(k->fed); free(k->logits);
+    free(k->fed); free(k->logits); free(k->draft.rows);
     free(k);
 }
 
@@ -62,20 +62,24 @@ static void unlink_kept(Server *s, Kept *k) {
         if (*p == k) { *p = k->next; s->kept_bytes -= k->bytes; return; }
 }
 
-/* Takes ownership of st, fed[0..n) and logits (the row of the last position, or NULL).
- * Drops an entry with the same ids, then the least recently used until the cache fits. */
+/* Takes ownership of st, fed[0..n), logits (the row of the last position, or NULL) and the
+ * draft's context d (NULL or no rows: none). Drops an entry with the same ids, then the
+ * least recently used until the cache fits. */
 static void keep(Server *s, K3State *st, int32_t *fed, size_t n, float *logits,
-                 const char *file) {
+                 const char *file, KeptDraft *d) {
     size_t cap = (size_t)(s->cache_gb * 1e9);
     Kept *k = calloc(1, sizeof *k);
     if (!k) {
         k3_sched_free(s->sch, st); free(fed); free(logits); serve_disk_forget(s, file);
+        if (d) { free(d->rows); d->rows = NULL; }
         return;
     }
     k->st = st; k->fed = fed; k->nfed = n; k->logits = logits; k->used = ++s->clock;
+    if (d) { k->draft = *d; d->rows = NULL; }
     snprintf(k->file, sizeof k->file, "%s", file);
     k->bytes = state_bytes(&s->eng.m.cfg, st, n) +
-               (logits ? 4 * (size_t)s->eng.m.cfg.vocab_size : 0);
+               (logits ? 4 * (size_t)s->eng.m.cfg.vocab_size : 0) +
+               (k->draft.rows ? 4 * k->draft.n : 0);
     for (Kept *o = s->kept; o; o = o->next)
         if (o->nfed == n && !memcmp(o->fed, fed, 4 * n)) {
             if (o->logits && !logits) { kept_free(s, k); return; }   /* the one with a row */
@@ -93,8 +97,8 @@ static void keep(Server *s, K3State *st, int32_t *fed, size_t n, float *logits,
 }
 
 void serve_keep_file(Server *s, void *st, int32_t *fed, size_t n, float *logits,
-                     const char *file) {
-    keep(s, st, fed, n, logits, file);
+                     const char *file, KeptDraft *d) {
+    keep(s, st, fed, n, logits, file, d);
 }
 
 /* The kept state with the longest fed prefix of ids[0..n): one that holds all n ids needs
@@ -209,7 +213,7 @@ static void gen_free(Gen *g) {
     free(g->plogits); free(g->logits); free(g->fed); free(g->out);
     free(g->text[0]); free(g->text[1]);
     serve_lp_free(&g->lp); serve_lp_free(&g->plp);
-    free(g->mask); free(g->prow); k3_cons_free(&g->cs);
+    free(g->mask); free(g->prow); free(g->pdraft.rows); k3_cons_free(&g->cs);
     buf_free(&g->r_acc);
     xtml_parser_free(&g->xp);
     sampler_free(&g->smp);
@@ -228,6 +232,7 @@ static int resume(Server *s, Gen *g) {
     if (k) {                              /* a copy: the kept one stays for other branches */
         if (k3_sched_load(s->sch, g->q, k->st, g->err, sizeof g->err)) return -1;
         g->reuse = k->nfed;
+        g->from = k;                      /* --draft: its context (serve_draft_begin) */
         k->used = ++s->clock;
         if (g->reuse == n) {              /* the whole prompt: sampled from the kept row */
             memcpy(g->logits, k->logits, 4 * V);
@@ -531,6 +536,7 @@ void serve_gen_fed(Gen *g, int T, const float *row, const float *taps) {
         if (!g->pst) fprintf(stderr, "k3: serve: the prompt's state is not kept: %s\n", err);
         g->plogits = g->pst ? malloc(4 * V) : NULL;
         if (g->plogits) memcpy(g->plogits, g->logits, 4 * V);
+        if (g->pst) g->pdraft = serve_draft_copy(g, g->nprompt);   /* --draft: its context */
     }
     if (g->j->req.n_choices > 1) give_prompt(g);
 }
@@ -565,8 +571,8 @@ int serve_gen_end(Server *s, Gen *g, const char *fail_err) {
             int32_t *f2 = malloc(4 * g->nprompt);
             if (f2) {
                 memcpy(f2, g->fed, 4 * g->nprompt);
-                serve_disk_save(s, f2, g->nprompt, g->pst, g->plogits, file);
-                keep(s, g->pst, f2, g->nprompt, g->plogits, file);
+                serve_disk_save(s, f2, g->nprompt, g->pst, g->plogits, &g->pdraft, file);
+                keep(s, g->pst, f2, g->nprompt, g->plogits, file, &g->pdraft);
                 g->pst = NULL; g->plogits = NULL;
             }
         }
@@ -577,8 +583,9 @@ int serve_gen_end(Server *s, Gen *g, const char *fail_err) {
             !(st = k3_sched_take(s->sch, g->q, err, sizeof err)))
             fprintf(stderr, "k3: serve: the reply's state is not kept: %s\n", err);
         if (st) {
-            serve_disk_save(s, g->fed, g->n, st, NULL, file);
-            keep(s, st, g->fed, g->n, NULL, file);
+            KeptDraft d = serve_draft_copy(g, g->n);
+            serve_disk_save(s, g->fed, g->n, st, NULL, &d, file);
+            keep(s, st, g->fed, g->n, NULL, file, &d);
             g->fed = NULL;
         }
         if (!g->gone && !j->gone && !j->cut) serve_gen_reply(g, finish);

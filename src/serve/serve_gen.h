@@ -59,6 +59,8 @@ struct Gen {
                                            * the model's own */
     float *prow;                          /* their rows [8][vocab] (logprobs) */
     K3Spec sp;                            /* drafted, accepted, passes */
+    const struct Kept *from;              /* the kept state resumed (serve_draft_begin) */
+    KeptDraft pdraft;                     /* the prompt's end: the draft's context */
     /* images (serve_gen.c): read, their rows, and where the rows go in the prompt */
     K3ImageIn *img; int n_img;
     K3EmbedSpan *span; K3Embed emb;

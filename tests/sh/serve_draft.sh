@@ -170,6 +170,55 @@ grep -q '"arguments"' $T/sp.t && [ "$(body $T/sp.t)" = "$(body $T/sd.t)" ] &&
 echo "ok constrained (JSON mode, a grammar, a strict tool's arguments): the replies without" \
   "a draft; oracle: $acc of $pro accepted; strict: $(met $PORT_sd draft_proposed_total) verified"
 
+# a resumed request drafts at once from the draft context kept with its state, in memory and
+# in --state-dir's files across a restart: its first block at its prompt's end, and every
+# block's drafts (K3_TEST_DRAFT_LOG) those of the same sequence run alone (a context
+# restored wrong drafts otherwise); the replies those of the server without a draft
+RA="\"prompt\": [$P], \"max_tokens\": 12, \"temperature\": 0, \"logprobs\": 1"
+$C "http://127.0.0.1:$PORT_plain/v1/completions" -d "{$RA}" > $T/plain.ra
+B="$P,$(tid $T/plain.ra),5,6,7"
+RB="\"prompt\": [$B], \"max_tokens\": 16, \"temperature\": 0, \"logprobs\": 1"
+$C "http://127.0.0.1:$PORT_plain/v1/completions" -d "{$RB}" > $T/plain.rb
+export K3_TEST_DRAFT_NOPAUSE=1 K3_TEST_DRAFT_LOG=1 K3_TEST_DRAFT_ORACLE="$(tid $T/plain.rb)"
+export K3_TEST_DRAFT_RIGHT=3
+$K3 $M --ids "$B" --gen 16 --draft $D --draft-block 7 2>&1 >/dev/null |
+  grep 'k3: test: block' > $T/solo.b
+nb=$(echo "$B" | tr ',' '\n' | wc -l)
+head -n 1 $T/solo.b | grep -q "^k3: test: block at $nb " || fail "solo B: $(head -n 1 $T/solo.b)"
+mkdir $T/st
+start rs --draft $D --draft-block 7
+start rd1 --draft $D --draft-block 7 --state-dir $T/st
+unset K3_TEST_DRAFT_NOPAUSE K3_TEST_DRAFT_LOG K3_TEST_DRAFT_ORACLE K3_TEST_DRAFT_RIGHT
+# resumed NAME: B after A on server NAME: the reply, and B's blocks those of the solo run
+resumed() {
+  eval "u=http://127.0.0.1:\$PORT_$1"
+  [ -n "$2" ] && $C "$u/v1/completions" -d "{$RA}" > $T/$1.ra
+  n0=$(grep -c 'k3: test: block' $T/$1.err)
+  $C "$u/v1/completions" -d "{$RB}" > $T/$1.rb
+  grep 'k3: test: block' $T/$1.err | tail -n +$((n0 + 1)) > $T/$1.lb
+  [ "$(nocache $T/plain.rb)" = "$(nocache $T/$1.rb)" ] || fail "$1: B: $(cat $T/$1.rb)"
+  grep -q '"cached_tokens": [1-9]' $T/$1.rb || fail "$1: B did not resume a kept state"
+  [ -s $T/$1.lb ] && cmp -s $T/$1.lb $T/solo.b ||
+    fail "$1: B's blocks are not the solo run's: $(diff $T/$1.lb $T/solo.b | head -n 4)"
+}
+resumed rs 1
+resumed rd1 1
+grep -l K3DRAFT $T/st/*.state > /dev/null || fail "--state-dir: no file carries the draft"
+# the server restarts on the same files: B resumes A's kept reply from its file
+kill "${PIDS##* }"; wait "${PIDS##* }" 2>/dev/null
+K3_TEST_DRAFT_NOPAUSE=1 K3_TEST_DRAFT_LOG=1 K3_TEST_DRAFT_ORACLE="$(tid $T/plain.rb)" \
+  K3_TEST_DRAFT_RIGHT=3 start rd2 --draft $D --draft-block 7 --state-dir $T/st
+grep -q 'state(s) resumed' $T/rd2.err || fail "rd2: $(cat $T/rd2.err)"
+resumed rd2 ""
+acc=$(grep -o '"accepted": [0-9]*' $T/rd2.rb | sed 's/.*: //')
+# a server without --draft reads the same files (the trailer read over)
+start rp --state-dir $T/st
+$C "http://127.0.0.1:$PORT_rp/v1/completions" -d "{$RB}" > $T/rp.rb
+[ "$(nocache $T/plain.rb)" = "$(nocache $T/rp.rb)" ] && grep -q '"cached_tokens": [1-9]' $T/rp.rb ||
+  fail "no --draft on the draft's files: $(cat $T/rp.rb) $(tail -n 3 $T/rp.err)"
+echo "ok a resumed request drafts at once (kept in memory; in --state-dir files across a" \
+  "restart: $acc accepted): its blocks those of the sequence alone, the same replies"
+
 # refusals: exit 2 naming the flag
 $K3 serve $M --tok $TK --draft-block 3 2> $T/e; rc=$?
 [ $rc = 2 ] && grep -q -- '--draft-block is about a --draft DIR' $T/e ||
