@@ -135,8 +135,6 @@ static int parse(int argc, char **argv, BOpts *o) {
     if (sampler_check(&o->ef.sp, serr, sizeof serr)) return usage("%s", serr);
     if (o->draft_block && !o->draft_dir)
         return usage("%s", "--draft-block is about a --draft DIR");
-    if (o->draft_dir && k3_comm_size() > 1)
-        return usage("%s", "--draft does not run over MPI ranks yet: run bin/k3");
     if (o->draft_dir) {            /* its blocks are verified as --spec's drafts */
         if (!o->draft_block) o->draft_block = K3_DSPARK_MAX_N;
         o->spec = 1; o->spec_k = o->draft_block;

@@ -4,8 +4,8 @@
 # single-process bin/k3 without a draft: greedy with the verify length chosen (rank 0's
 # choice broadcast), every draft right (the oracle hook) at --draft-block 3 with the
 # --dump-draft bytes of bin/k3 (rank 0 writes them), seeded sampling on a starved streamed
-# trunk (each rank's plan streams its own draft copy). Chat with --draft stays refused over
-# ranks (exit 2). The slow tier (K3_TEST_FULL=1): np 3, and the streamed case at np 1 and 3.
+# trunk (each rank's plan streams its own draft copy); a batch of 5 likewise (blocks chosen,
+# the oracle's, streamed, 2 in flight). Chat with --draft stays refused over ranks (exit 2). The slow tier (K3_TEST_FULL=1): np 3, and the streamed case at np 1 and 3.
 . tests/sh/lib/check.sh
 slow() { [ "${K3_TEST_FULL:-}" = 1 ]; }
 KM=${K3_MPI:-./bin/k3-mpi}
@@ -50,6 +50,44 @@ same "sampled, starved streamed trunk" "$s" --temperature 0.9 --top-p 0.95 --see
   --trunk $T/tr --trunk-gb 0 --cache-gb 0
 grep -q "draft window" $T/err || $K3 $M --ids 1 --gen 1 --draft $D --trunk $T/tr --trunk-gb 0 \
   --cache-gb 0 --verbose 2>&1 | grep -q "draft window" || bad "the draft was not streamed"
+# batch mode (every rank runs the batch whole, its draft contexts fed from its own taps, the
+# draft forward's lm_head rows split like the trunk's): a batch of 5 (3 greedy, 2 seeded)
+# with --draft at np 2 gives the ids and --dump-logits bytes of bin/k3's batch without it,
+# blocks chosen, fixed with the oracle (2 of 4 right a block: the rollbacks), on a starved
+# streamed trunk, two in flight at 1 thread
+cat > $T/b.jsonl <<EOF
+{"id": "a", "ids": [$P], "gen": 20}
+{"id": "b", "ids": [754,475,608,87,876,126], "gen": 24}
+{"id": "c", "ids": [9,8,7,6,5,4,3,2,1,10,11,12,13,14,15,16,17,18,19,20], "gen": 18}
+{"id": "d", "ids": [100,200,300], "gen": 22, "temperature": 0.9, "seed": 5}
+{"id": "e", "ids": [42,43,44,45,46,47,48,49], "gen": 20, "temperature": 0.8, "seed": 11}
+EOF
+lines() { sed 's/, "seconds_prefill.*//' "$1" | sort; }
+mkdir $T/b0 $T/b1
+$K3 $M --batch $T/b.jsonl --quiet --dump-logits $T/b0 > $T/bo0 2>/dev/null || bad "batch: exit $?"
+OR=$(sed -n 's/.*"generated_ids": \[\([^]]*\)\].*/\1/p' $T/bo0 | tr -d ' ' | tr '\n' ';')
+# bsame NAME FLAGS DRAFT_FLAGS: bin/k3 --batch FLAGS against np 2 with --draft
+bsame() {
+  rm -f $T/b0/* $T/b1/*
+  # shellcheck disable=SC2086
+  $K3 $M --batch $T/b.jsonl $2 --quiet --dump-logits $T/b0 > $T/bo0 2>/dev/null ||
+    { bad "$1: bin/k3 exited $?"; return; }
+  # shellcheck disable=SC2086
+  timeout 120 mpirun --oversubscribe -np 2 "$KM" $M --batch $T/b.jsonl $2 --draft $D $3 \
+    --dump-logits $T/b1 > $T/bo1 2>$T/err || { bad "$1: exit $?: $(tail -c 300 $T/err)"; return; }
+  n=0
+  for f in $T/b0/*.f32; do cmp -s "$f" "$T/b1/${f##*/}" && n=$((n + 1)); done
+  [ "$(lines $T/bo0)" = "$(lines $T/bo1)" ] && [ $n = 5 ] &&
+    grep -q "^k3: draft: [1-9][0-9]* blocks" $T/err &&
+    ok "batch np 2, $1: the ids and 5 dumps' bytes of bin/k3 without a draft" \
+       "($(sed -n 's/^k3: draft: .* \([0-9]*\) accepted.*/\1/p' $T/err) accepted)" ||
+    bad "batch np 2, $1: $n of 5 dumps equal; $(diff $T/bo0 $T/bo1 | head -n 3)"
+}
+bsame "blocks chosen" "" ""
+K3_TEST_DRAFT_ORACLE=$OR K3_TEST_DRAFT_RIGHT=2 bsame "oracle, block 4" "" "--draft-block 4"
+bsame "starved streamed trunk" "--trunk $T/tr --trunk-gb 0 --cache-gb 0" ""
+K3_TEST_DRAFT_ORACLE=$OR bsame "oracle, 2 in flight, 1 thread" "--batch-size 2 --threads 1" \
+  "--draft-block 7"
 echo hi | timeout 60 mpirun --oversubscribe -np 2 "$KM" $M --chat --tok tests/tok/tiny \
   --draft $D >/dev/null 2>$T/err; rc=$?
 [ $rc = 2 ] && grep -q "chat --draft does not run over MPI ranks" $T/err \
