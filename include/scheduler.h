@@ -112,4 +112,10 @@ int k3_sched_sync(K3Sched *s, K3SchedSeq *q);
 void k3_sched_share(K3Sched *s, const K3State *st);
 /* Frees a state k3_sched_take / k3_sched_copy / k3_sched_share gave the client. */
 void k3_sched_free(K3Sched *s, K3State *st);
+/* The client's own record about q's slot (chat --draft: the draft's calls that reach
+ * collectives): p[0..n) to every follower, whose handler gets it with that slot's state,
+ * in order with the scheduler's records. Nothing at N = 1. */
+typedef void (*K3SchedUserFn)(void *ctx, K3State *st, const void *p, size_t n);
+void k3_sched_user(K3Sched *s, const K3SchedSeq *q, const void *p, size_t n);
+void k3_sched_on_user(K3Sched *s, K3SchedUserFn fn, void *ctx);   /* a follower's handler */
 #endif

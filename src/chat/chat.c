@@ -235,10 +235,12 @@ static int state_resume(Chat *c) {
         return K3_ERR_RUNTIME;
     }
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }
-    if (c->draft && c->st->pos > 0 && k3_draft_pos(c->draft) == c->st->pos)
+    if (c->draft && c->st->pos > 0 && k3_draft_pos(c->draft) == c->st->pos) {
+        chat_draft_send_ctx(c);                    /* over N ranks: to the others */
         fprintf(stderr, "k3: --draft: the state's draft context restored (%d positions): "
                 "replies are drafted at once\n", c->st->pos);
-    else if (c->draft) {     /* saved without it, by another draft or an older k3 */
+    } else if (c->draft) {     /* saved without it, by another draft or an older k3 */
+        chat_draft_send(c, CHAT_DR_TRUNC, 0, 0, 0);
         k3_draft_truncate(c->draft, 0);
         fprintf(stderr, "k3: --draft: the loaded state has no draft context for this draft "
                 "(saved without --draft, with another draft, or by an older k3), so replies "
@@ -499,9 +501,6 @@ static int parse_flags(int argc, char **argv, Chat *c, const char **system, int 
     if (c->draft_dir && (!c->spec || c->draft_file))
         return usage("%s", "--draft verifies its blocks as speculation does: drop --no-spec "
                      "and --draft-file");
-    if (c->draft_dir && k3_comm_size() > 1)
-        return usage("%s", "chat --draft does not run over MPI ranks yet (the one-shot "
-                     "command does): run bin/k3 --chat");
     if (c->draft_block && !c->draft_dir)
         return usage("%s", "--draft-block sets the rows of a --draft DIR block");
     if (!c->draft_block) c->draft_block = K3_DSPARK_MAX_N;
@@ -633,7 +632,16 @@ static int setup(Chat *c, const char *system) {
         return rc;
     }
     k3_sched_mirror(c->sch);                   /* over N ranks: only this one reads input */
-    if (k3_sched_follower(c->sch)) return 0;   /* chat_main follows rank 0 */
+    if (k3_sched_follower(c->sch)) {           /* chat_main follows rank 0 */
+        if (c->draft_dir) {                    /* and replays its draft calls */
+            rc = k3_draft_open(&c->draft, c->draft_dir, &c->eng, c->draft_block,
+                               c->draft_fixed, c->spec_st.step_cost, 1, err, sizeof err);
+            if (rc) { fprintf(stderr, "k3: --draft %s\n", err); return rc; }
+            k3_draft_follow(c->draft, NULL);   /* the slot's state: rank 0's first record */
+            k3_sched_on_user(c->sch, chat_draft_replay, c);
+        }
+        return 0;
+    }
     c->q = k3_sched_join(c->sch, c);
     c->st = c->q ? c->q->st : NULL;
     c->logits = c->eng.rs.logits;              /* one sequence: its rows start there */
@@ -643,6 +651,7 @@ static int setup(Chat *c, const char *system) {
                            c->spec_st.step_cost, 0, err, sizeof err);
         if (rc) { fprintf(stderr, "k3: --draft %s\n", err); return rc; }
         k3_draft_follow(c->draft, c->st);
+        chat_draft_send(c, CHAT_DR_FOLLOW, 0, 0, 0);   /* over N ranks: theirs too */
     }
     fprintf(stderr, "k3: chat on %s: %d layers, vocab %d, context %d; kernels %s; "
             "opened in %.2f s\n", c->model_dir, c->eng.m.cfg.num_hidden_layers, V, c->ctx,

@@ -105,6 +105,13 @@ extern volatile sig_atomic_t chat_interrupted;   /* set by SIGINT */
  * runtime failure (message printed). */
 int chat_turn(Chat *c, const char *user_text);
 void chat_forget_state(Chat *c);                 /* reset the KDA/MLA state */
+/* --draft over N ranks (chat_gen.c): the draft's calls that reach collectives (its forward's
+ * lm_head rows, rank 0's choices) or move its context, made by every rank in the same
+ * order: rank 0 sends each as the scheduler's client record, the others replay it. */
+enum { CHAT_DR_FOLLOW = 1, CHAT_DR_BLOCK, CHAT_DR_KEEP, CHAT_DR_TRUNC, CHAT_DR_RESTORE };
+void chat_draft_send(Chat *c, int op, int a, int b, int d);
+void chat_draft_send_ctx(Chat *c);                /* the restored context, whole */
+void chat_draft_replay(void *ctx, K3State *st, const void *p, size_t n);
 void chat_print_stats(const Chat *c, FILE *f);
 /* The transcript (all of c->log, exact records unless --canonical-history, generation
  * prompt) as ids; 0, or -1 with a message printed. The rendered messages' images take their

@@ -2,6 +2,7 @@
  * an exact prefix (else reset and re-prefill, saying so), sample the reply and stream
  * it (thinking dim or hidden, answer UTF-8-safe), record it. */
 #include "chat.h"
+#include "comm.h"
 #include "util.h"
 #include <signal.h>
 #include <stdio.h>
@@ -18,9 +19,68 @@ static const char *s_(long n) { return n == 1 ? "" : "s"; }
 
 enum { SEEN_MAX = 1 << 20 };                /* ids of dropped conversations kept to draft */
 
+void chat_draft_send(Chat *c, int op, int a, int b, int d) {
+    const int32_t v[4] = { op, a, b, d };
+    if (c->draft) k3_sched_user(c->sch, c->q, v, sizeof v);   /* (N = 1: nothing) */
+}
+
+void chat_draft_send_ctx(Chat *c) {
+    if (!c->draft || k3_comm_size() == 1) return;
+    int nl, kl, dr;
+    k3_draft_ctx_shape(c->draft, &nl, &kl, &dr);
+    const int P = k3_draft_pos(c->draft);
+    const size_t n = 4 + (size_t)nl * P * (size_t)(kl + dr);
+    float *b = malloc(sizeof(float) * n);
+    if (!b) k3_comm_abort(1, "out of memory for the draft's context");
+    const int32_t h[4] = { CHAT_DR_RESTORE, P, 0, 0 };
+    memcpy(b, h, sizeof h);
+    float *q = b + 4;
+    for (int l = 0; l < nl; l++) {
+        memcpy(q, k3_draft_ctx_rows(c->draft, l, 0), sizeof(float) * (size_t)P * kl);
+        q += (size_t)P * kl;
+        memcpy(q, k3_draft_ctx_rows(c->draft, l, 1), sizeof(float) * (size_t)P * dr);
+        q += (size_t)P * dr;
+    }
+    k3_sched_user(c->sch, c->q, b, sizeof(float) * n);
+    free(b);
+}
+
+/* A follower: rank 0's draft call on st, the state of its slot here. */
+void chat_draft_replay(void *ctx, K3State *st, const void *p, size_t n) {
+    Chat *c = ctx;
+    int32_t v[4];
+    if (!c->draft || n < sizeof v) k3_comm_abort(1, "the mirror: a draft record of %zu bytes", n);
+    memcpy(v, p, sizeof v);
+    k3_draft_follow(c->draft, st);
+    char err[512];
+    int d[K3_DSPARK_MAX_N], rc = 0;
+    if (v[0] == CHAT_DR_BLOCK) rc = k3_draft_block(c->draft, v[1], v[2], v[3], d, err,
+                                                   sizeof err) < 0;
+    else if (v[0] == CHAT_DR_KEEP) rc = k3_draft_keep(c->draft, v[1], v[2], err, sizeof err);
+    else if (v[0] == CHAT_DR_TRUNC) k3_draft_truncate(c->draft, v[1]);
+    else if (v[0] == CHAT_DR_RESTORE) {
+        int nl, kl, dr;
+        k3_draft_ctx_shape(c->draft, &nl, &kl, &dr);
+        const int P = v[1];
+        const float *q = (const float *)p + 4;
+        if (P < 0 || n != sizeof(float) * (4 + (size_t)nl * P * (size_t)(kl + dr)) ||
+            (rc = k3_draft_restore(c->draft, P, err, sizeof err)) != 0) {
+            if (!rc) snprintf(err, sizeof err, "a draft context of %zu bytes", n);
+            rc = 1;
+        }
+        for (int l = 0; !rc && l < nl; l++) {
+            memcpy(k3_draft_ctx_rows(c->draft, l, 0), q, sizeof(float) * (size_t)P * kl);
+            q += (size_t)P * kl;
+            memcpy(k3_draft_ctx_rows(c->draft, l, 1), q, sizeof(float) * (size_t)P * dr);
+            q += (size_t)P * dr;
+        }
+    }
+    if (rc) k3_comm_abort(1, "the mirror: a draft call rank 0 made failed here: %s", err);
+}
+
 void chat_forget_state(Chat *c) {
     k3_sched_reset(c->sch, c->q);                /* (and on the other ranks) */
-    if (c->draft) k3_draft_truncate(c->draft, 0);
+    if (c->draft) { chat_draft_send(c, CHAT_DR_TRUNC, 0, 0, 0); k3_draft_truncate(c->draft, 0); }
     /* a regenerated reply (/reset, the same message) drafts from the one before */
     size_t n = c->nfed < SEEN_MAX ? c->nfed : SEEN_MAX, keep = c->nseen;
     if (keep + n > SEEN_MAX) keep = SEEN_MAX - n;           /* the oldest go */
@@ -83,6 +143,7 @@ static int verify(Chat *c, Sampler *smp, const int *v, int k, long gen_pos, int 
     if (got > dead) { fprintf(stderr, "\nk3: grammar: no token can continue the reply\n");
                       return -1; }
     k3_sched_rolled_back(c->sch, c->q, got);       /* the other ranks' state keeps as many */
+    if (c->draft) chat_draft_send(c, CHAT_DR_KEEP, k, got, 0);     /* (and theirs) */
     if (c->draft && k3_draft_keep(c->draft, k, got, err, sizeof err)) {
         fprintf(stderr, "\nk3: %s\n", err); return -1;
     }
@@ -102,6 +163,7 @@ static int dspark_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, int room
     char err[512];
     int v[K3_DSPARK_MAX_N + 1];
     v[0] = id;
+    chat_draft_send(c, CHAT_DR_BLOCK, id, (int)(c->tot_gen + gen_pos), room);   /* N ranks */
     const int k = k3_draft_block(c->draft, id, c->tot_gen + gen_pos, room, v + 1, err,
                                  sizeof err);
     if (k < 0) { fprintf(stderr, "\nk3: %s\n", err); return -1; }
@@ -465,7 +527,10 @@ int chat_turn(Chat *c, const char *user_text) {
         if (k3_sched_rollback(c->sch, c->q, 1 + kept)) {
             fprintf(stderr, "k3: the state could not be rolled back\n"); rc = -1;
         }
-        if (c->draft) k3_draft_truncate(c->draft, c->st->pos);
+        if (c->draft) {
+            chat_draft_send(c, CHAT_DR_TRUNC, c->st->pos, 0, 0);
+            k3_draft_truncate(c->draft, c->st->pos);
+        }
         c->nfed -= (size_t)(np - 1 - kept);
     }
     double td = k3_now() - t1;

@@ -177,6 +177,14 @@ void k3_sched_rolled_back(K3Sched *s, K3SchedSeq *q, int keep) {
     k3_follow_send(s, OP_ROLLBACK, q->slot, keep, NULL, NULL, 0);
 }
 
+void k3_sched_user(K3Sched *s, const K3SchedSeq *q, const void *p, size_t n) {
+    k3_follow_send(s, OP_USER, q->slot, 0, NULL, p, n);
+}
+
+void k3_sched_on_user(K3Sched *s, K3SchedUserFn fn, void *ctx) {
+    s->on_user = fn; s->user_ctx = ctx;
+}
+
 void k3_sched_end(K3Sched *s, int rc) {
     k3_follow_send(s, OP_END, -1, rc, NULL, NULL, 0);
     s->ended = 1;
@@ -249,6 +257,9 @@ int k3_sched_follow(K3Sched *s) {
             map_put(s, r.key, st);
             break;
         case OP_END: rc = r.a; done = 1; break;
+        case OP_USER:
+            if (s->on_user) s->on_user(s->user_ctx, slot_seq(s, &r)->st, p, r.bytes);
+            break;
         default: k3_comm_abort(1, "the mirror: unknown record %d", r.op);
         }
         free(p);

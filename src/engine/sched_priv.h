@@ -19,11 +19,13 @@ struct K3Sched {
     int pf_done;                  /* prompt tokens fed since none was waiting (progress) */
     int lead, follow, ended;      /* the mirror: rank 0 sends, the others replay */
     struct FollowMap *map;        /* a follower's: the lead's state addresses to its own */
+    K3SchedUserFn on_user;        /* a follower's handler of the client's records */
+    void *user_ctx;
 };
 
 /* The records: what the lead did, replayed by a follower. */
 enum { OP_JOIN = 1, OP_LEAVE, OP_STEP, OP_LOAD, OP_TAKE, OP_COPY, OP_FREE, OP_RESET,
-       OP_ROLLBACK, OP_SYNC, OP_SHARE, OP_END };
+       OP_ROLLBACK, OP_SYNC, OP_SHARE, OP_END, OP_USER };
 /* On the lead, a record to every follower: op on slot (or -1) with a, the key of a state
  * (its address here) and n payload bytes; nothing elsewhere. */
 void k3_follow_send(K3Sched *s, int op, int slot, int a, const void *key, const void *p,

@@ -5,7 +5,9 @@
 # choice broadcast), every draft right (the oracle hook) at --draft-block 3 with the
 # --dump-draft bytes of bin/k3 (rank 0 writes them), seeded sampling on a starved streamed
 # trunk (each rank's plan streams its own draft copy); a batch of 5 likewise (blocks chosen,
-# the oracle's, streamed, 2 in flight). Chat with --draft stays refused over ranks (exit 2). The slow tier (K3_TEST_FULL=1): np 3, and the streamed case at np 1 and 3.
+# the oracle's, streamed, 2 in flight); chat too (the draft calls replayed on every rank),
+# a saved state resumed at np 2 drafting at once. Serve with --draft stays refused (exit 2).
+# The slow tier (K3_TEST_FULL=1): np 3, and the streamed case at np 1 and 3.
 . tests/sh/lib/check.sh
 slow() { [ "${K3_TEST_FULL:-}" = 1 ]; }
 KM=${K3_MPI:-./bin/k3-mpi}
@@ -88,8 +90,57 @@ K3_TEST_DRAFT_ORACLE=$OR K3_TEST_DRAFT_RIGHT=2 bsame "oracle, block 4" "" "--dra
 bsame "starved streamed trunk" "--trunk $T/tr --trunk-gb 0 --cache-gb 0" ""
 K3_TEST_DRAFT_ORACLE=$OR bsame "oracle, 2 in flight, 1 thread" "--batch-size 2 --threads 1" \
   "--draft-block 7"
-echo hi | timeout 60 mpirun --oversubscribe -np 2 "$KM" $M --chat --tok tests/tok/tiny \
-  --draft $D >/dev/null 2>$T/err; rc=$?
-[ $rc = 2 ] && grep -q "chat --draft does not run over MPI ranks" $T/err \
-  && ok "chat --draft over ranks: refused, exit 2" || bad "chat --draft over ranks: exit $rc"
+# chat (rank 0 runs the REPL; the others replay its scheduler and its draft calls: each
+# block's draft forward, the keep, the cuts, a loaded state's draft context): three sampled
+# turns with every draft right (the oracle) at --draft-block 3 and greedy with blocks
+# chosen give bin/k3 --no-spec's stdout, history and saved state (the state's trailer that
+# of bin/k3 --draft); the state resumed at np 2 drafts at once (a copy of the draft that
+# holds 1024 positions: the conversation passes the tiny draft's 256)
+TK=tests/tok/tiny
+mkdir $T/dl && ln -s "$PWD/$D/model.safetensors" $T/dl/ &&
+  sed 's/"max_position_embeddings": 256/"max_position_embeddings": 1024/' $D/config.json \
+    > $T/dl/config.json || bad "a copy of the draft"
+printf 'Hello there\nSecond one\nA third\n' > $T/c1; printf 'Fourth one\nFifth\n' > $T/c2
+gids() { sed -n 's/.*"k3_gen":{"ids":\[\([0-9,]*\)\].*/\1/p' "$1" | paste -sd, -; }
+# chat TAG IN NP ARGS..: a session (NP 0: bin/k3), its stdout, stderr, history, state
+chat() {
+  tg=$1; in=$2; np=$3; shift 3
+  if [ "$np" = 0 ]; then set -- "$K3" "$@"
+  else set -- timeout 120 mpirun --oversubscribe -np "$np" "$KM" "$@"; fi
+  "$@" --chat --tok $TK --gen 24 --no-color --history $T/h.$tg <$in >$T/o.$tg 2>$T/e.$tg ||
+    bad "chat $tg: exit $?: $(tail -c 300 $T/e.$tg)"
+}
+for mode in "--seed 7 --temperature 0.8" "--temperature 0"; do
+  rm -f $T/h.*
+  # shellcheck disable=SC2086
+  chat a $T/c1 0 $M $mode --no-spec --save-state $T/s.a
+  cp $T/h.a $T/h.r
+  # shellcheck disable=SC2086
+  chat r $T/c2 0 $M $mode --no-spec --load-state $T/s.a
+  OR=$(gids $T/h.a); OR2=$(gids $T/h.r | cut -d, -f$(($(echo "$OR" | tr ',' '\n' | wc -l) + 1))-)
+  d="--draft $T/dl"; case $mode in *seed*) d="$d --draft-block 3";; esac
+  # shellcheck disable=SC2086
+  K3_TEST_DRAFT_ORACLE=$OR chat c $T/c1 0 $M $mode $d --save-state $T/s.c
+  # shellcheck disable=SC2086
+  K3_TEST_DRAFT_ORACLE=$OR chat b $T/c1 2 $M $mode $d --save-state $T/s.b
+  acc=$(sed -n 's/^k3: draft: .* \([0-9]*\) accepted$/\1/p' $T/e.b | awk '{s += $1} END {print s}')
+  cmp -s $T/o.a $T/o.b && cmp -s $T/h.a $T/h.b && cmp -s -n "$(wc -c < $T/s.a)" $T/s.a $T/s.b &&
+    cmp -s $T/s.c $T/s.b && [ "$(wc -c < $T/s.b)" -gt "$(wc -c < $T/s.a)" ] &&
+    [ "${acc:-0}" -gt 0 ] &&
+    ok "chat np 2 --draft ($mode): --no-spec's replies, history and state; the draft's" \
+       "trailer that of bin/k3 ($acc drafts accepted)" ||
+    bad "chat np 2 --draft ($mode): differs from bin/k3 ($acc accepted)"
+  cp $T/h.b $T/h.r2
+  # shellcheck disable=SC2086
+  K3_TEST_DRAFT_ORACLE=$OR2 chat r2 $T/c2 2 $M $mode $d --load-state $T/s.b
+  acc=$(sed -n 's/^k3: draft: .* \([0-9]*\) accepted$/\1/p' $T/e.r2 | head -n 1)
+  cmp -s $T/o.r $T/o.r2 && grep -q "draft context restored" $T/e.r2 && [ "${acc:-0}" -gt 0 ] &&
+    ok "chat np 2 --draft ($mode) resumed: its first reply drafted at once ($acc accepted)," \
+       "the replies of bin/k3 --no-spec resumed" ||
+    bad "chat np 2 --draft ($mode) resumed: $acc accepted; $(diff $T/o.r $T/o.r2 | head -n 3)"
+done
+timeout 60 mpirun --oversubscribe -np 2 "$KM" serve $M --tok $TK --draft $D >/dev/null \
+  2>$T/err; rc=$?
+[ $rc = 2 ] && grep -q "serve --draft does not run over MPI ranks" $T/err \
+  && ok "serve --draft over ranks: refused, exit 2" || bad "serve --draft over ranks: exit $rc"
 exit $fail
