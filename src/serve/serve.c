@@ -443,9 +443,6 @@ static int parse(int argc, char **argv, Server *s) {
         return usage("%s", "serve needs a tokenizer: pass --tok DIR or set K3_TOK_FILES");
     if (s->draft_block && !s->draft_dir)
         return usage("%s", "--draft-block is about a --draft DIR");
-    if (s->draft_dir && k3_comm_size() > 1)
-        return usage("%s", "serve --draft does not run over MPI ranks yet (one-shot, batch "
-                     "and chat do): run bin/k3 serve with --draft, or drop --draft");
     if (s->draft_dir && s->state_file > 0)    /* a rollback replays from the state's undo */
         return usage("%s", "--draft needs the states resident: drop --state-file or --draft");
     if (s->draft_dir) {

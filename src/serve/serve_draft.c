@@ -11,11 +11,71 @@
  * another draft) takes plain steps, as do the 2nd.. choices of n (copies of the first's
  * prompt state) and the reply test hook's ids. */
 #include "serve_gen.h"
+#include "comm.h"
 #include "draft_loop.h"
 #include "util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Over N ranks (k3 serve under mpirun) rank 0 runs the requests and the others replay its
+ * scheduler (follow.c); the draft's calls each request's slot makes are sent too, as the
+ * scheduler's client records, and every other rank makes them on its own loops and taps (a
+ * step's rows in the same order), so the draft forward's lm_head collectives and rank 0's
+ * choices (the verify length, the pause) line up: [op, slot, a, b, c, d] then, for a
+ * restore, the kept context's rows. */
+enum { SD_RESET = 1, SD_RESTORE, SD_BLOCK, SD_INGEST, SD_KEEP };
+static void send_rec(const Gen *g, int op, int a, int b, int c, const KeptDraft *d) {
+    if (k3_comm_size() == 1) return;
+    const int32_t v[6] = { op, g->q->slot, a, b, c, 0 };
+    if (!d) { k3_sched_user(g->s->sch, g->q, v, sizeof v); return; }
+    float *p = malloc(sizeof v + sizeof(float) * d->n);
+    if (!p) k3_comm_abort(1, "out of memory for a draft context's record");
+    memcpy(p, v, sizeof v);
+    memcpy(p + 6, d->rows, sizeof(float) * d->n);
+    k3_sched_user(g->s->sch, g->q, p, sizeof v + sizeof(float) * d->n);
+    free(p);
+}
+
+/* The row of the step's taps where g's rows begin. */
+static int tap_row(const Gen *g, const float *taps) {
+    int W = 1;
+    const float *t0 = k3_draft_taps(g->s->dl[0], NULL, &W);
+    return (int)((taps - t0) / W);
+}
+
+static int restore_rows(K3DraftLoop *dl, const float *q, size_t n, int P);
+
+/* A follower: rank 0's draft call (a failure here is rank 0's too: that slot drafts no more
+ * there, so it gets no more calls). */
+static void replay(void *ctx, K3State *st, const void *p, size_t n) {
+    Server *s = ctx;
+    int32_t v[6];
+    (void)st;
+    if (n < sizeof v) k3_comm_abort(1, "the mirror: a draft record of %zu bytes", n);
+    memcpy(v, p, sizeof v);
+    if (v[1] < 0 || v[1] >= k3_sched_slots(s->sch))
+        k3_comm_abort(1, "the mirror: a draft record for slot %d", (int)v[1]);
+    K3DraftLoop *dl = s->dl[v[1]];
+    int W = 1, d[K3_DSPARK_MAX_N], rc = 0;
+    const float *tp = k3_draft_taps(s->dl[0], NULL, &W);
+    char err[512] = "";
+    switch (v[0]) {
+    case SD_RESET: k3_draft_reset(dl); break;
+    case SD_RESTORE:
+        k3_draft_reset(dl);
+        rc = restore_rows(dl, (const float *)p + 6, (n - sizeof v) / sizeof(float), v[2]);
+        break;
+    case SD_BLOCK: rc = k3_draft_block(dl, v[2], v[3], v[4], d, err, sizeof err) < 0; break;
+    case SD_INGEST: rc = k3_draft_ingest(dl, tp + (size_t)v[2] * W, v[3], err, sizeof err); break;
+    case SD_KEEP:
+        rc = k3_draft_keep_rows(dl, tp + (size_t)v[2] * W, v[3], v[4], err, sizeof err);
+        break;
+    default: k3_comm_abort(1, "the mirror: draft record %d", (int)v[0]);
+    }
+    if (rc) fprintf(stderr, "k3: serve: rank %d: slot %d: draft: %s\n", k3_comm_rank(),
+                    (int)v[1], err[0] ? err : "its context was not restored");
+}
 
 int serve_draft_open(Server *s, char *err, size_t errlen) {
     const int n = k3_sched_slots(s->sch);
@@ -24,22 +84,22 @@ int serve_draft_open(Server *s, char *err, size_t errlen) {
     s->dl = calloc((size_t)n, sizeof *s->dl);
     if (!s->dl) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
     const int rc = k3_draft_open_seqs(s->dl, n, s->draft_dir, &s->eng, s->draft_block,
-                                      s->draft_fixed, cost.step_cost, 0, err, errlen);
+                                      s->draft_fixed, cost.step_cost, k3_comm_rank() > 0,
+                                      err, errlen);
     if (rc) { free(s->dl); s->dl = NULL; }
+    else if (k3_sched_follower(s->sch)) k3_sched_on_user(s->sch, replay, s);
     return rc;
 }
 
-/* A kept state's draft context into dl for its P positions: 0, or -1 (none, another
- * draft's, or not restored: the request takes plain steps). */
-static int restore(K3DraftLoop *dl, const Kept *k, int P) {
+/* A kept state's draft context (q[0..n): chat_state.c's layout) into dl for P positions: 0,
+ * or -1 (another shape, or not restored: the request takes plain steps). */
+static int restore_rows(K3DraftLoop *dl, const float *q, size_t n, int P) {
     int nl, kl, dr;
     k3_draft_ctx_shape(dl, &nl, &kl, &dr);
-    if (!k || !k->draft.rows || k->nfed != (size_t)P || k->draft.id != k3_draft_identity(dl) ||
-        k->draft.n != (size_t)nl * P * (size_t)(kl + dr))
-        return -1;
     char err[256];
-    if (k3_draft_restore(dl, P, err, sizeof err)) return -1;
-    const float *q = k->draft.rows;
+    if (!q || P <= 0 || n != (size_t)nl * P * (size_t)(kl + dr) ||
+        k3_draft_restore(dl, P, err, sizeof err))
+        return -1;
     for (int l = 0; l < nl; l++) {
         memcpy(k3_draft_ctx_rows(dl, l, 0), q, sizeof(float) * (size_t)P * kl);
         q += (size_t)P * kl;
@@ -47,6 +107,11 @@ static int restore(K3DraftLoop *dl, const Kept *k, int P) {
         q += (size_t)P * dr;
     }
     return 0;
+}
+
+static int restore(K3DraftLoop *dl, const Kept *k, int P) {
+    if (!k || k->nfed != (size_t)P || k->draft.id != k3_draft_identity(dl)) return -1;
+    return restore_rows(dl, k->draft.rows, k->draft.n, P);
 }
 
 void serve_draft_begin(Gen *g) {
@@ -64,6 +129,8 @@ void serve_draft_begin(Gen *g) {
     const int P = g->q->st->pos;               /* resumed: from the kept state's context */
     if (P && restore(dl, from, P)) { k3_draft_reset(dl); return; }
     g->dl = dl;
+    if (P) send_rec(g, SD_RESTORE, P, 0, 0, &from->draft);   /* over N ranks: theirs too */
+    else send_rec(g, SD_RESET, 0, 0, 0, NULL);
 }
 
 KeptDraft serve_draft_copy(const Gen *g, size_t P) {
@@ -120,6 +187,7 @@ static int draft(K3SchedSeq *q, int room) {
     const int lim = min_i(room, min_i(g->cap - g->ngen - 1, s->ctx - pos - 1));
     k3_draft_history(g->dl, g->fed + g->nprompt, (long)(g->n - g->nprompt));   /* test hook */
     char err[512];
+    send_rec(g, SD_BLOCK, g->dv[0], g->ngen, lim, NULL);
     int k = k3_draft_block(g->dl, g->dv[0], g->ngen, lim, g->dv + 1, err, sizeof err);
     if (k < 0) {
         fprintf(stderr, "k3: serve: request %llu: draft: %s (no more drafts)\n",
@@ -148,6 +216,7 @@ int serve_draft_fed(Gen *g, int T, const float *row, const float *taps, int pref
     if (!g->dl) return 0;
     char err[512];
     if (prefill || !g->k) {                    /* a prompt's rows, or a plain step's token */
+        send_rec(g, prefill ? SD_INGEST : SD_KEEP, tap_row(g, taps), prefill ? T : 0, 1, NULL);
         const int rc = prefill ? k3_draft_ingest(g->dl, taps, T, err, sizeof err)
                                : k3_draft_keep_rows(g->dl, taps, 0, 1, err, sizeof err);
         if (rc) {
@@ -175,6 +244,8 @@ int serve_draft_fed(Gen *g, int T, const float *row, const float *taps, int pref
     const int cnt = k3_spec_accept(&g->sp, &s->eng.m, g->q->st, &g->smp, at, g->dv + 1, k,
                                    row, g->pend);
     if (cnt < 0) { snprintf(g->err, sizeof g->err, "out of memory"); return -1; }
+    k3_sched_rolled_back(s->sch, g->q, cnt);   /* over N ranks: their state keeps as many */
+    send_rec(g, SD_KEEP, tap_row(g, taps), k, cnt, NULL);
     if (k3_draft_keep_rows(g->dl, taps, k, cnt, err, sizeof err)) {
         fprintf(stderr, "k3: serve: request %llu: draft: %s (no more drafts)\n",
                 (unsigned long long)g->j->id, err);
