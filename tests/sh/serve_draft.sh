@@ -216,8 +216,16 @@ start rp --state-dir $T/st
 $C "http://127.0.0.1:$PORT_rp/v1/completions" -d "{$RB}" > $T/rp.rb
 [ "$(nocache $T/plain.rb)" = "$(nocache $T/rp.rb)" ] && grep -q '"cached_tokens": [1-9]' $T/rp.rb ||
   fail "no --draft on the draft's files: $(cat $T/rp.rb) $(tail -n 3 $T/rp.err)"
+# a damaged trailer: the file is named and ignored (its state is not resumed)
+f=$(grep -l K3DRAFT $T/st/*.state | head -n 1)
+o=$(grep -obUa K3DRAFT "$f" | head -n 1 | cut -d: -f1)
+printf '\377' | dd of="$f" bs=1 seek=$((o + 40)) conv=notrunc 2>/dev/null
+start rq --draft $D --state-dir $T/st
+grep -q "draft context's checksum does not match.*ignored" $T/rq.err ||
+  fail "a damaged trailer: $(grep state-dir $T/rq.err)"
 echo "ok a resumed request drafts at once (kept in memory; in --state-dir files across a" \
-  "restart: $acc accepted): its blocks those of the sequence alone, the same replies"
+  "restart: $acc accepted): its blocks those of the sequence alone, the same replies; a" \
+  "damaged trailer: the file ignored"
 
 # refusals: exit 2 naming the flag
 $K3 serve $M --tok $TK --draft-block 3 2> $T/e; rc=$?
