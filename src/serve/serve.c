@@ -275,6 +275,7 @@ static void *conn_main(void *arg) {
     char *b = malloc(cap), err[256];
     for (int open = b != NULL; open;) {
         HttpReq h;
+        memset(&h, 0, sizeof h);
         int r;
         double deadline = k3_now() + srv.timeout_s;    /* idle, then the whole head */
         while ((r = http_parse(b, have, HTTP_MAX_BODY, &h, err, sizeof err)) == 0) {
@@ -284,8 +285,15 @@ static void *conn_main(void *arg) {
             have += (size_t)k;
         }
         if (!open) break;
-        if (r < 0) { double t0 = k3_now(); fail(fd, -r, err, 0); serve_log_request(NULL, t0);
-                     break; }
+        if (r < 0) {                     /* (a 413 in the shape of the path's API) */
+            double t0 = k3_now();
+            http_anthropic = !strncmp(h.path, "/v1/responses", 13) ? 2
+                           : !strncmp(h.path, "/v1/messages", 12);
+            fail(fd, -r, err, 0);
+            http_anthropic = 0;
+            serve_log_request(NULL, t0);
+            break;
+        }
         if (h.expect_continue && h.content_length)
             http_send(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25);
         size_t need = h.header_len + h.content_length;

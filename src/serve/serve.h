@@ -161,6 +161,17 @@ const char *serve_effort(const char *v);
 int serve_anth_parse(const char *body, size_t n, int count, ServeReq *r, char *err,
                      size_t errlen);
 
+/* ---- serve_image.c: an image block of /v1/messages or part of /v1/responses ---- */
+#define SERVE_MAX_IMAGES 16                  /* images in one request */
+/* Checks Anthropic's image block b (named w in refusals: its base64 decoded, its
+ * media_type the bytes' format, url/file sources refused) or a Responses input_image part
+ * p, and appends the chat image_url part to o (*np parts there, counted); *n_img counts
+ * the request's images. 0, or 400 with err. */
+int serve_anth_image(Buf *o, int *np, const Json *b, const char *w, int *n_img, char *err,
+                     size_t errlen);
+int serve_resp_image(Buf *o, int *np, const Json *p, const char *w, int *n_img, char *err,
+                     size_t errlen);
+
 /* ---- serve_responses.c: /v1/responses ---- */
 /* Validates an OpenAI Responses body into r: translated into the equivalent chat request,
  * r->api 2. 0, or 400 (404: an unknown previous_response_id) with err. */

@@ -97,7 +97,9 @@ static int image_part(ServeReq *r, const Json *p, int i, size_t k, char *err, si
     if (!u || !serve_str_ok(u))
         BAD("messages[%d].content[%zu].image_url.url must be a string: a data: URL "
             "(data:image/png;base64,...)", i, k);
-    if (r->n_img >= 16) BAD("messages[%d].content[%zu]: more than 16 images in a request", i, k);
+    if (r->n_img >= SERVE_MAX_IMAGES)
+        BAD("messages[%d].content[%zu]: more than %d images in a request", i, k,
+            SERVE_MAX_IMAGES);
     uint8_t *bytes;
     size_t n;
     char why[256];
