@@ -158,10 +158,6 @@ static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t rep
 int chat_image_add(Chat *c, const char *path) {
     char err[1024];
     if (!*path) { printf("usage: /image PATH\n"); return -1; }
-    if (k3_comm_size() > 1) {
-        printf("k3: images do not run over MPI ranks yet: chat with bin/k3\n");
-        return -1;
-    }
     K3ImageIn *v = realloc(c->pend, sizeof *v * (size_t)(c->n_pend + 1));
     if (!v) { printf("k3: out of memory\n"); return -1; }
     c->pend = v;
@@ -249,7 +245,8 @@ static int image_rows(Chat *c) {
         for (int j = 0; j < c->log.v[i].n_img && k < c->embed.n; j++)
             c->span[k++].rows = c->log.v[i].img[j].rows;
     }
-    c->st->embed = &c->embed;
+    k3_sched_embed(c->sch, c->q, &c->embed);    /* (the other ranks get the rows: the tower
+                                                 * runs on rank 0 only) */
     return 0;
 }
 
@@ -361,6 +358,7 @@ int chat_turn(Chat *c, const char *user_text) {
         free(ids); chat_msg_free(&c->log.v[--c->log.n]);
         return -1;
     }
+    if (!c->embed.n && c->st->embed) k3_sched_embed(c->sch, c->q, NULL);   /* none now */
     int fr = forward(c, ids + reuse, n - reuse, 1);
     if (fr) {
         long done = (long)c->st->pos - (long)reuse;      /* whole chunks the state took in */

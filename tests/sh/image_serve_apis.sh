@@ -20,13 +20,22 @@ M=$MV start b
 M=$MV start c
 B=$(base64 -w0 $D/png_rgba8.png)
 TXT='What is this?'
-qchat() { printf '{"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,%s"}}, {"type": "text", "text": "%s"}]}], "max_tokens": 5, "temperature": 0, "reasoning_effort": "none"}' "$B" "$TXT"; }
+user() { printf '{"role": "user", "content": [%s, %s]}' "$1" "$2"; }   # PART PART
+txt() { printf '{"type": "%s", "text": "%s"}' "$1" "$2"; }            # TYPE TEXT
+b64src() { printf '{"type": "base64", "media_type": "%s", "data": "%s"}' "$1" "$2"; }
+qchat() {
+  printf '{"messages": [%s], "max_tokens": 5, "temperature": 0, "reasoning_effort": "none"}' \
+    "$(user "{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:image/png;base64,$B\"}}" \
+      "$(txt text "$TXT")")"; }
 qmsg() {  # [MEDIA_TYPE [STREAM]]
-  printf '{"model": "k3", "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "%s", "data": "%s"}}, {"type": "text", "text": "%s"}]}], "max_tokens": 5, "temperature": 0, "thinking": {"type": "disabled"}%s}' \
-    "${1:-image/png}" "$B" "$TXT" "${2:+, \"stream\": true}"; }
+  printf '{"model": "k3", "messages": [%s], "max_tokens": 5, "temperature": 0, %s%s}' \
+    "$(user "{\"type\": \"image\", \"source\": $(b64src "${1:-image/png}" "$B")}" \
+      "$(txt text "$TXT")")" '"thinking": {"type": "disabled"}' "${2:+, \"stream\": true}"; }
 qresp() {  # [STREAM]
-  printf '{"model": "k3", "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "data:image/png;base64,%s", "detail": "high"}, {"type": "input_text", "text": "%s"}]}], "max_output_tokens": 5, "temperature": 0, "reasoning": {"effort": "none"}%s}' \
-    "$B" "$TXT" "${1:+, \"stream\": true}"; }
+  printf '{"model": "k3", "input": [%s], "max_output_tokens": 5, "temperature": 0, %s%s}' \
+    "$(user "{\"type\": \"input_image\", \"image_url\": \"data:image/png;base64,$B\", \
+\"detail\": \"high\"}" "$(txt input_text "$TXT")")" '"reasoning": {"effort": "none"}' \
+    "${1:+, \"stream\": true}"; }
 post() { $C "http://127.0.0.1:$1$2" -H 'Content-Type: application/json' -d @"$3"; }
 qchat > $T/qc; qmsg > $T/qm; qresp > $T/qr
 post $PORT_a /v1/chat/completions $T/qc > $T/rc
@@ -61,13 +70,15 @@ post $PORT_b /v1/messages $T/qms > $T/sm
 post $PORT_c /v1/responses $T/qrs > $T/sr
 asc() { LC_ALL=C tr -cd ' -~'; }
 want=$(printf '%s' "$txt" | asc)
-sm=$(grep '"text_delta"' $T/sm | sed -n 's/.*"text": "\(\([^"\\]\|\\.\)*\)".*/\1/p' | tr -d '\n' | asc)
+sm=$(grep '"text_delta"' $T/sm | sed -n 's/.*"text": "\(\([^"\\]\|\\.\)*\)".*/\1/p' |
+     tr -d '\n' | asc)
 sr=$(grep '"response.output_text.delta"' $T/sr |
      sed -n 's/.*"delta": "\(\([^"\\]\|\\.\)*\)".*/\1/p' | tr -d '\n' | asc)
 [ "\"$sm\"" = "$want" ] && grep -q 'message_stop' $T/sm && ok "a streamed message: the same text" ||
   bad "streamed message '$sm' != $want: $(tail -c 400 $T/sm)"
 [ "\"$sr\"" = "$want" ] && grep -q 'response.completed\|response.incomplete' $T/sr &&
-  ok "a streamed response: the same text" || bad "streamed response '$sr' != $want: $(tail -c 400 $T/sr)"
+  ok "a streamed response: the same text" ||
+  bad "streamed response '$sr' != $want: $(tail -c 400 $T/sr)"
 
 # ---- refusals, each in its API's error shape ----
 chk() {   # PATH WHAT STATUS TEXT: the body in $T/q refused with STATUS, TEXT in its message
@@ -79,31 +90,35 @@ chk() {   # PATH WHAT STATUS TEXT: the body in $T/q refused with STATUS, TEXT in
     ok "$1 refused ($code): $2" || bad "$1 $2: $code $(head -c 300 $T/rb)"
 }
 img() { printf '{"type": "image", "source": {"type": "%s", %s}}' "$1" "$2"; }
-am() { printf '{"max_tokens": 5, "messages": [{"role": "user", "content": [%s, {"type": "text", "text": "hi"}]}]}' "$1" > $T/q; }
-am "$(img base64 '"media_type": "image/png", "data": "iVBO*w=="')"
+b64() { img base64 "$(printf '"media_type": "%s", "data": "%s"' "$1" "$2")"; }   # MEDIA DATA
+am() { printf '{"max_tokens": 5, "messages": [%s]}' "$(user "$1" "$(txt text hi)")" > $T/q; }
+am "$(b64 image/png 'iVBO*w==')"
 chk /v1/messages "bad base64" 400 "messages[0].content[0].source.data: base64: '*'"
-am "$(img base64 "\"media_type\": \"image/jpeg\", \"data\": \"$B\"")"
+am "$(b64 image/jpeg "$B")"
 chk /v1/messages "media_type image/jpeg on PNG bytes" 400 \
   "source.media_type is image/jpeg but the data is an image of type image/png"
-am "$(img base64 "\"media_type\": \"image/png\", \"data\": \"$(printf 'hello world!' | base64 -w0)\"")"
+am "$(b64 image/png "$(printf 'hello world!' | base64 -w0)")"
 chk /v1/messages "bytes of no image format" 400 "not a PNG, JPEG, GIF or WebP image"
-am "$(img base64 "\"media_type\": \"image/bmp\", \"data\": \"$B\"")"
+am "$(b64 image/bmp "$B")"
 chk /v1/messages "media_type image/bmp" 400 "image/jpeg, image/png, image/gif or image/webp"
 am "$(img url '"url": "https://example.com/a.png"')"
 chk /v1/messages "a url source" 400 "k3 does not fetch images"
 am "$(img file '"file_id": "file_1"')"
 chk /v1/messages "a file source" 400 "no Files API"
-am "$(img base64 "\"media_type\": \"image/webp\", \"data\": \"$(base64 -w0 $D/refuse.webp)\"")"
+am "$(b64 image/webp "$(base64 -w0 $D/refuse.webp)")"
 chk /v1/messages "a WebP (its media_type right)" 400 "looks like WebP"
-am "$(img base64 "\"media_type\": \"image/png\", \"data\": \"$(base64 -w0 $D/bad_png_side.png)\"")"
+am "$(b64 image/png "$(base64 -w0 $D/bad_png_side.png)")"
 chk /v1/messages "an image over the side limit" 400 "a side"
-printf '{"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "u", "content": [%s]}]}]}' \
-  "$(img base64 "\"media_type\": \"image/png\", \"data\": \"$B\"")" > $T/q
+printf '{"max_tokens": 5, "messages": [{"role": "user", "content": [%s]}]}' \
+  "{\"type\": \"tool_result\", \"tool_use_id\": \"u\", \"content\": [$(b64 image/png "$B")]}" > $T/q
 chk /v1/messages "an image in a tool_result" 400 "images go in a user message"
-{ printf '{"max_tokens": 5, "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "'
-  head -c 3500000 /dev/zero | base64 -w0; printf '"}}]}]}'; } > $T/q
-chk /v1/messages "an oversized body (about 4.7 MB)" 413 "" 
-rp() { printf '{"input": [{"role": "%s", "content": [%s, {"type": "input_text", "text": "hi"}]}]}' "$1" "$2" > $T/q; }
+printf '{"max_tokens": 5, "messages": [%s]}' "$(user "$(b64 image/png @)" "$(txt text hi)")" |
+  tr '@' '\n' > $T/q.t
+{ head -n 1 $T/q.t | tr -d '\n'; head -c 3500000 /dev/zero | base64 -w0; tail -n 1 $T/q.t; } > $T/q
+chk /v1/messages "an oversized body (about 4.7 MB)" 413 ""
+rp() {   # ROLE PART
+  printf '{"input": [%s]}' "$(user "$2" "$(txt input_text hi)" | sed "s/\"user\"/\"$1\"/")" \
+    > $T/q; }
 rp user '{"type": "input_image", "image_url": "data:image/png;base64,iVBO*w=="}'
 chk /v1/responses "bad base64" 400 "input[0].content[0].image_url: base64: '*'"
 rp user '{"type": "input_image", "image_url": "https://example.com/a.png"}'
