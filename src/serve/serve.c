@@ -58,7 +58,9 @@ static const char SERVE_USAGE[] =
 "Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/messages (and\n"
 "/v1/messages/count_tokens: Anthropic's API), POST /v1/responses (OpenAI's Responses API),\n"
 "GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the\n"
-"CORS preflight). One line per request on stderr (method, path, status, tokens, TTFT,\n"
+"CORS preflight). Images (a model with a vision tower, docs/VISION.md): chat's image_url,\n"
+"Messages' image and Responses' input_image parts, their bytes inline (data: / base64;\n"
+"nothing is fetched). One line per request on stderr (method, path, status, tokens, TTFT,\n"
 "time). Prints 'k3: listening on http://HOST:PORT' on stderr when ready.\n";
 
 static Server srv;
