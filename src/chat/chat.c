@@ -602,6 +602,13 @@ static int setup(Chat *c, const char *system) {
     /* --draft: its share in the plan (a bad folder: zero here, refused by name at open) */
     if (c->draft_dir && k3_dspark_plan_file(c->draft_dir, &eo.mem.draft, err, sizeof err))
         memset(&eo.mem.draft, 0, sizeof eo.mem.draft);
+    /* a checkpoint with a vision tower: images may come (/image); the tower gets what the
+     * text model leaves, up to the largest image (no vision_config: nothing planned) */
+    if (k3_comm_size() == 1 && !k3_vision_mem_plan(c->model_dir, K3_VISION_MAX_PATCHES,
+                                                   K3_VISION_MAX_PATCHES, 0, &eo.mem.vision,
+                                                   err, sizeof err))
+        eo.mem.vision.fill = 1;
+    else memset(&eo.mem.vision, 0, sizeof eo.mem.vision);
     eo.mem.quiet = !memf.verbose;
     int rc = k3_engine_open(&c->eng, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }

@@ -169,6 +169,13 @@ int chat_image_add(Chat *c, const char *path) {
         printf("k3: %s\n", err);
         return -1;
     }
+    const K3ImageIn *ni = &v[c->n_pend];         /* within what the memory plan admits */
+    if (k3_vision_admit(path, ni->w, ni->h, ni->plan.patches, k3_mem_vision_patches(c->eng.mem),
+                        err, sizeof err)) {
+        printf("k3: %s\n", err);
+        k3_image_in_free(&v[c->n_pend]);
+        return -1;
+    }
     if (!c->ictx.dir) {                          /* the tower: now, so a model without one
                                                   * says so before the message is typed */
         c->ictx.dir = c->model_dir;
