@@ -79,7 +79,8 @@ int main(void) {
     long most = 0;
     for (int i = 0; i < 200000; i++) {
         s ^= s << 13; s ^= s >> 7; s ^= s << 17;
-        const int w = 1 + (int)(s % K3_IMAGE_MAX_SIDE), h = 1 + (int)((s >> 20) % K3_IMAGE_MAX_SIDE);
+        const int w = 1 + (int)(s % K3_IMAGE_MAX_SIDE);
+        const int h = 1 + (int)((s >> 20) % K3_IMAGE_MAX_SIDE);
         if ((uint64_t)w * h > K3_IMAGE_MAX_PIXELS) continue;
         const long p = patches(w, h);
         if (p > most) most = p;
