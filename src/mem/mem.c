@@ -279,6 +279,11 @@ static int setup(K3Mem *x, const K3MemOpts *o1, uint64_t *lb, char *err, size_t 
                  self, &p);
     x->vision_patches = o->vision.weights
                       ? admit_images(m, o, lb, tgb, cgb, self, avail, vis_want, &p) : -1;
+    if (o->vision.weights) {        /* N ranks run the same images: all admit the least */
+        int32_t vp = (int32_t)x->vision_patches;
+        k3_comm_least(&vp, 1);
+        x->vision_patches = vp;
+    }
     x->vision_bytes = p.vis_weights + p.vis_act;
     x->buffer_bytes = p.buffers;
     x->plan_bytes = p.total;
