@@ -6,7 +6,8 @@
 # the history files are equal, and so are the state files both save after it (the ids the
 # state holds, its tensors, the images' records). The rows travel in the state, so a resumed turn that must
 # re-prefill (--context-full drop-oldest dropping a turn before the image's) gives the single
-# process's reply too. A damaged image record is refused (exit 1) and the history kept.
+# process's reply too. A history alone (no state) renders without the lost image's mark. A
+# damaged image record is refused (exit 1) and the history kept.
 . tests/sh/lib/check.sh
 M=tests/models/tiny5_vision; TK=tests/tok/tiny; D=tests/images
 chat() {
@@ -55,6 +56,21 @@ cat $T/p2 $T/p1 > $T/pb
   ok "a resumed turn that drops the oldest turn re-prefills the image from the state's rows" \
      "(the tower not run): the one process's reply" ||
   bad "re-prefill: rc $rc $(diff $T/p3 $T/pb | head -n 4) $(tail -n 4 $T/f1)"
+
+# the history alone (no state) keeps the image's mark, not the image: the conversation is
+# rendered without that mark (a note says so), so a new image goes to its own message: the
+# reply equals the one from a history with the mark removed by hand (before: the new image
+# took the old mark's place)
+sed 's/<|kimi_image_placeholder|>//' $T/h0.jsonl > $T/hs.jsonl
+cp $T/h0.jsonl $T/hm.jsonl
+for h in hm hs; do
+  printf '/image %s\nAnd these?\n' $D/jpg_prog_420.jpg | chat --history $T/$h.jsonl \
+    > $T/q_$h 2> $T/r_$h
+done
+cmp -s $T/q_hm $T/q_hs && grep -q 'message 1 holds an image mark .* rendered without' $T/r_hm &&
+  [ "$(turns $T/r_hm)" = "$(turns $T/r_hs)" ] &&
+  ok "a history with an image's mark and no state: rendered without it (noted), a new image" \
+     "in its own message" || bad "history alone: $(diff $T/q_hm $T/q_hs) $(cat $T/r_hm)"
 
 # damage: the image's width (19 x 13: its record's first bytes) set to 0xffff13 (16776979), a truncated
 # file; each refused with exit 1 and the reason, the history untouched
