@@ -14,12 +14,17 @@ run() { "$K3" $M --tok $TK --prompt 'What?' --gen 2 --greedy --prefill-chunk 16 
 run --image $IMG --verbose --out $T/r.json > /dev/null 2> $T/e || bad "run: exit $? $(cat $T/e)"
 plan=$(num plan_bytes $T/r.json); peak=$(num peak_rss_bytes $T/r.json)
 vis=$(num vision_plan_bytes $T/r.json); vp=$(num vision_patches $T/r.json)
-[ "$vp" = 5184 ] && [ -n "$peak" ] && [ -n "$vis" ] && [ "$peak" -le "$plan" ] &&
-  ok "an image of 5184 patches: peak RSS $peak <= plan $plan, which holds the tower's $vis" ||
+# (a sanitizer build's shadow memory and redzones are outside any plan: the bound is not
+# checked there)
+case "$K3" in *asan*) asan=1;; *) asan=;; esac
+[ "$vp" = 5184 ] && [ -n "$peak" ] && [ -n "$vis" ] &&
+  { [ "$peak" -le "$plan" ] || [ "$asan" ]; } &&
+  ok "an image of 5184 patches: peak RSS $peak${asan:+ (a sanitizer build: not checked)} <=" \
+     "plan $plan, which holds the tower's $vis" ||
   bad "plan: peak '$peak' plan '$plan' vision '$vis' patches '$vp' $(grep 'memory plan' $T/e)"
 # (when written: 39.0 MB over the 36.7 MB of the plan without the tower; a note, not a failure:
 # the margin is the test's strength, not a property of k3)
-[ -n "$peak" ] && [ -n "$vis" ] && [ "$peak" -le $((plan - vis)) ] &&
+[ -z "$asan" ] && [ -n "$peak" ] && [ -n "$vis" ] && [ "$peak" -le $((plan - vis)) ] &&
   echo "note: the peak $peak is within the plan without the tower's share ($((plan - vis)))"
 
 grep -q '^  vision tower .* 5184 patches (1296 rows: .*memory admits any image k3 decodes' $T/e &&
@@ -56,7 +61,8 @@ grep -q '^  vision tower .* 67320 patches (16830 rows: .*memory admits any image
   bad "chat plan: $(grep -A3 'memory plan' $T/c1)"
 printf '/image %s\n/image %s\nHi\n' $IMG tests/images/jpg_prog_420.jpg |
   K3_MEM_AVAILABLE=$A chat > $T/o4 2> $T/c4; rc=$?
-[ $rc = 0 ] && grep -q "k3: $IMG is 1000x1000: 5184 patches .* at most [0-9]*x[0-9]* of its" $T/o4 &&
+[ $rc = 0 ] &&
+  grep -q "k3: $IMG is 1000x1000: 5184 patches .* at most [0-9]*x[0-9]* of its" $T/o4 &&
   grep -q 'queued)' $T/o4 && grep -q 'reused 0 positions, prefilled 53 tokens' $T/c4 &&
   ok "chat, available $A: /image refuses the 1000x1000 image with the size that fits, takes" \
      "the 48x40 one" || bad "chat refusal: rc $rc $(cat $T/o4) $(grep -E 'vision|reused' $T/c4)"

@@ -4,10 +4,10 @@
 # (--load-state) and its next turn prefills only its tail (the image's effect is in the kept
 # state): the reply and the turn's figures equal those of one process running every turn, and
 # the history files are equal, and so are the state files both save after it (the ids the
-# state holds, its tensors, the images' records). The rows travel in the state, so a resumed turn that must
-# re-prefill (--context-full drop-oldest dropping a turn before the image's) gives the single
-# process's reply too. A history alone (no state) renders without the lost image's mark. A
-# damaged image record is refused (exit 1) and the history kept.
+# state holds, its tensors, the images' records). The rows travel in the state, so a resumed
+# turn that must re-prefill (--context-full drop-oldest dropping a turn before the image's)
+# gives the single process's reply too. A history alone (no state) renders without the lost
+# image's mark. A damaged image record is refused (exit 1) and the history kept.
 . tests/sh/lib/check.sh
 M=tests/models/tiny5_vision; TK=tests/tok/tiny; D=tests/images
 chat() {
@@ -16,7 +16,8 @@ chat() {
 turns() { grep '^k3: \[reused' "$1" | sed 's/ in [0-9.]* s//g'; }
 
 printf '/image %s\nHi\nMore\n/image %s\nAnd these?\n' $D/png_rgba8.png $D/jpg_prog_420.jpg |
-  chat --history $T/h3.jsonl --save-state $T/s3.bin > $T/o3 2> $T/e3 || bad "one process: exit $? $(tail -n 3 $T/e3)"
+  chat --history $T/h3.jsonl --save-state $T/s3.bin > $T/o3 2> $T/e3 ||
+  bad "one process: exit $? $(tail -n 3 $T/e3)"
 printf '/image %s\nHi\nMore\n' $D/png_rgba8.png |
   chat --history $T/h.jsonl --save-state $T/s.bin > $T/o2 2> $T/e2
 rc=$?
@@ -72,8 +73,8 @@ cmp -s $T/q_hm $T/q_hs && grep -q 'message 1 holds an image mark .* rendered wit
   ok "a history with an image's mark and no state: rendered without it (noted), a new image" \
      "in its own message" || bad "history alone: $(diff $T/q_hm $T/q_hs) $(cat $T/r_hm)"
 
-# damage: the image's width (19 x 13: its record's first bytes) set to 0xffff13 (16776979), a truncated
-# file; each refused with exit 1 and the reason, the history untouched
+# damage: the image's width (19 x 13: its record's first bytes) set to 0xffff13 (16776979),
+# a truncated file; each refused with exit 1 and the reason, the history untouched
 off=$(LC_ALL=C grep -obUaP '\x13\x00\x00\x00\x0d\x00\x00\x00' $T/s.bin | head -n 1 | cut -d: -f1)
 cp $T/s.bin $T/bad.bin
 [ -n "$off" ] && printf '\377\377' | dd of=$T/bad.bin bs=1 seek=$((off + 1)) conv=notrunc \
