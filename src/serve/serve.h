@@ -173,8 +173,9 @@ int serve_resp_image(Buf *o, int *np, const Json *p, const char *w, int *n_img, 
                      size_t errlen);
 
 /* ---- serve_image_file.c: an image URL's bytes (docs/SERVE.md "Images") ---- */
-/* --image-dir DIR: requests may then name image files inside DIR (realpath'd here). 0, or
- * -1 with err when DIR is not a folder. serve_image_dir: DIR resolved, NULL when unset. */
+/* --image-dir DIR: requests may then name image files inside DIR (realpath'd here; NULL:
+ * none again). 0, or -1 with err when DIR is not a folder. serve_image_dir: DIR resolved,
+ * NULL when unset. */
 int serve_image_dir_set(const char *dir, char *err, size_t errlen);
 const char *serve_image_dir(void);
 /* Image URL u[0..n) (NUL-ended, no NUL inside) as bytes: a data: URL's, or with

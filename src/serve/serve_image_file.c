@@ -55,6 +55,7 @@ static int inside(const char *p, const char *d) {
 /* (serve.h) */
 int serve_image_dir_set(const char *dir, char *err, size_t errlen) {
     struct stat st;
+    if (!dir) { dir_real[0] = dir_abs[0] = 0; return 0; }
     char abs[PATH_MAX * 2];
     if (!realpath(dir, dir_real) || stat(dir_real, &st) || !S_ISDIR(st.st_mode)) {
         const int e = errno;
