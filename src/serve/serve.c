@@ -51,6 +51,9 @@ static const char SERVE_USAGE[] =
 "  --trunk DIR --trunk-gb G --cache-gb G --preset P --verbose   memory budgets as in batch\n"
 "                         mode (k3 --help, docs/PERFORMANCE.md)\n"
 "  --no-webui             no chat page at GET / (docs/SERVE.md, \"The chat page\")\n"
+"  --image-dir DIR        requests may name image files inside DIR: image_url (chat) or\n"
+"                         input_image (Responses) as an absolute path or file:// URL; anything\n"
+"                         resolving outside DIR (.., symbolic links) is refused (docs/SERVE.md)\n"
 "  --draft DIR            a DSpark draft model (docs/DRAFT.md): each request drafts a block\n"
 "                         a step from its own context, verified exactly (the same replies);\n"
 "                         usage.k3_draft and /metrics count the drafts and those accepted\n"
@@ -60,8 +63,9 @@ static const char SERVE_USAGE[] =
 "GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the\n"
 "CORS preflight). Images (a model with a vision tower, docs/VISION.md): chat's image_url,\n"
 "Messages' image and Responses' input_image parts, their bytes inline (data: / base64;\n"
-"nothing is fetched). One line per request on stderr (method, path, status, tokens, TTFT,\n"
-"time). Prints 'k3: listening on http://HOST:PORT' on stderr when ready.\n";
+"nothing is fetched; files only with --image-dir). One line per request on stderr\n"
+"(method, path, status, tokens, TTFT, time). Prints 'k3: listening on http://HOST:PORT'\n"
+"on stderr when ready.\n";
 
 static Server srv;
 static volatile sig_atomic_t stopping;
@@ -186,7 +190,7 @@ static void metrics(int fd, int ka) {
 
 /* Queues a generation request and waits until the engine thread has answered it. */
 static int generate(int fd, int kind, const char *body, size_t n, int ka) {
-    char err[512];
+    char err[1024];
     Job *j = calloc(1, sizeof *j);
     if (!j) return fail(fd, 500, "out of memory", 0);
     const int bad = http_anthropic == 2 ? serve_resp_parse(body, n, &j->req, err, sizeof err)
@@ -409,6 +413,10 @@ static int parse(int argc, char **argv, Server *s) {
             if (serve_cors_set(v, err, sizeof err)) return usage("%s", err);
         }
         else if (!strcmp(a, "--state-dir")) { VAL(); s->state_dir = v; }
+        else if (!strcmp(a, "--image-dir")) {
+            VAL();
+            if (serve_image_dir_set(v, err, sizeof err)) return usage("%s", err);
+        }
         else if (!strcmp(a, "--config")) { VAL(); s->config = v; }
         else if (!strcmp(a, "--kernels")) { VAL(); s->kernels = v; }
         else if (!strcmp(a, "--port")) {

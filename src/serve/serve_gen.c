@@ -121,7 +121,7 @@ static int gen_images(Server *s, Gen *g) {
         return snprintf(g->err, sizeof g->err, "out of memory"), 500;
     for (int k = 0; k < r->n_img; k++, g->n_img++) {
         char name[48];
-        snprintf(name, sizeof name, "image %d (a data: URL)", k + 1);
+        snprintf(name, sizeof name, "image %d", k + 1);
         int rc = k3_image_in(r->img[k], r->img_n[k], name, s->tok, &g->img[k], g->err,
                              sizeof g->err);
         if (rc) return rc == K3_ERR_RUNTIME && strstr(g->err, "out of memory") ? 500 : 400;

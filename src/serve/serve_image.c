@@ -4,8 +4,9 @@
  * a chat image, so the three endpoints give one prompt). Anthropic's {"type": "image",
  * "source": {"type": "base64", "media_type", "data"}}: the media_type must name the bytes'
  * format (Anthropic refuses a mismatch too); Responses' {"type": "input_image", "image_url":
- * "data:...", "detail"}. URL and file sources are refused: the server does not fetch and
- * has no Files API. */
+ * "data:...", "detail"} (with --image-dir also a path or file:// URL: its bytes become
+ * the data: URL, serve_image_file.c). URL and file sources are refused: the server does
+ * not fetch and has no Files API. */
 #include "serve.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,23 @@ static const char *media_of(const uint8_t *b, size_t n) {
     if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6))) return "image/gif";
     if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4)) return "image/webp";
     return NULL;
+}
+
+/* b[0..n) as base64 (RFC 4648, padded) onto o, a block of 3072 bytes at a time. */
+static void b64(Buf *o, const uint8_t *b, size_t n) {
+    static const char A[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char q[4096];
+    size_t k = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        const uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) |
+                           (i + 2 < n ? b[i + 2] : 0);
+        q[k++] = A[v >> 18]; q[k++] = A[v >> 12 & 63];
+        q[k++] = i + 1 < n ? A[v >> 6 & 63] : '=';
+        q[k++] = i + 2 < n ? A[v & 63] : '=';
+        if (k == sizeof q) { buf_add(o, q, k); k = 0; }
+    }
+    buf_add(o, q, k);
 }
 
 static int count_one(int *n_img, const char *w, char *err, size_t errlen) {
@@ -104,10 +122,24 @@ int serve_resp_image(Buf *o, int *np, const Json *p, const char *w, int *n_img, 
     if (count_one(n_img, w, err, errlen)) return 400;
     uint8_t *bytes;
     size_t nb;
-    char why[256];
-    if (k3_data_url(u->str, u->len, &bytes, &nb, K3_IMAGE_MAX_BYTES, why, sizeof why))
+    int file;
+    char why[512];
+    if (serve_image_src(u->str, u->len, &bytes, &nb, &file, why, sizeof why))
         BAD("%s.image_url: %s", w, why);
+    if (!file) {
+        free(bytes);
+        part(o, np, u->str, u->len);
+        return 0;
+    }
+    /* a file (--image-dir): its bytes as a data: URL, so that a stored conversation
+     * (previous_response_id) holds the image itself, not a path whose file may change */
+    Buf url = { 0 };
+    const char *mt = media_of(bytes, nb);
+    buf_fmt(&url, "data:%s;base64,", mt ? mt : "application/octet-stream");
+    b64(&url, bytes, nb);
     free(bytes);
-    part(o, np, u->str, u->len);
+    if (url.oom) { buf_free(&url); BAD("out of memory"); }
+    part(o, np, url.b, url.n);
+    buf_free(&url);
     return 0;
 }
