@@ -146,6 +146,8 @@ clean:
 #   chat_state                      tests/c/test_fuzz_state.c (saved chat state)
 #   trunk                           tests/c/test_fuzz_trunk.c (packed trunk header + index)
 #   dspark                          tests/c/test_fuzz_dspark.c (a DSpark draft's config.json)
+#   vision                          tests/c/test_fuzz_vision.c (the vision tower's config.json
+#                                   and index; tests/models/tiny5_vision's tower then runs)
 #   png jpeg gif inflate data_url   tests/c/test_fuzz_image.c (k3 image's decoders, seeded
 #                                   with tests/images/; PNGs also with their CRCs fixed; the
 #                                   data: URL / base64 parser of image_url parts)
@@ -153,12 +155,12 @@ clean:
 # (tests/c/fuzz_json.h), line and field ones (trunk); inputs up to 16 KiB (4 KiB for
 # tok_text, 64 KiB for trunk and chat_state: an index; a state's head, to which the
 # harness adds the tensors and the checksum). http_head, serve_req, chat_state, trunk and
-# dspark link the whole library (chat_state and trunk open an engine on
+# dspark and vision link the whole library (chat_state and trunk open an engine on
 # tests/models/tiny5f, dspark one on tests/models/tiny5), built by clang under the same
 # sanitizers in $(BUILD)/fuzz/lib. Corpus, log and any
 # crash input: $(BUILD)/fuzz/TARGET/. Without a clang that has libFuzzer (FUZZ_CC), the
 # harnesses of the first nine and the image ones run as the built-in mutation fuzzers,
-# FUZZ_SECONDS each, under $(CC)'s ASan/UBSan (the other five: make test-asan runs their
+# FUZZ_SECONDS each, under $(CC)'s ASan/UBSan (the other six: make test-asan runs their
 # built-in fuzzers).
 # `make fuzz-parsers`: the first four.
 # Runs and findings: docs/data/fuzz_runs.txt.
@@ -169,7 +171,7 @@ FUZZ_TMPDIR  ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || e
 FUZZ_PARSERS := json st_header st_index config
 FUZZ_IMAGE   := png jpeg gif inflate data_url
 FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist json_gram http_head \
-                serve_req chat_state trunk dspark $(FUZZ_IMAGE) grammar json_schema
+                serve_req chat_state trunk dspark $(FUZZ_IMAGE) grammar json_schema vision
 MF_ALL       := parsers tok hist gram image grammar schema
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
                 -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests/c -pthread
@@ -248,8 +250,9 @@ $(BUILD)/fuzz/lf_http_head $(BUILD)/fuzz/lf_serve_req: tests/c/test_fuzz_http.c 
 $(BUILD)/fuzz/lf_chat_state: tests/c/test_fuzz_state.c fuzz-lib
 $(BUILD)/fuzz/lf_trunk: tests/c/test_fuzz_trunk.c fuzz-lib
 $(BUILD)/fuzz/lf_dspark: tests/c/test_fuzz_dspark.c fuzz-lib
+$(BUILD)/fuzz/lf_vision: tests/c/test_fuzz_vision.c fuzz-lib
 $(BUILD)/fuzz/lf_http_head $(BUILD)/fuzz/lf_serve_req $(BUILD)/fuzz/lf_chat_state \
-$(BUILD)/fuzz/lf_trunk $(BUILD)/fuzz/lf_dspark: tests/c/fuzz_json.h
+$(BUILD)/fuzz/lf_trunk $(BUILD)/fuzz/lf_dspark $(BUILD)/fuzz/lf_vision: tests/c/fuzz_json.h
 	$(FUZZ_CC) -fsanitize=fuzzer $(FUZZ_FLAGS) -DK3_LIBFUZZER -DFUZZ_TARGET_$(@F:lf_%=%) \
 	  -o $@ $(filter %.c,$^) $(FUZZ_LIBOBJ) -lm
 $(BUILD)/fuzz/mf_parsers: tests/c/test_fuzz_parsers.c $(FUZZDEPS)

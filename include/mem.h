@@ -33,6 +33,22 @@ typedef struct {
     int max_pos;                  /* the context never passes max_position_embeddings */
 } K3DraftPlan;
 
+/* The vision tower (images: --image, chat's /image) in the plan; weights 0: none. Resident
+ * while images run (read once an image); an image of L patches takes fixed + L x act_pp of
+ * the tower's buffers and L x io_pp of its own (patches, then rows: vision.h's
+ * k3_vision_image_bytes). patches: the largest image planned for (K3_VISION_MAX_PATCHES when
+ * any may come); all_patches: every image the run holds at once (>= patches). The plan
+ * lowers them to what fits (k3_mem_vision_patches). */
+typedef struct K3VisionPlan {
+    uint64_t weights, fixed, act_pp, io_pp;
+    uint64_t held;                /* of those, bytes the process holds already (decoded
+                                   * patches: in its RSS, "process so far") */
+    long patches, all_patches;
+    int fill;                     /* images may come later (chat): the text model's budgets
+                                   * and chunk first, the tower gets what is left (up to
+                                   * patches); else the images are known: planned first */
+} K3VisionPlan;
+
 /* The memory flags (--trunk --trunk-gb --cache-gb --preset --ctx --verbose
  * --dump-cache-trace --verify-reads) and what the caller plans for. */
 typedef struct {
@@ -65,6 +81,7 @@ typedef struct {
     int act_file;                 /* set by the plan: the forward buffers in a file (a
                                    * prompt longer than memory holds, read once) */
     K3DraftPlan draft;            /* --draft DIR: its share (zero: no draft) */
+    K3VisionPlan vision;          /* images: the tower's share (zero: none) */
 } K3MemOpts;
 void k3_mem_opts_init(K3MemOpts *o);
 
@@ -105,6 +122,10 @@ int k3_mem_state_mode(const K3Mem *x);
 int k3_mem_draft_streamed(const K3Mem *x);
 /* 1 when the plan counted a draft (K3MemOpts.draft given; NULL x: 0). */
 int k3_mem_draft_planned(const K3Mem *x);
+/* The most patches an image may have under the plan (K3MemOpts.vision: the largest asked
+ * for, lowered to what fits beside the rest; 0: the tower does not fit; -1: not planned, or
+ * NULL x). An image over it is refused (vision.h's k3_vision_fit_size: the size that fits). */
+long k3_mem_vision_patches(const K3Mem *x);
 
 /* Reports (x may be NULL: nothing): one line per forward on stderr (verbose), the
  * summary, and JSON fields (each line "  \"key\": value,\n") for --out. */

@@ -112,6 +112,11 @@ int k3_sched_sync(K3Sched *s, K3SchedSeq *q);
 void k3_sched_share(K3Sched *s, const K3State *st);
 /* Frees a state k3_sched_take / k3_sched_copy / k3_sched_share gave the client. */
 void k3_sched_free(K3Sched *s, K3State *st);
+/* q's state takes the rows e (an image's, K3Embed; NULL or none: every position embeds its
+ * id) at the positions its next steps feed; the followers get a copy of the spans that end
+ * past the state's position now (the rows the coming steps can reach), so a follower's
+ * forward embeds the lead's rows: the tower runs on the lead only. e stays the caller's. */
+void k3_sched_embed(K3Sched *s, K3SchedSeq *q, const K3Embed *e);
 /* The client's own record about q's slot (chat --draft: the draft's calls that reach
  * collectives): p[0..n) to every follower, whose handler gets it with that slot's state,
  * in order with the scheduler's records. Nothing at N = 1. */

@@ -8,6 +8,7 @@
 #ifndef K3_VISION_H
 #define K3_VISION_H
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct K3Vision K3Vision;
 
@@ -57,6 +58,34 @@ double k3_vision_flops(const K3VisionConfig *c, const K3VisionGrid *g, int n);
  * time). */
 size_t k3_vision_weight_bytes(const K3Vision *v);
 size_t k3_vision_act_bytes(const K3VisionConfig *c, long patches);
+
+/* ---- the memory plan's share (vision_plan.c; docs/VISION.md "Memory") ---- */
+/* The most patches one image gets under K3_VISION.md §2.2's rule within the decoders' limits
+ * (K3_IMAGE_MAX_SIDE, K3_IMAGE_MAX_PIXELS), found by trying every size: 67,320, e.g.
+ * 1889x7377 (resized to 1821x7113, grid 510x132, 16,830 rows); 8000x8000 gives 66,564. */
+#define K3_VISION_MAX_PATCHES 67320L
+/* config.json's vision_config alone, checked as k3_vision_open does (no tensors read). */
+int k3_vision_read_config(const char *dir, K3VisionConfig *c, char *err, size_t errlen);
+/* The bytes k3_vision_open holds for c's tensors (= k3_vision_weight_bytes once open). */
+size_t k3_vision_config_weight_bytes(const K3VisionConfig *c);
+/* One image of L patches at the current thread count: fixed + L x act_pp bytes of the
+ * tower's buffers (k3_vision_act_bytes, Vt's key-tile rounding in fixed) while it runs, and
+ * L x io_pp of its own (its normalised patches until the tower has run, its rows after). */
+void k3_vision_image_bytes(const K3VisionConfig *c, uint64_t *fixed, uint64_t *act_pp,
+                           uint64_t *io_pp);
+/* The largest W' x H' of w x h's shape whose patch grid (K3_VISION.md §2.2) has at most
+ * `patches` patches (0 x 0: none, under 4 patches). */
+void k3_vision_fit_size(int w, int h, long patches, int *fw, int *fh);
+/* The plan's share (mem.h's K3VisionPlan) for images of at most `patches` patches,
+ * `all_patches` held at once (held: their patches are decoded already), from dir's
+ * vision_config (no tensors read); an exit code with err when it has none or a bad one. */
+struct K3VisionPlan;
+int k3_vision_mem_plan(const char *dir, long patches, long all_patches, int held,
+                       struct K3VisionPlan *vp, char *err, size_t errlen);
+/* 0 when an image (name, w x h, its patches) is within the plan's admitted patches (admit;
+ * -1: not planned), else 2 with err naming it and the size of its shape that fits. */
+int k3_vision_admit(const char *name, int w, int h, long patches, long admit, char *err,
+                    size_t errlen);
 
 /* k3_vision_rows timed, with the report line on stderr (quiet: none): "k3: vision tower:
  * N rows from L patches in S s, G GFLOP/s (F GFLOP; kernels K, T threads)". */

@@ -10,6 +10,7 @@ not read.
 
     /usr/bin/python3 tools/gen_dspark.py --out DIR [--target tests/models/tiny5] [--seed 1]
         [--mscale-all-dim 1.0] [--markov-scale 1.0] [--link-weights REL]
+        [--full-width [--hollow]]
 
   --mscale-all-dim X   rope_parameters.mscale_all_dim (variant B: 0.5)
   --markov-scale S     multiply markov_w1 and markov_w2 by S before BF16 rounding (variant C: 10)
@@ -20,6 +21,11 @@ not read.
                        are K3's [2, 23, 47, 71, 89] scaled to its layers (floor), mask = vocab - 3.
                        Written tensor by tensor in row chunks (bounded memory); the file's
                        embed_tokens copy (never read, §3.3) is left a sparse hole of zeros.
+  --hollow             with --full-width: the matrices and Markov tables are sparse holes of
+                       zeros too (only the norms and the confidence head written, ~0.2 MB on
+                       disk, seconds): the same shapes and bytes read, finite numerics (the
+                       draft proposes what zero hidden states give), for the real-shape
+                       memory test (tests/sh/hollow_k3.sh) beside tools/gen_hollow.py.
 
 Weights: per tensor, a splitmix64 stream seeded with splitmix64(seed ^ fnv1a64(name)) gives
 u = (z >> 11) * 2^-53 in [0,1), U = 2u - 1 in [-1,1), one draw per element in row-major
@@ -265,7 +271,7 @@ def chunk_values(a, name, shape, kind, r0, r1):
 
 def write_safetensors_stream(path, c, a):
     """The layout of write_safetensors, each tensor generated in row chunks of ~8M values;
-    embed_tokens is skipped over (a hole of zeros)."""
+    embed_tokens is skipped over (a hole of zeros), and with --hollow every matrix too."""
     ts = sorted(specs(c), key=lambda t: t[0])
     hdr = {"__metadata__": {"torchspec_version": "0.1.0"}}
     off = 0
@@ -281,7 +287,7 @@ def write_safetensors_stream(path, c, a):
         f.write(hj)
         for name, shape, kind in ts:
             f.seek(base + hdr[name]["data_offsets"][0])
-            if kind == "embed":
+            if kind == "embed" or (a.hollow and kind in ("mat", "w1", "w2")):
                 continue
             rows = shape[0]
             cols = shape[1] if len(shape) == 2 else 1
@@ -303,8 +309,11 @@ def main(argv=None):
     ap.add_argument("--markov-scale", type=float, default=1.0)
     ap.add_argument("--link-weights", metavar="REL")
     ap.add_argument("--full-width", action="store_true")
+    ap.add_argument("--hollow", action="store_true")
     a = ap.parse_args(argv)
     c = build_config(a)
+    if a.hollow and not a.full_width:
+        sys.exit("gen_dspark: --hollow is a --full-width option (the tiny drafts are small)")
     if a.full_width:
         if a.link_weights:
             sys.exit("gen_dspark: --full-width writes its own weights: drop --link-weights")

@@ -13,7 +13,8 @@ written row's and the run's ids are --heads ids: a misread row shows). About
     /usr/bin/python3 tools/gen_hollow.py --out DIR [--layers 93] [--experts 896]
         [--tokens 150001,163000] [--heads 160000:64]
 
-For the real-shape test (tests/sh/hollow_k3.sh); see tools/README.md.
+For the real-shape test (tests/sh/hollow_k3.sh); see tools/README.md. A full-width DSpark
+draft beside it, hollow too: tools/gen_dspark.py --out DRAFT --target DIR --full-width --hollow.
 """
 import argparse
 import json

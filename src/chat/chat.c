@@ -212,11 +212,9 @@ static int n_loaded;
 static void state_save_cmd(Chat *c, const char *path) {
     char err[1024];
     if (!*path) { printf("usage: /save-state FILE\n"); return; }
-    if (chat_has_images(c)) {
-        printf("k3: a chat with images is not saved as a state: the history keeps their "
-               "places, not their pixels (/reset, or save before the first /image)\n");
-        return;
-    }
+    if (c->n_pend)                 /* the state holds the sent messages' images only */
+        printf("k3: note: %d queued image%s (/image) not yet sent %s not in the state\n",
+               c->n_pend, c->n_pend == 1 ? "" : "s", c->n_pend == 1 ? "is" : "are");
     double t0 = k3_now();
     if (chat_state_save(c, path, err, sizeof err)) printf("k3: %s\n", err);
     else
@@ -256,12 +254,9 @@ static int state_resume(Chat *c) {
 static void state_save_at_exit(Chat *c) {
     char err[1024];
     if (!c->save_state) return;
-    if (chat_has_images(c)) {
-        fprintf(stderr, "k3: --save-state: a chat with images is not saved as a state (the "
-                "history keeps their places, not their pixels)\n");
-        if (!unsaved[0]) snprintf(unsaved, sizeof unsaved, "the state was not saved (images)");
-        return;
-    }
+    if (c->n_pend)
+        fprintf(stderr, "k3: --save-state: %d queued image%s (/image) never sent: not in the "
+                "state\n", c->n_pend, c->n_pend == 1 ? "" : "s");
     double t0 = k3_now();
     if (chat_state_save(c, c->save_state, err, sizeof err)) {
         fprintf(stderr, "k3: %s\n", err);
@@ -606,6 +601,13 @@ static int setup(Chat *c, const char *system) {
     /* --draft: its share in the plan (a bad folder: zero here, refused by name at open) */
     if (c->draft_dir && k3_dspark_plan_file(c->draft_dir, &eo.mem.draft, err, sizeof err))
         memset(&eo.mem.draft, 0, sizeof eo.mem.draft);
+    /* a checkpoint with a vision tower: images may come (/image); the tower gets what the
+     * text model leaves, up to the largest image (no vision_config: nothing planned) */
+    if (k3_comm_size() == 1 && !k3_vision_mem_plan(c->model_dir, K3_VISION_MAX_PATCHES,
+                                                   K3_VISION_MAX_PATCHES, 0, &eo.mem.vision,
+                                                   err, sizeof err))
+        eo.mem.vision.fill = 1;
+    else memset(&eo.mem.vision, 0, sizeof eo.mem.vision);
     eo.mem.quiet = !memf.verbose;
     int rc = k3_engine_open(&c->eng, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); return rc; }

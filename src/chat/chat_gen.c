@@ -220,15 +220,18 @@ static int spec_step(Chat *c, Sampler *smp, int32_t id, long gen_pos, size_t rep
 int chat_image_add(Chat *c, const char *path) {
     char err[1024];
     if (!*path) { printf("usage: /image PATH\n"); return -1; }
-    if (k3_comm_size() > 1) {
-        printf("k3: images do not run over MPI ranks yet: chat with bin/k3\n");
-        return -1;
-    }
     K3ImageIn *v = realloc(c->pend, sizeof *v * (size_t)(c->n_pend + 1));
     if (!v) { printf("k3: out of memory\n"); return -1; }
     c->pend = v;
     if (k3_image_in_file(path, c->tok, &v[c->n_pend], err, sizeof err)) {
         printf("k3: %s\n", err);
+        return -1;
+    }
+    const K3ImageIn *ni = &v[c->n_pend];         /* within what the memory plan admits */
+    if (k3_vision_admit(path, ni->w, ni->h, ni->plan.patches, k3_mem_vision_patches(c->eng.mem),
+                        err, sizeof err)) {
+        printf("k3: %s\n", err);
+        k3_image_in_free(&v[c->n_pend]);
         return -1;
     }
     if (!c->ictx.dir) {                          /* the tower: now, so a model without one
@@ -253,6 +256,20 @@ int chat_has_images(const Chat *c) {
     return c->n_pend > 0;
 }
 
+/* A message's content without image marks: one that has none of its images (a history
+ * keeps their places, not their pixels; a mark typed as text) must not take another
+ * message's image. NULL: out of memory. */
+static char *without_marks(const char *s) {
+    const size_t pl = strlen(K3_IMAGE_PLACEHOLDER);
+    char *o = malloc(strlen(s) + 1), *d = o;
+    for (const char *p = s; o && *p;) {
+        if (!strncmp(p, K3_IMAGE_PLACEHOLDER, pl)) { p += pl; continue; }
+        *d++ = *p++;
+    }
+    if (o) *d = 0;
+    return o;
+}
+
 /* Renders the whole transcript (+ generation prompt) to ids; the images of the rendered
  * messages at their placeholders, their rows' spans in c->embed. */
 int chat_render(Chat *c, int32_t **ids, size_t *n) {
@@ -261,23 +278,38 @@ int chat_render(Chat *c, int32_t **ids, size_t *n) {
     for (int i = 0; i < c->log.n; i++) nimg += c->log.v[i].n_img;
     K3ImageIn *img = calloc((size_t)nimg + 1, sizeof *img);   /* shallow copies, in order */
     K3EmbedSpan *sp = realloc(c->span, sizeof *sp * (size_t)(nimg + 1));
+    char **own = calloc((size_t)c->log.n + 1, sizeof *own);    /* contents without marks */
     if (sp) c->span = sp;
-    if (!mm || !img || !sp) { free(mm); free(img); fprintf(stderr, "k3: out of memory\n");
-                              return -1; }
+    if (!mm || !img || !sp || !own) {
+        free(mm); free(img); free(own); fprintf(stderr, "k3: out of memory\n");
+        return -1;
+    }
     const int sys = c->log.n && !strcmp(c->log.v[0].role, "system");
-    int k = 0;
+    int k = 0, rc0 = 0;
     nimg = 0;
     for (int i = 0; i < c->log.n; i++) {
         if (i >= sys && i < sys + c->skip) continue;         /* dropped to fit (--context-full) */
         const ChatMsg *s = &c->log.v[i];
         mm[k++] = (XtmlMsg){ s->role, s->content, s->reasoning, s->gen_ids, s->n_gen,
                              s->gen_thinking, s->gen_state };
+        if (!s->n_img && !strcmp(s->role, "user") && s->content &&
+            k3_image_placeholders(s->content, strlen(s->content))) {
+            static int told;                     /* (once a process) */
+            if (!told++)
+                fprintf(stderr, "k3: note: message %d holds an image mark (%s) without its "
+                        "image (a history keeps the places of images, not their pixels; a "
+                        "state saved after it keeps them: --load-state); it is rendered "
+                        "without the mark\n", i + 1, K3_IMAGE_PLACEHOLDER);
+            if (!(own[k - 1] = without_marks(s->content))) rc0 = -1;
+            mm[k - 1].content = own[k - 1] ? own[k - 1] : "";
+        }
         for (int j = 0; j < s->n_img; j++) img[nimg++] = s->img[j];
     }
     XtmlOpts o = { c->thinking, c->effort, 1, !c->canonical };
     char err[256];
     XtmlSegs sg = { NULL, 0, 0 };
-    int rc = xtml_segments(mm, k, &o, &sg, err, sizeof err);
+    int rc = rc0 ? (snprintf(err, sizeof err, "out of memory"), -1)
+                 : xtml_segments(mm, k, &o, &sg, err, sizeof err);
     if (!rc) rc = k3_image_segs(&sg, img, nimg, err, sizeof err);
     if (!rc && xtml_segs_encode(&sg, c->tok, ids, n)) {
         snprintf(err, sizeof err, "out of memory encoding the chat");
@@ -289,6 +321,8 @@ int chat_render(Chat *c, int32_t **ids, size_t *n) {
     c->embed.n = rc ? 0 : nimg;
     if (rc) fprintf(stderr, "k3: %s\n", err);
     xtml_segs_free(&sg);
+    for (int i = 0; i < k; i++) free(own[i]);
+    free(own);
     free(img);
     free(mm);
     return rc;
@@ -311,7 +345,8 @@ static int image_rows(Chat *c) {
         for (int j = 0; j < c->log.v[i].n_img && k < c->embed.n; j++)
             c->span[k++].rows = c->log.v[i].img[j].rows;
     }
-    c->st->embed = &c->embed;
+    k3_sched_embed(c->sch, c->q, &c->embed);    /* (the other ranks get the rows: the tower
+                                                 * runs on rank 0 only) */
     return 0;
 }
 
@@ -423,6 +458,7 @@ int chat_turn(Chat *c, const char *user_text) {
         free(ids); chat_msg_free(&c->log.v[--c->log.n]);
         return -1;
     }
+    if (!c->embed.n && c->st->embed) k3_sched_embed(c->sch, c->q, NULL);   /* none now */
     int fr = forward(c, ids + reuse, n - reuse, 1);
     if (fr) {
         long done = (long)c->st->pos - (long)reuse;      /* whole chunks the state took in */

@@ -2,7 +2,7 @@
  * long conversation resumes without re-prefilling it (docs/CHAT.md "Saved state").
  *
  * File (every integer and float little-endian):
- *   "K3STATE\n", u32 version (1)
+ *   "K3STATE\n", u32 version (1; 2 when a message holds images)
  *   fingerprint: u64 checkpoint identity (K3Model.identity), u32 layers, hidden, vocab,
  *     KDA heads, KDA head dim, conv kernel, kv_lora, rope dim, u8 is_kda[layers];
  *     u32 n_shards and per shard u64 file size, u32 name length, name (basename)
@@ -10,7 +10,11 @@
  *   u32 pos; u64 n_fed (= pos); i32 fed[n_fed]        the exact ids the state holds
  *   u64 hash of the rendered transcript (ids, with generation prompt)
  *   u32 n_msgs; per message u64 hash(role, content, reasoning), i32 n_gen (-1 = no exact
- *     record), u32 gen_thinking, u32 gen_state, i32 gen_ids[n_gen]
+ *     record), u32 gen_thinking, u32 gen_state, i32 gen_ids[n_gen]; version 2: then u32
+ *     n_img (0, or the content's placeholders) and per image u32 W, H (original size), u64
+ *     hash of its file's bytes, u32 n_ids, i32 ids[n_ids] (its prompt segment), u32 N, u32
+ *     hidden, f32 rows[N][hidden] (the projector's output: a later re-prefill, e.g. after
+ *     --context-full drops a turn, needs them; the pixels are not kept)
  *   f32 data: per KDA layer S [heads][D][D] then conv [3][C][K-1]; per MLA layer c'
  *     [pos][kv_lora] then k_pe [pos][rope]
  *   u64 checksum of every byte before it
@@ -36,6 +40,7 @@
 
 #define MAGIC "K3STATE\n"
 #define VERSION 1u
+#define VERSION_IMG 2u                      /* a message holds images (their records) */
 #define DMAGIC "K3DRAFT\n"                   /* the draft's context, a trailer */
 #define DVERSION 1u
 #define BUF (1u << 20)
@@ -203,6 +208,19 @@ static void w_draft(StateWriter *w, K3DraftLoop *d, int P) {
     w_u64(w, k3_state_sum_end(&w->h));
 }
 
+/* Version 2: a message's images (the rows a re-prefill needs, the ids that render them). */
+static void w_images(StateWriter *w, const ChatMsg *m, int hidden) {
+    w_u32(w, (uint32_t)m->n_img);
+    for (int j = 0; j < m->n_img; j++) {
+        const K3ImageIn *im = &m->img[j];
+        w_u32(w, (uint32_t)im->w); w_u32(w, (uint32_t)im->h); w_u64(w, im->hash);
+        w_u32(w, (uint32_t)im->n_ids);
+        w_words(w, im->ids, (size_t)im->n_ids);
+        w_u32(w, (uint32_t)im->plan.rows); w_u32(w, (uint32_t)hidden);
+        w_words(w, im->rows, (size_t)im->plan.rows * hidden);
+    }
+}
+
 /* The transcript as the next turn would see it (all messages + generation prompt). */
 static int transcript(Chat *c, int nmsgs, int32_t **ids, size_t *n) {
     int keep = c->log.n, rc;
@@ -237,6 +255,16 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     }
     uint64_t th = ids_hash(ids, n);
     free(ids);
+    uint32_t version = VERSION;
+    for (int i = 0; i < c->log.n; i++)
+        for (int j = 0; j < c->log.v[i].n_img; j++) {
+            version = VERSION_IMG;
+            if (!c->log.v[i].img[j].rows || !c->log.v[i].img[j].ids) {
+                snprintf(err, errlen, "state %s: internal: message %d's image %d has no rows; "
+                         "not saved", path, i + 1, j + 1);
+                return -1;
+            }
+        }
     StateWriter w = { -1, 0, malloc(BUF), 0, { { 0 }, { 0 }, 0, 0 } };
     K3Out out;                                  /* outfile.h: never replaces a FIFO, a device */
     char oe[4400];
@@ -249,7 +277,7 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
     w.fd = out.fd;
     k3_state_sum_init(&w.h);
     w_bytes(&w, MAGIC, 8);
-    w_u32(&w, VERSION);
+    w_u32(&w, version);
     w_fingerprint(&w, &c->eng.m);
     w_u32(&w, (uint32_t)c->thinking); w_u32(&w, (uint32_t)c->canonical);
     char eff[8] = { 0 };
@@ -266,6 +294,7 @@ int chat_state_save(Chat *c, const char *path, char *err, size_t errlen) {
         w_u32(&w, m->gen_ids ? (uint32_t)m->n_gen : 0xFFFFFFFFu);
         w_u32(&w, (uint32_t)m->gen_thinking); w_u32(&w, (uint32_t)m->gen_state);
         if (m->gen_ids) w_words(&w, m->gen_ids, (size_t)m->n_gen);
+        if (version == VERSION_IMG) w_images(&w, m, cf->hidden_size);
     }
     for (int L = 0; L < cf->num_hidden_layers; L++) {
         if (cf->is_kda[L]) {
@@ -310,6 +339,63 @@ static int fits(const StateReader *r, uint64_t n, uint64_t each) {
 }
 
 static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t errlen);
+
+/* Version 2: message i's images (w_images), onto m (which has none: a history holds their
+ * places, not their records). 0; -1 truncated; K3_ERR_RUNTIME with err (corrupt, memory).
+ * m->n_img counts the records begun, so chat_msg_free frees a partial one. */
+static int r_images(Chat *c, StateReader *r, ChatMsg *m, uint32_t i, const char *path,
+                    char *err, size_t errlen) {
+    const K3Config *cf = &c->eng.m.cfg;
+    uint32_t k, w = 0, h = 0, nid, N, hid;
+    uint64_t hash;
+    if (r_u32(r, &k)) return -1;
+    if (!k) return 0;
+    const int ph = m->content ? k3_image_placeholders(m->content, strlen(m->content)) : 0;
+    if (strcmp(m->role, "user") || (int)k != ph || m->n_img) {
+        snprintf(err, errlen, "state %s: message %u (%s) has %u image records for %d image "
+                 "places (%s); the file is corrupt", path, i + 1, m->role, k, ph,
+                 K3_IMAGE_PLACEHOLDER);
+        return K3_ERR_RUNTIME;
+    }
+    if (!(m->img = calloc(k, sizeof *m->img))) goto oom;
+    for (uint32_t j = 0; j < k; j++) {
+        K3ImageIn *im = &m->img[j];
+        m->n_img = (int)j + 1;
+        if (r_u32(r, &w) || r_u32(r, &h) || r_u64(r, &hash) || r_u32(r, &nid)) return -1;
+        if (w < 1 || h < 1 || w > K3_IMAGE_MAX_SIDE || h > K3_IMAGE_MAX_SIDE ||
+            (uint64_t)w * h > K3_IMAGE_MAX_PIXELS) goto bad;
+        im->w = (int)w; im->h = (int)h; im->hash = hash;
+        k3_image_plan(im->w, im->h, &im->plan);
+        if (nid <= (uint32_t)im->plan.rows || nid > (uint32_t)im->plan.rows + 64 ||
+            !fits(r, nid, 4)) goto bad;
+        if (!(im->ids = malloc(sizeof *im->ids * nid))) goto oom;
+        if (r_words(r, im->ids, nid)) return -1;
+        im->n_ids = (int)nid;
+        for (uint32_t t = 0; t < nid; t++)
+            if (im->ids[t] < 0 || im->ids[t] >= cf->vocab_size) goto bad;
+        if (r_u32(r, &N) || r_u32(r, &hid)) return -1;
+        const uint64_t nr = (uint64_t)N * hid;
+        if (N != (uint32_t)im->plan.rows || hid != (uint32_t)cf->hidden_size || !fits(r, nr, 4))
+            goto bad;
+        if (!(im->rows = malloc(sizeof *im->rows * nr))) goto oom;
+        if (r_words(r, im->rows, nr)) return -1;
+    }
+    return 0;
+bad:
+    snprintf(err, errlen, "state %s: message %u's image %d: a bad record (%ux%u); the file is "
+             "corrupt, re-create it with --save-state", path, i + 1, m->n_img, w, h);
+    return K3_ERR_RUNTIME;
+oom:
+    snprintf(err, errlen, "state %s: out of memory for message %u's images", path, i + 1);
+    return K3_ERR_RUNTIME;
+}
+
+/* A refused load takes back the images it put on messages (they had none). */
+static void drop_images(ChatMsg *m) {
+    for (int j = 0; j < m->n_img; j++) k3_image_in_free(&m->img[j]);
+    free(m->img);
+    m->img = NULL; m->n_img = 0;
+}
 
 /* n bytes read and dropped (a draft context this run does not use). */
 static int r_skip(StateReader *r, uint64_t n) {
@@ -410,6 +496,8 @@ static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t er
     int32_t *fed = NULL, *ids = NULL;
     ChatMsg *old = NULL;            /* the records replaced, put back if the load fails */
     uint32_t n_old = 0;
+    unsigned char *got_img = NULL;  /* messages given images (taken back if it fails) */
+    uint32_t nm = 0;
     StateReader r = *rp;            /* (copied back before returning) */
     const char *hist = c->history ? c->history : "(no --history)";
     k3_state_sum_init(&r.h);
@@ -421,9 +509,10 @@ static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t er
         CORRUPT("state %s: not a k3 chat state file (bad magic); pass the file written by "
             "--save-state", path);
     RD(r_u32(&r, &u));
-    if (u != VERSION)
-        FOREIGN("state %s: format version %u, this k3 reads version %u; re-create it with "
-            "--save-state", path, u, VERSION);
+    if (u != VERSION && u != VERSION_IMG)
+        FOREIGN("state %s: format version %u, this k3 reads versions %u and %u; re-create it "
+            "with --save-state", path, u, VERSION, VERSION_IMG);
+    const uint32_t version = u;
     /* fingerprint */
     RD(r_u64(&r, &x));
     if (x != c->eng.m.identity)
@@ -501,14 +590,14 @@ static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t er
     uint64_t th;
     RD(r_u64(&r, &th));
     /* the conversation: must be the start of the loaded history */
-    uint32_t nm;
     RD(r_u32(&r, &nm));
     if (nm > CHAT_MAX_MSGS) CORRUPT("state %s: %u messages; the file is corrupt", path, nm);
     if ((int)nm > c->log.n)
         FOREIGN("state %s covers %u messages but %s holds %d; pass the history it was saved with, "
             "or drop --load-state", path, nm, hist, c->log.n);
     old = calloc(nm ? nm : 1, sizeof *old);
-    if (!old) {
+    got_img = calloc(nm ? nm : 1, 1);
+    if (!old || !got_img) {
         snprintf(err, errlen, "state %s: out of memory", path); rc = K3_ERR_RUNTIME; goto out;
     }
     for (uint32_t i = 0; i < nm; i++, n_old = i) {
@@ -519,16 +608,25 @@ static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t er
             FOREIGN("state %s: message %u (%s) of %s differs from the conversation the state was "
                 "saved from; pass the matching history, or drop --load-state (the history is "
                 "then re-prefilled)", path, i + 1, m->role, hist);
-        if (ng == 0xFFFFFFFFu) continue;
-        if (strcmp(m->role, "assistant") || gs > XP_DONE || gt > 1 || !fits(&r, ng, 4))
-            CORRUPT("state %s: bad record for message %u; the file is corrupt", path, i + 1);
-        int32_t *g = malloc(sizeof *g * (ng ? ng : 1));
-        if (!g) {
-            snprintf(err, errlen, "state %s: out of memory", path); rc = K3_ERR_RUNTIME; goto out;
+        if (ng != 0xFFFFFFFFu) {
+            if (strcmp(m->role, "assistant") || gs > XP_DONE || gt > 1 || !fits(&r, ng, 4))
+                CORRUPT("state %s: bad record for message %u; the file is corrupt", path, i + 1);
+            int32_t *g = malloc(sizeof *g * (ng ? ng : 1));
+            if (!g) {
+                snprintf(err, errlen, "state %s: out of memory", path);
+                rc = K3_ERR_RUNTIME;
+                goto out;
+            }
+            if (r_words(&r, g, ng)) { free(g); goto trunc; }
+            old[i] = *m;
+            m->gen_ids = g; m->n_gen = (int)ng; m->gen_thinking = (int)gt;
+            m->gen_state = (int)gs;
         }
-        if (r_words(&r, g, ng)) { free(g); goto trunc; }
-        old[i] = *m;
-        m->gen_ids = g; m->n_gen = (int)ng; m->gen_thinking = (int)gt; m->gen_state = (int)gs;
+        if (version != VERSION_IMG) continue;
+        got_img[i] = m->n_img == 0;
+        const int ri = r_images(c, &r, m, i, path, err, errlen);
+        if (ri < 0) goto trunc;
+        if (ri) { rc = ri; goto out; }
     }
     size_t n = 0;
     if (transcript(c, (int)nm, &ids, &n)) CORRUPT("state %s: cannot render the transcript", path);
@@ -602,7 +700,9 @@ out:
             m->gen_thinking = old[i].gen_thinking; m->gen_state = old[i].gen_state;
         } else if (old[i].role) free(old[i].gen_ids);
     }
-    free(old); free(fed); free(ids);
+    for (uint32_t i = 0; rc && got_img && i < nm; i++)
+        if (got_img[i]) drop_images(&c->log.v[i]);
+    free(old); free(fed); free(ids); free(got_img);
     *rp = r;
     return rc;
 }

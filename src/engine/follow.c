@@ -190,6 +190,59 @@ void k3_sched_end(K3Sched *s, int rc) {
     s->ended = 1;
 }
 
+/* OP_EMBED's payload: per span pos0 and len (int32), then every span's rows [len][hidden]
+ * in order; a = the spans. */
+void k3_sched_embed(K3Sched *s, K3SchedSeq *q, const K3Embed *e) {
+    q->st->embed = e && e->n ? e : NULL;
+    if (!s->lead || s->ended) return;
+    const size_t H = (size_t)s->e->m.cfg.hidden_size;
+    int n = 0;
+    size_t rows = 0;
+    for (int i = 0; q->st->embed && i < e->n; i++)
+        if (e->span[i].pos0 + e->span[i].len > q->st->pos) { n++; rows += (size_t)e->span[i].len; }
+    const size_t bytes = 8 * (size_t)n + 4 * rows * H;
+    char *b = malloc(bytes ? bytes : 1);
+    if (!b) k3_comm_abort(1, "out of memory for an image's rows (%zu bytes)", bytes);
+    size_t at = 8 * (size_t)n;
+    for (int i = 0, k = 0; n && i < e->n; i++) {
+        const K3EmbedSpan *sp = &e->span[i];
+        if (sp->pos0 + sp->len <= q->st->pos) continue;
+        memcpy(b + 8 * k, &sp->pos0, 4); memcpy(b + 8 * k + 4, &sp->len, 4);
+        memcpy(b + at, sp->rows, 4 * (size_t)sp->len * H);
+        at += 4 * (size_t)sp->len * H;
+        k++;
+    }
+    k3_follow_send(s, OP_EMBED, q->slot, n, NULL, b, bytes);
+    free(b);
+}
+
+/* A follower's copy of a slot's rows (its state's embed points at it until the next). */
+typedef struct { K3Embed e; K3EmbedSpan *span; char *p; } FollowEmbed;
+
+static void recv_embed(K3Sched *s, FollowEmbed *f, K3State *st, int n, char *p, size_t bytes) {
+    const size_t H = (size_t)s->e->m.cfg.hidden_size;
+    st->embed = NULL;
+    free(f->span); free(f->p);
+    memset(f, 0, sizeof *f);
+    if (n < 0 || (size_t)n * 8 > bytes) k3_comm_abort(1, "the mirror: %d image spans", n);
+    if (n <= 0) { free(p); return; }
+    if (!(f->span = malloc(sizeof *f->span * (size_t)(unsigned)n)))
+        k3_comm_abort(1, "out of memory");
+    size_t at = 8 * (size_t)n;
+    for (int i = 0; i < n; i++) {
+        K3EmbedSpan *sp = &f->span[i];
+        memcpy(&sp->pos0, p + 8 * i, 4); memcpy(&sp->len, p + 8 * i + 4, 4);
+        if (sp->pos0 < 0 || sp->len < 1 || (bytes - at) / (4 * H) < (size_t)sp->len)
+            k3_comm_abort(1, "the mirror: an image span %d+%d past its record", sp->pos0,
+                          sp->len);
+        sp->rows = (const float *)(void *)(p + at);
+        at += 4 * (size_t)sp->len * H;
+    }
+    f->p = p;                                      /* the rows stay in the record's bytes */
+    f->e = (K3Embed){ f->span, n };
+    st->embed = &f->e;
+}
+
 /* A step's record: the lead's shares on this rank's slots, one k3_forward_seqs. */
 static void replay_step(K3Sched *s, int m, const int32_t *b) {
     K3Engine *e = s->e;
@@ -217,6 +270,8 @@ static K3SchedSeq *slot_seq(K3Sched *s, const Rec *r) {
 int k3_sched_follow(K3Sched *s) {
     FollowMap map = { 0 };
     s->map = &map;
+    FollowEmbed *emb = calloc((size_t)s->n_slots, sizeof *emb);
+    if (!emb) k3_comm_abort(1, "out of memory");
     char err[512];
     int rc = 0, done = 0;
     while (!done) {
@@ -256,6 +311,10 @@ int k3_sched_follow(K3Sched *s) {
             recv_state(s, st, p);
             map_put(s, r.key, st);
             break;
+        case OP_EMBED:
+            recv_embed(s, &emb[slot_seq(s, &r)->slot], slot_seq(s, &r)->st, r.a, p, r.bytes);
+            p = NULL;                                  /* kept (or freed) there */
+            break;
         case OP_END: rc = r.a; done = 1; break;
         case OP_USER:
             if (s->on_user) s->on_user(s->user_ctx, slot_seq(s, &r)->st, p, r.bytes);
@@ -264,6 +323,11 @@ int k3_sched_follow(K3Sched *s) {
         }
         free(p);
     }
+    for (int i = 0; i < s->n_slots; i++) {
+        if (s->seq[i].st && s->seq[i].st->embed == &emb[i].e) s->seq[i].st->embed = NULL;
+        free(emb[i].span); free(emb[i].p);
+    }
+    free(emb);
     for (int i = 0; i < map.n; i++) k3_state_free(&s->e->m, map.st[i]);
     free(map.key); free(map.st);
     s->map = NULL;

@@ -25,7 +25,7 @@ struct K3Sched {
 
 /* The records: what the lead did, replayed by a follower. */
 enum { OP_JOIN = 1, OP_LEAVE, OP_STEP, OP_LOAD, OP_TAKE, OP_COPY, OP_FREE, OP_RESET,
-       OP_ROLLBACK, OP_SYNC, OP_SHARE, OP_END, OP_USER };
+       OP_ROLLBACK, OP_SYNC, OP_SHARE, OP_END, OP_EMBED, OP_USER };
 /* On the lead, a record to every follower: op on slot (or -1) with a, the key of a state
  * (its address here) and n payload bytes; nothing elsewhere. */
 void k3_follow_send(K3Sched *s, int op, int slot, int a, const void *key, const void *p,

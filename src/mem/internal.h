@@ -47,6 +47,8 @@ struct K3Mem {
     int brief;                                /* the plan was the one line: all resident */
     int draft_streamed;                       /* the draft's weights read per block */
     int draft_planned;                        /* K3MemOpts.draft was given */
+    long vision_patches;                      /* k3_mem_vision_patches */
+    uint64_t vision_bytes;                    /* the tower's share of plan_bytes */
 };
 
 /* ---- plan.c ---- */
@@ -74,6 +76,11 @@ typedef struct {
     /* --draft (K3MemOpts.draft): its weights pinned or its window (both inside --trunk-gb),
      * its buffers, tap rows and context cache (in side), what a block reads of it */
     uint64_t draft_pin, draft_win, draft_side, draft_read, draft_ingest;
+    /* images (K3MemOpts.vision): the tower's weights, one image's buffers + every image's
+     * patches and rows (in side); vis_fit: the most patches one image could have beside the
+     * rest in what is available (-1: not known), set by mem.c for the print */
+    uint64_t vis_weights, vis_act;
+    long vis_patches, vis_fit;
 } K3Plan;
 /* lb[0..NL): trunk bytes per layer; have_trunk: --trunk given; process: bytes held.
  * Without --trunk the trunk stays in the shard mappings when --trunk-gb holds all of it,

@@ -9,6 +9,7 @@
 #include "fault.h"
 #include "sysmem.h"
 #include "util.h"
+#include "vision.h"
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -79,6 +80,7 @@ int k3_mem_seqs(const K3Mem *x) { return x->seqs; }
 int k3_mem_state_mode(const K3Mem *x) { return x->state_mode; }
 int k3_mem_draft_streamed(const K3Mem *x) { return x ? x->draft_streamed : 0; }
 int k3_mem_draft_planned(const K3Mem *x) { return x ? x->draft_planned : 0; }
+long k3_mem_vision_patches(const K3Mem *x) { return x ? x->vision_patches : -1; }
 
 /* ---- setup ---- */
 
@@ -185,6 +187,33 @@ static int fit_chunk(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, d
     return lf;
 }
 
+/* Images: the most patches one image may have beside the rest of the plan in avail (the
+ * print's "admits"); when the largest asked for does not fit, the plan is made again for the
+ * largest that does (under 4 patches: none, and the tower is not planned). Returns it. */
+static long admit_images(const K3Model *m, K3MemOpts *o, const uint64_t *lb, double tgb,
+                         double cgb, uint64_t self, uint64_t avail, long want, K3Plan *p) {
+    K3VisionPlan *v = &o->vision;
+    const long others = v->all_patches > v->patches ? v->all_patches - v->patches : 0;
+    long fit = -1, use = want;
+    if (avail) {
+        const uint64_t rest = p->total - p->vis_weights - p->vis_act;
+        const double room = (double)avail - (double)rest - (double)v->weights -
+                            (double)v->fixed - (double)others * (double)v->io_pp;
+        fit = room > 0 ? (long)(room / (double)(v->act_pp + v->io_pp)) : 0;
+        if (fit > K3_VISION_MAX_PATCHES) fit = K3_VISION_MAX_PATCHES;
+        if (fit < 4) fit = 0;
+        if (fit < use) use = fit;
+    }
+    if (use != v->patches) {
+        v->all_patches = others + use;
+        v->patches = use;
+        k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb,
+                     cgb, self, p);
+    }
+    p->vis_fit = fit;
+    return use;
+}
+
 /* 1 when any trunk matrix is stored coded (it has a row offset table). */
 static int trunk_coded(const K3Trunk *t, int NL) {
     for (int L = 0; L < NL; L++)
@@ -208,8 +237,12 @@ static int open_trace(K3Mem *x, const K3MemOpts *o, int nslots, char *err, size_
     return 0;
 }
 
-static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t errlen) {
+static int setup(K3Mem *x, const K3MemOpts *o1, uint64_t *lb, char *err, size_t errlen) {
     K3Model *m = x->m;
+    K3MemOpts base = *o1;                      /* images to come: the text model first */
+    const long vis_want = base.vision.patches;
+    if (base.vision.fill) base.vision.patches = base.vision.all_patches = 4;
+    const K3MemOpts *o0 = &base;
     K3MemOpts opts = *o0, *o = &opts;          /* o->chunk becomes the chunk the plan picks */
     const int NL = m->cfg.num_hidden_layers;
     uint64_t global = 0;
@@ -244,6 +277,14 @@ static int setup(K3Mem *x, const K3MemOpts *o0, uint64_t *lb, char *err, size_t 
     K3Plan p;
     k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb, cgb,
                  self, &p);
+    x->vision_patches = o->vision.weights
+                      ? admit_images(m, o, lb, tgb, cgb, self, avail, vis_want, &p) : -1;
+    if (o->vision.weights) {        /* N ranks run the same images: all admit the least */
+        int32_t vp = (int32_t)x->vision_patches;
+        k3_comm_least(&vp, 1);
+        x->vision_patches = vp;
+    }
+    x->vision_bytes = p.vis_weights + p.vis_act;
     x->buffer_bytes = p.buffers;
     x->plan_bytes = p.total;
     x->trunk_budget = o->trunk_dir || p.shards ? (uint64_t)p.trunk_budget : 0;

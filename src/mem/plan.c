@@ -18,6 +18,8 @@
 #include "dio.h"
 #include "statefile.h"
 #include "tensors.h"
+#include "image.h"
+#include "vision.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +41,19 @@ static uint64_t draft_side(const K3DraftPlan *d, uint64_t T, int ctx, uint64_t s
     const int th = k3_threads();
     return seqs * (d->fixed + cap * d->pos_bytes) + T * d->tap_row +
            (uint64_t)(th > 0 ? th : 1) * (cap * d->att_row + d->att_fixed);
+}
+
+/* Images (K3MemOpts.vision): the tower's weights, resident while images run, and one
+ * image's buffers at the largest planned for plus every image's patches and rows. Under 4
+ * patches no image fits: nothing is planned (images are then refused). */
+static void vision_share(const K3VisionPlan *v, K3Plan *p) {
+    p->vis_fit = -1;
+    if (!v->weights || v->patches < 4) return;
+    const long all = v->all_patches > v->patches ? v->all_patches : v->patches;
+    p->vis_patches = v->patches;
+    p->vis_weights = v->weights;
+    p->vis_act = v->fixed + (uint64_t)v->patches * v->act_pp + (uint64_t)all * v->io_pp;
+    p->vis_act -= v->held < p->vis_act ? v->held : p->vis_act;   /* in "process so far" */
 }
 
 /* Bytes of the embedding rows one forward of T tokens maps: a row lookup in the shard
@@ -108,6 +123,8 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
               p->buffers + p->process;
     p->draft_side = draft_side(&o->draft, T, ctx, seqs);
     p->side += p->draft_side;
+    vision_share(&o->vision, p);
+    p->side += p->vis_weights + p->vis_act;
     p->trunk_min = p->trunk_total + p->head_full + p->side;
     const uint64_t dw = o->draft.weights;    /* the draft's weights: pinned or streamed */
     const uint64_t dwin = o->draft.window * seqs;   /* streamed: each slot's draft its buffers */
@@ -236,9 +253,14 @@ void k3_plan_line(const K3Plan *p, int NL, uint64_t avail, const char *adesc, FI
     char dr[80] = "";
     if (p->draft_pin)
         snprintf(dr, sizeof dr, ", the draft's %.3f GB", (p->draft_pin + p->draft_side) / K3_GB);
+    char vt[96] = "";
+    if (p->vis_weights)
+        snprintf(vt, sizeof vt, ", the vision tower's %.3f GB (images of up to %ld patches)",
+                 (p->vis_weights + p->vis_act) / K3_GB, p->vis_patches);
     fprintf(f, "k3: memory plan %.3f GB%s, everything resident: %d layers, lm_head, %d "
-            "expert slots of %s%s, prefill chunk %d (the table: --verbose)\n", p->total / K3_GB,
-            av, NL, p->nslots, k3_size_text(p->slot_bytes, slot, sizeof slot), dr, p->chunk);
+            "expert slots of %s%s%s, prefill chunk %d (the table: --verbose)\n",
+            p->total / K3_GB, av, NL, p->nslots, k3_size_text(p->slot_bytes, slot, sizeof slot),
+            dr, vt, p->chunk);
 }
 
 /* --draft: its weights pinned or its window, its context and buffers, and what a block
@@ -266,6 +288,26 @@ static void draft_print(const K3Plan *p, int have_trunk, int ctx, FILE *f) {
                 "misses): one verify forward for every token it keeps\n",
                 k3_size_text(tr, a, sizeof a), k3_size_text(p->draft_read, b, sizeof b));
     }
+}
+
+/* Images: the tower's weights and one image's peak; what the budget admits. */
+static void vision_print(const K3Plan *p, FILE *f) {
+    char w[32], a[32], fs[64] = "any image k3 decodes";
+    if (p->vis_fit >= 0 && p->vis_fit < K3_VISION_MAX_PATCHES) {
+        int sw, sh;
+        k3_vision_fit_size(K3_IMAGE_MAX_SIDE, K3_IMAGE_MAX_SIDE, p->vis_fit, &sw, &sh);
+        snprintf(fs, sizeof fs, "%ld patches, a square of %dx%d", p->vis_fit, sw, sh);
+    }
+    if (p->vis_weights)
+        fprintf(f, "  vision tower       %8.3f  weights %s resident while images run (read "
+                "once an image) + %s for the largest image planned, %ld patches (%ld rows: "
+                "the tower's buffers, tiled attention, merge and projector, its patches and "
+                "rows); memory admits %s\n", (p->vis_weights + p->vis_act) / K3_GB,
+                k3_size_text(p->vis_weights, w, sizeof w), k3_size_text(p->vis_act, a, sizeof a),
+                p->vis_patches, p->vis_patches / 4, fs);
+    else if (p->vis_fit == 0)
+        fprintf(f, "  vision tower       %8s  no room beside the rest: images are refused\n",
+                "-");
 }
 
 void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, const char *adesc,
@@ -299,6 +341,7 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
         fprintf(f, "  trunk resident     %8.3f  all %d layers, used in place from the shards "
                 "(a smaller --trunk-gb streams it from them)\n", p->pinned / K3_GB, NL);
     draft_print(p, have_trunk, ctx, f);
+    vision_print(p, f);
     char ix[32];
     fprintf(f, "  expert cache       %8.3f  %d slots of %s (%.1f%% of all routed experts) "
             "+ index %s\n", p->cache / K3_GB, p->nslots,
@@ -471,10 +514,11 @@ void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, cons
     snprintf(err, errlen, "the memory plan needs %.3f GB but %.3f GB is available (%s): "
              "trunk %.3f + window %.3f + expert cache %.3f + lm_head %.3f + embedding rows %.3f "
              "+ vectors %.3f + state %.3f + MLA cache %.3f + state-file buffers %.3f + buffers "
-             "%.3f + process %.3f + draft %.3f. Fix: %s",
+             "%.3f + process %.3f + draft %.3f + vision tower %.3f. Fix: %s",
              p->total / K3_GB, avail / K3_GB, adesc, p->pinned / K3_GB,
              (p->ring_bytes + p->tmp) / K3_GB,
              p->cache / K3_GB, p->lm_head / K3_GB, p->embed / K3_GB, p->vectors / K3_GB,
              p->state / K3_GB, p->mla / K3_GB, p->state_bufs / K3_GB, p->buffers / K3_GB,
-             p->process / K3_GB, (p->draft_pin + p->draft_win + p->draft_side) / K3_GB, fix);
+             p->process / K3_GB, (p->draft_pin + p->draft_win + p->draft_side) / K3_GB,
+             (p->vis_weights + p->vis_act) / K3_GB, fix);
 }

@@ -114,6 +114,9 @@ void k3_mem_json(const K3Mem *x, FILE *f, double wall) {
             (unsigned long long)x->buffer_bytes, x->chunk);
     fprintf(f, "  \"trunk_budget_bytes\": %llu,\n  \"cache_budget_bytes\": %llu,\n",
             (unsigned long long)x->trunk_budget, (unsigned long long)x->cache_budget);
+    if (x->vision_patches >= 0)            /* images: the tower's share of plan_bytes */
+        fprintf(f, "  \"vision_plan_bytes\": %llu,\n  \"vision_patches\": %ld,\n",
+                (unsigned long long)x->vision_bytes, x->vision_patches);
     /* per decoded token (the steps after the prefill), by kind */
     uint64_t tk = 0, hk = 0, ek = 0;
     int nd = 0;

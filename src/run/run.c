@@ -380,7 +380,8 @@ static int check_context(const Opts *o, int n_prompt) {
 }
 
 /* The engine for this run: the plan covers the prompt, the generation and the chunk. */
-static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size_t errlen) {
+static int open_engine(const Opts *o, int n_prompt, const RunImages *ri, K3Engine *e,
+                       char *err, size_t errlen) {
     /* no --prefill-chunk: the plan sizes the chunk (the whole prompt when it fits) */
     const int want = o->recompute ? n_prompt + o->gen : n_prompt;
     const int pc = o->ef.chunk > 0 ? o->ef.chunk : (want > 0 ? want : 1);
@@ -397,6 +398,15 @@ static int open_engine(const Opts *o, int n_prompt, K3Engine *e, char *err, size
     /* --draft: its share in the plan (a bad folder: zero here, refused by name at open) */
     if (o->draft_dir && k3_dspark_plan_file(o->draft_dir, &eo.mem.draft, err, errlen))
         memset(&eo.mem.draft, 0, sizeof eo.mem.draft);
+    /* --image: the tower and the largest image in the plan (no tower: said at its open) */
+    long most = 0, all = 0;
+    for (int i = 0; i < ri->n; i++) {
+        all += ri->im[i].plan.patches;
+        if (ri->im[i].plan.patches > most) most = ri->im[i].plan.patches;
+    }
+    char verr[512];
+    if (ri->n && k3_vision_mem_plan(o->model_dir, most, all, 1, &eo.mem.vision, verr, sizeof verr))
+        memset(&eo.mem.vision, 0, sizeof eo.mem.vision);
     eo.mem.quiet = o->quiet;
     eo.mem.brief = 1;
     return k3_engine_open(e, &eo, err, errlen);
@@ -427,7 +437,7 @@ static int run_batch(const Opts *o) {
         goto done;
 
     double t0 = k3_now();
-    rc = open_engine(o, n_prompt, &e, err, sizeof err);
+    rc = open_engine(o, n_prompt, &ri, &e, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
     const K3Model *m = &e.m;
     const int V = m->cfg.vocab_size;
@@ -475,6 +485,12 @@ static int run_batch(const Opts *o) {
     st = k3_state_new(m);
     if (!seq || !st) { fprintf(stderr, "k3: out of memory\n"); rc = K3_ERR_RUNTIME; goto done; }
     memcpy(seq, prompt, sizeof(int) * n_prompt);
+    for (int i = 0; i < ri.n; i++)             /* each within what the plan admits */
+        if ((rc = k3_vision_admit(o->images[i], ri.im[i].w, ri.im[i].h, ri.im[i].plan.patches,
+                                  k3_mem_vision_patches(e.mem), err, sizeof err))) {
+            fprintf(stderr, "k3: --image %s\n", err);
+            goto done;
+        }
     if (ri.n) {                                /* the images' rows, then into the prefill */
         ictx.hidden = m->cfg.hidden_size;
         if ((rc = k3_image_embed(&ictx, ri.im, ri.n, ri.span, &ri.embed, err, sizeof err))) {

@@ -51,6 +51,9 @@ static const char SERVE_USAGE[] =
 "  --trunk DIR --trunk-gb G --cache-gb G --preset P --verbose   memory budgets as in batch\n"
 "                         mode (k3 --help, docs/PERFORMANCE.md)\n"
 "  --no-webui             no chat page at GET / (docs/SERVE.md, \"The chat page\")\n"
+"  --image-dir DIR        requests may name image files inside DIR: image_url (chat) or\n"
+"                         input_image (Responses) as an absolute path or file:// URL; anything\n"
+"                         resolving outside DIR (.., symbolic links) is refused (docs/SERVE.md)\n"
 "  --draft DIR            a DSpark draft model (docs/DRAFT.md): each request drafts a block\n"
 "                         a step from its own context, verified exactly (the same replies);\n"
 "                         usage.k3_draft and /metrics count the drafts and those accepted\n"
@@ -58,8 +61,11 @@ static const char SERVE_USAGE[] =
 "Endpoints: POST /v1/chat/completions, POST /v1/completions, POST /v1/messages (and\n"
 "/v1/messages/count_tokens: Anthropic's API), POST /v1/responses (OpenAI's Responses API),\n"
 "GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the\n"
-"CORS preflight). One line per request on stderr (method, path, status, tokens, TTFT,\n"
-"time). Prints 'k3: listening on http://HOST:PORT' on stderr when ready.\n";
+"CORS preflight). Images (a model with a vision tower, docs/VISION.md): chat's image_url,\n"
+"Messages' image and Responses' input_image parts, their bytes inline (data: / base64;\n"
+"nothing is fetched; files only with --image-dir). One line per request on stderr\n"
+"(method, path, status, tokens, TTFT, time). Prints 'k3: listening on http://HOST:PORT'\n"
+"on stderr when ready.\n";
 
 static Server srv;
 static volatile sig_atomic_t stopping;
@@ -184,7 +190,7 @@ static void metrics(int fd, int ka) {
 
 /* Queues a generation request and waits until the engine thread has answered it. */
 static int generate(int fd, int kind, const char *body, size_t n, int ka) {
-    char err[512];
+    char err[1024];
     Job *j = calloc(1, sizeof *j);
     if (!j) return fail(fd, 500, "out of memory", 0);
     const int bad = http_anthropic == 2 ? serve_resp_parse(body, n, &j->req, err, sizeof err)
@@ -275,6 +281,7 @@ static void *conn_main(void *arg) {
     char *b = malloc(cap), err[256];
     for (int open = b != NULL; open;) {
         HttpReq h;
+        memset(&h, 0, sizeof h);
         int r;
         double deadline = k3_now() + srv.timeout_s;    /* idle, then the whole head */
         while ((r = http_parse(b, have, HTTP_MAX_BODY, &h, err, sizeof err)) == 0) {
@@ -284,8 +291,15 @@ static void *conn_main(void *arg) {
             have += (size_t)k;
         }
         if (!open) break;
-        if (r < 0) { double t0 = k3_now(); fail(fd, -r, err, 0); serve_log_request(NULL, t0);
-                     break; }
+        if (r < 0) {                     /* (a 413 in the shape of the path's API) */
+            double t0 = k3_now();
+            http_anthropic = !strncmp(h.path, "/v1/responses", 13) ? 2
+                           : !strncmp(h.path, "/v1/messages", 12);
+            fail(fd, -r, err, 0);
+            http_anthropic = 0;
+            serve_log_request(NULL, t0);
+            break;
+        }
         if (h.expect_continue && h.content_length)
             http_send(fd, "HTTP/1.1 100 Continue\r\n\r\n", 25);
         size_t need = h.header_len + h.content_length;
@@ -399,6 +413,10 @@ static int parse(int argc, char **argv, Server *s) {
             if (serve_cors_set(v, err, sizeof err)) return usage("%s", err);
         }
         else if (!strcmp(a, "--state-dir")) { VAL(); s->state_dir = v; }
+        else if (!strcmp(a, "--image-dir")) {
+            VAL();
+            if (serve_image_dir_set(v, err, sizeof err)) return usage("%s", err);
+        }
         else if (!strcmp(a, "--config")) { VAL(); s->config = v; }
         else if (!strcmp(a, "--kernels")) { VAL(); s->kernels = v; }
         else if (!strcmp(a, "--port")) {

@@ -161,6 +161,30 @@ const char *serve_effort(const char *v);
 int serve_anth_parse(const char *body, size_t n, int count, ServeReq *r, char *err,
                      size_t errlen);
 
+/* ---- serve_image.c: an image block of /v1/messages or part of /v1/responses ---- */
+#define SERVE_MAX_IMAGES 16                  /* images in one request */
+/* Checks Anthropic's image block b (named w in refusals: its base64 decoded, its
+ * media_type the bytes' format, url/file sources refused) or a Responses input_image part
+ * p, and appends the chat image_url part to o (*np parts there, counted); *n_img counts
+ * the request's images. 0, or 400 with err. */
+int serve_anth_image(Buf *o, int *np, const Json *b, const char *w, int *n_img, char *err,
+                     size_t errlen);
+int serve_resp_image(Buf *o, int *np, const Json *p, const char *w, int *n_img, char *err,
+                     size_t errlen);
+
+/* ---- serve_image_file.c: an image URL's bytes (docs/SERVE.md "Images") ---- */
+/* --image-dir DIR: requests may then name image files inside DIR (realpath'd here; NULL:
+ * none again). 0, or -1 with err when DIR is not a folder. serve_image_dir: DIR resolved,
+ * NULL when unset. */
+int serve_image_dir_set(const char *dir, char *err, size_t errlen);
+const char *serve_image_dir(void);
+/* Image URL u[0..n) (NUL-ended, no NUL inside) as bytes: a data: URL's, or with
+ * --image-dir a file's, named by an absolute path or a file:// URL (*is_file set), read
+ * only when it is a regular file inside DIR within K3_IMAGE_MAX_BYTES; an http(s) URL is
+ * refused (nothing is fetched). *out malloc'd. 0, or -1 with the reason in err. */
+int serve_image_src(const char *u, size_t n, uint8_t **out, size_t *outn, int *is_file,
+                    char *err, size_t errlen);
+
 /* ---- serve_responses.c: /v1/responses ---- */
 /* Validates an OpenAI Responses body into r: translated into the equivalent chat request,
  * r->api 2. 0, or 400 (404: an unknown previous_response_id) with err. */

@@ -37,8 +37,9 @@ static int text_content(Buf *o, const Json *c, const char *what, char *err, size
         snprintf(w, sizeof w, "%s[%zu]", what, k);
         const char *ty = serve_type_of(b);
         if (b->type != JSON_OBJECT || !ty || strcmp(ty, "text"))
-            BAD("%s must be a text block {\"type\": \"text\", \"text\": STRING} (k3 serves "
-                "text only)", w);
+            BAD("%s must be a text block {\"type\": \"text\", \"text\": STRING}%s", w,
+                ty && !strcmp(ty, "image") ? " (images go in a user message's own blocks, "
+                "not in 'system' or a tool_result)" : "");
         if (serve_only_keys(b, KEYS, w, err, errlen)) return 400;
         if (!serve_str_ok(t)) BAD("%s.text must be a string", w);
         buf_str(o, k ? ", {\"type\": \"text\", \"text\": " : "{\"type\": \"text\", \"text\": ");
@@ -49,34 +50,52 @@ static int text_content(Buf *o, const Json *c, const char *what, char *err, size
     return 0;
 }
 
-/* A user turn's blocks: its tool_result blocks as "tool" messages, then its text blocks
- * as one user message. */
-static int user_blocks(Buf *o, const Json *c, int i, int *first, char *err, size_t errlen) {
+/* A user turn's blocks: its tool_result blocks as "tool" messages, then its text and image
+ * blocks, in their order, as one user message. */
+static int user_blocks(Buf *o, const Json *c, int i, int *first, int *n_img, char *err,
+                       size_t errlen) {
     static const char *const TR_KEYS[] = { "type", "tool_use_id", "content", "is_error",
                                            "cache_control", NULL };
     static const char *const TX_KEYS[] = { "type", "text", "cache_control", "citations", NULL };
-    int texts = 0;
+    Buf um = { 0 };                       /* the user message's parts */
+    int np = 0, rc = 400;
     for (size_t k = 0; k < c->len; k++) {
         const Json *b = c->items[k], *j;
         const char *ty = serve_type_of(b);
         char w[64];
         snprintf(w, sizeof w, "messages[%d].content[%zu]", i, k);
-        if (b->type != JSON_OBJECT || !ty) BAD("%s must be a content block with a \"type\"", w);
+        if (b->type != JSON_OBJECT || !ty) {
+            snprintf(err, errlen, "%s must be a content block with a \"type\"", w); goto out;
+        }
         if (!strcmp(ty, "text")) {
-            if (serve_only_keys(b, TX_KEYS, w, err, errlen)) return 400;
-            if (!serve_str_ok(json_get(b, "text"))) BAD("%s.text must be a string", w);
-            texts++;
+            if (serve_only_keys(b, TX_KEYS, w, err, errlen)) goto out;
+            if (!serve_str_ok(j = json_get(b, "text"))) {
+                snprintf(err, errlen, "%s.text must be a string", w); goto out;
+            }
+            buf_str(&um, np++ ? ", {\"type\": \"text\", \"text\": "
+                              : "{\"type\": \"text\", \"text\": ");
+            buf_json(&um, j->str, j->len);
+            buf_str(&um, "}");
             continue;
         }
-        if (strcmp(ty, "tool_result"))
-            BAD("%s: a user message takes text and tool_result blocks, not '%.40s'%s", w, ty,
-                strcmp(ty, "image") && strcmp(ty, "document") ? "" : " (k3 serves text only)");
-        if (serve_only_keys(b, TR_KEYS, w, err, errlen)) return 400;
-        if (!serve_str_ok(j = json_get(b, "tool_use_id")))
-            BAD("%s.tool_use_id must be a string", w);
+        if (!strcmp(ty, "image")) {
+            if (serve_anth_image(&um, &np, b, w, n_img, err, errlen)) goto out;
+            continue;
+        }
+        if (strcmp(ty, "tool_result")) {
+            snprintf(err, errlen, "%s: a user message takes text, image and tool_result blocks, "
+                     "not '%.40s'%s", w, ty, strcmp(ty, "document") ? "" : " (k3 reads no "
+                     "documents: send the text)");
+            goto out;
+        }
+        if (serve_only_keys(b, TR_KEYS, w, err, errlen)) goto out;
+        if (!serve_str_ok(j = json_get(b, "tool_use_id"))) {
+            snprintf(err, errlen, "%s.tool_use_id must be a string", w); goto out;
+        }
         const Json *ie = json_get(b, "is_error");
-        if (ie && ie->type != JSON_BOOL && ie->type != JSON_NULL)
-            BAD("%s.is_error must be true or false", w);
+        if (ie && ie->type != JSON_BOOL && ie->type != JSON_NULL) {
+            snprintf(err, errlen, "%s.is_error must be true or false", w); goto out;
+        }
         buf_str(o, *first ? "{\"role\": \"tool\", \"tool_call_id\": "
                           : ", {\"role\": \"tool\", \"tool_call_id\": ");
         *first = 0;
@@ -86,22 +105,20 @@ static int user_blocks(Buf *o, const Json *c, int i, int *first, char *err, size
         snprintf(w2, sizeof w2, "%s.content", w);
         const Json *tc = json_get(b, "content");
         if (!tc || tc->type == JSON_NULL) buf_str(o, "\"\"");
-        else if (text_content(o, tc, w2, err, errlen)) return 400;
+        else if (text_content(o, tc, w2, err, errlen)) goto out;
         buf_str(o, "}");
     }
-    if (!texts) return 0;
+    rc = 0;
+    if (!np) goto out;
     buf_str(o, *first ? "{\"role\": \"user\", \"content\": [" : ", {\"role\": \"user\", "
             "\"content\": [");
     *first = 0;
-    for (size_t k = 0, n = 0; k < c->len; k++) {
-        const Json *t = json_get(c->items[k], "text");
-        if (strcmp(serve_type_of(c->items[k]), "text")) continue;
-        buf_str(o, n++ ? ", {\"type\": \"text\", \"text\": " : "{\"type\": \"text\", \"text\": ");
-        buf_json(o, t->str, t->len);
-        buf_str(o, "}");
-    }
+    buf_add(o, um.b, um.n);
     buf_str(o, "]}");
-    return 0;
+    if (um.oom) o->oom = 1;
+out:
+    buf_free(&um);
+    return rc;
 }
 
 /* An assistant turn's blocks: text -> content, thinking -> reasoning_content (joined),
@@ -182,7 +199,7 @@ static int messages(Buf *o, const Json *d, char *err, size_t errlen) {
     if (!m) BAD("'messages' is required");
     if (m->type != JSON_ARRAY || !m->len) BAD("'messages' must be a non-empty array");
     if (m->len > 100000) BAD("'messages' has over 100000 entries");
-    int first = 1;
+    int first = 1, n_img = 0;
     buf_str(o, ", \"messages\": [");
     if (s && s->type != JSON_NULL) {
         buf_str(o, "{\"role\": \"system\", \"content\": ");
@@ -213,7 +230,7 @@ static int messages(Buf *o, const Json *d, char *err, size_t errlen) {
         } else if (!c->len) {
             BAD("%s.content must not be empty", w);
         } else if (user) {
-            if (user_blocks(o, c, (int)i, &first, err, errlen)) return 400;
+            if (user_blocks(o, c, (int)i, &first, &n_img, err, errlen)) return 400;
         } else {
             if (!first) buf_str(o, ", ");
             if (assistant_blocks(o, c, (int)i, err, errlen)) return 400;
@@ -399,11 +416,30 @@ int serve_anth_count(Server *s, int fd, const char *body, size_t n, int ka) {
     XtmlTools tl = { r.tools_json, r.tool_choice, r.ext };
     int32_t *ids = NULL;
     size_t nids = 0;
-    const int bad = xtml_render_ids_tools(s->tok, r.msgs, r.n_msgs, &xo, &tl, &ids, &nids, err,
-                                          sizeof err);
+    K3ImageIn *im = r.n_img ? calloc((size_t)r.n_img, sizeof *im) : NULL;
+    int bad = r.n_img && !im ? (snprintf(err, sizeof err, "out of memory"), 500) : 0;
+    for (int k = 0; !bad && k < r.n_img; k++) {       /* an image's ids: its rows' count */
+        char name[48];
+        snprintf(name, sizeof name, "image %d", k + 1);
+        if (k3_image_in(r.img[k], r.img_n[k], name, s->tok, &im[k], err, sizeof err))
+            bad = strstr(err, "out of memory") ? 500 : 400;
+    }
+    if (!bad && !r.n_img)
+        bad = xtml_render_ids_tools(s->tok, r.msgs, r.n_msgs, &xo, &tl, &ids, &nids, err,
+                                    sizeof err) ? 500 : 0;
+    else if (!bad) {
+        XtmlSegs sg = { NULL, 0, 0 };
+        bad = xtml_segments_tools(r.msgs, r.n_msgs, &xo, &tl, &sg, err, sizeof err) ||
+              k3_image_segs(&sg, im, r.n_img, err, sizeof err) ? 500 : 0;
+        if (!bad && xtml_segs_encode(&sg, s->tok, &ids, &nids))
+            bad = (snprintf(err, sizeof err, "out of memory encoding the chat"), 500);
+        xtml_segs_free(&sg);
+    }
+    for (int k = 0; im && k < r.n_img; k++) k3_image_in_free(&im[k]);
+    free(im);
     serve_req_free(&r);
     free(ids);
-    if (bad) return serve_fail(fd, 500, err, 0);
+    if (bad) return serve_fail(fd, bad, err, bad == 400 ? ka : 0);
     serve_log_now()->prompt = (long)nids;
     char b[64];
     const int k = snprintf(b, sizeof b, "{\"input_tokens\": %zu}\n", nids);

@@ -114,19 +114,18 @@ static Kept *find_kept(Server *s, const int32_t *ids, size_t n) {
 }
 
 /* The request's images: decoded, preprocessed and through the tower (the engine thread's
- * time: images are rare and the tower is small beside the prefill they cause). 0, or the
+ * time: images are rare and the tower is small beside the prefill they cause; over MPI
+ * ranks on rank 0 only, its rows sent with k3_sched_embed). 0, or the
  * status (400: a bad image or no tower; 500) with g->err. */
 static K3ImageCtx g_ictx;                  /* the vision tower, opened on first use */
 static int gen_images(Server *s, Gen *g) {
     const ServeReq *r = &g->j->req;
-    if (k3_comm_size() > 1)
-        return snprintf(g->err, sizeof g->err, "images do not run over MPI ranks yet"), 400;
     if (!(g->img = calloc((size_t)r->n_img, sizeof *g->img)) ||
         !(g->span = calloc((size_t)r->n_img, sizeof *g->span)))
         return snprintf(g->err, sizeof g->err, "out of memory"), 500;
     for (int k = 0; k < r->n_img; k++, g->n_img++) {
         char name[48];
-        snprintf(name, sizeof name, "image %d (a data: URL)", k + 1);
+        snprintf(name, sizeof name, "image %d", k + 1);
         int rc = k3_image_in(r->img[k], r->img_n[k], name, s->tok, &g->img[k], g->err,
                              sizeof g->err);
         if (rc) return rc == K3_ERR_RUNTIME && strstr(g->err, "out of memory") ? 500 : 400;
@@ -227,7 +226,6 @@ static int resume(Server *s, Gen *g) {
     const size_t V = (size_t)m->cfg.vocab_size, n = g->n;
     if (!(g->q = k3_sched_join(s->sch, g)))
         return snprintf(g->err, sizeof g->err, "out of memory"), -1;
-    g->q->st->embed = g->n_img ? &g->emb : NULL;   /* the images' rows at their positions */
     Kept *k = g->j->req.echo ? NULL : find_kept(s, g->fed, n);   /* echo: every row */
     if (k) {                              /* a copy: the kept one stays for other branches */
         if (k3_sched_load(s->sch, g->q, k->st, g->err, sizeof g->err)) return -1;
@@ -241,6 +239,8 @@ static int resume(Server *s, Gen *g) {
         }
     }
     g->pf = g->reuse;
+    if (g->n_img) k3_sched_embed(s->sch, g->q, &g->emb);   /* the rows at their positions
+                                                            * (and on the other ranks) */
     g->q->ids = (const int *)g->fed + g->pf;          /* the steps take it in the room left */
     g->q->n = (int)(g->nprompt - g->pf);
     g->q->all_logits = g->j->req.echo && g->j->req.logprobs;

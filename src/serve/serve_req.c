@@ -78,7 +78,8 @@ int serve_only_keys(const Json *o, const char *const *keys, const char *what, ch
 
 /* An image_url part: {"type": "image_url", "image_url": {"url": DATA_URL[, "detail": ...]}}
  * (the url also as a plain string), its bytes kept in r (decoded when the engine takes the
- * request). http(s) URLs are refused: the server does not fetch. */
+ * request). http(s) URLs are refused: the server does not fetch; a path or file:// URL is
+ * read only with --image-dir (serve_image_file.c). */
 static int image_part(ServeReq *r, const Json *p, int i, size_t k, char *err, size_t errlen) {
     static const char *const PART[] = { "type", "image_url", NULL },
                              *URL[] = { "url", "detail", NULL };
@@ -97,11 +98,14 @@ static int image_part(ServeReq *r, const Json *p, int i, size_t k, char *err, si
     if (!u || !serve_str_ok(u))
         BAD("messages[%d].content[%zu].image_url.url must be a string: a data: URL "
             "(data:image/png;base64,...)", i, k);
-    if (r->n_img >= 16) BAD("messages[%d].content[%zu]: more than 16 images in a request", i, k);
+    if (r->n_img >= SERVE_MAX_IMAGES)
+        BAD("messages[%d].content[%zu]: more than %d images in a request", i, k,
+            SERVE_MAX_IMAGES);
     uint8_t *bytes;
     size_t n;
-    char why[256];
-    if (k3_data_url(u->str, u->len, &bytes, &n, K3_IMAGE_MAX_BYTES, why, sizeof why))
+    int file;
+    char why[512];
+    if (serve_image_src(u->str, u->len, &bytes, &n, &file, why, sizeof why))
         BAD("messages[%d].content[%zu].image_url.url: %s", i, k, why);
     uint8_t **v = realloc(r->img, sizeof *v * (size_t)(r->n_img + 1));
     if (v) r->img = v;

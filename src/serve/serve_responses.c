@@ -85,8 +85,10 @@ static void asst_flush(Buf *o, Asst *a, int *first) {
     memset(a, 0, sizeof *a);
 }
 
-/* Content parts (input_text / output_text) as chat text parts into o. */
-static int parts(Buf *o, int *np, const Json *c, const char *w, char *err, size_t errlen) {
+/* Content parts (input_text / output_text; input_image where n_img is given: a user
+ * message's) as chat parts into o. */
+static int parts(Buf *o, int *np, const Json *c, const char *w, int *n_img, char *err,
+                 size_t errlen) {
     /* parsed: the openai client's stream helper adds it to the items it hands back */
     static const char *const KEYS[] = { "type", "text", "annotations", "logprobs", "parsed",
                                         NULL };
@@ -94,11 +96,16 @@ static int parts(Buf *o, int *np, const Json *c, const char *w, char *err, size_
         const Json *p = c->items[k], *t = json_get(p, "text");
         const char *ty = serve_type_of(p);
         if (p->type != JSON_OBJECT || !ty) BAD("%s.content[%zu] must be a content part", w, k);
-        if (strcmp(ty, "input_text") && strcmp(ty, "output_text"))
-            BAD("%s.content[%zu]: type '%.40s' is not supported (k3 serves text only: "
-                "input_text, output_text)", w, k, ty);
         char w2[96];
         snprintf(w2, sizeof w2, "%s.content[%zu]", w, k);
+        if (!strcmp(ty, "input_image")) {
+            if (!n_img) BAD("%s: images are taken in user messages only", w2);
+            if (serve_resp_image(o, np, p, w2, n_img, err, errlen)) return 400;
+            continue;
+        }
+        if (strcmp(ty, "input_text") && strcmp(ty, "output_text"))
+            BAD("%s: type '%.40s' is not supported (k3 takes input_text, output_text and, "
+                "in a user message, input_image)", w2, ty);
         if (only(p, KEYS, w2, err, errlen)) return 400;
         if (!serve_str_ok(t)) BAD("%s.text must be a string", w2);
         buf_str(o, (*np)++ ? ", {\"type\": \"text\", \"text\": " : "{\"type\": \"text\", "
@@ -109,8 +116,8 @@ static int parts(Buf *o, int *np, const Json *c, const char *w, char *err, size_
     return 0;
 }
 
-static int message(Buf *o, Asst *a, int *first, const Json *x, const char *w, char *err,
-                   size_t errlen) {
+static int message(Buf *o, Asst *a, int *first, const Json *x, const char *w, int *n_img,
+                   char *err, size_t errlen) {
     static const char *const KEYS[] = { "type", "role", "content", "id", "status", NULL };
     const Json *ro = json_get(x, "role"), *c = json_get(x, "content");
     if (only(x, KEYS, w, err, errlen)) return 400;
@@ -129,7 +136,7 @@ static int message(Buf *o, Asst *a, int *first, const Json *x, const char *w, ch
             buf_str(&a->text, "}");
             return 0;
         }
-        return parts(&a->text, &a->nt, c, w, err, errlen);
+        return parts(&a->text, &a->nt, c, w, NULL, err, errlen);
     }
     asst_flush(o, a, first);
     buf_str(o, *first ? "{\"role\": " : ", {\"role\": ");
@@ -140,7 +147,7 @@ static int message(Buf *o, Asst *a, int *first, const Json *x, const char *w, ch
     else {
         int np = 0;
         buf_str(o, "[");
-        if (parts(o, &np, c, w, err, errlen)) return 400;
+        if (parts(o, &np, c, w, strcmp(r, "user") ? NULL : n_img, err, errlen)) return 400;
         buf_str(o, "]");
         if (!np) BAD("%s.content must not be empty", w);
     }
@@ -148,8 +155,8 @@ static int message(Buf *o, Asst *a, int *first, const Json *x, const char *w, ch
     return 0;
 }
 
-static int item(Buf *o, Asst *a, int *first, const Json *x, const char *w, char *err,
-                size_t errlen) {
+static int item(Buf *o, Asst *a, int *first, const Json *x, const char *w, int *n_img,
+                char *err, size_t errlen) {
     static const char *const FC_KEYS[] = { "type", "call_id", "name", "arguments", "id",
                                            "status", "parsed_arguments", NULL };
     static const char *const FO_KEYS[] = { "type", "call_id", "output", "id", "status", NULL };
@@ -157,7 +164,7 @@ static int item(Buf *o, Asst *a, int *first, const Json *x, const char *w, char 
                                            "encrypted_content", "status", NULL };
     if (x->type != JSON_OBJECT) BAD("%s must be an object", w);
     const char *ty = serve_type_of(x);
-    if (!ty || !strcmp(ty, "message")) return message(o, a, first, x, w, err, errlen);
+    if (!ty || !strcmp(ty, "message")) return message(o, a, first, x, w, n_img, err, errlen);
     if (!strcmp(ty, "function_call")) {
         const Json *id = json_get(x, "call_id"), *nm = json_get(x, "name"),
                    *ar = json_get(x, "arguments");
@@ -208,7 +215,7 @@ static int item(Buf *o, Asst *a, int *first, const Json *x, const char *w, char 
         else if (out && out->type == JSON_ARRAY) {
             int np = 0;
             buf_str(o, "[");
-            if (parts(o, &np, out, w, err, errlen)) return 400;
+            if (parts(o, &np, out, w, NULL, err, errlen)) return 400;
             buf_str(o, "]");
         } else BAD("%s.output must be a string or an array of input_text parts", w);
         buf_str(o, "}");
@@ -233,10 +240,11 @@ static int input(Buf *o, const Json *d, int first, char *err, size_t errlen) {
         BAD("'input' must be a string or a non-empty array of items");
     if (in->len > 100000) BAD("'input' has over 100000 items");
     Asst a = { 0 };
+    int n_img = 0;
     for (size_t i = 0; i < in->len; i++) {
         char w[48];
         snprintf(w, sizeof w, "input[%zu]", i);
-        if (item(o, &a, &first, in->items[i], w, err, errlen)) {
+        if (item(o, &a, &first, in->items[i], w, &n_img, err, errlen)) {
             buf_free(&a.text); buf_free(&a.think); buf_free(&a.calls);
             return 400;
         }

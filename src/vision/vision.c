@@ -295,6 +295,18 @@ size_t k3_vision_act_bytes(const K3VisionConfig *c, long patches) {
     return sizeof(float) * (act_floats(c, patches, NULL) + tiles);
 }
 
+void k3_vision_image_bytes(const K3VisionConfig *c, uint64_t *fixed, uint64_t *act_pp,
+                           uint64_t *io_pp) {
+    size_t part[8];
+    act_floats(c, 1, part);                   /* per patch, but Vt's key-tile rounding */
+    uint64_t pp = 0;
+    for (int i = 0; i < 8; i++) pp += part[i];
+    pp -= part[5] - (size_t)c->qkv;
+    *act_pp = 4 * pp;
+    *fixed = k3_vision_act_bytes(c, 0) + 4 * ((uint64_t)(K3_VIS_BK - 1) * c->qkv + 6 * 512);
+    *io_pp = 4 * ((uint64_t)3 * c->patch * c->patch + ((uint64_t)c->out + 3) / 4);
+}
+
 static int img_alloc(Img *m, const K3VisionConfig *c, long L) {
     size_t part[8];
     act_floats(c, L, part);

@@ -319,8 +319,7 @@ static StIndex *open_shards(const char *dir, char *err, size_t errlen) {
     return st;
 }
 
-int k3_vision_open(K3Vision **out, const char *dir, int quiet, char *err, size_t errlen) {
-    *out = NULL;
+int k3_vision_read_config(const char *dir, K3VisionConfig *k, char *err, size_t errlen) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
     size_t len = 0;
@@ -330,13 +329,31 @@ int k3_vision_open(K3Vision **out, const char *dir, int quiet, char *err, size_t
     Json *j = json_parse(text, len, jerr, sizeof jerr);
     free(text);
     if (!j) { snprintf(err, errlen, "%s: not valid JSON: %s", path, jerr); return K3_ERR_USAGE; }
-    K3Vision *v = calloc(1, sizeof *v);
-    if (!v) { json_free(j); snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    memset(k, 0, sizeof *k);
     Cfg c = { path, err, errlen, 0, 0 };
     if (j->type != JSON_OBJECT) problem(&c, "(top level)", "expected an object");
-    else read_config(&c, j, &v->c);
+    else read_config(&c, j, k);
     json_free(j);
-    if (c.n) { free(v); return K3_ERR_USAGE; }
+    return c.n ? K3_ERR_USAGE : 0;
+}
+
+/* What bind_all holds: the matrices in BF16, the norms and the position grid widened. */
+size_t k3_vision_config_weight_bytes(const K3VisionConfig *k) {
+    const size_t D = (size_t)k->hidden, A = (size_t)k->qkv, F = (size_t)k->inter;
+    const size_t bf16 = D * 3 * k->patch * k->patch +
+                        (size_t)k->layers * (3 * A * D + D * A + 2 * F * D) +
+                        16 * D * D + (size_t)k->out * 4 * D;
+    const size_t f32 = (size_t)k->pos_h * k->pos_w * D + (size_t)k->layers * 2 * D + D +
+                       (size_t)k->out;
+    return 2 * bf16 + 4 * f32;
+}
+
+int k3_vision_open(K3Vision **out, const char *dir, int quiet, char *err, size_t errlen) {
+    *out = NULL;
+    K3Vision *v = calloc(1, sizeof *v);
+    if (!v) { snprintf(err, errlen, "out of memory"); return K3_ERR_RUNTIME; }
+    int rc = k3_vision_read_config(dir, &v->c, err, errlen);
+    if (rc) { free(v); return rc; }
     StIndex *st = open_shards(dir, err, errlen);
     if (!st) { free(v); return K3_ERR_USAGE; }
     v->blocks = calloc((size_t)v->c.layers, sizeof *v->blocks);

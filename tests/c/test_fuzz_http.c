@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static int fails;
 #define CHECK(c, ...) do { if (!(c)) { printf("  FAIL: "); printf(__VA_ARGS__); printf("\n"); \
@@ -112,6 +114,95 @@ static int body(const char *s, int kind) {
     "{\"type\": \"object\"}}], \"tool_choice\": \"required\", \"max_output_tokens\": 9, " \
     "\"reasoning\": {\"effort\": \"low\"}, \"temperature\": 0.5, \"stream\": true, " \
     "\"store\": true}"
+
+/* An image each way the three APIs take one (serve_image.c): Anthropic's base64 source
+ * (8 PNG signature bytes: the media_type check reads the magic only) beside a text block,
+ * and Responses' input_image with its detail. */
+#define ANTH_IMG_BODY "{\"max_tokens\": 9, \"messages\": [{\"role\": \"user\", " \
+    "\"content\": [{\"type\": \"image\", \"source\": {\"type\": \"base64\", " \
+    "\"media_type\": \"image/png\", \"data\": \"iVBORw0KGgo=\"}, \"cache_control\": " \
+    "{\"type\": \"ephemeral\"}}, {\"type\": \"text\", \"text\": \"w?\"}]}]}"
+#define RESP_IMG_BODY "{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": " \
+    "\"input_text\", \"text\": \"w?\"}, {\"type\": \"input_image\", \"image_url\": " \
+    "\"data:image/gif;base64,R0lGODlh\", \"detail\": \"low\"}]}], \"store\": true}"
+
+/* The image fields: accepted as the chat request's image_url part (the bytes decoded, a
+ * placeholder where the image goes), every misuse refused with the API's field name. */
+static void image_bodies(void) {
+    char err[512];
+    ServeReq q;
+    CHECK(serve_anth_parse(ANTH_IMG_BODY, strlen(ANTH_IMG_BODY), 0, &q, err, sizeof err) == 0,
+          "anthropic image: %s", err);
+    CHECK(q.n_img == 1 && q.img_n[0] == 8 && !memcmp(q.img[0], "\x89PNG", 4) && q.n_msgs == 1 &&
+          !strcmp(q.msgs[0].content, K3_IMAGE_PLACEHOLDER "w?"), "anthropic image translated");
+    serve_req_free(&q);
+    CHECK(serve_resp_parse(RESP_IMG_BODY, strlen(RESP_IMG_BODY), &q, err, sizeof err) == 0,
+          "responses image: %s", err);
+    CHECK(q.n_img == 1 && q.img_n[0] == 6 && !memcmp(q.img[0], "GIF89a", 6) &&
+          !strcmp(q.msgs[0].content, "w?" K3_IMAGE_PLACEHOLDER) && q.resp.hist &&
+          strstr(q.resp.hist, "data:image/gif;base64,R0lGODlh"), "responses image translated");
+    serve_req_free(&q);
+    static const struct { int api; const char *part, *want; } bad[] = {
+        { 1, "{\"type\": \"image\", \"source\": {\"type\": \"base64\", \"media_type\": "
+             "\"image/jpeg\", \"data\": \"iVBORw0KGgo=\"}}", "is image/jpeg but the data is" },
+        { 1, "{\"type\": \"image\", \"source\": {\"type\": \"base64\", \"media_type\": "
+             "\"image/png\", \"data\": \"iVBO*w==\"}}", "content[0].source.data: base64" },
+        { 1, "{\"type\": \"image\", \"source\": {\"type\": \"base64\", \"media_type\": "
+             "\"text/plain\", \"data\": \"aGk=\"}}", "source.media_type must be" },
+        { 1, "{\"type\": \"image\", \"source\": {\"type\": \"base64\", \"media_type\": "
+             "\"image/png\", \"data\": \"\"}}", "non-empty base64" },
+        { 1, "{\"type\": \"image\", \"source\": {\"type\": \"url\", \"url\": "
+             "\"https://x/a.png\"}}", "does not fetch" },
+        { 1, "{\"type\": \"image\", \"source\": {\"type\": \"file\", \"file_id\": \"f\"}}",
+          "no Files API" },
+        { 1, "{\"type\": \"image\", \"source\": \"x\"}", ".source must be" },
+        { 1, "{\"type\": \"image\", \"source\": {\"type\": \"base64\", \"media_type\": "
+             "\"image/png\", \"data\": \"iVBORw0KGgo=\", \"x\": 1}}", "unknown field 'x'" },
+        { 2, "{\"type\": \"input_image\", \"image_url\": \"https://x/a.png\"}", "not fetch" },
+        { 2, "{\"type\": \"input_image\", \"file_id\": \"file-1\"}", "no Files API" },
+        { 2, "{\"type\": \"input_image\", \"image_url\": \"data:image/png;base64,@\"}",
+          "input[0].content[0].image_url: base64" },
+        { 2, "{\"type\": \"input_image\"}", "image_url must be a string" },
+        { 2, "{\"type\": \"input_image\", \"image_url\": \"data:image/png;base64,iVBORw0KGgo=\", "
+             "\"detail\": 1}", "detail must be a string" },
+        { 2, "{\"type\": \"input_file\", \"file_id\": \"f\"}", "not supported" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char b[512];
+        if (bad[i].api == 1)
+            snprintf(b, sizeof b, "{\"max_tokens\": 9, \"messages\": [{\"role\": \"user\", "
+                     "\"content\": [%s]}]}", bad[i].part);
+        else
+            snprintf(b, sizeof b, "{\"input\": [{\"role\": \"user\", \"content\": [%s]}]}",
+                     bad[i].part);
+        err[0] = 0;
+        int rc = bad[i].api == 1 ? serve_anth_parse(b, strlen(b), 0, &q, err, sizeof err)
+                                 : serve_resp_parse(b, strlen(b), &q, err, sizeof err);
+        CHECK(rc == 400 && strstr(err, bad[i].want), "image case %zu: %d '%s' (want '%s')", i,
+              rc, err, bad[i].want);
+        serve_req_free(&q);
+    }
+    /* an image where the API takes none: an assistant turn, a tool result, a system prompt */
+    static const char *const nowhere[] = {
+        "{\"input\": [{\"role\": \"assistant\", \"content\": [{\"type\": \"input_image\", "
+        "\"image_url\": \"data:image/png;base64,iVBORw0KGgo=\"}]}]}",
+        "{\"input\": [{\"type\": \"function_call_output\", \"call_id\": \"c\", \"output\": "
+        "[{\"type\": \"input_image\", \"image_url\": \"data:image/png;base64,iVBORw0KGgo=\"}]}]}",
+        "{\"max_tokens\": 9, \"system\": [{\"type\": \"image\", \"source\": {}}], "
+        "\"messages\": [{\"role\": \"user\", \"content\": \"a\"}]}",
+        "{\"max_tokens\": 9, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": "
+        "\"tool_result\", \"tool_use_id\": \"u\", \"content\": [{\"type\": \"image\"}]}]}]}",
+    };
+    for (size_t i = 0; i < sizeof nowhere / sizeof *nowhere; i++) {
+        const char *b = nowhere[i];
+        err[0] = 0;
+        int rc = b[2] == 'i' ? serve_resp_parse(b, strlen(b), &q, err, sizeof err)
+                             : serve_anth_parse(b, strlen(b), 0, &q, err, sizeof err);
+        CHECK(rc == 400 && (strstr(err, "user message") || strstr(err, "images go")),
+              "image nowhere %zu: %d '%s'", i, rc, err);
+        serve_req_free(&q);
+    }
+}
 
 static void fixed_bodies(void) {
     char err[512];
@@ -225,7 +316,10 @@ static const char *TOKENS[] = { "\"tools\"", "\"tool_calls\"", "\"tool\"", "\"fu
     "99999999999999999999", "0", "\x00", "\xff", "{", "}", "[", "]", ",", "\"", "\\u0000",
     "\\ud800", "null", "true", "1e999", "-1", "\"messages\"", "\"role\"", "\"user\"",
     "\"content\"", "\"stop\"", "\"stream\"", "\"temperature\"", "\"max_tokens\"",
-    "\"stream_options\"", "\"chat_template_kwargs\"", "\"thinking\"", "\"type\"", "\"text\"" };
+    "\"stream_options\"", "\"chat_template_kwargs\"", "\"thinking\"", "\"type\"", "\"text\"",
+    "\"image\"", "\"source\"", "\"base64\"", "\"media_type\"", "\"image/png\"", "\"data\"",
+    "\"url\"", "\"file\"", "\"input_image\"", "\"image_url\"", "\"detail\"", "\"file_id\"",
+    "\"data:image/png;base64,iVBORw0KGgo=\"", "iVBORw0KGgo=", "R0lGODlh", "/9j/", "=" };
 #define NTOK (sizeof TOKENS / sizeof *TOKENS)
 
 static void mutate(unsigned char *s, size_t *n, size_t cap) {
@@ -250,11 +344,99 @@ static void mutate(unsigned char *s, size_t *n, size_t cap) {
     }
 }
 
+/* Image files (serve_image_file.c, --image-dir): refused without the flag; with it a path or
+ * file:// URL inside the folder gives the file's bytes (Responses: as a data: URL whose
+ * base64, padded each way, decodes to them), every escape refused naming the rule. The
+ * folder (made here, in /tmp) stays set for fuzz()'s file:// seed; *dir gets its name. */
+static char img_dir[64];
+static void wfile(const char *name, const char *b, size_t n) {
+    char p[128];
+    snprintf(p, sizeof p, "%s/%s", img_dir, name);
+    FILE *f = fopen(p, "wb");
+    CHECK(f && fwrite(b, 1, n, f) == n, "write %s", p);
+    if (f) fclose(f);
+}
+static int chat_img(const char *url, ServeReq *q, char *err, size_t errlen) {
+    char b[512];
+    snprintf(b, sizeof b, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": "
+             "\"image_url\", \"image_url\": {\"url\": \"%s\"}}]}]}", url);
+    err[0] = 0;
+    return serve_req_parse(b, strlen(b), REQ_CHAT, q, err, errlen);
+}
+static void image_files(void) {
+    static const char PNG[] = "\x89PNG\r\n\x1a\n\x01\x02";
+    char err[1024], u[256], p[128];
+    ServeReq q;
+    snprintf(img_dir, sizeof img_dir, "/tmp/k3_imgdir_XXXXXX");
+    if (!mkdtemp(img_dir)) { CHECK(0, "mkdtemp"); img_dir[0] = 0; return; }
+    wfile("a.png", PNG, 8); wfile("b9.png", PNG, 9); wfile("c10.png", PNG, 10);
+    snprintf(p, sizeof p, "%s/sub", img_dir); mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s/root", img_dir);
+    CHECK(symlink("/", p) == 0, "symlink %s", p);          /* a link out of the folder */
+    serve_image_dir_set(NULL, err, sizeof err);
+    snprintf(u, sizeof u, "%s/a.png", img_dir);
+    CHECK(chat_img(u, &q, err, sizeof err) == 400 && strstr(err, "--image-dir DIR"),
+          "a path without --image-dir: '%s'", err);
+    serve_req_free(&q);
+    CHECK(serve_image_dir_set(u, err, sizeof err) && strstr(err, "is not a folder"),
+          "--image-dir a file: '%s'", err);
+    CHECK(!serve_image_dir_set(img_dir, err, sizeof err) && serve_image_dir(), "set: %s", err);
+    for (int k = 0; k < 3; k++) {                /* a path, a file:// URL, one with escapes */
+        snprintf(u, sizeof u, "%s%s/%s", k ? "file://" : "", img_dir,
+                 k == 2 ? "sub/../a%2Epng" : "a.png");
+        CHECK(chat_img(u, &q, err, sizeof err) == 0 && q.n_img == 1 && q.img_n[0] == 8 &&
+              !memcmp(q.img[0], PNG, 8), "%s: '%s'", u, err);
+        serve_req_free(&q);
+    }
+    static const char *const NAME[] = { "a.png", "b9.png", "c10.png" };
+    for (int k = 0; k < 3; k++) {
+        char b[512];
+        snprintf(b, sizeof b, "{\"input\": [{\"role\": \"user\", \"content\": [{\"type\": "
+                 "\"input_image\", \"image_url\": \"%s/%s\"}]}], \"store\": true}", img_dir,
+                 NAME[k]);
+        CHECK(serve_resp_parse(b, strlen(b), &q, err, sizeof err) == 0 && q.n_img == 1 &&
+              q.img_n[0] == (size_t)(8 + k) && !memcmp(q.img[0], PNG, 8 + (size_t)k) &&
+              q.resp.hist && strstr(q.resp.hist, k ? "data:image/png;base64,iVBORw0KGgo" :
+                                      "data:image/png;base64,iVBORw0KGgo=\""),
+              "responses %s: '%s'", NAME[k], err);
+        serve_req_free(&q);
+    }
+    static const struct { const char *pre, *path, *want; } bad[] = {
+        { "", "/../a.png", "is outside --image-dir" },
+        { "", "/sub/../../a.png", "is outside --image-dir" },
+        { "", "/root/etc", "leads outside --image-dir" },
+        { "", "/sub", "not a regular file (a folder)" },
+        { "", "/nope.png", "no such file in --image-dir" },
+        { "file://", "/a%2", "bad %-escape" },
+        { "file://", "/a%00", "%00" },
+        { "file://", "/a.png?x", "query or fragment" },
+        { "file://host", "/a.png", "names a host" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(u, sizeof u, "%s%s%s", bad[i].pre, img_dir, bad[i].path);
+        CHECK(chat_img(u, &q, err, sizeof err) == 400 && strstr(err, bad[i].want),
+              "file case %zu: '%s' (want '%s')", i, err, bad[i].want);
+        serve_req_free(&q);
+    }
+    CHECK(chat_img("a.png", &q, err, sizeof err) == 400 && strstr(err, "absolute path"),
+          "a relative path: '%s'", err);
+    serve_req_free(&q);
+}
+static void image_files_done(void) {
+    static const char *const F[] = { "a.png", "b9.png", "c10.png", "root", NULL };
+    char p[128], err[256];
+    if (!img_dir[0]) return;
+    for (int k = 0; F[k]; k++) { snprintf(p, sizeof p, "%s/%s", img_dir, F[k]); unlink(p); }
+    snprintf(p, sizeof p, "%s/sub", img_dir); rmdir(p);
+    rmdir(img_dir);
+    serve_image_dir_set(NULL, err, sizeof err);
+}
+
 static void fuzz(int iters) {
     static const char *seeds_h[] = {
         "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 12\r\n\r\n",
         "GET /health HTTP/1.0\r\nConnection: keep-alive\r\nAuthorization: Bearer k\r\n\r\n" };
-    static const char *seeds_b[] = {
+    const char *seeds_b[] = {
         "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", "
         "\"image_url\": {\"url\": \"data:image/png;base64,iVBORw0KGgo=\"}}, {\"type\": "
         "\"text\", \"text\": \"a\"}]}, {\"role\": \"assistant\", "
@@ -268,12 +450,18 @@ static void fuzz(int iters) {
         "\"top_logprobs\": 2, \"response_format\": {\"type\": \"json_schema\", \"json_schema\": "
         "{\"schema\": {\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [1, \"b\"]}, "
         "\"l\": {\"items\": {\"type\": \"string\", \"maxLength\": 2}}}, \"required\": [\"a\"], "
-        "\"additionalProperties\": false}}}}", ANTH_BODY, RESP_BODY };
+        "\"additionalProperties\": false}}}}", ANTH_BODY, RESP_BODY, ANTH_IMG_BODY,
+        RESP_IMG_BODY, NULL };
+    char file_seed[256];                       /* an image file (image_files()'s folder) */
+    snprintf(file_seed, sizeof file_seed, "{\"messages\": [{\"role\": \"user\", \"content\": "
+             "[{\"type\": \"image_url\", \"image_url\": \"file://%s/sub/../a%%2Epng\"}]}]}",
+             img_dir);
+    seeds_b[8] = file_seed;
     size_t cap = 4096;
     unsigned char *s = malloc(cap);
     long accepted = 0, refused = 0;
     for (int it = 0; it < iters; it++) {
-        int which = it % 8;
+        int which = it % 11;
         const char *seed = which < 2 ? seeds_h[which] : seeds_b[which - 2];
         size_t n = strlen(seed);
         memcpy(s, seed, n);
@@ -293,13 +481,14 @@ static void fuzz(int iters) {
         } else {
             ServeReq q;
             const char *t = (const char *)s;
-            int rc = which == 7 ? serve_resp_parse(t, n, &q, err, sizeof err)
-                     : which == 6 ? serve_anth_parse(t, n, it % 2, &q, err, sizeof err)
+            const int resp = which == 7 || which == 9, anth = which == 6 || which == 8;
+            int rc = resp ? serve_resp_parse(t, n, &q, err, sizeof err)
+                     : anth ? serve_anth_parse(t, n, it % 2, &q, err, sizeof err)
                      : serve_req_parse((const char *)s, n, which == 3 ? REQ_COMPLETION : REQ_CHAT,
                                        &q, err, sizeof err);
             if (rc) {
                 refused++;
-                CHECK((rc == 400 || (rc == 404 && which == 7)) && err[0],
+                CHECK((rc == 400 || (rc == 404 && resp)) && err[0],
                       "body refusal %d without message", rc);
             }
             else {
@@ -346,7 +535,9 @@ static const char *SEEDS[] = {
     "\"required\": [\"a\"], \"additionalProperties\": false}}}}",
     "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"}], \"logprobs\": true, "
     "\"top_logprobs\": 3, \"response_format\": {\"type\": \"json_object\"}}",
-    ANTH_BODY, RESP_BODY,
+    ANTH_BODY, RESP_BODY, ANTH_IMG_BODY, RESP_IMG_BODY,
+    "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", "
+    "\"image_url\": {\"url\": \"file://localhost/tmp/k3/../a%2Epng\"}}]}]}",
 #else
 #error "define FUZZ_TARGET_http_head or FUZZ_TARGET_serve_req"
 #endif
@@ -394,7 +585,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
 int main(int argc, char **argv) {
     fixed_heads();
     fixed_bodies();
+    image_bodies();
+    image_files();
     fuzz(argc > 1 ? atoi(argv[1]) : 40000);
+    image_files_done();
     if (fails) { printf("FAIL: %d check(s)\n", fails); return 1; }
     printf("ok http_parse, serve_req_parse, serve_anth_parse and serve_resp_parse\n");
     return 0;

@@ -4,7 +4,9 @@
  * ones), the shards as they are. Every input is refused with exit code 2 (1 for a shard that
  * cannot be read) and a message that echoes no raw control byte, or opens; an opened tower
  * then runs a 2x2 image without a crash and gives finite rows. 2000 inputs, always the same;
- * `test_fuzz_vision SECONDS` runs longer. */
+ * `test_fuzz_vision SECONDS` runs longer. Built with -DK3_LIBFUZZER -DFUZZ_TARGET_vision it
+ * is `make fuzz`'s target vision (both seeds; an input that names "vision_config" is the
+ * config, any other the index). */
 #include "vision.h"
 #include "fuzz_json.h"
 #include "kernels.h"
@@ -102,6 +104,23 @@ static int run(int cfg, const unsigned char *d, size_t n) {
     return try_open(cfg ? "vision config.json" : "vision index", 1);
 }
 
+#ifdef K3_LIBFUZZER
+static const char *SEEDS[2];
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc; (void)argv;
+    setup();
+    atexit(cleanup);
+    SEEDS[0] = g_cfg_text; SEEDS[1] = g_ix_text;
+    fj_seeds = SEEDS; fj_nseeds = 2; fj_kind = FJ_DOC;
+    return 0;
+}
+int LLVMFuzzerTestOneInput(const unsigned char *d, size_t n);
+int LLVMFuzzerTestOneInput(const unsigned char *d, size_t n) {
+    run(memmem(d, n, "\"vision_config\"", 15) != NULL, d, n);
+    return 0;
+}
+#else
 static uint64_t rng = 0x13198A2E03707344ull;
 static uint64_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return rng; }
 
@@ -143,3 +162,4 @@ int main(int argc, char **argv) {
            "and ran, no crash, every refusal with a clean message\n", iters, ok_cfg, ok_ix);
     return 0;
 }
+#endif

@@ -3,9 +3,13 @@
 // (the client's own accumulation must equal it), count_tokens, the errors the client
 // raises (401 without the key, 400 naming the field), and, against a server whose reply is
 // a fixed tool call (K3_TOOL_URL), a multi-turn tool conversation, streamed and not: the
-// tool_use block, its tool_result sent back, the next turn. Prints one line per check and
-// "N passed, N failed".
+// tool_use block, its tool_result sent back, the next turn; against tiny5_vision
+// (K3_VIS_URL), an image block (base64 source of K3_IMAGE): the reply of its chat twin (an
+// image_url part sent first), resumed whole from the twin's kept state, streamed the same,
+// counted by countTokens, and a wrong media_type a BadRequestError. Prints one line per
+// check and "N passed, N failed".
 import Anthropic from '@anthropic-ai/sdk';
+import { readFileSync } from 'node:fs';
 
 let passed = 0, failed = 0;
 function check(ok, what, detail) {
@@ -95,6 +99,43 @@ try {
                                               content: '18C and sunny' }] });
       }
     }
+  }
+
+  if (process.env.K3_VIS_URL) {
+    const v = client(process.env.K3_VIS_URL);
+    const data = readFileSync(process.env.K3_IMAGE).toString('base64');
+    const twin = await (await fetch(process.env.K3_VIS_URL + '/v1/chat/completions', {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: j({ max_tokens: 5, temperature: 0, reasoning_effort: 'none', messages: [
+        { role: 'user', content: [{ type: 'image_url', image_url: {
+          url: 'data:image/png;base64,' + data } }, { type: 'text', text: 'What is this?' }] }]
+      }) })).json();
+    const im = { model, max_tokens: 5, temperature: 0, thinking: { type: 'disabled' },
+                 messages: [{ role: 'user', content: [
+                   { type: 'image', source: { type: 'base64', media_type: 'image/png', data } },
+                   { type: 'text', text: 'What is this?' }] }] };
+    const a = await v.messages.create(im);
+    const n = twin.usage.prompt_tokens;
+    check(text(a) === twin.choices[0].message.content && n === 54 &&
+          a.usage.cache_read_input_tokens === n && a.usage.input_tokens === 0,
+          `an image block (base64 source): the chat twin's reply ${j(text(a))}, all ${n} ` +
+          'prompt ids from its kept state', `${j(a)} vs ${j(twin)}`);
+    const sa = await v.messages.stream(im).finalMessage();
+    check(text(sa) === text(a) && sa.stop_reason === a.stop_reason,
+          'the image message streamed: the same text', `${j(sa)} vs ${j(a)}`);
+    const ci = await v.messages.countTokens({ model, thinking: { type: 'disabled' },
+                                             messages: im.messages });
+    check(ci.input_tokens === n, `countTokens with the image: ${n}`, j(ci));
+    status = 0;
+    try {
+      await v.messages.create({ ...im, messages: [{ role: 'user', content: [
+        { type: 'image', source: { type: 'base64', media_type: 'image/jpeg', data } }] }] });
+    } catch (e) {
+      status = e.status;
+      check(e instanceof Anthropic.BadRequestError && /media_type is image\/jpeg/.test(e.message),
+            'a PNG sent as image/jpeg: a BadRequestError naming media_type', e.message);
+    }
+    check(status === 400, 'a wrong media_type: status 400', String(status));
   }
 } catch (e) {
   failed++;

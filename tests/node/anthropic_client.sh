@@ -4,7 +4,8 @@
 # check runs it after openai_client.sh. Installs the client into a temporary directory
 # (bounded by a timeout), starts k3 serve on tests/models/tiny5 with --api-key (the client
 # sends x-api-key) and a second server whose reply is a fixed tool call (the
-# K3_SERVE_TEST_REPLY hook), and runs tests/node/anthropic_client.mjs. Prints "SKIP: npm
+# K3_SERVE_TEST_REPLY hook), a third on tests/models/tiny5_vision for an image block, and
+# runs tests/node/anthropic_client.mjs. Prints "SKIP: npm
 # unreachable" and exits 0 when node or the install is not available.
 command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 ||
   { echo "SKIP: npm unreachable (no node/npm here): the Anthropic Node client test did not run"
@@ -26,6 +27,8 @@ CALL='<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool="get_weather
 CALL="$CALL"'<|sep|><|open|>argument key="city" type="string"<|sep|>Paris<|close|>argument'
 CALL="$CALL"'<|sep|><|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>'
 K3_SERVE_TEST_REPLY="Calling.<|close|>think<|sep|><|open|>response<|sep|>$CALL" start tool
+MS=$M; M=tests/models/tiny5_vision start vis; M=$MS   # an image block
 cp tests/node/anthropic_client.mjs "$T/anthropic_client.mjs"
+K3_VIS_URL=http://127.0.0.1:$PORT_vis K3_IMAGE="$(pwd)/tests/images/png_rgba8.png" \
 K3_URL=http://127.0.0.1:$PORT_main K3_TOOL_URL=http://127.0.0.1:$PORT_tool \
   timeout 300 node "$T/anthropic_client.mjs"

@@ -4,8 +4,13 @@
 // 400 the client raises naming the field, previous_response_id after store: true, and,
 // against a server whose reply is a fixed function call (K3_TOOL_URL), a function-call
 // round trip streamed and not: the function_call item, its function_call_output sent back
-// with the output items, the next turn. Prints one line per check and "N passed, N failed".
+// with the output items, the next turn; against tiny5_vision (K3_VIS_URL), an input_image
+// part (a data: URL of K3_IMAGE): the reply of its chat twin (sent first), resumed whole from
+// the twin's kept state, streamed the same, continued by previous_response_id (the image's
+// prefix resumed), and a file_id a BadRequestError. Prints one line per check and "N passed,
+// N failed".
 import OpenAI from 'openai';
+import { readFileSync } from 'node:fs';
 
 let passed = 0, failed = 0;
 function check(ok, what, detail) {
@@ -91,6 +96,42 @@ try {
                      output: '18C and sunny' });
       }
     }
+  }
+
+  if (process.env.K3_VIS_URL) {
+    const v = client(process.env.K3_VIS_URL);
+    const url = 'data:image/png;base64,' + readFileSync(process.env.K3_IMAGE).toString('base64');
+    const twin = await v.chat.completions.create({ model, max_tokens: 5, temperature: 0,
+      reasoning_effort: 'none', messages: [{ role: 'user', content: [
+        { type: 'image_url', image_url: { url } }, { type: 'text', text: 'What is this?' }] }] });
+    const ri = { model, max_output_tokens: 5, temperature: 0, reasoning: { effort: 'none' },
+                 input: [{ role: 'user', content: [
+                   { type: 'input_image', image_url: url, detail: 'auto' },
+                   { type: 'input_text', text: 'What is this?' }] }] };
+    const a = await v.responses.create(ri);
+    const n = twin.usage.prompt_tokens;
+    check(a.output_text === twin.choices[0].message.content && n === 54 &&
+          a.usage.input_tokens === n && a.usage.input_tokens_details.cached_tokens === n,
+          `an input_image part (data: URL): the chat twin's reply ${j(a.output_text)}, all ` +
+          `${n} prompt ids from its kept state`, `${j(a)} vs ${j(twin)}`);
+    const sa = await v.responses.stream(ri).finalResponse();
+    check(sa.output_text === a.output_text, 'the image response streamed: the same text',
+          `${j(sa)} vs ${j(a)}`);
+    const p1 = await v.responses.create({ ...ri, store: true });
+    const p2 = await v.responses.create({ model, max_output_tokens: 5, temperature: 0,
+      reasoning: { effort: 'none' }, previous_response_id: p1.id, input: 'And then?' });
+    check(p2.usage.input_tokens > n && p2.usage.input_tokens_details.cached_tokens >= n,
+          'previous_response_id after an image: its prefix resumed', j(p2.usage));
+    status = 0;
+    try {
+      await v.responses.create({ ...ri, input: [{ role: 'user', content: [
+        { type: 'input_image', file_id: 'file-1', detail: 'auto' }] }] });
+    } catch (e) {
+      status = e.status;
+      check(e instanceof OpenAI.BadRequestError && /file_id/.test(e.message),
+            'an input_image file_id: a BadRequestError naming it', e.message);
+    }
+    check(status === 400, 'a file_id: status 400', String(status));
   }
 } catch (e) {
   failed++;

@@ -8,7 +8,11 @@
 # the decoded token's trunk bytes as the plan's window line says and its expert bytes
 # 92 layers x 16 experts x a slot, routing and ids varying per token (a misread embedding
 # or lm_head row, e.g. an offset past 4 GiB in the 4.7 GB globals shard, gives id 0).
-# About 1.5 min on 2 vCPUs. Skipped with a line saying why: the fast tier, no numpy for
+# Then speculation at these shapes (issue 36), --gen 4 each: --draft with a hollow
+# full-width DSpark (tools/gen_dspark.py --hollow, 7.1 GB apparent, 0.3 MB on disk) streamed
+# beside the trunk, and --draft-ids with two right drafts (a verify pass of 3 rows and its
+# undo log): peak RSS <= the printed plan in each, the plain run's ids.
+# About 4 min on 2 vCPUs. Skipped with a line saying why: the fast tier, no numpy for
 # /usr/bin/python3, or under 4 GB free.
 set -u
 K3=${K3:-./bin/k3}
@@ -21,8 +25,10 @@ free=$(df -Pk "$D" 2>/dev/null | awk 'NR == 2 { print int($4 / 1048576) }')
 [ "${free:-0}" -ge 4 ] ||
   { echo "SKIP hollow_k3: $D has ${free:-?} GB free, the hollow checkpoint needs 4"; exit 0; }
 H=$(mktemp -d "$D/k3hollow.XXXXXX") || { echo "FAIL: cannot create a folder in $D"; exit 1; }
+DR=$(mktemp -d "$D/k3dspark.XXXXXX") ||
+  { rm -rf "$H"; echo "FAIL: cannot create a folder in $D"; exit 1; }
 T=$(mktemp -d)
-trap 'rm -rf "$H" "$T"' EXIT
+trap 'rm -rf "$H" "$DR" "$T"' EXIT
 trap 'exit 1' INT TERM
 fail=0
 ok()  { echo "ok   $*"; }
@@ -82,4 +88,45 @@ ids=$(cat $T/ids)
 echo "measured: opened $open s, plan $plan, peak RSS $peak, decoded token trunk $tb +" \
   "experts $eb bytes, $(sed -n 's/^k3: prefill \(.*\); generated.*/prefill \1/p' $T/err)," \
   "$(sed -n 's/.*prefill [0-9.]* s, \([0-9.]* s\/token\).*/\1/p' $T/err)"
+
+# speculation at these shapes (issue 36): a verify pass of n+1 rows at hidden 7168 with 896
+# experts, its undo log of the 0.465 GB KDA state, and a full-width DSpark (5 layers, hidden
+# 7168, 4.78 GB read a block; tools/gen_dspark.py --hollow: holes) streamed beside the
+# trunk: peak RSS within the printed plan in each, the ids the plain run's.
+/usr/bin/python3 tools/gen_dspark.py --out "$DR" --target "$H" --full-width --hollow \
+  > /dev/null 2>&1 || { bad "tools/gen_dspark.py --full-width --hollow"; exit 1; }
+spec() {   # NAME ARGS: --gen 4, so a block verifies 2 drafts (3 rows)
+  n=$1; shift
+  "$K3" "$H" --preset laptop --ids 150001,163000 --gen 4 --out $T/$n.json "$@" \
+    > $T/$n.ids 2> $T/$n.err || { bad "$n: exit $? $(tail -3 $T/$n.err)"; return 1; }
+}
+f() { sed -n "s/^  \"$2\": \([0-9.]*\).*/\1/p" $T/$1.json; }
+within() {   # NAME WHAT: peak <= plan, the plan's draft lines printed
+  p=$(f $1 plan_bytes); k=$(f $1 peak_rss_bytes)
+  [ -n "$p" ] && [ "$p" -le 4800000000 ] && [ -n "$k" ] && [ "$k" -le "$p" ] &&
+    ok "$2: plan $p <= 4.8 GB, peak RSS $k <= plan" || bad "$2: plan '$p', peak RSS '$k'"
+}
+if spec draft --draft "$DR"; then
+  within draft "--draft (full-width DSpark, streamed)"
+  grep -q '^  draft window .*--draft streamed: its 4.78 GB' $T/draft.err &&
+    grep -q '^  draft context ' $T/draft.err && grep -q '^  verify undo log ' $T/draft.err ||
+    bad "--draft: the plan's draft window/context/undo lines missing"
+  case "$(cat $T/draft.ids)" in "$ids",*,*) ;; *) bad "--draft ids '$(cat $T/draft.ids)'" \
+    "do not continue the plain run's '$ids'";; esac
+  [ "$(f draft draft_blocks)" -ge 1 ] && [ "$(f draft draft_proposed)" -ge 1 ] &&
+    ok "--draft: $(f draft draft_blocks) block, $(f draft draft_proposed) drafts verified," \
+       "$(f draft draft_accepted) accepted, ids $(cat $T/draft.ids)" ||
+    bad "--draft drafted nothing: $(grep '^k3: draft' $T/draft.err)"
+  # two right drafts: the --draft run's ids (the plain run's continuation) as the reference
+  if spec ids --draft-ids "$(cat $T/draft.ids)"; then
+    within ids "--draft-ids, 2 right drafts"
+    [ "$(f ids spec_drafted)" = 2 ] && [ "$(f ids spec_accepted)" = 2 ] &&
+      [ "$(cat $T/ids.ids)" = "$(cat $T/draft.ids)" ] &&
+      ok "--draft-ids: 2 drafted, 2 accepted in $(f ids spec_passes) pass, the same ids" ||
+      bad "--draft-ids: $(f ids spec_accepted) of $(f ids spec_drafted), ids $(cat $T/ids.ids)"
+  fi
+fi
+echo "measured: --draft plan $(f draft plan_bytes) peak $(f draft peak_rss_bytes)" \
+  "$(f draft seconds_per_token) s/token; --draft-ids plan $(f ids plan_bytes)" \
+  "peak $(f ids peak_rss_bytes) $(f ids seconds_per_token) s/token"
 exit $fail

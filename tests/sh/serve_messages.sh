@@ -241,7 +241,7 @@ bad "unknown field" "{$MT, \"messages\": [$UM], \"frequency_penalty\": 1}"
 bad "role system" "{$MT, \"messages\": [{\"role\": \"system\", \"content\": \"x\"}]}"
 bad "content a number" "{$MT, \"messages\": [{\"role\": \"user\", \"content\": 3}]}"
 bad "content empty" "{$MT, \"messages\": [{\"role\": \"user\", \"content\": []}]}"
-bad "an image block" "{$MT, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\",
+bad "an image block with an empty source" "{$MT, \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image\",
   \"source\": {}}]}]}"
 bad "a final assistant message" "{$MT, \"messages\": [$UM, {\"role\": \"assistant\",
   \"content\": \"Sure\"}]}"

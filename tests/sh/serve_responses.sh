@@ -239,7 +239,7 @@ bad "unknown field" "{$MT, \"input\": \"x\", \"frequency_penalty\": 1}"
 bad "max_output_tokens 0" "{\"max_output_tokens\": 0, \"input\": \"x\"}"
 bad "temperature 3" "{$MT, \"temperature\": 3, \"input\": \"x\"}"
 bad "role tool" "{$MT, \"input\": [{\"role\": \"tool\", \"content\": \"x\"}]}"
-bad "an image part" "{$MT, \"input\": [{\"role\": \"user\", \"content\": [{\"type\":
+bad "an image part with an http URL (not fetched)" "{$MT, \"input\": [{\"role\": \"user\", \"content\": [{\"type\":
   \"input_image\", \"image_url\": \"http://x\"}]}]}"
 bad "an unknown item" "{$MT, \"input\": [{\"type\": \"item_reference\", \"id\": \"x\"}]}"
 bad "function_call without arguments" "{$MT, \"input\": [{\"type\": \"function_call\",
