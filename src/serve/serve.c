@@ -533,6 +533,14 @@ static int open_engine(Server *s, char *err, size_t errlen) {
     eo.mem.state_file = s->state_file;
     eo.mem.state_dir = s->state_file_dir;
     eo.mem.quiet = !s->mem.verbose;
+    /* a model with a tower: images may come; the tower and every sequence's images get what
+     * the text model leaves (the tower runs one request at a time on the engine thread) */
+    char verr[512];
+    if (k3_comm_size() == 1 && !k3_vision_mem_plan(s->model_dir, K3_VISION_MAX_PATCHES,
+                                                   K3_VISION_MAX_PATCHES, 0, &eo.mem.vision,
+                                                   verr, sizeof verr))
+        eo.mem.vision.fill = eo.mem.vision.per_seq = 1;
+    else memset(&eo.mem.vision, 0, sizeof eo.mem.vision);
     int rc = k3_engine_open(&s->eng, &eo, err, errlen);
     if (rc) return rc;
     s->batch_auto = !s->max_batch;
