@@ -60,8 +60,10 @@ static const char SERVE_USAGE[] =
 "GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the\n"
 "CORS preflight). Images (a model with a vision tower, docs/VISION.md): chat's image_url,\n"
 "Messages' image and Responses' input_image parts, their bytes inline (data: / base64;\n"
-"nothing is fetched). One line per request on stderr (method, path, status, tokens, TTFT,\n"
-"time). Prints 'k3: listening on http://HOST:PORT' on stderr when ready.\n";
+"nothing is fetched); the memory plan holds the tower and each request's images (an image\n"
+"over what it admits: 400, naming the size that fits). One line per request on stderr\n"
+"(method, path, status, tokens, TTFT, time). Prints 'k3: listening on http://HOST:PORT'\n"
+"on stderr when ready.\n";
 
 static Server srv;
 static volatile sig_atomic_t stopping;
