@@ -52,6 +52,13 @@ int k3_image_in_file(const char *path, const Tok *t, K3ImageIn *out, char *err,
  * text model's width; 1: the tower failed) with the reason in err. */
 int k3_image_rows(K3ImageCtx *c, K3ImageIn *im, int n, char *err, size_t errlen);
 void k3_image_in_free(K3ImageIn *im);
+/* The n images of one prompt (a batch line, a server request) against the memory plan's
+ * admitted patches (k3_mem_vision_patches; -1: not planned): each one (k3_vision_admit,
+ * names[i] or "image i" naming it) and, with together, all of them at once (a plan that
+ * holds each sequence's images, K3VisionPlan.per_seq). 0, or 2 with err naming the image
+ * and the size that fits. */
+int k3_image_admit(const K3ImageIn *im, int n, const char *const *names, long admit,
+                   int together, char *err, size_t errlen);
 void k3_image_ctx_close(K3ImageCtx *c);
 
 /* The number of placeholders in text[0..len). */

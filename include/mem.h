@@ -47,6 +47,9 @@ typedef struct K3VisionPlan {
     int fill;                     /* images may come later (chat): the text model's budgets
                                    * and chunk first, the tower gets what is left (up to
                                    * patches); else the images are known: planned first */
+    int per_seq;                  /* each sequence's images live at once (serve, a streamed
+                                   * batch): all_patches = the plan's seqs x patches, and
+                                   * patches bounds a sequence's images together */
 } K3VisionPlan;
 
 /* The memory flags (--trunk --trunk-gb --cache-gb --preset --ctx --verbose

@@ -39,7 +39,10 @@ static const char *USAGE =
 "stdout: id, generated_ids, text (with a tokenizer), stop (length, eos, or interrupted\n"
 "by SIGINT), n_prompt, n_generated, seconds_prefill, seconds_decode. Each prompt gets\n"
 "the ids of its solo run. \"images\": [\"a.png\", ...] with \"prompt\" puts image files in\n"
-"the line as k3 --image does (the chat template; docs/VISION.md).\n"
+"the line as k3 --image does (the chat template; docs/VISION.md); the memory plan holds\n"
+"the vision tower and the images, and a line with an image over what it admits is\n"
+"answered {\"id\": ..., \"line\": N, \"error\": ...} naming the size that fits (the others\n"
+"run; exit 2 at the end).\n"
 "FILE - (stdin) or a pipe is read as lines arrive: each prompt joins the next step while\n"
 "the others decode; a bad line is answered {\"line\": N, \"error\": ...} and skipped (exit\n"
 "2 at the end); the context is --ctx (default 4096).\n"
@@ -427,6 +430,54 @@ static int run(Batch *b, char *err, size_t errlen) {
     return rc;
 }
 
+/* The vision tower's share of the plan: the whole file's images are read (their patches
+ * held) with the largest one's buffers; lines to come (a stream): the tower gets what the
+ * text model leaves, each sequence's images held at once. */
+static void plan_images(const Batch *b, K3VisionPlan *vp) {
+    long most = 0, all = 0;
+    for (int i = 0; i < b->n_lines; i++)
+        for (int k = 0; b->lines[i].img && k < b->lines[i].n_images; k++) {
+            const long p = b->lines[i].img[k].plan.patches;
+            all += p;
+            if (p > most) most = p;
+        }
+    char verr[512];
+    const int stream = b->in && b->tok && k3_comm_size() == 1;
+    if ((!all && !stream) ||
+        k3_vision_mem_plan(b->o->model_dir, all ? most : K3_VISION_MAX_PATCHES,
+                           all ? all : K3_VISION_MAX_PATCHES, all > 0, vp, verr, sizeof verr))
+        memset(vp, 0, sizeof *vp);
+    else if (!all) vp->fill = vp->per_seq = 1;
+}
+
+/* The file's lines whose images are over what the plan admits: each answered with an
+ * error line (the others run) and dropped, its images freed. Returns how many. */
+static int refuse_images(Batch *b) {
+    int n = 0, j = 0;
+    char err[1600];
+    for (int i = 0; i < b->n_lines; i++) {
+        if (b->in || !batch_admit_images(b, i, err, sizeof err)) {
+            if (j != i) {
+                b->lines[j] = b->lines[i];
+                b->prompts[j] = b->prompts[i]; b->n_prompts[j] = b->n_prompts[i];
+            }
+            j++;
+            continue;
+        }
+        char *q = json_quote(err, strlen(err));
+        printf("{\"id\": %s, \"line\": %d, \"error\": %s}\n", b->lines[i].id,
+               b->lines[i].line, q ? q : "null");
+        free(q);
+        fprintf(stderr, "k3: %s (the line is skipped)\n", err);
+        free(b->prompts[i]);
+        batch_line_free(&b->lines[i]);
+        n++;
+    }
+    fflush(stdout);
+    b->n_lines = j;
+    return n;
+}
+
 int k3_batch_main(int argc, char **argv) {
     BOpts o;
     int rc = parse(argc, argv, &o);
@@ -517,6 +568,7 @@ int k3_batch_main(int argc, char **argv) {
     if (o.draft_dir && k3_dspark_plan_file(o.draft_dir, &eo.mem.draft, err, sizeof err))
         memset(&eo.mem.draft, 0, sizeof eo.mem.draft);
     eo.mem.quiet = o.quiet;
+    plan_images(&b, &eo.mem.vision);
     rc = k3_engine_open(&b.e, &eo, err, sizeof err);
     if (rc) { fprintf(stderr, "k3: %s\n", err); goto done; }
     b.n_slots = k3_mem_seqs(b.e.mem);                  /* what the plan admits */
@@ -525,6 +577,7 @@ int k3_batch_main(int argc, char **argv) {
         if ((rc = batch_prompt_check(&b, i, b.e.m.cfg.vocab_size, err, sizeof err)))
             fprintf(stderr, "k3: %s\n", err);
     if (rc) goto done;
+    const int refused = refuse_images(&b);
     const K3SchedOpts so = { b.n_slots, -1, o.state_dir, eo.mem.ctx,
                              1 + (o.ef.mem.verbose && !o.quiet) };
     if ((rc = k3_sched_open(&b.sch, &b.e, &so, err, sizeof err))) {
@@ -612,6 +665,12 @@ int k3_batch_main(int argc, char **argv) {
         fprintf(stderr, "k3: RUN INVALID: %ld routed expert load(s) failed; the generated ids "
                 "are unsound\n", fails);
         rc = K3_ERR_EXPERT;
+    }
+    if (!rc && refused) {
+        fprintf(stderr, "k3: batch: %d line%s of %s refused: images over what the memory plan "
+                "admits (answered with an error line)\n", refused, refused == 1 ? "" : "s",
+                o.file);
+        rc = K3_ERR_USAGE;
     }
     if (!rc && in.bad) {
         fprintf(stderr, "k3: batch: %d line%s of %s refused (answered with an error line)\n",

@@ -100,6 +100,19 @@ int batch_prompt_check(Batch *b, int i, int V, char *err, size_t errlen) {
     return rc;
 }
 
+/* Line i's images within what the memory plan admits (a streamed batch: the line's images
+ * together, each sequence's held at once). 0, or 2 with err naming the line. */
+int batch_admit_images(Batch *b, int i, char *err, size_t errlen) {
+    const BatchLine *l = &b->lines[i];
+    char why[1024];
+    if (!l->n_images || !l->img ||
+        !k3_image_admit(l->img, l->n_images, (const char *const *)l->images,
+                        k3_mem_vision_patches(b->e.mem), b->in != NULL, why, sizeof why))
+        return 0;
+    snprintf(err, errlen, "--batch %s: line %d: images: %s", b->o->file, l->line, why);
+    return K3_ERR_USAGE;
+}
+
 void batch_bad_line(void *ctx, const char *msg) {
     Bad *bd = ctx;
     if (bd->n++ >= BAD_SHOWN) return;
@@ -143,7 +156,8 @@ static int stream_line(Batch *b, const char *text, size_t n, int ln, char *err, 
     if (!rc) {
         b->n_lines++;
         rc = batch_ids_of(b, i, why, sizeof why);
-        if (!rc && !(rc = batch_prompt_check(b, i, b->e.m.cfg.vocab_size, why, sizeof why)))
+        if (!rc && !(rc = batch_prompt_check(b, i, b->e.m.cfg.vocab_size, why, sizeof why)) &&
+            !(rc = batch_admit_images(b, i, why, sizeof why)))
             return 0;
         b->n_lines--;
         free(b->prompts[i]); b->prompts[i] = NULL;

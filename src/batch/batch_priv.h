@@ -83,6 +83,8 @@ typedef struct { const char *file; int n; } Bad;
 int batch_ids_of(Batch *b, int i, char *err, size_t errlen);
 /* Line i against the model of vocabulary V (ids, context, logit_bias, tokenizer). */
 int batch_prompt_check(Batch *b, int i, int V, char *err, size_t errlen);
+/* Line i's images against the memory plan (batch_lines.c): 0, or 2 with err. */
+int batch_admit_images(Batch *b, int i, char *err, size_t errlen);
 /* A bad line named on stderr (ctx a Bad: the first BAD_SHOWN are shown, all counted). */
 void batch_bad_line(void *ctx, const char *msg);
 /* Every line against config.json's vocabulary, each bad one to batch_bad_line. */

@@ -315,8 +315,10 @@ int chat_render(Chat *c, int32_t **ids, size_t *n) {
         snprintf(err, sizeof err, "out of memory encoding the chat");
         rc = -1;
     }
-    if (!rc && nimg && (rc = k3_image_spans(*ids, *n, c->tok, img, nimg, sp, err, sizeof err)))
-        free(*ids);
+    if (!rc && nimg && (rc = k3_image_spans(*ids, *n, c->tok, img, nimg, sp, err, sizeof err))) {
+        free(*ids);                              /* the caller frees what it is given */
+        *ids = NULL; *n = 0;
+    }
     c->embed.span = sp;
     c->embed.n = rc ? 0 : nimg;
     if (rc) fprintf(stderr, "k3: %s\n", err);

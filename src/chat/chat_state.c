@@ -619,6 +619,7 @@ static int load(Chat *c, StateReader *rp, const char *path, char *err, size_t er
             }
             if (r_words(&r, g, ng)) { free(g); goto trunc; }
             old[i] = *m;
+            n_old = i + 1;                   /* restored if its images are refused below */
             m->gen_ids = g; m->n_gen = (int)ng; m->gen_thinking = (int)gt;
             m->gen_state = (int)gs;
         }

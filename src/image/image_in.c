@@ -262,3 +262,23 @@ uint64_t k3_image_hash(uint64_t h, const K3ImageIn *im, int n) {
     for (int i = 0; i < n; i++) h = k3_hash(h, &im[i].hash, sizeof im[i].hash);
     return h;
 }
+
+int k3_image_admit(const K3ImageIn *im, int n, const char *const *names, long admit,
+                   int together, char *err, size_t errlen) {
+    long sum = 0;
+    for (int i = 0; i < n; i++) {
+        char nm[48];
+        snprintf(nm, sizeof nm, "image %d", i + 1);
+        if (k3_vision_admit(names ? names[i] : nm, im[i].w, im[i].h, im[i].plan.patches, admit,
+                            err, errlen))
+            return K3_ERR_USAGE;
+        sum += im[i].plan.patches;
+    }
+    if (!together || admit < 0 || sum <= admit) return 0;
+    snprintf(err, errlen, "its %d images have %ld patches together in the vision tower, but "
+             "the memory plan admits at most %ld patches of images per request beside the "
+             "model (each sequence's images are held at once): send fewer or smaller images, "
+             "or give k3 more memory (fewer sequences at once, a smaller --ctx, --cache-gb or "
+             "--trunk-gb leave more room)", n, sum, admit);
+    return K3_ERR_USAGE;
+}

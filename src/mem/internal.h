@@ -80,7 +80,7 @@ typedef struct {
      * patches and rows (in side); vis_fit: the most patches one image could have beside the
      * rest in what is available (-1: not known), set by mem.c for the print */
     uint64_t vis_weights, vis_act;
-    long vis_patches, vis_fit;
+    long vis_patches, vis_fit, vis_all;     /* vis_all: every image's patches held at once */
 } K3Plan;
 /* lb[0..NL): trunk bytes per layer; have_trunk: --trunk given; process: bytes held.
  * Without --trunk the trunk stays in the shard mappings when --trunk-gb holds all of it,

@@ -193,19 +193,22 @@ static int fit_chunk(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, d
 static long admit_images(const K3Model *m, K3MemOpts *o, const uint64_t *lb, double tgb,
                          double cgb, uint64_t self, uint64_t avail, long want, K3Plan *p) {
     K3VisionPlan *v = &o->vision;
-    const long others = v->all_patches > v->patches ? v->all_patches - v->patches : 0;
+    /* per_seq: every sequence's images at once, each sequence's up to the admitted */
+    const long nseq = v->per_seq && o->seqs > 1 ? o->seqs : 1;
+    const long others = v->per_seq ? 0
+                      : v->all_patches > v->patches ? v->all_patches - v->patches : 0;
     long fit = -1, use = want;
     if (avail) {
         const uint64_t rest = p->total - p->vis_weights - p->vis_act;
         const double room = (double)avail - (double)rest - (double)v->weights -
                             (double)v->fixed - (double)others * (double)v->io_pp;
-        fit = room > 0 ? (long)(room / (double)(v->act_pp + v->io_pp)) : 0;
+        fit = room > 0 ? (long)(room / (double)(v->act_pp + nseq * v->io_pp)) : 0;
         if (fit > K3_VISION_MAX_PATCHES) fit = K3_VISION_MAX_PATCHES;
         if (fit < 4) fit = 0;
         if (fit < use) use = fit;
     }
-    if (use != v->patches) {
-        v->all_patches = others + use;
+    if (use != v->patches || (v->per_seq && v->all_patches != nseq * use)) {
+        v->all_patches = v->per_seq ? nseq * use : others + use;
         v->patches = use;
         k3_plan_make(&m->cfg, m->lm_head.type == K3_W_F32, o, lb, o->trunk_dir != NULL, tgb,
                      cgb, self, p);

@@ -51,6 +51,7 @@ static void vision_share(const K3VisionPlan *v, K3Plan *p) {
     if (!v->weights || v->patches < 4) return;
     const long all = v->all_patches > v->patches ? v->all_patches : v->patches;
     p->vis_patches = v->patches;
+    p->vis_all = all;
     p->vis_weights = v->weights;
     p->vis_act = v->fixed + (uint64_t)v->patches * v->act_pp + (uint64_t)all * v->io_pp;
     p->vis_act -= v->held < p->vis_act ? v->held : p->vis_act;   /* in "process so far" */
@@ -305,6 +306,9 @@ static void vision_print(const K3Plan *p, FILE *f) {
                 "rows); memory admits %s\n", (p->vis_weights + p->vis_act) / K3_GB,
                 k3_size_text(p->vis_weights, w, sizeof w), k3_size_text(p->vis_act, a, sizeof a),
                 p->vis_patches, p->vis_patches / 4, fs);
+    if (p->vis_weights && p->vis_all > p->vis_patches)   /* batch lines, serve's sequences */
+        fprintf(f, "  %28s  of it: %ld patches' patches and rows held at once (every image "
+                "the run holds together)\n", "", p->vis_all);
     else if (p->vis_fit == 0)
         fprintf(f, "  vision tower       %8s  no room beside the rest: images are refused\n",
                 "-");

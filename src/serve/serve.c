@@ -63,9 +63,10 @@ static const char SERVE_USAGE[] =
 "GET /v1/models, GET /health, GET /metrics, POST /tokenize, POST /detokenize (OPTIONS: the\n"
 "CORS preflight). Images (a model with a vision tower, docs/VISION.md): chat's image_url,\n"
 "Messages' image and Responses' input_image parts, their bytes inline (data: / base64;\n"
-"nothing is fetched; files only with --image-dir). One line per request on stderr\n"
-"(method, path, status, tokens, TTFT, time). Prints 'k3: listening on http://HOST:PORT'\n"
-"on stderr when ready.\n";
+"nothing is fetched; files only with --image-dir); the memory plan holds the tower and\n"
+"each request's images (an image over what it admits: 400, naming the size that fits).\n"
+"One line per request on stderr (method, path, status, tokens, TTFT, time). Prints\n"
+"'k3: listening on http://HOST:PORT' on stderr when ready.\n";
 
 static Server srv;
 static volatile sig_atomic_t stopping;
@@ -542,6 +543,14 @@ static int open_engine(Server *s, char *err, size_t errlen) {
     if (s->draft_dir && k3_dspark_plan_file(s->draft_dir, &eo.mem.draft, err, errlen))
         memset(&eo.mem.draft, 0, sizeof eo.mem.draft);
     eo.mem.quiet = !s->mem.verbose;
+    /* a model with a tower: images may come; the tower and every sequence's images get what
+     * the text model leaves (the tower runs one request at a time on the engine thread) */
+    char verr[512];
+    if (k3_comm_size() == 1 && !k3_vision_mem_plan(s->model_dir, K3_VISION_MAX_PATCHES,
+                                                   K3_VISION_MAX_PATCHES, 0, &eo.mem.vision,
+                                                   verr, sizeof verr))
+        eo.mem.vision.fill = eo.mem.vision.per_seq = 1;
+    else memset(&eo.mem.vision, 0, sizeof eo.mem.vision);
     int rc = k3_engine_open(&s->eng, &eo, err, errlen);
     if (rc) return rc;
     s->batch_auto = !s->max_batch;

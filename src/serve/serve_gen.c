@@ -130,6 +130,9 @@ static int gen_images(Server *s, Gen *g) {
                              sizeof g->err);
         if (rc) return rc == K3_ERR_RUNTIME && strstr(g->err, "out of memory") ? 500 : 400;
     }
+    if (k3_image_admit(g->img, g->n_img, NULL, k3_mem_vision_patches(s->eng.mem), 1, g->err,
+                       sizeof g->err))
+        return 400;                        /* over what the memory plan holds */
     g_ictx.dir = s->eng.m.dir;
     g_ictx.hidden = s->eng.m.cfg.hidden_size;
     g_ictx.quiet = 1;

@@ -10,6 +10,10 @@
  * the same ids. Inputs go through chat_state_load_bytes (no file writes), the fixed cases
  * and the reloads through chat_state_load. Then the draft context's trailer (--draft):
  * a state saved on tests/models/tiny5 with its synthetic draft, 600 mutations of the trailer.
+ * A third seed is a version-2 state (images): a chat on tests/models/tiny5_vision with a
+ * 48x40 image (tests/images/jpg_prog_420.jpg, 4 rows) in its first message, so the image
+ * record reader (r_images) is fuzzed directly; its messages are then a resumed history's
+ * (the image records taken off), as a state file meets them.
  * Runs in seconds (3000 inputs); `test_fuzz_state SECONDS` runs longer.
  *
  * Built with -DK3_LIBFUZZER -DFUZZ_TARGET_chat_state it is the libFuzzer target chat_state. */
@@ -28,12 +32,25 @@
 #define TOKDIR "tests/tok/tiny"
 
 static char g_path[300], g_path2[300];
-static Chat g_chat[2];                          /* thinking off, on */
-static ChatLog g_keep[2];                       /* each conversation as it was saved */
+#define NSEED 3                                 /* thinking off, on; off with an image */
+#define IMG_SEED 2
+static Chat g_chat[NSEED];
+static ChatLog g_keep[NSEED];                   /* each conversation as it was saved */
 static int g_full;                              /* resave the seeds too */
 static char g_err[2048];                        /* the last refusal */
-static unsigned char *g_seed[2];
-static size_t g_nseed[2], g_head[2];            /* file bytes, bytes before the tensors */
+static unsigned char *g_seed[NSEED];
+static size_t g_nseed[NSEED], g_head[NSEED];    /* file bytes, bytes before the tensors */
+
+/* A resumed history's messages: their images' places, not their records (a state file
+ * gives those back; a message that has them refuses another's). */
+static void drop_images(Chat *c) {
+    for (int i = 0; i < c->log.n; i++) {
+        ChatMsg *m = &c->log.v[i];
+        for (int j = 0; j < m->n_img; j++) k3_image_in_free(&m->img[j]);
+        free(m->img);
+        m->img = NULL; m->n_img = 0;
+    }
+}
 
 
 
@@ -122,9 +139,13 @@ static void setup(void) {
     if (out < 0 || errfd < 0 || null < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
         fj_fail_now("stdout", "cannot redirect");
     close(null);
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < NSEED; k++) {
         Chat *c = &g_chat[k];
-        open_chat(c, k);
+        if (k == IMG_SEED) {
+            open_chat_on(c, 0, "tests/models/tiny5_vision");
+            if (chat_image_add(c, "tests/images/jpg_prog_420.jpg"))
+                fj_fail_now("image seed", "/image failed");
+        } else open_chat(c, k);
         if (chat_turn(c, "Hello there") || chat_turn(c, "Second one"))
             fj_fail_now("seed", "a chat turn failed");
         if (chat_state_save(c, g_path, err, sizeof err)) fj_fail_now("seed save", err);
@@ -138,6 +159,8 @@ static void setup(void) {
                 : 4 * (size_t)c->st->pos * (size_t)(cf->kv_lora_rank + cf->qk_rope_head_dim);
         if (tensors + 8 >= g_nseed[k]) fj_fail_now("seed", "shorter than its tensors");
         g_head[k] = g_nseed[k] - tensors - 8;
+        if (k == IMG_SEED && g_seed[k][8] != 2) fj_fail_now("image seed", "not version 2");
+        drop_images(c);
         keep_log(&c->log, &g_keep[k]);
     }
     fflush(stdout); fflush(stderr);
@@ -174,6 +197,7 @@ static int check_one(int k, const unsigned char *d, size_t n) {
     free(ids);
     /* saves and loads back to the same ids (the seeds did in check_seeds) */
     if (!g_full && n == g_nseed[k] && !memcmp(d, g_seed[k], n)) {
+        drop_images(c);
         restore_records(&c->log, &g_keep[k]);
         return 1;
     }
@@ -181,17 +205,19 @@ static int check_one(int k, const unsigned char *d, size_t n) {
     size_t nfed1 = c->nfed;
     memcpy(fed1, c->fed, sizeof *fed1 * nfed1);
     if (chat_state_save(c, g_path2, err, sizeof err)) fj_fail_now("state resave", err);
+    drop_images(c);                             /* the reload gives them back */
     if (chat_state_load(c, g_path2, err, sizeof err)) fj_fail_now("state reload", err);
     if (c->nfed != nfed1 || memcmp(c->fed, fed1, sizeof *fed1 * nfed1))
         fj_fail_now("state reload", "other ids than the first load");
     free(fed1);
+    drop_images(c);
     restore_records(&c->log, &g_keep[k]);
     return 1;
 }
 
 static void check_seeds(void) {
     g_full = 1;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < NSEED; k++)
         if (check_one(k, g_seed[k], g_nseed[k]) != 1) fj_fail_now("state seed", "refused");
     g_full = 0;
 }
@@ -226,15 +252,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 /* An input is a selector byte and the head of a state file: everything before the tensors
  * (header, fingerprint, options, ids, records), where the reader decides; the harness
  * appends the seed's tensor bytes and the checksum. Selector: bit 0 the chat (thinking
- * off / on), bit 1 the seed's checksum as stored (else the right one for the bytes), bits
- * 2-7 cut that many times 37 bytes off the tensors (truncations). 1 in 16 a seed's head,
- * else libFuzzer's byte mutations. */
+ * off / on), bit 7 the image chat instead (version 2), bit 1 the seed's checksum as stored
+ * (else the right one for the bytes), bits 2-6 cut that many times 37 bytes off the tensors
+ * (truncations). 1 in 16 a seed's head, else libFuzzer's byte mutations. */
 size_t LLVMFuzzerCustomMutator(uint8_t *d, size_t n, size_t max, unsigned int seed);
 size_t LLVMFuzzerCustomMutator(uint8_t *d, size_t n, size_t max, unsigned int seed) {
     if (n < 2 || seed % 16 == 0) {
-        int k = (int)(seed / 16 % 2);
+        int k = (int)(seed / 16 % NSEED);
         if (g_head[k] + 1 <= max) {
-            d[0] = (uint8_t)k;
+            d[0] = (uint8_t)(k == IMG_SEED ? 0x80 : k);
             memcpy(d + 1, g_seed[k], g_head[k]);
             return g_head[k] + 1;
         }
@@ -246,8 +272,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) {
     static unsigned char *f;
     static size_t cap;
     if (!n) return 0;
-    const int k = d[0] & 1;
-    const size_t h = n - 1, tl = g_nseed[k] - 8 - g_head[k], cut = (size_t)(d[0] >> 2) * 37;
+    const int k = d[0] & 0x80 ? IMG_SEED : d[0] & 1;
+    const size_t h = n - 1, tl = g_nseed[k] - 8 - g_head[k],
+                 cut = (size_t)((d[0] >> 2) & 31) * 37;
     const size_t t = cut < tl ? tl - cut : 0, m = h + t + 8;
     if (m > cap) { free(f); cap = m; f = malloc(cap); }
     memcpy(f, d + 1, h);
@@ -388,7 +415,10 @@ int main(int argc, char **argv) {
     check_seeds();
     /* a state of the other thinking mode is a settings refusal (2); a damaged one is 1 */
     expect(1, g_seed[0], g_nseed[0], 2, "saved with thinking off");
-    size_t n0 = g_nseed[0], cap = (n0 > g_nseed[1] ? n0 : g_nseed[1]) + 4096;
+    size_t n0 = g_nseed[0], cap = 0;
+    for (int k = 0; k < NSEED; k++)
+        if (g_nseed[k] > cap) cap = g_nseed[k];
+    cap += 4096;
     unsigned char *buf = malloc(cap);
     memcpy(buf, g_seed[0], n0);
     buf[12] ^= 1;                                          /* checkpoint identity */
@@ -402,12 +432,13 @@ int main(int argc, char **argv) {
     clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
     while (iters < 3000 || clock() < end) {      /* make test: 3000 inputs, always the same */
         for (int j = 0; j < 50; j++, iters++) {
-            int k = (int)(rnd() % 2);
+            int k = (int)(rnd() % NSEED);
             size_t n = g_nseed[k];
             if (n > cap) fj_fail_now("state seed", "too large");
             memcpy(buf, g_seed[k], n);
-            /* the header, fingerprint, ids and records: all but the tensors and checksum */
-            size_t head = n > 4096 ? 4096 : n;
+            /* the header, fingerprint, ids and records: all but the tensors and checksum
+             * (the image chat's: its records, the image's rows among them) */
+            size_t head = k == IMG_SEED ? g_head[k] : n > 4096 ? 4096 : n;
             int m = 1 + (int)(rnd() % 3);
             for (int i = 0; i < m; i++) mutate(buf, &n, cap, head);
             ok += check_state(k, buf, n);
