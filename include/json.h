@@ -24,6 +24,10 @@ struct Json {
  * Rejects trailing garbage, invalid UTF-8 in strings, lone surrogates, depth > 512. */
 Json *json_parse(const char *text, size_t n, char *err, size_t errlen);
 void json_free(Json *j);
+/* A JSON file: read (at most max bytes: k3_slurp) and parsed; NULL with "PATH: not valid
+ * JSON: line L col C: what" (or the read's message) in err. hash, if not NULL, gets
+ * k3_hash of the bytes (a config's identity in state files). */
+Json *json_file(const char *path, size_t max, uint64_t *hash, char *err, size_t errlen);
 
 /* Lookups return NULL when absent or of another type. Later duplicate keys win. */
 const Json *json_get(const Json *obj, const char *key);

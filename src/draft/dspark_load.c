@@ -521,13 +521,8 @@ void k3_dspark_plan_of(const K3DSparkConfig *k, K3DraftPlan *o) {
 int k3_dspark_plan_file(const char *dir, K3DraftPlan *out, char *err, size_t errlen) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    size_t len = 0;
-    char *text = k3_slurp(path, 1 << 20, &len, err, errlen);
-    if (!text) return K3_ERR_USAGE;
-    char jerr[256];
-    Json *j = json_parse(text, len, jerr, sizeof jerr);
-    free(text);
-    if (!j) { snprintf(err, errlen, "%s: not valid JSON: %s", path, jerr); return K3_ERR_USAGE; }
+    Json *j = json_file(path, 1 << 20, NULL, err, errlen);
+    if (!j) return K3_ERR_USAGE;
     K3DSparkConfig k;
     memset(&k, 0, sizeof k);
     Cfg c = { path, err, errlen, 0, 0 };
@@ -566,18 +561,9 @@ int k3_dspark_open(K3DSpark **out, const char *dir, K3Engine *e, int quiet, char
     snprintf(d->dir, sizeof d->dir, "%s", dir);
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    size_t len = 0;
-    char *text = k3_slurp(path, 1 << 20, &len, err, errlen);
-    if (!text) { free(d); return K3_ERR_USAGE; }
-    char jerr[256];
-    Json *j = json_parse(text, len, jerr, sizeof jerr);
-    const uint64_t cfg_hash = k3_hash(K3_HASH_INIT, text, len);
-    free(text);
-    if (!j) {
-        snprintf(err, errlen, "%s: not valid JSON: %s", path, jerr);
-        free(d);
-        return K3_ERR_USAGE;
-    }
+    uint64_t cfg_hash = 0;
+    Json *j = json_file(path, 1 << 20, &cfg_hash, err, errlen);
+    if (!j) { free(d); return K3_ERR_USAGE; }
     Cfg c = { path, err, errlen, 0, 0 };
     read_config(&c, j, &e->m.cfg, &d->c, quiet);
     json_free(j);

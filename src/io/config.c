@@ -270,15 +270,11 @@ int k3_config_load(const char *path, K3Config *cfg, char *err, size_t errlen) {
     if (!err || !errlen) { err = dummy; errlen = sizeof dummy; }
     err[0] = 0;
     memset(cfg, 0, sizeof *cfg);
-    char *text; size_t n;
-    /* a config.json is small */
-    if (!(text = k3_slurp(path, (size_t)64 << 20, &n, err, errlen))) return 2;
     snprintf(cfg->source, sizeof cfg->source, "%s", path);
-    cfg->hash = k3_hash(K3_HASH_INIT, text, n);
-    char jerr[256];
-    Json *root = json_parse(text, n, jerr, sizeof jerr);
-    free(text);
-    if (!root) { snprintf(err, errlen, "%s: not valid JSON: %s", path, jerr); return 2; }
+    uint64_t h = 0;
+    Json *root = json_file(path, (size_t)64 << 20, &h, err, errlen);   /* a config is small */
+    if (!root) return 2;
+    cfg->hash = h;
     Ctx c = { path, err, errlen, 0, 0 };
     if (root->type != JSON_OBJECT) {
         problem(&c, "", "", "expected a JSON object at top level");

@@ -11,6 +11,7 @@
  * nothing but whitespace may follow the value. Errors read "line L col C: what"
  * (1-based; col counts bytes). */
 #include "json.h"
+#include "util.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -550,4 +551,16 @@ char *json_quote(const char *s, size_t n) {
     *o++ = '"';
     *o = 0;
     return out;
+}
+
+Json *json_file(const char *path, size_t max, uint64_t *hash, char *err, size_t errlen) {
+    size_t len = 0;
+    char *text = k3_slurp(path, max, &len, err, errlen);
+    if (!text) return NULL;
+    if (hash) *hash = k3_hash(K3_HASH_INIT, text, len);
+    char jerr[256];
+    Json *j = json_parse(text, len, jerr, sizeof jerr);
+    free(text);
+    if (!j) snprintf(err, errlen, "%s: not valid JSON: %s", path, jerr);
+    return j;
 }

@@ -270,15 +270,11 @@ static StIndex *open_shards(const char *dir, char *err, size_t errlen) {
     char ip[4200];
     snprintf(ip, sizeof ip, "%s/model.safetensors.index.json", dir);
     if (access(ip, F_OK)) return st_open(dir, err, errlen);
-    size_t len = 0;
-    char *text = k3_slurp(ip, (size_t)64 << 20, &len, err, errlen);
-    if (!text) return NULL;
-    char jerr[256];
-    Json *j = json_parse(text, len, jerr, sizeof jerr);
-    free(text);
-    const Json *wm = j ? json_get(j, "weight_map") : NULL;
+    Json *j = json_file(ip, (size_t)64 << 20, NULL, err, errlen);
+    if (!j) return NULL;
+    const Json *wm = json_get(j, "weight_map");
     if (!wm || wm->type != JSON_OBJECT) {
-        snprintf(err, errlen, "%s: %s", ip, j ? "no \"weight_map\" object" : jerr);
+        snprintf(err, errlen, "%s: no \"weight_map\" object", ip);
         json_free(j);
         return NULL;
     }
@@ -322,13 +318,8 @@ static StIndex *open_shards(const char *dir, char *err, size_t errlen) {
 int k3_vision_read_config(const char *dir, K3VisionConfig *k, char *err, size_t errlen) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
-    size_t len = 0;
-    char *text = k3_slurp(path, 1 << 22, &len, err, errlen);
-    if (!text) return K3_ERR_USAGE;
-    char jerr[256];
-    Json *j = json_parse(text, len, jerr, sizeof jerr);
-    free(text);
-    if (!j) { snprintf(err, errlen, "%s: not valid JSON: %s", path, jerr); return K3_ERR_USAGE; }
+    Json *j = json_file(path, 1 << 22, NULL, err, errlen);
+    if (!j) return K3_ERR_USAGE;
     memset(k, 0, sizeof *k);
     Cfg c = { path, err, errlen, 0, 0 };
     if (j->type != JSON_OBJECT) problem(&c, "(top level)", "expected an object");
