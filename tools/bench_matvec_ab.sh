@@ -6,7 +6,8 @@
 # `git archive` of the old commit's src/kernels, and src/kernels). ISA avx512 builds
 # kernels_avx512.c + kernels_avx512_coded.c + kernels_avx2.c of each, avx2 kernels_avx2.c;
 # each build's global symbols get a _vN suffix (ld -r + objcopy), the rest links to the
-# library (make first). Timed under nice -n -20 flock /var/tmp/bench.lock (root).
+# library (make first). Timed under nice -n -20 flock /var/tmp/bench.lock (root; LOCK= : no
+# flock here, for a caller that holds the lock over several A/Bs).
 set -eu
 A=$1; B=$2; REPS=${3:-15}; ONLY=${4:-}; ISA=${ISA:-avx512}
 W=${WORK:-/tmp/k3_mv_ab}; mkdir -p "$W"
@@ -31,4 +32,4 @@ for v in 0 1; do
 done
 gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/kernels -pthread -static -o "$W/ab" \
   tools/bench_matvec_ab.c "$W/v0.r.o" "$W/v1.r.o" $(ls build/*/*.o | grep -v cli/main.o) -lm
-nice -n -20 flock /var/tmp/bench.lock "$W/ab" "$REPS" "$ONLY"
+nice -n -20 ${LOCK-flock /var/tmp/bench.lock} "$W/ab" "$REPS" "$ONLY"

@@ -237,9 +237,12 @@ INL __m512 mx_block(const uint8_t *p, const uint8_t *s, __m512 xe, __m512 xo, __
 }
 
 /* R rows from r; xp: x de-interleaved once per call (each 32-block: 16 even elements, then
- * 16 odd), so no permute in the row loop. 16 rows a pass (16 independent chains): in L2
- * 1.15x the 8 rows that permuted x per tile (docs/KERNELS.md). */
-#define MXR 16
+ * 16 odd), so the row loop has no permute: in memory 1.04-1.07x the per-tile vpermt2ps
+ * (docs/KERNELS.md, "Decode matvec on Zen 5"). 16 rows a pass was 1.15x in L2 but slower
+ * from memory (its next-tile prefetch, 29 KB ahead, overruns L1; to L2 slower still). */
+#ifndef MXR
+#define MXR 8
+#endif
 INL void mv_mx(const M *m, int R, float *y, const float *xp, int r) {
     int cols = m->cols, c = 0;
     __m512 acc[MXR];
