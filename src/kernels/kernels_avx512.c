@@ -236,12 +236,17 @@ INL __m512 mx_block(const uint8_t *p, const uint8_t *s, __m512 xe, __m512 xo, __
     return _mm512_fmadd_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab), xo, acc);
 }
 
-INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
+/* R rows from r; xp: x de-interleaved once per call (each 32-block: 16 even elements, then
+ * 16 odd), so the row loop has no permute: in memory 1.04-1.07x the per-tile vpermt2ps
+ * (docs/KERNELS.md, "Decode matvec on Zen 5"). 16 rows a pass was 1.15x in L2 but slower
+ * from memory (its next-tile prefetch, 29 KB ahead, overruns L1; to L2 slower still). */
+#ifndef MXR
+#define MXR 8
+#endif
+INL void mv_mx(const M *m, int R, float *y, const float *xp, int r) {
     int cols = m->cols, c = 0;
-    const __m512i EV = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i OD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    __m512 acc[8];
-#pragma GCC unroll 8
+    __m512 acc[MXR];
+#pragma GCC unroll 16
     for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
     const uint8_t *pw = m->wp + (size_t)r * cols / 2, *ps = m->ws + (size_t)r * cols / 32;
     size_t bw = (size_t)cols / 2, bs = (size_t)cols / 32;      /* row strides */
@@ -249,10 +254,9 @@ INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
         __m512 xe[4], xo[4];
 #pragma GCC unroll 4
         for (int g = 0; g < 4; g++) {
-            __m512 x0 = _mm512_loadu_ps(x + c + 32 * g), x1 = _mm512_loadu_ps(x + c + 32 * g + 16);
-            xe[g] = _mm512_permutex2var_ps(x0, EV, x1); xo[g] = _mm512_permutex2var_ps(x0, OD, x1);
+            xe[g] = _mm512_load_ps(xp + c + 32 * g); xo[g] = _mm512_load_ps(xp + c + 32 * g + 16);
         }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
         for (int i = 0; i < R; i++) {
             const uint8_t *p = pw + i * bw + c / 2, *s = ps + i * bs + c / 32;
             /* rows are short (1.5-2 KB): fetch the same place R rows on, i.e. the next tile */
@@ -262,14 +266,32 @@ INL void mv_mx(const M *m, int R, float *y, const float *x, int r) {
         }
     }
     for (; c < cols; c += 32) {
-        __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + 16);
-        __m512 xe = _mm512_permutex2var_ps(x0, EV, x1), xo = _mm512_permutex2var_ps(x0, OD, x1);
-#pragma GCC unroll 8
+        __m512 xe = _mm512_load_ps(xp + c), xo = _mm512_load_ps(xp + c + 16);
+#pragma GCC unroll 16
         for (int i = 0; i < R; i++)
             acc[i] = mx_block(pw + i * bw + c / 2, ps + i * bs + c / 32, xe, xo, acc[i]);
     }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int i = 0; i < R; i++) y[r + i] = fold(acc[i]);
+}
+
+/* MXFP4 matvec of rows [r0, r1); -1 without scratch for the de-interleaved x */
+static int matvec_mx(const M *m, float *Y, const float *X, int r0, int r1) {
+    const __m512i EV = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i OD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    float *xp = k3_scratch(sizeof(float) * m->cols);
+    if (!xp) return -1;
+    for (int c = 0; c < m->cols; c += 32) {
+        __m512 x0 = _mm512_loadu_ps(X + c), x1 = _mm512_loadu_ps(X + c + 16);
+        _mm512_store_ps(xp + c, _mm512_permutex2var_ps(x0, EV, x1));
+        _mm512_store_ps(xp + c + 16, _mm512_permutex2var_ps(x0, OD, x1));
+    }
+    for (int r = r0; r < r1;) {
+        if (r1 - r >= MXR) { mv_mx(m, MXR, Y, xp, r); r += MXR; }
+        else if (r1 - r >= 4) { mv_mx(m, 4, Y, xp, r); r += 4; }
+        else { mv_mx(m, 1, Y, xp, r); r += 1; }
+    }
+    return 0;
 }
 
 /* Prefill with few tokens (T < GEMM_T; more: kernels_avx512_gemm.c, which decodes each
@@ -465,7 +487,9 @@ static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int 
         Y += (size_t)t0 * rows; X += (size_t)t0 * m.cols;
         if (W->type == K3_W_F32) MATVEC(mv_fb, &m, K3_W_F32)
         else if (W->type == K3_W_BF16) MATVEC(mv_fb, &m, K3_W_BF16)
-        else MATVEC(mv_mx, &m)
+        else if (matvec_mx(&m, Y, X, r0, r1))
+            k3_kernels_scalar()->matmul(Y - (size_t)t0 * rows, W, X - (size_t)t0 * m.cols,
+                                        r0, r1, t0, t1);   /* no scratch: same bits */
         return;
     }
     if (t1 - t0 >= GEMM_T && k3_avx512_prefill_gemm(-1)) {
