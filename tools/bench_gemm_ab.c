@@ -4,6 +4,7 @@
  * alternated every rep; the outputs must be bit-equal (else exit 1). Prints the medians as
  * GFLOP/s and the median of the paired time ratios OLD / NEW (> 1: NEW faster). */
 #include "kernels.h"
+#include "codec.h"
 #include "bench_ab.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,9 +14,9 @@ int k3_g0(float *, const K3Mat *, const float *, int, int, int, int);
 int k3_g1(float *, const K3Mat *, const float *, int, int, int, int);
 static float frand(void) { return (float)(rand() % 2001 - 1000) / 997.0f; }
 int main(int argc, char **argv) {
-    if (argc < 6) { fprintf(stderr, "usage: ab ROWS COLS T bf16|mxfp4 REPS\n"); return 2; }
+    if (argc < 6) { fprintf(stderr, "usage: ab ROWS COLS T bf16|mxfp4|bf16c REPS\n"); return 2; }
     int rows = atoi(argv[1]), cols = atoi(argv[2]), T = atoi(argv[3]), reps = atoi(argv[5]);
-    int mx = !strcmp(argv[4], "mxfp4");
+    int mx = !strcmp(argv[4], "mxfp4"), coded = !strcmp(argv[4], "bf16c");
     if (rows < 1 || cols < 32 || cols % 32 || T < 2 || reps < 1 || reps > 99) return 2;
     /* copies of W rotated over the calls, at least 256 MB in all: every call reads its
      * weights from memory, as the prefill does (an expert's bytes just read from disk) */
@@ -33,12 +34,18 @@ int main(int argc, char **argv) {
         } else {
             uint16_t *w = malloc(2 * n);
             for (size_t i = 0; i < n; i++) {
-                float f = frand();
+                float f = coded ? 0.02f * (frand() + frand() + frand()) : frand();
                 uint32_t u;
                 memcpy(&u, &f, 4);
                 w[i] = (uint16_t)(u >> 16);
             }
             W.w = w;
+            if (coded) {                         /* the trunk's coded form (docs/CODEC.md) */
+                uint8_t *c = malloc(k3_codec_bound(rows, cols));
+                k3_codec_encode(c, w, rows, cols, NULL);
+                free(w);
+                k3_codec_bind(&W, c);
+            }
         }
         Wc[k] = W;
     }
