@@ -64,9 +64,12 @@ int main(int argc, char **argv) {
     const K3KernelOps *o[2] = { k3_mv_v0(), k3_mv_v1() };
     if (!o[0] || !o[1]) { puts("kernels not usable here"); return 2; }
     struct { int type, rows, cols; const char *name; } sh[] = {
-        { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" }, { K3_W_MXFP4, 3584, 3072, "mxfp4 3584x3072" },
-        { K3_W_BF16, 12288, 7168, "bf16 12288x7168" }, { K3_W_BF16C, 12288, 7168, "bf16c 12288x7168" },
-        { K3_W_BF16, 7168, 12288, "bf16 7168x12288" }, { K3_W_BF16C, 7168, 12288, "bf16c 7168x12288" },
+        { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" },
+        { K3_W_MXFP4, 3584, 3072, "mxfp4 3584x3072" },
+        { K3_W_BF16, 12288, 7168, "bf16 12288x7168" },
+        { K3_W_BF16C, 12288, 7168, "bf16c 12288x7168" },
+        { K3_W_BF16, 7168, 12288, "bf16 7168x12288" },
+        { K3_W_BF16C, 7168, 12288, "bf16c 7168x12288" },
     };
     size_t big = (size_t)256 << 20;
     uint64_t *buf = malloc(big);
@@ -89,8 +92,8 @@ int main(int argc, char **argv) {
             } else {
                 uint16_t *w = malloc(wb);
                 for (size_t i = 0; i < n; i++) {
-                    float f = sh[s].type == K3_W_BF16C ? 0.02f * (fr() + fr() + fr() + fr()) * 0.866f
-                                                       : fr();
+                    float f = sh[s].type == K3_W_BF16C
+                                  ? 0.02f * (fr() + fr() + fr() + fr()) * 0.866f : fr();
                     uint32_t u; memcpy(&u, &f, 4);
                     w[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
                 }
