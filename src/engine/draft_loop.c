@@ -307,13 +307,10 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
         return -1;
     r->st.seconds += k3_now() - t0;
     r->st.blocks++;
-    int gated = d[0] < 0;
-    if (k3_comm_size() > 1) {     /* over ranks: rank 0's c_0 (its lm_head share's bytes) */
-        int32_t g = gated;
-        k3_comm_bcast(&g, sizeof g);
-        gated = g;
-    }
-    if (gated) {             /* no length can pay: its lm_head rows were not read */
+    /* no length can pay: its lm_head rows were not read (over ranks the same on every
+     * rank: c_0 is not the lm_head's, cal counts drafts; a rank alone would leave the
+     * others in the split lm_head) */
+    if (d[0] < 0) {
         settle(r, 0, r->delta_b - r->delta_h);
         return 0;
     }
