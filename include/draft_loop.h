@@ -19,8 +19,9 @@ typedef struct {
 /* Opens the draft and installs its tap in e (which must outlive it); block: rows per draft
  * (1..7); fixed: every block verifies them all (--draft-block), else each block verifies
  * the drafts the confidence head and the cost make worth it (kappa: one more verified
- * position's cost over a step, spec.h's step_cost); either way no block for a while where
- * blocks do not pay (their accepted drafts against their bytes, rolling). Until
+ * position's cost over a step, spec.h's step_cost); either way blocks run while an account
+ * of their accepted drafts against their bytes, credited a little every generated position,
+ * is not below zero (docs/DRAFT.md). Until
  * k3_draft_prefilled, every forward's rows are committed positions (the prompt) and go
  * into the draft's context as each forward ends. */
 int k3_draft_open(K3DraftLoop **out, const char *dir, K3Engine *e, int block, int fixed,

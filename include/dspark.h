@@ -51,6 +51,11 @@ int k3_dspark_pos(const K3DSpark *d);         /* positions in the context: P */
 int k3_dspark_draft(K3DSpark *d, int anchor, int N, int *drafts, float *conf, float *logits,
                     char *err, size_t errlen);
 
+/* A block stops before the lm_head when row 0's confidence c_0 is below gate (0, the
+ * default: never): then drafts[0] = -1 and only conf[0] is written (the loop's test that no
+ * verify length could pay: its lm_head rows are not read). */
+void k3_dspark_set_gate(K3DSpark *d, float gate);
+
 /* Inside a block, for tests (each NULL: not kept): the rows' embedding [N][hidden], the
  * residual after each draft layer [layers][N][hidden], after final_norm [N][hidden],
  * and the lm_head's base logits [N][vocab]. */
@@ -68,6 +73,7 @@ const float *k3_dspark_kpe(const K3DSpark *d, int l);
  * of its norms), and its buffers at ctx positions of context (cache, tap rows for the
  * engine's max_T, one block's scratch). */
 size_t k3_dspark_bytes(const K3DSpark *d, int ctx);
+size_t k3_dspark_weight_bytes(const K3DSpark *d);   /* the weights alone */
 /* The config as read (for the loop and the plan). */
 typedef struct {
     int hidden, inter, layers, heads, q_lora, kv_lora, nope, rope, v_dim, vocab;

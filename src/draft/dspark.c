@@ -271,6 +271,37 @@ static void embed_row(const K3Mat *E, int id, float *out) {
         for (int j = 0; j < E->cols; j++) out[j] = k3_bf16_to_f32(((const uint16_t *)E->w)[o + j]);
 }
 
+/* w1's row of token id into e (one row read when streamed). */
+static void markov_row(K3DSpark *d, int id, float *e) {
+    const K3Mat *w1 = &d->w1;
+    K3Mat one = d->w1;
+    int row = id;
+    if (d->streamed) {
+        one.rows = 1; row = 0;
+        one.w = k3_dspark_read(d, d->buf, (const char *)d->w1.w + (size_t)id * d->w1.cols * 2,
+                               (size_t)d->w1.cols * 2);
+        w1 = &one;
+    }
+    embed_row(w1, row, e);
+}
+
+/* c_r (spec 4.8) from row r's final hidden state and w1[prev], already at cin + hidden. */
+static float confidence(const K3DSpark *d, float *cin, const float *hf_r, float *cl) {
+    memcpy(cin, hf_r, sizeof(float) * d->c.hidden);
+    k3_matmul(cl, &d->conf_w, cin, 1);
+    return k3_sigmoidf(cl[0] + d->conf_b);
+}
+
+static int read_error(K3DSpark *d, char *err, size_t errlen) {
+    if (!d->rd_err) return 0;
+    snprintf(err, errlen, "%s/model.safetensors: reading the draft's weights: %s", d->dir,
+             strerror(d->rd_err));
+    d->rd_err = 0;
+    return K3_ERR_RUNTIME;
+}
+
+void k3_dspark_set_gate(K3DSpark *d, float gate) { d->gate = gate; }
+
 int k3_dspark_draft_trace(K3DSpark *d, int anchor, int N, int *drafts, float *conf,
                           float *logits, const K3DSparkTrace *tr, char *err, size_t errlen) {
     const K3DSparkConfig *k = &d->c;
@@ -341,6 +372,14 @@ int k3_dspark_draft_trace(K3DSpark *d, int anchor, int N, int *drafts, float *co
     }
     rms_rows(hf, R, d->final_norm, N, H, k->eps);
     if (tr && tr->hf) memcpy(tr->hf, hf, sizeof(float) * N * H);
+    if (conf && d->gate > 0) {     /* c_0 first: below the gate no length can pay */
+        markov_row(d, anchor, cin + H);
+        conf[0] = confidence(d, cin, hf, cl);
+        if (conf[0] < d->gate) {
+            drafts[0] = -1;
+            return read_error(d, err, errlen);
+        }
+    }
     K3Weights *w = d->e->w;                   /* the target's head, not its final norm */
     if (w->ops->lm_head(w, base, hf, N, err, errlen)) return K3_ERR_RUNTIME;
     if (tr && tr->base) memcpy(tr->base, base, sizeof(float) * N * V);
@@ -348,35 +387,16 @@ int k3_dspark_draft_trace(K3DSpark *d, int anchor, int N, int *drafts, float *co
     int prev = anchor;
     for (int r = 0; r < N; r++) {
         float *e = cin + H;
-        const K3Mat *w1 = &d->w1;
-        K3Mat one = d->w1;
-        int row = prev;
-        if (d->streamed) {                    /* the row read */
-            one.rows = 1; row = 0;
-            one.w = k3_dspark_read(d, d->buf, (const char *)d->w1.w + (size_t)prev *
-                                   d->w1.cols * 2, (size_t)d->w1.cols * 2);
-            w1 = &one;
-        }
-        embed_row(w1, row, e);
+        markov_row(d, prev, e);
         k3_matmul(bias, &d->w2, e, 1);
         float *lr = (logits ? logits : lg) + (size_t)r * V;
         const float *br = base + (size_t)r * V;
         for (int v = 0; v < V; v++) lr[v] = br[v] + bias[v];
         drafts[r] = k3_argmax(lr, V);
-        if (conf) {
-            memcpy(cin, hf + (size_t)r * H, sizeof(float) * H);
-            k3_matmul(cl, &d->conf_w, cin, 1);
-            conf[r] = k3_sigmoidf(cl[0] + d->conf_b);
-        }
+        if (conf) conf[r] = confidence(d, cin, hf + (size_t)r * H, cl);
         prev = drafts[r];
     }
-    if (d->rd_err) {
-        snprintf(err, errlen, "%s/model.safetensors: reading the draft's weights: %s", d->dir,
-                 strerror(d->rd_err));
-        d->rd_err = 0;
-        return K3_ERR_RUNTIME;
-    }
-    return 0;
+    return read_error(d, err, errlen);
 }
 
 int k3_dspark_draft(K3DSpark *d, int anchor, int N, int *drafts, float *conf, float *logits,

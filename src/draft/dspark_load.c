@@ -665,6 +665,8 @@ const float *k3_dspark_tap_rows(const K3DSpark *d, int *rows) {
 int k3_dspark_tap_width(const K3DSpark *d) { return d->c.n_taps * d->c.hidden; }
 const K3DSparkConfig *k3_dspark_config(const K3DSpark *d) { return &d->c; }
 
+size_t k3_dspark_weight_bytes(const K3DSpark *d) { return d->weight_bytes; }
+
 size_t k3_dspark_bytes(const K3DSpark *d, int ctx) {
     const K3DSparkConfig *k = &d->c;
     const size_t N = K3_DSPARK_MAX_N, H = k->hidden;

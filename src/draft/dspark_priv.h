@@ -41,6 +41,7 @@ struct K3DSpark {
     K3RowSource rsrc;
     float *tmp; size_t tmp_rows;
     void *buf, *kvb; size_t buf_len;
+    float gate;                               /* k3_dspark_set_gate */
 };
 
 /* Streamed: k3_matmul's source for the matrices (rsrc); tmp holds K3_DSPARK_TMP floats. */

@@ -9,6 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What blocks that do not pay may cost, in steps a generated position (k3_draft_block):
+ * where no draft is right a run is at most this much slower, plus one block. */
+#define K3_DRAFT_LOSS 0.03
+
 struct K3DraftLoop {
     K3Tap tap;               /* first: the engine calls it; it passes the copy on */
     K3Tap *inner;            /* the draft's own tap */
@@ -18,15 +22,12 @@ struct K3DraftLoop {
     int fixed;               /* --draft-block N: every block verifies N (else chosen) */
     double kappa;            /* one more verified position's cost over a step (spec.h) */
     double acc, pred;        /* running accepted and predicted drafts a verify: cal */
-    double t_draft, t_step;  /* running seconds of a block and of a verify's base step */
-    double t_mark;           /* when the last block was handed over */
-    int cool, fails, last_k; /* plain steps to wait after blocks that did not pay */
-    int probe;               /* the next block follows a wait: judged on its own */
-    int short_block;         /* the last block was cut by the room, not chosen */
-    int nopause;             /* K3_TEST_DRAFT_NOPAUSE: blocks never pause (tests that compare
-                              * a batch's blocks with solo runs: the room cuts them apart) */
-    double net;              /* rolling steps a verified block saved (stop rule) */
-    double delta_b;          /* a block's draft forward over a step, in bytes read */
+    int last_k;              /* the drafts handed over by the last block */
+    int probe;               /* the next block starts a sequence or follows a pause */
+    double delta_b, delta_h; /* a block's draft forward over a step, in bytes read; the
+                              * share of it that is K3's lm_head */
+    double bal, bal_max;     /* the account, in steps (see k3_draft_block) */
+    long g_last;             /* the generated position the account was last credited at */
     float *defer; int n_defer, cap_defer;  /* taps of positions kept while paused */
     int prefill;             /* every forward's rows are committed (the prompt) */
     const K3State *follow;   /* k3_draft_follow: the context follows it (chat) */
@@ -115,8 +116,10 @@ void k3_draft_history(K3DraftLoop *r, const int *gen, long n) {
 }
 
 /* The draft forward's reads over a plain step's (spec.c's bytes: the trunk, lm_head
- * included, and one token's experts): its weights and K3's lm_head for the block's rows. */
-static double block_bytes(const K3DSpark *d, const K3Engine *e) {
+ * included, and one token's experts): its weights (context_proj and kv_a too: the kept
+ * rows' ingestion) and K3's lm_head for the block's rows; *head_part: the lm_head's part.
+ * Weights only: the same in every mode (a batch's buffers are larger). */
+static double block_bytes(const K3DSpark *d, const K3Engine *e, double *head_part) {
     const K3Model *m = &e->m;
     const K3Config *c = &m->cfg;
     double all = 0, n_moe = 0;
@@ -127,7 +130,8 @@ static double block_bytes(const K3DSpark *d, const K3Engine *e) {
     const double head = (double)m->lm_head.rows * m->lm_head.cols * (m->lm_head.type ? 2 : 4);
     double step = all - ex * c->num_experts * n_moe - emb;
     if (step < per_tok) step = per_tok;
-    return ((double)k3_dspark_bytes(d, 0) + head) / (step + per_tok);
+    *head_part = head / (step + per_tok);
+    return ((double)k3_dspark_weight_bytes(d) + head) / (step + per_tok);
 }
 
 static int open_one(K3DraftLoop **out, const char *dir, K3Engine *e, int block, int fixed,
@@ -137,16 +141,16 @@ static int open_one(K3DraftLoop **out, const char *dir, K3Engine *e, int block, 
     int rc = k3_dspark_open(&r->d, dir, e, quiet, err, errlen);
     if (rc) { free(r); return rc; }
     if (oracle_init(r, err, errlen)) { k3_draft_close(r); return 2; }
-    const char *lg = getenv("K3_TEST_DRAFT_LOG"), *np = getenv("K3_TEST_DRAFT_NOPAUSE");
-    r->nopause = np && *np;
+    const char *lg = getenv("K3_TEST_DRAFT_LOG");
     r->log = lg && !strcmp(lg, "1");
     r->e = e;
     r->block = block;
     r->fixed = fixed;
     r->kappa = kappa;
     r->acc = r->pred = 1.0;
-    r->net = -1e300;
-    r->delta_b = block_bytes(r->d, e);
+    r->probe = 1;
+    r->delta_b = block_bytes(r->d, e, &r->delta_h);
+    r->bal_max = r->delta_b + kappa * block;
     r->vocab = e->m.cfg.vocab_size;
     r->max_pos = k3_dspark_config(r->d)->max_pos;
     r->inner = k3_dspark_tap(r->d);
@@ -203,8 +207,8 @@ int k3_draft_ingest(K3DraftLoop *r, const float *taps, int n, char *err, size_t 
 
 void k3_draft_reset(K3DraftLoop *r) {
     k3_dspark_truncate(r->d, 0);
-    r->stale = 0; r->verifying = 0; r->last_k = 0; r->t_mark = 0;
-    r->cool = 0; r->fails = 0; r->probe = 0; r->net = -1e300; r->n_defer = 0;
+    r->stale = 0; r->verifying = 0; r->last_k = 0;
+    r->probe = 1; r->bal = 0; r->g_last = 0; r->n_defer = 0;
     r->acc = r->pred = 1.0;
     if (r->lists) { r->oracle = r->lists; r->n_oracle = r->list_n[0]; }
 }
@@ -217,30 +221,35 @@ int k3_draft_prefilled(K3DraftLoop *r, char *err, size_t errlen) {
 
 /* The verify length from the confidence head and the bytes (spec §5.6): n drafts give
  * 1 + cal * (S_0 + .. + S_n-1) tokens, S_r = c_0 .. c_r the head's predicted survival and
- * cal the accepted over the predicted so far (running), for 1 + kappa * n + delta steps,
- * delta the block's own cost over a step (measured): the n of the best rate while
- * drafting. This block's forward is already paid for: it is verified if those n drafts
- * beat a plain step without it (1 + kappa * n), else none. */
+ * cal the accepted over the predicted so far (running), for 1 + kappa * n + delta_b steps:
+ * the n of the best rate while drafting. This block's forward is already paid for: it is
+ * verified if those n drafts beat a plain step without it (1 + kappa * n), else none. */
 static int choose(const K3DraftLoop *r, const float *conf, int limit) {
     const double cal = r->acc / (r->pred > 1e-9 ? r->pred : 1e-9);
-    const double delta = r->t_step > 0 ? r->t_draft / r->t_step : 0.0;
     double s = 1.0, e = 1.0, best_rate = 0.0, best_e = 1.0;
     int best = 0;
     for (int n = 1; n <= limit; n++) {
         s *= conf[n - 1];
         e += cal * s;
-        const double rate = e / (1.0 + r->kappa * n + delta);
+        const double rate = e / (1.0 + r->kappa * n + r->delta_b);
         if (rate > best_rate) { best_rate = rate; best = n; best_e = e; }
     }
     return best && best_e > 1.0 + r->kappa * best ? best : 0;
 }
 
-/* Blocks do not pay: plain steps, no draft forward, for 8, 16, 32 then 64 steps, then a
- * probe (a block judged on its own). */
-static void pause_drafts(K3DraftLoop *r) {
-    if (r->nopause) return;
-    r->fails++;
-    r->cool = 4 << (r->fails < 4 ? r->fails : 4);
+/* The gate on c_0 (k3_dspark_set_gate): with S_r <= c_0 no n beats a plain step unless
+ * cal * c_0 > kappa, so below kappa / cal the lm_head's rows are not worth reading. */
+static float gate(const K3DraftLoop *r) {
+    const double cal = r->acc / (r->pred > 1e-9 ? r->pred : 1e-9);
+    return r->fixed || r->probe || cal <= 0 ? 0.0f : (float)(r->kappa / cal);
+}
+
+/* A block's outcome into the account: the steps it saved (its accepted drafts) less its
+ * bytes (cost, in steps); below zero the next block is a probe. */
+static void settle(K3DraftLoop *r, double saved, double cost) {
+    r->bal += saved - cost;
+    if (r->bal > r->bal_max) r->bal = r->bal_max;
+    if (r->bal < 0) r->probe = 1;
 }
 
 /* While blocks pause (one prompt), the kept positions' taps wait and go into the context
@@ -278,20 +287,33 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
         if (k3_dspark_pos(r->d) != r->follow->pos) return 0;
         if (r->follow->pos + r->block > r->max_pos) return 0;
     }
-    if (r->cool > 0) {       /* blocks did not pay: plain steps (counted with no room too:
-                              * a batch's step may have none for this sequence) */
-        if (--r->cool == 0) r->probe = 1;
-        return 0;
+    /* the account: every generated position adds K3_DRAFT_LOSS of a step (by position, so
+     * a batch's steps that had no room for this sequence count alike), each block adds
+     * what it saved less what it cost; blocks are drafted while it is not below zero */
+    if (gen_pos > r->g_last) {
+        r->bal += K3_DRAFT_LOSS * (double)(gen_pos - r->g_last);
+        if (r->bal > r->bal_max) r->bal = r->bal_max;
     }
-    if (room <= 0 || r->stale) return 0;
+    r->g_last = gen_pos;
+    if (k3_comm_size() > 1) k3_comm_bcast(&r->bal, sizeof r->bal);   /* rank 0's bytes */
+    if (r->bal < 0 || room <= 0 || r->stale) return 0;
     if (r->seqs && k3_dspark_pos(r->d) + r->block > r->max_pos) return 0;   /* its positions */
     if (flush_rows(r, err, errlen)) return -1;     /* the paused steps' positions */
     int d[K3_DSPARK_MAX_N];
     float conf[K3_DSPARK_MAX_N];
     const double t0 = k3_now();
+    k3_dspark_set_gate(r->d, gate(r));
     if (k3_dspark_draft(r->d, anchor, r->block, d, conf, r->dump_logits, err, errlen))
         return -1;
-    const double td = k3_now() - t0;
+    r->st.seconds += k3_now() - t0;
+    r->st.blocks++;
+    /* no length can pay: its lm_head rows were not read (over ranks the same on every
+     * rank: c_0 is not the lm_head's, cal counts drafts; a rank alone would leave the
+     * others in the split lm_head) */
+    if (d[0] < 0) {
+        settle(r, 0, r->delta_b - r->delta_h);
+        return 0;
+    }
     if (r->dumping) {        /* a record: P, rows, vocab; the drafts; confidences; logits */
         const int32_t hd[3] = { k3_dspark_pos(r->d), r->block, r->vocab };
         int32_t ids[K3_DSPARK_MAX_N];
@@ -310,12 +332,8 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
         for (int j = 0; j < r->block; j++) fprintf(stderr, " %d", d[j]);
         fputc('\n', stderr);
     }
-    r->st.seconds += td;
-    r->st.blocks++;
-    r->t_draft = r->t_draft > 0 ? 0.7 * r->t_draft + 0.3 * td : td;
     const int limit = room < r->block ? room : r->block;
     int k = limit;
-    r->short_block = limit < r->block;   /* cut by the room (a batch step's, the end's) */
     if (!r->fixed) {
         k = choose(r, conf, limit);
         if (k3_comm_size() > 1) {  /* over ranks: rank 0's choice (its timings) for all */
@@ -323,16 +341,14 @@ int k3_draft_block(K3DraftLoop *r, int anchor, long gen_pos, int room, int *draf
             k3_comm_bcast(&kk, sizeof kk);
             k = kk;
         }
-        if (!k && (r->probe || r->st.blocks == 1)) k = 1;    /* a probe learns from a row */
-        else if (!k) pause_drafts(r);                /* not worth a row */
+        if (!k && r->probe) k = 1;                   /* a probe learns from a row */
         double p = 0, s = 1;                         /* what the head predicts for k */
         for (int j = 0; j < k; j++) { s *= conf[j]; p += s; }
-        r->pred = 0.7 * r->pred + 0.3 * p;
+        if (k) r->pred = 0.7 * r->pred + 0.3 * p;
     }
-    if (k) r->probe = r->probe || r->st.blocks == 1;   /* the first block: on its own too */
+    if (!k) settle(r, 0, r->delta_b);                /* not worth a row */
     r->last_k = k;
     r->verifying = k > 0;
-    r->t_mark = k3_now();
     for (int j = 0; j < k; j++) {
         draft[j] = d[j];
         if (r->oracle && gen_pos + j < r->n_oracle) {
@@ -361,26 +377,12 @@ int k3_draft_keep_rows(K3DraftLoop *r, const float *taps, int k, int n_keep, cha
         return 1;
     }
     r->st.proposed += k; r->st.accepted += n_keep - 1; r->st.rows += k + 1;
-    if (k > 0 && r->last_k == k && r->t_mark > 0) {  /* the verify's base step, measured */
-        const double ts = (k3_now() - r->t_mark) / (1.0 + r->kappa * k);
-        r->t_step = r->t_step > 0 ? 0.7 * r->t_step + 0.3 * ts : ts;
+    if (k > 0 && r->last_k == k) {   /* the block's outcome (the account is rank 0's) */
         if (!r->fixed) r->acc = 0.7 * r->acc + 0.3 * (n_keep - 1);
-        /* the stop rule: steps the block saved (its accepted drafts) less what it cost in
-         * bytes (its rows' experts, the draft forward), rolling; a probe restarts it */
-        const double net = (n_keep - 1) - r->kappa * k - r->delta_b;
-        if (!r->short_block) {  /* a block the room cut says nothing of what blocks pay */
-            r->net = r->probe ? net : 0.5 * r->net + 0.5 * net;
-            r->probe = 0;
-            if (r->net < 0) pause_drafts(r);
-            else r->fails = 0;
-        }
-        if (k3_comm_size() > 1) {  /* over ranks: rank 0's pause (its lm_head share's bytes) */
-            int32_t cf[2] = { r->cool, r->fails };
-            k3_comm_bcast(cf, sizeof cf);
-            r->cool = cf[0]; r->fails = cf[1];
-        }
+        r->probe = 0;
+        settle(r, n_keep - 1, r->kappa * k + r->delta_b);
     }
-    r->t_mark = 0;
+    r->last_k = 0;
     r->verifying = 0;
     if (r->follow && k3_dspark_pos(r->d) != r->follow->pos - n_keep) {     /* stale */
         if (k3_dspark_pos(r->d) > r->follow->pos - n_keep)
@@ -389,9 +391,9 @@ int k3_draft_keep_rows(K3DraftLoop *r, const float *taps, int k, int n_keep, cha
     }
     /* paused, one prompt: later, all together (a batch's or the server's sequences keep
      * their context level with their position) */
-    if (!r->follow && !r->seqs && (r->cool > 0 || r->n_defer))
+    if (!r->follow && !r->seqs && (r->bal < 0 || r->n_defer))
         return defer_rows(r, taps, n_keep, err, errlen) ||
-               (r->cool == 0 && flush_rows(r, err, errlen));
+               (r->bal >= 0 && flush_rows(r, err, errlen));
     return k3_draft_ingest(r, taps, n_keep, err, errlen);
 }
 

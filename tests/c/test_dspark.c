@@ -162,6 +162,19 @@ static void test_case(K3Engine *e, K3DSpark *d, const char *cdir) {
         k3_dspark_draft_trace(d, anchor, 2, d2, NULL, NULL, &t2, err, sizeof err);
         CHECK(memcmp(hf2, o.hf, sizeof(float) * H) != 0, "%s: row 0 of 2 rows == of 7", cs);
     }
+    {                  /* the gate: below it c_0 alone (its bits), no drafts; at it, all */
+        int dg[N];
+        float cg[N];
+        k3_dspark_set_gate(d, o.conf[0] * 1.001f);
+        k3_dspark_draft(d, anchor, N, dg, cg, NULL, err, sizeof err);
+        CHECK(dg[0] == -1 && cg[0] == o.conf[0], "%s: gated: draft %d, c_0 %g (want %g)", cs,
+              dg[0], cg[0], o.conf[0]);
+        k3_dspark_set_gate(d, o.conf[0]);
+        k3_dspark_draft(d, anchor, N, dg, cg, NULL, err, sizeof err);
+        k3_dspark_set_gate(d, 0);
+        CHECK(!memcmp(dg, o.drafts, sizeof dg) && !memcmp(cg, o.conf, sizeof cg),
+              "%s: c_0 at the gate: other drafts", cs);
+    }
     float *lat = malloc(sizeof(float) * (NL * (size_t)P * KL + 1));
     float *kpe = malloc(sizeof(float) * (NL * (size_t)P * DR + 1));
     for (int l = 0; l < NL; l++) {

@@ -36,8 +36,7 @@ done
 OR=$(cat $T/solo1 $T/solo2 $T/solo3 $T/solo4 $T/solo5 $T/solo6 | tr '\n' ';' | sed 's/;$//')
 start plain
 start dr --draft $D
-# (blocks never pause here: a step's room cuts the server's blocks apart from the solo runs')
-K3_TEST_DRAFT_NOPAUSE=1 K3_TEST_DRAFT_ORACLE=$OR K3_TEST_DRAFT_RIGHT=2 K3_TEST_DRAFT_LOG=1 \
+K3_TEST_DRAFT_ORACLE=$OR K3_TEST_DRAFT_RIGHT=2 K3_TEST_DRAFT_LOG=1 \
   start orc --draft $D --draft-block 7
 body() { sed 's/"created": [0-9]*//; s/"id": "[^"]*"//g; s/, "k3_draft": {[^}]*}//' "$1"; }
 met() { $C "http://127.0.0.1:$1/metrics" | sed -n "s/^k3_$2 //p"; }
@@ -80,8 +79,8 @@ acc=$(met $PORT_orc draft_accepted_total); pro=$(met $PORT_orc draft_proposed_to
 : > $T/ls
 for i in 1 2 3 4 5 6; do
   # shellcheck disable=SC2046
-  K3_TEST_DRAFT_NOPAUSE=1 K3_TEST_DRAFT_ORACLE=$(cat $T/solo$i) K3_TEST_DRAFT_RIGHT=2 \
-    K3_TEST_DRAFT_LOG=1 $K3 $M $(solo $i) --draft $D --draft-block 7 2>&1 > /dev/null |
+  K3_TEST_DRAFT_ORACLE=$(cat $T/solo$i) K3_TEST_DRAFT_RIGHT=2 K3_TEST_DRAFT_LOG=1 \
+    $K3 $M $(solo $i) --draft $D --draft-block 7 2>&1 > /dev/null |
     grep 'k3: test: block' >> $T/ls
 done
 sort $T/ls > $T/ls2
