@@ -183,7 +183,7 @@ if command -v curl >/dev/null 2>&1; then
   sask p $PORT_p
   kill $PID_p; wait $PID_p 2>/dev/null
   OR="$(tid $T/q1.p);$(tid $T/q2.p);$(tid $T/q3.p);$(tid $T/qb.p)"
-  K3_TEST_DRAFT_ORACLE=$OR K3_TEST_DRAFT_RIGHT=3 K3_TEST_DRAFT_NOPAUSE=1 \
+  K3_TEST_DRAFT_ORACLE=$OR K3_TEST_DRAFT_RIGHT=3 \
     srv d timeout 120 mpirun --oversubscribe -np 2 "$KM" serve $M --tok $TK --port 0 \
       --draft $D --draft-block 4
   if [ -z "$PORT_d" ]; then bad "serve np 2 --draft did not start: $(tail -c 300 $T/se.d)"

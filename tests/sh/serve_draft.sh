@@ -134,7 +134,7 @@ for i in 1 2; do
 done
 nocache() { body "$1" | sed 's/"cached_tokens": [0-9]*//'; }   # (orj starts cold)
 tid() { grep -o '"token_ids": \[[^]]*\]' "$1" | sed 's/.*\[//; s/\]//; s/ //g'; }
-K3_TEST_DRAFT_NOPAUSE=1 K3_TEST_DRAFT_ORACLE="$(tid $T/plain.j1);$(tid $T/plain.j2)" \
+K3_TEST_DRAFT_ORACLE="$(tid $T/plain.j1);$(tid $T/plain.j2)" \
   K3_TEST_DRAFT_RIGHT=3 start orj --draft $D --draft-block 7
 for s in dr orj; do
   for i in 1 2; do
@@ -178,7 +178,7 @@ $C "http://127.0.0.1:$PORT_plain/v1/completions" -d "{$RA}" > $T/plain.ra
 B="$P,$(tid $T/plain.ra),5,6,7"
 RB="\"prompt\": [$B], \"max_tokens\": 16, \"temperature\": 0, \"logprobs\": 1"
 $C "http://127.0.0.1:$PORT_plain/v1/completions" -d "{$RB}" > $T/plain.rb
-export K3_TEST_DRAFT_NOPAUSE=1 K3_TEST_DRAFT_LOG=1 K3_TEST_DRAFT_ORACLE="$(tid $T/plain.rb)"
+export K3_TEST_DRAFT_LOG=1 K3_TEST_DRAFT_ORACLE="$(tid $T/plain.rb)"
 export K3_TEST_DRAFT_RIGHT=3
 $K3 $M --ids "$B" --gen 16 --draft $D --draft-block 7 2>&1 >/dev/null |
   grep 'k3: test: block' > $T/solo.b
@@ -187,7 +187,7 @@ head -n 1 $T/solo.b | grep -q "^k3: test: block at $nb " || fail "solo B: $(head
 mkdir $T/st
 start rs --draft $D --draft-block 7
 start rd1 --draft $D --draft-block 7 --state-dir $T/st
-unset K3_TEST_DRAFT_NOPAUSE K3_TEST_DRAFT_LOG K3_TEST_DRAFT_ORACLE K3_TEST_DRAFT_RIGHT
+unset K3_TEST_DRAFT_LOG K3_TEST_DRAFT_ORACLE K3_TEST_DRAFT_RIGHT
 # resumed NAME: B after A on server NAME: the reply, and B's blocks those of the solo run
 resumed() {
   eval "u=http://127.0.0.1:\$PORT_$1"
@@ -205,7 +205,7 @@ resumed rd1 1
 grep -l K3DRAFT $T/st/*.state > /dev/null || fail "--state-dir: no file carries the draft"
 # the server restarts on the same files: B resumes A's kept reply from its file
 kill "${PIDS##* }"; wait "${PIDS##* }" 2>/dev/null
-K3_TEST_DRAFT_NOPAUSE=1 K3_TEST_DRAFT_LOG=1 K3_TEST_DRAFT_ORACLE="$(tid $T/plain.rb)" \
+K3_TEST_DRAFT_LOG=1 K3_TEST_DRAFT_ORACLE="$(tid $T/plain.rb)" \
   K3_TEST_DRAFT_RIGHT=3 start rd2 --draft $D --draft-block 7 --state-dir $T/st
 grep -q 'state(s) resumed' $T/rd2.err || fail "rd2: $(cat $T/rd2.err)"
 resumed rd2 ""
