@@ -40,6 +40,9 @@ void k3_machine_save(double fma_gflops, double read_gbps);
  * `threads` threads, the median of `runs` loops of `iters`; the stream read, GB/s. */
 double k3_fma_peak(int threads, int runs, long iters);
 double k3_mem_read_bw(size_t bytes, int threads, int runs);
+/* One stream read of p[0..n) with the current thread count, GB/s: the reference paired
+ * right after a kernel run (k3 bench-kernels, tools/bench_matvec_ab.c). */
+double k3_mem_read_once(const uint64_t *p, size_t n);
 /* bench/bench_machine.c: the CPU's model name */
 void k3_cpu_model(char *out, size_t n);
 

@@ -11,7 +11,7 @@
 #include "codec.h"
 #include "pool.h"
 #include "bench_ab.h"
-#include <immintrin.h>
+#include "roofline.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,27 +33,6 @@ static void mv(const K3KernelOps *o, float *Y, const K3Mat *W, const float *X, i
     int want = 4 * nt, rc = ((W->rows + want - 1) / want + 15) & ~15;   /* as k3_matmul */
     Job j = { o, Y, W, X, rc };
     k3_pool_run(task, &j, (W->rows + rc - 1) / rc);
-}
-typedef struct { const uint64_t *p; size_t n; int parts; volatile uint64_t s; } Rd;
-__attribute__((target("avx2"))) static void rd_task(void *ctx, int i) {
-    Rd *j = ctx;
-    size_t per = j->n / j->parts;
-    const uint64_t *p = j->p + per * i;
-    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-    for (size_t k = 0; k + 16 <= per; k += 16) {
-        a = _mm256_add_epi64(a, _mm256_loadu_si256((const __m256i *)(p + k)));
-        b = _mm256_add_epi64(b, _mm256_loadu_si256((const __m256i *)(p + k + 4)));
-        c = _mm256_add_epi64(c, _mm256_loadu_si256((const __m256i *)(p + k + 8)));
-        d = _mm256_add_epi64(d, _mm256_loadu_si256((const __m256i *)(p + k + 12)));
-    }
-    a = _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d));
-    j->s += (uint64_t)_mm256_extract_epi64(a, 0);
-}
-static double rd(const uint64_t *p, size_t n, int nt) {
-    Rd j = { p, n, nt, 0 };
-    double t = now();
-    k3_pool_run(rd_task, &j, nt);
-    return n * 8.0 / (now() - t) / 1e9;
 }
 static double med(double *v, int n) { qsort(v, n, sizeof *v, cmpd); return v[n / 2]; }
 
@@ -126,7 +105,7 @@ int main(int argc, char **argv) {
                     mv(o[u], Y[u], &W[(2 * k + v) % nc], X, nt);
                     t[u][k] = now() - t0;
                     if (roff + nw > big / 8) roff = 0;
-                    q[u][k] = sb / t[u][k] / 1e9 / rd(buf + roff, nw, nt);
+                    q[u][k] = sb / t[u][k] / 1e9 / k3_mem_read_once(buf + roff, nw);
                     roff += nw;
                 }
                 r[k] = t[0][k] / t[1][k];

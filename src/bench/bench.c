@@ -102,8 +102,8 @@ double k3_mem_read_bw(size_t bytes, int threads, int runs) {
     return bw;
 }
 
-/* one read of n words from p with the current thread count: GB/s */
-static double read_once(const uint64_t *p, size_t n) {
+/* roofline.h */
+double k3_mem_read_once(const uint64_t *p, size_t n) {
     RdJob j = { p, n, k3_threads(), 0 };
     double t0 = k3_now();
     k3_pool_run(rd_task, &j, j.parts);
@@ -415,7 +415,7 @@ int k3_bench_kernels(int argc, char **argv) {
                 k3_matmul(y, &m[k++ % nc], x, 1);
                 v[r] = wbytes(s) / (k3_now() - t0) / 1e9;
                 if (roff + nw > big / 8) roff = 0;
-                double rd = read_once(buf + roff, nw);
+                double rd = k3_mem_read_once(buf + roff, nw);
                 q[r] = v[r] * ratio / rd; roff += nw;
                 if (!th && v[r] > kmax) kmax = v[r];
                 if (!th && rd > rmax) rmax = rd;
