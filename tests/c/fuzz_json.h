@@ -258,6 +258,21 @@ static inline void fj_mutate_bytes(unsigned char *b, size_t *np, size_t cap,
     *np = n;
 }
 
+/* m mutations of seed[0..n) into buf (capacity cap, at most 64 KB): structural while it is
+ * JSON (two in three), else one of fj_mutate_bytes'. The length. */
+static inline size_t fj_mutated(const char *seed, size_t n, unsigned char *buf, size_t cap,
+                                int m, const char *const *tokens, size_t ntokens, FjRand rnd) {
+    static char tmp[1 << 16];
+    memcpy(buf, seed, n);
+    for (int k = 0; k < m; k++) {
+        size_t s = rnd() % 3 ? fj_mutate((const char *)buf, n, tmp, sizeof tmp < cap ?
+                                         sizeof tmp : cap, rnd) : 0;
+        if (s) { memcpy(buf, tmp, s); n = s; }
+        else fj_mutate_bytes(buf, &n, cap, tokens, ntokens, rnd);
+    }
+    return n;
+}
+
 /* The built-in fuzzers' loop over a JSONL format (test_fuzz_batch.c, test_fuzz_hist.c):
  * every seed must pass check; then each input is a seed under 1 to 4 mutations (two in
  * three line-level or structural, else byte-level with the format's tokens), 50 at a

@@ -129,18 +129,8 @@ static const char *const TOKENS[] = {
     "1024", "\"target_layer_ids\"", "[7,2,0]", "\"rope_parameters\"", "64",
 };
 
-/* m mutations of seed[0..n) into buf (capacity cap): structural while it is JSON, else
- * bytes. */
 static size_t mutated(const char *seed, size_t n, unsigned char *buf, size_t cap, int m) {
-    static char tmp[1 << 16];
-    memcpy(buf, seed, n);
-    for (int k = 0; k < m; k++) {
-        size_t s = rnd() % 3 ? fj_mutate((const char *)buf, n, tmp, sizeof tmp < cap ?
-                                         sizeof tmp : cap, rnd) : 0;
-        if (s) { memcpy(buf, tmp, s); n = s; }
-        else fj_mutate_bytes(buf, &n, cap, TOKENS, FJ_N(TOKENS), rnd);
-    }
-    return n;
+    return fj_mutated(seed, n, buf, cap, m, TOKENS, FJ_N(TOKENS), rnd);
 }
 
 int main(int argc, char **argv) {

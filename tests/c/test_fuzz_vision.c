@@ -132,14 +132,7 @@ static const char *const TOKENS[] = {
 };
 
 static size_t mutated(const char *seed, size_t n, unsigned char *buf, size_t cap, int m) {
-    static char tmp[1 << 16];
-    memcpy(buf, seed, n);
-    for (int k = 0; k < m; k++) {
-        size_t s = rnd() % 3 ? fj_mutate((const char *)buf, n, tmp, sizeof tmp, rnd) : 0;
-        if (s) { memcpy(buf, tmp, s); n = s; }
-        else fj_mutate_bytes(buf, &n, cap, TOKENS, FJ_N(TOKENS), rnd);
-    }
-    return n;
+    return fj_mutated(seed, n, buf, cap, m, TOKENS, FJ_N(TOKENS), rnd);
 }
 
 int main(int argc, char **argv) {
