@@ -263,6 +263,9 @@ try {
     await (await v.$('#file')).uploadFile(env.K3_IMAGE);
     await v.waitForSelector('#attached canvas[data-drawn]', { timeout: 10000 });
     await say(v, 'What is this?');
+    // the message's thumbnail is drawn from the bytes asynchronously: wait for it (the check
+    // below still fails when it never comes)
+    await v.waitForSelector('.msg.user canvas[data-drawn]', { timeout: 10000 }).catch(() => {});
     const vd = await v.evaluate(() => ({
       user: document.querySelectorAll('.msg.user canvas[data-drawn]').length,
       size: [...document.querySelectorAll('.msg.user canvas')].map((c) => c.title),
