@@ -135,10 +135,21 @@ try {
   await sp.focus('#input');
   await sp.keyboard.type('Continue');
   await sp.keyboard.press('Enter');
-  await sp.waitForFunction(() => {
+  // the page draws every delta as it comes: it shows all 8 held tokens' text (the same
+  // model's greedy 8 tokens from the main server), not only what its first frame drew
+  const r8 = await (await fetch(env.K3_URL + '/v1/chat/completions', { method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'Continue' }], temperature: 0,
+      top_p: 1, max_tokens: 8 }) })).json();
+  const m8 = r8.choices[0].message, want8 = [m8.reasoning_content || '', m8.content || ''];
+  const shown = await sp.waitForFunction((w) => {
     const m = document.querySelectorAll('.msg.assistant');
-    return m.length === 1 && m[0].textContent.length > 0;     // streaming: deltas arrived
-  }, { timeout: 30000 });
+    return m.length === 1 && w.every((x) => m[0].textContent.includes(x));
+  }, { timeout: 30000 }, want8).then(() => true, () => false);
+  const n8 = want8[0].length + want8[1].length;
+  check(shown && n8 > 0, `streamed deltas drawn as they come (${n8} ` +
+    'characters of 8 held tokens)', await sp.$eval('.msg.assistant', (e) => e.textContent)
+    .catch(() => 'no message'));
   await sp.click('#stop');
   await idle(sp);
   const stopped = (await conv(sp)).messages[1];

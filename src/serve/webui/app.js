@@ -285,7 +285,8 @@ async function send(text, images) {
   const m = { role: 'assistant', content: '', reasoning: '', stats: {} };
   c.messages.push(m);
   save(); draw();
-  const node = $('log').lastChild, msgs = [];
+  let node = $('log').lastChild;
+  const msgs = [];
   if ($('system').value.trim()) msgs.push({ role: 'system', content: $('system').value });
   for (const x of c.messages.slice(0, -1)) {
     const o = { role: x.role, content: content(x) };
@@ -300,7 +301,8 @@ async function send(text, images) {
   busy = ac; $('stop').disabled = false; $('send').disabled = true;
   const t0 = performance.now();
   let tfirst = 0, redraw = 0;
-  const update = () => { redraw = 0; node.replaceWith(msgNode(m)); };
+  // the node drawn last is the one replaced (the first, once replaced, is out of the page)
+  const update = () => { redraw = 0; const n = msgNode(m); node.replaceWith(n); node = n; };
   try {
     const js = JSON.stringify(body);
     if (js.length > BODY_MAX) {
