@@ -17,7 +17,6 @@ For the real-shape test (tests/sh/hollow_k3.sh); see tools/README.md. A full-wid
 draft beside it, hollow too: tools/gen_dspark.py --out DRAFT --target DIR --full-width --hollow.
 """
 import argparse
-import json
 import os
 import sys
 import zlib
@@ -26,7 +25,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_k3  # noqa: E402  (the released layout, written once)
-from st_write import bf16_bytes  # noqa: E402
+from st_write import bf16_bytes, write_index  # noqa: E402
 
 SMALL = 1 << 20          # non-expert tensors up to this many bytes are written whole
 
@@ -153,13 +152,7 @@ def main(argv=None):
         if (i + 1) % 8 == 0 or i + 1 == len(plan):
             print("gen_hollow: %d of %d shards, %.1f GB apparent, %.2f GB written" %
                   (i + 1, len(plan), total / 1e9, disk / 1e9), file=sys.stderr)
-    with open(os.path.join(o.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-        f.write("\n")
-    with open(os.path.join(o.out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total},
-                   "weight_map": {k: weight_map[k] for k in sorted(weight_map)}}, f, indent=2)
-        f.write("\n")
+    write_index(o.out, cfg, weight_map, total)
     print("gen_hollow: wrote %s: %d layers, %d shards, %d tensors, %d tensor bytes apparent, "
           "%d written" % (o.out, a.layers, nsh, ntensors, total, disk))
 

@@ -10,7 +10,6 @@ time in row chunks, so --full-width checkpoints stream to disk shard by shard.
 See tools/README.md.
 """
 import argparse
-import json
 import os
 import sys
 import zlib
@@ -18,7 +17,7 @@ import zlib
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_write import bf16_bytes, head, nbytes  # noqa: E402
+from st_write import bf16_bytes, head, nbytes, write_index  # noqa: E402
 
 P = "language_model."            # release prefix of every text tensor
 LP = P + "model.layers.%d."      # per-layer prefix
@@ -415,13 +414,7 @@ def main(argv=None):
             weight_map[t.name] = fn
         if a.full_width:
             print("wrote", fn, file=sys.stderr)
-    with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-        f.write("\n")
-    with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total},
-                   "weight_map": {k: weight_map[k] for k in sorted(weight_map)}}, f, indent=2)
-        f.write("\n")
+    write_index(a.out, cfg, weight_map, total)
     print("gen_k3: wrote %s: %d layers (MLA 1-based %s), %d shards, %d tensor bytes" %
           (a.out, a.layers, full, nsh, total))
 

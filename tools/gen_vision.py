@@ -28,7 +28,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from st_write import write_bf16  # noqa: E402
+from st_write import write_bf16, write_index  # noqa: E402
 
 CFG = {
     "model_type": "kimi_k3_vision",
@@ -81,9 +81,6 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     cfg = json.load(open(os.path.join(a.text, "config.json")))
     cfg["vision_config"] = CFG
-    with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-        f.write("\n")
     ix = json.load(open(os.path.join(a.text, "model.safetensors.index.json")))
     wm = {k: v for k, v in ix["weight_map"].items()
           if not k.startswith(("vision_tower.", "mm_projector."))}
@@ -110,11 +107,7 @@ def main():
         wm[n] = s15
     for n, _ in vt:
         wm[n] = s16
-    ix["weight_map"] = dict(sorted(wm.items()))
-    ix["metadata"] = {"total_size": total + n15 + n16}
-    with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
-        json.dump(ix, f, indent=2)
-        f.write("\n")
+    write_index(a.out, cfg, wm, total + n15 + n16)
     print("gen_vision: %s: %d vision tensors, %d projector tensors (%d + %d bytes)"
           % (a.out, len(vt), len(mm), n16, n15))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -1,9 +1,11 @@
 """The safetensors writing the checkpoint generators share (gen_k3.py, gen_dspark.py,
-gen_vision.py, gen_hollow.py): float32 -> BF16 rounding and a file's head. A file is the
+gen_vision.py, gen_hollow.py): float32 -> BF16 rounding, a file's head, the config and
+index. A file is the
 head (its JSON's length, 8 bytes little-endian, then the JSON padded with spaces to a
 multiple of 8) and the tensors' bytes back to back in the order the head's offsets give.
 """
 import json
+import os
 
 import numpy as np
 
@@ -56,3 +58,14 @@ def write_bf16(path, ts, metadata=None):
         for b in blobs:
             f.write(b)
     return total
+
+
+def write_index(out, cfg, weight_map, total):
+    """A checkpoint's config.json and model.safetensors.index.json (names sorted)."""
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total},
+                   "weight_map": {k: weight_map[k] for k in sorted(weight_map)}}, f, indent=2)
+        f.write("\n")
