@@ -310,19 +310,6 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
     return 0;
 }
 
-/* A number field copied as it is after its check; lo..hi inclusive, integer if asked. */
-static int number(Buf *o, const Json *d, const char *key, const char *as, double lo, double hi,
-                  int integer, char *err, size_t errlen) {
-    const Json *j = json_get(d, key);
-    if (!j || j->type == JSON_NULL) return 0;
-    if (j->type != JSON_NUMBER || (integer && !j->is_integer))
-        BAD("'%s' must be %s", key, integer ? "an integer" : "a number");
-    if (!(j->number >= lo && j->number <= hi)) BAD("'%s' must be in [%g, %g]", key, lo, hi);
-    if (integer) buf_fmt(o, ", \"%s\": %lld", as, (long long)j->integer);
-    else buf_fmt(o, ", \"%s\": %.17g", as, j->number);
-    return 0;
-}
-
 /* Everything but messages, tools and tool_choice. */
 static int scalars(Buf *o, const Json *d, int count, char *err, size_t errlen) {
     const Json *j;
@@ -330,10 +317,10 @@ static int scalars(Buf *o, const Json *d, int count, char *err, size_t errlen) {
     if (j) { buf_str(o, "\"model\": "); buf_json(o, j->str, j->len); }
     else buf_str(o, "\"model\": \"k3\"");
     if (!count && !json_get(d, "max_tokens")) BAD("'max_tokens' is required");
-    if (number(o, d, "max_tokens", "max_tokens", 1, 1 << 30, 1, err, errlen) ||
-        number(o, d, "temperature", "temperature", 0, 1, 0, err, errlen) ||
-        number(o, d, "top_p", "top_p", 0, 1, 0, err, errlen) ||
-        number(o, d, "top_k", "top_k", 0, 1 << 30, 1, err, errlen))
+    if (serve_number(o, d, "max_tokens", "max_tokens", 1, 1 << 30, 1, err, errlen) ||
+        serve_number(o, d, "temperature", "temperature", 0, 1, 0, err, errlen) ||
+        serve_number(o, d, "top_p", "top_p", 0, 1, 0, err, errlen) ||
+        serve_number(o, d, "top_k", "top_k", 0, 1 << 30, 1, err, errlen))
         return 400;
     if ((j = json_get(d, "top_p")) && j->type == JSON_NUMBER && j->number == 0)
         BAD("'top_p' must be in (0, 1]");
