@@ -183,8 +183,8 @@ GRAMSRC   := src/text/json_gram.c $(SCHEMASRC)
 IMAGESRC  := $(filter-out src/image/image_cli.c src/image/image_in.c,$(wildcard src/image/*.c))
 # (a message's images are freed with it: the decoders' k3_image_in_free, image.c)
 HISTSRC   := src/chat/chat_hist.c src/io/json.c src/base/util.c src/base/outfile.c $(IMAGESRC)
-FUZZDEPS  := tests/c/fuzz_json.h $(wildcard include/*.h src/*/*.h) $(PARSERSRC) $(GRAMSRC) \
-             $(HISTSRC) $(IMAGESRC) tests/c/test_fuzz_image.c
+FUZZDEPS  := tests/c/fuzz_json.h tests/c/fuzz_gram.h $(wildcard include/*.h src/*/*.h) \
+             $(PARSERSRC) $(GRAMSRC) $(HISTSRC) $(IMAGESRC) tests/c/test_fuzz_image.c
 fuzz_main = $(if $(filter $(1),$(FUZZ_PARSERS)),tests/c/test_fuzz_parsers.c,$(if \
             $(filter tok_%,$(1)),tests/c/test_tok_fuzz.c,$(if $(filter json_gram,$(1)),\
             tests/c/test_fuzz_gram.c,$(if $(filter $(1),$(FUZZ_IMAGE)),\

@@ -47,6 +47,8 @@ const StTensor *st_find(const StIndex *ix, const char *name);   /* hash lookup *
 size_t st_dtype_size(StDtype t);
 const char *st_dtype_name(StDtype t);
 int64_t st_numel(const StTensor *t);
+/* t's shape as "[A, B, ...]" in buf (n bytes); buf. */
+const char *st_shape_str(const StTensor *t, char *buf, size_t n);
 /* Read a tensor's bytes into dst (nbytes). Short read / IO error -> -1 with message. */
 int st_read(StIndex *ix, const StTensor *t, void *dst, char *err, size_t errlen);
 /* Read raw bytes [off, off+n) of a shard. */

@@ -47,7 +47,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_k3 import f32_to_bf16_bits  # noqa: E402
+from st_write import bf16_bytes, head, write_bf16  # noqa: E402
 from k3_ref import Checkpoint  # noqa: E402
 
 M64 = (1 << 64) - 1
@@ -174,25 +174,12 @@ def tensors(c, a, target_embed):
     return out
 
 
+META = {"torchspec_version": "0.1.0"}
+
+
 def write_safetensors(path, ts):
     """Single shard, all BF16; data ordered by name (the writer's dtype-then-name order)."""
-    ts = sorted(ts, key=lambda t: t[0])
-    hdr = {"__metadata__": {"torchspec_version": "0.1.0"}}
-    off = 0
-    blobs = []
-    for name, arr in ts:
-        b = f32_to_bf16_bits(np.asarray(arr, dtype=np.float32)).astype("<u2").tobytes()
-        hdr[name] = {"dtype": "BF16", "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    hj = json.dumps(hdr, separators=(",", ":")).encode()
-    hj += b" " * ((8 - len(hj) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(len(hj).to_bytes(8, "little"))
-        f.write(hj)
-        for b in blobs:
-            f.write(b)
-    return off
+    return write_bf16(path, sorted(ts, key=lambda t: t[0]), META)
 
 
 def build_config_full(a, tcfg):
@@ -273,20 +260,11 @@ def write_safetensors_stream(path, c, a):
     """The layout of write_safetensors, each tensor generated in row chunks of ~8M values;
     embed_tokens is skipped over (a hole of zeros), and with --hollow every matrix too."""
     ts = sorted(specs(c), key=lambda t: t[0])
-    hdr = {"__metadata__": {"torchspec_version": "0.1.0"}}
-    off = 0
-    for name, shape, kind in ts:
-        n = 2 * int(np.prod(shape))
-        hdr[name] = {"dtype": "BF16", "shape": list(shape), "data_offsets": [off, off + n]}
-        off += n
-    hj = json.dumps(hdr, separators=(",", ":")).encode()
-    hj += b" " * ((8 - len(hj) % 8) % 8)
-    base = 8 + len(hj)
+    h, offs, total = head([(name, "BF16", shape) for name, shape, _ in ts], META)
     with open(path, "wb") as f:
-        f.write(len(hj).to_bytes(8, "little"))
-        f.write(hj)
+        f.write(h)
         for name, shape, kind in ts:
-            f.seek(base + hdr[name]["data_offsets"][0])
+            f.seek(len(h) + offs[name][0])
             if kind == "embed" or (a.hollow and kind in ("mat", "w1", "w2")):
                 continue
             rows = shape[0]
@@ -294,10 +272,10 @@ def write_safetensors_stream(path, c, a):
             step = max(1, (8 << 20) // cols)
             for r0 in range(0, rows, step):
                 v = chunk_values(a, name, shape, kind, r0, min(rows, r0 + step))
-                f.write(f32_to_bf16_bits(v).astype("<u2").tobytes())
+                f.write(bf16_bytes(v))
             print("gen_dspark: %s %s" % (name, list(shape)), file=sys.stderr)
-        f.truncate(base + off)
-    return off
+        f.truncate(len(h) + total)
+    return total
 
 
 def main(argv=None):

@@ -17,7 +17,6 @@ For the real-shape test (tests/sh/hollow_k3.sh); see tools/README.md. A full-wid
 draft beside it, hollow too: tools/gen_dspark.py --out DRAFT --target DIR --full-width --hollow.
 """
 import argparse
-import json
 import os
 import sys
 import zlib
@@ -26,6 +25,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gen_k3  # noqa: E402  (the released layout, written once)
+from st_write import bf16_bytes, write_index  # noqa: E402
 
 SMALL = 1 << 20          # non-expert tensors up to this many bytes are written whole
 
@@ -54,7 +54,7 @@ def encode(t, a):
         rowsize *= s
     v = np.asarray(t.gen(rng, 0, a, rowsize)).reshape(-1)
     if t.dtype == "BF16":
-        return gen_k3.f32_to_bf16_bits(v).astype("<u2").tobytes()
+        return bf16_bytes(v)
     if t.dtype == "F32":
         return v.astype("<f4").tobytes()
     return v.astype(np.uint8).tobytes()
@@ -63,27 +63,16 @@ def encode(t, a):
 def write_hollow(path, tensors, rows_of):
     """Header as gen_k3 writes it; data only for what rows_of(t) selects, holes elsewhere.
     rows_of(t): None (hole), "all", or a list of (row, bytes) to write."""
-    tensors = sorted(tensors, key=lambda t: (-gen_k3.DTYPE_RANK[t.dtype], t.name))
-    off, hdr = 0, {}
-    for t in tensors:
-        hdr[t.name] = {"dtype": t.dtype, "shape": t.shape,
-                       "data_offsets": [off, off + t.nbytes()]}
-        off += t.nbytes()
-    meta = {"__metadata__": {"format": "pt"}}
-    for k in sorted(hdr):
-        meta[k] = hdr[k]
-    hj = json.dumps(meta, separators=(",", ":")).encode()
-    hj += b" " * ((8 - len(hj) % 8) % 8)
-    base = 8 + len(hj)
+    tensors, (h, offs, off) = gen_k3.layout(tensors)
+    base = len(h)
     written = 0
     with open(path, "wb") as f:
-        f.write(len(hj).to_bytes(8, "little"))
-        f.write(hj)
+        f.write(h)
         for t in tensors:
             sel = rows_of(t)
             if sel is None:
                 continue
-            start = base + hdr[t.name]["data_offsets"][0]
+            start = base + offs[t.name][0]
             if sel == "all":
                 b = encode(t, t.shape[0])
                 f.seek(start)
@@ -120,7 +109,7 @@ def main(argv=None):
     rng = np.random.default_rng(7)
 
     def bf16(v):
-        return gen_k3.f32_to_bf16_bits(v.astype(np.float32)).astype("<u2").tobytes()
+        return bf16_bytes(v.astype(np.float32))
 
     head = []
     for i in range(hn):
@@ -163,13 +152,7 @@ def main(argv=None):
         if (i + 1) % 8 == 0 or i + 1 == len(plan):
             print("gen_hollow: %d of %d shards, %.1f GB apparent, %.2f GB written" %
                   (i + 1, len(plan), total / 1e9, disk / 1e9), file=sys.stderr)
-    with open(os.path.join(o.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-        f.write("\n")
-    with open(os.path.join(o.out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total},
-                   "weight_map": {k: weight_map[k] for k in sorted(weight_map)}}, f, indent=2)
-        f.write("\n")
+    write_index(o.out, cfg, weight_map, total)
     print("gen_hollow: wrote %s: %d layers, %d shards, %d tensors, %d tensor bytes apparent, "
           "%d written" % (o.out, a.layers, nsh, ntensors, total, disk))
 

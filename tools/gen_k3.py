@@ -10,12 +10,14 @@ time in row chunks, so --full-width checkpoints stream to disk shard by shard.
 See tools/README.md.
 """
 import argparse
-import json
 import os
 import sys
 import zlib
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_write import bf16_bytes, head, nbytes, write_index  # noqa: E402
 
 P = "language_model."            # release prefix of every text tensor
 LP = P + "model.layers.%d."      # per-layer prefix
@@ -24,14 +26,6 @@ LP = P + "model.layers.%d."      # per-layer prefix
 # F32 > BF16 > U8.  Hence all U8 expert tensors sit after the non-expert tensors and
 # experts appear in string order of their names (0, 1, 10, 11, ..., 2, ...).
 DTYPE_RANK = {"F32": 2, "BF16": 1, "U8": 0}
-DTYPE_SIZE = {"F32": 4, "BF16": 2, "U8": 1}
-
-
-def f32_to_bf16_bits(a):
-    """float32 array -> uint16 bf16 bits, round to nearest even (no NaN inputs here)."""
-    u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
-    r = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
-    return r.astype(np.uint16)
 
 
 class T:
@@ -41,28 +35,20 @@ class T:
         self.name, self.dtype, self.shape, self.gen = name, dtype, list(shape), gen
 
     def nbytes(self):
-        n = DTYPE_SIZE[self.dtype]
-        for s in self.shape:
-            n *= s
-        return n
+        return nbytes(self.dtype, self.shape)
+
+
+def layout(tensors):
+    """The tensors in the data's order, and the file's head (st_write.head's triple)."""
+    tensors = sorted(tensors, key=lambda t: (-DTYPE_RANK[t.dtype], t.name))
+    return tensors, head([(t.name, t.dtype, t.shape) for t in tensors], {"format": "pt"},
+                         sort_names=True)
 
 
 def write_safetensors(path, tensors, seed):
-    tensors = sorted(tensors, key=lambda t: (-DTYPE_RANK[t.dtype], t.name))
-    off = 0
-    hdr = {}
-    for t in tensors:
-        nb = t.nbytes()
-        hdr[t.name] = {"dtype": t.dtype, "shape": t.shape, "data_offsets": [off, off + nb]}
-        off += nb
-    meta = {"__metadata__": {"format": "pt"}}
-    for k in sorted(hdr):
-        meta[k] = hdr[k]
-    hj = json.dumps(meta, separators=(",", ":")).encode()
-    hj += b" " * ((8 - len(hj) % 8) % 8)
+    tensors, (h, _, total) = layout(tensors)
     with open(path, "wb") as f:
-        f.write(len(hj).to_bytes(8, "little"))
-        f.write(hj)
+        f.write(h)
         for t in tensors:
             rng = np.random.default_rng([seed, zlib.crc32(t.name.encode())])
             rows = t.shape[0]
@@ -78,7 +64,7 @@ def write_safetensors(path, tensors, seed):
                 a = np.asarray(a).reshape(-1)
                 assert a.size == n * rowsize, (t.name, a.size, n, rowsize)
                 if t.dtype == "BF16":
-                    b = f32_to_bf16_bits(a).astype("<u2").tobytes()
+                    b = bf16_bytes(a)
                 elif t.dtype == "F32":
                     b = a.astype("<f4").tobytes()
                 else:
@@ -87,7 +73,7 @@ def write_safetensors(path, tensors, seed):
                 written += len(b)
                 done += n
             assert written == t.nbytes(), t.name
-    return sum(t.nbytes() for t in tensors)
+    return total
 
 
 # ---- value generators (rng, first_row, n_rows, rowsize) -> float32 or uint8 array ----
@@ -428,13 +414,7 @@ def main(argv=None):
             weight_map[t.name] = fn
         if a.full_width:
             print("wrote", fn, file=sys.stderr)
-    with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-        f.write("\n")
-    with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total},
-                   "weight_map": {k: weight_map[k] for k in sorted(weight_map)}}, f, indent=2)
-        f.write("\n")
+    write_index(a.out, cfg, weight_map, total)
     print("gen_k3: wrote %s: %d layers (MLA 1-based %s), %d shards, %d tensor bytes" %
           (a.out, a.layers, full, nsh, total))
 

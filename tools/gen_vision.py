@@ -23,10 +23,12 @@ Weights: numpy default_rng(seed), per tensor in the order written; every tensor 
 import argparse
 import json
 import os
-import shutil
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from st_write import write_bf16, write_index  # noqa: E402
 
 CFG = {
     "model_type": "kimi_k3_vision",
@@ -40,29 +42,6 @@ CFG = {
     "merge_type": "sd2_tpool", "mm_projector_type": "patchmergerv2", "projector_ln_eps": 1e-5,
     "text_hidden_size": 256,
 }
-
-
-def bf16_bits(a):
-    u = np.asarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
-    return r.astype(np.uint16)
-
-
-def write_st(path, ts):
-    hdr, off, blobs = {}, 0, []
-    for name, arr in ts:
-        b = bf16_bits(arr).astype("<u2").tobytes()
-        hdr[name] = {"dtype": "BF16", "shape": list(arr.shape), "data_offsets": [off, off + len(b)]}
-        off += len(b)
-        blobs.append(b)
-    hj = json.dumps(hdr, separators=(",", ":")).encode()
-    hj += b" " * ((8 - len(hj) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(len(hj).to_bytes(8, "little"))
-        f.write(hj)
-        for b in blobs:
-            f.write(b)
-    return off
 
 
 def tensors(seed):
@@ -102,9 +81,6 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     cfg = json.load(open(os.path.join(a.text, "config.json")))
     cfg["vision_config"] = CFG
-    with open(os.path.join(a.out, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-        f.write("\n")
     ix = json.load(open(os.path.join(a.text, "model.safetensors.index.json")))
     wm = {k: v for k, v in ix["weight_map"].items()
           if not k.startswith(("vision_tower.", "mm_projector."))}
@@ -118,8 +94,8 @@ def main():
     vt, mm = tensors(a.seed)
     s15, s16 = "model-00015-of-000016.safetensors", "model-00016-of-000016.safetensors"
     assert s15 not in shards and s16 not in shards, "the text model uses shards 15/16"
-    n15 = write_st(os.path.join(a.out, s15), mm)
-    n16 = write_st(os.path.join(a.out, s16), vt)
+    n15 = write_bf16(os.path.join(a.out, s15), mm)
+    n16 = write_bf16(os.path.join(a.out, s16), vt)
     total = 0
     for s in shards:
         with open(os.path.join(a.text, s), "rb") as f:
@@ -131,11 +107,7 @@ def main():
         wm[n] = s15
     for n, _ in vt:
         wm[n] = s16
-    ix["weight_map"] = dict(sorted(wm.items()))
-    ix["metadata"] = {"total_size": total + n15 + n16}
-    with open(os.path.join(a.out, "model.safetensors.index.json"), "w") as f:
-        json.dump(ix, f, indent=2)
-        f.write("\n")
+    write_index(a.out, cfg, wm, total + n15 + n16)
     print("gen_vision: %s: %d vision tensors, %d projector tensors (%d + %d bytes)"
           % (a.out, len(vt), len(mm), n16, n15))
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

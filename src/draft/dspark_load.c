@@ -265,14 +265,6 @@ static void read_config(Cfg *c, const Json *j, const K3Config *t, K3DSparkConfig
 
 /* ---- tensors (§3.1) ---- */
 
-static const char *shape_str(const StTensor *t, char *buf, size_t n) {
-    size_t o = snprintf(buf, n, "[");
-    for (int i = 0; i < t->ndim && o < n; i++)
-        o += snprintf(buf + o, n - o, i ? ", %lld" : "%lld", (long long)t->shape[i]);
-    if (o < n) snprintf(buf + o, n - o, "]");
-    return buf;
-}
-
 typedef struct {
     K3DSpark *d; const char *path; char *err; size_t errlen; int failed;
     size_t used; int n;                       /* problems so far, one line each */
@@ -306,11 +298,11 @@ static const StTensor *check(Bind *b, const char *name, int64_t rows, int64_t co
                     : t->ndim != 1 || t->shape[0] != rows) {
         if (cols)
             bind_problem(b, "%s: tensor '%s' has shape %s, expected [%lld, %lld] from "
-                         "config.json (%s)", b->path, name, shape_str(t, s, sizeof s),
+                         "config.json (%s)", b->path, name, st_shape_str(t, s, sizeof s),
                          (long long)rows, (long long)cols, FIX);
         else
             bind_problem(b, "%s: tensor '%s' has shape %s, expected [%lld] from config.json "
-                         "(%s)", b->path, name, shape_str(t, s, sizeof s), (long long)rows, FIX);
+                         "(%s)", b->path, name, st_shape_str(t, s, sizeof s), (long long)rows, FIX);
     } else
         return t;
     return NULL;

@@ -88,6 +88,14 @@ int64_t st_numel(const StTensor *t) {
     return n;
 }
 
+const char *st_shape_str(const StTensor *t, char *buf, size_t n) {
+    size_t o = snprintf(buf, n, "[");
+    for (int i = 0; i < t->ndim && o < n; i++)
+        o += snprintf(buf + o, n - o, i ? ", %lld" : "%lld", (long long)t->shape[i]);
+    if (o < n) snprintf(buf + o, n - o, "]");
+    return buf;
+}
+
 static uint64_t hash_name(const char *s, size_t n) {
     uint64_t h = 0x243F6A8885A308D3ull ^ n;
     while (n >= 8) {

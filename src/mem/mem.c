@@ -156,13 +156,14 @@ static int search(const K3Model *m, K3MemOpts *q, const uint64_t *lb, double tgb
     return lo;
 }
 
-/* The chunk, and whether its buffers go to a file (*act): a prompt the buffers cannot hold
- * in memory still goes through in one forward (each weight read once) with its activations
- * in a file, where that makes the chunk larger. */
-static int fit_chunk(const K3Model *m, const K3MemOpts *o, const uint64_t *lb, double tgb,
-                     double cgb, uint64_t self, uint64_t avail, const char **why, int *act) {
+/* The chunk, at most want, and whether its buffers go to a file (*act): a prompt the
+ * buffers cannot hold in memory still goes through in one forward (each weight read once)
+ * with its activations in a file, where that makes the chunk larger. */
+static int fit_chunk(const K3Model *m, const K3MemOpts *o, int want, const uint64_t *lb,
+                     double tgb, double cgb, uint64_t self, uint64_t avail, const char **why,
+                     int *act) {
     K3MemOpts q = *o;
-    int hi = o->chunk > 0 ? o->chunk : 1;
+    int hi = want > 0 ? want : 1;
     *act = 0;
     q.act_file = 0;
     *why = "--prefill-chunk or the caller";
@@ -240,13 +241,12 @@ static int open_trace(K3Mem *x, const K3MemOpts *o, int nslots, char *err, size_
     return 0;
 }
 
-static int setup(K3Mem *x, const K3MemOpts *o1, uint64_t *lb, char *err, size_t errlen) {
+static int setup(K3Mem *x, const K3MemOpts *asked, uint64_t *lb, char *err, size_t errlen) {
     K3Model *m = x->m;
-    K3MemOpts base = *o1;                      /* images to come: the text model first */
-    const long vis_want = base.vision.patches;
-    if (base.vision.fill) base.vision.patches = base.vision.all_patches = 4;
-    const K3MemOpts *o0 = &base;
-    K3MemOpts opts = *o0, *o = &opts;          /* o->chunk becomes the chunk the plan picks */
+    K3MemOpts opts = *asked, *o = &opts;       /* o->chunk becomes the chunk the plan picks */
+    const long vis_want = asked->vision.patches;
+    if (o->vision.fill) o->vision.patches = o->vision.all_patches = 4;  /* text model first */
+    const int chunk_want = o->chunk;    /* fit_chunk's ceiling; budgets: at most the default */
     const int NL = m->cfg.num_hidden_layers;
     uint64_t global = 0;
     if (o->trunk_dir) {
@@ -262,7 +262,7 @@ static int setup(K3Mem *x, const K3MemOpts *o1, uint64_t *lb, char *err, size_t 
     if (o->chunk_auto && o->chunk > K3_PREFILL_CHUNK) o->chunk = K3_PREFILL_CHUNK;
     pick_budgets(m, o, lb, self, avail, &tgb, &cgb);   /* budgets first, then the chunk */
     const char *why;
-    o->chunk = fit_chunk(m, o0, lb, tgb, cgb, self, avail, &why, &o->act_file);
+    o->chunk = fit_chunk(m, o, chunk_want, lb, tgb, cgb, self, avail, &why, &o->act_file);
     /* N ranks each fit their own share and their own process's bytes; a step must be the
      * same on every rank, so all take the least chunk (smaller fits every budget) */
     int32_t chunk = o->chunk;

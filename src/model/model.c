@@ -31,14 +31,6 @@ static void io_fail(Binder *b, const char *fmt, ...) {            /* I/O or memo
     va_list ap; va_start(ap, fmt); bind_fail_code(b, K3_ERR_RUNTIME, fmt, ap); va_end(ap);
 }
 
-static const char *shape_str(const StTensor *t, char *buf, size_t n) {
-    size_t o = snprintf(buf, n, "[");
-    for (int i = 0; i < t->ndim && o < n; i++)
-        o += snprintf(buf + o, n - o, i ? ", %lld" : "%lld", (long long)t->shape[i]);
-    if (o < n) snprintf(buf + o, n - o, "]");
-    return buf;
-}
-
 static const StTensor *find(Binder *b, const char *name) {
     char full[512];
     snprintf(full, sizeof full, "%s%s", b->prefix, name);
@@ -102,7 +94,7 @@ static void bind_mat(Binder *b, K3Mat *M, const char *name, int rows, int cols) 
     if (!t) return;
     if (t->ndim != 2 || t->shape[0] != rows || t->shape[1] != cols) {
         bind_fail(b, "%s: tensor '%s%s' has shape %s, expected [%d, %d] from config.json",
-                  b->m->dir, b->prefix, name, shape_str(t, s, sizeof s), rows, cols);
+                  b->m->dir, b->prefix, name, st_shape_str(t, s, sizeof s), rows, cols);
         return;
     }
     if (t->dtype != ST_BF16 && t->dtype != ST_F32) {
@@ -129,7 +121,7 @@ static float *bind_vec(Binder *b, const char *name, int64_t stored, int want) {
     char s[96];
     if (st_numel(t) != stored || (t->dtype != ST_BF16 && t->dtype != ST_F32)) {
         bind_fail(b, "%s: tensor '%s%s' is %s %s, expected %lld values of BF16 or F32", b->m->dir,
-                  b->prefix, name, st_dtype_name(t->dtype), shape_str(t, s, sizeof s),
+                  b->prefix, name, st_dtype_name(t->dtype), st_shape_str(t, s, sizeof s),
                   (long long)stored);
         return NULL;
     }
@@ -169,7 +161,7 @@ static float *bind_conv(Binder *b, const char *name, int C, int K) {
         char s[96];
         bind_fail(b, "%s: tensor '%s%s' has shape %s, expected [%d, 1, %d] "
                   "(channels, 1, short_conv_kernel_size)",
-                  b->m->dir, b->prefix, name, shape_str(t, s, sizeof s), C, K);
+                  b->m->dir, b->prefix, name, st_shape_str(t, s, sizeof s), C, K);
         return NULL;
     }
     return bind_vec(b, name, (int64_t)C * K, C * K);
@@ -251,7 +243,7 @@ static void bind_layer(Binder *b, int L) {
                     t->shape[1] != shp[j][1])
                     bind_fail(b, "%s: tensor '%s%s' is %s %s, expected U8 [%lld, %lld] "
                               "(MXFP4, docs/MODEL.md §4)", b->m->dir, b->prefix, en,
-                              st_dtype_name(t->dtype), shape_str(t, s, sizeof s),
+                              st_dtype_name(t->dtype), st_shape_str(t, s, sizeof s),
                               (long long)shp[j][0], (long long)shp[j][1]);
                 ly->experts[(size_t)e * 6 + j] = t;
             }

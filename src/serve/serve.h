@@ -140,6 +140,10 @@ const char *serve_type_of(const Json *o);
 const char *serve_unknown_key(const Json *o, const char *const *keys);
 int serve_only_keys(const Json *o, const char *const *keys, const char *what, char *err,
                     size_t errlen);
+/* A number field d.key checked (lo..hi inclusive, an integer if asked) and copied to o as
+ * ', "AS": N'; absent or null: nothing. 0, or 400 with err. */
+int serve_number(Buf *o, const Json *d, const char *key, const char *as, double lo, double hi,
+                 int integer, char *err, size_t errlen);
 /* Validates body[0..n) as a kind request. 0, or 400 with the message in err. */
 int serve_req_parse(const char *body, size_t n, int kind, ServeReq *r, char *err,
                     size_t errlen);

@@ -22,17 +22,43 @@ static const char *const TOP_KEYS[] = {
     "top_k", "thinking", "stream", "metadata", "tools", "tool_choice", "service_tier", NULL };
 
 
+/* A text block b (named w in refusals) appended to o as a chat text part, *n the parts
+ * written so far ({"type": "text", "text"}; cache_control and citations ignored). */
+static int text_part(Buf *o, int *n, const Json *b, const char *w, char *err, size_t errlen) {
+    static const char *const KEYS[] = { "type", "text", "cache_control", "citations", NULL };
+    const Json *t = json_get(b, "text");
+    if (serve_only_keys(b, KEYS, w, err, errlen)) return 400;
+    if (!serve_str_ok(t)) BAD("%s.text must be a string", w);
+    buf_str(o, (*n)++ ? ", {\"type\": \"text\", \"text\": " : "{\"type\": \"text\", \"text\": ");
+    buf_json(o, t->str, t->len);
+    buf_str(o, "}");
+    return 0;
+}
+
+/* Block k of messages[i].content: its "type", w its name in refusals; NULL (err set) when
+ * it is not a content block with a "type". */
+static const char *block_type(const Json *b, int i, size_t k, char *w, size_t wn, char *err,
+                              size_t errlen) {
+    const char *ty = serve_type_of(b);
+    snprintf(w, wn, "messages[%d].content[%zu]", i, k);
+    if (b->type != JSON_OBJECT || !ty) {
+        snprintf(err, errlen, "%s must be a content block with a \"type\"", w);
+        return NULL;
+    }
+    return ty;
+}
+
 /* Text: a string, or an array of text blocks ({"type": "text", "text"}; cache_control and
  * citations ignored), written as the chat request's content (a string or its text parts,
  * which the chat path joins as they are). */
 static int text_content(Buf *o, const Json *c, const char *what, char *err, size_t errlen) {
-    static const char *const KEYS[] = { "type", "text", "cache_control", "citations", NULL };
     if (serve_str_ok(c)) { buf_json(o, c->str, c->len); return 0; }
     if (!c || c->type != JSON_ARRAY)
         BAD("%s must be a string or an array of text blocks (no NUL characters)", what);
     buf_str(o, "[");
+    int n = 0;
     for (size_t k = 0; k < c->len; k++) {
-        const Json *b = c->items[k], *t = json_get(b, "text");
+        const Json *b = c->items[k];
         char w[96];
         snprintf(w, sizeof w, "%s[%zu]", what, k);
         const char *ty = serve_type_of(b);
@@ -40,11 +66,7 @@ static int text_content(Buf *o, const Json *c, const char *what, char *err, size
             BAD("%s must be a text block {\"type\": \"text\", \"text\": STRING}%s", w,
                 ty && !strcmp(ty, "image") ? " (images go in a user message's own blocks, "
                 "not in 'system' or a tool_result)" : "");
-        if (serve_only_keys(b, KEYS, w, err, errlen)) return 400;
-        if (!serve_str_ok(t)) BAD("%s.text must be a string", w);
-        buf_str(o, k ? ", {\"type\": \"text\", \"text\": " : "{\"type\": \"text\", \"text\": ");
-        buf_json(o, t->str, t->len);
-        buf_str(o, "}");
+        if (text_part(o, &n, b, w, err, errlen)) return 400;
     }
     buf_str(o, "]");
     return 0;
@@ -56,26 +78,15 @@ static int user_blocks(Buf *o, const Json *c, int i, int *first, int *n_img, cha
                        size_t errlen) {
     static const char *const TR_KEYS[] = { "type", "tool_use_id", "content", "is_error",
                                            "cache_control", NULL };
-    static const char *const TX_KEYS[] = { "type", "text", "cache_control", "citations", NULL };
     Buf um = { 0 };                       /* the user message's parts */
     int np = 0, rc = 400;
     for (size_t k = 0; k < c->len; k++) {
         const Json *b = c->items[k], *j;
-        const char *ty = serve_type_of(b);
         char w[64];
-        snprintf(w, sizeof w, "messages[%d].content[%zu]", i, k);
-        if (b->type != JSON_OBJECT || !ty) {
-            snprintf(err, errlen, "%s must be a content block with a \"type\"", w); goto out;
-        }
+        const char *ty = block_type(b, i, k, w, sizeof w, err, errlen);
+        if (!ty) goto out;
         if (!strcmp(ty, "text")) {
-            if (serve_only_keys(b, TX_KEYS, w, err, errlen)) goto out;
-            if (!serve_str_ok(j = json_get(b, "text"))) {
-                snprintf(err, errlen, "%s.text must be a string", w); goto out;
-            }
-            buf_str(&um, np++ ? ", {\"type\": \"text\", \"text\": "
-                              : "{\"type\": \"text\", \"text\": ");
-            buf_json(&um, j->str, j->len);
-            buf_str(&um, "}");
+            if (text_part(&um, &np, b, w, err, errlen)) goto out;
             continue;
         }
         if (!strcmp(ty, "image")) {
@@ -124,7 +135,6 @@ out:
 /* An assistant turn's blocks: text -> content, thinking -> reasoning_content (joined),
  * tool_use -> tool_calls; redacted_thinking is dropped (k3 cannot read it). */
 static int assistant_blocks(Buf *o, const Json *c, int i, char *err, size_t errlen) {
-    static const char *const TX_KEYS[] = { "type", "text", "cache_control", "citations", NULL };
     static const char *const TU_KEYS[] = { "type", "id", "name", "input", "cache_control", NULL };
     static const char *const TH_KEYS[] = { "type", "thinking", "signature", NULL };
     static const char *const RT_KEYS[] = { "type", "data", NULL };
@@ -132,21 +142,11 @@ static int assistant_blocks(Buf *o, const Json *c, int i, char *err, size_t errl
     int nt = 0, nth = 0, nc = 0, rc = 400;
     for (size_t k = 0; k < c->len; k++) {
         const Json *b = c->items[k], *j;
-        const char *ty = serve_type_of(b);
         char w[64];
-        snprintf(w, sizeof w, "messages[%d].content[%zu]", i, k);
-        if (b->type != JSON_OBJECT || !ty) {
-            snprintf(err, errlen, "%s must be a content block with a \"type\"", w); goto out;
-        }
+        const char *ty = block_type(b, i, k, w, sizeof w, err, errlen);
+        if (!ty) goto out;
         if (!strcmp(ty, "text")) {
-            if (serve_only_keys(b, TX_KEYS, w, err, errlen)) goto out;
-            if (!serve_str_ok(j = json_get(b, "text"))) {
-                snprintf(err, errlen, "%s.text must be a string", w); goto out;
-            }
-            buf_str(&text, nt++ ? ", {\"type\": \"text\", \"text\": "
-                                : "{\"type\": \"text\", \"text\": ");
-            buf_json(&text, j->str, j->len);
-            buf_str(&text, "}");
+            if (text_part(&text, &nt, b, w, err, errlen)) goto out;
         } else if (!strcmp(ty, "thinking")) {
             if (serve_only_keys(b, TH_KEYS, w, err, errlen)) goto out;
             if (!serve_str_ok(j = json_get(b, "thinking"))) {
@@ -310,19 +310,6 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
     return 0;
 }
 
-/* A number field copied as it is after its check; lo..hi inclusive, integer if asked. */
-static int number(Buf *o, const Json *d, const char *key, const char *as, double lo, double hi,
-                  int integer, char *err, size_t errlen) {
-    const Json *j = json_get(d, key);
-    if (!j || j->type == JSON_NULL) return 0;
-    if (j->type != JSON_NUMBER || (integer && !j->is_integer))
-        BAD("'%s' must be %s", key, integer ? "an integer" : "a number");
-    if (!(j->number >= lo && j->number <= hi)) BAD("'%s' must be in [%g, %g]", key, lo, hi);
-    if (integer) buf_fmt(o, ", \"%s\": %lld", as, (long long)j->integer);
-    else buf_fmt(o, ", \"%s\": %.17g", as, j->number);
-    return 0;
-}
-
 /* Everything but messages, tools and tool_choice. */
 static int scalars(Buf *o, const Json *d, int count, char *err, size_t errlen) {
     const Json *j;
@@ -330,10 +317,10 @@ static int scalars(Buf *o, const Json *d, int count, char *err, size_t errlen) {
     if (j) { buf_str(o, "\"model\": "); buf_json(o, j->str, j->len); }
     else buf_str(o, "\"model\": \"k3\"");
     if (!count && !json_get(d, "max_tokens")) BAD("'max_tokens' is required");
-    if (number(o, d, "max_tokens", "max_tokens", 1, 1 << 30, 1, err, errlen) ||
-        number(o, d, "temperature", "temperature", 0, 1, 0, err, errlen) ||
-        number(o, d, "top_p", "top_p", 0, 1, 0, err, errlen) ||
-        number(o, d, "top_k", "top_k", 0, 1 << 30, 1, err, errlen))
+    if (serve_number(o, d, "max_tokens", "max_tokens", 1, 1 << 30, 1, err, errlen) ||
+        serve_number(o, d, "temperature", "temperature", 0, 1, 0, err, errlen) ||
+        serve_number(o, d, "top_p", "top_p", 0, 1, 0, err, errlen) ||
+        serve_number(o, d, "top_k", "top_k", 0, 1 << 30, 1, err, errlen))
         return 400;
     if ((j = json_get(d, "top_p")) && j->type == JSON_NUMBER && j->number == 0)
         BAD("'top_p' must be in (0, 1]");

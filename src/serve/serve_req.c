@@ -76,6 +76,18 @@ int serve_only_keys(const Json *o, const char *const *keys, const char *what, ch
     return 0;
 }
 
+int serve_number(Buf *o, const Json *d, const char *key, const char *as, double lo, double hi,
+                 int integer, char *err, size_t errlen) {
+    const Json *j = json_get(d, key);
+    if (!j || j->type == JSON_NULL) return 0;
+    if (j->type != JSON_NUMBER || (integer && !j->is_integer))
+        BAD("'%s' must be %s", key, integer ? "an integer" : "a number");
+    if (!(j->number >= lo && j->number <= hi)) BAD("'%s' must be in [%g, %g]", key, lo, hi);
+    if (integer) buf_fmt(o, ", \"%s\": %lld", as, (long long)j->integer);
+    else buf_fmt(o, ", \"%s\": %.17g", as, j->number);
+    return 0;
+}
+
 /* An image_url part: {"type": "image_url", "image_url": {"url": DATA_URL[, "detail": ...]}}
  * (the url also as a plain string), its bytes kept in r (decoded when the engine takes the
  * request). http(s) URLs are refused: the server does not fetch; a path or file:// URL is

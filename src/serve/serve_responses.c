@@ -327,25 +327,13 @@ static int tools(Buf *o, const Json *d, char *err, size_t errlen) {
     return 0;
 }
 
-static int number(Buf *o, const Json *d, const char *key, const char *as, double lo, double hi,
-                  int integer, char *err, size_t errlen) {
-    const Json *j = json_get(d, key);
-    if (!given(j)) return 0;
-    if (j->type != JSON_NUMBER || (integer && !j->is_integer))
-        BAD("'%s' must be %s", key, integer ? "an integer" : "a number");
-    if (!(j->number >= lo && j->number <= hi)) BAD("'%s' must be in [%g, %g]", key, lo, hi);
-    if (integer) buf_fmt(o, ", \"%s\": %lld", as, (long long)j->integer);
-    else buf_fmt(o, ", \"%s\": %.17g", as, j->number);
-    return 0;
-}
-
 static int scalars(Buf *o, const Json *d, ServeResp *x, char *err, size_t errlen) {
     const Json *j;
     if ((j = json_get(d, "model")) && !serve_str_ok(j)) BAD("'model' must be a string");
     buf_str(o, "\"model\": \"k3\"");
-    if (number(o, d, "max_output_tokens", "max_tokens", 1, 1 << 30, 1, err, errlen) ||
-        number(o, d, "temperature", "temperature", 0, 2, 0, err, errlen) ||
-        number(o, d, "top_p", "top_p", 0, 1, 0, err, errlen))
+    if (serve_number(o, d, "max_output_tokens", "max_tokens", 1, 1 << 30, 1, err, errlen) ||
+        serve_number(o, d, "temperature", "temperature", 0, 2, 0, err, errlen) ||
+        serve_number(o, d, "top_p", "top_p", 0, 1, 0, err, errlen))
         return 400;
     if ((j = json_get(d, "top_p")) && j->type == JSON_NUMBER && j->number == 0)
         BAD("'top_p' must be in (0, 1]");

@@ -258,19 +258,26 @@ static inline void fj_mutate_bytes(unsigned char *b, size_t *np, size_t cap,
     *np = n;
 }
 
-/* m mutations of seed[0..n) into buf (capacity cap, at most 64 KB): structural while it is
- * JSON (two in three), else one of fj_mutate_bytes'. The length. */
-static inline size_t fj_mutated(const char *seed, size_t n, unsigned char *buf, size_t cap,
-                                int m, const char *const *tokens, size_t ntokens, FjRand rnd) {
+/* m mutations of seed[0..n) into buf: structural (fj_mutate, into at most scap bytes:
+ * at most 64 KB and buf's size) unless rnd() % mix is 0, else one of fj_mutate_bytes'
+ * within cap bytes. The length. */
+static inline size_t fj_mutated_as(const char *seed, size_t n, unsigned char *buf, size_t cap,
+                                   size_t scap, unsigned mix, int m, const char *const *tokens,
+                                   size_t ntokens, FjRand rnd) {
     static char tmp[1 << 16];
+    if (scap > sizeof tmp) scap = sizeof tmp;
     memcpy(buf, seed, n);
     for (int k = 0; k < m; k++) {
-        size_t s = rnd() % 3 ? fj_mutate((const char *)buf, n, tmp, sizeof tmp < cap ?
-                                         sizeof tmp : cap, rnd) : 0;
+        size_t s = rnd() % mix ? fj_mutate((const char *)buf, n, tmp, scap, rnd) : 0;
         if (s) { memcpy(buf, tmp, s); n = s; }
         else fj_mutate_bytes(buf, &n, cap, tokens, ntokens, rnd);
     }
     return n;
+}
+/* The same, structural two times in three, within cap (at most 64 KB). */
+static inline size_t fj_mutated(const char *seed, size_t n, unsigned char *buf, size_t cap,
+                                int m, const char *const *tokens, size_t ntokens, FjRand rnd) {
+    return fj_mutated_as(seed, n, buf, cap, cap, 3, m, tokens, ntokens, rnd);
 }
 
 /* The built-in fuzzers' loop over a JSONL format (test_fuzz_batch.c, test_fuzz_hist.c):

@@ -16,81 +16,43 @@
 #include "json.h"
 #include "tok.h"
 #include "fuzz_json.h"
+#include "fuzz_gram.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static void fail(const char *what, const char *doc, size_t n) {
-    printf("FAIL: %s after %zu bytes: %.*s\n", what, n, (int)(n > 300 ? 300 : n), doc);
-    fflush(stdout);
-    abort();
+/* JSON mode's states (json_gram.h) for the shared harness. */
+static void *jgs_start(const void *g) {
+    JgState *s = malloc(sizeof *s);
+    if (s) jg_init(s, g);
+    return s;
 }
+static int jgs_copy(void *to, const void *from) { jg_copy(to, from); return 0; }
+static int jgs_put(void *s, const unsigned char *b, size_t n) { return jg_put(s, b, n); }
+static int jgs_complete(const void *s) { return jg_complete(s); }
+static void jgs_free(void *g) { jg_free(g); }
 
-static int way_on(const JgState *s) {
-    if (jg_complete(s)) return 1;
-    JgState w;
-    for (int c = 0; c < 256; c++) {
-        unsigned char b = (unsigned char)c;
-        jg_copy(&w, s);
-        if (!jg_put(&w, &b, 1)) return 1;
-    }
-    return 0;
-}
-
-/* Feeds doc[0..n) byte by byte with the checks above; the bytes accepted. */
-static size_t check_doc(const JgSchema *g, const unsigned char *doc, size_t n) {
-    JgState s, whole;
-    jg_init(&s, g);
-    size_t i = 0;
-    for (; i < n; i++) {
-        JgState w;
-        jg_copy(&w, &s);
-        if (jg_put(&w, doc + i, 1)) break;
-        jg_copy(&s, &w);
-        if (!way_on(&s)) fail("a prefix with no way on", (const char *)doc, i + 1);
-    }
-    jg_init(&whole, g);
-    int all = !jg_put(&whole, doc, n);
-    if (all != (i == n) || (all && jg_complete(&whole) != jg_complete(&s)))
-        fail("whole and byte by byte disagree", (const char *)doc, n);
-    if (jg_complete(&s)) {
-        char err[256];
-        Json *j = json_parse((const char *)doc, i, err, sizeof err);
-        if (!j) fail("complete but not JSON", (const char *)doc, i);
-        json_free(j);
-    }
-    return i;
-}
-
-static JgSchema *schema_of(const unsigned char *d, size_t n) {
+static void *schema_of(const unsigned char *d, size_t n) {
     char err[512] = "";
     Json *j = json_parse((const char *)d, n, err, sizeof err);
     if (!j) return NULL;
     JgSchema *g = jg_compile(j, err, sizeof err);
     json_free(j);
-    if (!g && (!err[0] || fj_raw_control(err))) fail("a refusal without a clean message", err,
-                                                     strlen(err));
+    if (!g && (!err[0] || fj_raw_control(err)))
+        fg_fail("a refusal without a clean message", err, strlen(err));
     if (jg_grammar(g)) { jg_free(g); return NULL; }   /* a grammar: test_fuzz_schema.c's */
     return g;
 }
 
-static void one(const unsigned char *d, size_t n) {
-    const unsigned char *z = memchr(d, 0, n);
-    size_t sl = z ? (size_t)(z - d) : n;
-    JgSchema *g = schema_of(d, sl);
-    if (!g) return;
-    if (z) check_doc(g, z + 1, n - sl - 1);
-    jg_free(g);
-}
+static const FgLang JG = { schema_of, jgs_free, jgs_start, jgs_copy, jgs_put, jgs_complete,
+                           free, 1 };
 
 #ifdef K3_LIBFUZZER
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
-int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { one(d, n); return 0; }
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { fg_one(&JG, d, n); return 0; }
 #else
-static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs >> 11; }
 
 static const char *const SCHEMAS[] = {
     "{}", "{\"type\": \"object\"}", "true",
@@ -109,69 +71,40 @@ static const char *const TOKENS[] = { "{", "}", "[", "]", "\"", "\\", ",", ":", 
     "\\u", "\\ud83d", "\\ude00", "\\udc00", "-", "0", "1.5e+3", "true", "null", "\"n\"",
     "\xc3\xa9", "\xed\xa0\x80", "\xf4\x90", "\xff", "\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t\t" };
 
-/* A document written by choosing among the accepted bytes; *nout its length. */
-static size_t walk(const JgSchema *g, unsigned char *out, size_t cap, const Tok *t) {
-    JgState s;
-    jg_init(&s, g);
-    size_t n = 0;
+/* At a walk's step: the mask keeps an id. */
+static void check_mask(void *ctx, const void *s, void *w, const unsigned char *out, size_t n) {
+    const Tok *t = ctx;
     static float lg[1024];
-    while (n < cap) {
-        if (jg_complete(&s) && rnd() % 4 == 0) break;
-        if (t) {                                  /* the mask keeps an id */
-            int V = tok_vocab_size(t) < 1024 ? tok_vocab_size(t) : 1024;
-            for (int i = 0; i < V; i++) lg[i] = 0;
-            if (!jg_mask(&s, t, V, V - 1, lg)) fail("an empty mask", (const char *)out, n);
-        }
-        unsigned char ok[256];
-        int k = 0;
-        for (int c = 0; c < 256; c++) {
-            JgState w;
-            unsigned char b = (unsigned char)c;
-            jg_copy(&w, &s);
-            if (!jg_put(&w, &b, 1)) ok[k++] = b;
-        }
-        if (!k) break;                            /* complete, nothing may follow */
-        /* prefer structure over string bytes, so documents end */
-        unsigned char b = ok[rnd() % k];
-        for (int i = 0; i < k && rnd() % 2; i++)
-            if (strchr("\"}],:0123456789tfn", ok[i]) && ok[i]) { b = ok[i]; break; }
-        jg_put(&s, &b, 1);
-        out[n++] = b;
-    }
-    return n;
+    int V = tok_vocab_size(t) < 1024 ? tok_vocab_size(t) : 1024;
+    for (int i = 0; i < V; i++) lg[i] = 0;
+    if (!jg_mask(s, t, V, V - 1, lg)) fg_fail("an empty mask", (const char *)out, n);
+    (void)w;
+}
+
+static void mutate_doc(unsigned char *b, size_t *n) {
+    fj_mutate_bytes(b, n, 1024, TOKENS, FJ_N(TOKENS), fg_rnd);
 }
 
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 0;
     char err[512];
     Tok *t = tok_load("tests/tok/tiny", err, sizeof err);      /* NULL: no mask checks */
-    static unsigned char buf[1 << 14], tmp[1 << 14];
+    static unsigned char buf[1 << 14];
     long iters = 0, compiled = 0, complete = 0;
     clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
     while (iters < 3000 || clock() < end) {
-        const char *s = SCHEMAS[rnd() % FJ_N(SCHEMAS)];
-        size_t n = strlen(s);
-        memcpy(buf, s, n);
-        for (int m = (int)(rnd() % 3); m > 0; m--) {
-            size_t k = rnd() % 2 ? fj_mutate((char *)buf, n, (char *)tmp, sizeof tmp, rnd) : 0;
-            if (k) { memcpy(buf, tmp, k); n = k; }
-            else fj_mutate_bytes(buf, &n, sizeof buf / 2, TOKENS, FJ_N(TOKENS), rnd);
-        }
+        const char *s = SCHEMAS[fg_rnd() % FJ_N(SCHEMAS)];
+        size_t n = fj_mutated_as(s, strlen(s), buf, sizeof buf / 2, sizeof buf, 2,
+                                 (int)(fg_rnd() % 3), TOKENS, FJ_N(TOKENS), fg_rnd);
         iters++;
         JgSchema *g = schema_of(buf, n);
         if (!g) continue;
         compiled++;
-        size_t dn = walk(g, buf, 512, iters % 8 == 0 ? t : NULL);
-        size_t got = check_doc(g, buf, dn);
-        if (got != dn) fail("the walk's own bytes refused", (const char *)buf, dn);
-        JgState st;
-        jg_init(&st, g);
-        complete += !jg_put(&st, buf, dn) && jg_complete(&st);
-        for (int m = 1 + (int)(rnd() % 3); m > 0; m--)         /* and mutated */
-            fj_mutate_bytes(buf, &dn, 1024, TOKENS, FJ_N(TOKENS), rnd);
-        check_doc(g, buf, dn);
+        FgWalk how = { 4, 1, iters % 8 == 0 && t ? check_mask : NULL, t };
+        size_t dn;
+        complete += fg_round(&JG, g, &how, buf, 512, &dn, mutate_doc);
         jg_free(g);
-        one(buf, dn);                             /* the libFuzzer form: a schema? a NUL */
+        fg_one(&JG, buf, dn);                     /* the libFuzzer form: a schema? a NUL */
     }
     tok_free(t);
     printf("test_fuzz_gram: %ld schemas (%ld compiled), %ld complete walks, no prefix without "

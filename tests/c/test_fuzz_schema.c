@@ -13,50 +13,22 @@
 #include "grammar.h"
 #include "json.h"
 #include "fuzz_json.h"
+#include "fuzz_gram.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-static void fail(const char *what, const char *s, size_t n) {
-    printf("FAIL: %s: %.*s\n", what, (int)(n > 100000 ? 100000 : n), s);
-    fflush(stdout);
-    abort();
-}
-
-static uint64_t rs = 0x9E3779B97F4A7C15ull;
-static uint64_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs >> 11; }
+static const FgLang GR = { NULL, fg_gr_free, FG_GR_STATES, 1 };
 
 /* A document by a random walk over the accepted bytes (structure preferred, so it ends);
  * checked to be JSON when the grammar says it is complete. */
 static void walk(const GrGrammar *g) {
-    GrState *s = gr_new(g), *w = gr_new(g);
+    static const FgWalk how = { 3, 1, NULL, NULL };
     unsigned char out[600];
-    size_t n = 0;
-    if (!s || !w) fail("out of memory", "", 0);
-    while (n < sizeof out) {
-        if (gr_complete(s) && rnd() % 3 == 0) break;
-        unsigned char ok[256];
-        int k = 0;
-        for (int c = 0; c < 256; c++) {
-            unsigned char b = (unsigned char)c;
-            if (gr_copy(w, s)) fail("out of memory", "", 0);
-            if (!gr_put(w, &b, 1)) ok[k++] = b;
-        }
-        if (!k) break;
-        unsigned char b = ok[rnd() % k];
-        for (int i = 0; i < k && rnd() % 2; i++)
-            if (ok[i] && strchr("\"}],:0123456789tfn", ok[i])) { b = ok[i]; break; }
-        if (gr_put(s, &b, 1)) fail("a byte the grammar accepted, refused", (char *)out, n);
-        out[n++] = b;
-    }
-    if (gr_complete(s)) {
-        char err[256];
-        Json *j = json_parse((const char *)out, n, err, sizeof err);
-        if (!j) fail("complete but not JSON", (const char *)out, n);
-        json_free(j);
-    }
-    gr_state_free(s); gr_state_free(w);
+    int done;
+    size_t n = fg_walk(&GR, g, &how, out, sizeof out, &done);
+    if (done) fg_json(out, n);
 }
 
 static int one(const unsigned char *d, size_t n, int walks) {
@@ -66,13 +38,15 @@ static int one(const unsigned char *d, size_t n, int walks) {
     char *text = jsc_gbnf(j, err, sizeof err);
     json_free(j);
     if (!text) {
-        if (!err[0] || fj_raw_control(err)) fail("a refusal without a clean message", err,
-                                                 strlen(err));
+        if (!err[0] || fj_raw_control(err))
+            fg_fail("a refusal without a clean message", err, strlen(err));
         return 0;
     }
     GrGrammar *g = gr_parse(text, strlen(text), err, sizeof err);
-    if (!g) { printf("engine: %s\n", err); fail("a grammar the engine refuses", text,
-                                                strlen(text)); }
+    if (!g) {
+        printf("engine: %s\ngrammar:\n%s\n", err, text);
+        fg_fail("a grammar the engine refuses", text, strlen(text));
+    }
     for (int i = 0; i < walks; i++) walk(g);
     gr_free(g);
     free(text);
@@ -112,21 +86,16 @@ static const char *const TOKENS[] = { "{", "}", "[", "]", "\"", ",", ":", "\\\\"
 
 int main(int argc, char **argv) {
     double secs = argc > 1 ? atof(argv[1]) : 0;
-    static unsigned char buf[1 << 14], tmp[1 << 14];
+    static unsigned char buf[1 << 14];
     long iters = 0, compiled = 0;
     clock_t end = clock() + (clock_t)(secs * CLOCKS_PER_SEC);
     for (size_t i = 0; i < FJ_N(SCHEMAS); i++)             /* every seed compiles */
         if (!one((const unsigned char *)SCHEMAS[i], strlen(SCHEMAS[i]), 3))
-            fail("a seed refused", SCHEMAS[i], strlen(SCHEMAS[i]));
+            fg_fail("a seed refused", SCHEMAS[i], strlen(SCHEMAS[i]));
     while (iters < 1500 || clock() < end) {
-        const char *s = SCHEMAS[rnd() % FJ_N(SCHEMAS)];
-        size_t n = strlen(s);
-        memcpy(buf, s, n);
-        for (int m = (int)(rnd() % 3); m > 0; m--) {
-            size_t k = rnd() % 2 ? fj_mutate((char *)buf, n, (char *)tmp, sizeof tmp, rnd) : 0;
-            if (k) { memcpy(buf, tmp, k); n = k; }
-            else fj_mutate_bytes(buf, &n, sizeof buf / 2, TOKENS, FJ_N(TOKENS), rnd);
-        }
+        const char *s = SCHEMAS[fg_rnd() % FJ_N(SCHEMAS)];
+        size_t n = fj_mutated_as(s, strlen(s), buf, sizeof buf / 2, sizeof buf, 2,
+                                 (int)(fg_rnd() % 3), TOKENS, FJ_N(TOKENS), fg_rnd);
         iters++;
         compiled += one(buf, n, iters % 4 == 0);
     }
