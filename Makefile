@@ -42,7 +42,7 @@ ifneq ($(findstring x86_64,$(ARCH)),)
 $(BUILD)/kernels/kernels_avx2.o $(BUILD)/kernels/kernels_avx2_gemm.o \
   $(BUILD)/kernels/kernels_avx2_ew.o: CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/kernels/kernels_avx512.o $(BUILD)/kernels/kernels_avx512_coded.o \
-  $(BUILD)/kernels/kernels_avx512_gemm.o: \
+  $(BUILD)/kernels/kernels_avx512_gemm.o $(BUILD)/kernels/kernels_avx512_ew.o: \
   CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mavx2
 endif
 

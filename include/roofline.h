@@ -50,6 +50,7 @@ void k3_cpu_model(char *out, size_t n);
 typedef struct {
     double prefill_flops, prefill_gflops, prefill_share;
     double decode_bytes, decode_gbps, decode_share;   /* decode_bytes: a token */
+    double decode_s, decode_floor_s;   /* s a decoded token: measured, the machine's floor */
     K3Machine mc;
 } K3Roofline;
 void k3_roofline(const K3Model *m, long n_prompt, double t_prefill, long n_dec, double t_decode,

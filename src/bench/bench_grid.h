@@ -13,7 +13,7 @@
 #define KB_SCHEMA 1
 #define KB_MAXREP 100
 #define KB_MAXBW 16
-#define KB_NROOF 8                /* the machine fields of a run's --out (roofline.h) */
+#define KB_NROOF 10               /* the machine fields of a run's --out (roofline.h) */
 extern const char *const kb_roof_keys[KB_NROOF];   /* bench_out.c: their names */
 
 enum { KB_MD, KB_JSON, KB_CSV, KB_JSONL, KB_HTML };

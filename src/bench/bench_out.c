@@ -10,7 +10,8 @@
 
 const char *const kb_roof_keys[KB_NROOF] = {
     "prefill_flops", "prefill_gflops", "prefill_peak_share", "decode_bytes_per_token",
-    "decode_gbps", "decode_bandwidth_share", "machine_fma_gflops", "machine_read_gbps" };
+    "decode_gbps", "decode_bandwidth_share", "machine_fma_gflops", "machine_read_gbps",
+    "decode_floor_s", "decode_floor_ratio" };
 
 static int cmpd(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;

@@ -172,6 +172,19 @@ void k3_roofline(const K3Model *m, long n_prompt, double t_prefill, long n_dec, 
     r->decode_bytes = k3_decode_bytes(m, n_prompt + (n_dec > 0 ? (n_dec - 1) / 2.0 : 0));
     if (n_dec > 0 && t_decode > 0) r->decode_gbps = r->decode_bytes * n_dec / t_decode / 1e9;
     if (mc->read_gbps > 0) r->decode_share = r->decode_gbps / mc->read_gbps;
+    /* the floor: the bytes over the bandwidth, the MXFP4 experts' part over the FMA peak
+     * where that is slower (two weights a byte: 4 FLOPs a packed byte) */
+    const K3Config *c = &m->cfg;
+    int n_moe = 0;
+    for (int L = 0; L < c->num_hidden_layers; L++) n_moe += c->is_moe[L] != 0;
+    K3Flops f;
+    k3_flops_model(c, &f);
+    const double xb = (double)n_moe * c->num_experts_per_token * k3_expert_bytes(c);
+    if (mc->read_gbps > 0 && mc->fma_gflops > 0) {
+        const double bw = mc->read_gbps * 1e9, tx = xb / bw, tf = f.routed / (mc->fma_gflops * 1e9);
+        r->decode_floor_s = (r->decode_bytes - xb) / bw + (tf > tx ? tf : tx);
+    }
+    if (n_dec > 0 && t_decode > 0) r->decode_s = t_decode / n_dec;
 }
 
 static const char *si(double v, double *s) {   /* FLOPs: T, G, M */
@@ -188,13 +201,19 @@ void k3_roofline_print(const K3Roofline *r, FILE *f) {
             "read bandwidth (%.3g GB/s)%s\n", s, u, r->prefill_gflops, 100 * r->prefill_share,
             r->mc.fma_gflops, r->decode_bytes / 1e9, r->decode_gbps, 100 * r->decode_share,
             r->mc.read_gbps, r->mc.cached ? "" : ", probed now");
+    if (r->decode_s > 0 && r->decode_floor_s > 0)
+        fprintf(f, "k3: machine: decode %.3g s a token, %.2fx the floor of %.3g s (the bytes "
+                "over the read bandwidth, the MXFP4 experts' FLOPs over the peak where "
+                "slower)\n", r->decode_s, r->decode_s / r->decode_floor_s, r->decode_floor_s);
 }
 
 void k3_roofline_json(const K3Roofline *r, FILE *f) {
     fprintf(f, "  \"prefill_flops\": %.6g,\n  \"prefill_gflops\": %.6g,\n"
             "  \"prefill_peak_share\": %.6g,\n  \"decode_bytes_per_token\": %.6g,\n"
             "  \"decode_gbps\": %.6g,\n  \"decode_bandwidth_share\": %.6g,\n"
-            "  \"machine_fma_gflops\": %.6g,\n  \"machine_read_gbps\": %.6g,\n",
+            "  \"machine_fma_gflops\": %.6g,\n  \"machine_read_gbps\": %.6g,\n"
+            "  \"decode_floor_s\": %.6g,\n  \"decode_floor_ratio\": %.6g,\n",
             r->prefill_flops, r->prefill_gflops, r->prefill_share, r->decode_bytes,
-            r->decode_gbps, r->decode_share, r->mc.fma_gflops, r->mc.read_gbps);
+            r->decode_gbps, r->decode_share, r->mc.fma_gflops, r->mc.read_gbps,
+            r->decode_floor_s, r->decode_floor_s > 0 ? r->decode_s / r->decode_floor_s : 0.0);
 }

@@ -33,7 +33,10 @@ typedef struct {
 } MlaHeads;
 
 #define QG 16                                  /* a head's tokens at a time, at most */
-#define KB 64                                  /* keys per block: 64 x (R + ROPE) floats */
+/* keys per block: 16 x (R + ROPE) floats, 36 KB at K3's widths, stay in the L1 while the G
+ * tokens use them (64 keys, 144 KB, came from the L2: the scores and sums ran 1.65x slower
+ * in a loop of this shape on Zen 5; 8, 12, 24 and 32 keys were slower than 16) */
+#define KB 16
 #define QG_BYTES (1u << 20)                    /* the tokens' scores and latents, at most */
 
 /* One head over the block's tokens, G at a time: each block of KB cached keys is used by

@@ -495,7 +495,7 @@ static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int 
 
 static const K3KernelOps OPS = {
     "avx512", matmul_avx512, dot_avx512, sum_avx512, axpy_avx512, kda_step_avx512,
-    k3_avx2_situ, k3_avx2_silu, k3_avx2_sigmul, k3_avx2_expf, k3_avx2_sigmoid, /* AVX2's */
+    k3_avx512_situ, k3_avx512_silu, k3_avx512_sigmul, k3_avx512_expf, k3_avx512_sigmoid,
     dots_avx512, axpys_avx512
 };
 const K3KernelOps *k3_kernels_avx512(void) { return &OPS; }

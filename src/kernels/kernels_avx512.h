@@ -29,4 +29,10 @@ void k3_avx512_coded_matmul(const K3KernelOps *ops, float *Y, const K3Mat *W, co
 int k3_avx512_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1);
 /* mxtab[s][n] = e2m1[n] * 2^(s-127), the reference's exact products (kernels_avx512.c) */
 extern float k3_avx512_mxtab[256][16];
+/* The elementwise transcendentals on 16 lanes (kernels_avx512_ew.c), the AVX2 ones' bits */
+void k3_avx512_situ(float *out, const float *g, const float *u, int n, float b1, float b2);
+void k3_avx512_silu(float *x, int n);
+void k3_avx512_sigmul(float *o, const float *g, int n);
+void k3_avx512_expf(float *y, const float *x, int n);
+void k3_avx512_sigmoid(float *y, const float *x, int n);
 #endif

@@ -8,7 +8,7 @@ M=tests/models/tiny5
 P=$(cat $M/ref/prompt.txt)
 num() { sed -n "s/^ *\"$1\": \([-0-9.e+]*\),*$/\1/p" "$2"; }
 FIELDS="prefill_flops prefill_gflops prefill_peak_share decode_bytes_per_token decode_gbps
-  decode_bandwidth_share machine_fma_gflops machine_read_gbps"
+  decode_bandwidth_share machine_fma_gflops machine_read_gbps decode_floor_s decode_floor_ratio"
 # sane O: every field there and positive, the shares in (0, 10)
 sane() {
   for f in $FIELDS; do
@@ -34,6 +34,12 @@ K3_MACHINE_CACHE=$C $K3 $M --ids "$P" --gen 4 --threads 1 --out $T/o.json --verb
 L='^k3: machine: prefill [0-9.e+]+ [MGT]FLOP at .* of the FMA peak \(123 GFLOP/s\); decode '
 grep -Eq "$L"'.* of the read bandwidth \(45 GB/s\)$' $T/e &&
   ok "--verbose: $(grep '^k3: machine' $T/e)" || bad "--verbose line: $(grep machine $T/e)"
+# the decode floor: at least the bytes over the bandwidth; the ratio is s/token over it
+fl=$(num decode_floor_s $T/o.json); by=$(num decode_bytes_per_token $T/o.json)
+awk -v f="$fl" -v b="$by" 'BEGIN { exit !(f >= b / 45e9 * 0.9999 && f < b / 45e9 + 1) }' &&
+  grep -Eq '^k3: machine: decode [0-9.]+ s a token, [0-9.]+x the floor of [0-9.]+ s' $T/e &&
+  ok "the decode floor: $fl s >= $by B / 45 GB/s, the line printed" ||
+  bad "decode floor $fl (bytes $by): $(grep machine $T/e)"
 grep '^k3: machine' $T/e | grep -q 's/token' && bad "the machine line says s/token" ||
   ok "the machine line is no speed line (s/token)"
 # --reprobe: measured again and written back
@@ -71,7 +77,7 @@ $K3 bench $M -r 2 -p 4 -n 4 -o jsonl -q --no-limits > $T/b.jsonl 2> $T/b.err
 tail -n 1 $T/b.jsonl | tr ',' '\n' | sed 's/^ *//; s/}$//; s/$/,/' > $T/row.json
 r=$(sane $T/row.json) && ok "a bench row has the machine fields" || bad "bench row: $r"
 $K3 bench $M -r 1 -p 4 -n 4 -o csv -q --no-limits > $T/b.csv 2>> $T/b.err
-head -n 1 $T/b.csv | grep -q ',prefill_flops,.*,machine_read_gbps$' &&
+head -n 1 $T/b.csv | grep -q ',prefill_flops,.*,machine_read_gbps,decode_floor_s,decode_floor_ratio$' &&
   awk -F, 'NR == 2 && $NF > 0 && $(NF - 1) > 0 { f = 1 } END { exit !f }' $T/b.csv &&
   ok "bench csv: the machine columns" || bad "bench csv: $(cat $T/b.csv $T/b.err)"
 exit $fail
