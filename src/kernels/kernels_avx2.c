@@ -246,7 +246,15 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
         }
         n16 = c1;
     }
+    /* BF16 matvec: the next tile's R rows as one linear stream into L2, R * 32 bytes a step
+     * (past the last tile: a prefetch never faults). 1.07-1.10x at 1 thread from memory on
+     * Zen 5, 1.00-1.04x at 2 (docs/KERNELS.md); the AVX-512 kernel's 8 rows measured 0.86-0.90x */
+    const char *nx = (const char *)(m->wb + (size_t)(r + R) * cols);
     for (int c = c0; c < n16 && type != K3_W_MXFP4; c += 16) {
+        if (TT == 1 && type == K3_W_BF16)
+#pragma GCC unroll 4
+            for (int l = 0; l < R / 2; l++)
+                _mm_prefetch(nx + (size_t)c * R * 2 + 64 * l, _MM_HINT_T1);
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             __m256 w[4];

@@ -7,6 +7,7 @@
 #include "kernels/kernels_avx2.h"
 #endif
 #include <math.h>
+#include <sys/mman.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -425,6 +426,35 @@ static void ref_fingerprint(void) {
     printf("ok   scalar matmul fingerprint %08x, misc fingerprint %08x\n", h, fp_misc());
 }
 
+/* BF16 matvec on a matrix that ends where a PROT_NONE page begins: the kernels prefetch
+ * ahead of every row and (AVX2) the next tile's rows, past the last row here; a prefetch
+ * must never fault and no load may read past the end. Rows not a multiple of the 4- and
+ * 8-row tiles, with and without a column tail; bits equal the scalar's. */
+static void check_guard(const char *path) {
+    static const int RS[] = { 67, 9 }, CS[] = { 1040, 1047 };
+    for (int ri = 0; ri < 2; ri++)
+    for (int ci = 0; ci < 2; ci++) {
+        int rows = RS[ri], cols = CS[ci];
+        size_t bytes = (size_t)rows * cols * 2, room = (bytes + 4095) & ~(size_t)4095;
+        uint8_t *base = mmap(NULL, room + 4096, PROT_READ | PROT_WRITE,
+                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        CHECK(base != MAP_FAILED && mprotect(base + room, 4096, PROT_NONE) == 0, "guard mmap");
+        if (base == MAP_FAILED) return;
+        uint16_t *w = (uint16_t *)(base + room - bytes);
+        for (size_t i = 0; i < (size_t)rows * cols; i++) w[i] = (uint16_t)(bits(frand()) >> 16);
+        K3Mat m = { K3_W_BF16, rows, cols, w, NULL, NULL };
+        float *x = malloc(sizeof(float) * cols), *y = malloc(sizeof(float) * rows),
+              *r = malloc(sizeof(float) * rows);
+        for (int i = 0; i < cols; i++) x[i] = frand();
+        k3_kernels_scalar()->matmul(r, &m, x, 0, rows, 0, 1);
+        k3_matmul(y, &m, x, 1);
+        int bad = 0;
+        for (int i = 0; i < rows; i++) bad += !same(y[i], r[i]);
+        CHECK(!bad, "%s guard-page bf16 matvec %dx%d: %d outputs differ", path, rows, cols, bad);
+        free(x); free(y); free(r); munmap(base, room + 4096);
+    }
+}
+
 int main(void) {
     check_double_math();
     check_transcendentals();
@@ -455,6 +485,7 @@ int main(void) {
             printf("ok   avx512: prefill by the GEMM and by the register tiles (this CPU: %s)\n",
                    g ? "GEMM" : "tiles");
         }
+        for (int t = 0; t < 2; t++) { k3_threads_set(NTH[t]); check_guard(paths[p]); }
         check_vec(paths[p]);
         check_ew(paths[p]);
         CHECK(fp_misc() == misc_ref, "%s rmsnorm/softmax/situ differ from scalar", paths[p]);
