@@ -8,7 +8,9 @@
  * convert (exact), multiply by 2^(s-128) (exact: the same real number as
  * e2m1 * 2^(s-127), so the same float), then FMA with x split into even/odd elements.
  * A zero weight comes out as +0 where the reference has -0 for nibble 8; with finite x
- * the accumulators cannot tell.
+ * the accumulators cannot tell. The matvec (T = 1) decodes instead from per-scale tables
+ * of the products' two bf16 bytes (pshufb, then unpacks; mv_mxb below): no convert or
+ * multiply, the reference's very product bits.
  * Compiled with -mavx2 -mfma (Makefile); elsewhere this file is empty of code. */
 #include "kernels.h"
 #include "kernels_avx2.h"
