@@ -8,7 +8,9 @@
  * convert (exact), multiply by 2^(s-128) (exact: the same real number as
  * e2m1 * 2^(s-127), so the same float), then FMA with x split into even/odd elements.
  * A zero weight comes out as +0 where the reference has -0 for nibble 8; with finite x
- * the accumulators cannot tell.
+ * the accumulators cannot tell. The matvec (T = 1) decodes instead from per-scale tables
+ * of the products' two bf16 bytes (pshufb, then unpacks; mv_mxb below): no convert or
+ * multiply, the reference's very product bits.
  * Compiled with -mavx2 -mfma (Makefile); elsewhere this file is empty of code. */
 #include "kernels.h"
 #include "kernels_avx2.h"
@@ -289,10 +291,75 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
         }
 }
 
-/* MXFP4 matvec, R rows from r; xp: x laid out once per call, per 32-block the even and
- * odd elements of its first 16 (x_eo), then of its second 16, so the row loop has no
- * permute: 1.05-1.07x from memory on Zen 5 (docs/KERNELS.md); 6 or 8 rows a pass no better. */
+/* MXFP4 matvec by bf16 bytes: every product e2m1[n] * 2^(s-127) has its low 16 bits zero
+ * (checked at start-up), so it is a bf16 word; mxb[s] holds its low bytes (lanes 0-15) and
+ * high bytes (16-31) for n = 0..15, each twice (both 128-bit lanes). Per 32-block: the 16
+ * bytes in both lanes as bytes 0-7 / 8-15 (two 8-byte loads), two pshufb a nibble kind, a
+ * byte unpack into bf16 words and a word unpack under zero into fp32: no convert and no
+ * multiply (the scale is in the table). The unpacks are per 128-bit lane, so accumulator 0
+ * holds canonical lanes 0-3 and 8-11, accumulator 1 lanes 4-7 and 12-15 (xp is laid out
+ * to match); each lane's FMA sequence is the reference's, and the fold puts them back. */
+static uint8_t mxb[256][64] __attribute__((aligned(64)));
+static int mxb_ok;
+__attribute__((constructor)) static void mxb_init(void) {
+    if (!k3_kernels_usable("avx2")) return;
+    int ok = 1;
+    for (int sc = 0; sc < 256; sc++)
+        for (int n = 0; n < 16; n++) {
+            union { float f; uint32_t u; } w, v = { .u = k3_e8m0_bits[sc] };
+            w.f = k3_e2m1[n] * v.f;                           /* the reference's product */
+            ok &= (w.u & 0xFFFF) == 0;
+            mxb[sc][n] = mxb[sc][n + 16] = (uint8_t)(w.u >> 16);
+            mxb[sc][32 + n] = mxb[sc][48 + n] = (uint8_t)(w.u >> 24);
+        }
+    mxb_ok = ok;
+}
+
+#ifndef MXR2
 #define MXR2 4
+#endif
+INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
+    int cols = m->cols;
+    const __m256i m0f = _mm256_set1_epi8(0x0F), z = _mm256_setzero_si256();
+    __m256 acc[MXR2][2];
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int c = 0; c < cols; c += 32) {
+        __m256 xe0 = _mm256_load_ps(xp + c), xo0 = _mm256_load_ps(xp + c + 8);
+        __m256 xe1 = _mm256_load_ps(xp + c + 16), xo1 = _mm256_load_ps(xp + c + 24);
+#pragma GCC unroll 8
+        for (int i = 0; i < R; i++) {
+            const uint8_t *p = m->wp + ((size_t)(r + i) * cols + c) / 2;
+            if (!(c & 96)) _mm_prefetch((const char *)p + PF, _MM_HINT_T0);
+            const uint8_t *t = mxb[m->ws[((size_t)(r + i) * cols + c) / 32]];
+            __m256i tl = _mm256_load_si256((const __m256i *)t);
+            __m256i th = _mm256_load_si256((const __m256i *)(t + 32));
+            __m256i v = _mm256_set_m128i(_mm_loadl_epi64((const __m128i *)(p + 8)),
+                                         _mm_loadl_epi64((const __m128i *)p));
+            __m256i lo = _mm256_and_si256(v, m0f);
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
+            __m256i wl = _mm256_unpacklo_epi8(_mm256_shuffle_epi8(tl, lo),
+                                              _mm256_shuffle_epi8(th, lo));
+            __m256i wh = _mm256_unpacklo_epi8(_mm256_shuffle_epi8(tl, hi),
+                                              _mm256_shuffle_epi8(th, hi));
+            acc[i][0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, wl)), xe0,
+                                        acc[i][0]);
+            acc[i][0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, wh)), xo0,
+                                        acc[i][0]);
+            acc[i][1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, wl)), xe1,
+                                        acc[i][1]);
+            acc[i][1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, wh)), xo1,
+                                        acc[i][1]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < R; i++)
+        y[r + i] = k3_avx2_fold2(_mm256_permute2f128_ps(acc[i][0], acc[i][1], 0x20),
+                                 _mm256_permute2f128_ps(acc[i][0], acc[i][1], 0x31));
+}
+
+/* The previous decode (pshufb of doubled E2M1, convert, scale multiply), kept for a CPU
+ * where a product were not a bf16 word (never with IEEE fp32; checked at start-up). */
 INL void mv_mx(const M *m, int R, float *y, const float *xp, int r) {
     int cols = m->cols;
     __m256 acc[MXR2][2];
@@ -324,7 +391,9 @@ INL void mv_mx(const M *m, int R, float *y, const float *xp, int r) {
     for (int i = 0; i < R; i++) y[r + i] = k3_avx2_fold2(acc[i][0], acc[i][1]);
 }
 
-/* MXFP4 matvec of rows [r0, r1); -1 without scratch for the laid-out x */
+/* MXFP4 matvec of rows [r0, r1); -1 without scratch for the laid-out x. xp per 32-block
+ * (mv_mxb): x[c + 2l] then x[c + 2l + 1] for l = 0-3, 8-11, then the same for l = 4-7,
+ * 12-15; for mv_mx the even and odd elements of each 16 (x_eo). */
 static int matvec_mx(const M *m, float *Y, const float *X, int r0, int r1) {
     float *xp = k3_scratch(sizeof(float) * m->cols);
     if (!xp) return -1;
@@ -333,9 +402,22 @@ static int matvec_mx(const M *m, float *Y, const float *X, int r0, int r1) {
         x_eo(X + c, &e, &o);
         _mm256_store_ps(xp + c, e); _mm256_store_ps(xp + c + 8, o);
     }
+    if (mxb_ok) {           /* x_eo gave e = l 0-7 | o = l 0-7 | e = l 8-15 | o = l 8-15 */
+        for (int c = 0; c < m->cols; c += 32) {
+            __m256 e0 = _mm256_load_ps(xp + c), o0 = _mm256_load_ps(xp + c + 8);
+            __m256 e1 = _mm256_load_ps(xp + c + 16), o1 = _mm256_load_ps(xp + c + 24);
+            _mm256_store_ps(xp + c, _mm256_permute2f128_ps(e0, e1, 0x20));
+            _mm256_store_ps(xp + c + 8, _mm256_permute2f128_ps(o0, o1, 0x20));
+            _mm256_store_ps(xp + c + 16, _mm256_permute2f128_ps(e0, e1, 0x31));
+            _mm256_store_ps(xp + c + 24, _mm256_permute2f128_ps(o0, o1, 0x31));
+        }
+    }
     for (int r = r0; r < r1;) {
-        if (r1 - r >= MXR2) { mv_mx(m, MXR2, Y, xp, r); r += MXR2; }
-        else { mv_mx(m, 1, Y, xp, r); r += 1; }
+        int R = r1 - r >= MXR2 ? MXR2 : 1;
+        if (mxb_ok) { if (R == MXR2) mv_mxb(m, MXR2, Y, xp, r); else mv_mxb(m, 1, Y, xp, r); }
+        else if (R == MXR2) mv_mx(m, MXR2, Y, xp, r);
+        else mv_mx(m, 1, Y, xp, r);
+        r += R;
     }
     return 0;
 }
