@@ -44,6 +44,8 @@ $(BUILD)/kernels/kernels_avx2.o $(BUILD)/kernels/kernels_avx2_gemm.o \
 $(BUILD)/kernels/kernels_avx512.o $(BUILD)/kernels/kernels_avx512_coded.o \
   $(BUILD)/kernels/kernels_avx512_gemm.o: \
   CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mavx2
+$(BUILD)/kernels/kernels_avx2_attn.o: CFLAGS += -mavx2 -mfma
+$(BUILD)/kernels/kernels_avx512_attn.o: CFLAGS += -mavx512f -mfma -mavx2
 endif
 
 .PHONY: all test check clean asan aarch64 fuzz bench mpi
