@@ -290,7 +290,7 @@ $(BUILD)/fuzz/lf_json_schema: tests/c/test_fuzz_schema.c $(FUZZDEPS) $(SCHEMASRC
 AARCH64_CC ?= aarch64-linux-gnu-gcc
 aarch64:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 bin/k3-aarch64 build/aarch64/tests/test_kernels \
-	  build/aarch64/tests/test_codec build/aarch64/tests/test_vision
+	  build/aarch64/tests/test_codec build/aarch64/tests/test_vision build/aarch64/tests/test_attn
 aarch64-test:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 build/aarch64/tests/test_kernels \
 	  build/aarch64/tests/test_codec

@@ -9,7 +9,9 @@
  * ATTN_OPS (the table's name) and ATTN_NAME. */
 #define AUNROLL _Pragma("GCC unroll 8")
 #define AINL static inline __attribute__((always_inline))
-enum { AJC = 64 };   /* keys per pass of pv: 64 rows of S per query block stay in L1 */
+#ifndef AJC
+#define AJC 64   /* keys per pass of pv: 64 rows of S per query block stay in L1 */
+#endif
 
 /* rr rows of S (keys) x nv vectors of queries; mx updated in increasing key order */
 AINL void sc_block(float *S, const float *Qt, const float *K, int hd, int bq, float *mx,

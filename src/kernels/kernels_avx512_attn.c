@@ -7,8 +7,12 @@
 
 #define VEC __m512
 #define VW 16
+#ifndef AR
 #define AR 6
+#endif
+#ifndef AV
 #define AV 4
+#endif
 #define LD(p) _mm512_loadu_ps(p)
 #define ST(p, v) _mm512_storeu_ps(p, v)
 #define SET1P(p) _mm512_set1_ps(*(p))
