@@ -177,7 +177,9 @@ static void attn_task(void *ctx, int task) {
     const int h = task % H, qt = task / H, q0 = qt * K3_VIS_BQ;
     const int nq = L - q0 < K3_VIS_BQ ? L - q0 : K3_VIS_BQ;
     enum { BQ = K3_VIS_BQ, BK = K3_VIS_BK };
-    float *buf = malloc(sizeof(float) * ((size_t)BQ * BK + (size_t)BQ * hd + 5 * BQ));
+    /* the thread's kernel scratch (reused: no 170 KB malloc, page faults and zeroing per
+     * task); nothing below calls a kernel that takes it */
+    float *buf = k3_scratch(sizeof(float) * ((size_t)BQ * BK + (size_t)BQ * hd + 5 * BQ));
     if (!buf) { atomic_store(&m->oom, 1); return; }
     float *S = buf, *Oa = S + BQ * BK, *mx = Oa + (size_t)BQ * hd, *mn = mx + BQ, *l = mn + BQ;
     float *corr = l + BQ, *junk = corr + BQ;
@@ -198,7 +200,6 @@ static void attn_task(void *ctx, int task) {
         float *o = m->O + (size_t)(q0 + i) * A + h * hd;
         for (int d = 0; d < hd; d++) o[d] = Oa[(size_t)d * BQ + i] / l[i];
     }
-    free(buf);
 }
 
 static void norm(Img *m, float *dst, const float *src, const float *w, int n, int width,
