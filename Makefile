@@ -44,6 +44,8 @@ $(BUILD)/kernels/kernels_avx2.o $(BUILD)/kernels/kernels_avx2_gemm.o \
 $(BUILD)/kernels/kernels_avx512.o $(BUILD)/kernels/kernels_avx512_coded.o \
   $(BUILD)/kernels/kernels_avx512_gemm.o $(BUILD)/kernels/kernels_avx512_ew.o: \
   CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma -mavx2
+$(BUILD)/kernels/kernels_avx2_attn.o: CFLAGS += -mavx2 -mfma
+$(BUILD)/kernels/kernels_avx512_attn.o: CFLAGS += -mavx512f -mfma -mavx2
 endif
 
 .PHONY: all test check clean asan aarch64 fuzz bench mpi
@@ -288,7 +290,7 @@ $(BUILD)/fuzz/lf_json_schema: tests/c/test_fuzz_schema.c $(FUZZDEPS) $(SCHEMASRC
 AARCH64_CC ?= aarch64-linux-gnu-gcc
 aarch64:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 bin/k3-aarch64 build/aarch64/tests/test_kernels \
-	  build/aarch64/tests/test_codec build/aarch64/tests/test_vision
+	  build/aarch64/tests/test_codec build/aarch64/tests/test_vision build/aarch64/tests/test_attn
 aarch64-test:
 	$(MAKE) CC=$(AARCH64_CC) BUILD=build/aarch64 BIN=bin/k3-aarch64 build/aarch64/tests/test_kernels \
 	  build/aarch64/tests/test_codec

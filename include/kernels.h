@@ -177,4 +177,33 @@ extern const uint32_t k3_e8m0_bits[256];
 extern const uint32_t k3_e8m0_half_bits[256];
 /* E2M1 values by nibble (bit 3 = sign, so 8 is -0). */
 extern const float k3_e2m1[16];
+/* ---- Attention tiles (the vision tower's online softmax, src/vision/vision.c), vectorised
+ * over a tile of bq queries (bq a multiple of 16): Qt [hd][bq] (the queries transposed),
+ * K [nk][hd], S (scores, then probabilities) [nk][bq], V [hd][ldv] (values transposed),
+ * O [hd][bq]. The order, defined by the scalar reference (kernels_attn.c); every path gives
+ * its bits (a SIMD FMA is one fmaf):
+ *   scores: S[j][i] = one fmaf chain over d = 0, 1, ..., hd-1 from +0: fmaf(K[j][d],
+ *           Qt[d][i], s); then mx[i] = S[j][i] > mx[i] ? S[j][i] : mx[i], j increasing;
+ *   exp:    S[j][i] = k3_exp_neg(S[j][i] - mx[i]); l[i] = l[i] + S[j][i], j increasing;
+ *   pv:     O[d][i] = one fmaf chain over j = 0, 1, ..., nk-1: fmaf(V[d][j], S[j][i], o)
+ *           from o = O[d][i] * c[i] (the online softmax's rescale, one rounding). */
+typedef struct {
+    const char *name;
+    void (*scores)(float *S, const float *Qt, const float *K, int nk, int hd, int bq,
+                   float *mx);
+    void (*exp)(float *S, const float *mx, float *l, int nk, int bq);
+    void (*pv)(float *O, const float *V, size_t ldv, const float *S, const float *c, int nk,
+               int hd, int bq);
+} K3AttnOps;
+/* The selected path's (k3_kernels_select); the others NULL when not compiled in. */
+const K3AttnOps *k3_attn_ops(void);
+const K3AttnOps *k3_attn_scalar(void);
+const K3AttnOps *k3_attn_avx2(void);
+const K3AttnOps *k3_attn_avx512(void);
+const K3AttnOps *k3_attn_neon(void);
+/* exp(x) for the softmax's x = s - max <= 0, float only: x floored at -104 (as bits: an
+ * unsigned min), t = fmaf(x, log2 e, 1.5 2^23), k = t - 1.5 2^23 (round(x log2 e)),
+ * r = fmaf(-k, ln2_lo, fmaf(-k, ln2_hi, x)), p = Horner's fmaf chain of Taylor's degree 7,
+ * times 2^k built from t's bits (0 when k < -126). Within 1 ulp of exp over [-87, 0]. */
+float k3_exp_neg(float x);
 #endif

@@ -1,8 +1,8 @@
 /* vision.c — the tower's forward (K3_VISION.md §4), one image at a time (images never meet:
  * §4.8). Linears on k3_matmul (BF16 weights, split over outputs); the elementwise steps and
  * norms split over token rows; attention over (head, query tile) pairs, each an online
- * softmax over key tiles of K3_VIS_BK in increasing order, its scores and weighted sums on
- * the selected kernel path's matmul (the canonical dot: the same bits on every path). So no
+ * softmax over key tiles of K3_VIS_BK in increasing order on the attention tiles of
+ * kernels.h (scores, exp, weighted sums: one order, the same bits on every path). So no
  * result depends on the thread count or the SIMD path. */
 #include "vision_priv.h"
 #include "k3.h"
@@ -15,20 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The selected path's entry points (k3_kernels_select), to multiply tiles inside a task. */
-static const K3KernelOps *cur_ops(void) {
-    const char *n = k3_kernels_name();
-    const K3KernelOps *o = !strcmp(n, "avx512") ? k3_kernels_avx512()
-                         : !strcmp(n, "avx2") ? k3_kernels_avx2()
-                         : !strcmp(n, "neon") ? k3_kernels_neon() : NULL;
-    return o ? o : k3_kernels_scalar();
-}
-
 typedef struct {
     const K3Vision *v;
     const K3VisionConfig *c;
-    const K3KernelOps *o;
-    int gh, gw, L, nkt;                       /* nkt: key tiles */
+    const K3AttnOps *a;                       /* the selected path's attention tiles */
+    int gh, gw, L, nkt, nqt;                  /* key tiles, query tiles */
     float *X, *Hn, *Big, *Q, *K, *Vt, *O, *rope;
     const float *w;                           /* the norm applied by norm_rows */
     float eps;
@@ -137,8 +128,10 @@ static void rope_rows(Img *m, int r0, int r1) {
     }
 }
 
-/* QKV [L][3A] → roped Q (times 1/sqrt(hd)), K [head][L][hd] and V transposed by key tile
- * [head][tile][hd][BK] (the last tile's padding zeroed per image: vt_pad). */
+/* QKV [L][3A] → roped Q (times 1/sqrt(hd)) transposed by query tile [head][tile][hd][BQ],
+ * K [head][L][hd] and V transposed by key tile [head][tile][hd][BK] (the last key tile's
+ * padding zeroed per image: vt_pad; the last query tile's is never read into a result:
+ * every query is its own lane). */
 static void pack_rows(Img *m, int r0, int r1) {
     const int A = m->c->qkv, hd = m->c->head_dim, H = m->c->heads, L = m->L, P = hd / 2;
     const float scale = 1.0f / sqrtf((float)hd);          /* the scores' 1/sqrt(head_dim) */
@@ -146,11 +139,14 @@ static void pack_rows(Img *m, int r0, int r1) {
         const float *row = m->Big + (size_t)t * 3 * A, *cs = m->rope + (size_t)t * P * 2;
         for (int h = 0; h < H; h++) {
             const float *q = row + h * hd, *k = row + A + h * hd, *v = row + 2 * A + h * hd;
-            float *Q = m->Q + ((size_t)h * L + t) * hd, *K = m->K + ((size_t)h * L + t) * hd;
+            float *Q = m->Q + (((size_t)h * m->nqt + t / K3_VIS_BQ) * hd) * K3_VIS_BQ +
+                       t % K3_VIS_BQ;
+            float *K = m->K + ((size_t)h * L + t) * hd;
             for (int j = 0; j < P; j++) {
                 float co = cs[2 * j], si = cs[2 * j + 1];
                 float a = q[2 * j], b = q[2 * j + 1];
-                Q[2 * j] = (a * co - b * si) * scale; Q[2 * j + 1] = (a * si + b * co) * scale;
+                Q[(size_t)2 * j * K3_VIS_BQ] = (a * co - b * si) * scale;
+                Q[(size_t)(2 * j + 1) * K3_VIS_BQ] = (a * si + b * co) * scale;
                 a = k[2 * j]; b = k[2 * j + 1];
                 K[2 * j] = a * co - b * si; K[2 * j + 1] = a * si + b * co;
             }
@@ -158,39 +154,6 @@ static void pack_rows(Img *m, int r0, int r1) {
                         t % K3_VIS_BK;
             for (int d = 0; d < hd; d++) Vt[(size_t)d * K3_VIS_BK] = v[d];
         }
-    }
-}
-
-/* p[j] = exp(s[j] - mx) for the softmax (arguments <= 0): 2^k p(r), k = round(x log2 e),
- * r = x - k ln 2 in two parts, p Taylor's degree 7: at most 1.19 ulp over [-87, 0] (measured
- * against exp in double); 0 below 2^-126, and for any input below -104, -inf or a far-off
- * score. Plain float and integer operations only, so any compiler's vectorisation gives the
- * same bits; 2.5x k3_expf_n's speed (1.05 vs 2.60 ns an element, Zen 5), which matters: a
- * 1024 x 1024 image takes 9.7e9 of them (§10). */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("tree-vectorize")))
-#endif
-static void exp_shift(float *restrict p, const float *restrict s, float mx, int n) {
-    for (int j = 0; j < n; j++) {
-        /* a = s - mx <= 0, at least -104 (exp 0 in float below): as bits, a negative float's
-         * magnitude grows with its unsigned value, so the floor is an unsigned min (no
-         * branch); then r stays small and q finite for any input */
-        union { float f; uint32_t u; } c = { s[j] - mx };
-        c.u = c.u > 0xC2D00000u ? 0xC2D00000u : c.u;      /* -104.0f */
-        float a = c.f;
-        union { float f; int32_t i; } t = { a * 1.44269504088896341f + 12582912.0f };
-        float k = t.f - 12582912.0f;                        /* round(a log2 e), exactly */
-        float r = a - k * 0.693145751953125f;
-        r = r - k * 1.42860682030941723212e-6f;
-        float q = 1.0f / 5040;
-        q = q * r + 1.0f / 720; q = q * r + 1.0f / 120; q = q * r + 1.0f / 24;
-        q = q * r + 1.0f / 6; q = q * r + 0.5f; q = q * r + 1.0f; q = q * r + 1.0f;
-        /* k as an integer from t's low bits (no float-to-int conversion: no undefined
-         * behaviour far out of range); 2^k, or 0 when k < -126 */
-        int32_t e = t.i - 0x4B400000 + 127;
-        e &= ~(e >> 31);
-        union { uint32_t i; float f; } u = { (uint32_t)e << 23 };
-        p[j] = q * u.f;
     }
 }
 
@@ -204,49 +167,41 @@ static void vt_pad(Img *m) {
                    sizeof(float) * (K3_VIS_BK - used));
 }
 
-/* §4.4 attention for one head and query tile: an online softmax over the key tiles. */
+/* §4.4 attention for one head and query tile: an online softmax over the key tiles, queries
+ * in the vector lanes (kernels.h, "Attention tiles"); tile kt rescales what came before by
+ * corr = exp(max before - max after), 0 for the first (its max before is -inf). */
 static void attn_task(void *ctx, int task) {
     Img *m = ctx;
-    const int H = m->c->heads, hd = m->c->head_dim, A = m->c->qkv, L = m->L;
-    const int h = task % H, q0 = (task / H) * K3_VIS_BQ;
+    const K3AttnOps *a = m->a;
+    const int hd = m->c->head_dim, A = m->c->qkv, L = m->L;
+    /* a head's query tiles one after another: its K and V (2 L head_dim floats, 3.2 MB at
+     * 1024 x 1024) stay in the caches across them instead of cycling through every head's */
+    const int h = task / m->nqt, qt = task % m->nqt, q0 = qt * K3_VIS_BQ;
     const int nq = L - q0 < K3_VIS_BQ ? L - q0 : K3_VIS_BQ;
     enum { BQ = K3_VIS_BQ, BK = K3_VIS_BK };
-    float *buf = malloc(sizeof(float) * ((size_t)2 * BQ * BK + 2 * (size_t)BQ * hd + 3 * BQ));
+    /* the thread's kernel scratch (reused: no 170 KB malloc, page faults and zeroing per
+     * task); nothing below calls a kernel that takes it */
+    float *buf = k3_scratch(sizeof(float) * ((size_t)BQ * BK + (size_t)BQ * hd + 5 * BQ));
     if (!buf) { atomic_store(&m->oom, 1); return; }
-    float *S = buf, *P = S + BQ * BK, *Oa = P + BQ * BK, *PV = Oa + (size_t)BQ * hd;
-    float *mx = PV + (size_t)BQ * hd, *l = mx + BQ, *corr = l + BQ;
-    const float *Q = m->Q + ((size_t)h * L + q0) * hd;
-    for (int i = 0; i < nq; i++) { mx[i] = -INFINITY; l[i] = 0; }
-    memset(Oa, 0, sizeof(float) * (size_t)nq * hd);
-    memset(P, 0, sizeof(float) * BQ * BK);
+    float *S = buf, *Oa = S + BQ * BK, *mx = Oa + (size_t)BQ * hd, *mn = mx + BQ, *l = mn + BQ;
+    float *corr = l + BQ, *junk = corr + BQ;
+    const float *Qt = m->Q + ((size_t)h * m->nqt + qt) * hd * BQ;
+    for (int i = 0; i < BQ; i++) { mx[i] = -INFINITY; l[i] = 0; }
+    memset(Oa, 0, sizeof(float) * (size_t)BQ * hd);
     for (int kt = 0; kt < m->nkt; kt++) {
         const int k0 = kt * BK, nk = L - k0 < BK ? L - k0 : BK;
-        K3Mat Km = { K3_W_F32, nk, hd, m->K + ((size_t)h * L + k0) * hd, NULL, NULL };
-        m->o->matmul(S, &Km, Q, 0, nk, 0, nq);            /* S[i][j] = q_i . k_j */
-        for (int i = 0; i < nq; i++) {
-            const float *s = S + (size_t)i * nk;
-            float *p = P + (size_t)i * BK, mn = mx[i];
-            for (int j = 0; j < nk; j++) mn = s[j] > mn ? s[j] : mn;
-            corr[i] = mx[i] == -INFINITY ? 0.0f : k3_expf(mx[i] - mn);
-            exp_shift(p, s, mn, nk);
-            if (nk < BK) memset(p + nk, 0, sizeof(float) * (BK - nk));   /* the tile's tail */
-            l[i] = l[i] * corr[i] + k3_sum(p, nk);
-            mx[i] = mn;
-        }
-        K3Mat Vm = { K3_W_F32, hd, BK, m->Vt + ((size_t)h * m->nkt + kt) * hd * BK, NULL,
-                     NULL };
-        m->o->matmul(PV, &Vm, P, 0, hd, 0, nq);           /* PV[i][d] = sum_j p_ij v_jd */
-        for (int i = 0; i < nq; i++)
-            for (int d = 0; d < hd; d++) {
-                float a = Oa[(size_t)i * hd + d] * corr[i];
-                Oa[(size_t)i * hd + d] = a + PV[(size_t)i * hd + d];
-            }
+        memcpy(mn, mx, sizeof mx[0] * BQ);
+        a->scores(S, Qt, m->K + ((size_t)h * L + k0) * hd, nk, hd, BQ, mn);   /* S = K Q^T */
+        memcpy(corr, mx, sizeof mx[0] * BQ);
+        a->exp(corr, mn, junk, 1, BQ);                    /* corr = exp(mx - mn) */
+        for (int i = 0; i < BQ; i++) { l[i] *= corr[i]; mx[i] = mn[i]; }
+        a->exp(S, mx, l, nk, BQ);                          /* P = exp(S - mx), l += sum P */
+        a->pv(Oa, m->Vt + ((size_t)h * m->nkt + kt) * hd * BK, BK, S, corr, nk, hd, BQ);
     }
     for (int i = 0; i < nq; i++) {
         float *o = m->O + (size_t)(q0 + i) * A + h * hd;
-        for (int d = 0; d < hd; d++) o[d] = Oa[(size_t)i * hd + d] / l[i];
+        for (int d = 0; d < hd; d++) o[d] = Oa[(size_t)d * BQ + i] / l[i];
     }
-    free(buf);
 }
 
 static void norm(Img *m, float *dst, const float *src, const float *w, int n, int width,
@@ -264,7 +219,7 @@ static void block(Img *m, const K3VisionBlock *b) {
     norm(m, m->Hn, m->X, b->norm0, L, D, m->c->eps);
     k3_matmul(m->Big, &b->wqkv, m->Hn, L);
     par_rows(m, pack_rows, L);
-    k3_pool_run(attn_task, m, m->c->heads * ((L + K3_VIS_BQ - 1) / K3_VIS_BQ));
+    k3_pool_run(attn_task, m, m->c->heads * m->nqt);
     k3_matmul(m->Hn, &b->wo, m->O, L);
     add(m, m->X, m->Hn, L, D);
     norm(m, m->Hn, m->X, b->norm1, L, D, m->c->eps);
@@ -276,13 +231,14 @@ static void block(Img *m, const K3VisionBlock *b) {
 }
 
 /* The buffers for images of up to L patches (floats): X, Hn [L][D] (Hn also the merged
- * [N][4D], X the projector's hidden [N][4D]), Big [L][max(3A, F)], Q, K, O [L][A], Vt [L
- * rounded up to BK][A], rope [L][hd]. */
+ * [N][4D], X the projector's hidden [N][4D]), Big [L][max(3A, F)], Q [L rounded up to BQ][A],
+ * K, O [L][A], Vt [L rounded up to BK][A], rope [L][hd]. */
 static size_t act_floats(const K3VisionConfig *c, long L, size_t part[8]) {
     size_t Lp = (size_t)(L + K3_VIS_BK - 1) / K3_VIS_BK * K3_VIS_BK;
+    size_t Lq = (size_t)(L + K3_VIS_BQ - 1) / K3_VIS_BQ * K3_VIS_BQ;
     size_t big = 3 * (size_t)c->qkv > (size_t)c->inter ? 3 * (size_t)c->qkv : (size_t)c->inter;
     size_t p[8] = { (size_t)L * c->hidden, (size_t)L * c->hidden, (size_t)L * big,
-                    (size_t)L * c->qkv, (size_t)L * c->qkv, Lp * c->qkv, (size_t)L * c->qkv,
+                    Lq * c->qkv, (size_t)L * c->qkv, Lp * c->qkv, (size_t)L * c->qkv,
                     (size_t)L * c->head_dim };
     size_t s = 0;
     for (int i = 0; i < 8; i++) { s += p[i]; if (part) part[i] = p[i]; }
@@ -290,20 +246,21 @@ static size_t act_floats(const K3VisionConfig *c, long L, size_t part[8]) {
 }
 
 size_t k3_vision_act_bytes(const K3VisionConfig *c, long patches) {
-    size_t tiles = (size_t)k3_threads() * (2 * K3_VIS_BQ * K3_VIS_BK + 3 * K3_VIS_BQ +
-                                           2 * (size_t)K3_VIS_BQ * c->head_dim + c->inter);
+    size_t tiles = (size_t)k3_threads() * (K3_VIS_BQ * K3_VIS_BK + 5 * K3_VIS_BQ +
+                                           (size_t)K3_VIS_BQ * c->head_dim + c->inter);
     return sizeof(float) * (act_floats(c, patches, NULL) + tiles);
 }
 
 void k3_vision_image_bytes(const K3VisionConfig *c, uint64_t *fixed, uint64_t *act_pp,
                            uint64_t *io_pp) {
     size_t part[8];
-    act_floats(c, 1, part);                   /* per patch, but Vt's key-tile rounding */
+    act_floats(c, 1, part);                   /* per patch, but Q's and Vt's tile rounding */
     uint64_t pp = 0;
     for (int i = 0; i < 8; i++) pp += part[i];
-    pp -= part[5] - (size_t)c->qkv;
+    pp -= part[5] - (size_t)c->qkv + part[3] - (size_t)c->qkv;
     *act_pp = 4 * pp;
-    *fixed = k3_vision_act_bytes(c, 0) + 4 * ((uint64_t)(K3_VIS_BK - 1) * c->qkv + 6 * 512);
+    *fixed = k3_vision_act_bytes(c, 0) +
+             4 * ((uint64_t)(K3_VIS_BK - 1 + K3_VIS_BQ - 1) * c->qkv + 6 * 512);
     *io_pp = 4 * ((uint64_t)3 * c->patch * c->patch + ((uint64_t)c->out + 3) / 4);
 }
 
@@ -379,7 +336,8 @@ static int run_image(K3Vision *v, Img *m, const float *patches, K3VisionGrid g, 
     const K3VisionConfig *c = &v->c;
     const int D = c->hidden, L = g.gh * g.gw, N = L / 4, gw = g.gw;
     m->gh = g.gh; m->gw = g.gw; m->L = L; m->nkt = (L + K3_VIS_BK - 1) / K3_VIS_BK;
-    m->o = cur_ops();
+    m->nqt = (L + K3_VIS_BQ - 1) / K3_VIS_BQ;
+    m->a = k3_attn_ops();
     atomic_store(&m->oom, 0);
     axis(c->pos_h, g.gh, m->y0, m->y1, m->ly);
     axis(c->pos_w, g.gw, m->x0, m->x1, m->lx);

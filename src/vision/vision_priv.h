@@ -25,8 +25,9 @@ struct K3Vision {
     double t0, next, done, total;
 };
 
-/* Attention tiles (vision.c): queries and keys per tile. Fixed: the key tile sets the
- * order of the online softmax's sums, so it is part of the result's definition. */
+/* Attention tiles (vision.c): queries and keys per tile. The key tile sets the order of the
+ * online softmax's sums, so it is part of the result's definition; the query tile is not
+ * (each query is its own vector lane; 256 gives test_vision's digest too). */
 #define K3_VIS_BQ 128
 #define K3_VIS_BK 256
 #endif

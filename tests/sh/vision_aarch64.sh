@@ -1,7 +1,8 @@
 #!/bin/sh
 # The vision tower's bits on AArch64: tests/c/test_vision built for AArch64 (make aarch64 builds
 # it beside the kernel test) under qemu-aarch64 on the NEON path: every stage against the NumPy
-# fixtures and the rows' digest equal to the native x86 run's (test_vision pins it).
+# fixtures and the rows' digest equal to the native x86 run's (test_vision pins it); and
+# tests/c/test_attn (the attention tiles) there when built.
 BUILD=${BUILD:-build}
 fail() { echo "FAIL: $*"; exit 1; }
 arm=build/aarch64/tests/test_vision
@@ -22,4 +23,11 @@ out=$(qemu-aarch64 "$arm") || { echo "$out"; fail "test_vision under qemu-aarch6
 echo "$out" | grep -q 'kernels neon' || fail "the NEON path did not run: $out"
 b=$(echo "$out" | grep -o 'rows digest [0-9a-f]*')
 [ -n "$a" ] && [ "$a" = "$b" ] || fail "x86 [$a] vs aarch64 [$b]"
+# the attention tiles' NEON twin against the scalar reference, bit for bit (tests/c/test_attn.c)
+attn=build/aarch64/tests/test_attn
+if [ -x "$attn" ]; then
+  out=$(qemu-aarch64 "$attn") || { echo "$out"; fail "test_attn under qemu-aarch64"; }
+  echo "$out" | grep -q '^ok   neon: attention tiles == scalar' || fail "NEON attention: $out"
+  echo "ok   attention tiles on aarch64 (neon, qemu) == scalar, bit for bit"
+fi
 echo "ok   vision tower on aarch64 (neon, qemu): every stage within 1e-5, $b as on x86"
