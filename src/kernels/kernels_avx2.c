@@ -331,21 +331,30 @@ INL __m256i mx_nib(const uint8_t *p) {
 #ifndef MXR2
 #define MXR2 4
 #endif
+/* The next step's index registers are built one step ahead: their loads and three ops
+ * head each block's chain to the FMAs, and the accumulators' FMA chains wait on them
+ * (1.03-1.04x in L2 on Zen 5). The last step reloads its own block (no read past a row). */
 INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
     int cols = m->cols;
     const __m256i z = _mm256_setzero_si256();
     __m256 acc[MXR2][2];
+    __m256i nx[MXR2];
 #pragma GCC unroll 8
-    for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int i = 0; i < R; i++) {
+        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+        nx[i] = mx_nib(m->wp + (size_t)(r + i) * cols / 2);
+    }
     for (int c = 0; c < cols; c += 32) {
         __m256 xe0 = _mm256_load_ps(xp + c), xo0 = _mm256_load_ps(xp + c + 8);
         __m256 xe1 = _mm256_load_ps(xp + c + 16), xo1 = _mm256_load_ps(xp + c + 24);
+        int cn = c + 32 < cols ? c + 32 : c;
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
             const uint8_t *p = m->wp + ((size_t)(r + i) * cols + c) / 2;
             if (!(c & 96)) _mm_prefetch((const char *)p + PF, _MM_HINT_T0);
             const uint8_t *t = mxb[m->ws[((size_t)(r + i) * cols + c) / 32]];
-            __m256i n = mx_nib(p);
+            __m256i n = nx[i];
+            nx[i] = mx_nib(m->wp + ((size_t)(r + i) * cols + cn) / 2);
             __m256i L = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)t), n);
             __m256i H = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)(t + 32)), n);
             __m256i wl = _mm256_unpacklo_epi8(L, H), wh = _mm256_unpackhi_epi8(L, H);
