@@ -7,7 +7,6 @@
  * ([heads][ctx]) are a second allocation, so that a context past the plan can grow
  * them without moving the buffers callers hold (rs->logits). */
 #include "k3.h"
-#include "pool.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,15 +151,6 @@ size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int log
            score_bytes(c, ctx > 0 ? ctx : 1);
 }
 
-/* Anonymous buffers' pages faulted in when opened, on the kernels' threads (1 MB a
- * task): else the prompt's first matmuls pay the kernel's page zeroing as they write. */
-typedef struct { unsigned char *a; size_t n; } Touch;
-static void touch_task(void *ctx, int i) {
-    const Touch *t = ctx;
-    const size_t M = (size_t)1 << 20, b = (size_t)i * M, e = t->n - b > M ? b + M : t->n;
-    for (size_t p = b; p < e; p += 4096) ((volatile unsigned char *)t->a)[p] = 0;
-}
-
 /* The arena: anonymous memory, or (dir) a mapping of an unlinked file in dir. */
 static void *arena_new(K3RunState *rs, size_t n, const char *dir, char *err, size_t errlen) {
     if (!dir) {
@@ -168,8 +158,6 @@ static void *arena_new(K3RunState *rs, size_t n, const char *dir, char *err, siz
         if (posix_memalign(&a, 64, n)) a = NULL;
         if (!a) snprintf(err, errlen, "out of memory for the forward buffers (%.3f GB)",
                          n / 1e9);
-        Touch t = { a, n };
-        if (a) k3_pool_run(touch_task, &t, (int)((n + ((size_t)1 << 20) - 1) >> 20));
         return a;
     }
     char path[4200];
