@@ -294,21 +294,17 @@ int k3_ecache_get(K3ECache *c, int L, int e, K3Expert *out) {
 }
 
 /* ---- setup ---- */
-/* The slots' pages faulted in at load, on the kernels' threads (2 MB a task), as the pinned
- * trunk's are: else the cache's first fill pays the kernel's page zeroing inside the
- * prompt, in the I/O threads beside the compute (~10% of a CPU through the pinned
- * 1,024-token prefill on a Zen 5 VM, where a fresh page costs ~1.6 s a GB). */
-typedef struct { unsigned char *a; size_t n; } Touch;
+/* The slots' pages faulted in at load, on the kernels' threads (a slot a task, as far as an
+ * expert reaches: the alignment room after it stays untouched, as the reads leave it), as
+ * the pinned trunk's are: else the cache's first fill pays the kernel's page zeroing inside
+ * the prompt, in the I/O threads beside the compute (~10% of a CPU through the pinned
+ * 1,024-token prefill on a Zen 5 VM). */
+typedef struct { unsigned char *a; size_t stride, n; } Touch;
 static void touch_task(void *ctx, int i) {
     const Touch *t = ctx;
-    const size_t H = (size_t)1 << 21, b = (size_t)i * H, e = t->n - b > H ? b + H : t->n;
-    for (size_t p = b; p < e; p += 4096) ((volatile unsigned char *)t->a)[p] = 0;
+    volatile unsigned char *b = t->a + (size_t)i * t->stride;
+    for (size_t p = 0; p < t->n; p += 4096) b[p] = 0;
 }
-static void fault_in(unsigned char *a, size_t n) {
-    Touch t = { a, n };
-    k3_pool_run(touch_task, &t, (int)((n + ((size_t)1 << 21) - 1) >> 21));
-}
-
 
 K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3ECacheSink out, char *err,
                         size_t errlen) {
@@ -364,7 +360,8 @@ K3ECache *k3_ecache_new(K3Model *m, int nslots, int qdepth, K3ECacheSink out, ch
         return NULL;
     }
     for (int i = 0; i < nslots; i++) c->slot[i].buf = c->arena + (size_t)i * c->slot_bytes;
-    fault_in(c->arena, c->arena_len);
+    Touch touch = { c->arena, c->slot_bytes, k3_expert_bytes(cf) };
+    k3_pool_run(touch_task, &touch, nslots);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv_job, NULL); pthread_cond_init(&c->cv_done, NULL);
     c->nth = qdepth;
