@@ -10,13 +10,13 @@
 #include <string.h>
 
 /* K3_W_BF16C matvec (codec.h), decoded in registers with VBMI/VBMI2 (vbmi_ok): 4 rows at
- * a time, full coded blocks by cb_exp/cb_fma (64 weights a step: three kmask adds,
- * vpexpandb, two vpternlog, two in-lane byte unpacks, then shift/and to fp32: bc2's
+ * a time, full coded blocks by cb_rows4 (64 weights a step: vpermb and gf2p8affineqb
+ * to the 3-bit codes, an add, vpexpandb, two vpternlog, two in-lane byte unpacks, then shift/and to fp32: bc2's
  * storage lanes put the weights where the unpacks place them; bc1's two vpermt2b cost 2
  * cycles each on port 5, and the old 4 masked vpermt2b with spilled escape cursors half
  * the speed); raw full blocks by ch_full, short blocks (weight order) in chunks of 4
  * groups by ch_step, the rest group by group (c_groups). Without VBMI the AVX2 twin
- * decodes (k3_avx512_coded_matmul). A row's last block when cols % 16 != 0 goes through
+ * decodes (k3_avx512_coded_matmul), and without GFNI (no CPU with VBMI2 lacks it) too. A row's last block when cols % 16 != 0 goes through
  * the reference decoder (a 256-weight stack buffer) and the BF16 lanes: same order, same
  * bits either way. */
 INL __m512 c_bits(__m512i v, __m512i e) {            /* sign+mantissa bytes, exponent<<23 */
@@ -180,12 +180,6 @@ VB __m512 cb_acc(const __m512 w[4], const float *x, __m512 acc) {
     return acc;
 }
 
-VB __m512 cb_fma(__m512i e, const uint8_t *sm, const float *x, __m512 acc) {
-    __m512 w[4];
-    cb_f32(e, sm, w);
-    return cb_acc(w, x, acc);
-}
-
 /* chunk k of a full block (storage lanes, raw or coded): 64 weights into acc */
 VB __m512 ch_full(Chunks *s, int k, const float *x, __m512 acc) {
     __m512i lo, hi;
@@ -221,32 +215,69 @@ VB const uint8_t *cb_any(const uint8_t *p, int n, const float *x, __m512 *acc) {
  * chunks (a burst of 24 at the block start filled the line fill buffers: perf showed the
  * pipeline stalled on them). dn[i]: bytes from row i to the same row of the next group,
  * prefetched at the same offset to L2, so 8 row streams are in flight as in the BF16
- * kernel (one linear stream of the next group, or T0, measured slower) */
-VB void cb_rows4(const uint8_t **p, __m512 *acc, const float *x, const ptrdiff_t *dn) {
-    const uint8_t *esc[4], *sm[4];
+ * kernel (one linear stream of the next group, or T0, measured slower).
+ * Codes (issue 40): the three plane masks of a chunk become its 64 3-bit codes by one
+ * vpermb (plane bytes to bytes 7, 6, 5 of each qword) and one gf2p8affineqb (a bit
+ * transpose), then lo + code and vpexpandb over the code-7 lanes: 5 vector ops and one
+ * kmask where the three kmask loads, two kand and three masked adds were 9 (+4-6% in
+ * cache, +7-10% from RAM at 1 thread on Zen 5). */
+#define VG __attribute__((target("avx512vbmi,avx512vbmi2,gfni"), always_inline)) static inline
+VG void cb_rows4(const uint8_t **p, __m512 *acc, const float *x, const ptrdiff_t *dn) {
+    const __m512i B80 = _mm512_set1_epi8((char)0x80), HI = _mm512_set1_epi32((int)0xFFFF0000u);
+    /* code planes -> 3-bit codes: byte 8j + 7, 6, 5 of A = plane 0, 1, 2 byte j, then
+     * gf2p8affine with x = 1 << (lane & 7) picks bit lane & 7 of each (a bit transpose) */
+    const __m512i XB = _mm512_set1_epi64(0x8040201008040201ll), C7 = _mm512_set1_epi8(7);
+    const __m512i TI = _mm512_set_epi8(
+        7, 15, 23, 0, 0, 0, 0, 0, 6, 14, 22, 0, 0, 0, 0, 0, 5, 13, 21, 0, 0, 0, 0, 0,
+        4, 12, 20, 0, 0, 0, 0, 0, 3, 11, 19, 0, 0, 0, 0, 0, 2, 10, 18, 0, 0, 0, 0, 0,
+        1, 9, 17, 0, 0, 0, 0, 0, 0, 8, 16, 0, 0, 0, 0, 0);
+    const uint8_t *b[4], *s[4];
+    size_t eo[4];
     __m512i lo[4];
+#pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
-        esc[i] = p[i] + 98; sm[i] = esc[i] + p[i][1];
+        b[i] = p[i]; s[i] = p[i] + p[i][1]; eo[i] = 0;
         lo[i] = _mm512_set1_epi8((char)p[i][0]);
     }
 #pragma GCC unroll 4
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 4; k++) {
+        __m512 xv[4];
+#pragma GCC unroll 4
+        for (int g = 0; g < 4; g++) xv[g] = _mm512_loadu_ps(x + 64 * k + 16 * g);
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) {
             if (k < 3) {
-                _mm_prefetch((const char *)p[i] + dn[i] + 128 * k, PFN);
-                _mm_prefetch((const char *)p[i] + dn[i] + 128 * k + 64, PFN);
-                _mm_prefetch((const char *)p[i] + PFC + 128 * k, _MM_HINT_T0);
-                _mm_prefetch((const char *)p[i] + PFC + 128 * k + 64, _MM_HINT_T0);
+                _mm_prefetch((const char *)b[i] + dn[i] + 128 * k, PFN);
+                _mm_prefetch((const char *)b[i] + dn[i] + 128 * k + 64, PFN);
+                _mm_prefetch((const char *)b[i] + PFC + 128 * k, _MM_HINT_T0);
+                _mm_prefetch((const char *)b[i] + PFC + 128 * k + 64, _MM_HINT_T0);
             }
-            __m512i e = cb_exp(p[i] + 2 + 24 * k, &esc[i], lo[i]);
-            acc[i] = cb_fma(e, sm[i] + 64 * k, x + 64 * k, acc[i]);
+            __m512i A = _mm512_maskz_permutexvar_epi8(0xE0E0E0E0E0E0E0E0ull, TI,
+                _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b[i] + 2 + 24 * k))));
+            __m512i c = _mm512_gf2p8affine_epi64_epi8(XB, A, 0);
+            __mmask64 ke = _mm512_cmpeq_epi8_mask(c, C7);
+            __m512i e = _mm512_add_epi8(c, lo[i]);
+            /* 64 bytes from any escape position of a full block stay inside it */
+            e = _mm512_mask_expand_epi8(e, ke, _mm512_loadu_si512(b[i] + 98 + eo[i]));
+            eo[i] += (size_t)__builtin_popcountll(_cvtmask64_u64(ke));
+            __m512i sm = _mm512_loadu_si512(s[i] + 98 + 64 * k);
+            /* 0xD8: C ? B : A, 0xE4: C ? A : B per bit (sm read once, no copy) */
+            __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(e, 1), sm, B80, 0xD8);
+            __m512i lb = _mm512_ternarylogic_epi32(_mm512_slli_epi16(e, 7), sm, B80, 0xE4);
+            __m512i u = _mm512_unpacklo_epi8(lb, hi), v = _mm512_unpackhi_epi8(lb, hi);
+            __m512 a = acc[i];
+            a = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(u, 16)), xv[0], a);
+            a = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(u, HI)), xv[1], a);
+            a = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), xv[2], a);
+            acc[i] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, HI)), xv[3], a);
         }
-    for (int i = 0; i < 4; i++) p[i] = sm[i] + 256;
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) p[i] = s[i] + 98 + 256;
 }
 
 /* 4 rows from r (8 rows, as the BF16 kernel reads them, measured 5% slower) */
-VB void mv_cv4(const K3Mat *W, int r, float *y, const float *x) {
+VG void mv_cv4(const K3Mat *W, int r, float *y, const float *x) {
     const int cols = W->cols;
     __m512 acc[4];
     const uint8_t *p[4];
@@ -453,8 +484,19 @@ int k3_avx512_codec_vbmi(int on) {
     return was;
 }
 
-__attribute__((target("avx512vbmi,avx512vbmi2")))
+#define XA_COLS 16384
+static int gfni_ok;
+__attribute__((constructor)) static void gfni_init(void) {
+    __builtin_cpu_init();
+    gfni_ok = __builtin_cpu_supports("gfni");
+}
+__attribute__((target("avx512vbmi,avx512vbmi2,gfni")))
 static void mv_cv_rows(const K3Mat *W, int r0, int r1, float *y, const float *x) {
+    if (!gfni_ok) { k3_kernels_avx2()->matmul(y, W, x, r0, r1, 0, 1); return; }
+    /* x read 64 bytes a load, shared by 4 rows: a copy at 64 bytes when it is not there
+     * (a split load each: 7% of the in-cache decode, bench-kernels' x is 16-aligned) */
+    float xa[XA_COLS] __attribute__((aligned(64)));
+    if (((uintptr_t)x & 63) && W->cols <= XA_COLS) x = memcpy(xa, x, sizeof(float) * W->cols);
     int r = r0;
     for (; r + 4 <= r1; r += 4) mv_cv4(W, r, y, x);
     for (; r < r1; r++) mv_cv1(W, r, y, x);

@@ -30,10 +30,10 @@ static int same(float a, float b) { return bits(a) == bits(b) || (a != a && b !=
         printf("FAIL: "); printf(__VA_ARGS__); printf("\n"); } } } while (0)
 
 enum { K_NORMAL, K_TAILS, K_ONE_EXP, K_SUBNORMAL, K_ZEROS, K_SPECIAL, K_RANDOM, K_MIXED,
-       K_ROWMIX, NK };
+       K_ROWMIX, K_ESCCHUNK, NK };
 static const char *KIND[NK] = { "normal", "heavy tails", "one exponent", "subnormals",
                                 "zeros/-0", "inf/nan", "random bits", "mixed blocks",
-                                "raw blocks in some rows" };
+                                "raw blocks in some rows", "an escape chunk a block" };
 
 static uint16_t weight(int kind, size_t i) {
     float f = (float)(0.02 * gauss());
@@ -50,6 +50,9 @@ static uint16_t weight(int kind, size_t i) {
     case K_RANDOM: h = (uint16_t)rnd(); break;
     case K_MIXED: if ((i / 256) % 3 == 1) h = (uint16_t)rnd(); break;
     case K_ROWMIX: if ((i / 256) % 3 == 1) h = (uint16_t)rnd(); break;     /* i: rowmix() */
+    case K_ESCCHUNK:      /* 64 escapes in one chunk (of 4) of a coded block: its last */
+        if ((i % 256) / 64 == (i / 256) % 4) h = (uint16_t)((h & 0x807F) | (200 + rnd() % 50) << 7);
+        break;                                         /* escape byte at the chunk's end */
     }
     return h;
 }
@@ -254,7 +257,8 @@ int main(void) {
     check_shape(K_ROWMIX, 7, 1300, 12);
     check_shape(K_SPECIAL, 5, 576, 16);
     check_shape(K_MIXED, 3, 2048, 10);
-    shapes += 9;
+    check_shape(K_ESCCHUNK, 9, 2048, 1);        /* 4-row matvec: 64-escape chunks */
+    shapes += 10;
     printf("ok   codec: %d shapes x %d kinds round-trip; BF16C matmul == BF16 matmul on", shapes,
            NK);
     for (int p = 0; p < 4; p++) if (k3_kernels_usable(PATHS[p])) printf(" %s", PATHS[p]);
