@@ -260,7 +260,9 @@ int main(void) {
     check_shape(K_ROWMIX, 6, 5, 20);
     check_shape(K_TAILS, 5, 300, 300);
     check_shape(K_RANDOM, 11, 1040, 73);
-    shapes += 13;
+    check_shape(K_TAILS, 70, 2001, 20);         /* even column blocks, row blocks, a tail */
+    check_shape(K_NORMAL, 100, 300, 20);        /* one column block, 4 row blocks, a tail */
+    shapes += 15;
     printf("ok   codec: %d shapes x %d kinds round-trip; BF16C matmul == BF16 matmul on", shapes,
            NK);
     for (int p = 0; p < 4; p++) if (k3_kernels_usable(PATHS[p])) printf(" %s", PATHS[p]);
