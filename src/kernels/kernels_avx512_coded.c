@@ -438,11 +438,16 @@ static void dec_row_v(uint16_t *out, const K3Mat *W, int r) {
     }
 }
 
-/* Prefill from CP_T tokens on (VBMI) through register tiles over an L2 buffer: blocks of
- * CT_R rows x CT_K columns decoded once to BF16 (cb2_bf16, weight order), then the tiles
- * of the BF16 matmul (kernels_avx512.c: TR x TM accumulators, column-ordered FMAs, lanes
- * parked between column blocks, fold at the end: the same bits) read the buffer instead
- * of the matrix. X is laid out once per token block over all columns. */
+/* Prefill above CP_T tokens (VBMI) through register tiles over an L2 buffer: blocks of
+ * CT_R rows x CT_K columns decoded once a token block to BF16 (ct_decode, weight order, a
+ * cursor per row), then the tiles of the BF16 matmul (kernels_avx512.c: 4 rows x up to 6
+ * tokens, column-ordered FMAs, lanes parked between column blocks, the fold at the end:
+ * the same bits) read the buffer instead of the matrix. X is laid out once per token
+ * block over all columns; the first token tile fetches the next block's coded bytes to
+ * L2 (without it the 1.4 KB row pieces waited on RAM: T = 16 at 49%). The 8 MB of BF16
+ * rows and the BF16 matmul this replaces (k3_codec_prefill) ran 4-6 points lower at T = 16
+ * and 64 (Zen 5, docs/KERNELS.md); the fp32-panel GEMM (kernels_avx512_gemm.c) with the
+ * decode in its panels 66-68% at T = 64 and 256 against 75-78% (its 840 KB of panels). */
 #define CT_R 128
 #define CT_T 72
 #define CT_K 1024
