@@ -177,7 +177,8 @@ FUZZ_TARGETS := $(FUZZ_PARSERS) tok_text tok_model tok_config chat_hist json_gra
 MF_ALL       := parsers tok hist gram image grammar schema
 FUZZ_FLAGS   := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer \
                 -O1 -g -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests/c -pthread
-TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c
+TOKSRC    := $(wildcard src/text/tok*.c src/text/unicode_*.c) src/io/json.c src/base/util.c \
+             src/base/strbuf.c
 PARSERSRC := src/io/json.c src/io/safetensors.c src/io/config.c src/base/util.c src/base/sysmem.c
 GRSRC     := src/text/grammar.c src/text/grammar_parse.c $(TOKSRC)
 SCHEMASRC := $(wildcard src/text/json_schema*.c) $(GRSRC)

@@ -53,8 +53,10 @@ typedef struct {
     double decode_s, decode_floor_s;   /* s a decoded token: measured, the machine's floor */
     K3Machine mc;
 } K3Roofline;
-void k3_roofline(const K3Model *m, long n_prompt, double t_prefill, long n_dec, double t_decode,
-                 const K3Machine *mc, K3Roofline *r);
+/* head_rows: the prompt rows the prefill put through the output head (1; all of them
+ * with --dump-logits, whose head is part of the prefill's time) */
+void k3_roofline(const K3Model *m, long n_prompt, long head_rows, double t_prefill, long n_dec,
+                 double t_decode, const K3Machine *mc, K3Roofline *r);
 void k3_roofline_print(const K3Roofline *r, FILE *f);     /* "k3: machine: ..." */
 void k3_roofline_json(const K3Roofline *r, FILE *f);      /* fields, each line "...,\n" */
 #endif

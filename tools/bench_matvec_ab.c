@@ -11,6 +11,7 @@
 #include "codec.h"
 #include "pool.h"
 #include "bench_ab.h"
+#include "bench_shapes.h"
 #include "roofline.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,28 +43,21 @@ int main(int argc, char **argv) {
     if (reps < 1 || reps > 99) return 2;
     const K3KernelOps *o[2] = { k3_mv_v0(), k3_mv_v1() };
     if (!o[0] || !o[1]) { puts("kernels not usable here"); return 2; }
-    struct { int type, rows, cols; const char *name; } sh[] = {
-        { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" },
-        { K3_W_MXFP4, 3584, 3072, "mxfp4 3584x3072" },
-        { K3_W_BF16, 12288, 7168, "bf16 12288x7168" },
-        { K3_W_BF16C, 12288, 7168, "bf16c 12288x7168" },
-        { K3_W_BF16, 7168, 12288, "bf16 7168x12288" },
-        { K3_W_BF16C, 7168, 12288, "bf16c 7168x12288" },
-    };
     size_t big = (size_t)256 << 20;
     uint64_t *buf = malloc(big);
     for (size_t i = 0; i < big / 8; i++) buf[i] = i * 0x9E3779B97F4A7C15ull;
     printf("%s: OLD/NEW = median of paired time ratios (> 1: NEW faster); GB/s effective;"
            " %%bw = share of the stream read paired right after\n", o[1]->name);
-    for (int s = 0; s < 6; s++) {
-        if (!strstr(sh[s].name, only)) continue;
-        size_t n = (size_t)sh[s].rows * sh[s].cols;
-        size_t wb = sh[s].type == K3_W_MXFP4 ? n / 2 + n / 32 : 2 * n, sb = wb;
+    for (int s = 0; s < KB_NSHAPES; s++) {
+        const KbShape *sh = &kb_shapes[s];
+        if (!strstr(sh->name, only)) continue;
+        size_t n = (size_t)sh->rows * sh->cols;
+        size_t wb = sh->type == K3_W_MXFP4 ? n / 2 + n / 32 : 2 * n, sb = wb;
         int nc = (int)(((size_t)384 << 20) / wb) + 1;
         K3Mat *W = calloc(nc, sizeof *W);
         for (int k = 0; k < nc; k++) {
-            K3Mat m = { sh[s].type, sh[s].rows, sh[s].cols, NULL, NULL, NULL };
-            if (sh[s].type == K3_W_MXFP4) {
+            K3Mat m = { sh->type, sh->rows, sh->cols, NULL, NULL, NULL };
+            if (sh->type == K3_W_MXFP4) {
                 uint8_t *w = malloc(wb);
                 for (size_t i = 0; i < n / 2; i++) w[i] = (uint8_t)rnd();
                 for (size_t i = 0; i < n / 32; i++) w[n / 2 + i] = (uint8_t)(118 + rnd() % 10);
@@ -71,12 +65,12 @@ int main(int argc, char **argv) {
             } else {
                 uint16_t *w = malloc(wb);
                 for (size_t i = 0; i < n; i++) {
-                    float f = sh[s].type == K3_W_BF16C
+                    float f = sh->type == K3_W_BF16C
                                   ? 0.02f * (fr() + fr() + fr() + fr()) * 0.866f : fr();
                     uint32_t u; memcpy(&u, &f, 4);
                     w[i] = (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
                 }
-                if (sh[s].type == K3_W_BF16C) {
+                if (sh->type == K3_W_BF16C) {
                     uint8_t *c = malloc(k3_codec_bound(m.rows, m.cols));
                     k3_codec_encode(c, w, m.rows, m.cols, NULL);
                     free(w);
@@ -86,16 +80,16 @@ int main(int argc, char **argv) {
             }
             W[k] = m;
         }
-        float *X = malloc(sizeof(float) * sh[s].cols), *Y[2];
-        for (int i = 0; i < sh[s].cols; i++) X[i] = fr();
-        Y[0] = malloc(sizeof(float) * sh[s].rows); Y[1] = malloc(sizeof(float) * sh[s].rows);
+        float *X = malloc(sizeof(float) * sh->cols), *Y[2];
+        for (int i = 0; i < sh->cols; i++) X[i] = fr();
+        Y[0] = malloc(sizeof(float) * sh->rows); Y[1] = malloc(sizeof(float) * sh->rows);
         size_t nw = sb / 8 & ~(size_t)63, roff = 0;
         if (nw < ((size_t)8 << 20)) nw = (size_t)8 << 20;
         for (int nt = 1; nt <= 2; nt++) {
             k3_threads_set(nt);
             for (int v = 0; v < 2; v++) mv(o[v], Y[v], &W[0], X, nt);
-            if (memcmp(Y[0], Y[1], sizeof(float) * sh[s].rows)) {
-                printf("%s: OLD and NEW differ\n", sh[s].name); return 1;
+            if (memcmp(Y[0], Y[1], sizeof(float) * sh->rows)) {
+                printf("%s: OLD and NEW differ\n", sh->name); return 1;
             }
             double t[2][99], q[2][99], r[99];
             for (int k = 0; k < reps; k++) {
@@ -112,7 +106,7 @@ int main(int argc, char **argv) {
             }
             double a = wb / med(t[0], reps) / 1e9, b = wb / med(t[1], reps) / 1e9;
             printf("%-17s %d thr: OLD %6.2f GB/s %4.0f%%  NEW %6.2f GB/s %4.0f%%  OLD/NEW %.3f\n",
-                   sh[s].name, nt, a, 100 * med(q[0], reps), b, 100 * med(q[1], reps),
+                   sh->name, nt, a, 100 * med(q[0], reps), b, 100 * med(q[1], reps),
                    med(r, reps));
             fflush(stdout);
         }

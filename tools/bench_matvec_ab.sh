@@ -30,6 +30,6 @@ for v in 0 1; do
   objcopy --redefine-syms="$W/syms$v" "$W/v$v.o" "$W/v$v.r.o"
   objcopy --redefine-sym "k3_kernels_${ISA}_v$v=k3_mv_v$v" "$W/v$v.r.o"
 done
-gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/kernels -pthread -static -o "$W/ab" \
+gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc/kernels -Isrc/bench -pthread -static -o "$W/ab" \
   tools/bench_matvec_ab.c "$W/v0.r.o" "$W/v1.r.o" $(ls build/*/*.o | grep -v cli/main.o) -lm
 nice -n -20 ${LOCK-flock /var/tmp/bench.lock} "$W/ab" "$REPS" "$ONLY"

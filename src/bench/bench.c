@@ -16,6 +16,7 @@
  * engine's read pattern on MODEL's files (bench_machine.c), so the decode per core stands
  * beside memory and disk from the same run. */
 #include "bench_grid.h"
+#include "bench_shapes.h"
 #include "roofline.h"
 #include "cli.h"
 #include "kernels.h"
@@ -202,16 +203,14 @@ static void base_matvec(float *y, const K3Mat *W, const float *x) {
     }
 }
 
-typedef struct { int type, rows, cols; const char *name; } Shape;
-
-static size_t wbytes(const Shape *s) {
+static size_t wbytes(const KbShape *s) {
     size_t n = (size_t)s->rows * s->cols;
     return s->type == K3_W_BF16 || s->type == K3_W_BF16C ? n * 2
          : s->type == K3_W_F32 ? n * 4 : n / 2 + n / 32;
 }
 
 /* copies: enough that the rotation covers >= min_bytes (so the weights come from RAM) */
-static K3Mat *make_copies(const Shape *s, size_t min_bytes, int *ncopy) {
+static K3Mat *make_copies(const KbShape *s, size_t min_bytes, int *ncopy) {
     size_t b = wbytes(s);
     int n = (int)((min_bytes + b - 1) / b);
     if (n < 1) n = 1;
@@ -274,22 +273,13 @@ static double decode_in_cache(const K3Mat *W, const float *x, float *y, int runs
     return median(v, runs);
 }
 
-static const Shape shapes[] = {
-    { K3_W_MXFP4, 3072, 3584, "mxfp4 3072x3584" },
-    { K3_W_MXFP4, 3584, 3072, "mxfp4 3584x3072" },
-    { K3_W_BF16, 12288, 7168, "bf16 12288x7168" },
-    { K3_W_BF16C, 12288, 7168, "bf16c 12288x7168" },
-    { K3_W_BF16, 7168, 12288, "bf16 7168x12288" },
-    { K3_W_BF16C, 7168, 12288, "bf16c 7168x12288" },
-};
-static const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
-
 /* An --only that matches no shape would print an empty table and exit 0: refused. */
 static int only_matches(const char *only) {
-    for (int i = 0; i < nshapes; i++)
-        if (strstr(shapes[i].name, only)) return 1;
+    for (int i = 0; i < KB_NSHAPES; i++)
+        if (strstr(kb_shapes[i].name, only)) return 1;
     fprintf(stderr, "k3 bench-kernels: --only '%s' matches no shape; the shapes are:", only);
-    for (int i = 0; i < nshapes; i++) fprintf(stderr, "%s '%s'", i ? "," : "", shapes[i].name);
+    for (int i = 0; i < KB_NSHAPES; i++)
+        fprintf(stderr, "%s '%s'", i ? "," : "", kb_shapes[i].name);
     fprintf(stderr, " (any part of a name, e.g. --only mxfp4)\n");
     return 0;
 }
@@ -393,8 +383,8 @@ int k3_bench_kernels(int argc, char **argv) {
     printf("%-17s %-9s %9s %7s %6s %9s %7s %9s %7s %s\n", "matvec T=1", "", "1 thr", "%bw", "best",
            "all thr", "%bw", "dbl base", "", "(effective GB/s of weight bytes)");
     size_t roff = 0;
-    for (int si = 0; si < nshapes; si++) {
-        const Shape *s = &shapes[si];
+    for (int si = 0; si < KB_NSHAPES; si++) {
+        const KbShape *s = &kb_shapes[si];
         if (only && !strstr(s->name, only)) continue;
         int nc;
         K3Mat *m = make_copies(s, (size_t)384 << 20, &nc);
@@ -448,7 +438,7 @@ int k3_bench_kernels(int argc, char **argv) {
                    plain[1] > 0 ? gn / plain[1] : 0, dc, 2 * dc, 2 * dc * ratio, bw1);
             /* the same ratio from runs that alternate coded and plain (a BF16 copy of the
              * shape): a burst of load from other tenants then hits both sides */
-            Shape ps = *s;
+            KbShape ps = *s;
             ps.type = K3_W_BF16;
             int npc;
             K3Mat *mp = make_copies(&ps, (size_t)384 << 20, &npc);

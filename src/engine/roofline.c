@@ -161,11 +161,11 @@ void k3_machine_save(double fma_gflops, double read_gbps) {
 
 /* ---- the report ---- */
 
-void k3_roofline(const K3Model *m, long n_prompt, double t_prefill, long n_dec, double t_decode,
-                 const K3Machine *mc, K3Roofline *r) {
+void k3_roofline(const K3Model *m, long n_prompt, long head_rows, double t_prefill, long n_dec,
+                 double t_decode, const K3Machine *mc, K3Roofline *r) {
     memset(r, 0, sizeof *r);
     r->mc = *mc;
-    r->prefill_flops = n_prompt > 0 ? k3_flops(&m->cfg, 0, n_prompt, 1) : 0;
+    r->prefill_flops = n_prompt > 0 ? k3_flops(&m->cfg, 0, n_prompt, head_rows) : 0;
     if (t_prefill > 0) r->prefill_gflops = r->prefill_flops / t_prefill / 1e9;
     if (mc->fma_gflops > 0) r->prefill_share = r->prefill_gflops / mc->fma_gflops;
     /* decoded tokens at positions n_prompt .. n_prompt + n_dec - 1: the mean one */

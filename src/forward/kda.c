@@ -14,11 +14,14 @@
 /* Causal depthwise conv over T tokens for C channels with K taps; win holds the
  * previous K-1 raw inputs per channel (oldest first) and is advanced. u is
  * overwritten with silu(conv(u)). */
-static void short_conv(float *u, float *win, const float *w, int T, int C, int K) {
+/* The causal conv over channels [c0, c1) of one of q, k, v: each channel runs on through
+ * the tokens in order, channels are independent (so split over the pool: the same bits) */
+static void short_conv(float *u, float *win, const float *w, int T, int C, int K, int c0,
+                       int c1) {
     float hist[K];
     for (int t = 0; t < T; t++) {
         float *ut = u + (size_t)t * C;
-        for (int ch = 0; ch < C; ch++) {
+        for (int ch = c0; ch < c1; ch++) {
             float *wc = win + (size_t)ch * (K - 1);
             for (int j = 0; j < K - 1; j++) hist[j] = wc[j];
             hist[K - 1] = ut[ch];
@@ -28,7 +31,15 @@ static void short_conv(float *u, float *win, const float *w, int T, int C, int K
             ut[ch] = acc;
         }
     }
-    k3_silu_n(u, (size_t)T * C);     /* after the taps: they read the raw inputs */
+}
+
+enum { CONV_CH = 1024 };                            /* channels a task */
+typedef struct { float *u[3], *win; const float *w[3]; int T, C, K, nb; } ConvJob;
+static void conv_task(void *ctx, int i) {
+    const ConvJob *j = ctx;
+    const int m = i / j->nb, c0 = i % j->nb * CONV_CH;
+    short_conv(j->u[m], j->win + (size_t)m * j->C * (j->K - 1), j->w[m], j->T, j->C, j->K, c0,
+               j->C - c0 < CONV_CH ? j->C : c0 + CONV_CH);
 }
 
 static void l2norm(float *x, int n, float scale) {
@@ -107,9 +118,11 @@ void k3_kda(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
                 memcpy(raw + C, k + ro + (size_t)t * C, sizeof(float) * C);
                 memcpy(raw + 2 * C, v + ro + (size_t)t * C, sizeof(float) * C);
             }
-            short_conv(q + ro, win, ly->q_conv, Ti, C, K);
-            short_conv(k + ro, win + (size_t)C * (K - 1), ly->k_conv, Ti, C, K);
-            short_conv(v + ro, win + (size_t)2 * C * (K - 1), ly->v_conv, Ti, C, K);
+            ConvJob cj = { { q + ro, k + ro, v + ro }, win, { ly->q_conv, ly->k_conv, ly->v_conv },
+                           Ti, C, K, (C + CONV_CH - 1) / CONV_CH };
+            k3_pool_run(conv_task, &cj, 3 * cj.nb);
+            for (int m = 0; m < 3; m++)          /* after the taps: they read the raw inputs */
+                k3_silu_n(cj.u[m], (size_t)Ti * C);
             KdaHeads heads = { c, ly, s->kda_S[L], Ti, q + ro, k + ro, v + ro, z + ro, G + ro,
                                bl + (size_t)(r + b0) * NH, o + ro,
                                u ? u->alpha[L] + uo : NULL,

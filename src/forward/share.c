@@ -9,16 +9,18 @@
 #include "k3.h"
 #include <string.h>
 
-/* A matrix in memory goes in blocks of tokens of about MM_MACS multiply-adds (16 to 256
- * tokens; layer 0's 33792 x 7168 MLP of the full-width model: 16) with an interrupt check
- * between: a long prompt's matmul is seconds of work; each output is the same dot
- * product, so the same bits. A streamed one is multiplied whole, its pieces in order
+/* A matrix in memory goes in blocks of tokens of about MM_MACS multiply-adds (64 to 256
+ * tokens; layer 0's 33792 x 7168 MLP of the full-width model: 64, ~0.1 s) with an
+ * interrupt check between: a long prompt's matmul is seconds of work; each output is the
+ * same dot product, so the same bits. Not fewer than 64: the GEMM ran 0.87x at T = 16 and
+ * 0.93x at T = 32 on those shapes (Zen 5, GFLOP per CPU second). A streamed one is
+ * multiplied whole, its pieces in order
  * (stream.c checks between them). Over N ranks a matmul is split by rows and never
  * stopped half way (k3_halted is 0 there: every rank must reach each gather). */
 #define MM_MACS 4e9
 static int mm_tokens(const K3Mat *W) {
     const double t = MM_MACS / ((double)W->rows * W->cols);
-    return t >= 256 ? 256 : t < 16 ? 16 : (int)t / 16 * 16;
+    return t >= 256 ? 256 : t < 64 ? 64 : (int)t / 16 * 16;
 }
 
 /* W times T tokens in those blocks, with a look at the interrupt between them (e's, or

@@ -4,14 +4,37 @@
  * and takes exactly the scalar reference's fmaf chain; a register tile of AR rows x AV
  * vectors of queries only changes which outputs are computed together.
  *
- * Needed: VEC, VW (lanes), AR, AV (the tile), LD, ST, SET1P (broadcast from memory), ZERO,
- * FMA(a, b, c) = fused a b + c, MUL, ADD, SUB, MAXGT(a, b) = a > b ? a : b, exp_neg_v, and
- * ATTN_OPS (the table's name) and ATTN_NAME. */
+ * Needed: VEC, VW (lanes), AR, AV (the tile), LD, ST, SET1P (broadcast from memory), SET1
+ * (broadcast a constant), ZERO, FMA(a, b, c) = fused a b + c, FNMA(a, b, c) = fused c - a b,
+ * MUL, ADD, SUB, MAXGT(a, b) = a > b ? a : b; for exp_neg_v's bits, IVEC (int32 lanes), ASI
+ * and ASF (the bits as IVEC, as VEC), ISET1, IADD, IMAX, UMIN (unsigned), SHL23; and ATTN_OPS
+ * (the table's name) and ATTN_NAME. */
 #define AUNROLL _Pragma("GCC unroll 8")
 #define AINL static inline __attribute__((always_inline))
 #ifndef AJC
 #define AJC 64   /* keys per pass of pv: 64 rows of S per query block stay in L1 */
 #endif
+
+/* k3_exp_neg (kernels.h) lane by lane: the same fmaf steps, so the same bits */
+AINL VEC exp_neg_v(VEC x) {
+    VEC a = ASF(UMIN(ASI(x), ISET1((int)0xC2D00000u)));          /* x floored at -104 */
+    const VEC sh = SET1(12582912.0f);                              /* 1.5 2^23 */
+    VEC t = FMA(a, SET1(1.44269504088896341f), sh);
+    VEC k = SUB(t, sh);
+    VEC r = FNMA(k, SET1(0.693145751953125f), a);
+    r = FNMA(k, SET1(1.42860682030941723212e-6f), r);
+    VEC q = SET1(1.0f / 5040);
+    q = FMA(q, r, SET1(1.0f / 720));
+    q = FMA(q, r, SET1(1.0f / 120));
+    q = FMA(q, r, SET1(1.0f / 24));
+    q = FMA(q, r, SET1(1.0f / 6));
+    q = FMA(q, r, SET1(0.5f));
+    q = FMA(q, r, SET1(1.0f));
+    q = FMA(q, r, SET1(1.0f));
+    IVEC e = IADD(ASI(t), ISET1(-0x4B400000 + 127));             /* k + 127 */
+    e = SHL23(IMAX(e, ISET1(0)));                                 /* 2^k, 0 below 2^-126 */
+    return MUL(q, ASF(e));
+}
 
 /* rr rows of S (keys) x nv vectors of queries; mx updated in increasing key order */
 AINL void sc_block(float *S, const float *Qt, const float *K, int hd, int bq, float *mx,

@@ -293,12 +293,13 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
 
 /* MXFP4 matvec by bf16 bytes: every product e2m1[n] * 2^(s-127) has its low 16 bits zero
  * (checked at start-up), so it is a bf16 word; mxb[s] holds its low bytes (lanes 0-15) and
- * high bytes (16-31) for n = 0..15, each twice (both 128-bit lanes). Per 32-block: the 16
- * bytes in both lanes as bytes 0-7 / 8-15 (two 8-byte loads), two pshufb a nibble kind, a
- * byte unpack into bf16 words and a word unpack under zero into fp32: no convert and no
- * multiply (the scale is in the table). The unpacks are per 128-bit lane, so accumulator 0
- * holds canonical lanes 0-3 and 8-11, accumulator 1 lanes 4-7 and 12-15 (xp is laid out
- * to match); each lane's FMA sequence is the reference's, and the fold puts them back. */
+ * high bytes (16-31) for n = 0..15, each twice (both 128-bit lanes). Per 32-block: one
+ * register of nibble indices (mx_nib), two pshufb (the low and the high bytes of all 32
+ * products), a byte unpack into bf16 words and a word unpack under zero into fp32: no
+ * convert and no multiply (the scale is in the table). The unpacks are per 128-bit lane, so
+ * accumulator 0 holds canonical lanes 0-3 and 8-11, accumulator 1 lanes 4-7 and 12-15 (xp
+ * is laid out to match); each lane's FMA sequence is the reference's, and the fold puts
+ * them back. */
 static uint8_t mxb[256][64] __attribute__((aligned(64)));
 static int mxb_ok;
 __attribute__((constructor)) static void mxb_init(void) {
@@ -315,33 +316,48 @@ __attribute__((constructor)) static void mxb_init(void) {
     mxb_ok = ok;
 }
 
+/* The nibble indices of a 32-block's bytes b0-15 (q0 = b0-7, q1 = b8-15) in one register:
+ * 128-bit lane 0 = low nibbles of b0-7, then their high nibbles; lane 1 the same for b8-15
+ * (two broadcast loads, a blend, a per-qword shift by 0 or 4, a mask). Half the pshufb of
+ * a lo and a hi register each holding 16 of 32 useful indices: 1.15x in L2 (KERNELS.md). */
+INL __m256i mx_nib(const uint8_t *p) {
+    long long q0, q1;
+    memcpy(&q0, p, 8); memcpy(&q1, p + 8, 8);
+    __m256i v = _mm256_blend_epi32(_mm256_set1_epi64x(q0), _mm256_set1_epi64x(q1), 0xF0);
+    return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 4, 0, 4)),
+                            _mm256_set1_epi8(0x0F));
+}
+
 #ifndef MXR2
 #define MXR2 4
 #endif
+/* The next step's index registers are built one step ahead: their loads and three ops
+ * head each block's chain to the FMAs, and the accumulators' FMA chains wait on them
+ * (1.03-1.04x in L2 on Zen 5). The last step reloads its own block (no read past a row). */
 INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
     int cols = m->cols;
-    const __m256i m0f = _mm256_set1_epi8(0x0F), z = _mm256_setzero_si256();
+    const __m256i z = _mm256_setzero_si256();
     __m256 acc[MXR2][2];
+    __m256i nx[MXR2];
 #pragma GCC unroll 8
-    for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    for (int i = 0; i < R; i++) {
+        acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+        nx[i] = mx_nib(m->wp + (size_t)(r + i) * cols / 2);
+    }
     for (int c = 0; c < cols; c += 32) {
         __m256 xe0 = _mm256_load_ps(xp + c), xo0 = _mm256_load_ps(xp + c + 8);
         __m256 xe1 = _mm256_load_ps(xp + c + 16), xo1 = _mm256_load_ps(xp + c + 24);
+        int cn = c + 32 < cols ? c + 32 : c;
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
             const uint8_t *p = m->wp + ((size_t)(r + i) * cols + c) / 2;
             if (!(c & 96)) _mm_prefetch((const char *)p + PF, _MM_HINT_T0);
             const uint8_t *t = mxb[m->ws[((size_t)(r + i) * cols + c) / 32]];
-            __m256i tl = _mm256_load_si256((const __m256i *)t);
-            __m256i th = _mm256_load_si256((const __m256i *)(t + 32));
-            __m256i v = _mm256_set_m128i(_mm_loadl_epi64((const __m128i *)(p + 8)),
-                                         _mm_loadl_epi64((const __m128i *)p));
-            __m256i lo = _mm256_and_si256(v, m0f);
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m0f);
-            __m256i wl = _mm256_unpacklo_epi8(_mm256_shuffle_epi8(tl, lo),
-                                              _mm256_shuffle_epi8(th, lo));
-            __m256i wh = _mm256_unpacklo_epi8(_mm256_shuffle_epi8(tl, hi),
-                                              _mm256_shuffle_epi8(th, hi));
+            __m256i n = nx[i];
+            nx[i] = mx_nib(m->wp + ((size_t)(r + i) * cols + cn) / 2);
+            __m256i L = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)t), n);
+            __m256i H = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)(t + 32)), n);
+            __m256i wl = _mm256_unpacklo_epi8(L, H), wh = _mm256_unpackhi_epi8(L, H);
             acc[i][0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, wl)), xe0,
                                         acc[i][0]);
             acc[i][0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, wh)), xo0,
@@ -358,66 +374,28 @@ INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
                                  _mm256_permute2f128_ps(acc[i][0], acc[i][1], 0x31));
 }
 
-/* The previous decode (pshufb of doubled E2M1, convert, scale multiply), kept for a CPU
- * where a product were not a bf16 word (never with IEEE fp32; checked at start-up). */
-INL void mv_mx(const M *m, int R, float *y, const float *xp, int r) {
-    int cols = m->cols;
-    __m256 acc[MXR2][2];
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-    for (int c = 0; c < cols; c += 32) {
-        __m128i lo[MXR2], hi[MXR2];
-        __m256 s[MXR2];
-#pragma GCC unroll 8
-        for (int i = 0; i < R; i++) {
-            if (!(c & 96))
-                _mm_prefetch((const char *)m->wp + ((size_t)(r + i) * cols + c) / 2 + PF,
-                             _MM_HINT_T0);
-            mx16(m, r + i, c, &lo[i], &hi[i]);
-            s[i] = _mm256_castsi256_ps(_mm256_set1_epi32(
-                (int)k3_e8m0_half_bits[m->ws[((size_t)(r + i) * cols + c) / 32]]));
-        }
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; h++) {
-            __m256 xe = _mm256_load_ps(xp + c + 16 * h), xo = _mm256_load_ps(xp + c + 16 * h + 8);
-#pragma GCC unroll 8
-            for (int i = 0; i < R; i++) {
-                acc[i][h] = _mm256_fmadd_ps(mx8(lo[i], h, s[i]), xe, acc[i][h]);
-                acc[i][h] = _mm256_fmadd_ps(mx8(hi[i], h, s[i]), xo, acc[i][h]);
-            }
-        }
-    }
-#pragma GCC unroll 8
-    for (int i = 0; i < R; i++) y[r + i] = k3_avx2_fold2(acc[i][0], acc[i][1]);
-}
-
-/* MXFP4 matvec of rows [r0, r1); -1 without scratch for the laid-out x. xp per 32-block
- * (mv_mxb): x[c + 2l] then x[c + 2l + 1] for l = 0-3, 8-11, then the same for l = 4-7,
- * 12-15; for mv_mx the even and odd elements of each 16 (x_eo). */
+/* MXFP4 matvec of rows [r0, r1); -1 without scratch for the laid-out x, or were a product
+ * not a bf16 word. That never happens with IEEE fp32: every product is +-0, +-inf, the NaN
+ * 0x7FC00000 (x86 returns the NaN operand) or m * 2^e with m in {1, 1.5} (mantissa bit 22
+ * at most; subnormal: s = 0 or 1, bits 21-22), so the old convert-and-multiply fallback
+ * was dead code and went; the caller's scalar path would give the same bits anyway.
+ * xp per 32-block: x[c + 2l] then x[c + 2l + 1] for l = 0-3, 8-11, then the same for
+ * l = 4-7, 12-15. */
 static int matvec_mx(const M *m, float *Y, const float *X, int r0, int r1) {
-    float *xp = k3_scratch(sizeof(float) * m->cols);
+    float *xp = mxb_ok ? k3_scratch(sizeof(float) * m->cols) : NULL;
     if (!xp) return -1;
-    for (int c = 0; c < m->cols; c += 16) {
-        __m256 e, o;
-        x_eo(X + c, &e, &o);
-        _mm256_store_ps(xp + c, e); _mm256_store_ps(xp + c + 8, o);
-    }
-    if (mxb_ok) {           /* x_eo gave e = l 0-7 | o = l 0-7 | e = l 8-15 | o = l 8-15 */
-        for (int c = 0; c < m->cols; c += 32) {
-            __m256 e0 = _mm256_load_ps(xp + c), o0 = _mm256_load_ps(xp + c + 8);
-            __m256 e1 = _mm256_load_ps(xp + c + 16), o1 = _mm256_load_ps(xp + c + 24);
-            _mm256_store_ps(xp + c, _mm256_permute2f128_ps(e0, e1, 0x20));
-            _mm256_store_ps(xp + c + 8, _mm256_permute2f128_ps(o0, o1, 0x20));
-            _mm256_store_ps(xp + c + 16, _mm256_permute2f128_ps(e0, e1, 0x31));
-            _mm256_store_ps(xp + c + 24, _mm256_permute2f128_ps(o0, o1, 0x31));
-        }
+    for (int c = 0; c < m->cols; c += 32) {   /* x_eo: e, o of l 0-7, then of l 8-15 */
+        __m256 e0, o0, e1, o1;
+        x_eo(X + c, &e0, &o0);
+        x_eo(X + c + 16, &e1, &o1);
+        _mm256_store_ps(xp + c, _mm256_permute2f128_ps(e0, e1, 0x20));
+        _mm256_store_ps(xp + c + 8, _mm256_permute2f128_ps(o0, o1, 0x20));
+        _mm256_store_ps(xp + c + 16, _mm256_permute2f128_ps(e0, e1, 0x31));
+        _mm256_store_ps(xp + c + 24, _mm256_permute2f128_ps(o0, o1, 0x31));
     }
     for (int r = r0; r < r1;) {
-        int R = r1 - r >= MXR2 ? MXR2 : 1;
-        if (mxb_ok) { if (R == MXR2) mv_mxb(m, MXR2, Y, xp, r); else mv_mxb(m, 1, Y, xp, r); }
-        else if (R == MXR2) mv_mx(m, MXR2, Y, xp, r);
-        else mv_mx(m, 1, Y, xp, r);
-        r += R;
+        if (r1 - r >= MXR2) { mv_mxb(m, MXR2, Y, xp, r); r += MXR2; }
+        else { mv_mxb(m, 1, Y, xp, r); r += 1; }
     }
     return 0;
 }

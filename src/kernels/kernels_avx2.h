@@ -16,8 +16,10 @@ void k3_avx2_silu(float *x, int n);
 void k3_avx2_sigmul(float *o, const float *g, int n);
 void k3_avx2_expf(float *y, const float *x, int n);
 void k3_avx2_sigmoid(float *y, const float *x, int n);
-/* k3_exp_d on 4 lanes for |x| <= 700 (the result a normal double); for the tests */
+/* k3_exp_d on 4 lanes (AVX-512: 8) for |x| <= 700 (the result a normal double); for the
+ * tests (kernels_ew_body.h) */
 void k3_avx2_exp_d(double *y, const double *x, int n);
+void k3_avx512_exp_d(double *y, const double *x, int n);
 
 #if defined(__AVX2__)
 #include <immintrin.h>

@@ -655,7 +655,8 @@ static int run_batch(const Opts *o) {
     K3Machine mc;
     K3Roofline roof;
     if ((roof_line || o->out) && k3_comm_rank() == 0 && !k3_machine_get(&mc, o->reprobe)) {
-        k3_roofline(&e.m, n_prompt, t_prefill, n_gen - 1, t_decode, &mc, &roof);
+        k3_roofline(&e.m, n_prompt, o->dump_logits ? n_prompt : 1, t_prefill, n_gen - 1, t_decode,
+                    &mc, &roof);
         r.roof = &roof;
     }
     if (r.interrupted)                         /* said even with --quiet: the exit is 1 */

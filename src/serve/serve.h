@@ -17,6 +17,7 @@
 #include "json_gram.h"
 #include "grammar.h"
 #include "logprob.h"
+#include "strbuf.h"
 #include "scheduler.h"
 #include "sampler.h"
 #include "xtml.h"
@@ -64,14 +65,6 @@ int http_peer_gone(int fd);
  * the last response this thread sent (the request log). */
 extern const char *http_extra_headers;
 extern __thread int http_last_status;
-
-/* A growing string. */
-typedef struct { char *b; size_t n, cap; int oom; } Buf;
-void buf_add(Buf *s, const char *p, size_t n);
-void buf_str(Buf *s, const char *p);
-void buf_fmt(Buf *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void buf_json(Buf *s, const char *p, size_t n);     /* as a JSON string literal */
-void buf_free(Buf *s);
 
 /* ---- serve_web.c: the chat page (--no-webui: off) ---- */
 /* Answers GET (or HEAD) of one of the page's files: 1 done, 0 not a page path, -1 gone. */

@@ -8,6 +8,7 @@
 #include "json_schema.h"
 #include "grammar.h"
 #include "json.h"
+#include "strbuf.h"
 #include "tok.h"
 #include <math.h>
 #include <stdio.h>
@@ -60,48 +61,31 @@ void jg_free(JgSchema *g) {
 
 const GrGrammar *jg_grammar(const JgSchema *g) { return g ? g->gr : NULL; }
 
-typedef struct { char *b; size_t n, cap; int oom; } Sb;
-static void sb_add(Sb *o, const char *p, size_t n) {
-    if (o->oom) return;
-    if (o->n + n + 1 > o->cap) {
-        size_t c = (o->n + n + 1) * 2;
-        char *b = realloc(o->b, c);
-        if (!b) { o->oom = 1; return; }
-        o->b = b; o->cap = c;
-    }
-    memcpy(o->b + o->n, p, n); o->n += n; o->b[o->n] = 0;
-}
-static void sb_quoted(Sb *o, const char *s, size_t n) {
-    char *q = json_quote(s, n);
-    if (!q) { o->oom = 1; return; }
-    sb_add(o, q, strlen(q));
-    free(q);
-}
 /* v compact: the form a constrained reply must write to match it */
-static void ser(Sb *o, const Json *v) {
+static void ser(Buf *o, const Json *v) {
     char t[40];
     switch (v->type) {
-    case JSON_NULL: sb_add(o, "null", 4); break;
-    case JSON_BOOL: sb_add(o, v->boolean ? "true" : "false", v->boolean ? 4 : 5); break;
+    case JSON_NULL: buf_add(o, "null", 4); break;
+    case JSON_BOOL: buf_add(o, v->boolean ? "true" : "false", v->boolean ? 4 : 5); break;
     case JSON_NUMBER:
         if (v->is_integer) snprintf(t, sizeof t, "%lld", (long long)v->integer);
         else for (int p = 1; p <= 17; p++) {     /* the shortest that reads back */
             snprintf(t, sizeof t, "%.*g", p, v->number);
             if (strtod(t, NULL) == v->number) break;
         }
-        sb_add(o, t, strlen(t));
+        buf_add(o, t, strlen(t));
         break;
-    case JSON_STRING: sb_quoted(o, v->str, v->len); break;
+    case JSON_STRING: buf_json(o, v->str, v->len); break;
     case JSON_ARRAY:
     case JSON_OBJECT:
-        sb_add(o, v->type == JSON_ARRAY ? "[" : "{", 1);
+        buf_add(o, v->type == JSON_ARRAY ? "[" : "{", 1);
         for (size_t i = 0; i < v->len; i++) {
-            if (i) sb_add(o, ",", 1);
-            if (v->type == JSON_OBJECT) { sb_quoted(o, v->keys[i], strlen(v->keys[i]));
-                                          sb_add(o, ":", 1); }
+            if (i) buf_add(o, ",", 1);
+            if (v->type == JSON_OBJECT) { buf_json(o, v->keys[i], strlen(v->keys[i]));
+                                          buf_add(o, ":", 1); }
             ser(o, v->items[i]);
         }
-        sb_add(o, v->type == JSON_ARRAY ? "]" : "}", 1);
+        buf_add(o, v->type == JSON_ARRAY ? "]" : "}", 1);
         break;
     }
 }
@@ -158,7 +142,7 @@ static int literals(JgSchema *g, int ni, const Json *v, int one, const char *pat
     nd->lit = calloc(n, sizeof *nd->lit); nd->llen = calloc(n, sizeof *nd->llen);
     if (!nd->lit || !nd->llen) REFUSE("out of memory");
     for (size_t i = 0; i < n; i++) {
-        Sb o = { 0 };
+        Buf o = { 0 };
         ser(&o, it[i]);
         if (o.oom) { free(o.b); REFUSE("out of memory"); }
         nd->lit[nd->nlit] = o.b; nd->llen[nd->nlit++] = o.n;

@@ -13,17 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* ---- text ---- */
 void jsc_addn(JscBuf *o, const char *p, size_t n) {
-    if (o->oom) return;
-    if (o->n + n + 1 > o->cap) {
-        size_t cap = (o->n + n + 1) * 2;
-        char *b = cap > (size_t)JSC_MAX_TEXT * 2 ? NULL : realloc(o->b, cap);
-        if (!b) { o->oom = 1; return; }
-        o->b = b; o->cap = cap;
-    }
-    memcpy(o->b + o->n, p, n); o->n += n; o->b[o->n] = 0;
+    if (o->n + n + 1 > o->cap && o->n + n + 1 > (size_t)JSC_MAX_TEXT) { o->oom = 1; return; }
+    buf_add(o, p, n);
 }
 void jsc_add(JscBuf *o, const char *s) { jsc_addn(o, s, strlen(s)); }
 void jsc_fmt(JscBuf *o, const char *fmt, ...) {

@@ -4,10 +4,11 @@
 #ifndef K3_JSON_SCHEMA_INT_H
 #define K3_JSON_SCHEMA_INT_H
 #include "json.h"
+#include "strbuf.h"
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct { char *b; size_t n, cap; int oom; } JscBuf;
+typedef Buf JscBuf;   /* held under 2 JSC_MAX_TEXT: past it, oom (jsc_addn) */
 void jsc_add(JscBuf *o, const char *s);
 void jsc_addn(JscBuf *o, const char *s, size_t n);
 void jsc_fmt(JscBuf *o, const char *fmt, ...);

@@ -5,27 +5,11 @@
  * integer as written, a float as repr() (shortest text that reads back, "1.0", "1e+16").
  * A duplicate key keeps its first position and its last value, as a Python dict does. */
 #include "xtml.h"
+#include "strbuf.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct { char *b; size_t n, cap; int oom; } Out;
-
-static void put(Out *o, const char *s, size_t n) {
-    if (o->oom) return;
-    if (o->n + n + 1 > o->cap) {
-        size_t c = o->cap ? o->cap : 256;
-        while (c < o->n + n + 1) c *= 2;
-        char *nb = realloc(o->b, c);
-        if (!nb) { o->oom = 1; return; }
-        o->b = nb; o->cap = c;
-    }
-    memcpy(o->b + o->n, s, n);
-    o->n += n;
-    o->b[o->n] = 0;
-}
-static void puts_(Out *o, const char *s) { put(o, s, strlen(s)); }
 
 /* Python's repr(float). */
 static void py_float(double x, char out[40]) {
@@ -68,30 +52,30 @@ static int cmp_key(const void *a, const void *b) {
     return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
 }
 
-static void value(Out *o, const Json *j, int compact, int sort) {
+static void value(Buf *o, const Json *j, int compact, int sort) {
     char num[40];
     switch (j->type) {
-    case JSON_NULL: puts_(o, "null"); return;
-    case JSON_BOOL: puts_(o, j->boolean ? "true" : "false"); return;
+    case JSON_NULL: buf_str(o, "null"); return;
+    case JSON_BOOL: buf_str(o, j->boolean ? "true" : "false"); return;
     case JSON_NUMBER:
         if (j->is_integer) snprintf(num, sizeof num, "%lld", (long long)j->integer);
         else py_float(j->number, num);
-        puts_(o, num);
+        buf_str(o, num);
         return;
     case JSON_STRING: {
         char *s = json_quote(j->str, j->len);
         if (!s) { o->oom = 1; return; }
-        puts_(o, s);
+        buf_str(o, s);
         free(s);
         return;
     }
     case JSON_ARRAY:
-        put(o, "[", 1);
+        buf_add(o, "[", 1);
         for (size_t i = 0; i < j->len; i++) {
-            if (i) puts_(o, compact ? "," : ", ");
+            if (i) buf_str(o, compact ? "," : ", ");
             value(o, j->items[i], compact, sort);
         }
-        put(o, "]", 1);
+        buf_add(o, "]", 1);
         return;
     case JSON_OBJECT: {
         /* unique keys: first position, last value */
@@ -108,18 +92,18 @@ static void value(Out *o, const Json *j, int compact, int sort) {
         if (!ord) { free(k); free(at); o->oom = 1; return; }
         for (size_t u = 0; u < n; u++) ord[u] = &k[u];
         if (sort) qsort(ord, n, sizeof *ord, cmp_key);
-        put(o, "{", 1);
+        buf_add(o, "{", 1);
         for (size_t u = 0; u < n; u++) {
             size_t i = at[ord[u] - k];
-            if (u) puts_(o, compact ? "," : ", ");
+            if (u) buf_str(o, compact ? "," : ", ");
             char *s = json_quote(j->keys[i], strlen(j->keys[i]));
             if (!s) { o->oom = 1; break; }
-            puts_(o, s);
+            buf_str(o, s);
             free(s);
-            puts_(o, compact ? ":" : ": ");
+            buf_str(o, compact ? ":" : ": ");
             value(o, j->items[i], compact, sort);
         }
-        put(o, "}", 1);
+        buf_add(o, "}", 1);
         free(ord); free(k); free(at);
         return;
     }
@@ -127,7 +111,7 @@ static void value(Out *o, const Json *j, int compact, int sort) {
 }
 
 char *xtml_pyjson(const Json *j, int compact, int sort) {
-    Out o = { 0 };
+    Buf o = { 0 };
     value(&o, j, compact, sort);
     if (o.oom) { free(o.b); return NULL; }
     return o.b;

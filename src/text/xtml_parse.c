@@ -2,6 +2,7 @@
  * ids the model generated after the generation prompt -> channels, and with tools on the
  * tools channel -> tool calls. Driven by control ids only. */
 #include "xtml.h"
+#include "strbuf.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,49 +272,33 @@ char *xtml_parser_reasoning(const XtmlParser *p) {
 }
 char *xtml_parser_content(const XtmlParser *p) { return body_text(p->tok, p->resp_ids, p->n_resp); }
 
-typedef struct { char *b; size_t n, cap; int oom; } Str;
-static void str_add(Str *s, const char *p) {
-    size_t l = strlen(p);
-    if (s->oom) return;
-    if (s->n + l + 1 > s->cap) {
-        size_t c = (s->n + l + 1) * 2;
-        char *nb = realloc(s->b, c);
-        if (!nb) { s->oom = 1; return; }
-        s->b = nb; s->cap = c;
-    }
-    memcpy(s->b + s->n, p, l + 1);
-    s->n += l;
-}
 /* t as a JSON string literal, or as it is when as_is and it is JSON. */
-static void str_json(Str *s, const char *t, int as_is) {
+static void str_json(Buf *s, const char *t, int as_is) {
     char jerr[64];
     if (as_is) {
         Json *j = json_parse(t, strlen(t), jerr, sizeof jerr);
         json_free(j);
-        if (j) { str_add(s, t); return; }
+        if (j) { buf_str(s, t); return; }
     }
-    char *q = json_quote(t, strlen(t));
-    if (!q) { s->oom = 1; return; }
-    str_add(s, q);
-    free(q);
+    buf_json(s, t, strlen(t));
 }
 
 char *xtml_call_arguments(const XtmlParser *p, const XtmlCall *c) {
     for (int i = 0; i < c->n_args; i++)                 /* a json block: as written */
         if (!c->args[i].key) return body_text(p->tok, c->args[i].ids, c->args[i].n);
-    Str s = { 0 };
-    str_add(&s, "{");
+    Buf s = { 0 };
+    buf_str(&s, "{");
     for (int i = 0; i < c->n_args; i++) {
         const XtmlArg *a = &c->args[i];
         char *v = body_text(p->tok, a->ids, a->n);
         if (!v) { s.oom = 1; break; }
-        if (i) str_add(&s, ", ");
+        if (i) buf_str(&s, ", ");
         str_json(&s, a->key, 0);
-        str_add(&s, ": ");
+        buf_str(&s, ": ");
         str_json(&s, v, strcmp(a->type, "string") != 0);
         free(v);
     }
-    str_add(&s, "}");
+    buf_str(&s, "}");
     if (s.oom) { free(s.b); return NULL; }
     return s.b;
 }

@@ -80,4 +80,14 @@ $K3 bench $M -r 1 -p 4 -n 4 -o csv -q --no-limits > $T/b.csv 2>> $T/b.err
 head -n 1 $T/b.csv | grep -q ',prefill_flops,.*,machine_read_gbps,decode_floor_s,decode_floor_ratio$' &&
   awk -F, 'NR == 2 && $NF > 0 && $(NF - 1) > 0 { f = 1 } END { exit !f }' $T/b.csv &&
   ok "bench csv: the machine columns" || bad "bench csv: $(cat $T/b.csv $T/b.err)"
+# --dump-logits puts every prompt row through the head inside the prefill: each counted
+# (2 x vocab x hidden FLOPs a row beyond the one a plain run needs)
+K3_MACHINE_CACHE=$C $K3 $M --ids "$P" --gen 1 --threads 1 --out $T/o1.json > /dev/null 2>&1
+K3_MACHINE_CACHE=$C $K3 $M --ids "$P" --gen 1 --threads 1 --out $T/o2.json \
+  --dump-logits $T/l.f32 > /dev/null 2>&1
+np=$(echo "$P" | tr ',' '\n' | wc -l)
+awk -v a="$(num prefill_flops $T/o1.json)" -v b="$(num prefill_flops $T/o2.json)" -v n=$np \
+  'BEGIN { d = b - a - (n - 1) * 2 * 1024 * 256; exit !(n > 1 && d < 1e-4 * b && d > -1e-4 * b) }' &&
+  ok "--dump-logits counts its $np head rows" ||
+  bad "head rows: $(num prefill_flops $T/o1.json) vs $(num prefill_flops $T/o2.json), $np rows"
 exit $fail

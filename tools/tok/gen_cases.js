@@ -25,7 +25,7 @@ const { Tiktoken } = require('tiktoken');
 const ROOT = path.resolve(__dirname, '..', '..');
 const UCD = path.join(__dirname, 'node_modules', '@unicode', 'unicode-16.0.0');
 
-const PAT = "[\\p{Han}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const { PAT } = require('./tiny_tok.js');
 
 // K3's named reserved tokens: offset from n_ranks -> [content, special flag]
 const NAMED = [[0, '[BOS]', true], [1, '[EOS]', true], [2, '<|end_of_msg|>', true],

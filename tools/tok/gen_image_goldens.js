@@ -11,20 +11,8 @@
 //
 // Lines: NAME IDS (comma-separated), read by tests/sh/image_chat.sh.
 'use strict';
-const fs = require('fs');
-const path = require('path');
-const { Tiktoken } = require('tiktoken');
-const ROOT = path.resolve(__dirname, '..', '..');
-const PAT = "[\\p{Han}]+|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}&&[^\\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-const dir = path.join(ROOT, 'tests', 'tok', 'tiny');
-const model = fs.readFileSync(path.join(dir, 'tiktoken.model'), 'utf8');
-const NR = model.trim().split('\n').length;
-const cfg = JSON.parse(fs.readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8'));
-const named = {};
-for (const [id, t] of Object.entries(cfg.added_tokens_decoder)) named[+id] = t.content;
-const specials = {};
-for (let i = NR; i < NR + 256; i++) specials[named[i] || `<|reserved_token_${i}|>`] = i;
-const enc = new Tiktoken(model, specials, PAT);
+const { tinyEncoder } = require('./tiny_tok.js');
+const { enc, specials } = tinyEncoder();
 const PAD = specials['<|media_pad|>'];
 
 // §2.2: rows N of an original W x H
