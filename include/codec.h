@@ -93,10 +93,11 @@ static inline const uint8_t *k3_codec_row(const K3Mat *W, int r) {
     return (const uint8_t *)W->w + k3_codec_rowoff(W)[r];
 }
 
-/* Prefill (T > 1) for the SIMD paths: rows decoded a few at a time into per-thread
- * scratch (a block of rows, never a layer) and multiplied by o's own BF16 kernel, which
- * gives each row's bits independently of the tiling (kernels.h). dec: the path's fast
- * row decoder (NULL: k3_codec_decode_row). */
+/* Prefill (T > 1) where a SIMD path has none of its own (NEON, AVX2 from 73 tokens,
+ * docs/CODEC.md): rows decoded a few at a time into per-thread scratch (a block of rows,
+ * never a layer) and multiplied by o's own BF16 kernel, which gives each row's bits
+ * independently of the tiling (kernels.h). dec: the path's fast row decoder (NULL:
+ * k3_codec_decode_row). */
 typedef void (*K3RowDecoder)(uint16_t *out, const K3Mat *W, int r);
 void k3_codec_prefill(const K3KernelOps *o, K3RowDecoder dec, float *Y, const K3Mat *W,
                       const float *X, int r0, int r1, int t0, int t1);

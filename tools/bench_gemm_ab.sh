@@ -23,7 +23,7 @@ for v in 0 1; do
   src=$A; x=${FA:-}; [ "$v" = 1 ] && { src=$B; x=${FB:-}; }
   R="-DK3G=k3_g$v -Dk3_avx512_mxtab=k3_mt$v -Dk3_avx512_prefill_gemm=k3_pg$v"
   R="$R -Dk3_avx512_coded_matmul=k3_cm$v -Dk3_avx512_codec_vbmi=k3_cv$v"
-  R="$R -Dk3_avx2_gemm=k3_ag$v -Dk3_avx2_gemm_scratch=k3_gs$v"
+  R="$R -Dk3_avx2_gemm=k3_ag$v -Dk3_avx2_gemm_scratch=k3_gs$v -Dk3_avx2_coded_panel=k3_cp$v"
   case $ISA in
   avx512t)
     cd=${CODED_A:-src/kernels/kernels_avx512_coded.c}; [ "$v" = 1 ] && cd=${CODED_B:-$cd}

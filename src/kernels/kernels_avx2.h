@@ -7,6 +7,9 @@
  * bits of the T = 1 kernel. -1 when its per-thread scratch cannot be had. */
 int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1);
 size_t k3_avx2_gemm_scratch(int cols, int pt);   /* bytes */
+/* a coded row's blocks into the GEMM's half panels (kernels_avx2.c; decode_w) */
+void k3_avx2_coded_panel(const uint8_t **pp, int c0, int c1, int cols, float *d0, float *d1,
+                         uint16_t *tail, const uint8_t *nx);
 /* The elementwise transcendentals on 8 lanes (kernels_avx2_ew.c; also the AVX-512 path's) */
 void k3_avx2_situ(float *out, const float *g, const float *u, int n, float b1, float b2);
 void k3_avx2_silu(float *x, int n);

@@ -23,9 +23,13 @@
  * round trip) with the step loop unrolled twice and the fold in registers ran 1.2-1.3x
  * KC = 512 with a memory fold; the token tiles sweep 8 rows of the panel (16 KB of a
  * half, in L1) before the next 8, not all 32 (64 KB, L2): +2-4% (docs/data/
- * kernels_avx2_gemm3.txt; a 2-row x 6-token tile was 20% slower here). */
+ * kernels_avx2_gemm3.txt; a 2-row x 6-token tile was 20% slower here). A coded matrix
+ * (BF16C, T <= 72) decodes its blocks straight into the panels (k3_avx2_coded_panel, a
+ * cursor per row; the tail weights kept for finish), the next block's coded bytes
+ * prefetched the same way (issue 40: 8 MB of BF16 rows and the matmul cost 2-5 points). */
 #include "kernels.h"
 #include "kernels_avx2.h"
+#include "codec.h"
 
 #if defined(__x86_64__) && defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -53,14 +57,26 @@
 #ifndef PF_HINT
 #define PF_HINT _MM_HINT_T1
 #endif
-#if KC % 32
-#error "KC must be a multiple of 32 (MXFP4 blocks)"
+#if KC % 256
+#error "KC must be a multiple of 256 (coded blocks; MXFP4 blocks of 32)"
 #endif
 
 /* rows [r, r+nr) x columns [c0, c1) (c1 - c0 a multiple of 16) of W into the two half
- * panels wp (half 0) and wp + SC_R * ks (half 1), as fp32 */
-static void decode_w(const K3Mat *W, int r, int nr, int c0, int c1, float *wp, int ks) {
+ * panels wp (half 0) and wp + SC_R * ks (half 1), as fp32. Coded (BF16C): cur[i] is row
+ * r + i's next block (column blocks come in order; set at c0 = 0), and the last block
+ * also puts the row's cols % 16 last weights in tail + 16 i (finish's) */
+static void decode_w(const K3Mat *W, int r, int nr, int c0, int c1, float *wp, int ks,
+                     const uint8_t **cur, uint16_t *tail) {
     const size_t cols = (size_t)W->cols;
+    if (W->type == K3_W_BF16C) {
+        if (!c0)
+            for (int i = 0; i < nr; i++) cur[i] = k3_codec_row(W, r + i);
+        for (int i = 0; i < nr; i++)
+            k3_avx2_coded_panel(&cur[i], c0, c1, (int)cols, wp + (size_t)i * ks,
+                                wp + (size_t)(SC_R + i) * ks, tail + 16 * i,
+                                i + 1 < nr ? cur[i + 1] : NULL);
+        return;
+    }
     const __m128i tab = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
     const __m128i m0f = _mm_set1_epi8(0x0F);
     for (int i = 0; i < nr; i++) {
@@ -156,12 +172,16 @@ INL void tile(const float *wp, int ks, const float *xp, size_t xs, int n, int R,
 }
 
 /* The next block's weight rows, fetched a few lines per tile while this block computes
- * (decode_w otherwise waits on RAM): line l of row i at base + i * stride + 64 l. */
-typedef struct { const char *base; size_t stride; int lines, nrow, i, l; } Pf;
+ * (decode_w otherwise waits on RAM): line l of row i at base + i * stride + 64 l (coded:
+ * at row[i] + 64 l). */
+typedef struct {
+    const char *base; size_t stride; int lines, nrow, i, l; const uint8_t **row;
+} Pf;
 
 INL void pf_some(Pf *p) {
     for (int q = 0; q < PF_LINES && p->i < p->nrow; q++) {
-        _mm_prefetch(p->base + p->i * p->stride + 64 * (size_t)p->l, PF_HINT);
+        _mm_prefetch((p->row ? (const char *)p->row[p->i] : p->base + p->i * p->stride) +
+                     64 * (size_t)p->l, PF_HINT);
         if (++p->l == p->lines) { p->l = 0; p->i++; }
     }
 }
@@ -185,7 +205,7 @@ INL void rows_tt(const float *wpan, int ks, const float *xp, size_t xs, int n, i
 
 /* the 16 parked lanes of each output: the T = 1 kernel's end (spilled tail, then fold) */
 static void finish(const K3Mat *W, float *Y, const float *X, int rb, int nr, int tb, int nt,
-                   int n16, const float *park, int pt) {
+                   int n16, const float *park, int pt, const uint16_t *tail) {
     const size_t cols = (size_t)W->cols, rows = (size_t)W->rows;
     for (int i = 0; i < nr; i++)
         for (int j = 0; j < nt; j++) {
@@ -199,8 +219,9 @@ static void finish(const K3Mat *W, float *Y, const float *X, int rb, int nr, int
             const size_t ro = (size_t)(rb + i) * cols;
             const float *x = X + (size_t)(tb + j) * cols;
             for (int c = n16, l = 0; c < (int)cols; c++, l++) {
-                float w = W->type == K3_W_F32 ? ((const float *)W->w)[ro + c]
-                                              : k3_bf16_to_f32(((const uint16_t *)W->w)[ro + c]);
+                uint16_t h = W->type == K3_W_BF16C ? tail[16 * i + l]
+                                                   : ((const uint16_t *)W->w)[ro + c];
+                float w = W->type == K3_W_F32 ? ((const float *)W->w)[ro + c] : k3_bf16_to_f32(h);
                 a[l] = __builtin_fmaf(w, x[c], a[l]);
             }
             for (int w = 8; w >= 1; w /= 2)
@@ -231,6 +252,8 @@ int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t
     float *sc = k3_scratch(k3_avx2_gemm_scratch(cols, per));
     if (!sc) return -1;
     float *wpan = sc + SC_R * per * 16, *xpan = wpan + 2 * (size_t)SC_R * ks;
+    const uint8_t *cur[SC_R], *nxt[SC_R];     /* coded rows: decode_w's cursors, the next */
+    uint16_t tail[SC_R * 16];                 /* block's; the cols % 16 last weights */
     /* es: weight bytes x 2 per element */
     const size_t es = W->type == K3_W_F32 ? 8 : W->type == K3_W_BF16 ? 4 : 1;
     for (int tb = t0; tb < t1; tb += per) {
@@ -240,14 +263,20 @@ int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t
             int nr = r1 - rb > SC_R ? SC_R : r1 - rb;
             for (int c0 = 0; c0 < n16 || c0 == 0; c0 += KC) {
                 int c1 = n16 - c0 > KC ? c0 + KC : n16, n = (c1 - c0) / 2, first = c0 == 0;
-                decode_w(W, rb, nr, c0, c1, wpan, ks);
-                Pf pf = { NULL, (size_t)cols * es / 2, 0, 0, 0, 0 };
+                decode_w(W, rb, nr, c0, c1, wpan, ks, cur, tail);
+                Pf pf = { NULL, (size_t)cols * es / 2, 0, 0, 0, 0, NULL };
                 int nc = c1 < n16 ? c1 : 0, nrb = c1 < n16 ? rb : rb + SC_R;
                 if (nrb < r1 && n16 > 0) {     /* the next block: rows nrb.., columns nc.. */
                     int nn = n16 - nc > KC ? KC : n16 - nc;
                     pf.base = (const char *)W->w + ((size_t)nrb * cols + nc) * es / 2;
                     pf.lines = (int)(((size_t)nn * es / 2 + 63) / 64);
                     pf.nrow = r1 - nrb > SC_R ? SC_R : r1 - nrb;
+                    if (W->type == K3_W_BF16C) {  /* ~1.4 bytes a weight; raw blocks 2 */
+                        for (int i = 0; i < pf.nrow; i++)
+                            nxt[i] = nrb == rb ? cur[i] : k3_codec_row(W, nrb + i);
+                        pf.row = nxt;
+                        pf.lines = (3 * nn / 2 + 63) / 64;
+                    }
                 }
                 for (int h = 0; h < 2; h++)
                 for (int g = 0; g < nr; g += SG) {
@@ -266,7 +295,7 @@ int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t
                 }
                 if (c1 >= n16) break;
             }
-            finish(W, Y, X, rb, nr, tb, nt, n16, sc, per);
+            finish(W, Y, X, rb, nr, tb, nt, n16, sc, per, tail);
         }
     }
     return 0;

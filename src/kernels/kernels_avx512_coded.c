@@ -469,6 +469,167 @@ static void dec_row_v(uint16_t *out, const K3Mat *W, int r) {
     }
 }
 
+/* Prefill above CP_T tokens (VBMI) through register tiles over an L2 buffer: blocks of
+ * CT_R rows x CT_K columns decoded once a token block to BF16 (ct_decode, weight order, a
+ * cursor per row), then the tiles of the BF16 matmul (kernels_avx512.c: 4 rows x up to 6
+ * tokens, column-ordered FMAs, lanes parked between column blocks, the fold at the end:
+ * the same bits) read the buffer instead of the matrix. X is laid out once per token
+ * block over all columns; the first token tile fetches the next block's coded bytes to
+ * L2 (without it the 1.4 KB row pieces waited on RAM: T = 16 at 49%). The 8 MB of BF16
+ * rows and the BF16 matmul this replaces (k3_codec_prefill) ran 4-6 points lower at T = 16
+ * and 64 (Zen 5, docs/KERNELS.md); the fp32-panel GEMM (kernels_avx512_gemm.c) with the
+ * decode in its panels 66-68% at T = 64 and 256 against 75-78% (its 840 KB of panels). */
+#define CT_R 128
+#define CT_T 72
+#define CT_K 1024
+#define CT_KS (CT_K + 32)       /* buffer row stride (BF16): rows do not share L1 sets */
+#define CT_TR 4
+#define CT_TM 6
+
+/* the blocks of a coded row from *pp, columns [c0, c1) (c0 a multiple of 256; c1 one too,
+ * or the row's end), into o as BF16 in weight order; *pp advanced; nx: the next row's
+ * same bytes (NULL: none), fetched a block ahead */
+__attribute__((target("avx512vbmi,avx512vbmi2")))
+static void ct_decode(const uint8_t **pp, int c0, int c1, int cols, uint16_t *o,
+                      const uint8_t *nx) {
+    const uint8_t *p = *pp;
+    for (int c = c0; c < c1; c += K3_CODEC_BLOCK, o += K3_CODEC_BLOCK) {
+        int n = cols - c < K3_CODEC_BLOCK ? cols - c : K3_CODEC_BLOCK, G = (n + 15) / 16;
+        const uint8_t *next = p + k3_codec_block_bytes(p, G);
+        if (nx)
+            for (int l = 0; l < 6; l++)
+                _mm_prefetch((const char *)nx + (p - *pp) + 64 * l, _MM_HINT_T0);
+        if (n < K3_CODEC_BLOCK) { k3_codec_decode_block(o, p, n); p = next; continue; }
+        Chunks s;
+        ch_init(&s, p, G);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m512i lo, hi;
+            ch_bytes(&s, k, &lo, &hi);
+            __m512i a = _mm512_unpacklo_epi8(lo, hi), b = _mm512_unpackhi_epi8(lo, hi);
+            __m256i *og = (__m256i *)(o + 64 * k);
+            _mm256_store_si256(og, _mm512_cvtepi32_epi16(a));
+            _mm256_store_si256(og + 1, _mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16)));
+            _mm256_store_si256(og + 2, _mm512_cvtepi32_epi16(b));
+            _mm256_store_si256(og + 3, _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16)));
+        }
+        p = next;
+    }
+    *pp = p;
+}
+
+INL __m512 ct_w(const uint16_t *w, __mmask16 k) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(
+        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, w)), 16));
+}
+
+/* R rows (w, stride CT_KS) x TT tokens (x, stride xs) over n columns; lanes from / to sc */
+INL void ct_tile(const uint16_t *w, const float *x, size_t xs, int n, int R, int TT,
+                 float *sc, int first, int last, float *Y, size_t rows, int r, int t,
+                 const uint8_t *const *pf) {
+    __m512 acc[CT_TR][CT_TM];
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < TT; j++)
+            acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(sc + (i * CT_T + j) * 16);
+    int c = 0;
+    for (; c + 16 <= n; c += 16) {
+        if (pf)                 /* the rows' next coded bytes: 2 lines a step, 32 a row */
+            for (int q = 0, L = c / 8; q < 2; q++, L++)
+                if ((L & 3) < R && pf[L & 3])
+                    _mm_prefetch((const char *)pf[L & 3] + 64 * (L >> 2), _MM_HINT_T1);
+        __m512 wv[CT_TR];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) wv[i] = ct_w(w + i * CT_KS + c, 0xFFFF);
+#pragma GCC unroll 8
+        for (int j = 0; j < TT; j++) {
+            __m512 xv = _mm512_loadu_ps(x + j * xs + c);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
+        }
+    }
+    if (c < n) {                             /* a row's last columns (cols % 16) */
+        __mmask16 k = tailmask(n - c);
+        __m512 wv[CT_TR];
+#pragma GCC unroll 4
+        for (int i = 0; i < R; i++) wv[i] = ct_w(w + i * CT_KS + c, k);
+#pragma GCC unroll 8
+        for (int j = 0; j < TT; j++) {
+            __m512 xv = _mm512_maskz_loadu_ps(k, x + j * xs + c);
+#pragma GCC unroll 4
+            for (int i = 0; i < R; i++) acc[i][j] = _mm512_mask3_fmadd_ps(wv[i], xv, acc[i][j], k);
+        }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < R; i++)
+#pragma GCC unroll 8
+        for (int j = 0; j < TT; j++) {
+            if (last) Y[(size_t)(t + j) * rows + r + i] = fold(acc[i][j]);
+            else _mm512_store_ps(sc + (i * CT_T + j) * 16, acc[i][j]);
+        }
+}
+
+/* pf (NULL: none): per row of the block, the coded bytes the next decode reads */
+INL void ct_rows(const uint16_t *wb, const float *x, size_t xs, int n, int nr, int TT,
+                 float *sc, int first, int last, float *Y, size_t rows, int rb, int t,
+                 const uint8_t *const *pf) {
+    int i = 0;
+    for (; i + CT_TR <= nr; i += CT_TR)
+        ct_tile(wb + (size_t)i * CT_KS, x, xs, n, CT_TR, TT, sc + i * CT_T * 16, first, last,
+                Y, rows, rb + i, t, pf ? pf + i : NULL);
+    for (; i < nr; i++)
+        ct_tile(wb + (size_t)i * CT_KS, x, xs, n, 1, TT, sc + i * CT_T * 16, first, last, Y,
+                rows, rb + i, t, pf ? pf + i : NULL);
+}
+
+static int ct_prefill(const K3Mat *W, float *Y, const float *X, int r0, int r1, int t0,
+                      int t1) {
+    const int cols = W->cols;
+    const size_t rows = (size_t)W->rows, xs = (size_t)((cols + 15) & ~15) + 16;
+    int nb = (t1 - t0 + CT_T - 1) / CT_T, per = (t1 - t0 + nb - 1) / nb;  /* even token blocks */
+    float *sc = k3_scratch_slot(K3_SCRATCH_CODEC, sizeof(float) * (CT_R * CT_T * 16 +
+                                (size_t)per * xs) + 2 * (size_t)CT_R * CT_KS);
+    if (!sc) return -1;
+    float *panel = sc + CT_R * CT_T * 16;
+    uint16_t *wb = (uint16_t *)(panel + (size_t)per * xs);
+    const uint8_t *cur[CT_R], *nxt[CT_R];
+    for (int tb = t0; tb < t1; tb += per) {
+        int nt = t1 - tb > per ? per : t1 - tb;
+        for (int j = 0; j < nt; j++)
+            memcpy(panel + (size_t)j * xs, X + (size_t)(tb + j) * cols, sizeof(float) * cols);
+        for (int rb = r0; rb < r1; rb += CT_R) {
+            int nr = r1 - rb > CT_R ? CT_R : r1 - rb;
+            for (int i = 0; i < nr; i++) cur[i] = k3_codec_row(W, rb + i);
+            for (int c0 = 0; c0 < cols; c0 += CT_K) {
+                int c1 = cols - c0 > CT_K ? c0 + CT_K : cols, first = !c0, last = c1 == cols;
+                for (int i = 0; i < nr; i++)
+                    ct_decode(&cur[i], c0, c1, cols, wb + (size_t)i * CT_KS,
+                              i + 1 < nr ? cur[i + 1] : NULL);
+                for (int i = 0; i < nr; i++)          /* the next column or row block */
+                    nxt[i] = !last ? cur[i] : rb + CT_R + i < r1 ? k3_codec_row(W, rb + CT_R + i)
+                                                                 : NULL;
+                for (int j = 0; j < nt;) {
+                    const float *x = panel + (size_t)j * xs + c0;
+                    int t = tb + j;
+#define CT(N) ct_rows(wb, x, xs, c1 - c0, nr, N, sc + j * 16, first, last, Y, rows, rb, t, \
+                      j ? NULL : nxt); j += N; break
+                    switch (nt - j < CT_TM ? nt - j : CT_TM) {
+                    case 1: CT(1);
+                    case 2: CT(2);
+                    case 3: CT(3);
+                    case 4: CT(4);
+                    case 5: CT(5);
+                    default: CT(CT_TM);
+#undef CT
+                    }
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 static int vbmi_ok;
 __attribute__((constructor)) static void vbmi_init(void) {
     __builtin_cpu_init();
@@ -508,6 +669,7 @@ void k3_avx512_coded_matmul(const K3KernelOps *ops, float *Y, const K3Mat *W, co
                             int r0, int r1, int t0, int t1) {
     if (!vbmi_ok) { k3_kernels_avx2()->matmul(Y, W, X, r0, r1, t0, t1); return; }
     if (t1 - t0 > 1 && t1 - t0 <= CP_T && !pf_c(W, r0, r1, Y, X, t0, t1)) return;
+    if (t1 - t0 > 1 && !ct_prefill(W, Y, X, r0, r1, t0, t1)) return;
     if (t1 - t0 > 1) { k3_codec_prefill(ops, dec_row_v, Y, W, X, r0, r1, t0, t1); return; }
     mv_cv_rows(W, r0, r1, Y + (size_t)t0 * W->rows, X + (size_t)t0 * W->cols);
 }

@@ -258,7 +258,15 @@ int main(void) {
     check_shape(K_SPECIAL, 5, 576, 16);
     check_shape(K_MIXED, 3, 2048, 10);
     check_shape(K_ESCCHUNK, 9, 2048, 1);        /* 4-row matvec: 64-escape chunks */
-    shapes += 10;
+    /* T > 8 through the register tiles over decoded blocks (AVX-512 VBMI) and the GEMM
+     * panels (AVX2): ragged rows, columns (< 16, % 16, % 256, over a column block), T */
+    check_shape(K_NORMAL, 133, 2309, 33);
+    check_shape(K_ROWMIX, 6, 5, 20);
+    check_shape(K_TAILS, 5, 300, 300);
+    check_shape(K_RANDOM, 11, 1040, 73);
+    check_shape(K_TAILS, 70, 2001, 20);         /* even column blocks, row blocks, a tail */
+    check_shape(K_NORMAL, 100, 300, 20);        /* one column block, 4 row blocks, a tail */
+    shapes += 16;
     printf("ok   codec: %d shapes x %d kinds round-trip; BF16C matmul == BF16 matmul on", shapes,
            NK);
     for (int p = 0; p < 4; p++) if (k3_kernels_usable(PATHS[p])) printf(" %s", PATHS[p]);
