@@ -11,12 +11,13 @@
 
 /* K3_W_BF16C matvec (codec.h), decoded in registers with VBMI/VBMI2 (vbmi_ok): 4 rows at
  * a time, full coded blocks by cb_rows4 (64 weights a step: vpermb and gf2p8affineqb
- * to the 3-bit codes, an add, vpexpandb, two vpternlog, two in-lane byte unpacks, then shift/and to fp32: bc2's
- * storage lanes put the weights where the unpacks place them; bc1's two vpermt2b cost 2
- * cycles each on port 5, and the old 4 masked vpermt2b with spilled escape cursors half
- * the speed); raw full blocks by ch_full, short blocks (weight order) in chunks of 4
- * groups by ch_step, the rest group by group (c_groups). Without VBMI the AVX2 twin
- * decodes (k3_avx512_coded_matmul), and without GFNI (no CPU with VBMI2 lacks it) too. A row's last block when cols % 16 != 0 goes through
+ * to the 3-bit codes, an add, vpexpandb, two vpternlog, two in-lane byte unpacks, then
+ * shift/and to fp32: bc2's storage lanes put the weights where the unpacks place them;
+ * bc1's two vpermt2b cost 2 cycles each on port 5, and the old 4 masked vpermt2b with
+ * spilled escape cursors half the speed); raw full blocks by ch_full, short blocks
+ * (weight order) in chunks of 4 groups by ch_step, the rest group by group (c_groups).
+ * Without VBMI the AVX2 twin decodes (k3_avx512_coded_matmul), and without GFNI (no CPU
+ * with VBMI2 lacks it) too. A row's last block when cols % 16 != 0 goes through
  * the reference decoder (a 256-weight stack buffer) and the BF16 lanes: same order, same
  * bits either way. */
 INL __m512 c_bits(__m512i v, __m512i e) {            /* sign+mantissa bytes, exponent<<23 */
