@@ -196,11 +196,18 @@ static const char *si(double v, double *s) {   /* FLOPs: T, G, M */
 void k3_roofline_print(const K3Roofline *r, FILE *f) {
     double s;
     const char *u = si(r->prefill_flops, &s);
-    fprintf(f, "k3: machine: prefill %.3g %sFLOP at %.3g GFLOP/s, %.0f%% of the FMA peak "
-            "(%.3g GFLOP/s); decode %.3g GB a token from memory at %.3g GB/s, %.0f%% of the "
-            "read bandwidth (%.3g GB/s)%s\n", s, u, r->prefill_gflops, 100 * r->prefill_share,
-            r->mc.fma_gflops, r->decode_bytes / 1e9, r->decode_gbps, 100 * r->decode_share,
-            r->mc.read_gbps, r->mc.cached ? "" : ", probed now");
+    char pre[160] = "no prefill", dec[200];      /* a run without that part says so */
+    if (r->prefill_gflops > 0)
+        snprintf(pre, sizeof pre, "%.3g %sFLOP at %.3g GFLOP/s, %.0f%% of the FMA peak", s, u,
+                 r->prefill_gflops, 100 * r->prefill_share);
+    if (r->decode_gbps > 0)
+        snprintf(dec, sizeof dec, "%.3g GB a token from memory at %.3g GB/s, %.0f%% of the "
+                 "read bandwidth", r->decode_bytes / 1e9, r->decode_gbps, 100 * r->decode_share);
+    else
+        snprintf(dec, sizeof dec, "no decode step (%.3g GB a token from memory)",
+                 r->decode_bytes / 1e9);
+    fprintf(f, "k3: machine: prefill %s (%.3g GFLOP/s); decode %s (%.3g GB/s)%s\n", pre,
+            r->mc.fma_gflops, dec, r->mc.read_gbps, r->mc.cached ? "" : ", probed now");
     if (r->decode_s > 0 && r->decode_floor_s > 0)
         fprintf(f, "k3: machine: decode %.3g s a token, %.2fx the floor of %.3g s (the bytes "
                 "over the read bandwidth, the MXFP4 experts' FLOPs over the peak where "

@@ -34,6 +34,10 @@ K3_MACHINE_CACHE=$C $K3 $M --ids "$P" --gen 4 --threads 1 --out $T/o.json --verb
 L='^k3: machine: prefill [0-9.e+]+ [MGT]FLOP at .* of the FMA peak \(123 GFLOP/s\); decode '
 grep -Eq "$L"'.* of the read bandwidth \(45 GB/s\)$' $T/e &&
   ok "--verbose: $(grep '^k3: machine' $T/e)" || bad "--verbose line: $(grep machine $T/e)"
+# a run without a decode step (--gen 1: the prompt's forward gives the token) says so
+K3_MACHINE_CACHE=$C $K3 $M --ids "$P" --gen 1 --threads 1 --verbose > /dev/null 2> $T/e1
+grep -q '^k3: machine: prefill .*; decode no decode step (' $T/e1 && ! grep -q ' 0 GB/s' $T/e1 &&
+  ok "--gen 1: 'no decode step', no 0 GB/s" || bad "--gen 1: $(grep machine $T/e1)"
 # the decode floor: at least the bytes over the bandwidth; the ratio is s/token over it
 fl=$(num decode_floor_s $T/o.json); by=$(num decode_bytes_per_token $T/o.json)
 awk -v f="$fl" -v b="$by" 'BEGIN { exit !(f >= b / 45e9 * 0.9999 && f < b / 45e9 + 1) }' &&
