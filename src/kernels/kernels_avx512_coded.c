@@ -483,7 +483,6 @@ static void dec_row_v(uint16_t *out, const K3Mat *W, int r) {
 #define CT_R 128
 #define CT_T 72
 #define CT_K 1024
-#define CT_KS (CT_K + 32)       /* buffer row stride (BF16): rows do not share L1 sets */
 #define CT_TR 4
 #define CT_TM 6
 
@@ -524,16 +523,17 @@ INL __m512 ct_w(const uint16_t *w, __mmask16 k) {
         _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, w)), 16));
 }
 
-/* R rows (w, stride CT_KS) x TT tokens (x, stride xs) over n columns; lanes from / to sc */
-INL void ct_tile(const uint16_t *w, const float *x, size_t xs, int n, int R, int TT,
-                 float *sc, int first, int last, float *Y, size_t rows, int r, int t,
+/* R rows (w, stride ks) x TT tokens (x, stride xs) over n columns; lanes from / to sc
+ * (ps tokens a row; untouched when first and last: one column block) */
+INL void ct_tile(const uint16_t *w, int ks, const float *x, size_t xs, int n, int R, int TT,
+                 float *sc, int ps, int first, int last, float *Y, size_t rows, int r, int t,
                  const uint8_t *const *pf) {
     __m512 acc[CT_TR][CT_TM];
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 8
         for (int j = 0; j < TT; j++)
-            acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(sc + (i * CT_T + j) * 16);
+            acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(sc + (i * ps + j) * 16);
     int c = 0;
     for (; c + 16 <= n; c += 16) {
         if (pf)                 /* the rows' next coded bytes: 2 lines a step, 32 a row */
@@ -542,7 +542,7 @@ INL void ct_tile(const uint16_t *w, const float *x, size_t xs, int n, int R, int
                     _mm_prefetch((const char *)pf[L & 3] + 64 * (L >> 2), _MM_HINT_T1);
         __m512 wv[CT_TR];
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) wv[i] = ct_w(w + i * CT_KS + c, 0xFFFF);
+        for (int i = 0; i < R; i++) wv[i] = ct_w(w + i * ks + c, 0xFFFF);
 #pragma GCC unroll 8
         for (int j = 0; j < TT; j++) {
             __m512 xv = _mm512_loadu_ps(x + j * xs + c);
@@ -554,7 +554,7 @@ INL void ct_tile(const uint16_t *w, const float *x, size_t xs, int n, int R, int
         __mmask16 k = tailmask(n - c);
         __m512 wv[CT_TR];
 #pragma GCC unroll 4
-        for (int i = 0; i < R; i++) wv[i] = ct_w(w + i * CT_KS + c, k);
+        for (int i = 0; i < R; i++) wv[i] = ct_w(w + i * ks + c, k);
 #pragma GCC unroll 8
         for (int j = 0; j < TT; j++) {
             __m512 xv = _mm512_maskz_loadu_ps(k, x + j * xs + c);
@@ -567,20 +567,20 @@ INL void ct_tile(const uint16_t *w, const float *x, size_t xs, int n, int R, int
 #pragma GCC unroll 8
         for (int j = 0; j < TT; j++) {
             if (last) Y[(size_t)(t + j) * rows + r + i] = fold(acc[i][j]);
-            else _mm512_store_ps(sc + (i * CT_T + j) * 16, acc[i][j]);
+            else _mm512_store_ps(sc + (i * ps + j) * 16, acc[i][j]);
         }
 }
 
 /* pf (NULL: none): per row of the block, the coded bytes the next decode reads */
-INL void ct_rows(const uint16_t *wb, const float *x, size_t xs, int n, int nr, int TT,
-                 float *sc, int first, int last, float *Y, size_t rows, int rb, int t,
+INL void ct_rows(const uint16_t *wb, int ks, const float *x, size_t xs, int n, int nr, int TT,
+                 float *sc, int ps, int first, int last, float *Y, size_t rows, int rb, int t,
                  const uint8_t *const *pf) {
     int i = 0;
     for (; i + CT_TR <= nr; i += CT_TR)
-        ct_tile(wb + (size_t)i * CT_KS, x, xs, n, CT_TR, TT, sc + i * CT_T * 16, first, last,
+        ct_tile(wb + (size_t)i * ks, ks, x, xs, n, CT_TR, TT, sc + i * ps * 16, ps, first, last,
                 Y, rows, rb + i, t, pf ? pf + i : NULL);
     for (; i < nr; i++)
-        ct_tile(wb + (size_t)i * CT_KS, x, xs, n, 1, TT, sc + i * CT_T * 16, first, last, Y,
+        ct_tile(wb + (size_t)i * ks, ks, x, xs, n, 1, TT, sc + i * ps * 16, ps, first, last, Y,
                 rows, rb + i, t, pf ? pf + i : NULL);
 }
 
@@ -589,10 +589,15 @@ static int ct_prefill(const K3Mat *W, float *Y, const float *X, int r0, int r1, 
     const int cols = W->cols;
     const size_t rows = (size_t)W->rows, xs = (size_t)((cols + 15) & ~15) + 16;
     int nb = (t1 - t0 + CT_T - 1) / CT_T, per = (t1 - t0 + nb - 1) / nb;  /* even token blocks */
-    float *sc = k3_scratch_slot(K3_SCRATCH_CODEC, sizeof(float) * (CT_R * CT_T * 16 +
-                                (size_t)per * xs) + 2 * (size_t)CT_R * CT_KS);
+    /* sized by the call: its rows (up to CT_R), its token blocks; parked lanes only where a
+     * row has more than one column block (a small model's plan has little room beside) */
+    const size_t R = r1 - r0 < CT_R ? (size_t)(r1 - r0) : CT_R;
+    const int ks = (cols < CT_K ? (cols + 15) & ~15 : CT_K) + 32;   /* rows miss L1 sets */
+    const size_t park = cols > CT_K ? R * CT_T * 16 : 0;   /* CT_T a row: 4 KB strides alias L1 */
+    float *sc = k3_scratch_slot(K3_SCRATCH_CODEC, sizeof(float) * (park + (size_t)per * xs) +
+                                2 * R * (size_t)ks);
     if (!sc) return -1;
-    float *panel = sc + CT_R * CT_T * 16;
+    float *panel = sc + park;
     uint16_t *wb = (uint16_t *)(panel + (size_t)per * xs);
     const uint8_t *cur[CT_R], *nxt[CT_R];
     for (int tb = t0; tb < t1; tb += per) {
@@ -605,7 +610,7 @@ static int ct_prefill(const K3Mat *W, float *Y, const float *X, int r0, int r1, 
             for (int c0 = 0; c0 < cols; c0 += CT_K) {
                 int c1 = cols - c0 > CT_K ? c0 + CT_K : cols, first = !c0, last = c1 == cols;
                 for (int i = 0; i < nr; i++)
-                    ct_decode(&cur[i], c0, c1, cols, wb + (size_t)i * CT_KS,
+                    ct_decode(&cur[i], c0, c1, cols, wb + (size_t)i * ks,
                               i + 1 < nr ? cur[i + 1] : NULL);
                 for (int i = 0; i < nr; i++)          /* the next column or row block */
                     nxt[i] = !last ? cur[i] : rb + CT_R + i < r1 ? k3_codec_row(W, rb + CT_R + i)
@@ -613,8 +618,10 @@ static int ct_prefill(const K3Mat *W, float *Y, const float *X, int r0, int r1, 
                 for (int j = 0; j < nt;) {
                     const float *x = panel + (size_t)j * xs + c0;
                     int t = tb + j;
-#define CT(N) ct_rows(wb, x, xs, c1 - c0, nr, N, sc + j * 16, first, last, Y, rows, rb, t, \
-                      j ? NULL : nxt); j += N; break
+/* the full-width stride as a constant (the tiles' addresses fold it), else the call's */
+#define CTK(N, K) ct_rows(wb, K, x, xs, c1 - c0, nr, N, sc + j * 16, CT_T, first, last, Y, \
+                          rows, rb, t, j ? NULL : nxt)
+#define CT(N) if (ks == CT_K + 32) CTK(N, CT_K + 32); else CTK(N, ks); j += N; break
                     switch (nt - j < CT_TM ? nt - j : CT_TM) {
                     case 1: CT(1);
                     case 2: CT(2);
@@ -623,6 +630,7 @@ static int ct_prefill(const K3Mat *W, float *Y, const float *X, int r0, int r1, 
                     case 5: CT(5);
                     default: CT(CT_TM);
 #undef CT
+#undef CTK
                     }
                 }
             }
