@@ -9,25 +9,32 @@
 #include <string.h>
 #include <unistd.h>
 
-static void put(const char *s) {
-    size_t n = 0;
-    while (s[n]) n++;
-    while (n) {
-        ssize_t w = write(2, s, n);
-        if (w <= 0) return;
-        s += w; n -= (size_t)w;
-    }
+static size_t add(char *b, size_t n, size_t cap, const char *s) {
+    while (*s && n < cap) b[n++] = *s++;
+    return n;
 }
 
+/* Several threads may fault on the same shard at once: the first to come prints the whole
+ * message in one write (so no other line lands inside it) and exits; the others wait for
+ * that exit. */
 static void on_sigbus(int sig, siginfo_t *si, void *uc) {
     (void)uc;
+    static int taken;
+    static char msg[4608];
     const char *path = k3_mapped_shard(si->si_addr);
     if (!path) { signal(sig, SIG_DFL); return; }
-    put("\nk3: ");
-    put(path);
-    put(" changed under the run: reading its mapping failed (SIGBUS: the file was truncated "
-        "or replaced, or its disk failed). Restore the shard (k3 doctor MODEL_DIR checks "
-        "every shard) and re-run\n");
+    if (__atomic_exchange_n(&taken, 1, __ATOMIC_ACQ_REL))
+        for (;;) pause();
+    size_t n = add(msg, 0, sizeof msg, "\nk3: ");
+    n = add(msg, n, sizeof msg, path);
+    n = add(msg, n, sizeof msg, " changed under the run: reading its mapping failed (SIGBUS: "
+            "the file was truncated or replaced, or its disk failed). Restore the shard (k3 "
+            "doctor MODEL_DIR checks every shard) and re-run\n");
+    for (const char *p = msg; n;) {
+        ssize_t w = write(2, p, n);
+        if (w <= 0) break;
+        p += w; n -= (size_t)w;
+    }
     _exit(K3_ERR_RUNTIME);
 }
 
