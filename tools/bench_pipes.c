@@ -6,16 +6,7 @@
  *   gcc -O2 -mavx512f -mavx512bw -mavx512vbmi tools/bench_pipes.c -o /tmp/bench_pipes
  *   nice -n -20 flock /var/tmp/bench.lock /tmp/bench_pipes
  * A pair at 2 a cycle shares both pipes, 3 shares one, 4 shares none (two 2-pipe kinds). */
-#include <stdio.h>
-#include <stdint.h>
-#include <time.h>
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-static uint8_t mem[4096] __attribute__((aligned(64)));
-#define N 400000L
+#include "bench_pipes.h"
 #define FMA(a) "vfmadd231ps %%zmm30, %%zmm31, %%zmm" #a "\n"
 #define PERM(d) "vpermps %%zmm29, %%zmm28, %%zmm" #d "\n"
 #define PMZX(d) "vpmovzxbd 64(%1), %%zmm" #d "\n"
@@ -37,30 +28,14 @@ static uint8_t mem[4096] __attribute__((aligned(64)));
     "vpermps %%zmm29, %%zmm1" #k ", %%zmm1" #k "\n vpermps %%zmm29, %%zmm2" #k ", %%zmm2" #k "\n" \
     "vfmadd231ps %%zmm30, %%zmm1" #k ", %%zmm" #k "\n" \
     "vfmadd231ps %%zmm30, %%zmm2" #k ", %%zmm" #k "\n"
-static double best[64];
-static const char *nm[64];
-static int nops[64];
-#define T(NAME, BODY, ops) { double t0 = now(); \
-    for (long k = 0; k < N; k++) __asm__ volatile(BODY :: "r"(k), "r"(mem) : "rax", "memory"); \
-    double t = now() - t0; if (!best[ti] || t < best[ti]) best[ti] = t; \
-    nm[ti] = NAME; nops[ti] = ops; ti++; }
-#define ADDC "add $1, %%rax\n"
-#define A8 ADDC ADDC ADDC ADDC ADDC ADDC ADDC ADDC
 int main(void) {
-    double hz = 0;
     __asm__ volatile("vpternlogd $0xff,%%zmm31,%%zmm31,%%zmm31\n vpsrld $30,%%zmm31,%%zmm31\n"
                      "vcvtdq2ps %%zmm31,%%zmm30\n vmovaps %%zmm30,%%zmm31\n"
                      "vxorps %%zmm0,%%zmm0,%%zmm0\n vmovaps %%zmm0,%%zmm1\n vmovaps %%zmm0,%%zmm2\n"
                      "vmovaps %%zmm0,%%zmm3\n vmovaps %%zmm0,%%zmm4\n vmovaps %%zmm0,%%zmm5\n"
                      "vmovaps %%zmm0,%%zmm6\n vmovaps %%zmm0,%%zmm7\n vmovaps %%zmm30,%%zmm29\n"
                      "vmovaps %%zmm30,%%zmm28" ::: "memory");
-    for (int r = 0; r < 20; r++) {
-        double t0 = now();
-        for (long k = 0; k < N; k++)
-            __asm__ volatile(A8 A8 A8 :: "r"(k), "r"(mem) : "rax", "memory");
-        double f = N * 24.0 / (now() - t0);
-        if (f > hz) hz = f;
-    }
+    double hz = clock_hz();
     for (int rr = 0; rr < 40; rr++) {
         int ti = 0;
         T("vfmadd231ps", F8 F8, 16) T("vpermps", R8(PERM) R8(PERM), 16)
@@ -77,9 +52,7 @@ int main(void) {
         T("fma + vprold", R8(PROLD) F8, 16) T("vpermps + vpshufd", R8(PSHUFD) R8(PERM), 16)
         T("MXFP4 block (6 ops)", BLK(0) BLK(1) BLK(2) BLK(3) BLK(4) BLK(5) BLK(6) BLK(7), 48)
     }
-    printf("clock %.2f GHz (dependent adds); instructions a cycle, best of 40 bursts:\n", hz / 1e9);
-    for (int i = 0; i < 64 && nm[i]; i++)
-        printf("%-26s %.2f\n", nm[i], N * (double)nops[i] / (best[i] * hz));
+    print_table(hz, "", 40, 26);
     printf("MXFP4 block: %.2f cycles a 32-weight block\n", 6 / (N * 48.0 / (best[22] * hz)));
     return 0;
 }

@@ -5,16 +5,7 @@
  * Why the AVX2 MXFP4 matvec stops where it does: docs/KERNELS.md (issue 40, second pass).
  *   gcc -O2 tools/bench_pipes_avx2.c -o /tmp/bench_pipes_avx2
  *   nice -n -20 flock /var/tmp/bench.lock /tmp/bench_pipes_avx2 */
-#include <stdio.h>
-#include <stdint.h>
-#include <time.h>
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-static uint8_t mem[4096] __attribute__((aligned(64)));
-#define N 400000L
+#include "bench_pipes.h"
 #define FMA(a) "vfmadd231ps %%ymm14, %%ymm15, %%ymm" #a "\n"
 #define LD(d) "vmovdqa 64(%1), %%ymm" #d "\n"
 #define BQ(d) "vpbroadcastq 64(%1), %%ymm" #d "\n"
@@ -43,17 +34,7 @@ static uint8_t mem[4096] __attribute__((aligned(64)));
 #define BLKC(a, b) NIB U("vpunpcklwd", 14, a) U("vpunpcklwd", 15, a) \
     U("vpunpckhwd", 14, b) U("vpunpckhwd", 15, b)
 #define B4(X) X(0, 1) X(2, 3) X(4, 5) X(6, 7)
-static double best[32];
-static const char *nm[32];
-static int nops[32];
-#define T(NAME, BODY, ops) { double t0 = now(); \
-    for (long k = 0; k < N; k++) __asm__ volatile(BODY :: "r"(k), "r"(mem) : "rax", "memory"); \
-    double t = now() - t0; if (!best[ti] || t < best[ti]) best[ti] = t; \
-    nm[ti] = NAME; nops[ti] = ops; ti++; }
-#define ADDC "add $1, %%rax\n"
-#define A8 ADDC ADDC ADDC ADDC ADDC ADDC ADDC ADDC
 int main(void) {
-    double hz = 0;
     __asm__ volatile("vxorps %%ymm0, %%ymm0, %%ymm0\n vmovaps %%ymm0, %%ymm1\n"
                      "vmovaps %%ymm0, %%ymm2\n vmovaps %%ymm0, %%ymm3\n vmovaps %%ymm0, %%ymm4\n"
                      "vmovaps %%ymm0, %%ymm5\n vmovaps %%ymm0, %%ymm6\n vmovaps %%ymm0, %%ymm7\n"
@@ -61,13 +42,7 @@ int main(void) {
                      "vmovaps %%ymm0, %%ymm11\n vmovaps %%ymm0, %%ymm12\n"
                      "vmovaps %%ymm0, %%ymm13\n vmovaps %%ymm0, %%ymm14\n"
                      "vmovaps %%ymm0, %%ymm15" ::: "memory");
-    for (int r = 0; r < 20; r++) {
-        double t0 = now();
-        for (long k = 0; k < N; k++)
-            __asm__ volatile(A8 A8 A8 :: "r"(k), "r"(mem) : "rax", "memory");
-        double f = N * 24.0 / (now() - t0);
-        if (f > hz) hz = f;
-    }
+    double hz = clock_hz();
     for (int rr = 0; rr < 30; rr++) {
         int ti = 0;
         T("vfmadd231ps (8 chains)", F8 F8, 16) T("vmovdqa m256", R8(LD) R8(LD), 16)
@@ -80,10 +55,7 @@ int main(void) {
         T("8fma+4pshufb+2srlv+16unp", F8 R4(PSHUFB) R2(SRLV) R8(UNPB) R8(UNPW), 30)
         T("MXFP4 block x4", B4(BLK), 60) T("MXFP4 block x4, FMAs of consts", B4(BLKC), 60)
     }
-    printf("clock %.2f GHz (dependent adds); ymm instructions a cycle, best of 30 bursts:\n",
-           hz / 1e9);
-    for (int i = 0; i < 32 && nm[i]; i++)
-        printf("%-32s %.2f\n", nm[i], N * (double)nops[i] / (best[i] * hz));
+    print_table(hz, "ymm ", 30, 32);
     printf("MXFP4 block: %.2f cycles (FMAs fed by the decode), %.2f (FMAs of constants)\n",
            best[13] * hz / N / 4, best[14] * hz / N / 4);
     return 0;
