@@ -101,6 +101,8 @@ static inline const uint8_t *k3_codec_row(const K3Mat *W, int r) {
 typedef void (*K3RowDecoder)(uint16_t *out, const K3Mat *W, int r);
 void k3_codec_prefill(const K3KernelOps *o, K3RowDecoder dec, float *Y, const K3Mat *W,
                       const float *X, int r0, int r1, int t0, int t1);
+/* its scratch for up to T tokens on a rows x cols matrix: slot[K3_SCRATCH_CODEC] raised */
+void k3_codec_prefill_scratch(int T, int rows, int cols, size_t *slot);
 
 /* Tests: the AVX-512 coded matvec uses its VBMI decoder when the CPU has it and on != 0
  * (on < 0: no change); returns the previous setting. */

@@ -211,6 +211,10 @@ int k3_state_rollback(const K3Model *m, K3State *s, int keep);
 
 /* ---- scratch (src/forward/runstate.c) ---- */
 size_t k3_runstate_bytes(const K3Config *c, int max_T, int ctx, int logits_rows);
+/* One thread's scratch beside it (kernels.h k3_scratch_slot) over forwards of up to max_T
+ * rows: the kernels' slots over every matrix of the model, MLA's; the plan counts it for
+ * every thread (k3_threads) */
+size_t k3_runstate_scratch_bytes(const K3Config *c, int max_T, int ctx);
 int k3_runstate_init(K3RunState *rs, const K3Config *c, int max_T, int ctx, int logits_rows);
 /* As k3_runstate_init, or with dir: the buffers in an unlinked file there, mapped (a prompt
  * whose activations do not fit the budget; forward.c drops the pages as it goes, so what is
@@ -308,6 +312,9 @@ void k3_kda(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, cons
             float *out);
 void k3_mla(K3Engine *e, const K3Layer *ly, const K3Seq *seq, int n, int L, const float *x,
             float *out);
+/* The most one thread's MLA scratch (slot K3_SCRATCH_MLA) holds over forwards of up to T
+ * rows at up to ctx positions (the memory plan's kernel scratch) */
+size_t k3_mla_scratch_bytes(const K3Config *c, int T, int ctx);
 void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float *out);
 /* The k largest of choice[0..E) in falling order (ties: the lower index), into ids. */
 void k3_topk(const float *choice, int E, int k, int *ids);

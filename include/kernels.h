@@ -157,6 +157,9 @@ const K3KernelOps *k3_kernels_scalar(void);
 const K3KernelOps *k3_kernels_avx2(void);
 const K3KernelOps *k3_kernels_avx512(void);
 const K3KernelOps *k3_kernels_neon(void);
+/* x86 only: what each set's kernels ask of the scratch slots (k3_scratch_bound) */
+void k3_avx2_scratch(int T, int rows, int cols, size_t *slot);
+void k3_avx512_scratch(int T, int rows, int cols, size_t *slot);
 /* AVX-512 prefill from 32 tokens: the blocked GEMM (1) or the register tiles (0), the same
  * bits; chosen by the L2's size (K3_AVX512_GEMM=0/1 overrides). on: 0/1 sets, -1 asks;
  * returns the choice before the call. */
@@ -168,6 +171,11 @@ int k3_avx512_prefill_gemm(int on);
 enum { K3_SCRATCH_KERNEL, K3_SCRATCH_CODEC, K3_SCRATCH_MLA, K3_SCRATCH_SLOTS };   /* MLA: mla.c */
 void *k3_scratch_slot(int slot, size_t bytes);
 void *k3_scratch(size_t bytes);
+/* What one thread's slots K3_SCRATCH_KERNEL and K3_SCRATCH_CODEC grow to over matmuls of
+ * up to T tokens on a rows x cols matrix, under any kernel set built in: slot[i] raised to
+ * it. The memory plan counts it for every thread (k3_runstate_scratch_bytes). */
+void k3_scratch_bound(int T, int rows, int cols, size_t slot[K3_SCRATCH_SLOTS]);
+size_t k3_scratch_held(int slot);   /* this thread's slot's bytes now (tests) */
 /* Does this CPU run it? (compiled in and supported) */
 int k3_kernels_usable(const char *which);
 

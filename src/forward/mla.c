@@ -39,6 +39,14 @@ typedef struct {
 #define KB 16
 #define QG_BYTES (1u << 20)                    /* the tokens' scores and latents, at most */
 
+/* mla_head's G tokens' rows: G tokens of row floats, at most QG_BYTES; a row is a token's
+ * scores over n0 + T - 1 <= ctx keys, its q_lat and o_lat */
+size_t k3_mla_scratch_bytes(const K3Config *c, int T, int ctx) {
+    const size_t row = (size_t)(ctx > T ? ctx : T) + 2 * (size_t)c->kv_lora_rank;
+    size_t b = sizeof(float) * row * (size_t)(T < QG ? T : QG);
+    return T < 2 ? 0 : b < QG_BYTES ? b : QG_BYTES;
+}
+
 /* One head over the block's tokens, G at a time: each block of KB cached keys is used by
  * the G tokens while it is in the L2 (one token at a time read the whole cache from memory
  * for every token). A token's scores are still complete before its softmax, and its sums

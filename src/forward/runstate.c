@@ -7,6 +7,8 @@
  * ([heads][ctx]) are a second allocation, so that a context past the plan can grow
  * them without moving the buffers callers hold (rs->logits). */
 #include "k3.h"
+#include "kernels.h"
+#include "tensors.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +108,30 @@ static size_t layout(K3RunState *rs, const K3Config *c, unsigned char *base) {
 
 static size_t score_bytes(const K3Config *c, int ctx) {
     return sizeof(float) * (size_t)c->num_attention_heads * (size_t)ctx;
+}
+
+/* Kernels' scratch: the largest each slot gets over the layers' matrices (tensors.c),
+ * lm_head and a routed expert's two shapes, MLA's beside */
+size_t k3_runstate_scratch_bytes(const K3Config *c, int max_T, int ctx) {
+    size_t slot[K3_SCRATCH_SLOTS] = { 0 };
+    const int T = max_T > 0 ? max_T : 1, I = c->moe_intermediate_size;
+    const int LAT = c->routed_expert_hidden_size;
+    for (int i = 0; i < k3_n_layer_mats; i++)
+        for (int L = 0; L < c->num_hidden_layers; L++)
+            if (k3_mat_in_layer(&k3_layer_mats[i], c, L)) {
+                k3_scratch_bound(T, k3_dim(c, k3_layer_mats[i].rows),
+                                 k3_dim(c, k3_layer_mats[i].cols), slot);
+                break;
+            }
+    k3_scratch_bound(T, c->vocab_size, c->hidden_size, slot);
+    if (c->num_experts > 0) {
+        k3_scratch_bound(T, I, LAT, slot);
+        k3_scratch_bound(T, LAT, I, slot);
+    }
+    slot[K3_SCRATCH_MLA] = k3_mla_scratch_bytes(c, T, ctx);
+    size_t b = 0;
+    for (int i = 0; i < K3_SCRATCH_SLOTS; i++) b += slot[i];
+    return b;
 }
 
 size_t k3_runstate_bytes(const K3Config *c, int max_T, int ctx, int logits_rows) {

@@ -224,16 +224,32 @@ const uint8_t k3_codec_expand8[256][8] = { X64(0), X64(64), X64(128), X64(192) }
 
 /* ------------------------------------------------------------------ prefill */
 
+/* ~8 MB of rows (up to 512): the BF16 kernel packs X per call, so few rows per call
+ * (256 KB) ran at half the plain speed, 2 MB ~5% slower than 8 (measured) */
+static int rows_per_block(int cols) {
+    const int RB = (int)((8192u << 10) / (2u * (unsigned)cols));
+    return RB < 16 ? 16 : RB > 512 ? 512 : RB & ~15;
+}
+
+/* a call of n rows: its decoded rows (up to a block's), their outputs */
+static size_t prefill_bytes(int n, int cols, int T, size_t *wb) {
+    const int RB = rows_per_block(cols), r = n < RB ? n : RB;
+    *wb = ((size_t)r * cols * 2 + 63) & ~(size_t)63;
+    return *wb + sizeof(float) * (size_t)r * T;
+}
+
+void k3_codec_prefill_scratch(int T, int rows, int cols, size_t *slot) {
+    size_t wb, b = prefill_bytes(rows, cols, T, &wb);
+    if (b > slot[K3_SCRATCH_CODEC]) slot[K3_SCRATCH_CODEC] = b;
+}
+
 void k3_codec_prefill(const K3KernelOps *o, K3RowDecoder dec, float *Y, const K3Mat *W,
                       const float *X, int r0, int r1, int t0, int t1) {
     if (!dec) dec = k3_codec_decode_row;
     const int cols = W->cols, T = t1 - t0;
-    /* ~8 MB of rows (up to 512): the BF16 kernel packs X per call, so few rows per call
-     * (256 KB) ran at half the plain speed, 2 MB ~5% slower than 8 (measured) */
-    int RB = (int)((8192u << 10) / (2u * (unsigned)cols));
-    RB = RB < 16 ? 16 : RB > 512 ? 512 : RB & ~15;
-    size_t wb = ((size_t)RB * cols * 2 + 63) & ~(size_t)63;
-    uint8_t *s = k3_scratch_slot(K3_SCRATCH_CODEC, wb + sizeof(float) * (size_t)RB * T);
+    const int RB = rows_per_block(cols);
+    size_t wb;
+    uint8_t *s = k3_scratch_slot(K3_SCRATCH_CODEC, prefill_bytes(r1 - r0, cols, T, &wb));
     if (!s) { k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1); return; }  /* same bits */
     uint16_t *w = (uint16_t *)s;
     float *yt = (float *)(s + wb);

@@ -234,6 +234,16 @@ void *k3_scratch_slot(int slot, size_t bytes) {
     return p;
 }
 void *k3_scratch(size_t bytes) { return k3_scratch_slot(K3_SCRATCH_KERNEL, bytes); }
+size_t k3_scratch_held(int slot) { return scratch[slot].n; }
+
+/* Each file bounds what its own kernels ask for, beside the constants that size it. */
+void k3_scratch_bound(int T, int rows, int cols, size_t slot[K3_SCRATCH_SLOTS]) {
+    if (T > 1) k3_codec_prefill_scratch(T, rows, cols, slot);
+#if defined(__x86_64__) || defined(__i386__)
+    k3_avx2_scratch(T, rows, cols, slot);
+    k3_avx512_scratch(T, rows, cols, slot);
+#endif
+}
 
 /* ------------------------------------------------------------------ threaded matmul */
 /* Below this many multiply-adds a matmul runs inline (waking workers costs ~10 us). */

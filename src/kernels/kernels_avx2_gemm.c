@@ -244,6 +244,15 @@ size_t k3_avx2_gemm_scratch(int cols, int pt) {
                             2 * (size_t)pt * x_stride(cols));
 }
 
+/* the GEMM's (plain and coded up to SC_T tokens), the MXFP4 matvec's de-interleaved x */
+void k3_avx2_scratch(int T, int rows, int cols, size_t *slot) {
+    const int nb = (T + SC_T - 1) / SC_T;
+    size_t k = T > 1 ? k3_avx2_gemm_scratch(cols, (T + nb - 1) / nb) : 0;
+    (void)rows;                                   /* its row panels are SC_R whatever */
+    if (k < sizeof(float) * (size_t)cols) k = sizeof(float) * (size_t)cols;
+    if (k > slot[K3_SCRATCH_KERNEL]) slot[K3_SCRATCH_KERNEL] = k;
+}
+
 int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     const int cols = W->cols, n16 = cols & ~15;
     const size_t xs = x_stride(cols);
@@ -299,5 +308,9 @@ int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t
         }
     }
     return 0;
+}
+#else
+void k3_avx2_scratch(int T, int rows, int cols, size_t *slot) {
+    (void)T; (void)rows; (void)cols; (void)slot;
 }
 #endif

@@ -407,6 +407,16 @@ INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, int rb, int r
 /* x panel stride: every column (16-padded) and 16 more, so the tokens of a tile do not
  * share L1 sets (a multiple of 4 KB otherwise: 7168 columns) */
 static size_t panel_stride(int cols) { return (size_t)((cols + 15) & ~15) + 16; }
+/* tokens of a token block: T in even blocks of at most SC_T */
+static size_t blocked_per(int T) {
+    const int nb = (T + SC_T - 1) / SC_T;
+    return (size_t)((T + nb - 1) / nb);
+}
+/* parked lanes of n rows: only a row of more than one column block parks (a small model's
+ * plan has little room beside) */
+static size_t park_floats(int n, int cols) {
+    return cols > KC ? (size_t)(n < SC_R ? n : SC_R) * SC_T * 16 : 0;
+}
 
 /* The block's tokens are laid out once per token block over all columns (MXFP4: each
  * 32-block de-interleaved): per 128-row block, the copy of the x panel took ~14% of the
@@ -416,7 +426,7 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
     const __m512i EV = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i OD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     const size_t xs = panel_stride(m->cols);
-    int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;   /* even token blocks */
+    const int per = (int)blocked_per(t1 - t0);
     for (int tb = t0; tb < t1; tb += per) {
         int tbe = t1 - tb > per ? tb + per : t1;
         for (int t = tb; t < tbe; t++) {
@@ -484,13 +494,26 @@ static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int 
             k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1);   /* no scratch: same bits */
         return;
     }
-    int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;   /* blocked()'s */
-    float *sc = k3_scratch(sizeof(float) * (SC_R * SC_T * 16 + per * panel_stride(m.cols)));
+    const size_t park = park_floats(r1 - r0, m.cols);
+    float *sc = k3_scratch(sizeof(float) * (park + blocked_per(t1 - t0) * panel_stride(m.cols)));
     if (!sc) { k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1); return; }   /* same bits */
-    float *panel = sc + SC_R * SC_T * 16;
+    float *panel = sc + park;
     if (W->type == K3_W_F32) blocked(&m, K3_W_F32, Y, rows, X, r0, r1, t0, t1, sc, panel);
     else if (W->type == K3_W_BF16) blocked(&m, K3_W_BF16, Y, rows, X, r0, r1, t0, t1, sc, panel);
     else blocked(&m, K3_W_MXFP4, Y, rows, X, r0, r1, t0, t1, sc, panel);
+}
+
+void k3_avx512_scratch(int T, int rows, int cols, size_t *slot) {
+    size_t k = sizeof(float) * (size_t)cols;                  /* matvec_mx's x */
+    if (T > 1) {
+        const size_t b = sizeof(float) * (park_floats(rows, cols) +
+                                          blocked_per(T) * panel_stride(cols));
+        const size_t g = T >= GEMM_T ? k3_avx512_gemm_scratch(T, rows, cols) : 0;
+        k = b > k ? b : k;
+        k = g > k ? g : k;
+        k3_avx512_coded_scratch(T, rows, cols, slot);
+    }
+    if (k > slot[K3_SCRATCH_KERNEL]) slot[K3_SCRATCH_KERNEL] = k;
 }
 
 static const K3KernelOps OPS = {
@@ -503,4 +526,7 @@ const K3KernelOps *k3_kernels_avx512(void) { return &OPS; }
 #else
 const K3KernelOps *k3_kernels_avx512(void) { return 0; }
 int k3_avx512_prefill_gemm(int on) { (void)on; return 0; }
+void k3_avx512_scratch(int T, int rows, int cols, size_t *slot) {
+    (void)T; (void)rows; (void)cols; (void)slot;
+}
 #endif

@@ -27,6 +27,10 @@ void k3_avx512_coded_matmul(const K3KernelOps *ops, float *Y, const K3Mat *W, co
 /* Prefill rows [r0, r1) x tokens [t0, t1) of an F32, BF16 or MXFP4 matrix as a blocked
  * GEMM (kernels_avx512_gemm.c); -1 without scratch (nothing written). */
 int k3_avx512_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1);
+/* the scratch bytes (slot K3_SCRATCH_KERNEL) of a GEMM call of rows x T tokens */
+size_t k3_avx512_gemm_scratch(int T, int rows, int cols);
+/* the coded kernels' scratch for up to T tokens on a rows x cols matrix (their slot raised) */
+void k3_avx512_coded_scratch(int T, int rows, int cols, size_t *slot);
 /* mxtab[s][n] = e2m1[n] * 2^(s-127), the reference's exact products (kernels_avx512.c) */
 extern float k3_avx512_mxtab[256][16];
 /* The elementwise transcendentals on 16 lanes (kernels_avx512_ew.c), the AVX2 ones' bits */

@@ -584,18 +584,26 @@ INL void ct_rows(const uint16_t *wb, int ks, const float *x, size_t xs, int n, i
                 rows, rb + i, t, pf ? pf + i : NULL);
 }
 
+/* Sized by the call: its rows (up to CT_R), its token blocks (per tokens each); parked
+ * lanes only where a row has more than one column block (a small model's plan has little
+ * room beside). Bytes; *park the parked floats, *ks the BF16 row stride. */
+static size_t ct_bytes(int n, int T, int cols, int *per, size_t *park, int *ks) {
+    const int nb = (T + CT_T - 1) / CT_T;
+    const size_t R = n < CT_R ? (size_t)n : CT_R, xs = (size_t)((cols + 15) & ~15) + 16;
+    *per = (T + nb - 1) / nb;                                  /* even token blocks */
+    *ks = (cols < CT_K ? (cols + 15) & ~15 : CT_K) + 32;      /* rows miss L1 sets */
+    *park = cols > CT_K ? R * CT_T * 16 : 0;   /* CT_T a row: 4 KB strides alias L1 */
+    return sizeof(float) * (*park + (size_t)*per * xs) + 2 * R * (size_t)*ks;
+}
+
 static int ct_prefill(const K3Mat *W, float *Y, const float *X, int r0, int r1, int t0,
                       int t1) {
     const int cols = W->cols;
     const size_t rows = (size_t)W->rows, xs = (size_t)((cols + 15) & ~15) + 16;
-    int nb = (t1 - t0 + CT_T - 1) / CT_T, per = (t1 - t0 + nb - 1) / nb;  /* even token blocks */
-    /* sized by the call: its rows (up to CT_R), its token blocks; parked lanes only where a
-     * row has more than one column block (a small model's plan has little room beside) */
-    const size_t R = r1 - r0 < CT_R ? (size_t)(r1 - r0) : CT_R;
-    const int ks = (cols < CT_K ? (cols + 15) & ~15 : CT_K) + 32;   /* rows miss L1 sets */
-    const size_t park = cols > CT_K ? R * CT_T * 16 : 0;   /* CT_T a row: 4 KB strides alias L1 */
-    float *sc = k3_scratch_slot(K3_SCRATCH_CODEC, sizeof(float) * (park + (size_t)per * xs) +
-                                2 * R * (size_t)ks);
+    int per, ks;
+    size_t park;
+    float *sc = k3_scratch_slot(K3_SCRATCH_CODEC, ct_bytes(r1 - r0, t1 - t0, cols, &per, &park,
+                                                           &ks));
     if (!sc) return -1;
     float *panel = sc + park;
     uint16_t *wb = (uint16_t *)(panel + (size_t)per * xs);
@@ -681,6 +689,13 @@ void k3_avx512_coded_matmul(const K3KernelOps *ops, float *Y, const K3Mat *W, co
     if (t1 - t0 > 1 && !ct_prefill(W, Y, X, r0, r1, t0, t1)) return;
     if (t1 - t0 > 1) { k3_codec_prefill(ops, dec_row_v, Y, W, X, r0, r1, t0, t1); return; }
     mv_cv_rows(W, r0, r1, Y + (size_t)t0 * W->rows, X + (size_t)t0 * W->cols);
+}
+/* pf_c's panel up to CP_T tokens, ct_prefill's above */
+void k3_avx512_coded_scratch(int T, int rows, int cols, size_t *slot) {
+    int per, ks;
+    size_t park, b = T <= CP_T ? sizeof(float) * (size_t)((cols + 15) & ~15) * T
+                               : ct_bytes(rows, T, cols, &per, &park, &ks);
+    if (b > slot[K3_SCRATCH_CODEC]) slot[K3_SCRATCH_CODEC] = b;
 }
 #else
 int k3_avx512_codec_vbmi(int on) { (void)on; return 0; }

@@ -153,12 +153,25 @@ INL void rows_tt(const float *wpan, const float *xp, int n, int nr, int TT, floa
              rb + i, t, P ? P->base + i * P->stride : NULL, P);
 }
 
+/* n rows, T tokens: the parked lanes (only a row of more than one column block parks), a
+ * row block's panel, a token block's */
+static size_t gemm_floats(int n, int T, int cols, size_t *park) {
+    const size_t r = (size_t)(n < SC_R ? n : SC_R), nb = (size_t)(T + SC_T - 1) / SC_T;
+    *park = cols > KC ? r * SC_T * 16 : 0;
+    return *park + (r + ((size_t)T + nb - 1) / nb) * KS;
+}
+
+size_t k3_avx512_gemm_scratch(int T, int rows, int cols) {
+    size_t park;
+    return sizeof(float) * gemm_floats(rows, T, cols, &park);
+}
+
 int k3_avx512_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     const size_t rows = (size_t)W->rows, cols = (size_t)W->cols;
-    float *sc = k3_scratch(sizeof(float) * ((size_t)SC_R * SC_T * 16 +
-                                            (size_t)(SC_R + SC_T) * KS));
+    size_t park;
+    float *sc = k3_scratch(sizeof(float) * gemm_floats(r1 - r0, t1 - t0, (int)cols, &park));
     if (!sc) return -1;
-    float *wpan = sc + SC_R * SC_T * 16, *xpan = wpan + (size_t)SC_R * KS;
+    float *wpan = sc + park, *xpan = wpan + (size_t)(r1 - r0 < SC_R ? r1 - r0 : SC_R) * KS;
     /* es: weight bytes x 2 per element; lg: log2 of the 64-byte lines of KC columns */
     const size_t es = W->type == K3_W_F32 ? 8 : W->type == K3_W_BF16 ? 4 : 1;
     const int lg = __builtin_ctz((unsigned)(KC * es / 2 / 64));

@@ -59,6 +59,7 @@ typedef struct {
              total;
     uint64_t tmp;                            /* the stream's T > 1 scatter block */
     uint64_t undo;                           /* a verify's undo log (k3_state_mark) */
+    uint64_t scratch;                        /* every thread's kernel scratch */
     uint64_t side;                           /* embed .. process: inside --trunk-gb */
     uint64_t cache_index;                    /* the cache's index: inside --cache-gb */
     uint64_t trunk_total, trunk_min, cache_min, all_experts, head_full, slot_bytes;

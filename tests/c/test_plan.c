@@ -37,12 +37,15 @@ static void one(const K3Config *c, const uint64_t *lb, double tgb, double cgb, i
     k3_mem_opts_init(&o);
     o.chunk = chunk; o.ctx = ctx; o.trunk_dir = "x";
     k3_plan_make(c, 0, &o, lb, 1, tgb, cgb, 10000000, p);
-    const uint64_t side = p->embed + p->vectors + p->state + p->mla + p->buffers + p->process;
+    const uint64_t side = p->embed + p->vectors + p->state + p->mla + p->buffers + p->scratch +
+                          p->process;
     CHECK(p->side == side, "side %llu != its terms %llu", (unsigned long long)p->side,
           (unsigned long long)side);
     CHECK(p->total == p->pinned + p->ring_bytes + p->tmp + p->cache + p->lm_head + p->side,
           "total is not the sum of its lines");
     CHECK(p->buffers == k3_runstate_bytes(c, chunk, ctx, 1), "buffers != k3_runstate_bytes");
+    CHECK(p->scratch == (uint64_t)k3_threads() * k3_runstate_scratch_bytes(c, chunk, ctx) &&
+          p->scratch > 0, "kernel scratch != every thread's k3_runstate_scratch_bytes");
     CHECK(p->cache == (uint64_t)p->nslots * p->slot_bytes + p->cache_index,
           "cache != slots + index");
     CHECK((double)p->cache <= p->cache_budget + 0.5, "cache %llu above its budget %.0f",
