@@ -2,7 +2,7 @@
  * throughput of one instruction alone and of pairs (16 or 24 independent ones a loop
  * step; FMAs on 8 accumulators), in instructions a cycle, the clock taken from a chain of
  * dependent integer adds (1 a cycle). Best of 40 short bursts, so other tenants' load
- * mostly drops out. Why MXFP4's matvec stops where it does: docs/KERNELS.md.
+ * mostly drops out. Why MXFP4's matvec stops where it does: docs/KERNELS_LOG.md.
  *   gcc -O2 -mavx512f -mavx512bw -mavx512vbmi tools/bench_pipes.c -o /tmp/bench_pipes
  *   nice -n -20 flock /var/tmp/bench.lock /tmp/bench_pipes
  * A pair at 2 a cycle shares both pipes, 3 shares one, 4 shares none (two 2-pipe kinds). */

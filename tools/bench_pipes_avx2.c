@@ -2,7 +2,7 @@
  * instruction alone, of mixes, and of the AVX2 MXFP4 matvec's 32-block (kernels_avx2.c:
  * mx_nib's blend, shift and mask, 2 pshufb, 6 unpacks, 4 FMAs) four blocks a loop step on
  * 8 accumulators; the clock from a chain of dependent integer adds. Best of 30 bursts.
- * Why the AVX2 MXFP4 matvec stops where it does: docs/KERNELS.md (issue 40, second pass).
+ * Why the AVX2 MXFP4 matvec stops where it does: docs/KERNELS_LOG.md (issue 40, second pass).
  *   gcc -O2 tools/bench_pipes_avx2.c -o /tmp/bench_pipes_avx2
  *   nice -n -20 flock /var/tmp/bench.lock /tmp/bench_pipes_avx2 */
 #include "bench_pipes.h"

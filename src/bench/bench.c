@@ -338,7 +338,7 @@ int k3_bench_kernels(int argc, char **argv) {
     const char *kn = k3_kernels_name();
     int lanes = kernel_lanes(kn);
     printf("kernels %s, threads 1 and %d, medians of %d runs\n", kn, all, runs);
-    if (lanes == 16)                       /* docs/KERNELS.md, "Which AVX-512 prefill" */
+    if (lanes == 16)                       /* docs/KERNELS_LOG.md, "Which AVX-512 prefill" */
         printf("prefill from 32 tokens: %s (L2 %ld KB a core; K3_AVX512_GEMM=0/1 chooses)\n",
                k3_avx512_prefill_gemm(-1) ? "the blocked GEMM" : "the register tiles",
                sysconf(_SC_LEVEL2_CACHE_SIZE) / 1024);

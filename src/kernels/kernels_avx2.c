@@ -250,7 +250,8 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
     }
     /* BF16 matvec: the next tile's R rows as one linear stream into L2, R * 32 bytes a step
      * (past the last tile: a prefetch never faults). 1.07-1.10x at 1 thread from memory on
-     * Zen 5, 1.00-1.04x at 2 (docs/KERNELS.md); the AVX-512 kernel's 8 rows measured 0.86-0.90x */
+     * Zen 5, 1.00-1.04x at 2 (docs/KERNELS_LOG.md); the AVX-512 kernel's 8 rows measured
+     * 0.86-0.90x */
     const char *nx = (const char *)(m->wb + (size_t)(r + R) * cols);
     for (int c = c0; c < n16 && type != K3_W_MXFP4; c += 16) {
         if (TT == 1 && type == K3_W_BF16)
@@ -319,7 +320,7 @@ __attribute__((constructor)) static void mxb_init(void) {
 /* The nibble indices of a 32-block's bytes b0-15 (q0 = b0-7, q1 = b8-15) in one register:
  * 128-bit lane 0 = low nibbles of b0-7, then their high nibbles; lane 1 the same for b8-15
  * (two broadcast loads, a blend, a per-qword shift by 0 or 4, a mask). Half the pshufb of
- * a lo and a hi register each holding 16 of 32 useful indices: 1.15x in L2 (KERNELS.md). */
+ * a lo and a hi register each holding 16 of 32 useful indices: 1.15x in L2 (KERNELS_LOG.md). */
 INL __m256i mx_nib(const uint8_t *p) {
     long long q0, q1;
     memcpy(&q0, p, 8); memcpy(&q1, p + 8, 8);
