@@ -106,6 +106,7 @@ typedef struct {
     void *arena; size_t bytes;                /* bytes: resident (what the plan counts) */
     size_t map_bytes; int in_file, fd;   /* in_file: the arena maps a file (k3_runstate_open) */
     void *scratch;                            /* in_file: the experts' scratch, in memory */
+    int hold, moe_hold, n_experts, lat;       /* hold: drops keep moe.wsel, moe.r mapped */
 } K3RunState;
 
 /* What a forward pass runs on: the bound model, where its weights come from, and its
@@ -231,6 +232,10 @@ size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int log
  * blocks at N = 1, all T over N ranks (a split matmul runs whole) */
 int k3_runstate_act_tokens(int T);
 void k3_runstate_drop(K3RunState *rs);
+/* The experts' loop keeps the rows it sums into (moe.r) and their weights (moe.wsel)
+ * mapped from its first expert to its last, where the plan's room lets it (rs->moe_hold):
+ * on before that loop, off after it (moe.c; off drops them) */
+void k3_runstate_hold(K3RunState *rs, int on);
 /* p += a (copy: p = a) over T rows of H floats, K3_ROW_BLOCK rows at a time with their
  * pages dropped between (buffers in a file: only a block stays mapped) */
 void k3_runstate_add_rows(K3RunState *rs, float *p, const float *a, int T, int H, int copy);

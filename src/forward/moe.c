@@ -112,6 +112,7 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
                                                                      tokens_of(sel, T, E, uni[k]));
         out_y = k3_share_buf(0, counts[me] + 1);
     }
+    k3_runstate_hold(&e->rs, 1);                 /* r and wsel stay mapped (runstate.c) */
     for (int k = 0; k < nm; k++) {
         k3_test_expert_hook(e);
         if (k3_halted(e)) break;                 /* the forward stops: the rest is skipped */
@@ -138,6 +139,7 @@ void k3_moe(K3Engine *e, const K3Layer *ly, int L, const float *x, int T, float 
             k3_runstate_drop(&e->rs);
         }
     }
+    k3_runstate_hold(&e->rs, 0);
     if (N > 1) {            /* every expert's output on every rank, summed in increasing id */
         size_t total = 0, off[N];
         for (int k = 0; k < N; k++) { off[k] = total; total += counts[k]; }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -145,15 +146,24 @@ int k3_runstate_act_tokens(int T) {
     return k3_comm_size() > 1 || T < K3_ACT_TOKENS ? T : K3_ACT_TOKENS;
 }
 
-/* What a forward of max_T rows keeps resident when its buffers live in a file: every
- * page is dropped after each block of K3_ACT_TOKENS tokens of a matmul (share.c, stream.c)
- * and of an expert's tokens (moe.c), and after each block of K3_ROW_BLOCK rows of the
- * row-wise steps (forward.c), so at most one block of one matmul's input and output rows
- * (or of the routing, an expert's gather or sum) is mapped at once, beside the rows of
- * one block in every buffer, the routing's choice bytes and token list (scanned whole
- * per expert) and the experts' scratch (in memory). Over N ranks a matmul is split by
- * rows and runs whole: all its rows. */
-size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int logits_rows) {
+/* The experts' loop's sums r and routing weights wsel (all T tokens' rows) stay mapped
+ * from its first expert to its last, where they fit the matmul block's room with one
+ * block of an expert's input and output rows beside (moe_holds; the plan is unchanged).
+ * With every page dropped after each expert's block, r came back in again and again: each
+ * token is one of 16 of 64 experts' a layer, so its row of r was faulted back in about 16
+ * times a layer, read and then written (a write fault a page: 0.37M of the full-width
+ * slice's 0.95M faults on a 1,024-token prompt), on one thread while the other waited. */
+static size_t moe_held_bytes(const K3Config *c, size_t T) {
+    const size_t LAT = c->routed_expert_hidden_size;
+    return sizeof(float) * (T * (LAT + c->num_experts) +
+                            (size_t)k3_runstate_act_tokens((int)T) * 2 * LAT) + 4 * 4096;
+}
+static int moe_holds(const K3Config *c, size_t T, size_t mm_bytes) {
+    return c->num_experts > 0 && moe_held_bytes(c, T) <= mm_bytes;
+}
+
+/* One block of the widest matmul's input and output rows: K3_ACT_TOKENS tokens of them. */
+static size_t mm_block_bytes(const K3Config *c, int max_T) {
     const size_t H = c->hidden_size, C = (size_t)c->kda_num_heads * c->kda_head_dim;
     const size_t D = c->kda_head_dim, MH = c->num_attention_heads;
     const size_t QH = c->qk_nope_head_dim + c->qk_rope_head_dim, VD = c->v_head_dim;
@@ -164,6 +174,20 @@ size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int log
                           2 * LAT + H, H + M, 3 * H };
     size_t w = 0;
     for (size_t i = 0; i < sizeof io / sizeof io[0]; i++) if (io[i] > w) w = io[i];
+    return sizeof(float) * (size_t)k3_runstate_act_tokens(max_T) * w;
+}
+
+/* What a forward of max_T rows keeps resident when its buffers live in a file: every
+ * page is dropped after each block of K3_ACT_TOKENS tokens of a matmul (share.c, stream.c)
+ * and of an expert's tokens (moe.c), and after each block of K3_ROW_BLOCK rows of the
+ * row-wise steps (forward.c), so at most one block of one matmul's input and output rows
+ * (or of the routing, an expert's gather or sum) is mapped at once, beside the rows of
+ * one block in every buffer, the routing's choice bytes and token list (scanned whole
+ * per expert) and the experts' scratch (in memory). Over N ranks a matmul is split by
+ * rows and runs whole: all its rows. The experts' loop keeps its sums mapped only
+ * inside the matmul block's room (moe_holds). */
+size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int logits_rows) {
+    const size_t E = c->num_experts;
     K3RunState rs = { 0 };
     rs.max_T = max_T; rs.in_file = 1;
     const size_t scratch = expert_scratch(&rs, c, NULL);
@@ -171,9 +195,8 @@ size_t k3_runstate_resident_bytes(const K3Config *c, int max_T, int ctx, int log
     rs.ctx = 1; rs.logits_rows = logits_rows > 0 ? logits_rows : 1;
     const size_t block = layout(&rs, c, NULL);        /* one block of rows in every buffer */
     const size_t pages = 2 * 4096 * (size_t)(rs.n_blocks + 32);   /* partial pages */
-    const size_t tb = (size_t)k3_runstate_act_tokens(max_T);
     const size_t route = (size_t)max_T * (E + sizeof(int));   /* sel [T][E] bytes, tok */
-    return sizeof(float) * tb * w + block + route + pages + scratch +
+    return mm_block_bytes(c, max_T) + block + route + pages + scratch +
            score_bytes(c, ctx > 0 ? ctx : 1);
 }
 
@@ -231,6 +254,8 @@ int k3_runstate_open(K3RunState *rs, const K3Config *c, int max_T, int ctx, int 
     if (sn) expert_scratch(rs, c, rs->scratch);
     rs->bytes = rs->in_file ? k3_runstate_resident_bytes(c, rs->max_T, rs->ctx, logits_rows)
                             : n + score_bytes(c, rs->ctx);
+    rs->moe_hold = rs->in_file && moe_holds(c, (size_t)rs->max_T, mm_block_bytes(c, rs->max_T));
+    rs->n_experts = c->num_experts; rs->lat = c->routed_expert_hidden_size;
     return 0;
 }
 
@@ -239,10 +264,30 @@ int k3_runstate_init(K3RunState *rs, const K3Config *c, int max_T, int ctx, int 
     return k3_runstate_open(rs, c, max_T, ctx, logits_rows, NULL, err, sizeof err);
 }
 
-/* Unmaps every page of a file-backed arena: the bytes stay in the file (and the page
- * cache), a later touch maps them again; nothing is lost, only residency bounded. */
+static void drop_span(uintptr_t a, uintptr_t b) {    /* the whole pages inside [a, b) */
+    a = (a + 4095) & ~(uintptr_t)4095;
+    b &= ~(uintptr_t)4095;
+    if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* Unmaps every page of a file-backed arena (held: all but r's and wsel's): the bytes stay
+ * in the file (and the page cache), a later touch maps them again; nothing is lost, only
+ * residency bounded. */
 void k3_runstate_drop(K3RunState *rs) {
-    if (rs->in_file) madvise(rs->arena, rs->map_bytes, MADV_DONTNEED);
+    if (!rs->in_file) return;
+    if (!rs->hold) { madvise(rs->arena, rs->map_bytes, MADV_DONTNEED); return; }
+    /* held: all but the pages of wsel and r (wsel lies below r in the layout) */
+    const uintptr_t base = (uintptr_t)rs->arena, end = base + ((rs->map_bytes + 4095) & ~4095);
+    const uintptr_t w0 = (uintptr_t)rs->moe.wsel, r0 = (uintptr_t)rs->moe.r;
+    const size_t T = (size_t)rs->max_T;
+    drop_span(base, w0);
+    drop_span(w0 + sizeof(float) * T * rs->n_experts, r0);
+    drop_span(r0 + sizeof(float) * T * rs->lat, end);
+}
+
+void k3_runstate_hold(K3RunState *rs, int on) {
+    rs->hold = on && rs->moe_hold;
+    if (!on) k3_runstate_drop(rs);
 }
 
 void k3_runstate_add_rows(K3RunState *rs, float *p, const float *a, int T, int H, int copy) {

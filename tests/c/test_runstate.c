@@ -5,14 +5,16 @@
  * buffers plus KDA, or MLA, or MoE + MLP) no two buffers overlap and each lies inside
  * the arena. With the buffers in a file (k3_runstate_open with a directory) the experts'
  * scratch lies apart, in memory: inside rs.scratch, disjoint, sized for one block of
- * K3_ACT_TOKENS tokens, and the resident bound counts it. A layout that double-books a
+ * K3_ACT_TOKENS tokens, and the resident bound counts it; the experts' loop's hold keeps
+ * moe.r and moe.wsel mapped through a drop and nothing else. A layout that double-books a
  * buffer, or a plan that counts by hand, fails here. */
 #include "engine.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 
-static int fails;
+static int fails, holds;
 #define CHECK(c, ...) do { if (!(c)) { printf("FAIL: "); printf(__VA_ARGS__); printf("\n"); \
                                        fails++; } } while (0)
 
@@ -94,6 +96,46 @@ static void check_layout(const K3RunState *rs, const K3Config *c, const char *wh
     CHECK(rs->mla.scores != NULL, "%s: no MLA score rows", what);
 }
 
+/* Whether the page at p is mapped now (/proc/self/pagemap, bit 63); -1 if unknown. */
+static int mapped(const void *p) {
+    FILE *f = fopen("/proc/self/pagemap", "rb");
+    uint64_t v = 0;
+    int ok = f && !fseek(f, (long)((uintptr_t)p / 4096 * 8), SEEK_SET) && fread(&v, 8, 1, f) == 1;
+    if (f) fclose(f);
+    return ok ? (int)(v >> 63) : -1;
+}
+
+/* The experts' loop's hold (k3_runstate_hold): while on, a drop keeps every page of
+ * moe.r and moe.wsel mapped and unmaps the rest (moe.xl); off drops them. Held only where
+ * r and wsel over all T tokens, with a block of an expert's rows, fit the room the plan
+ * gives a matmul block, so the resident bound holds them (it is not raised for them). */
+static void check_hold(K3RunState *rs, const K3Config *c, int T, const char *what) {
+    const size_t F = sizeof(float), LAT = c->routed_expert_hidden_size;
+    const size_t E = c->num_experts;
+    if (!rs->moe_hold) return;
+    CHECK(rs->bytes >= F * (size_t)T * (LAT + E), "%s: hold: bound %zu under r and wsel",
+          what, rs->bytes);
+    const size_t nr = F * (size_t)T * LAT, nx = nr;
+    memset(rs->moe.r, 1, nr); memset(rs->moe.wsel, 1, F * (size_t)T * E);
+    memset(rs->moe.xl, 1, nx);
+    const char *xl_mid = (const char *)rs->moe.xl + nx / 2;   /* a page inside xl, if any */
+    const int inner = nx >= 3 * 4096;
+    k3_runstate_hold(rs, 1);
+    k3_runstate_drop(rs);
+    if (mapped(rs->moe.r) < 0) return;                        /* no pagemap here */
+    for (size_t o = 0; o < nr; o += 4096)
+        CHECK(mapped((const char *)rs->moe.r + o) == 1, "%s: hold: r's page %zu dropped",
+              what, o / 4096);
+    CHECK(mapped((const char *)rs->moe.r + nr - 1) == 1, "%s: hold: r's last page dropped",
+          what);
+    CHECK(mapped(rs->moe.wsel) == 1, "%s: hold: wsel dropped", what);
+    if (inner) CHECK(mapped(xl_mid) == 0, "%s: hold: xl still mapped", what);
+    k3_runstate_hold(rs, 0);
+    CHECK(mapped(rs->moe.r) == 0 && mapped(rs->moe.wsel) == 0, "%s: hold off: r or wsel "
+          "still mapped", what);
+    holds++;
+}
+
 /* The file layout: xe, y, g, u in the scratch (K3_ACT_TOKENS rows at most), the rest in
  * the mapped file, and the resident bound at least the scratch. */
 static void check_file_layout(const K3Config *c, int T, const char *what) {
@@ -114,6 +156,7 @@ static void check_file_layout(const K3Config *c, int T, const char *what) {
     disjoint(f, 2, rs.arena, rs.map_bytes, what);
     CHECK(rs.bytes >= n - 4 * 64, "%s: resident bound %zu under the scratch %zu", what,
           rs.bytes, n);
+    check_hold(&rs, c, T, what);
     k3_runstate_free(&rs);
 }
 
@@ -147,6 +190,8 @@ int main(void) {
                     k3_engine_close(&e);
                     configs++;
                 }
-    printf("test_runstate: %d configs, plan == allocation%s\n", configs, fails ? ": FAILED" : "");
+    CHECK(holds > 0, "no configuration held the experts' rows (k3_runstate_hold untested)");
+    printf("test_runstate: %d configs, plan == allocation, %d holds%s\n", configs, holds,
+           fails ? ": FAILED" : "");
     return fails ? 1 : 0;
 }
