@@ -344,6 +344,7 @@ INL Src src_at(const Src *s, int i) {
 #define TILE_W(s, i, c, w) src_w(s, i, c, w)
 #define TILE_WT(s, i, c, k) ld_w((s)->m, (s)->type, (s)->o + (size_t)(i) * (s)->m->cols + (c), k)
 #define TILE_AT(s, i) src_at(s, i)
+#define TILE_NOPF(s) ((s)->pf = 0)
 #include "kernels_avx512_tile.h"
 
 /* x panel stride: every column (16-padded) and 16 more, so the tokens of a tile do not
@@ -386,27 +387,8 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
             for (int c0 = 0; c0 < m->cols; c0 += KC) {
                 int c1 = m->cols - c0 > KC ? c0 + KC : m->cols;
                 Src s = { m, type, c1 < m->cols, (size_t)rb * m->cols + c0 };
-                for (int t = tb; t < tbe;) {
-                    const float *x = panel + (size_t)(t - tb) * xs + c0;
-                    float *pk = sc_buf + (t - tb) * 16;
-                    switch (tbe - t) {
-#define RT(n) tile_rows(&s, rbe - rb, n, x, xs, c1 - c0, pk, c0 == 0, c1 == m->cols, Y, rows, \
-                        rb, t); t += n; s.pf = 0; break
-                    case 1: RT(1);
-                    case 2: RT(2);
-                    case 3: RT(3);
-                    case 4: RT(4);
-                    case 5: RT(5);
-#if TM == 6
-                    default: RT(6);
-#else
-                    case 6: RT(6);
-                    case 7: RT(7);
-                    default: RT(8);
-#endif
-#undef RT
-                    }
-                }
+                tile_tokens(&s, rbe - rb, tbe - tb, panel + c0, xs, c1 - c0, sc_buf, c0 == 0,
+                            c1 == m->cols, Y, rows, rb, tb);
             }
         }
     }

@@ -543,6 +543,7 @@ INL Src src_at(const Src *s, int i) {
     ((v)[0] = src_w(_mm256_loadu_si256((const __m256i *)((s)->w + (i) * (s)->ks + (c)))))
 #define TILE_WT(s, i, c, k) src_w(_mm256_maskz_loadu_epi16(k, (s)->w + (i) * (s)->ks + (c)))
 #define TILE_AT(s, i) src_at(s, i)
+#define TILE_NOPF(s) ((s)->pf = NULL)
 #include "kernels_avx512_tile.h"
 
 /* Sized by the call: its rows (up to CT_R), its token blocks (per tokens each); parked
@@ -584,24 +585,12 @@ static int ct_prefill(const K3Mat *W, float *Y, const float *X, int r0, int r1, 
                 for (int i = 0; i < nr; i++)          /* the next column or row block */
                     nxt[i] = !last ? cur[i] : rb + CT_R + i < r1 ? k3_codec_row(W, rb + CT_R + i)
                                                                  : NULL;
-                for (int j = 0; j < nt;) {
-                    const float *x = panel + (size_t)j * xs + c0;
-                    int t = tb + j;
 /* the full-width stride as a constant (the tiles' addresses fold it), else the call's */
-#define CTK(N, K) tile_rows(&(Src){ wb, K, j ? NULL : nxt }, nr, N, x, xs, c1 - c0, \
-                            sc + j * 16, first, last, Y, rows, rb, t)
-#define CT(N) if (ks == CT_K + 32) CTK(N, CT_K + 32); else CTK(N, ks); j += N; break
-                    switch (nt - j < CT_TM ? nt - j : CT_TM) {
-                    case 1: CT(1);
-                    case 2: CT(2);
-                    case 3: CT(3);
-                    case 4: CT(4);
-                    case 5: CT(5);
-                    default: CT(CT_TM);
-#undef CT
+#define CTK(K) tile_tokens(&(Src){ wb, K, nxt }, nr, nt, panel + c0, xs, c1 - c0, sc, first, \
+                           last, Y, rows, rb, tb)
+                if (ks == CT_K + 32) CTK(CT_K + 32);
+                else CTK(ks);
 #undef CTK
-                    }
-                }
             }
         }
     }

@@ -111,6 +111,7 @@ INL Src src_at(const Src *s, int i) {
 #define TILE_W(s, i, c, w) ((w)[0] = _mm512_load_ps((s)->wp + (i) * KS + (c)))
 #define TILE_WT(s, i, c, k) _mm512_maskz_load_ps(k, (s)->wp + (i) * KS + (c))
 #define TILE_AT(s, i) src_at(s, i)
+#define TILE_NOPF(s) ((s)->pf = NULL)
 #include "kernels_avx512_tile.h"
 
 /* n rows, T tokens: the parked lanes (only a row of more than one column block parks), a
@@ -148,22 +149,7 @@ int k3_avx512_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int
                 Src s = { wpan, NULL, cols * es / 2, lg };
                 if (nrow < r1) s.pf = (const char *)W->w + ((size_t)nrow * cols + ncol) * es / 2;
                 copy_x(X, cols, W->type, tb, nt, c0, c1, xpan);
-                for (int j = 0; j < nt;) {
-                    const float *xp = xpan + (size_t)j * KS;
-                    float *pk = sc + j * 16;
-                    int t = tb + j;
-#define RT(N) tile_rows(&s, nr, N, xp, KS, n, pk, first, last, Y, rows, rb, t); j += N; \
-                     s.pf = NULL; break
-                    switch (nt - j < TM ? nt - j : TM) {
-                    case 1: RT(1);
-                    case 2: RT(2);
-                    case 3: RT(3);
-                    case 4: RT(4);
-                    case 5: RT(5);
-                    default: RT(TM);
-#undef RT
-                    }
-                }
+                tile_tokens(&s, nr, nt, xpan, KS, n, sc, first, last, Y, rows, rb, tb);
             }
         }
     }

@@ -15,7 +15,11 @@
  *   TILE_PF(s, R, c)    the step's prefetch, before its weight loads
  *   TILE_W(s, i, c, w)  row i's NS weight vectors at column c of the block into w[0..NS)
  *   TILE_WT(s, i, c, k) row i's last columns (cols % 16) as one vector under the mask k
- *   TILE_AT(s, i)       the source moved i rows on (a TILE_SRC value) */
+ *   TILE_AT(s, i)       the source moved i rows on (a TILE_SRC value)
+ *   TILE_NOPF(s)        no prefetch from now on (the first token tile alone prefetches) */
+#if TILE_TM < 6 || TILE_TM > 8
+#error "TILE_TM: 6 to 8 tokens (tile_tokens' cases)"
+#endif
 
 /* R rows x TT tokens over the block's n columns; token j's column c is x[j * xs + c]; lanes
  * from park (unless first) and back to it (unless last: then the fold into Y) */
@@ -75,5 +79,33 @@ INL void tile_rows(const TILE_SRC *s, int nr, int TT, const float *x, size_t xs,
     for (; i < nr; i++) {
         TILE_SRC a = TILE_AT(s, i);
         tile(&a, 1, TT, x, xs, n, park + i * TILE_PS * 16, first, last, Y, rows, r + i, t);
+    }
+}
+
+/* every token tile of nt tokens from t (token j's x at x + j * xs, its lanes at park + j * 16),
+ * TILE_TM tokens a tile (the count a constant in each, so the tile unrolls) */
+INL void tile_tokens(TILE_SRC *s, int nr, int nt, const float *x, size_t xs, int n, float *park,
+                     int first, int last, float *Y, size_t rows, int r, int t) {
+    for (int j = 0; j < nt;) {
+        const int tt = nt - j < TILE_TM ? nt - j : TILE_TM;
+        switch (tt) {
+#define TT(N) tile_rows(s, nr, N, x + j * xs, xs, n, park + j * 16, first, last, Y, rows, r, \
+                        t + j); break
+        case 1: TT(1);
+        case 2: TT(2);
+        case 3: TT(3);
+        case 4: TT(4);
+        case 5: TT(5);
+#if TILE_TM > 6
+        case 6: TT(6);
+#endif
+#if TILE_TM > 7
+        case 7: TT(7);
+#endif
+        default: TT(TILE_TM);
+#undef TT
+        }
+        TILE_NOPF(s);
+        j += tt;
     }
 }
