@@ -297,12 +297,10 @@ static int matvec_mx(const M *m, float *Y, const float *X, int r0, int r1) {
 /* Prefill with few tokens (T < GEMM_T; more: kernels_avx512_gemm.c, which decodes each
  * block of weights to fp32 once, a cost that only pays from ~32 tokens on): blocks of SC_R
  * rows x SC_T tokens x KC columns (128 x 72 x 1024, picked by measurement on a Zen 5 class
- * core; 3x8 and 2x8 tiles were slower than 4x6). The 16 lanes of each accumulator continue
- * from / are parked in sc[(i*SC_T + j)*16] between column blocks: the lane sequence of
- * fused multiply-adds is unchanged, so are the bits. x(j, c) is
- * xb[j*xs + c - xc], a panel of the token block's tokens copied from X once (stride padded:
- * no 4K aliasing between tokens); for MXFP4 every 32-block de-interleaved (16 even
- * elements, then 16 odd). */
+ * core; 3x8 and 2x8 tiles were slower than 4x6), the register tiles of
+ * kernels_avx512_tile.h (lanes parked in sc[(i*SC_T + j)*16] between column blocks). x is a
+ * panel of the token block's tokens copied from X once (stride padded: no 4K aliasing
+ * between tokens); for MXFP4 every 32-block de-interleaved (16 even elements, then 16 odd). */
 #ifndef SC_R
 #define SC_R 128
 #endif
@@ -316,93 +314,38 @@ static int matvec_mx(const M *m, float *Y, const float *X, int r0, int r1) {
 #ifndef KC
 #define KC 1024
 #endif
-INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *xb, size_t xs,
-              int xc, int r, int t, int c0, int c1, float *sc, int pf) {
-    int cols = m->cols;
-    __m512 acc[TR][TM];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int j = 0; j < TT; j++)
-            acc[i][j] = c0 ? _mm512_load_ps(sc + (i * SC_T + j) * 16) : _mm512_setzero_ps();
-    if (type == K3_W_MXFP4) {
-        for (int c = c0; c < c1; c += 32) {
-            __m512 we[TR], wo[TR];
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++) {
-                size_t o = (size_t)(r + i) * cols + c;
-                if (pf && !(c & 96))
-                    _mm_prefetch((const char *)m->wp + o / 2 + KC / 2, _MM_HINT_T0);
-                __m512 tab = mx_tab(m, o / 32);
-                __m512i v = mx_bytes(m, o / 2);
-                we[i] = _mm512_permutexvar_ps(v, tab);
-                wo[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab);
-            }
-#pragma GCC unroll 8
-            for (int j = 0; j < TT; j++) {
-                __m512 x = _mm512_load_ps(xb + j * xs + c - xc);
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(we[i], x, acc[i][j]);
-                x = _mm512_load_ps(xb + j * xs + c - xc + 16);
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(wo[i], x, acc[i][j]);
-            }
-        }
-    } else {
-        int c = c0;
-        for (; c + 16 <= c1; c += 16) {
-            __m512 w[TR];
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++) {
-                size_t o = (size_t)(r + i) * cols + c;
-                if (pf)
-                    _mm_prefetch(w_addr(m, type, o) + KC * (type == K3_W_F32 ? 4 : 2), _MM_HINT_T0);
-                w[i] = ld_w(m, type, o, 0xFFFF);
-            }
-#pragma GCC unroll 8
-            for (int j = 0; j < TT; j++) {
-                __m512 x = _mm512_loadu_ps(xb + j * xs + c - xc);
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(w[i], x, acc[i][j]);
-            }
-        }
-        if (c < c1) {
-            __mmask16 k = tailmask(c1 - c);
-            __m512 w[TR];
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++) w[i] = ld_w(m, type, (size_t)(r + i) * cols + c, k);
-#pragma GCC unroll 8
-            for (int j = 0; j < TT; j++) {
-                __m512 x = _mm512_maskz_loadu_ps(k, xb + j * xs + c - xc);
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++)
-                    acc[i][j] = _mm512_mask3_fmadd_ps(w[i], x, acc[i][j], k);
-            }
-        }
+/* the tile's weights (kernels_avx512_tile.h): row r's column c0 at o; the first token tile
+ * (pf) fetches the next column block */
+typedef struct { const M *m; int type, pf; size_t o; } Src;
+INL void src_w(const Src *s, int i, int c, __m512 *w) {
+    const M *m = s->m;
+    size_t o = s->o + (size_t)i * m->cols + c;
+    if (s->type == K3_W_MXFP4) {
+        if (s->pf && !(c & 96)) _mm_prefetch((const char *)m->wp + o / 2 + KC / 2, _MM_HINT_T0);
+        __m512 tab = mx_tab(m, o / 32);
+        __m512i v = mx_bytes(m, o / 2);
+        w[0] = _mm512_permutexvar_ps(v, tab);
+        w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab);
+        return;
     }
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int j = 0; j < TT; j++) {
-            if (c1 == cols) Y[(size_t)(t + j) * rows + r + i] = fold(acc[i][j]);
-            else _mm512_store_ps(sc + (i * SC_T + j) * 16, acc[i][j]);
-        }
+    if (s->pf)
+        _mm_prefetch(w_addr(m, s->type, o) + KC * (s->type == K3_W_F32 ? 4 : 2), _MM_HINT_T0);
+    w[0] = ld_w(m, s->type, o, 0xFFFF);
 }
-
-
-/* all row tiles of rows [rb, rbe) for tokens [t, t+TT) over columns [c0, c1); token j's
- * x is panel[(t - tb + j) * xs + c] */
-INL void rows_tt(const M *m, int type, int TT, float *Y, int rows, int rb, int rbe, int tb, int t,
-                 int c0, int c1, float *sc_buf, const float *panel, size_t xs) {
-    const float *xb = panel + (size_t)(t - tb) * xs;
-    int pf = t == tb && c1 < m->cols;       /* first token tile: fetch the next column block */
-    for (int r = rb; r < rbe;) {
-        float *s = sc_buf + ((r - rb) * SC_T + (t - tb)) * 16;
-        if (rbe - r >= TR) {
-            tile(m, type, TR, TT, Y, rows, xb, xs, 0, r, t, c0, c1, s, pf); r += TR;
-        } else { tile(m, type, 1, TT, Y, rows, xb, xs, 0, r, t, c0, c1, s, pf); r += 1; }
-    }
+INL Src src_at(const Src *s, int i) {
+    return (Src){ s->m, s->type, s->pf, s->o + (size_t)i * s->m->cols };
 }
+#define TILE_TR TR
+#define TILE_TM TM
+#define TILE_PS SC_T
+#define TILE_SRC Src
+#define TILE_NS(s) ((s)->type == K3_W_MXFP4 ? 2 : 1)
+#define TILE_PF(s, R, c) (void)0
+#define TILE_W(s, i, c, w) src_w(s, i, c, w)
+#define TILE_WT(s, i, c, k) ld_w((s)->m, (s)->type, (s)->o + (size_t)(i) * (s)->m->cols + (c), k)
+#define TILE_AT(s, i) src_at(s, i)
+#define TILE_NOPF(s) ((s)->pf = 0)
+#include "kernels_avx512_tile.h"
 
 /* x panel stride: every column (16-padded) and 16 more, so the tokens of a tile do not
  * share L1 sets (a multiple of 4 KB otherwise: 7168 columns) */
@@ -443,24 +386,9 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
             int rbe = r1 - rb > SC_R ? rb + SC_R : r1;
             for (int c0 = 0; c0 < m->cols; c0 += KC) {
                 int c1 = m->cols - c0 > KC ? c0 + KC : m->cols;
-                for (int t = tb; t < tbe;) {
-                    switch (tbe - t) {
-#define RT(n) rows_tt(m, type, n, Y, rows, rb, rbe, tb, t, c0, c1, sc_buf, panel, xs); t += n; break
-                    case 1: RT(1);
-                    case 2: RT(2);
-                    case 3: RT(3);
-                    case 4: RT(4);
-                    case 5: RT(5);
-#if TM == 6
-                    default: RT(6);
-#else
-                    case 6: RT(6);
-                    case 7: RT(7);
-                    default: RT(8);
-#endif
-#undef RT
-                    }
-                }
+                Src s = { m, type, c1 < m->cols, (size_t)rb * m->cols + c0 };
+                tile_tokens(&s, rbe - rb, tbe - tb, panel + c0, xs, c1 - c0, sc_buf, c0 == 0,
+                            c1 == m->cols, Y, rows, rb, tb);
             }
         }
     }

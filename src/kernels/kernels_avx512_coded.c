@@ -472,9 +472,9 @@ static void dec_row_v(uint16_t *out, const K3Mat *W, int r) {
 
 /* Prefill above CP_T tokens (VBMI) through register tiles over an L2 buffer: blocks of
  * CT_R rows x CT_K columns decoded once a token block to BF16 (ct_decode, weight order, a
- * cursor per row), then the tiles of the BF16 matmul (kernels_avx512.c: 4 rows x up to 6
- * tokens, column-ordered FMAs, lanes parked between column blocks, the fold at the end:
- * the same bits) read the buffer instead of the matrix. X is laid out once per token
+ * cursor per row), then the register tiles of the BF16 matmul (kernels_avx512_tile.h: 4
+ * rows x up to 6 tokens, column-ordered FMAs, lanes parked between column blocks, the fold
+ * at the end: the same bits) read the buffer instead of the matrix. X is laid out once per token
  * block over all columns; the first token tile fetches the next block's coded bytes to
  * L2 (without it the 1.4 KB row pieces waited on RAM: T = 16 at 49%). The 8 MB of BF16
  * rows and the BF16 matmul this replaces (k3_codec_prefill) ran 4-6 points lower at T = 16
@@ -518,71 +518,33 @@ static void ct_decode(const uint8_t **pp, int c0, int c1, int cols, uint16_t *o,
     *pp = p;
 }
 
-INL __m512 ct_w(const uint16_t *w, __mmask16 k) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(
-        _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, w)), 16));
+/* the tile's weights (kernels_avx512_tile.h): BF16 rows from w (stride ks); pf (NULL: none):
+ * per row, the coded bytes the next decode reads */
+typedef struct { const uint16_t *w; int ks; const uint8_t *const *pf; } Src;
+INL __m512 src_w(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
-
-/* R rows (w, stride ks) x TT tokens (x, stride xs) over n columns; lanes from / to sc
- * (ps tokens a row; untouched when first and last: one column block) */
-INL void ct_tile(const uint16_t *w, int ks, const float *x, size_t xs, int n, int R, int TT,
-                 float *sc, int ps, int first, int last, float *Y, size_t rows, int r, int t,
-                 const uint8_t *const *pf) {
-    __m512 acc[CT_TR][CT_TM];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int j = 0; j < TT; j++)
-            acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(sc + (i * ps + j) * 16);
-    int c = 0;
-    for (; c + 16 <= n; c += 16) {
-        if (pf)                 /* the rows' next coded bytes: 2 lines a step, 32 a row */
-            for (int q = 0, L = c / 8; q < 2; q++, L++)
-                if ((L & 3) < R && pf[L & 3])
-                    _mm_prefetch((const char *)pf[L & 3] + 64 * (L >> 2), _MM_HINT_T1);
-        __m512 wv[CT_TR];
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) wv[i] = ct_w(w + i * ks + c, 0xFFFF);
-#pragma GCC unroll 8
-        for (int j = 0; j < TT; j++) {
-            __m512 xv = _mm512_loadu_ps(x + j * xs + c);
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(wv[i], xv, acc[i][j]);
-        }
-    }
-    if (c < n) {                             /* a row's last columns (cols % 16) */
-        __mmask16 k = tailmask(n - c);
-        __m512 wv[CT_TR];
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) wv[i] = ct_w(w + i * ks + c, k);
-#pragma GCC unroll 8
-        for (int j = 0; j < TT; j++) {
-            __m512 xv = _mm512_maskz_loadu_ps(k, x + j * xs + c);
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++) acc[i][j] = _mm512_mask3_fmadd_ps(wv[i], xv, acc[i][j], k);
-        }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int j = 0; j < TT; j++) {
-            if (last) Y[(size_t)(t + j) * rows + r + i] = fold(acc[i][j]);
-            else _mm512_store_ps(sc + (i * ps + j) * 16, acc[i][j]);
-        }
+INL void src_pf(const Src *s, int R, int c) {
+    if (s->pf)                  /* the rows' next coded bytes: 2 lines a step, 32 a row */
+        for (int q = 0, L = c / 8; q < 2; q++, L++)
+            if ((L & 3) < R && s->pf[L & 3])
+                _mm_prefetch((const char *)s->pf[L & 3] + 64 * (L >> 2), _MM_HINT_T1);
 }
-
-/* pf (NULL: none): per row of the block, the coded bytes the next decode reads */
-INL void ct_rows(const uint16_t *wb, int ks, const float *x, size_t xs, int n, int nr, int TT,
-                 float *sc, int ps, int first, int last, float *Y, size_t rows, int rb, int t,
-                 const uint8_t *const *pf) {
-    int i = 0;
-    for (; i + CT_TR <= nr; i += CT_TR)
-        ct_tile(wb + (size_t)i * ks, ks, x, xs, n, CT_TR, TT, sc + i * ps * 16, ps, first, last,
-                Y, rows, rb + i, t, pf ? pf + i : NULL);
-    for (; i < nr; i++)
-        ct_tile(wb + (size_t)i * ks, ks, x, xs, n, 1, TT, sc + i * ps * 16, ps, first, last, Y,
-                rows, rb + i, t, pf ? pf + i : NULL);
+INL Src src_at(const Src *s, int i) {
+    return (Src){ s->w + (size_t)i * s->ks, s->ks, s->pf ? s->pf + i : NULL };
 }
+#define TILE_TR CT_TR
+#define TILE_TM CT_TM
+#define TILE_PS CT_T
+#define TILE_SRC Src
+#define TILE_NS(s) 1
+#define TILE_PF(s, R, c) src_pf(s, R, c)
+#define TILE_W(s, i, c, v) \
+    ((v)[0] = src_w(_mm256_loadu_si256((const __m256i *)((s)->w + (i) * (s)->ks + (c)))))
+#define TILE_WT(s, i, c, k) src_w(_mm256_maskz_loadu_epi16(k, (s)->w + (i) * (s)->ks + (c)))
+#define TILE_AT(s, i) src_at(s, i)
+#define TILE_NOPF(s) ((s)->pf = NULL)
+#include "kernels_avx512_tile.h"
 
 /* Sized by the call: its rows (up to CT_R), its token blocks (per tokens each); parked
  * lanes only where a row has more than one column block (a small model's plan has little
@@ -623,24 +585,12 @@ static int ct_prefill(const K3Mat *W, float *Y, const float *X, int r0, int r1, 
                 for (int i = 0; i < nr; i++)          /* the next column or row block */
                     nxt[i] = !last ? cur[i] : rb + CT_R + i < r1 ? k3_codec_row(W, rb + CT_R + i)
                                                                  : NULL;
-                for (int j = 0; j < nt;) {
-                    const float *x = panel + (size_t)j * xs + c0;
-                    int t = tb + j;
 /* the full-width stride as a constant (the tiles' addresses fold it), else the call's */
-#define CTK(N, K) ct_rows(wb, K, x, xs, c1 - c0, nr, N, sc + j * 16, CT_T, first, last, Y, \
-                          rows, rb, t, j ? NULL : nxt)
-#define CT(N) if (ks == CT_K + 32) CTK(N, CT_K + 32); else CTK(N, ks); j += N; break
-                    switch (nt - j < CT_TM ? nt - j : CT_TM) {
-                    case 1: CT(1);
-                    case 2: CT(2);
-                    case 3: CT(3);
-                    case 4: CT(4);
-                    case 5: CT(5);
-                    default: CT(CT_TM);
-#undef CT
+#define CTK(K) tile_tokens(&(Src){ wb, K, nxt }, nr, nt, panel + c0, xs, c1 - c0, sc, first, \
+                           last, Y, rows, rb, tb)
+                if (ks == CT_K + 32) CTK(CT_K + 32);
+                else CTK(ks);
 #undef CTK
-                    }
-                }
             }
         }
     }

@@ -88,70 +88,31 @@ static void copy_x(const float *X, size_t cols, int type, int t, int nt, int c0,
     }
 }
 
-/* One register tile: R rows (wp, stride KS) x TT tokens (xp, stride KS) over n columns.
- * acc continues from park (c0 > 0) or +0; at the last column block the fold goes to Y,
- * else the lanes are parked again. */
-/* The next block's weights, fetched into L2 during the first token tile of this one (the
- * row pieces of a block are short and far apart: the hardware prefetcher does not get
- * ahead of the decode): row i at base + i * stride, 1 << lg lines a row. */
-typedef struct { const char *base; size_t stride; int lg; } Pf;
-
-INL void tile(const float *wp, const float *xp, int n, int R, int TT, float *park, int first,
-              int last, float *Y, size_t rows, int r, int t, const char *pf, const Pf *P) {
-    __m512 acc[TR][TM];
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int j = 0; j < TT; j++)
-            acc[i][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(park + (i * SC_T + j) * 16);
-    int c = 0;
-    for (; c + 16 <= n; c += 16) {
-        if (pf)                                  /* up to 4 lines a step, R rows' worth */
-            for (int q = 0, L = c / 4; q < 4 && L < R << P->lg; q++, L++)
-                _mm_prefetch(pf + (size_t)(L >> P->lg) * P->stride +
-                             ((size_t)(L & ((1 << P->lg) - 1)) << 6), _MM_HINT_T1);
-        __m512 w[TR];
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) w[i] = _mm512_load_ps(wp + i * KS + c);
-#pragma GCC unroll 8
-        for (int j = 0; j < TT; j++) {
-            __m512 x = _mm512_load_ps(xp + j * KS + c);
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++) acc[i][j] = _mm512_fmadd_ps(w[i], x, acc[i][j]);
-        }
-    }
-    if (c < n) {                  /* the last columns of a row (cols % 16): masked lanes */
-        __mmask16 k = tailmask(n - c);
-        __m512 w[TR];
-#pragma GCC unroll 4
-        for (int i = 0; i < R; i++) w[i] = _mm512_maskz_load_ps(k, wp + i * KS + c);
-#pragma GCC unroll 8
-        for (int j = 0; j < TT; j++) {
-            __m512 x = _mm512_maskz_load_ps(k, xp + j * KS + c);
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++) acc[i][j] = _mm512_mask3_fmadd_ps(w[i], x, acc[i][j], k);
-        }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 8
-        for (int j = 0; j < TT; j++) {
-            if (last) Y[(size_t)(t + j) * rows + r + i] = fold(acc[i][j]);
-            else _mm512_store_ps(park + (i * SC_T + j) * 16, acc[i][j]);
-        }
+/* the tile's weights (kernels_avx512_tile.h): rows of the panel from wp (stride KS). pf
+ * (NULL: none): the next block's weights, fetched into L2 during the first token tile of
+ * this one (the row pieces of a block are short and far apart: the hardware prefetcher
+ * does not get ahead of the decode): the tile's row i at pf + i * stride, 1 << lg lines */
+typedef struct { const float *wp; const char *pf; size_t stride; int lg; } Src;
+INL void src_pf(const Src *s, int R, int c) {
+    if (s->pf)                                   /* up to 4 lines a step, R rows' worth */
+        for (int q = 0, L = c / 4; q < 4 && L < R << s->lg; q++, L++)
+            _mm_prefetch(s->pf + (size_t)(L >> s->lg) * s->stride +
+                         ((size_t)(L & ((1 << s->lg) - 1)) << 6), _MM_HINT_T1);
 }
-
-/* every row tile of the block for tokens [t, t+TT) */
-INL void rows_tt(const float *wpan, const float *xp, int n, int nr, int TT, float *park,
-                 int first, int last, float *Y, size_t rows, int rb, int t, const Pf *P) {
-    int i = 0;
-    for (; i + TR <= nr; i += TR)
-        tile(wpan + (size_t)i * KS, xp, n, TR, TT, park + i * SC_T * 16, first, last, Y, rows,
-             rb + i, t, P ? P->base + i * P->stride : NULL, P);
-    for (; i < nr; i++)
-        tile(wpan + (size_t)i * KS, xp, n, 1, TT, park + i * SC_T * 16, first, last, Y, rows,
-             rb + i, t, P ? P->base + i * P->stride : NULL, P);
+INL Src src_at(const Src *s, int i) {
+    return (Src){ s->wp + (size_t)i * KS, s->pf ? s->pf + i * s->stride : NULL, s->stride, s->lg };
 }
+#define TILE_TR TR
+#define TILE_TM TM
+#define TILE_PS SC_T
+#define TILE_SRC Src
+#define TILE_NS(s) 1
+#define TILE_PF(s, R, c) src_pf(s, R, c)
+#define TILE_W(s, i, c, w) ((w)[0] = _mm512_load_ps((s)->wp + (i) * KS + (c)))
+#define TILE_WT(s, i, c, k) _mm512_maskz_load_ps(k, (s)->wp + (i) * KS + (c))
+#define TILE_AT(s, i) src_at(s, i)
+#define TILE_NOPF(s) ((s)->pf = NULL)
+#include "kernels_avx512_tile.h"
 
 /* n rows, T tokens: the parked lanes (only a row of more than one column block parks), a
  * row block's panel, a token block's */
@@ -185,26 +146,10 @@ int k3_avx512_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int
                 int first = c0 == 0, last = c1 == (int)cols;
                 decode_w(W, rb, nr, c0, c1, wpan);
                 int nrow = c1 < (int)cols ? rb : rb + SC_R, ncol = c1 < (int)cols ? c1 : 0;
-                Pf pf = { NULL, cols * es / 2, lg };
-                if (nrow < r1) pf.base = (const char *)W->w + ((size_t)nrow * cols + ncol) * es / 2;
+                Src s = { wpan, NULL, cols * es / 2, lg };
+                if (nrow < r1) s.pf = (const char *)W->w + ((size_t)nrow * cols + ncol) * es / 2;
                 copy_x(X, cols, W->type, tb, nt, c0, c1, xpan);
-                for (int j = 0; j < nt;) {
-                    const float *xp = xpan + (size_t)j * KS;
-                    float *pk = sc + j * 16;
-                    int t = tb + j;
-#define RT(N) rows_tt(wpan, xp, n, nr, N, pk, first, last, Y, rows, rb, t, j ? NULL : P); \
-                     j += N; break
-                    const Pf *P = pf.base ? &pf : NULL;
-                    switch (nt - j < TM ? nt - j : TM) {
-                    case 1: RT(1);
-                    case 2: RT(2);
-                    case 3: RT(3);
-                    case 4: RT(4);
-                    case 5: RT(5);
-                    default: RT(TM);
-#undef RT
-                    }
-                }
+                tile_tokens(&s, nr, nt, xpan, KS, n, sc, first, last, Y, rows, rb, tb);
             }
         }
     }
