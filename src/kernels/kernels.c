@@ -151,8 +151,9 @@ static int cpu_has(const char *which) {
     if (!strcmp(which, "avx2"))
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     if (!strcmp(which, "avx512"))      /* K3_CPU_NO_AVX512=1: an AVX2-only machine (tests) */
-        return !getenv("K3_CPU_NO_AVX512") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+        return !getenv("K3_CPU_NO_AVX512") && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq");
     return 0;
 #elif defined(__aarch64__)
     return !strcmp(which, "neon");
