@@ -168,6 +168,12 @@ int k3_avx512_prefill_gemm(int on);
  * NULL when out of memory (the SIMD prefill then falls back to the scalar kernel).
  * k3_scratch is slot K3_SCRATCH_KERNEL; a caller that holds its slot across a kernel call
  * (the coded prefill's decoded rows) uses another. */
+/* The prefill kernels' token blocks: T >= 1 tokens in even blocks of at most `most` (73
+ * tokens at 72 go as 37 + 36, not 72 + 1); the tokens of a block */
+static inline int k3_block_tokens(int T, int most) {
+    const int nb = (T + most - 1) / most;
+    return (T + nb - 1) / nb;
+}
 enum { K3_SCRATCH_KERNEL, K3_SCRATCH_CODEC, K3_SCRATCH_MLA, K3_SCRATCH_SLOTS };   /* MLA: mla.c */
 void *k3_scratch_slot(int slot, size_t bytes);
 void *k3_scratch(size_t bytes);

@@ -246,8 +246,7 @@ size_t k3_avx2_gemm_scratch(int cols, int pt) {
 
 /* the GEMM's (plain and coded up to SC_T tokens), the MXFP4 matvec's de-interleaved x */
 void k3_avx2_scratch(int T, int rows, int cols, size_t *slot) {
-    const int nb = (T + SC_T - 1) / SC_T;
-    size_t k = T > 1 ? k3_avx2_gemm_scratch(cols, (T + nb - 1) / nb) : 0;
+    size_t k = T > 1 ? k3_avx2_gemm_scratch(cols, k3_block_tokens(T, SC_T)) : 0;
     (void)rows;                                   /* its row panels are SC_R whatever */
     if (k < sizeof(float) * (size_t)cols) k = sizeof(float) * (size_t)cols;
     if (k > slot[K3_SCRATCH_KERNEL]) slot[K3_SCRATCH_KERNEL] = k;
@@ -257,7 +256,7 @@ int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t
     const int cols = W->cols, n16 = cols & ~15;
     const size_t xs = x_stride(cols);
     const int ks = w_stride(cols);
-    int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;  /* even token blocks */
+    const int per = k3_block_tokens(t1 - t0, SC_T);
     float *sc = k3_scratch(k3_avx2_gemm_scratch(cols, per));
     if (!sc) return -1;
     float *wpan = sc + SC_R * per * 16, *xpan = wpan + 2 * (size_t)SC_R * ks;

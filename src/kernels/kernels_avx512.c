@@ -350,11 +350,6 @@ INL Src src_at(const Src *s, int i) {
 /* x panel stride: every column (16-padded) and 16 more, so the tokens of a tile do not
  * share L1 sets (a multiple of 4 KB otherwise: 7168 columns) */
 static size_t panel_stride(int cols) { return (size_t)((cols + 15) & ~15) + 16; }
-/* tokens of a token block: T in even blocks of at most SC_T */
-static size_t blocked_per(int T) {
-    const int nb = (T + SC_T - 1) / SC_T;
-    return (size_t)((T + nb - 1) / nb);
-}
 /* parked lanes of n rows: only a row of more than one column block parks (a small model's
  * plan has little room beside) */
 static size_t park_floats(int n, int cols) {
@@ -369,7 +364,7 @@ INL void blocked(const M *m, int type, float *Y, int rows, const float *X, int r
     const __m512i EV = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i OD = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     const size_t xs = panel_stride(m->cols);
-    const int per = (int)blocked_per(t1 - t0);
+    const int per = k3_block_tokens(t1 - t0, SC_T);
     for (int tb = t0; tb < t1; tb += per) {
         int tbe = t1 - tb > per ? tb + per : t1;
         for (int t = tb; t < tbe; t++) {
@@ -423,7 +418,8 @@ static void matmul_avx512(float *Y, const K3Mat *W, const float *X, int r0, int 
         return;
     }
     const size_t park = park_floats(r1 - r0, m.cols);
-    float *sc = k3_scratch(sizeof(float) * (park + blocked_per(t1 - t0) * panel_stride(m.cols)));
+    const size_t per = (size_t)k3_block_tokens(t1 - t0, SC_T);
+    float *sc = k3_scratch(sizeof(float) * (park + per * panel_stride(m.cols)));
     if (!sc) { k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1); return; }   /* same bits */
     float *panel = sc + park;
     if (W->type == K3_W_F32) blocked(&m, K3_W_F32, Y, rows, X, r0, r1, t0, t1, sc, panel);
@@ -435,7 +431,7 @@ void k3_avx512_scratch(int T, int rows, int cols, size_t *slot) {
     size_t k = sizeof(float) * (size_t)cols;                  /* matvec_mx's x */
     if (T > 1) {
         const size_t b = sizeof(float) * (park_floats(rows, cols) +
-                                          blocked_per(T) * panel_stride(cols));
+                                          k3_block_tokens(T, SC_T) * panel_stride(cols));
         const size_t g = T >= GEMM_T ? k3_avx512_gemm_scratch(T, rows, cols) : 0;
         k = b > k ? b : k;
         k = g > k ? g : k;

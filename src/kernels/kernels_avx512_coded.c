@@ -550,9 +550,8 @@ INL Src src_at(const Src *s, int i) {
  * lanes only where a row has more than one column block (a small model's plan has little
  * room beside). Bytes; *park the parked floats, *ks the BF16 row stride. */
 static size_t ct_bytes(int n, int T, int cols, int *per, size_t *park, int *ks) {
-    const int nb = (T + CT_T - 1) / CT_T;
     const size_t R = n < CT_R ? (size_t)n : CT_R, xs = (size_t)((cols + 15) & ~15) + 16;
-    *per = (T + nb - 1) / nb;                                  /* even token blocks */
+    *per = k3_block_tokens(T, CT_T);
     *ks = (cols < CT_K ? (cols + 15) & ~15 : CT_K) + 32;      /* rows miss L1 sets */
     *park = cols > CT_K ? R * CT_T * 16 : 0;   /* CT_T a row: 4 KB strides alias L1 */
     return sizeof(float) * (*park + (size_t)*per * xs) + 2 * R * (size_t)*ks;

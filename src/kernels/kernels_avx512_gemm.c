@@ -117,9 +117,9 @@ INL Src src_at(const Src *s, int i) {
 /* n rows, T tokens: the parked lanes (only a row of more than one column block parks), a
  * row block's panel, a token block's */
 static size_t gemm_floats(int n, int T, int cols, size_t *park) {
-    const size_t r = (size_t)(n < SC_R ? n : SC_R), nb = (size_t)(T + SC_T - 1) / SC_T;
+    const size_t r = (size_t)(n < SC_R ? n : SC_R);
     *park = cols > KC ? r * SC_T * 16 : 0;
-    return *park + (r + ((size_t)T + nb - 1) / nb) * KS;
+    return *park + (r + (size_t)k3_block_tokens(T, SC_T)) * KS;
 }
 
 size_t k3_avx512_gemm_scratch(int T, int rows, int cols) {
@@ -136,7 +136,7 @@ int k3_avx512_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int
     /* es: weight bytes x 2 per element; lg: log2 of the 64-byte lines of KC columns */
     const size_t es = W->type == K3_W_F32 ? 8 : W->type == K3_W_BF16 ? 4 : 1;
     const int lg = __builtin_ctz((unsigned)(KC * es / 2 / 64));
-    int nb = (t1 - t0 + SC_T - 1) / SC_T, per = (t1 - t0 + nb - 1) / nb;   /* even token blocks */
+    const int per = k3_block_tokens(t1 - t0, SC_T);
     for (int tb = t0; tb < t1; tb += per) {
         int nt = t1 - tb > per ? per : t1 - tb;
         for (int rb = r0; rb < r1; rb += SC_R) {
