@@ -120,8 +120,7 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     }
     p->chunk = (int)T;
     p->process = process;
-    const int th = k3_threads();
-    p->scratch = (uint64_t)(th > 0 ? th : 1) * k3_runstate_scratch_bytes(c, (int)T, ctx);
+    p->scratch = (uint64_t)k3_threads() * k3_runstate_scratch_bytes(c, (int)T, ctx);
     p->side = p->embed + p->vectors + p->state + p->undo + p->mla + p->state_bufs +
               p->buffers + p->scratch + p->process;
     p->draft_side = draft_side(&o->draft, T, ctx, seqs);
@@ -388,10 +387,10 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
                 "and each expert it selects once\n", p->act_bytes / K3_GB,
                 k3_size_text(p->act_bytes, bt, sizeof bt), k3_runstate_act_tokens(p->chunk),
                 p->chunk);
+    const int th = k3_threads();              /* k3_plan_make's count */
     fprintf(f, "  kernel scratch     %8.3f  %s a thread's prefill panels and decoded rows, "
-            "%d thread%s\n", p->scratch / K3_GB,
-            k3_size_text(p->scratch / (k3_threads() > 0 ? k3_threads() : 1), bt, sizeof bt),
-            k3_threads(), k3_threads() == 1 ? "" : "s");
+            "%d thread%s\n", p->scratch / K3_GB, k3_size_text(p->scratch / th, bt, sizeof bt),
+            th, th == 1 ? "" : "s");
     fprintf(f, "  process so far     %8.3f  binary, index, tokenizer\n", p->process / K3_GB);
     if (adesc)
         fprintf(f, "  total              %8.3f  available %.3f (%s)\n", p->total / K3_GB,
