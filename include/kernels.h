@@ -79,6 +79,10 @@ int k3_threads(void);
 
 /* Y[t][r] = sum_c W[r][c] X[t][c] for t < T. Y is [T][rows], X is [T][cols]. */
 void k3_matmul(float *Y, const K3Mat *W, const float *X, int T);
+/* P's rows as rows [r0, r0 + P->rows) of a wider product: Y[t][r0 + r] = (P X_t)[r], Y is
+ * [T][ldy]; the other columns of Y are left as they are. The bits of k3_matmul(P). A row
+ * source's pieces land in place through it (no scatter copy). */
+void k3_matmul_into(float *Y, int ldy, int r0, const K3Mat *P, const float *X, int T);
 
 /* Canonical reductions (the order above). */
 float k3_dot(const float *a, const float *b, int n);

@@ -253,30 +253,30 @@ void k3_scratch_bound(int T, int rows, int cols, size_t slot[K3_SCRATCH_SLOTS]) 
 typedef struct {
     const K3KernelOps *o;
     float *Y; const K3Mat *W; const float *X;
-    int rchunk, nrc, tchunk, T;
+    int r0, r1, rchunk, nrc, tchunk, T;
 } MatJob;
 
 static void mat_task(void *ctx, int i) {
     MatJob *j = ctx;
     int rc = i % j->nrc, tc = i / j->nrc;
-    int r0 = rc * j->rchunk, r1 = r0 + j->rchunk;
+    int r0 = j->r0 + rc * j->rchunk, r1 = r0 + j->rchunk;
     int t0 = tc * j->tchunk, t1 = t0 + j->tchunk;
-    if (r1 > j->W->rows) r1 = j->W->rows;
+    if (r1 > j->r1) r1 = j->r1;
     if (t1 > j->T) t1 = j->T;
     if (r0 < r1 && t0 < t1) j->o->matmul(j->Y, j->W, j->X, r0, r1, t0, t1);
 }
 
 _Thread_local K3ActDrop k3_act_drop;
 
-void k3_matmul(float *Y, const K3Mat *W, const float *X, int T) {
+/* Rows [r0, r1) of Y [T][W->rows] = W X, split over the pool */
+static void matmul_rows(float *Y, const K3Mat *W, const float *X, int T, int r0, int r1) {
     const K3KernelOps *o = ops();
-    int rows = W->rows, nt = k3_threads();
+    int rows = r1 - r0, nt = k3_threads();
     if (T <= 0 || rows <= 0) return;
-    if (W->src) { W->src->matmul(W->src, Y, W, X, T); return; }   /* rows in pieces */
     if (nt <= 1 || (double)rows * W->cols * T < K3_INLINE_MACS) {
-        o->matmul(Y, W, X, 0, rows, 0, T); return;
+        o->matmul(Y, W, X, r0, r1, 0, T); return;
     }
-    MatJob j = { o, Y, W, X, 0, 0, T, T };
+    MatJob j = { o, Y, W, X, r0, r1, 0, 0, T, T };
     /* Row chunks (multiples of 16 rows), about 4 per thread for balance on a noisy
      * machine; when rows are too few, split tokens as well. */
     int want = 4 * nt;
@@ -291,6 +291,28 @@ void k3_matmul(float *Y, const K3Mat *W, const float *X, int T) {
     }
     int ntc = (T + j.tchunk - 1) / j.tchunk;
     k3_pool_run(mat_task, &j, j.nrc * ntc);
+}
+
+void k3_matmul(float *Y, const K3Mat *W, const float *X, int T) {
+    if (T <= 0 || W->rows <= 0) return;
+    if (W->src) { W->src->matmul(W->src, Y, W, X, T); return; }   /* rows in pieces */
+    matmul_rows(Y, W, X, T, 0, W->rows);
+}
+
+/* The kernels read rows [r0, r1) of W only and take W->rows as Y's row stride, so a view
+ * whose rows start r0 rows before P's (the addresses are never dereferenced below P) puts
+ * P's products straight into their columns of Y: no scatter. */
+void k3_matmul_into(float *Y, int ldy, int r0, const K3Mat *P, const float *X, int T) {
+    if (T <= 0 || P->rows <= 0) return;
+    K3Mat V = *P;
+    const uintptr_t n = (uintptr_t)r0 * (uintptr_t)P->cols;
+    V.rows = ldy;
+    if (P->type == K3_W_BF16C) V.scale = (const uint8_t *)((uintptr_t)P->scale - 4 * (uintptr_t)r0);
+    else if (P->type == K3_W_MXFP4) {
+        V.w = (const void *)((uintptr_t)P->w - n / 2);
+        V.scale = (const uint8_t *)((uintptr_t)P->scale - n / 32);
+    } else V.w = (const void *)((uintptr_t)P->w - n * (P->type == K3_W_F32 ? 4 : 2));
+    matmul_rows(Y, &V, X, T, r0, r0 + P->rows);
 }
 
 /* ------------------------------------------------------------------ public reductions */

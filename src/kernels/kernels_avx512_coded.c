@@ -277,8 +277,9 @@ VG void cb_rows4(const uint8_t **p, __m512 *acc, const float *x, const ptrdiff_t
     for (int i = 0; i < 4; i++) p[i] = s[i] + 98 + 256;
 }
 
-/* 4 rows from r (8 rows, as the BF16 kernel reads them, measured 5% slower) */
-VG void mv_cv4(const K3Mat *W, int r, float *y, const float *x) {
+/* 4 rows from r (8 rows, as the BF16 kernel reads them, measured 5% slower); the next 4
+ * rows' offsets are read only below r1 (a view's table may end there: k3_matmul_into) */
+VG void mv_cv4(const K3Mat *W, int r, int r1, float *y, const float *x) {
     const int cols = W->cols;
     __m512 acc[4];
     const uint8_t *p[4];
@@ -286,7 +287,7 @@ VG void mv_cv4(const K3Mat *W, int r, float *y, const float *x) {
     /* the next 4 rows' first PFC bytes, a line of each per block: new streams start warm */
     const uint32_t *nx = k3_codec_rowoff(W) + r + 4;
     const char *w0 = (const char *)W->w;
-    int nlines = r + 8 <= W->rows ? PFC / 64 : 0;
+    int nlines = r + 8 <= r1 ? PFC / 64 : 0;
     ptrdiff_t dn[4];                       /* 0 in the last group: its own lines, harmless */
     for (int i = 0; i < 4; i++) dn[i] = nlines ? (ptrdiff_t)nx[i] - (ptrdiff_t)nx[i - 4] : 0;
     for (int c = 0; c < cols; c += K3_CODEC_BLOCK) {
@@ -625,7 +626,7 @@ static void mv_cv_rows(const K3Mat *W, int r0, int r1, float *y, const float *x)
     float xa[XA_COLS] __attribute__((aligned(64)));
     if (((uintptr_t)x & 63) && W->cols <= XA_COLS) x = memcpy(xa, x, sizeof(float) * W->cols);
     int r = r0;
-    for (; r + 4 <= r1; r += 4) mv_cv4(W, r, y, x);
+    for (; r + 4 <= r1; r += 4) mv_cv4(W, r, r1, y, x);
     for (; r < r1; r++) mv_cv1(W, r, y, x);
 }
 

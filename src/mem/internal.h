@@ -57,7 +57,6 @@ typedef struct {
     int n_pinned, ring, nslots, streamed, head_stream;
     uint64_t pinned, ring_bytes, cache, lm_head, embed, vectors, state, mla, buffers, process,
              total;
-    uint64_t tmp;                            /* the stream's T > 1 scatter block */
     uint64_t undo;                           /* a verify's undo log (k3_state_mark) */
     uint64_t scratch;                        /* every thread's kernel scratch */
     uint64_t side;                           /* embed .. process: inside --trunk-gb */
@@ -168,8 +167,6 @@ const K3Layer *k3_stream_acquire(K3Stream *s, int L, char *err, size_t errlen);
 void k3_stream_release(K3Stream *s, int L);
 int k3_stream_head(K3Stream *s, float *Y, const float *X, int T, char *err, size_t errlen);
 void k3_stream_describe(const K3Stream *s, char *buf, size_t n);
-/* Bytes the stream allocates beyond pin and window (the T > 1 scatter block). */
-uint64_t k3_stream_tmp_bytes(int max_T, uint64_t piece);
 /* The window for pieces of piece bytes when the largest whole matrix is whole_max. */
 uint64_t k3_stream_window(uint64_t piece, uint64_t whole_max);
 /* The piece size the plan picks for a stream of total bytes. */

@@ -25,7 +25,7 @@
 
 /* Bytes --trunk-gb governs: the pinned prefix, the window and everything beside it. */
 static uint64_t trunk_used(const K3Plan *p) {
-    return p->pinned + p->ring_bytes + p->tmp + p->side + p->draft_pin + p->draft_win;
+    return p->pinned + p->ring_bytes + p->side + p->draft_pin + p->draft_win;
 }
 
 /* --draft: a block's buffers, the tap rows of a forward of T rows, the context cache (grown
@@ -154,8 +154,7 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
         p->piece = o->piece_mb > 0 ? k3_up4k((uint64_t)(o->piece_mb * 1e6))
                                    : k3_stream_piece(stream);
         const uint64_t window = k3_stream_window(p->piece, whole);
-        const uint64_t tmp = k3_stream_tmp_bytes((int)T, p->piece);
-        p->trunk_min = window + tmp + p->side + (dw ? dwin : 0);
+        p->trunk_min = window + p->side + (dw ? dwin : 0);
         p->trunk_budget = tgb * K3_GB;
         if (p->trunk_budget < p->trunk_min) {
             p->trunk_budget = (double)p->trunk_min;
@@ -163,14 +162,13 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
         }
         /* the draft first (a block reads all of it, ingestion part of it again): pinned
          * where it fits beside the working minimum, else streamed through its window */
-        if (dw && p->trunk_budget >= (double)(window + tmp + p->side + dw)) p->draft_pin = dw;
+        if (dw && p->trunk_budget >= (double)(window + p->side + dw)) p->draft_pin = dw;
         else if (dw) p->draft_win = dwin;
         const double tb = p->trunk_budget - (double)(p->draft_pin + p->draft_win);
         if (tb >= (double)(stream + p->side)) p->pinned = stream;
         else {
-            p->pinned = (uint64_t)tb - (window + tmp + p->side);
+            p->pinned = (uint64_t)tb - (window + p->side);
             p->ring_bytes = window;
-            p->tmp = tmp;
             p->ring = 1;
             p->head_stream = 1;
         }
@@ -200,7 +198,7 @@ void k3_plan_make(const K3Config *c, int head_f32, const K3MemOpts *o, const uin
     p->nslots = ns >= all ? all : (int)ns;  /* never more slots than routed experts: plan == use */
     if (p->nslots < mins) p->nslots = mins;
     p->cache = (uint64_t)p->nslots * slot + p->cache_index;
-    p->total = p->pinned + p->ring_bytes + p->tmp + p->cache + p->lm_head + p->side +
+    p->total = p->pinned + p->ring_bytes + p->cache + p->lm_head + p->side +
                p->draft_pin + p->draft_win;
     p->draft_ingest = p->draft_win ? o->draft.ingest : 0;
     p->draft_read = p->draft_win ? o->draft.weights + p->draft_ingest : 0;
@@ -329,15 +327,13 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
                 "cache)\n", p->pinned / K3_GB,
                 p->n_pinned, NL, p->ring && p->n_pinned < NL ? " + part of the next" : "",
                 p->head_stream ? "streamed" : "pinned", p->trunk_budget / K3_GB);
-        char tb[32];
         char sb[32];                          /* read every forward (vectors: at most) */
         const uint64_t stream = p->trunk_total + p->head_full;
         if (p->ring)
             fprintf(f, "  trunk window       %8.3f  the rest (%s a forward) in pieces of %s, "
-                    "read ahead while the layers compute (+ %s scatter block)\n",
-                    (p->ring_bytes + p->tmp) / K3_GB,
+                    "read ahead while the layers compute\n", p->ring_bytes / K3_GB,
                     k3_size_text(stream > p->pinned ? stream - p->pinned : 0, sb, sizeof sb),
-                    k3_size_text(p->piece, pb, sizeof pb), k3_size_text(p->tmp, tb, sizeof tb));
+                    k3_size_text(p->piece, pb, sizeof pb));
         if (p->shards)                        /* the source, and what a pack would change */
             fprintf(f, "  trunk source       %8s  the shards, read where they lie (no pack "
                     "needed); a pack (k3 pack, then --trunk) streams the same bytes with "
@@ -525,7 +521,7 @@ void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, cons
              "+ vectors %.3f + state %.3f + MLA cache %.3f + state-file buffers %.3f + buffers "
              "%.3f + process %.3f + draft %.3f + vision tower %.3f. Fix: %s",
              p->total / K3_GB, avail / K3_GB, adesc, p->pinned / K3_GB,
-             (p->ring_bytes + p->tmp) / K3_GB,
+             p->ring_bytes / K3_GB,
              p->cache / K3_GB, p->lm_head / K3_GB, p->embed / K3_GB, p->vectors / K3_GB,
              p->state / K3_GB, p->mla / K3_GB, p->state_bufs / K3_GB, p->buffers / K3_GB,
              p->process / K3_GB, (p->draft_pin + p->draft_win + p->draft_side) / K3_GB,

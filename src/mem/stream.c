@@ -47,18 +47,7 @@ static const size_t ORDER[] = { F(kv_b), F(q), F(k), F(v), F(f_a), F(f_b), F(b),
                                 F(q_b), F(kv_a), F(g), F(o), F(router), F(lat_down),
                                 F(lat_up), F(gate), F(up), F(down) };
 #define NORDER (int)(sizeof ORDER / sizeof ORDER[0])
-#define TMP_BYTES (8u << 20)                  /* the T > 1 scatter block, at most */
-#define TMP_ROWS 2048                         /* rows per block: every piece fills it, so
-                                               * its bytes are resident as planned */
 #define CHUNK (1u << 20)                      /* bytes per read */
-
-uint64_t k3_stream_tmp_bytes(int max_T, uint64_t piece) {
-    if (max_T <= 1) return 0;
-    uint64_t rows = (piece < TMP_BYTES ? piece : TMP_BYTES) / (4u * (uint64_t)max_T);
-    if (rows > TMP_ROWS) rows = TMP_ROWS;
-    if (rows < 1) rows = 1;
-    return rows * (uint64_t)max_T * 4;
-}
 
 uint64_t k3_stream_window(uint64_t piece, uint64_t whole_max) {
     return k3_up4k(whole_max) + 4 * (k3_up4k(piece) + 4096);
@@ -236,37 +225,20 @@ static void put_piece(K3Stream *s, long seq) {
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Y[t][r0 + r] = P x_t for the rows of P, through the scatter block when T > 1, in
+/* Y[t][r0 + r] = P x_t for the rows of P, straight into Y's columns (k3_matmul_into), in
  * blocks of TOK_BLOCK tokens with a look at the interrupt between them (a piece times a
  * long prompt is seconds of work; each output is the same dot product: the same bits).
  * With the forward's buffers in a file (k3_act_drop set) the tokens go K3_ACT_TOKENS at a
- * time through all of P's rows, their pages dropped after each block. */
+ * time, their pages dropped after each block. */
 #define TOK_BLOCK 256
-static void mul_rows(K3Stream *s, float *Y, int ldy, const K3Mat *P, uint64_t rb, int r0,
-                     const float *X, int T) {
-    if (T == 1) { k3_matmul(Y + r0, P, X, 1); return; }
+static void mul_rows(float *Y, int ldy, const K3Mat *P, int r0, const float *X, int T) {
     const K3ActDrop d = k3_act_drop;
-    const int step = d.drop ? K3_ACT_TOKENS : T;
+    const int step = d.drop && T > 1 ? K3_ACT_TOKENS : TOK_BLOCK;
     for (int t0 = 0; t0 < T; t0 += step) {
+        if (T > 1 && k3_halt_poll()) return;
         const int nt = T - t0 < step ? T - t0 : step;
-        const float *Xb = X + (size_t)t0 * P->cols;
-        float *Yb = Y + (size_t)t0 * ldy;
-        for (int a = 0; a < P->rows; a += s->tmp_rows) {
-            const int nb = P->rows - a < s->tmp_rows ? P->rows - a : s->tmp_rows;
-            K3Mat B = *P;
-            B.rows = nb;
-            if (P->type == K3_W_BF16C) B.scale = P->scale + 4 * (size_t)a;   /* a view */
-            else B.w = (const unsigned char *)P->w + (uint64_t)a * rb;
-            for (int t = 0; t < nt; t += TOK_BLOCK) {
-                if (k3_halt_poll()) return;
-                k3_matmul(s->tmp + (size_t)t * nb, &B, Xb + (size_t)t * P->cols,
-                          nt - t < TOK_BLOCK ? nt - t : TOK_BLOCK);
-            }
-            for (int t = 0; t < nt; t++)
-                memcpy(Yb + (size_t)t * ldy + r0 + a, s->tmp + (size_t)t * nb,
-                       sizeof(float) * nb);
-        }
-        if (d.drop) d.drop(d.arg);
+        k3_matmul_into(Y + (size_t)t0 * ldy, ldy, r0, P, X + (size_t)t0 * P->cols, nt);
+        if (d.drop && T > 1) d.drop(d.arg);
     }
 }
 
@@ -300,7 +272,7 @@ static void smat_matmul(const K3RowSource *src, float *Y, const K3Mat *W, const 
     if (sm->pin_rows) {
         const uint32_t *ro = sm->pin_rel ? sm->pin_rel : sm->ro;
         K3Mat P = { sm->type, sm->pin_rows, sm->cols, sm->pin, (const uint8_t *)ro, NULL };
-        mul_rows(s, Y, ldy, &P, sm->row_bytes, 0, X, T);
+        mul_rows(Y, ldy, &P, 0, X, T);
     }
     K3Sum sum = sm->pin_sum;
     for (int i = sm->first; i < sm->first + sm->npieces; i++) {
@@ -328,7 +300,7 @@ static void smat_matmul(const K3RowSource *src, float *Y, const K3Mat *W, const 
             put_piece(s, seq);
             continue;
         }
-        mul_rows(s, Y, ldy, &P, sm->row_bytes, p->r0 - sm->lo, X, T);
+        mul_rows(Y, ldy, &P, p->r0 - sm->lo, X, T);
         if (s->verify) k3_sum_add(&sum, d, p->n);
         put_piece(s, seq);
     }
@@ -621,9 +593,6 @@ K3Stream *k3_stream_open(K3Model *m, K3Trunk *t, const K3StreamOpts *o, K3MemSta
         snprintf(err, errlen, "out of memory for the trunk window (%.3f GB)", s->W / K3_GB);
         goto fail;
     }
-    const uint64_t tb = k3_stream_tmp_bytes(s->max_T, o->piece_bytes);
-    s->tmp_rows = s->max_T > 1 ? (int)(tb / (4u * (uint64_t)s->max_T)) : 1;
-    if (tb && !(s->tmp = malloc(tb))) { snprintf(err, errlen, "out of memory"); goto fail; }
     if (k3_stream_pin(s, o->quiet, err, errlen)) goto fail;
     bind_layers(s);
     if (!s->npc) return s;
@@ -679,7 +648,7 @@ void k3_stream_close(K3Stream *s) {
     pthread_mutex_destroy(&s->mu); pthread_cond_destroy(&s->cv);
     for (int f = 0; s->file && f < s->nfile; f++) k3_dio_close(&s->file[f]);
     free(s->file);
-    free(s->th); free(s->rec); free(s->win); free(s->wbuf); free(s->pin); free(s->tmp);
+    free(s->th); free(s->rec); free(s->win); free(s->wbuf); free(s->pin);
     for (int i = 0; i < s->npc; i++) free(s->pc[i].rel);
     for (int j = 0; j < s->nmat; j++) free(s->mat[j].pin_rel);
     free(s->mat); free(s->pc); free(s->first_of); free(s->ly);

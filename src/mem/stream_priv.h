@@ -43,7 +43,7 @@ struct K3Stream {
     unsigned char *pin; uint64_t pin_len;
     unsigned char *win; uint64_t W;           /* the ring of pieces */
     unsigned char *wbuf; int whole_busy;      /* the whole matrix a layer holds (kv_b) */
-    float *tmp; int tmp_rows, max_T, verify, nth;
+    int max_T, verify, nth;
     pthread_mutex_t mu; pthread_cond_t cv;
     pthread_t *th; int started, quit, waiting;
     Rec *rec; long RC;

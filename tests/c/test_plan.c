@@ -41,7 +41,7 @@ static void one(const K3Config *c, const uint64_t *lb, double tgb, double cgb, i
                           p->process;
     CHECK(p->side == side, "side %llu != its terms %llu", (unsigned long long)p->side,
           (unsigned long long)side);
-    CHECK(p->total == p->pinned + p->ring_bytes + p->tmp + p->cache + p->lm_head + p->side,
+    CHECK(p->total == p->pinned + p->ring_bytes + p->cache + p->lm_head + p->side,
           "total is not the sum of its lines");
     CHECK(p->buffers == k3_runstate_bytes(c, chunk, ctx, 1), "buffers != k3_runstate_bytes");
     CHECK(p->scratch == (uint64_t)k3_threads() * k3_runstate_scratch_bytes(c, chunk, ctx) &&
@@ -58,7 +58,7 @@ static void one(const K3Config *c, const uint64_t *lb, double tgb, double cgb, i
     CHECK(p->embed <= (uint64_t)chunk * (row / 65536 + 2) * 65536,
           "embedding rows %llu more than one forward's", (unsigned long long)p->embed);
     if (p->ring) {   /* streamed: the trunk budget is spent exactly, never exceeded */
-        const uint64_t used = p->pinned + p->ring_bytes + p->tmp + p->side;
+        const uint64_t used = p->pinned + p->ring_bytes + p->side;
         CHECK(used == (uint64_t)p->trunk_budget, "pinned + window + side %llu != trunk budget "
               "%.0f (tgb %g, chunk %d)", (unsigned long long)used, p->trunk_budget, tgb, chunk);
         CHECK(p->lm_head == 0, "lm_head counted beside the stream");
@@ -83,7 +83,7 @@ int main(void) {
             CHECK(a.ring && b.ring, "%g: not streamed", tg[i]);
             CHECK(a.total == b.total, "chunk 256 changed the total (%llu vs %llu)",
                   (unsigned long long)a.total, (unsigned long long)b.total);
-            CHECK(b.pinned + (b.side - a.side) + (b.tmp - a.tmp) == a.pinned,
+            CHECK(b.pinned + (b.side - a.side) == a.pinned,
                   "chunk 256 must cost exactly its bytes of pinned trunk");
             CHECK(ceil - (double)a.total < (double)a.slot_bytes + 1,
                   "%g/%g: %.0f bytes of the flags unused", tg[i], cg[i], ceil - a.total);
