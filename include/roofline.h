@@ -37,9 +37,10 @@ int k3_machine_get(K3Machine *mc, int reprobe);
  * and thread count. */
 void k3_machine_save(double fma_gflops, double read_gbps);
 /* bench/bench.c: the register-only FMA loop of the selected kernels' width, GFLOP/s with
- * `threads` threads, the median of `runs` loops of `iters`; the stream read, GB/s. */
+ * `threads` threads, the best of `runs` loops of `iters` (a probe: anything else running
+ * only slows a loop down); the stream read, GB/s, the median of runs or (top) the best. */
 double k3_fma_peak(int threads, int runs, long iters);
-double k3_mem_read_bw(size_t bytes, int threads, int runs);
+double k3_mem_read_bw(size_t bytes, int threads, int runs, int top);
 /* One stream read of p[0..n) with the current thread count, GB/s: the reference paired
  * right after a kernel run (k3 bench-kernels, tools/bench_matvec_ab.c). */
 double k3_mem_read_once(const uint64_t *p, size_t n);

@@ -41,6 +41,12 @@ static double median(double *v, int n) {
     qsort(v, n, sizeof *v, cmpd);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+/* A probe's figure: another thread or process can only slow a run down */
+static double best(double *v, int n) {
+    double b = v[0];
+    for (int i = 1; i < n; i++) if (v[i] > b) b = v[i];
+    return b;
+}
 
 static uint64_t brs = 88172645463325252ull;
 static uint64_t brnd(void) { brs ^= brs << 13; brs ^= brs >> 7; brs ^= brs << 17; return brs; }
@@ -77,7 +83,7 @@ static void rd_task(void *ctx, int i) {
     size_t per = j->n / j->parts;
     j->sink += read_range(j->p + per * i, per);
 }
-static double mem_bw(const uint64_t *buf, size_t n, int threads, int runs) {
+static double mem_bw(const uint64_t *buf, size_t n, int threads, int runs, int top) {
     double v[16];
     RdJob j = { buf, n, threads, 0 };
     for (int r = 0; r < runs; r++) {
@@ -85,19 +91,19 @@ static double mem_bw(const uint64_t *buf, size_t n, int threads, int runs) {
         k3_pool_run(rd_task, &j, threads);
         v[r] = n * 8.0 / (k3_now() - t0) / 1e9;
     }
-    return median(v, runs);
+    return top ? best(v, runs) : median(v, runs);
 }
 
 /* roofline.h: the same stream read on a fresh buffer of `bytes` (touched, so real pages),
  * the memory limit k3 bench reports beside its rows, and the run's probe. */
-double k3_mem_read_bw(size_t bytes, int threads, int runs) {
+double k3_mem_read_bw(size_t bytes, int threads, int runs, int top) {
     size_t n = bytes / 8 & ~(size_t)63;
     uint64_t *buf = n ? malloc(n * 8) : NULL;
     if (!buf) return 0;
     for (size_t i = 0; i < n; i++) buf[i] = i * 0x9E3779B97F4A7C15ull;
     const int was = k3_threads();
     k3_threads_set(threads);
-    double bw = mem_bw(buf, n, k3_threads(), runs < 1 ? 1 : runs > 16 ? 16 : runs);
+    double bw = mem_bw(buf, n, k3_threads(), runs < 1 ? 1 : runs > 16 ? 16 : runs, top);
     k3_threads_set(was);
     free(buf);
     return bw;
@@ -156,7 +162,7 @@ static void pk_task(void *ctx, int i) {
 #endif
     peakscalar(j->iters);
 }
-static double fma_peak_it(int lanes, int threads, int runs, long iters) {
+static double fma_peak_it(int lanes, int threads, int runs, long iters, int top) {
     double v[16];
     PkJob j = { lanes, iters };
     for (int r = 0; r < runs; r++) {
@@ -164,21 +170,21 @@ static double fma_peak_it(int lanes, int threads, int runs, long iters) {
         k3_pool_run(pk_task, &j, threads);
         v[r] = 2.0 * lanes * 12 * j.iters * threads / (k3_now() - t0) / 1e9;
     }
-    return median(v, runs);
+    return top ? best(v, runs) : median(v, runs);
 }
 static double fma_peak(int lanes, int threads, int runs) {
-    return fma_peak_it(lanes, threads, runs, 20000000);
+    return fma_peak_it(lanes, threads, runs, 20000000, 0);
 }
 static int kernel_lanes(const char *kn) {
     return !strcmp(kn, "avx512") ? 16 : !strcmp(kn, "avx2") ? 8 : !strcmp(kn, "neon") ? 4 : 1;
 }
 
-/* roofline.h: the selected kernels' peak, shorter loops (the run's probe) */
+/* roofline.h: the selected kernels' peak, shorter loops, the best run (the run's probe) */
 double k3_fma_peak(int threads, int runs, long iters) {
     const int was = k3_threads();
     k3_threads_set(threads);
     double pk = fma_peak_it(kernel_lanes(k3_kernels_name()), k3_threads(),
-                            runs < 1 ? 1 : runs > 16 ? 16 : runs, iters);
+                            runs < 1 ? 1 : runs > 16 ? 16 : runs, iters, 1);
     k3_threads_set(was);
     return pk;
 }
@@ -348,10 +354,10 @@ int k3_bench_kernels(int argc, char **argv) {
     uint64_t *buf = malloc(big);
     for (size_t i = 0; i < big / 8; i++) buf[i] = i * 0x9E3779B97F4A7C15ull;
     k3_threads_set(1);
-    double bw1 = mem_bw(buf, big / 8, 1, runs), pk1 = fma_peak(lanes, 1, runs);
+    double bw1 = mem_bw(buf, big / 8, 1, runs, 0), pk1 = fma_peak(lanes, 1, runs);
     k3_machine_save(pk1, bw1);                 /* the runs' machine line uses these */
     k3_threads_set(all);
-    double bwn = mem_bw(buf, big / 8, all, runs), pkn = fma_peak(lanes, all, runs);
+    double bwn = mem_bw(buf, big / 8, all, runs, 0), pkn = fma_peak(lanes, all, runs);
     k3_machine_save(pkn, bwn);
     printf("memory read bandwidth (512 MiB stream): 1 thread %.1f GB/s, %d threads %.1f GB/s\n",
            bw1, all, bwn);
@@ -474,7 +480,7 @@ int k3_bench_kernels(int argc, char **argv) {
                     double t0 = k3_now();
                     k3_matmul(y, &m[k++ % nc], x, T);
                     v[r] = flop / (k3_now() - t0) / 1e9;
-                    double pk = fma_peak_it(lanes, n, 1, 2000000);
+                    double pk = fma_peak_it(lanes, n, 1, 2000000, 0);
                     q[r] = v[r] / pk;
                     if (!th && v[r] > kmax) kmax = v[r];
                     if (!th && pk > rmax) rmax = pk;

@@ -53,6 +53,14 @@ g=$(num machine_fma_gflops $T/o.json)
 [ "$g" != 123 ] && r=$(sane $T/o.json) && ! grep -q '	123.000	45.000$' $C &&
   grep -q 'probed now' $T/e && ok "--reprobe measures again: $g GFLOP/s" ||
   bad "--reprobe: $g, $r, $(cat $C)"
+# a cached peak below what the run reached (a disturbed probe) is measured again at once
+sed 's/	[0-9.]*	[0-9.]*$/	0.001	45.000/' $C > $T/c2 && cp $T/c2 $C
+K3_MACHINE_CACHE=$C $K3 $M --ids "$P" --gen 4 --threads 1 --out $T/o.json --verbose \
+  > /dev/null 2> $T/e
+s=$(num prefill_peak_share $T/o.json)
+awk -v s="$s" 'BEGIN { exit !(s > 0 && s <= 1) }' && grep -q 'probed now' $T/e &&
+  ! grep -q '	0.001	' $C && ok "a cached peak the run beat is probed again (share $s)" ||
+  bad "peak 0.001 cached: share $s, $(cat $C)"
 # another thread count is another line; the first stays
 K3_MACHINE_CACHE=$C $K3 $M --ids "$P" --gen 4 --threads 2 --out $T/o.json > /dev/null 2>&1
 [ "$(wc -l < $C)" = 2 ] && grep -q '|threads 2	' $C && grep -q '|threads 1	' $C &&
