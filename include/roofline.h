@@ -38,9 +38,9 @@ int k3_machine_get(K3Machine *mc, int reprobe);
 void k3_machine_save(double fma_gflops, double read_gbps);
 /* bench/bench.c: the register-only FMA loop of the selected kernels' width, GFLOP/s with
  * `threads` threads, the best of `runs` loops of `iters` (a probe: anything else running
- * only slows a loop down); the stream read, GB/s, the median of runs or (top) the best. */
+ * only slows a loop down); the stream read, GB/s, the median of `runs`. */
 double k3_fma_peak(int threads, int runs, long iters);
-double k3_mem_read_bw(size_t bytes, int threads, int runs, int top);
+double k3_mem_read_bw(size_t bytes, int threads, int runs);
 /* One stream read of p[0..n) with the current thread count, GB/s: the reference paired
  * right after a kernel run (k3 bench-kernels, tools/bench_matvec_ab.c). */
 double k3_mem_read_once(const uint64_t *p, size_t n);

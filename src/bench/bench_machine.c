@@ -186,7 +186,7 @@ void kb_measure_memory(KbMachine *m, const int *threads, int n, int quiet) {
             fprintf(stderr, "k3 bench: memory read bandwidth, %d thread%s\n", threads[i],
                     threads[i] == 1 ? "" : "s");
         m->bw_threads[m->n_bw] = threads[i];
-        m->bw_gbps[m->n_bw++] = k3_mem_read_bw(bytes, threads[i], 5, 0);
+        m->bw_gbps[m->n_bw++] = k3_mem_read_bw(bytes, threads[i], 5);
     }
     k3_pool_shutdown();                        /* children fork from a one-thread parent */
 }
