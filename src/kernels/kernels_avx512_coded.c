@@ -547,11 +547,13 @@ INL Src src_at(const Src *s, int i) {
 #define TILE_NOPF(s) ((s)->pf = NULL)
 #include "kernels_avx512_tile.h"
 
+/* x panel stride: every column (16-padded) and 16 more (kernels_avx512.c's panel_stride) */
+static size_t ct_xs(int cols) { return (size_t)((cols + 15) & ~15) + 16; }
 /* Sized by the call: its rows (up to CT_R), its token blocks (per tokens each); parked
  * lanes only where a row has more than one column block (a small model's plan has little
  * room beside). Bytes; *park the parked floats, *ks the BF16 row stride. */
 static size_t ct_bytes(int n, int T, int cols, int *per, size_t *park, int *ks) {
-    const size_t R = n < CT_R ? (size_t)n : CT_R, xs = (size_t)((cols + 15) & ~15) + 16;
+    const size_t R = n < CT_R ? (size_t)n : CT_R, xs = ct_xs(cols);
     *per = k3_block_tokens(T, CT_T);
     *ks = (cols < CT_K ? (cols + 15) & ~15 : CT_K) + 32;      /* rows miss L1 sets */
     *park = cols > CT_K ? R * CT_T * 16 : 0;   /* CT_T a row: 4 KB strides alias L1 */
@@ -561,7 +563,7 @@ static size_t ct_bytes(int n, int T, int cols, int *per, size_t *park, int *ks) 
 static int ct_prefill(const K3Mat *W, float *Y, const float *X, int r0, int r1, int t0,
                       int t1) {
     const int cols = W->cols;
-    const size_t rows = (size_t)W->rows, xs = (size_t)((cols + 15) & ~15) + 16;
+    const size_t rows = (size_t)W->rows, xs = ct_xs(cols);
     int per, ks;
     size_t park;
     float *sc = k3_scratch_slot(K3_SCRATCH_CODEC, ct_bytes(r1 - r0, t1 - t0, cols, &per, &park,
