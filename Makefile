@@ -39,7 +39,7 @@ CFLAGS  += -DK3_VERSION='"$(VERSION)"'
 # Per-file ISA flags: SIMD twins are compiled for their ISA and chosen at run time.
 ARCH := $(shell $(CC) -dumpmachine)
 ifneq ($(findstring x86_64,$(ARCH)),)
-$(BUILD)/kernels/kernels_avx2.o $(BUILD)/kernels/kernels_avx2_gemm.o \
+$(BUILD)/kernels/kernels_avx2.o $(BUILD)/kernels/kernels_avx2_gemm.o $(BUILD)/kernels/kernels_avx2_coded.o \
   $(BUILD)/kernels/kernels_avx2_ew.o: CFLAGS += -mavx2 -mfma -mf16c
 $(BUILD)/kernels/kernels_avx512.o $(BUILD)/kernels/kernels_avx512_coded.o \
   $(BUILD)/kernels/kernels_avx512_gemm.o $(BUILD)/kernels/kernels_avx512_ew.o: \

@@ -7,7 +7,8 @@
 # ISA=avx512t: OLD.c and NEW.c are versions of kernels_avx512.c (the register tiles, the
 # path a 1 MB-L2 CPU runs) and the coded file is CODED_A / CODED_B (default: the tree's
 # kernels_avx512_coded.c); ISA=avx2t the same for kernels_avx2.c with its GEMM file
-# GEMM_A / GEMM_B. Both call the path's whole matmul entry (tools/bench_gemm_ab_ops.c).
+# GEMM_A / GEMM_B (and the kernels_avx2_coded.c beside OLD.c / NEW.c where there is one).
+# Both call the path's whole matmul entry (tools/bench_gemm_ab_ops.c).
 # FA, FB: extra compiler flags for OLD, NEW (e.g. FB=-DTM=4 to try a tile on the same file).
 # Needs the library objects (make). Ratios > 1: NEW faster than OLD. The GEMM's %-of-peak
 # is k3 bench-kernels' (same run's FMA peak); this tool is for paired A/B of a change.
@@ -24,6 +25,7 @@ for v in 0 1; do
   R="-DK3G=k3_g$v -Dk3_avx512_mxtab=k3_mt$v -Dk3_avx512_prefill_gemm=k3_pg$v"
   R="$R -Dk3_avx512_coded_matmul=k3_cm$v -Dk3_avx512_codec_vbmi=k3_cv$v"
   R="$R -Dk3_avx2_gemm=k3_ag$v -Dk3_avx2_gemm_scratch=k3_gs$v -Dk3_avx2_coded_panel=k3_cp$v"
+  R="$R -Dk3_avx2_scratch=k3_as$v"
   case $ISA in
   avx512t)
     cd=${CODED_A:-src/kernels/kernels_avx512_coded.c}; [ "$v" = 1 ] && cd=${CODED_B:-$cd}
@@ -34,12 +36,16 @@ for v in 0 1; do
   avx2t)
     gm=${GEMM_A:-src/kernels/kernels_avx2_gemm.c}; [ "$v" = 1 ] && gm=${GEMM_B:-$gm}
     R="$R -DK3OPS=k3_ops$v -Dk3_kernels_avx2=k3_ops$v -Dk3_avx2_fold2=k3_f2$v"
+    R="$R -Dk3_avx2_coded_matvec=k3_cmv$v -Dk3_avx2_coded_row=k3_cr$v"
+    cd2=$(dirname "$src")/kernels_avx2_coded.c   # the coded kernels beside it, if split out
     # shellcheck disable=SC2086
     { gcc $F $x $R -c "$src" -o "$W/g${v}a.o" && gcc $F $x $R -c "$gm" -o "$W/g${v}b.o" &&
-      gcc $F $x $R -c tools/bench_gemm_ab_ops.c -o "$W/g${v}c.o"; } ;;
+      gcc $F $x $R -c tools/bench_gemm_ab_ops.c -o "$W/g${v}c.o" &&
+      { [ ! -f "$cd2" ] || gcc $F $x $R -c "$cd2" -o "$W/g${v}d.o"; }; } ;;
   *)
     # shellcheck disable=SC2086
-    gcc $F $x -Dk3_${ISA}_gemm=k3_g$v -Dk3_avx2_gemm_scratch=k3_gs$v -c "$src" -o "$W/g$v.o" ;;
+    gcc $F $x -Dk3_${ISA}_gemm=k3_g$v -Dk3_avx2_gemm_scratch=k3_gs$v -Dk3_avx2_scratch=k3_as$v \
+      -c "$src" -o "$W/g$v.o" ;;
   esac
 done
 gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -pthread -static -o "$W/ab" tools/bench_gemm_ab.c \

@@ -4,7 +4,8 @@
 # FA, FB: extra compiler flags for OLD, NEW (e.g. FB=-DPF=2048 on the same folder).
 # OLD_DIR, NEW_DIR: folders holding a version of src/kernels/ (e.g. `git worktree` or
 # `git archive` of the old commit's src/kernels, and src/kernels). ISA avx512 builds
-# kernels_avx512.c + kernels_avx512_coded.c + kernels_avx2.c of each, avx2 kernels_avx2.c;
+# kernels_avx512.c + kernels_avx512_coded.c + kernels_avx2.c of each, avx2 kernels_avx2.c
+# (and kernels_avx2_coded.c where the folder has one);
 # each build's global symbols get a _vN suffix (ld -r + objcopy), the rest links to the
 # library (make first). Timed under nice -n -20 flock /var/tmp/bench.lock (root; LOCK= : no
 # flock here, for a caller that holds the lock over several A/Bs).
@@ -19,6 +20,11 @@ for v in 0 1; do
   d=$A; x=${FA:-}; [ "$v" = 1 ] && { d=$B; x=${FB:-}; }
   gcc $F2 $x -I"$d" -c "$d/kernels_avx2.c" -o "$W/a2_$v.o"
   objs="$W/a2_$v.o"
+  rm -f "$W/ac_$v.o"
+  if [ -f "$d/kernels_avx2_coded.c" ]; then     # the AVX2 coded kernels, when split out
+    gcc $F2 $x -I"$d" -c "$d/kernels_avx2_coded.c" -o "$W/ac_$v.o"
+    objs="$objs $W/ac_$v.o"
+  fi
   if [ "$ISA" = avx512 ]; then
     gcc $F5 $x -I"$d" -c "$d/kernels_avx512.c" -o "$W/a5_$v.o"
     gcc $F5 $x -I"$d" -c "$d/kernels_avx512_coded.c" -o "$W/c5_$v.o"

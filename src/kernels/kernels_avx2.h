@@ -7,7 +7,11 @@
  * bits of the T = 1 kernel. -1 when its per-thread scratch cannot be had. */
 int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1);
 size_t k3_avx2_gemm_scratch(int cols, int pt);   /* bytes */
-/* a coded row's blocks into the GEMM's half panels (kernels_avx2.c; decode_w) */
+/* The coded (K3_W_BF16C) kernels (kernels_avx2_coded.c): the matvec y[r] for r in
+ * [r0, r1); row r decoded to BF16 (k3_codec_prefill's decoder); a coded row's blocks into
+ * the GEMM's half panels (decode_w) */
+void k3_avx2_coded_matvec(float *y, const K3Mat *W, const float *x, int r0, int r1);
+void k3_avx2_coded_row(uint16_t *out, const K3Mat *W, int r);
 void k3_avx2_coded_panel(const uint8_t **pp, int c0, int c1, int cols, float *d0, float *d1,
                          uint16_t *tail, const uint8_t *nx);
 /* The elementwise transcendentals on 8 lanes (kernels_avx2_ew.c; also the AVX-512 path's) */
