@@ -40,9 +40,10 @@ INL __m256 ld_bf16(const uint16_t *p) {
  * from the dwords in a register) take their bytes by pshufb through k3_codec_expand8,
  * 8 lanes at a time (a full block's matvec: cf_exp, two groups a 16-byte load). The
  * rows go one at a time (4 interleaved spilled registers and measured slower), each
- * fetched 1 KB ahead to L1 and 16 KB ahead to L2. The BF16 bytes hi = sign | exp >> 1 and lo = (exp & 1) << 7 |
- * mantissa, unpacked per 128-bit lane, give dwords (group 0 | group 1 << 16) and
- * (group 2 | group 3 << 16) at lanes 8h..8h+7; a shift or an and makes each fp32.
+ * fetched 1 KB ahead to L1 and 16 KB ahead to L2. The BF16 bytes hi = sign | exp >> 1
+ * and lo = (exp & 1) << 7 | mantissa, unpacked per 128-bit lane, give dwords (group 0 |
+ * group 1 << 16) and (group 2 | group 3 << 16) at lanes 8h..8h+7; a shift or an and
+ * makes each fp32.
  * A shorter block (weight order) goes two groups a step the same way, its bytes put in
  * the dword order C_PERM first, a lone last group 8 lanes a step; a row's last block
  * when cols % 16 != 0 through the reference decoder and the BF16 lanes (spilled tail,
