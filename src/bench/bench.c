@@ -23,6 +23,7 @@
 #include "codec.h"
 #include "pool.h"
 #include "util.h"
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,10 +151,8 @@ static float sfma(float a, float m, float c) { return __builtin_fmaf(a, m, c); }
 static float sset(float x) { return x; }
 static void peakscalar(long iters) { float sink; PEAK_BODY(float, sfma, sset) vsink = sink; }
 
-typedef struct { int lanes; long iters; } PkJob;
-static void pk_task(void *ctx, int i) {
-    (void)i;
-    PkJob *j = ctx;
+typedef struct { int lanes; long iters; int pin; } PkJob;
+static void pk_loop(const PkJob *j) {
 #if defined(__x86_64__)
     if (j->lanes == 16) { peak512(j->iters); return; }
     if (j->lanes == 8) { peak256(j->iters); return; }
@@ -162,9 +161,26 @@ static void pk_task(void *ctx, int i) {
 #endif
     peakscalar(j->iters);
 }
+/* pin: task i on the i-th core it may use, for the loop only (the probe at a run's end:
+ * a pool worker woken onto the caller's core stayed there for tens of ms) */
+static void pk_task(void *ctx, int i) {
+    const PkJob *j = ctx;
+    cpu_set_t was, one;
+    int pinned = 0;
+    if (j->pin && !sched_getaffinity(0, sizeof was, &was))
+        for (int c = 0, n = 0; c < CPU_SETSIZE && !pinned; c++)
+            if (CPU_ISSET(c, &was) && n++ == i) {
+                CPU_ZERO(&one);
+                CPU_SET(c, &one);
+                pinned = !sched_setaffinity(0, sizeof one, &one);
+                if (!pinned) break;
+            }
+    pk_loop(j);
+    if (pinned) sched_setaffinity(0, sizeof was, &was);
+}
 static double fma_peak_it(int lanes, int threads, int runs, long iters, int top) {
     double v[16];
-    PkJob j = { lanes, iters };
+    PkJob j = { lanes, iters, top };
     for (int r = 0; r < runs; r++) {
         double t0 = k3_now();
         k3_pool_run(pk_task, &j, threads);
@@ -179,13 +195,11 @@ static int kernel_lanes(const char *kn) {
     return !strcmp(kn, "avx512") ? 16 : !strcmp(kn, "avx2") ? 8 : !strcmp(kn, "neon") ? 4 : 1;
 }
 
-/* roofline.h: the selected kernels' peak, shorter loops, the best run (the run's probe) */
+/* roofline.h: the selected kernels' peak, shorter loops, each thread on a core of its own,
+ * the best run (the run's probe) */
 double k3_fma_peak(int threads, int runs, long iters) {
     const int was = k3_threads();
     k3_threads_set(threads);
-    /* first ~30 ms untimed: a worker woken onto the caller's core stayed there up to
-     * ~30 ms at the end of a streamed run (the loops timed then ran at half speed) */
-    fma_peak_it(kernel_lanes(k3_kernels_name()), k3_threads(), 1, 10 * iters, 1);
     double pk = fma_peak_it(kernel_lanes(k3_kernels_name()), k3_threads(),
                             runs < 1 ? 1 : runs > 16 ? 16 : runs, iters, 1);
     k3_threads_set(was);
