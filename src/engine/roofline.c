@@ -143,10 +143,10 @@ int k3_machine_get(K3Machine *mc, int reprobe) {
     cache_path(path, sizeof path);
     if (!reprobe && path[0] && cache_find(path, key, mc)) { mc->cached = 1; return 0; }
     const int t = k3_threads();
-    /* about 0.25 s: 9 FMA loops of ~3 ms after one of ~30 ms, the best of them (at the end
-     * of a streamed run the pool's worker was woken onto the caller's core for most of
-     * them: their median, half the peak, was cached for every later run); a 128 MiB
-     * buffer touched then read 3 times, the median (the bandwidth hardly moved then) */
+    /* about 0.2 s: 9 FMA loops of ~3 ms, each thread on a core of its own, the best (at
+     * the end of a streamed run the pool's worker was woken onto the caller's core for
+     * most of them: their median, half the peak, was cached for every later run); a 128
+     * MiB buffer touched then read 3 times, the median (the bandwidth hardly moved then) */
     mc->fma_gflops = k3_fma_peak(t, 9, 2000000);
     mc->read_gbps = k3_mem_read_bw((size_t)128 << 20, t, 3);
     if (mc->fma_gflops <= 0 || mc->read_gbps <= 0) return -1;
