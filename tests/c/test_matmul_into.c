@@ -9,6 +9,7 @@
  * the middle (odd rows), at the end and of one row; T from 1 to past a token block. */
 #include "kernels.h"
 #include "codec.h"
+#include "weight_kinds.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -90,25 +91,10 @@ int main(void) {
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int rows = shapes[s][0], cols = shapes[s][1];
         const int cuts[][2] = { { 0, 16 }, { 5, rows - 9 }, { rows - 21, rows }, { 17, 18 } };
-        const size_t n = (size_t)rows * cols;
-        float *wf = malloc(n * 4), *X = malloc(sizeof(float) * 73 * cols);
-        uint16_t *wb = malloc(n * 2);
-        uint8_t *mx = malloc(n / 2 + n / 32), *coded = malloc(k3_codec_bound(rows, cols));
-        for (size_t i = 0; i < n; i++) {
-            wf[i] = small();
-            uint32_t u;
-            memcpy(&u, &wf[i], 4);
-            wb[i] = (uint16_t)(u >> 16);
-        }
-        for (size_t i = 0; i < n / 2; i++) mx[i] = (uint8_t)rnd();
-        for (size_t i = 0; i < n / 32; i++) mx[n / 2 + i] = (uint8_t)(120 + rnd() % 10);
-        for (size_t i = 0; i < (size_t)73 * cols; i++) X[i] = small();
-        K3Mat M[4] = { { K3_W_F32, rows, cols, wf, NULL, NULL },
-                       { K3_W_BF16, rows, cols, wb, NULL, NULL },
-                       { K3_W_MXFP4, rows, cols, mx, mx + n / 2, NULL },
-                       { K3_W_BF16C, rows, cols, NULL, NULL, NULL } };
-        if (!k3_codec_encode(coded, wb, rows, cols, NULL)) { CHECK(0, "encode"); return 1; }
-        k3_codec_bind(&M[3], coded);
+        WeightKinds wk;
+        if (weight_kinds(&wk, rows, cols, 73, small, rnd)) { CHECK(0, "encode"); return 1; }
+        const K3Mat *M = wk.M;
+        const float *X = wk.X;
         for (int k = 0; k < 4; k++)
             for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++) {
                 const int T = Ts[t];
@@ -121,13 +107,13 @@ int main(void) {
                     for (int th = 1; th <= 2; th++) {
                         k3_threads_set(th);
                         for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++)
-                            piece(sets[j], &M[k], coded, cuts[c][0], cuts[c][1], X, T, ref,
+                            piece(sets[j], &M[k], wk.coded, cuts[c][0], cuts[c][1], X, T, ref,
                                   (int)(c + t) & 1);
                     }
                 }
                 free(ref);
             }
-        free(wf); free(X); free(wb); free(mx); free(coded);
+        weight_kinds_free(&wk);
     }
     CHECK(cases > 0, "no kernel set ran");
     printf("%d cases: each piece's outputs the whole product's bits, the rest untouched, no "

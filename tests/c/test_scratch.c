@@ -8,6 +8,7 @@
  * GEMM's (32), a token block's (72, 73) and past it. F32, BF16, MXFP4 and coded BF16. */
 #include "kernels.h"
 #include "codec.h"
+#include "weight_kinds.h"
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,26 +62,10 @@ int main(void) {
     static const char *sets[] = { "avx2", "avx512", "neon" };
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const int rows = shapes[s][0], cols = shapes[s][1];
-        const size_t n = (size_t)rows * cols;
-        float *wf = malloc(n * 4), *X = malloc(sizeof(float) * 160 * cols);
-        uint16_t *wb = malloc(n * 2);
-        uint8_t *mx = malloc(n / 2 + n / 32), *coded = malloc(k3_codec_bound(rows, cols));
-        for (size_t i = 0; i < n; i++) {
-            wf[i] = small();
-            uint32_t u;
-            memcpy(&u, &wf[i], 4);
-            wb[i] = (uint16_t)(u >> 16);
-        }
-        for (size_t i = 0; i < n / 2; i++) mx[i] = (uint8_t)rnd();
-        for (size_t i = 0; i < n / 32; i++) mx[n / 2 + i] = (uint8_t)(120 + rnd() % 10);
-        for (size_t i = 0; i < (size_t)160 * cols; i++) X[i] = small();
-        K3Mat M[4] = { { K3_W_F32, rows, cols, wf, NULL, NULL },
-                       { K3_W_BF16, rows, cols, wb, NULL, NULL },
-                       { K3_W_MXFP4, rows, cols, mx, mx + n / 2, NULL },
-                       { K3_W_BF16C, rows, cols, NULL, NULL, NULL } };
-        K3CodecStats st;
-        if (!k3_codec_encode(coded, wb, rows, cols, &st)) { CHECK(0, "encode"); return 1; }
-        k3_codec_bind(&M[3], coded);
+        WeightKinds wk;
+        if (weight_kinds(&wk, rows, cols, 160, small, rnd)) { CHECK(0, "encode"); return 1; }
+        const K3Mat *M = wk.M;
+        const float *X = wk.X;
         for (int k = 0; k < 4; k++)
             for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++) {
                 const int T = Ts[t];
@@ -90,7 +75,7 @@ int main(void) {
                     if (k3_kernels_usable(sets[j])) one(sets[j], &M[k], X, T, ref);
                 free(ref);
             }
-        free(wf); free(X); free(wb); free(mx); free(coded);
+        weight_kinds_free(&wk);
     }
     CHECK(cases > 0, "no kernel set ran");
     printf("%d cases: every slot within k3_scratch_bound, the scalar bits%s\n", cases,
