@@ -151,7 +151,7 @@ static float sfma(float a, float m, float c) { return __builtin_fmaf(a, m, c); }
 static float sset(float x) { return x; }
 static void peakscalar(long iters) { float sink; PEAK_BODY(float, sfma, sset) vsink = sink; }
 
-typedef struct { int lanes; long iters; int pin; } PkJob;
+typedef struct { int lanes; long iters; int probe; } PkJob;
 static void pk_loop(const PkJob *j) {
 #if defined(__x86_64__)
     if (j->lanes == 16) { peak512(j->iters); return; }
@@ -161,13 +161,13 @@ static void pk_loop(const PkJob *j) {
 #endif
     peakscalar(j->iters);
 }
-/* pin: task i on the i-th core it may use, for the loop only (the probe at a run's end:
- * a pool worker woken onto the caller's core stayed there for tens of ms) */
+/* probe: task i on the i-th core it may use, for the loop only (at a run's end a pool
+ * worker woken onto the caller's core stayed there for tens of ms) */
 static void pk_task(void *ctx, int i) {
     const PkJob *j = ctx;
     cpu_set_t was, one;
     int pinned = 0;
-    if (j->pin && !sched_getaffinity(0, sizeof was, &was))
+    if (j->probe && !sched_getaffinity(0, sizeof was, &was))
         for (int c = 0, n = 0; c < CPU_SETSIZE && !pinned; c++)
             if (CPU_ISSET(c, &was) && n++ == i) {
                 CPU_ZERO(&one);
@@ -178,15 +178,16 @@ static void pk_task(void *ctx, int i) {
     pk_loop(j);
     if (pinned) sched_setaffinity(0, sizeof was, &was);
 }
-static double fma_peak_it(int lanes, int threads, int runs, long iters, int top) {
+/* probe: each thread pinned to a core (pk_task), the best run; else the median */
+static double fma_peak_it(int lanes, int threads, int runs, long iters, int probe) {
     double v[16];
-    PkJob j = { lanes, iters, top };
+    PkJob j = { lanes, iters, probe };
     for (int r = 0; r < runs; r++) {
         double t0 = k3_now();
         k3_pool_run(pk_task, &j, threads);
         v[r] = 2.0 * lanes * 12 * j.iters * threads / (k3_now() - t0) / 1e9;
     }
-    return top ? best(v, runs) : median(v, runs);
+    return probe ? best(v, runs) : median(v, runs);
 }
 static double fma_peak(int lanes, int threads, int runs) {
     return fma_peak_it(lanes, threads, runs, 20000000, 0);
