@@ -1,12 +1,18 @@
-/* pool.c — pthread pool: workers sleep on a condition variable between runs; a run
- * publishes (fn, ctx, ntasks) under a generation counter, everyone (caller included)
- * takes task indices from an atomic counter, the caller waits for the workers. */
+/* pool.c — pthread pool: a run publishes (fn, ctx, ntasks) under a generation counter,
+ * everyone (caller included) takes task indices from an atomic counter, the caller waits
+ * for the workers. Between runs a worker spins a short while on the counter before it
+ * sleeps on a condition variable, and the caller spins as long for the workers to finish:
+ * on a VM, waking a sleeping thread cost ~40 us (futex and an interrupt to a halted vCPU),
+ * more than a small matvec takes (docs/PERFORMANCE.md, "A pool that spins before it
+ * sleeps"). */
 #include "pool.h"
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 static struct {
@@ -16,15 +22,60 @@ static struct {
     pthread_t *th;
     int nworkers;                  /* started workers (threads - 1) */
     int want;                      /* configured threads, 0 = not yet decided */
-    unsigned gen;
-    int quit;
+    atomic_uint gen;               /* written under mu, read while spinning */
+    int quit;                      /* under mu */
     k3_task_fn fn;
     void *ctx;
     int ntasks;
     atomic_int next;
-    int active;                    /* workers not yet finished with this generation */
-} P = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-        PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, 0, 0, NULL, NULL, 0, 0, 0 };
+    atomic_int active;             /* workers not yet finished with this generation */
+    int sleepers;                  /* workers waiting on wake (under mu) */
+    long spin_ns;                  /* set while no worker runs (start_workers) */
+    int spin_us;                   /* k3_pool_spin's; -1: K3_POOL_SPIN_US or SPIN_US */
+} P = { .mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
+        .done = PTHREAD_COND_INITIALIZER, .busy = PTHREAD_MUTEX_INITIALIZER, .spin_us = -1 };
+
+/* 300 us: decode on the full-width slice 0.95x the time of no spinning (PERFORMANCE.md) */
+#define SPIN_US 300
+
+static inline void cpu_relax(void) {   /* a spin-wait hint: frees the core's other thread */
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000L + t.tv_nsec;
+}
+
+/* 1 once the spin time from t0 is over. Every 64 turns (~1 us) the clock is read and the
+ * core offered to any other runnable thread (sched_yield): spinning threads of two busy
+ * processes on the same cores otherwise hold them from each other for whole time slices. */
+static int spin_over(long t0, int k) {
+    if ((k & 63) != 63) return 0;
+    if (now_ns() - t0 >= P.spin_ns) return 1;
+    sched_yield();
+    return 0;
+}
+
+/* A worker: spins for the run after generation seen; 1 when it came in time. (A quit comes
+ * between runs, under mu: seen after the spin.) */
+static int spin_for_run(unsigned seen) {
+    long t0 = now_ns();
+    for (int k = 0; !spin_over(t0, k); k++, cpu_relax())
+        if (atomic_load_explicit(&P.gen, memory_order_acquire) != seen) return 1;
+    return 0;
+}
+
+/* The caller: spins until the workers are done with the run, at most the spin time */
+static void spin_for_workers(void) {
+    long t0 = now_ns();
+    for (int k = 0; atomic_load(&P.active) > 0 && !spin_over(t0, k); k++) cpu_relax();
+}
 
 static void drain(k3_task_fn fn, void *ctx, int n) {
     for (;;) {
@@ -36,18 +87,25 @@ static void drain(k3_task_fn fn, void *ctx, int n) {
 
 static void *worker(void *arg) {
     unsigned seen = (unsigned)(uintptr_t)arg;   /* the generation current at creation */
-    pthread_mutex_lock(&P.mu);
     for (;;) {
-        while (P.gen == seen && !P.quit) pthread_cond_wait(&P.wake, &P.mu);
-        if (P.quit) break;
-        seen = P.gen;
-        k3_task_fn fn = P.fn; void *ctx = P.ctx; int n = P.ntasks;
-        pthread_mutex_unlock(&P.mu);
-        drain(fn, ctx, n);
-        pthread_mutex_lock(&P.mu);
-        if (--P.active == 0) pthread_cond_signal(&P.done);
+        if (!P.spin_ns || !spin_for_run(seen)) {
+            pthread_mutex_lock(&P.mu);
+            P.sleepers++;
+            while (P.gen == seen && !P.quit) pthread_cond_wait(&P.wake, &P.mu);
+            P.sleepers--;
+            int quit = P.quit;
+            pthread_mutex_unlock(&P.mu);
+            if (quit) break;
+        }
+        /* the caller published fn, ctx, ntasks before the generation (release) */
+        seen = atomic_load_explicit(&P.gen, memory_order_acquire);
+        drain(P.fn, P.ctx, P.ntasks);
+        if (atomic_fetch_sub(&P.active, 1) == 1) {  /* the caller may be asleep on done */
+            pthread_mutex_lock(&P.mu);
+            pthread_cond_signal(&P.done);
+            pthread_mutex_unlock(&P.mu);
+        }
     }
-    pthread_mutex_unlock(&P.mu);
     return NULL;
 }
 
@@ -94,9 +152,19 @@ static void stop_workers(void) {        /* caller holds P.busy */
     P.th = NULL; P.nworkers = 0; P.quit = 0;
 }
 
+/* k3_pool_spin's time, else K3_POOL_SPIN_US, else SPIN_US where the cores hold the threads */
+static long spin_ns(void) {
+    long us = P.spin_us;
+    const char *e = getenv("K3_POOL_SPIN_US");
+    if (us < 0 && e && *e >= '0' && *e <= '9') us = strtol(e, NULL, 10);
+    if (us < 0) us = k3_threads() > online_all() ? 0 : SPIN_US;
+    return (us > 100000 ? 100000 : us) * 1000;
+}
+
 static void start_workers(void) {       /* caller holds P.busy */
     int n = k3_threads() - 1;
     if (n <= 0 || P.nworkers) return;
+    P.spin_ns = spin_ns();
     P.th = calloc((size_t)n, sizeof *P.th);
     if (!P.th) return;                  /* no workers: runs stay inline */
     pthread_mutex_lock(&P.mu);
@@ -112,6 +180,13 @@ void k3_threads_set(int n) {
     stop_workers();
     if (n > 0) warn_oversubscribed(n);
     P.want = n > 0 ? (n > 256 ? 256 : n) : online_cores();
+    pthread_mutex_unlock(&P.busy);
+}
+
+void k3_pool_spin(int us) {
+    pthread_mutex_lock(&P.busy);
+    stop_workers();
+    P.spin_us = us < 0 ? -1 : us;
     pthread_mutex_unlock(&P.busy);
 }
 
@@ -136,13 +211,14 @@ void k3_pool_run(k3_task_fn fn, void *ctx, int ntasks) {
     pthread_mutex_lock(&P.mu);
     P.fn = fn; P.ctx = ctx; P.ntasks = ntasks;
     atomic_store(&P.next, 0);
-    P.active = P.nworkers;
-    P.gen++;
-    pthread_cond_broadcast(&P.wake);
+    atomic_store(&P.active, P.nworkers);
+    atomic_fetch_add_explicit(&P.gen, 1, memory_order_release);
+    if (P.sleepers) pthread_cond_broadcast(&P.wake);
     pthread_mutex_unlock(&P.mu);
     drain(fn, ctx, ntasks);
+    if (P.spin_ns) spin_for_workers();
     pthread_mutex_lock(&P.mu);
-    while (P.active > 0) pthread_cond_wait(&P.done, &P.mu);
+    while (atomic_load(&P.active) > 0) pthread_cond_wait(&P.done, &P.mu);
     pthread_mutex_unlock(&P.mu);
     pthread_mutex_unlock(&P.busy);
 }
