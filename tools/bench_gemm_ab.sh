@@ -45,7 +45,7 @@ for v in 0 1; do
   *)
     # shellcheck disable=SC2086
     gcc $F $x -Dk3_${ISA}_gemm=k3_g$v -Dk3_avx2_gemm_scratch=k3_gs$v -Dk3_avx2_scratch=k3_as$v \
-      -c "$src" -o "$W/g$v.o" ;;
+      -Dk3_avx512_gemm_scratch=k3_g5s$v -c "$src" -o "$W/g$v.o" ;;
   esac
 done
 gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -pthread -static -o "$W/ab" tools/bench_gemm_ab.c \
