@@ -6,13 +6,13 @@
  * more than a small matvec takes (docs/PERFORMANCE.md, "A pool that spins before it
  * sleeps"). */
 #include "pool.h"
+#include "util.h"
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 static struct {
@@ -30,7 +30,7 @@ static struct {
     atomic_int next;
     atomic_int active;             /* workers not yet finished with this generation */
     int sleepers;                  /* workers waiting on wake (under mu) */
-    long spin_ns;                  /* set while no worker runs (start_workers) */
+    double spin_s;                 /* set while no worker runs (start_workers) */
     int spin_us;                   /* k3_pool_spin's; -1: K3_POOL_SPIN_US or SPIN_US */
 } P = { .mu = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER,
         .done = PTHREAD_COND_INITIALIZER, .busy = PTHREAD_MUTEX_INITIALIZER, .spin_us = -1 };
@@ -46,18 +46,12 @@ static inline void cpu_relax(void) {   /* a spin-wait hint: frees the core's oth
 #endif
 }
 
-static long now_ns(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1000000000L + t.tv_nsec;
-}
-
 /* 1 once the spin time from t0 is over. Every 64 turns (~1 us) the clock is read and the
  * core offered to any other runnable thread (sched_yield): spinning threads of two busy
  * processes on the same cores otherwise hold them from each other for whole time slices. */
-static int spin_over(long t0, int k) {
+static int spin_over(double t0, int k) {
     if ((k & 63) != 63) return 0;
-    if (now_ns() - t0 >= P.spin_ns) return 1;
+    if (k3_now() - t0 >= P.spin_s) return 1;
     sched_yield();
     return 0;
 }
@@ -65,7 +59,7 @@ static int spin_over(long t0, int k) {
 /* A worker: spins for the run after generation seen; 1 when it came in time. (A quit comes
  * between runs, under mu: seen after the spin.) */
 static int spin_for_run(unsigned seen) {
-    long t0 = now_ns();
+    double t0 = k3_now();
     for (int k = 0; !spin_over(t0, k); k++, cpu_relax())
         if (atomic_load_explicit(&P.gen, memory_order_acquire) != seen) return 1;
     return 0;
@@ -73,7 +67,7 @@ static int spin_for_run(unsigned seen) {
 
 /* The caller: spins until the workers are done with the run, at most the spin time */
 static void spin_for_workers(void) {
-    long t0 = now_ns();
+    double t0 = k3_now();
     for (int k = 0; atomic_load(&P.active) > 0 && !spin_over(t0, k); k++) cpu_relax();
 }
 
@@ -88,7 +82,7 @@ static void drain(k3_task_fn fn, void *ctx, int n) {
 static void *worker(void *arg) {
     unsigned seen = (unsigned)(uintptr_t)arg;   /* the generation current at creation */
     for (;;) {
-        if (!P.spin_ns || !spin_for_run(seen)) {
+        if (!P.spin_s || !spin_for_run(seen)) {
             pthread_mutex_lock(&P.mu);
             P.sleepers++;
             while (P.gen == seen && !P.quit) pthread_cond_wait(&P.wake, &P.mu);
@@ -153,18 +147,18 @@ static void stop_workers(void) {        /* caller holds P.busy */
 }
 
 /* k3_pool_spin's time, else K3_POOL_SPIN_US, else SPIN_US where the cores hold the threads */
-static long spin_ns(void) {
+static double spin_s(void) {
     long us = P.spin_us;
     const char *e = getenv("K3_POOL_SPIN_US");
     if (us < 0 && e && *e >= '0' && *e <= '9') us = strtol(e, NULL, 10);
     if (us < 0) us = k3_threads() > online_all() ? 0 : SPIN_US;
-    return (us > 100000 ? 100000 : us) * 1000;
+    return (us > 100000 ? 100000 : us) * 1e-6;
 }
 
 static void start_workers(void) {       /* caller holds P.busy */
     int n = k3_threads() - 1;
     if (n <= 0 || P.nworkers) return;
-    P.spin_ns = spin_ns();
+    P.spin_s = spin_s();
     P.th = calloc((size_t)n, sizeof *P.th);
     if (!P.th) return;                  /* no workers: runs stay inline */
     pthread_mutex_lock(&P.mu);
@@ -216,7 +210,7 @@ void k3_pool_run(k3_task_fn fn, void *ctx, int ntasks) {
     if (P.sleepers) pthread_cond_broadcast(&P.wake);
     pthread_mutex_unlock(&P.mu);
     drain(fn, ctx, ntasks);
-    if (P.spin_ns) spin_for_workers();
+    if (P.spin_s) spin_for_workers();
     pthread_mutex_lock(&P.mu);
     while (atomic_load(&P.active) > 0) pthread_cond_wait(&P.done, &P.mu);
     pthread_mutex_unlock(&P.mu);
