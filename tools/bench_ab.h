@@ -1,5 +1,6 @@
-/* bench_ab.h — what the in-process A/B tools share (bench_coded_ab.c, bench_gemm_ab.c):
- * a monotonic clock and the comparison that sorts timings for their medians. */
+/* bench_ab.h — what the in-process A/B tools share (bench_coded_ab.c, bench_gemm_ab.c,
+ * bench_matvec_ab.c, bench_pool_ab.c): a monotonic clock and the comparison that sorts
+ * timings for their medians. */
 #ifndef K3_TOOLS_BENCH_AB_H
 #define K3_TOOLS_BENCH_AB_H
 #include <time.h>

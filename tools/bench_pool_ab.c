@@ -4,22 +4,11 @@
  * experts' gate and up, 3072x3584, and down, 3584x3072), each on its own weights, so they
  * come from RAM as decode's do. Tokens alternate between spin A and spin B (k3_pool_spin,
  * microseconds); prints the median ms a token of each and B/A (< 1: B faster). */
+#include "bench_ab.h"
 #include "kernels.h"
 #include "pool.h"
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static int cmp(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 static K3Mat mat(int type, int rows, int cols) {
     size_t n = (size_t)rows * cols, bytes = type == K3_W_MXFP4 ? n / 2 + n / 32 : 2 * n;
@@ -58,8 +47,8 @@ int main(int argc, char **argv) {
         for (int i = 0; i < layers * 50; i++) k3_matmul(y, &m[i], x, 1);
         t[v][n[v]++] = now() - t0;
     }
-    qsort(t[0], n[0], sizeof(double), cmp);
-    qsort(t[1], n[1], sizeof(double), cmp);
+    qsort(t[0], n[0], sizeof(double), cmpd);
+    qsort(t[1], n[1], sizeof(double), cmpd);
     double a = t[0][n[0] / 2], b = t[1][n[1] / 2];
     printf("%d threads, %d layers: spin %d us %.2f ms a token, spin %d us %.2f ms (medians of "
            "%d), B/A %.3f\n", k3_threads(), layers, spin[0], 1e3 * a, spin[1], 1e3 * b, n[0],
