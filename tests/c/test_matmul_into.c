@@ -84,37 +84,31 @@ static void piece(const char *set, const K3Mat *W, const uint8_t *stored, int a,
     cases++;
 }
 
+/* every set the CPU runs, 1 and 2 threads, pieces at the start, in the middle (odd rows), at
+ * the end and of one row; flush against the page after or before, by turns */
+static void pieces(const K3Mat *W, const uint8_t *coded, const float *X, int T, const float *ref,
+                   int ti) {
+    static const char *sets[] = { "scalar", "avx2", "avx512", "neon" };
+    const int rows = W->rows;
+    const int cuts[][2] = { { 0, 16 }, { 5, rows - 9 }, { rows - 21, rows }, { 17, 18 } };
+    for (size_t j = 0; j < sizeof sets / sizeof sets[0]; j++) {
+        char err[200];
+        if (strcmp(sets[j], "scalar") && !k3_kernels_usable(sets[j])) continue;
+        if (k3_kernels_select(sets[j], err, sizeof err)) continue;
+        for (int th = 1; th <= 2; th++) {
+            k3_threads_set(th);
+            for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++)
+                piece(sets[j], W, coded, cuts[c][0], cuts[c][1], X, T, ref, (int)(c + ti) & 1);
+        }
+    }
+}
+
 int main(void) {
     static const int shapes[][2] = { { 37, 64 }, { 200, 1056 } };
     static const int Ts[] = { 1, 2, 9, 33, 73 };
-    static const char *sets[] = { "scalar", "avx2", "avx512", "neon" };
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const int rows = shapes[s][0], cols = shapes[s][1];
-        const int cuts[][2] = { { 0, 16 }, { 5, rows - 9 }, { rows - 21, rows }, { 17, 18 } };
-        WeightKinds wk;
-        if (weight_kinds(&wk, rows, cols, 73, small, rnd)) { CHECK(0, "encode"); return 1; }
-        const K3Mat *M = wk.M;
-        const float *X = wk.X;
-        for (int k = 0; k < 4; k++)
-            for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++) {
-                const int T = Ts[t];
-                float *ref = malloc(sizeof(float) * (size_t)T * rows);
-                k3_kernels_scalar()->matmul(ref, &M[k], X, 0, rows, 0, T);
-                for (size_t j = 0; j < sizeof sets / sizeof sets[0]; j++) {
-                    char err[200];
-                    if (strcmp(sets[j], "scalar") && !k3_kernels_usable(sets[j])) continue;
-                    if (k3_kernels_select(sets[j], err, sizeof err)) continue;
-                    for (int th = 1; th <= 2; th++) {
-                        k3_threads_set(th);
-                        for (size_t c = 0; c < sizeof cuts / sizeof cuts[0]; c++)
-                            piece(sets[j], &M[k], wk.coded, cuts[c][0], cuts[c][1], X, T, ref,
-                                  (int)(c + t) & 1);
-                    }
-                }
-                free(ref);
-            }
-        weight_kinds_free(&wk);
-    }
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        if (weight_kinds_each(shapes[s][0], shapes[s][1], Ts, (int)(sizeof Ts / sizeof Ts[0]),
+                              small, rnd, pieces)) { CHECK(0, "encode"); return 1; }
     CHECK(cases > 0, "no kernel set ran");
     printf("%d cases: each piece's outputs the whole product's bits, the rest untouched, no "
            "read outside the piece%s\n", cases, fails ? "" : " (ok)");

@@ -56,27 +56,21 @@ static void one(const char *set, const K3Mat *W, const float *X, int T, const fl
     cases++;
 }
 
+/* every set the CPU runs */
+static void sets(const K3Mat *W, const uint8_t *coded, const float *X, int T, const float *ref,
+                 int ti) {
+    static const char *names[] = { "avx2", "avx512", "neon" };
+    (void)coded; (void)ti;
+    for (size_t j = 0; j < sizeof names / sizeof names[0]; j++)
+        if (k3_kernels_usable(names[j])) one(names[j], W, X, T, ref);
+}
+
 int main(void) {
     static const int shapes[][2] = { { 16, 64 }, { 130, 192 }, { 40, 1056 }, { 200, 2080 } };
     static const int Ts[] = { 1, 2, 8, 9, 31, 32, 72, 73, 160 };
-    static const char *sets[] = { "avx2", "avx512", "neon" };
-    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-        const int rows = shapes[s][0], cols = shapes[s][1];
-        WeightKinds wk;
-        if (weight_kinds(&wk, rows, cols, 160, small, rnd)) { CHECK(0, "encode"); return 1; }
-        const K3Mat *M = wk.M;
-        const float *X = wk.X;
-        for (int k = 0; k < 4; k++)
-            for (size_t t = 0; t < sizeof Ts / sizeof Ts[0]; t++) {
-                const int T = Ts[t];
-                float *ref = malloc(sizeof(float) * (size_t)T * rows);
-                k3_kernels_scalar()->matmul(ref, &M[k], X, 0, rows, 0, T);
-                for (size_t j = 0; j < sizeof sets / sizeof sets[0]; j++)
-                    if (k3_kernels_usable(sets[j])) one(sets[j], &M[k], X, T, ref);
-                free(ref);
-            }
-        weight_kinds_free(&wk);
-    }
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        if (weight_kinds_each(shapes[s][0], shapes[s][1], Ts, (int)(sizeof Ts / sizeof Ts[0]),
+                              small, rnd, sets)) { CHECK(0, "encode"); return 1; }
     CHECK(cases > 0, "no kernel set ran");
     printf("%d cases: every slot within k3_scratch_bound, the scalar bits%s\n", cases,
            fails ? "" : " (ok)");

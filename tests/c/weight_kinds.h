@@ -1,7 +1,8 @@
 /* weight_kinds.h — one rows x cols matrix in the four weight kinds the kernels take, for the
  * tests that run every kind against the scalar reference (test_scratch.c,
  * test_matmul_into.c): F32 values from val(), BF16 their top halves, MXFP4 random nibbles
- * with scale bytes 120..129, coded BF16 the BF16 encoded (codec.h); and xrows rows of X. */
+ * with scale bytes 120..129, coded BF16 the BF16 encoded (codec.h); and xrows rows of X.
+ * weight_kinds_each runs a test's case on every kind at every T with the scalar product. */
 #ifndef K3_TEST_WEIGHT_KINDS_H
 #define K3_TEST_WEIGHT_KINDS_H
 #include "codec.h"
@@ -44,5 +45,29 @@ static int weight_kinds(WeightKinds *k, int rows, int cols, int xrows, float (*v
 
 static void weight_kinds_free(WeightKinds *k) {
     free(k->wf); free(k->X); free(k->wb); free(k->mx); free(k->coded);
+}
+
+/* A case: W (coded: its stored bytes when BF16C) on the first T rows of X, ref the scalar
+ * kernels' product [T][rows]; ti is T's index in the list */
+typedef void (*WeightCase)(const K3Mat *W, const uint8_t *coded, const float *X, int T,
+                           const float *ref, int ti);
+
+/* each() for every kind of a rows x cols matrix and every T of Ts; -1 when the encoder
+ * refuses the shape */
+static int weight_kinds_each(int rows, int cols, const int *Ts, int nT, float (*val)(void),
+                             uint32_t (*bits)(void), WeightCase each) {
+    int maxT = 1;
+    for (int t = 0; t < nT; t++) maxT = Ts[t] > maxT ? Ts[t] : maxT;
+    WeightKinds wk;
+    if (weight_kinds(&wk, rows, cols, maxT, val, bits)) { weight_kinds_free(&wk); return -1; }
+    for (int k = 0; k < 4; k++)
+        for (int t = 0; t < nT; t++) {
+            float *ref = malloc(sizeof(float) * (size_t)Ts[t] * rows);
+            k3_kernels_scalar()->matmul(ref, &wk.M[k], wk.X, 0, rows, 0, Ts[t]);
+            each(&wk.M[k], wk.coded, wk.X, Ts[t], ref, t);
+            free(ref);
+        }
+    weight_kinds_free(&wk);
+    return 0;
 }
 #endif
