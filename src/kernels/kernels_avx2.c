@@ -334,7 +334,10 @@ INL __m256i mx_nib(const uint8_t *p) {
 #endif
 /* The next step's index registers are built one step ahead: their loads and three ops
  * head each block's chain to the FMAs, and the accumulators' FMA chains wait on them
- * (1.03-1.04x in L2 on Zen 5). The last step reloads its own block (no read past a row). */
+ * (1.03-1.04x in L2 on Zen 5). The last step reloads its own block (no read past a row).
+ * No software prefetch: the kernel reads ~7 GB/s a core at most, which the hardware's
+ * stream prefetch keeps up with; a prefetch 1 KB ahead a row every 4 blocks cost 1.05-1.19x
+ * on Zen 3 from memory and 1.10-1.15x in cache (docs/KERNELS_LOG.md). */
 INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
     int cols = m->cols;
     const __m256i z = _mm256_setzero_si256();
@@ -351,8 +354,6 @@ INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
         int cn = c + 32 < cols ? c + 32 : c;
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
-            const uint8_t *p = m->wp + ((size_t)(r + i) * cols + c) / 2;
-            if (!(c & 96)) _mm_prefetch((const char *)p + PF, _MM_HINT_T0);
             const uint8_t *t = mxb[m->ws[((size_t)(r + i) * cols + c) / 32]];
             __m256i n = nx[i];
             nx[i] = mx_nib(m->wp + ((size_t)(r + i) * cols + cn) / 2);
