@@ -335,9 +335,10 @@ INL __m256i mx_nib(const uint8_t *p) {
 /* The next step's index registers are built one step ahead: their loads and three ops
  * head each block's chain to the FMAs, and the accumulators' FMA chains wait on them
  * (1.03-1.04x in L2 on Zen 5). The last step reloads its own block (no read past a row).
- * No software prefetch: the kernel reads ~7 GB/s a core at most, which the hardware's
- * stream prefetch keeps up with; a prefetch 1 KB ahead a row every 4 blocks cost 1.05-1.19x
- * on Zen 3 from memory and 1.10-1.15x in cache (docs/KERNELS_LOG.md). */
+ * No software prefetch: the decode reads well below the bandwidth (Zen 3: ~7 GB/s a core in
+ * cache), which the hardware's stream prefetch keeps up with; a prefetch 1 KB ahead a row
+ * every 4 blocks cost 1.03-1.06x from memory (medians of three A/B runs) and 1.10-1.19x in
+ * cache on Zen 3 (docs/KERNELS_LOG.md, "Zen 3: what binds the AVX2 kernels"). */
 INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
     int cols = m->cols;
     const __m256i z = _mm256_setzero_si256();
