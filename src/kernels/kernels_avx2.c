@@ -3,14 +3,14 @@
  * The 16 canonical lanes are two ymm registers (lanes 0-7, 8-15); every multiply-add is
  * one vfmadd (fused, like fmaf); the fold is the same tree (8, 4, 2, 1). Tails (n % 16)
  * spill the lanes to memory and finish with scalar fmaf, exactly as the reference does.
- * MXFP4 is decoded from nibbles: pshufb of a signed-int8 table of doubled E2M1 values
- * (low nibbles = lanes' first FMA, high nibbles = second; see kernels.h), sign-extend,
- * convert (exact), multiply by 2^(s-128) (exact: the same real number as
- * e2m1 * 2^(s-127), so the same float), then FMA with x split into even/odd elements.
- * A zero weight comes out as +0 where the reference has -0 for nibble 8; with finite x
- * the accumulators cannot tell. The matvec (T = 1) decodes instead from per-scale tables
- * of the products' two bf16 bytes (pshufb, then unpacks; mv_mxb below): no convert or
- * multiply, the reference's very product bits.
+ * The prefill (T > 1) is the blocked GEMM of kernels_avx2_gemm.c, which decodes MXFP4
+ * from nibbles: pshufb of a signed-int8 table of doubled E2M1 values (low nibbles =
+ * lanes' first FMA, high nibbles = second; see kernels.h), sign-extend, convert (exact),
+ * multiply by 2^(s-128) (exact: the same real number as e2m1 * 2^(s-127), so the same
+ * float). A zero weight comes out as +0 where the reference has -0 for nibble 8; with
+ * finite x the accumulators cannot tell. The matvec (T = 1) here decodes instead from
+ * per-scale tables of the products' two bf16 bytes (pshufb, then unpacks; mv_mxb below):
+ * no convert or multiply, the reference's very product bits.
  * Compiled with -mavx2 -mfma (Makefile); elsewhere this file is empty of code. */
 #include "kernels.h"
 #include "kernels_avx2.h"
@@ -149,7 +149,7 @@ static void kda_step_avx2(float *S, const float *q, const float *k, const float 
     }
 }
 
-/* ---- matmul: register tiles of R rows x TT tokens, 16 columns per step. */
+/* ---- matvec (T = 1): R rows a pass; the prefill is kernels_avx2_gemm.c */
 #define PF 1024   /* matvec prefetch distance in bytes on each weight row stream */
 typedef struct {
     int type, cols;
@@ -159,22 +159,6 @@ typedef struct {
 INL __m256 ld_bf16(const uint16_t *p) {
     return _mm256_castsi256_ps(
         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-}
-
-/* The 16 bytes of row r's 32-block at column c (c % 32 == 0) as doubled E2M1 int8:
- * lo = low nibbles (element 2l in byte l), hi = high nibbles (element 2l+1). */
-INL void mx16(const M *m, int r, int c, __m128i *lo, __m128i *hi) {
-    const __m128i tab = _mm_setr_epi8(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
-    const __m128i m0f = _mm_set1_epi8(0x0F);
-    __m128i v = _mm_loadu_si128((const __m128i *)(m->wp + ((size_t)r * m->cols + c) / 2));
-    *lo = _mm_shuffle_epi8(tab, _mm_and_si128(v, m0f));
-    *hi = _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(v, 4), m0f));
-}
-
-/* lanes 8h..8h+7 of a decoded half-block, times 2^(s-128) (exact) */
-INL __m256 mx8(__m128i e, int half, __m256 s) {
-    __m128i q = half ? _mm_srli_si128(e, 8) : e;
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), s);
 }
 
 /* x[c + 16h + 2l] (even) and x[c + 16h + 2l + 1] (odd) for l = 0..7 */
@@ -197,64 +181,21 @@ INL float tail_finish(const M *m, int r, const float *x, int c0, __m256 a0, __m2
     return fold_arr(acc);
 }
 
-/* Columns [c0, c1) of an R x TT tile; the matvec runs R x 1 over all columns (the prefill
- * is kernels_avx2_gemm.c). Were c1 < cols, the 16 lanes of each accumulator would be
- * parked in sc[(i*SC_T + j)*16]: same FMA sequence, same bits. */
-#define SC_T 72
-INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const float *X, int r, int t,
-              int c0, int c1, float *sc) {
-    int cols = m->cols, n16 = c1 == cols ? cols & ~15 : c1;
-    __m256 acc[4][3][2];
+/* The F32 / BF16 matvec of R rows (R <= 4: they share each x load), 16 columns a step as
+ * two halves (lanes 0-7, 8-15), each lane's FMAs the reference's; a tail of cols % 16
+ * finishes as the reference does. type is a constant at each call (one copy a type). */
+INL void mv_rows(const M *m, int type, int R, float *y, const float *x, int r) {
+    const int cols = m->cols, n16 = cols & ~15;
+    __m256 acc[4][2];
 #pragma GCC unroll 4
-    for (int i = 0; i < R; i++)
-#pragma GCC unroll 3
-        for (int j = 0; j < TT; j++) {
-            if (c0) {
-                acc[i][j][0] = _mm256_load_ps(sc + (i * SC_T + j) * 16);
-                acc[i][j][1] = _mm256_load_ps(sc + (i * SC_T + j) * 16 + 8);
-            } else acc[i][j][0] = acc[i][j][1] = _mm256_setzero_ps();
-        }
-    if (type == K3_W_MXFP4) {              /* cols % 32 == 0: no tail */
-        for (int c = c0; c < c1; c += 32) {
-            __m128i lo[4], hi[4];
-            __m256 s[4];
-#pragma GCC unroll 4
-            for (int i = 0; i < R; i++) {
-                if (TT == 1 && !(c & 96))
-                    _mm_prefetch((const char *)m->wp + ((size_t)(r + i) * cols + c) / 2 + PF,
-                                 _MM_HINT_T0);
-                mx16(m, r + i, c, &lo[i], &hi[i]);
-                s[i] = _mm256_castsi256_ps(_mm256_set1_epi32(
-                    (int)k3_e8m0_half_bits[m->ws[((size_t)(r + i) * cols + c) / 32]]));
-            }
-#pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m256 xe[3], xo[3];
-#pragma GCC unroll 3
-                for (int j = 0; j < TT; j++)
-                    x_eo(X + (size_t)(t + j) * cols + c + 16 * h, &xe[j], &xo[j]);
-#pragma GCC unroll 4
-                for (int i = 0; i < R; i++) {
-                    __m256 w = mx8(lo[i], h, s[i]);
-#pragma GCC unroll 3
-                    for (int j = 0; j < TT; j++)
-                        acc[i][j][h] = _mm256_fmadd_ps(w, xe[j], acc[i][j][h]);
-                    w = mx8(hi[i], h, s[i]);
-#pragma GCC unroll 3
-                    for (int j = 0; j < TT; j++)
-                        acc[i][j][h] = _mm256_fmadd_ps(w, xo[j], acc[i][j][h]);
-                }
-            }
-        }
-        n16 = c1;
-    }
-    /* BF16 matvec: the next tile's R rows as one linear stream into L2, R * 32 bytes a step
-     * (past the last tile: a prefetch never faults). 1.07-1.10x at 1 thread from memory on
-     * Zen 5, 1.00-1.04x at 2 (docs/KERNELS_LOG.md); the AVX-512 kernel's 8 rows measured
+    for (int i = 0; i < R; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    /* BF16: the next R rows as one linear stream into L2, R * 32 bytes a step (past the
+     * last rows: a prefetch never faults). 1.07-1.10x at 1 thread from memory on Zen 5,
+     * 1.00-1.04x at 2 (docs/KERNELS_LOG.md); the AVX-512 kernel's 8 rows measured
      * 0.86-0.90x */
     const char *nx = (const char *)(m->wb + (size_t)(r + R) * cols);
-    for (int c = c0; c < n16 && type != K3_W_MXFP4; c += 16) {
-        if (TT == 1 && type == K3_W_BF16)
+    for (int c = 0; c < n16; c += 16) {
+        if (type == K3_W_BF16)
 #pragma GCC unroll 4
             for (int l = 0; l < R / 2; l++)
                 _mm_prefetch(nx + (size_t)c * R * 2 + 64 * l, _MM_HINT_T1);
@@ -264,32 +205,29 @@ INL void tile(const M *m, int type, int R, int TT, float *Y, int rows, const flo
 #pragma GCC unroll 4
             for (int i = 0; i < R; i++) {
                 size_t o = (size_t)(r + i) * cols + c + 8 * h;
-                if (TT == 1 && (h == 0 || type == K3_W_F32))   /* matvec: prefetch the row stream */
+                if (h == 0 || type == K3_W_F32)                 /* the row streams, to L1 */
                     _mm_prefetch((const char *)(type == K3_W_F32 ? (const void *)(m->wf + o)
                                                                  : (const void *)(m->wb + o)) + PF,
                                  _MM_HINT_T0);
                 w[i] = type == K3_W_F32 ? _mm256_loadu_ps(m->wf + o) : ld_bf16(m->wb + o);
             }
-#pragma GCC unroll 3
-            for (int j = 0; j < TT; j++) {
-                __m256 x = _mm256_loadu_ps(X + (size_t)(t + j) * cols + c + 8 * h);
+            __m256 xv = _mm256_loadu_ps(x + c + 8 * h);
 #pragma GCC unroll 4
-                for (int i = 0; i < R; i++) acc[i][j][h] = _mm256_fmadd_ps(w[i], x, acc[i][j][h]);
-            }
+            for (int i = 0; i < R; i++) acc[i][h] = _mm256_fmadd_ps(w[i], xv, acc[i][h]);
         }
     }
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
-#pragma GCC unroll 3
-        for (int j = 0; j < TT; j++) {
-            if (c1 < cols) {
-                _mm256_store_ps(sc + (i * SC_T + j) * 16, acc[i][j][0]);
-                _mm256_store_ps(sc + (i * SC_T + j) * 16 + 8, acc[i][j][1]);
-            } else Y[(size_t)(t + j) * rows + r + i] =
-                n16 == cols ? k3_avx2_fold2(acc[i][j][0], acc[i][j][1])
-                            : tail_finish(m, r + i, X + (size_t)(t + j) * cols, n16,
-                                          acc[i][j][0], acc[i][j][1]);
-        }
+        y[r + i] = n16 == cols ? k3_avx2_fold2(acc[i][0], acc[i][1])
+                               : tail_finish(m, r + i, x, n16, acc[i][0], acc[i][1]);
+}
+
+/* rows [r0, r1): 4 at a time, the rest one by one */
+INL void mv_span(const M *m, int type, float *y, const float *x, int r0, int r1) {
+    for (int r = r0; r < r1;) {
+        if (r1 - r >= 4) { mv_rows(m, type, 4, y, x, r); r += 4; }
+        else { mv_rows(m, type, 1, y, x, r); r += 1; }
+    }
 }
 
 /* MXFP4 matvec by bf16 bytes: every product e2m1[n] * 2^(s-127) has its low 16 bits zero
@@ -403,17 +341,10 @@ static int matvec_mx(const M *m, float *Y, const float *X, int r0, int r1) {
     return 0;
 }
 
-#define TILES(TYPE, RA)                                                                   \
-    for (r = r0; r < r1;) {                                                               \
-        if (r1 - r >= RA) { tile(&m, TYPE, RA, 1, Y, rows, X, r, t0, 0, m.cols, 0); r += RA; } \
-        else { tile(&m, TYPE, 1, 1, Y, rows, X, r, t0, 0, m.cols, 0); r += 1; }          \
-    }
-
-
 static const K3KernelOps OPS;
 static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t0, int t1) {
     M m = { W->type, W->cols, W->w, W->w, W->w, W->scale };
-    int rows = W->rows, r;
+    int rows = W->rows;
     if (W->type == K3_W_BF16C) {
         /* prefill: up to one token block of the GEMM (72), decoded into its fp32 panels
          * (k3_avx2_coded_panel); more: rows decoded once to BF16 (k3_codec_prefill), as the
@@ -428,9 +359,11 @@ static void matmul_avx2(float *Y, const K3Mat *W, const float *X, int r0, int r1
         return;
     }
     if (t1 - t0 == 1) {                    /* matvec: 4 rows share each x load */
-        if (W->type == K3_W_F32) TILES(K3_W_F32, 4)
-        else if (W->type == K3_W_BF16) TILES(K3_W_BF16, 4)
-        else if (matvec_mx(&m, Y + (size_t)t0 * rows, X + (size_t)t0 * m.cols, r0, r1))
+        float *y = Y + (size_t)t0 * rows;
+        const float *x = X + (size_t)t0 * m.cols;
+        if (W->type == K3_W_F32) mv_span(&m, K3_W_F32, y, x, r0, r1);
+        else if (W->type == K3_W_BF16) mv_span(&m, K3_W_BF16, y, x, r0, r1);
+        else if (matvec_mx(&m, y, x, r0, r1))
             k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1);   /* no scratch: same bits */
     } else if (k3_avx2_gemm(Y, W, X, r0, r1, t0, t1)) {   /* prefill: the blocked GEMM */
         k3_kernels_scalar()->matmul(Y, W, X, r0, r1, t0, t1);   /* no scratch: same bits */
