@@ -17,7 +17,9 @@
  * per token block over all columns (per row block it waited on L3: ~10% of the time,
  * ~15% slower), so every step of every half is 8 contiguous floats of both operands.
  * The next block's weight rows are prefetched a few lines per tile (~5%). The lanes are
- * parked in scratch between column blocks and halves (stored and reloaded unchanged);
+ * parked in scratch between column blocks and halves (stored and reloaded unchanged), each
+ * half's apart (park[h][row][token][8]: a half's pass touches 74 KB of lines, not the
+ * whole 147 KB; 1.00-1.06x on a Zen 3's 512 KB L2, docs/data/kernels_zen3_park.txt);
  * after the last block the fold (in registers), and for cols % 16 != 0 the spilled tail
  * with scalar fmaf, as the T = 1 kernel ends. KC = 1024 (a tile runs 64 steps a park
  * round trip) with the step loop unrolled twice and the fold in registers ran 1.2-1.3x
@@ -144,7 +146,7 @@ static void copy_x(const float *X, size_t cols, int type, int t, int nt, int c0,
 }
 
 /* One register tile of one half: R rows (wp, stride ks) x TT tokens (xp, stride xs) over
- * n floats; the lanes continue from park (stride pt * 16 a row, 16 a token) or +0 */
+ * n floats; the lanes continue from the half's park (stride pt * 8 a row, 8 a token) or +0 */
 INL void tile(const float *wp, int ks, const float *xp, size_t xs, int n, int R, int TT,
               float *park, int pt, int first) {
     __m256 acc[TR][TM];
@@ -152,7 +154,7 @@ INL void tile(const float *wp, int ks, const float *xp, size_t xs, int n, int R,
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 3
         for (int j = 0; j < TT; j++)
-            acc[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(park + (i * pt + j) * 16);
+            acc[i][j] = first ? _mm256_setzero_ps() : _mm256_load_ps(park + (i * pt + j) * 8);
 #pragma GCC unroll 2
     for (int c = 0; c < n; c += 8) {
         __m256 x[TM];
@@ -168,7 +170,7 @@ INL void tile(const float *wp, int ks, const float *xp, size_t xs, int n, int R,
 #pragma GCC unroll 4
     for (int i = 0; i < R; i++)
 #pragma GCC unroll 3
-        for (int j = 0; j < TT; j++) _mm256_store_ps(park + (i * pt + j) * 16, acc[i][j]);
+        for (int j = 0; j < TT; j++) _mm256_store_ps(park + (i * pt + j) * 8, acc[i][j]);
 }
 
 /* The next block's weight rows, fetched a few lines per tile while this block computes
@@ -192,10 +194,10 @@ INL void rows_tt(const float *wpan, int ks, const float *xp, size_t xs, int n, i
     int i = 0;
     for (; i + TR <= nr; i += TR) {
         pf_some(pf);
-        tile(wpan + (size_t)i * ks, ks, xp, xs, n, TR, TT, park + i * pt * 16, pt, first);
+        tile(wpan + (size_t)i * ks, ks, xp, xs, n, TR, TT, park + i * pt * 8, pt, first);
     }
     const float *w = wpan + (size_t)i * ks;
-    float *pk = park + i * pt * 16;
+    float *pk = park + i * pt * 8;
     switch (nr - i) {
     case 3: tile(w, ks, xp, xs, n, 3, TT, pk, pt, first); break;
     case 2: tile(w, ks, xp, xs, n, 2, TT, pk, pt, first); break;
@@ -203,19 +205,21 @@ INL void rows_tt(const float *wpan, int ks, const float *xp, size_t xs, int n, i
     }
 }
 
-/* the 16 parked lanes of each output: the T = 1 kernel's end (spilled tail, then fold) */
+/* the 16 parked lanes of each output (its halves' 8 each): the T = 1 kernel's end (spilled
+ * tail, then fold) */
 static void finish(const K3Mat *W, float *Y, const float *X, int rb, int nr, int tb, int nt,
                    int n16, const float *park, int pt, const uint16_t *tail) {
     const size_t cols = (size_t)W->cols, rows = (size_t)W->rows;
     for (int i = 0; i < nr; i++)
         for (int j = 0; j < nt; j++) {
-            const float *pk = park + (i * pt + j) * 16;
+            const float *pk = park + (i * pt + j) * 8, *pk1 = pk + SC_R * pt * 8;
             float *y = Y + (size_t)(tb + j) * rows + rb + i, a[16];
             if (n16 == (int)cols) {                     /* no tail: fold in registers */
-                *y = k3_avx2_fold2(_mm256_load_ps(pk), _mm256_load_ps(pk + 8));
+                *y = k3_avx2_fold2(_mm256_load_ps(pk), _mm256_load_ps(pk1));
                 continue;
             }
-            memcpy(a, pk, sizeof a);
+            memcpy(a, pk, sizeof a / 2);
+            memcpy(a + 8, pk1, sizeof a / 2);
             const size_t ro = (size_t)(rb + i) * cols;
             const float *x = X + (size_t)(tb + j) * cols;
             for (int c = n16, l = 0; c < (int)cols; c++, l++) {
@@ -292,7 +296,7 @@ int k3_avx2_gemm(float *Y, const K3Mat *W, const float *X, int r0, int r1, int t
                     int ng = nr - g > SG ? SG : nr - g;
                     for (int j = 0; j < nt;) {
                         const float *xp = xpan + ((size_t)h * per + j) * xs + c0 / 2;
-                        float *pk = sc + (g * per + j) * 16 + 8 * h;
+                        float *pk = sc + (g * per + j) * 8 + (size_t)h * SC_R * per * 8;
                         /* 3-token tiles; a remainder of 1 after 3s goes as 2 + 2 */
                         int left = nt - j, TT = left >= 3 && left != 4 ? 3 : left >= 2 ? 2 : 1;
                         if (TT == 3) rows_tt(wp, ks, xp, xs, n, ng, 3, pk, per, first, &pf);
