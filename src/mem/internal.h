@@ -47,6 +47,8 @@ struct K3Mem {
     int brief;                                /* the plan was the one line: all resident */
     int draft_streamed;                       /* the draft's weights read per block */
     int draft_planned;                        /* K3MemOpts.draft was given */
+    uint64_t draft_bytes;                     /* its share of plan_bytes (weights or window,
+                                                 context and buffers) */
     long vision_patches;                      /* k3_mem_vision_patches */
     uint64_t vision_bytes;                    /* the tower's share of plan_bytes */
 };

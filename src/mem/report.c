@@ -114,6 +114,8 @@ void k3_mem_json(const K3Mem *x, FILE *f, double wall) {
             (unsigned long long)x->buffer_bytes, x->chunk);
     fprintf(f, "  \"trunk_budget_bytes\": %llu,\n  \"cache_budget_bytes\": %llu,\n",
             (unsigned long long)x->trunk_budget, (unsigned long long)x->cache_budget);
+    if (x->draft_planned)                  /* --draft: its share of plan_bytes */
+        fprintf(f, "  \"draft_plan_bytes\": %llu,\n", (unsigned long long)x->draft_bytes);
     if (x->vision_patches >= 0)            /* images: the tower's share of plan_bytes */
         fprintf(f, "  \"vision_plan_bytes\": %llu,\n  \"vision_patches\": %ld,\n",
                 (unsigned long long)x->vision_bytes, x->vision_patches);
