@@ -58,6 +58,15 @@ typedef struct {
  * with --dump-logits, whose head is part of the prefill's time) */
 void k3_roofline(const K3Model *m, long n_prompt, long head_rows, double t_prefill, long n_dec,
                  double t_decode, const K3Machine *mc, K3Roofline *r);
+/* Whether the run's decode beat a cached read bandwidth it cannot beat: one stream that
+ * kept one token per forward (lone: no draft accepted, one rank) reading far more a
+ * token than the last-level cache holds (llc bytes; 8x), yet faster than `read_gbps`. Such
+ * a figure came from a disturbed probe (the caller measures again); accepted drafts and
+ * models that fit in the caches beat the DRAM read honestly and are left alone. */
+int k3_decode_beat_probe(const K3Roofline *r, int lone, double llc);
+/* The last-level cache's bytes (L3, else L2, at least 8 MiB; 32 MiB where the CPU does
+ * not say) */
+double k3_llc_bytes(void);
 void k3_roofline_print(const K3Roofline *r, FILE *f);     /* "k3: machine: ..." */
 void k3_roofline_json(const K3Roofline *r, FILE *f);      /* fields, each line "...,\n" */
 #endif

@@ -190,6 +190,16 @@ void k3_roofline(const K3Model *m, long n_prompt, long head_rows, double t_prefi
     if (n_dec > 0 && t_decode > 0) r->decode_s = t_decode / n_dec;
 }
 
+int k3_decode_beat_probe(const K3Roofline *r, int lone, double llc) {
+    return lone && r->decode_share > 1 && r->decode_bytes > 8 * llc;
+}
+
+double k3_llc_bytes(void) {
+    long b = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (b <= 0) b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return b > 8L << 20 ? (double)b : b > 0 ? 8.0 * (1 << 20) : 32.0 * (1 << 20);
+}
+
 static const char *si(double v, double *s) {   /* FLOPs: T, G, M */
     if (v >= 1e12) { *s = v / 1e12; return "T"; }
     if (v >= 1e9) { *s = v / 1e9; return "G"; }

@@ -657,8 +657,13 @@ static int run_batch(const Opts *o) {
     if ((roof_line || o->out) && k3_comm_rank() == 0 && !k3_machine_get(&mc, o->reprobe)) {
         k3_roofline(&e.m, n_prompt, o->dump_logits ? n_prompt : 1, t_prefill, n_gen - 1, t_decode,
                     &mc, &roof);
-        /* no run beats the FMA peak: a cached one below it is measured again */
-        if (roof.prefill_share > 1 && mc.cached && !k3_machine_get(&mc, 1))
+        /* no run beats the FMA peak, nor a lone decode far past the caches the read
+         * bandwidth: a cached figure below the run's is measured again */
+        const int lone = !(o->spec && spec.accepted) &&
+                         !(rd && k3_draft_stats(rd)->accepted) && k3_comm_size() == 1;
+        if (mc.cached && (roof.prefill_share > 1 ||
+                          k3_decode_beat_probe(&roof, lone, k3_llc_bytes())) &&
+            !k3_machine_get(&mc, 1))
             k3_roofline(&e.m, n_prompt, o->dump_logits ? n_prompt : 1, t_prefill, n_gen - 1,
                         t_decode, &mc, &roof);
         r.roof = &roof;

@@ -48,6 +48,21 @@ int main(void) {
     /* a decoded token at position 10: 11 keys */
     CHECK(near(k3_flops(&c, 10, 1, 1), tok + 11 * 2 * 4 * mla_key + 2 * head), "decode at 10");
     CHECK(k3_flops(&c, 0, 0, 0) == 0, "nothing");
+    /* the decode re-probe rule: a lone stream reading 8x the last-level cache a token cannot
+     * beat the read bandwidth; drafts, ranks and cache-sized models can */
+    const double llc = 32 << 20;
+    K3Roofline r = { .decode_bytes = 11e9, .decode_share = 1.12 };
+    CHECK(k3_decode_beat_probe(&r, 1, llc), "11 GB a token at 112%% of the bandwidth, lone");
+    CHECK(!k3_decode_beat_probe(&r, 0, llc), "the same with drafts accepted");
+    r.decode_share = 0.97;
+    CHECK(!k3_decode_beat_probe(&r, 1, llc), "97%% of the bandwidth");
+    r.decode_share = 3; r.decode_bytes = 8 * llc;
+    CHECK(!k3_decode_beat_probe(&r, 1, llc), "8x the cache a token: may run from the caches");
+    r.decode_bytes = 8 * llc + 4096;
+    CHECK(k3_decode_beat_probe(&r, 1, llc), "just past 8x the cache");
+    r.decode_share = 0;
+    CHECK(!k3_decode_beat_probe(&r, 1, llc), "no decode step");
+    CHECK(k3_llc_bytes() >= 256 * 1024, "the last-level cache: %.0f bytes", k3_llc_bytes());
     printf("tiny5: %.0f FLOPs a token (trunk %.0f, routed %.0f), %.0f a key, head %.0f\n", tok,
            f.trunk, f.routed, f.mla_key, f.head);
     printf("%s\n", fails ? "FAILED" : "all passed");
