@@ -273,10 +273,12 @@ INL __m256i mx_nib(const uint8_t *p) {
 /* The next step's index registers are built one step ahead: their loads and three ops
  * head each block's chain to the FMAs, and the accumulators' FMA chains wait on them
  * (1.03-1.04x in L2 on Zen 5). The last step reloads its own block (no read past a row).
- * No software prefetch: the decode reads well below the bandwidth (Zen 3: ~7 GB/s a core in
- * cache), which the hardware's stream prefetch keeps up with; a prefetch 1 KB ahead a row
- * every 4 blocks cost 1.03-1.06x from memory (medians of three A/B runs) and 1.10-1.19x in
- * cache on Zen 3 (docs/KERNELS_LOG.md, "Zen 3: what binds the AVX2 kernels"). */
+ * The next R rows (and their scales) are fetched into L2 as one linear stream, R * 16
+ * bytes a step, as the BF16 rows are: a row is short (1.5-1.8 KB on the expert shapes), so
+ * the hardware's per-row streams restart cold at every group; from memory on Zen 3 1.09-1.19x
+ * (the 1-thread rate then ~7 GB/s, the decode's own in cache). Within a row no prefetch:
+ * 1 KB ahead every 4 blocks cost 1.03-1.06x from memory and 1.10-1.19x in cache on Zen 3
+ * (docs/KERNELS_LOG.md, "Zen 3: what binds the AVX2 kernels"). */
 INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
     int cols = m->cols;
     const __m256i z = _mm256_setzero_si256();
@@ -287,7 +289,12 @@ INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
         acc[i][0] = acc[i][1] = _mm256_setzero_ps();
         nx[i] = mx_nib(m->wp + (size_t)(r + i) * cols / 2);
     }
+    const char *np = (const char *)(m->wp + (size_t)(r + R) * cols / 2);   /* past the */
+    const char *ns = (const char *)(m->ws + (size_t)(r + R) * cols / 32);  /* end: no fault */
     for (int c = 0; c < cols; c += 32) {
+        const size_t k = (size_t)c / 32 * R;        /* the next rows' bytes: 16 k, scales: k */
+        if (!(16 * k & 63)) _mm_prefetch(np + 16 * k, _MM_HINT_T1);
+        if (!(k & 63)) _mm_prefetch(ns + k, _MM_HINT_T1);
         __m256 xe0 = _mm256_load_ps(xp + c), xo0 = _mm256_load_ps(xp + c + 8);
         __m256 xe1 = _mm256_load_ps(xp + c + 16), xo1 = _mm256_load_ps(xp + c + 24);
         int cn = c + 32 < cols ? c + 32 : c;
