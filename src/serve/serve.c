@@ -107,6 +107,18 @@ static ssize_t read_some(int fd, char *b, size_t cap, double deadline) {
     }
 }
 
+/* Closes a connection answered before its request was read: the write side first, then
+ * the request drained until the client closes (0.2 s at most), as a close with unread bytes
+ * sends a reset that can destroy the reply before the client reads it (curl then saw the
+ * 503 status of --max-conns without its JSON body). */
+static void linger_close(int fd) {
+    char b[4096];
+    shutdown(fd, SHUT_WR);
+    const double end = k3_now() + 0.2;
+    while (read_some(fd, b, sizeof b, end) > 0) {}
+    close(fd);
+}
+
 static void models(int fd, int ka) {
     Buf b = { 0 };
     buf_str(&b, "{\"object\": \"list\", \"data\": [{\"id\": ");
@@ -379,7 +391,7 @@ static void *accept_main(void *arg) {
         struct timeval tv = { 1, 0 };
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
         fail(fd, 503, "too many open connections; retry later", 0);
-        close(fd);
+        linger_close(fd);
     }
     return NULL;
 }
