@@ -275,10 +275,10 @@ INL __m256i mx_nib(const uint8_t *p) {
  * (1.03-1.04x in L2 on Zen 5). The last step reloads its own block (no read past a row).
  * The next R rows (and their scales) are fetched into L2 as one linear stream, R * 16
  * bytes a step, as the BF16 rows are: a row is short (1.5-1.8 KB on the expert shapes), so
- * the hardware's per-row streams restart cold at every group; from memory on Zen 3 1.09-1.19x
- * (the 1-thread rate then ~7 GB/s, the decode's own in cache). Within a row no prefetch:
+ * the hardware's per-row streams restart cold at every group; from memory on Zen 3 1.09-1.42x
+ * (the 1-thread rate then up to ~7 GB/s, the decode's own in cache). Within a row none:
  * 1 KB ahead every 4 blocks cost 1.03-1.06x from memory and 1.10-1.19x in cache on Zen 3
- * (docs/KERNELS_LOG.md, "Zen 3: what binds the AVX2 kernels"). */
+ * (docs/KERNELS_LOG_ZEN3.md). */
 INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
     int cols = m->cols;
     const __m256i z = _mm256_setzero_si256();
