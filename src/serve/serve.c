@@ -107,15 +107,20 @@ static ssize_t read_some(int fd, char *b, size_t cap, double deadline) {
     }
 }
 
-/* Closes a connection answered before its request was read: the write side first, then
- * the request drained until the client closes (0.2 s at most), as a close with unread bytes
- * sends a reset that can destroy the reply before the client reads it (curl then saw the
- * 503 status of --max-conns without its JSON body). */
-static void linger_close(int fd) {
-    char b[4096];
+/* Lingering close: a reply sent over unread request bytes (a refused 413 body, a 503 over
+ * --max-conns sent before the request was read) is followed by a close that resets the
+ * connection, which may discard the reply before the client reads it (curl saw the 503's
+ * status without its JSON body). Send FIN, then drain what the client still sends (until
+ * it closes, `seconds` and 64 MiB at most). */
+static void linger_close(int fd, double seconds) {
+    char sink[16384];
     shutdown(fd, SHUT_WR);
-    const double end = k3_now() + 0.2;
-    while (read_some(fd, b, sizeof b, end) > 0) {}
+    const double until = k3_now() + seconds;
+    for (size_t n = 0; n < ((size_t)64 << 20);) {
+        ssize_t k = read_some(fd, sink, sizeof sink, until);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
     close(fd);
 }
 
@@ -346,18 +351,7 @@ static void *conn_main(void *arg) {
         }
     }
     free(b);
-    /* Lingering close: a refused request (413) can leave body bytes unread, and a close
-     * over them resets the connection, which may discard the reply before the client
-     * reads it. Send FIN, then drain what the client still sends (2 s, 64 MiB at most). */
-    shutdown(fd, SHUT_WR);
-    char sink[16384];
-    double until = k3_now() + 2;
-    for (size_t n = 0; n < ((size_t)64 << 20);) {
-        ssize_t k = read_some(fd, sink, sizeof sink, until);
-        if (k <= 0) break;
-        n += (size_t)k;
-    }
-    close(fd);
+    linger_close(fd, 2);                          /* a refused 413 may leave body unread */
     pthread_mutex_lock(&srv.mu);
     srv.conns--;
     pthread_mutex_unlock(&srv.mu);
@@ -391,7 +385,7 @@ static void *accept_main(void *arg) {
         struct timeval tv = { 1, 0 };
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
         fail(fd, 503, "too many open connections; retry later", 0);
-        linger_close(fd);
+        linger_close(fd, 0.2);                    /* the accept loop waits, briefly */
     }
     return NULL;
 }
