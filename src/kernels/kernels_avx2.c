@@ -278,31 +278,33 @@ INL __m256i mx_nib(const uint8_t *p) {
  * the hardware's per-row streams restart cold at every group; from memory on Zen 3 1.09-1.42x
  * (the 1-thread rate then up to ~7 GB/s, the decode's own in cache). Within a row none:
  * 1 KB ahead every 4 blocks cost 1.03-1.06x from memory and 1.10-1.19x in cache on Zen 3
- * (docs/KERNELS_LOG_ZEN3.md). */
+ * (docs/KERNELS_LOG_ZEN3.md). The rows are walked by pointers (one add a step each, the
+ * rows' strides loop-invariant): with (r + i) * cols + c worked out per block, a step of
+ * four blocks was ~150 instructions, now ~120 (Zen 3: 1.05-1.08x in L2,
+ * tools/bench_matvec_l2.c; 1.01-1.11x from memory, tools/bench_matvec_ab.sh). */
 INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
-    int cols = m->cols;
+    const size_t pst = (size_t)m->cols / 2, sst = (size_t)m->cols / 32;  /* a row's bytes */
+    const uint8_t *p = m->wp + (size_t)r * pst, *s = m->ws + (size_t)r * sst;
+    const char *np = (const char *)(p + R * pst), *ns = (const char *)(s + R * sst);
     const __m256i z = _mm256_setzero_si256();
     __m256 acc[MXR2][2];
     __m256i nx[MXR2];
 #pragma GCC unroll 8
     for (int i = 0; i < R; i++) {
         acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-        nx[i] = mx_nib(m->wp + (size_t)(r + i) * cols / 2);
+        nx[i] = mx_nib(p + i * pst);
     }
-    const char *np = (const char *)(m->wp + (size_t)(r + R) * cols / 2);   /* past the */
-    const char *ns = (const char *)(m->ws + (size_t)(r + R) * cols / 32);  /* end: no fault */
-    for (int c = 0; c < cols; c += 32) {
-        const size_t k = (size_t)c / 32 * R;        /* the next rows' bytes: 16 k, scales: k */
-        if (!(16 * k & 63)) _mm_prefetch(np + 16 * k, _MM_HINT_T1);
-        if (!(k & 63)) _mm_prefetch(ns + k, _MM_HINT_T1);
-        __m256 xe0 = _mm256_load_ps(xp + c), xo0 = _mm256_load_ps(xp + c + 8);
-        __m256 xe1 = _mm256_load_ps(xp + c + 16), xo1 = _mm256_load_ps(xp + c + 24);
-        int cn = c + 32 < cols ? c + 32 : c;
+    for (size_t j = 0; j < sst; j++, p += 16, s++, xp += 32) {
+        const size_t nn = j + 1 < sst ? 16 : 0;     /* the last step reloads its own block */
+        if (!(16 * R * j & 63)) _mm_prefetch(np + 16 * R * j, _MM_HINT_T1);
+        if (!(R * j & 63)) _mm_prefetch(ns + R * j, _MM_HINT_T1);
+        __m256 xe0 = _mm256_load_ps(xp), xo0 = _mm256_load_ps(xp + 8);
+        __m256 xe1 = _mm256_load_ps(xp + 16), xo1 = _mm256_load_ps(xp + 24);
 #pragma GCC unroll 8
         for (int i = 0; i < R; i++) {
-            const uint8_t *t = mxb[m->ws[((size_t)(r + i) * cols + c) / 32]];
+            const uint8_t *t = mxb[s[i * sst]];
             __m256i n = nx[i];
-            nx[i] = mx_nib(m->wp + ((size_t)(r + i) * cols + cn) / 2);
+            nx[i] = mx_nib(p + i * pst + nn);
             __m256i L = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)t), n);
             __m256i H = _mm256_shuffle_epi8(_mm256_load_si256((const __m256i *)(t + 32)), n);
             __m256i wl = _mm256_unpacklo_epi8(L, H), wh = _mm256_unpackhi_epi8(L, H);
