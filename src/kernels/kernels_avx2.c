@@ -285,6 +285,7 @@ INL __m256i mx_nib(const uint8_t *p) {
 INL void mv_mxb(const M *m, int R, float *y, const float *xp, int r) {
     const size_t pst = (size_t)m->cols / 2, sst = (size_t)m->cols / 32;  /* a row's bytes */
     const uint8_t *p = m->wp + (size_t)r * pst, *s = m->ws + (size_t)r * sst;
+    /* the next R rows' bytes and scales (past the end at the last rows: a prefetch, no fault) */
     const char *np = (const char *)(p + R * pst), *ns = (const char *)(s + R * sst);
     const __m256i z = _mm256_setzero_si256();
     __m256 acc[MXR2][2];
