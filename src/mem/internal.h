@@ -47,8 +47,7 @@ struct K3Mem {
     int brief;                                /* the plan was the one line: all resident */
     int draft_streamed;                       /* the draft's weights read per block */
     int draft_planned;                        /* K3MemOpts.draft was given */
-    uint64_t draft_bytes;                     /* its share of plan_bytes (weights or window,
-                                                 context and buffers) */
+    uint64_t draft_bytes;                     /* its share of plan_bytes (k3_plan_draft_bytes) */
     long vision_patches;                      /* k3_mem_vision_patches */
     uint64_t vision_bytes;                    /* the tower's share of plan_bytes */
 };
@@ -94,6 +93,8 @@ void k3_plan_print(const K3Plan *p, int NL, int have_trunk, uint64_t avail, cons
 /* Every byte resident and nothing raised or tight: what the one-line form may summarise. */
 int k3_plan_all_resident(const K3Plan *p, int have_trunk, uint64_t avail);
 void k3_plan_line(const K3Plan *p, int NL, uint64_t avail, const char *adesc, FILE *f);
+/* --draft: its share of the plan (weights or window, context and buffers) */
+uint64_t k3_plan_draft_bytes(const K3Plan *p);
 /* Over N ranks: every rank's trunk rows, pinned, streamed, experts owned and slots, from
  * one gather (every rank calls it at the same point); rank 0 prints when print is set. */
 void k3_plan_ranks(const K3Plan *p, int have_trunk, int print, FILE *f);

@@ -294,7 +294,7 @@ static int setup(K3Mem *x, const K3MemOpts *asked, uint64_t *lb, char *err, size
     x->cache_budget = (uint64_t)p.cache_budget;
     x->draft_streamed = p.draft_win > 0;
     x->draft_planned = o->draft.weights > 0;
-    x->draft_bytes = p.draft_pin + p.draft_win + p.draft_side;
+    x->draft_bytes = k3_plan_draft_bytes(&p);
     p.chunk_why = why;
     const int one_line = o->brief && !o->verbose &&
                          k3_plan_all_resident(&p, o->trunk_dir != NULL, avail);

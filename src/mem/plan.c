@@ -247,6 +247,10 @@ int k3_plan_all_resident(const K3Plan *p, int have_trunk, uint64_t avail) {
            !p->raised_cache && (!avail || p->total <= avail);
 }
 
+uint64_t k3_plan_draft_bytes(const K3Plan *p) {
+    return p->draft_pin + p->draft_win + p->draft_side;
+}
+
 void k3_plan_line(const K3Plan *p, int NL, uint64_t avail, const char *adesc, FILE *f) {
     char slot[32], av[96] = "";
     if (adesc) snprintf(av, sizeof av, " of %.3f available (%s)", avail / K3_GB, adesc);
@@ -524,6 +528,6 @@ void k3_plan_refusal(const K3Plan *p, const K3Model *m, const K3MemOpts *o, cons
              p->ring_bytes / K3_GB,
              p->cache / K3_GB, p->lm_head / K3_GB, p->embed / K3_GB, p->vectors / K3_GB,
              p->state / K3_GB, p->mla / K3_GB, p->state_bufs / K3_GB, p->buffers / K3_GB,
-             p->process / K3_GB, (p->draft_pin + p->draft_win + p->draft_side) / K3_GB,
+             p->process / K3_GB, k3_plan_draft_bytes(p) / K3_GB,
              (p->vis_weights + p->vis_act) / K3_GB, fix);
 }
